@@ -1,0 +1,59 @@
+"""The engine's app factory: ``create_app(settings)`` wires the small modules together.
+
+State (the database, the key ring, the stores) is opened in a cleanup context, so a test
+can build as many engines as it likes and each closes what it opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from fluksio.api import appkeys
+from fluksio.api.db import open_database
+from fluksio.api.keys import KeyRing
+from fluksio.api.middlewares import error_middleware, request_context_middleware
+from fluksio.api.routes import add_routes
+from fluksio.api.settings import EngineSettings
+from fluksio.api.throttle import LoginGuard
+from fluksio.api.tokens import TokenService
+from fluksio.api.users import UserStore
+from fluksio.api.worker_tokens import WorkerTokenStore
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: EngineSettings) -> web.Application:
+    app = web.Application(
+        middlewares=[request_context_middleware, error_middleware],
+        client_max_size=settings.client_max_size,
+    )
+    app[appkeys.SETTINGS] = settings
+    app[appkeys.DATA_DIR] = settings.layout
+    app[appkeys.LOGIN_GUARD] = LoginGuard(
+        free_failures=settings.login_free_failures,
+        base_delay_s=settings.login_base_delay_s,
+        max_delay_s=settings.login_max_delay_s,
+    )
+    app.cleanup_ctx.append(_state)
+    add_routes(app)
+    return app
+
+
+async def _state(app: web.Application) -> AsyncIterator[None]:
+    settings = app[appkeys.SETTINGS]
+    layout = app[appkeys.DATA_DIR].ensure()
+    database = open_database(layout.database)
+    users = UserStore(database)
+    worker_tokens = WorkerTokenStore(database)
+    app[appkeys.DATABASE] = database
+    app[appkeys.USERS] = users
+    app[appkeys.WORKER_TOKENS] = worker_tokens
+    keys = KeyRing(layout)
+    keys.current()  # created on first start, so a fresh data dir is complete at once
+    app[appkeys.TOKENS] = TokenService(
+        keys, users, worker_tokens, access_ttl_s=settings.access_token_ttl_s
+    )
+    yield
+    database.close()

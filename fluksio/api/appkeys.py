@@ -1,0 +1,31 @@
+"""Every object the engine shares between handlers, under one typed key each."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from fluksio.api.datadir import DataDir
+from fluksio.api.db import Database
+from fluksio.api.settings import EngineSettings
+from fluksio.api.throttle import LoginGuard
+from fluksio.api.tokens import TokenService
+from fluksio.api.users import UserStore
+from fluksio.api.worker_tokens import WorkerTokenStore
+
+__all__ = [
+    "DATABASE",
+    "DATA_DIR",
+    "LOGIN_GUARD",
+    "SETTINGS",
+    "TOKENS",
+    "USERS",
+    "WORKER_TOKENS",
+]
+
+SETTINGS = web.AppKey("settings", EngineSettings)
+DATA_DIR = web.AppKey("data_dir", DataDir)
+DATABASE = web.AppKey("database", Database)
+USERS = web.AppKey("users", UserStore)
+WORKER_TOKENS = web.AppKey("worker_tokens", WorkerTokenStore)
+TOKENS = web.AppKey("tokens", TokenService)
+LOGIN_GUARD = web.AppKey("login_guard", LoginGuard)

@@ -1,0 +1,43 @@
+"""Reading request bodies into pydantic models, with errors that name the field."""
+
+from __future__ import annotations
+
+import json
+from typing import TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from fluksio.api.errors import InvalidInput
+
+__all__ = ["read_json", "required_form_field"]
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def _field_name(location: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in location) or "body"
+
+
+async def read_json(request: web.Request, model: type[Model]) -> Model:
+    try:
+        payload = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput("body", "is not valid JSON") from exc
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"]
+        if first["type"] == "string_pattern_mismatch":
+            message = (
+                "must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        raise InvalidInput(_field_name(tuple(first["loc"])), message) from exc
+
+
+async def required_form_field(form: dict[str, str], name: str) -> str:
+    value = form.get(name)
+    if not value:
+        raise InvalidInput(name, "is required")
+    return value

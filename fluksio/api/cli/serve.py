@@ -1,0 +1,67 @@
+"""``fluksio serve``: run the engine in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import click
+
+from fluksio.api.cli.options import data_dir_option
+from fluksio.api.datadir import DataDir
+from fluksio.api.db import open_database
+from fluksio.api.logging import configure_logging, register_secret
+from fluksio.api.server import data_dir_lock, run_engine
+from fluksio.api.settings import EngineSettings
+from fluksio.api.users import NewSuperuser, UserStore, bootstrap_superuser
+
+__all__ = ["serve"]
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one (written to DATA_DIR/engine.json).",
+)
+@data_dir_option
+@click.option("--log-level", default="info", show_default=True, hidden=True)
+def serve(host: str, port: int, data_dir: Path, log_level: str) -> None:
+    """Run the engine until interrupted."""
+    configure_logging(level=log_level)
+    # Known secrets are blanked wherever they would appear in a log line.
+    register_secret(os.environ.get("FLUKSIO_SUPERUSER_PASSWORD"))
+    layout = DataDir(data_dir).ensure()
+    with data_dir_lock(layout):
+        database = open_database(layout.database)
+        try:
+            created = bootstrap_superuser(UserStore(database))
+        finally:
+            database.close()
+        settings = EngineSettings(data_dir=data_dir, host=host, port=port)
+        asyncio.run(run_engine(settings, on_ready=lambda url: _banner(url, layout, created)))
+
+
+def _banner(url: str, layout: DataDir, created: NewSuperuser | None) -> None:
+    # Printed to stdout, never logged: the generated password appears here once only.
+    api = f"{url}/api/v1"
+    lines = [f"Fluksio engine listening on {url} (API {api}); data in {layout.root}"]
+    if created is not None:
+        lines.append(f"Created the superuser {created.username!r}.")
+        if created.generated_password is not None:
+            register_secret(created.generated_password)
+            lines.append(f"Its password, shown only this once: {created.generated_password}")
+        lines += [
+            "Log in (the password is read from stdin, so it stays out of process listings):",
+            f"  curl -s -d username={created.username} --data-urlencode password@- "
+            f"{api}/login/access-token",
+            "Mint a worker token with the CLI:",
+            f"  export FLUKSIO_URL={api} FLUKSIO_USERNAME={created.username}",
+            "  read -rs FLUKSIO_PASSWORD && export FLUKSIO_PASSWORD",
+            "  fluksio tokens mint my-gpu-box --labels gpu",
+        ]
+    click.echo("\n".join(lines), nl=True)

@@ -1,0 +1,118 @@
+"""The embedded state store: one SQLite file in WAL mode, migrated forward on open.
+
+The schema version is SQLite's ``user_version``. ``MIGRATIONS[i]`` takes a database at
+version ``i`` to ``i + 1``; each runs in its own transaction, so a crash mid-migration
+leaves the previous version intact. A database newer than this code is refused rather
+than half-understood.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fluksio.errors import ConfigError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Database", "open_database"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: users and worker tokens.
+    """
+    CREATE TABLE users (
+        username       TEXT PRIMARY KEY,
+        password_hash  TEXT NOT NULL,
+        is_superuser   INTEGER NOT NULL DEFAULT 0,
+        created_at     REAL NOT NULL
+    );
+    CREATE TABLE worker_tokens (
+        jti            TEXT PRIMARY KEY,
+        name           TEXT NOT NULL,
+        labels         TEXT NOT NULL,
+        created_at     REAL NOT NULL,
+        expires_at     REAL NOT NULL,
+        created_by     TEXT,
+        revoked_at     REAL,
+        revoked_reason TEXT
+    );
+    CREATE INDEX worker_tokens_by_name ON worker_tokens(name);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class Database:
+    """A SQLite connection with explicit transactions (autocommit otherwise)."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self.connection = connection
+        self.path = path
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.connection.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
+        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.connection
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        self.connection.execute("COMMIT")
+
+    def execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        return self.connection.execute(sql, params)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def open_database(path: Path, migrations: tuple[str, ...] = MIGRATIONS) -> Database:
+    """Open (creating if needed) and migrate the database at ``path``."""
+    try:
+        # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the
+        # database file's mode.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        connection.row_factory = sqlite3.Row
+        connection.execute("PRAGMA journal_mode=WAL")
+        # NORMAL is durable across process crashes in WAL mode; only power loss can
+        # drop the last transactions, which is the trade every WAL store makes.
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA foreign_keys=ON")
+        connection.execute("PRAGMA busy_timeout=5000")
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"cannot open the state database {path}: {exc}") from exc
+    database = Database(connection, path)
+    _migrate(database, migrations)
+    return database
+
+
+def _migrate(database: Database, migrations: tuple[str, ...]) -> None:
+    current = database.schema_version
+    if current > len(migrations):
+        raise ConfigError(
+            f"the state database {database.path} has schema version {current}, newer than "
+            f"this fluksio understands ({len(migrations)}); upgrade fluksio to use it"
+        )
+    for version in range(current, len(migrations)):
+        try:
+            with database.transaction() as connection:
+                for statement in _statements(migrations[version]):
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {version + 1}")
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"migrating {database.path} to schema version {version + 1} failed ({exc});"
+                f" it is unchanged at version {version}"
+            ) from exc
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would COMMIT our transaction first; run statements one by one.
+    return [part.strip() for part in script.split(";") if part.strip()]

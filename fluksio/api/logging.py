@@ -1,0 +1,102 @@
+"""Structured logging: readable on a terminal, JSON lines otherwise, never a secret.
+
+Every line, ours and the libraries' (aiohttp's go through the same pipeline), passes the
+redaction step, which blanks the values of keys that name credentials, anything shaped
+like a JWT, and every value registered with :func:`register_secret` (the superuser's
+password from the environment, for instance) wherever it appears in the line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import MutableMapping
+from typing import Any, TextIO
+
+import structlog
+
+__all__ = ["configure_logging", "get_logger", "redact", "register_secret"]
+
+_SENSITIVE_KEY = re.compile(r"pass(word)?|secret|token|authorization|cookie|credential", re.I)
+_SAFE_KEYS = frozenset({"token_type", "jti", "event"})
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+_REDACTED = "[redacted]"
+_registered: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Blank ``value`` wherever it appears in any later log line."""
+    if value and len(value) >= 4:
+        _registered.add(value)
+
+
+def _scrub(text: str) -> str:
+    text = _JWT.sub(_REDACTED, text)
+    for secret in _registered:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _scrub_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrub_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_value(v) for v in value]
+    return value
+
+
+def redact(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: blank credentials by key name and by shape."""
+    for key, value in list(event_dict.items()):
+        if key not in _SAFE_KEYS and value is not None and _SENSITIVE_KEY.search(key):
+            event_dict[key] = _REDACTED
+        else:
+            event_dict[key] = _scrub_value(value)
+    return event_dict
+
+
+def configure_logging(*, level: str = "info", stream: TextIO | None = None) -> None:
+    """Route structlog and the standard library through one redacting pipeline."""
+    stream = stream or sys.stderr
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        if stream.isatty()
+        else structlog.processors.JSONRenderer()
+    )
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            redact,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger

@@ -1,0 +1,115 @@
+"""Request ids, the access log, and the one place errors become HTTP answers.
+
+Every error answer is JSON with a ``detail`` sentence. Unexpected exceptions are logged
+with the request id and answered 500 without internals.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from fluksio.api.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    TooManyAttempts,
+)
+from fluksio.api.logging import get_logger
+from fluksio.errors import ConfigError, FluksioError
+
+__all__ = ["error_middleware", "request_context_middleware"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = get_logger(__name__)
+
+_STATUS: tuple[tuple[type[FluksioError], int], ...] = (
+    (NotAuthenticated, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (InvalidInput, 422),
+    (TooManyAttempts, 429),
+    (ConfigError, 400),
+)
+_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def _status_of(error: FluksioError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+def _json_error(status: int, detail: str, **extra: object) -> web.Response:
+    return web.json_response({"detail": detail, **extra}, status=status)
+
+
+@web.middleware
+async def request_context_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Bind a request id to every log line of this request and log one access line.
+
+    The access line names the path only: query strings may carry a token.
+    """
+    offered = request.headers.get("X-Request-ID", "")
+    request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
+    started = time.perf_counter()
+    status = 500
+    with structlog.contextvars.bound_contextvars(request_id=request_id):
+        try:
+            response = await handler(request)
+            status = response.status
+            if not response.prepared:
+                response.headers["X-Request-ID"] = request_id
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            log.info(
+                "http.request",
+                method=request.method,
+                path=request.path,
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                remote=request.remote,
+            )
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except FluksioError as error:
+        status = _status_of(error)
+        if status >= 500:
+            log.error("request.failed", error=error.detail)
+        extra: dict[str, object] = {}
+        headers: dict[str, str] = {}
+        if isinstance(error, InvalidInput):
+            extra["field"] = error.field
+        if isinstance(error, TooManyAttempts):
+            headers["Retry-After"] = str(max(1, round(error.retry_after)))
+        if isinstance(error, NotAuthenticated):
+            headers["WWW-Authenticate"] = "Bearer"
+        response = _json_error(status, error.detail, **extra)
+        response.headers.update(headers)
+        return response
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        detail = exc.reason if exc.status != 404 else f"no such endpoint: {request.path}"
+        response = _json_error(exc.status, detail)
+        response.headers.update({k: v for k, v in exc.headers.items() if k == "Allow"})
+        return response
+    except Exception:
+        log.exception("request.crashed")
+        return _json_error(500, "internal error; the engine log has the details")

@@ -1,0 +1,16 @@
+"""HTTP routes of the engine, one module per resource, all under ``/api/v1``."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from fluksio.api.routes import health, login, worker_tokens
+
+__all__ = ["API_PREFIX", "add_routes"]
+
+API_PREFIX = "/api/v1"
+
+
+def add_routes(app: web.Application) -> None:
+    for module in (health, login, worker_tokens):
+        app.router.add_routes(module.routes(API_PREFIX))

@@ -1,0 +1,51 @@
+"""``POST /login/access-token``: form fields ``username`` and ``password``, a bearer token back.
+
+Unknown user and wrong password get the same answer in the same time; repeated failures
+for a username or from an address are slowed down (429 with ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiohttp import web
+
+from fluksio.api.appkeys import LOGIN_GUARD, TOKENS, USERS
+from fluksio.api.bodies import required_form_field
+from fluksio.api.errors import NotAuthenticated, TooManyAttempts
+from fluksio.api.logging import get_logger
+from fluksio.api.users import check_password
+
+__all__ = ["routes"]
+
+log = get_logger(__name__)
+
+
+async def _access_token(request: web.Request) -> web.Response:
+    form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
+    username = await required_form_field(form, "username")
+    password = await required_form_field(form, "password")
+
+    guard = request.app[LOGIN_GUARD]
+    address = request.remote or "unknown"
+    wait = guard.retry_after(username, address, time.monotonic())
+    if wait > 0:
+        raise TooManyAttempts(
+            f"too many failed logins; try again in {max(1, round(wait))} s", retry_after=wait
+        )
+
+    found = request.app[USERS].credentials(username)
+    user = await asyncio.get_running_loop().run_in_executor(None, check_password, found, password)
+    if user is None:
+        guard.failed(username, address, time.monotonic())
+        log.info("login.failed", username=username)
+        raise NotAuthenticated("incorrect username or password")
+    guard.succeeded(username, address)
+    log.info("login.succeeded", username=user.username)
+    token = request.app[TOKENS].mint_access(user)
+    return web.json_response({"access_token": token, "token_type": "bearer"})
+
+
+def routes(prefix: str) -> list[web.RouteDef]:
+    return [web.post(f"{prefix}/login/access-token", _access_token)]

@@ -1,0 +1,95 @@
+"""Worker tokens: mint (shown once), list, revoke; and ``self`` for a worker to check its own.
+
+``POST /workers/tokens`` {name, labels} -> token, jti, name, labels, expires_at (superuser)
+``GET /workers/tokens``                  -> the records, never token text (superuser)
+``POST /workers/tokens/{jti}/revoke``    -> the record, revoked (idempotent; superuser)
+``GET /workers/tokens/self``             -> what the presented worker token signs
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from aiohttp import web
+
+from fluksio.api.appkeys import TOKENS, WORKER_TOKENS
+from fluksio.api.auth import require_superuser, require_worker
+from fluksio.api.bodies import read_json
+from fluksio.api.errors import NotFound
+from fluksio.api.logging import get_logger
+from fluksio.api.models import WorkerTokenRequest
+from fluksio.api.worker_tokens import WorkerTokenRecord
+
+__all__ = ["iso8601", "routes"]
+
+log = get_logger(__name__)
+
+
+def iso8601(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _describe(record: WorkerTokenRecord, now: float) -> dict[str, object]:
+    return {
+        "jti": record.jti,
+        "name": record.name,
+        "labels": list(record.labels),
+        "status": record.status(now),
+        "created_at": iso8601(record.created_at),
+        "created_by": record.created_by,
+        "expires_at": iso8601(record.expires_at),
+        "revoked_at": iso8601(record.revoked_at),
+        "revoked_reason": record.revoked_reason,
+    }
+
+
+async def _mint(request: web.Request) -> web.Response:
+    user = require_superuser(request)
+    body = await read_json(request, WorkerTokenRequest)
+    minted = request.app[TOKENS].mint_worker(
+        body.name, tuple(body.labels), created_by=user.username
+    )
+    log.info("worker_token.minted", jti=minted.record.jti, name=body.name, labels=body.labels)
+    return web.json_response(
+        {"token": minted.token, **_describe(minted.record, time.time())}, status=201
+    )
+
+
+async def _list(request: web.Request) -> web.Response:
+    require_superuser(request)
+    now = time.time()
+    return web.json_response([_describe(r, now) for r in request.app[WORKER_TOKENS].list()])
+
+
+async def _revoke(request: web.Request) -> web.Response:
+    user = require_superuser(request)
+    jti = request.match_info["jti"]
+    record = request.app[WORKER_TOKENS].revoke(jti, f"revoked by {user.username}")
+    if record is None:
+        raise NotFound(f"no worker token with jti {jti!r}")
+    log.info("worker_token.revoked", jti=jti, name=record.name)
+    return web.json_response(_describe(record, time.time()))
+
+
+async def _self(request: web.Request) -> web.Response:
+    identity = require_worker(request)
+    return web.json_response(
+        {
+            "name": identity.name,
+            "labels": list(identity.labels),
+            "jti": identity.jti,
+            "expires_at": iso8601(identity.expires_at),
+        }
+    )
+
+
+def routes(prefix: str) -> list[web.RouteDef]:
+    return [
+        web.post(f"{prefix}/workers/tokens", _mint),
+        web.get(f"{prefix}/workers/tokens", _list),
+        web.get(f"{prefix}/workers/tokens/self", _self),
+        web.post(f"{prefix}/workers/tokens/{{jti}}/revoke", _revoke),
+    ]

@@ -1,0 +1,74 @@
+"""Running one engine: take the data directory's lock, listen, stop cleanly on a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+from collections.abc import Callable, Iterator
+
+from aiohttp import web
+
+from fluksio.api.app import create_app
+from fluksio.api.datadir import DataDir
+from fluksio.api.logging import get_logger
+from fluksio.api.settings import EngineSettings
+from fluksio.errors import ConfigError
+
+__all__ = ["data_dir_lock", "run_engine"]
+
+log = get_logger(__name__)
+
+
+@contextlib.contextmanager
+def data_dir_lock(layout: DataDir) -> Iterator[None]:
+    """Hold the data directory for this process: two engines on one directory is refused."""
+    fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            info = layout.read_engine_info() or {}
+            raise ConfigError(
+                f"another engine (pid {info.get('pid', '?')}) is already using the data"
+                f" directory {layout.root}; stop it or choose another --data-dir"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+async def run_engine(settings: EngineSettings, *, on_ready: Callable[[str], None]) -> None:
+    """Serve until SIGINT or SIGTERM; ``on_ready`` gets the base URL once listening."""
+    layout = settings.layout
+    runner = web.AppRunner(create_app(settings), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
+            ) from exc
+        port = int(runner.addresses[0][1])
+        url = _url(settings.host, port)
+        layout.write_engine_info(pid=os.getpid(), url=url)
+        log.info("engine.listening", url=url, data_dir=str(layout.root))
+        on_ready(url)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        log.info("engine.stopping")
+    finally:
+        layout.engine_info.unlink(missing_ok=True)
+        await runner.cleanup()

@@ -1,0 +1,30 @@
+"""Everything the engine is configured with, in one frozen value built by the CLI or tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fluksio.api.datadir import DataDir
+from fluksio.api.tokens import ACCESS_TOKEN_TTL_S
+
+__all__ = ["EngineSettings"]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    access_token_ttl_s: float = ACCESS_TOKEN_TTL_S
+    # Login slowdown (see fluksio.api.throttle): free failures, then doubling waits.
+    login_free_failures: int = 5
+    login_base_delay_s: float = 1.0
+    login_max_delay_s: float = 300.0
+    # aiohttp reads request bodies whole for JSON endpoints; large uploads stream elsewhere.
+    client_max_size: int = 1024 * 1024
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> DataDir:
+        return DataDir(self.data_dir)

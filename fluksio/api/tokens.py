@@ -1,0 +1,199 @@
+"""Access tokens and worker tokens: signing, and the one verifier every endpoint uses.
+
+Both are JWTs signed with the engine's Ed25519 key (``EdDSA``). Claims:
+
+==========  ==========================================  ======================
+claim       access token                                worker token
+==========  ==========================================  ======================
+``sub``     the username                                the worker's name
+``type``    ``"access"``                                ``"worker"``
+``labels``  (absent)                                    the signed labels
+``jti``     random id                                   random id, kept in the database
+``iat``     issued at (seconds since the epoch)         issued at
+``exp``     expiry (24 h by default)                    expiry (365 days by default)
+==========  ==========================================  ======================
+
+Verification is pinned to EdDSA (so ``alg: none`` and an HMAC keyed with the public key
+are both refused), requires every claim it relies on, and checks the type so that one
+kind of token is never accepted as the other.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from fluksio.api.errors import NotAuthenticated
+from fluksio.api.keys import KeyRing
+from fluksio.api.users import User, UserStore
+from fluksio.api.worker_tokens import WorkerTokenRecord, WorkerTokenStore
+
+__all__ = [
+    "ACCESS_TOKEN_TTL_S",
+    "WORKER_TOKEN_TTL_S",
+    "MintedWorkerToken",
+    "TokenService",
+    "WorkerIdentity",
+]
+
+ALGORITHM = "EdDSA"
+ACCESS_TOKEN_TTL_S = 24 * 3600
+WORKER_TOKEN_TTL_S = 365 * 24 * 3600
+# A real token is well under 1 KB; anything this long is not worth parsing.
+_MAX_TOKEN_CHARS = 4096
+_MINT_NEW = "mint a new one with POST /api/v1/workers/tokens"
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """What a verified worker token proves."""
+
+    name: str
+    labels: tuple[str, ...]
+    jti: str
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class MintedWorkerToken:
+    token: str
+    record: WorkerTokenRecord
+
+
+class TokenService:
+    def __init__(
+        self,
+        keys: KeyRing,
+        users: UserStore,
+        worker_tokens: WorkerTokenStore,
+        *,
+        access_ttl_s: float = ACCESS_TOKEN_TTL_S,
+    ) -> None:
+        self._keys = keys
+        self._users = users
+        self._worker_tokens = worker_tokens
+        self._access_ttl_s = access_ttl_s
+
+    # -- minting -----------------------------------------------------------------------
+
+    def mint_access(self, user: User) -> str:
+        now = int(time.time())
+        return self._sign(
+            {
+                "sub": user.username,
+                "type": "access",
+                "jti": secrets.token_hex(16),
+                "iat": now,
+                "exp": now + int(self._access_ttl_s),
+            }
+        )
+
+    def mint_worker(
+        self,
+        name: str,
+        labels: tuple[str, ...],
+        *,
+        created_by: str | None,
+        ttl_s: float = WORKER_TOKEN_TTL_S,
+    ) -> MintedWorkerToken:
+        now = int(time.time())
+        record = WorkerTokenRecord(
+            jti=secrets.token_hex(16),
+            name=name,
+            labels=labels,
+            created_at=now,
+            expires_at=now + int(ttl_s),
+            created_by=created_by,
+            revoked_at=None,
+            revoked_reason=None,
+        )
+        token = self._sign(
+            {
+                "sub": name,
+                "type": "worker",
+                "labels": list(labels),
+                "jti": record.jti,
+                "iat": now,
+                "exp": int(record.expires_at),
+            }
+        )
+        self._worker_tokens.add(record)
+        return MintedWorkerToken(token=token, record=record)
+
+    def _sign(self, claims: Mapping[str, Any]) -> str:
+        key = self._keys.current()
+        return jwt.encode(dict(claims), key.private, algorithm=ALGORITHM, headers={"kid": key.kid})
+
+    # -- verifying ---------------------------------------------------------------------
+
+    def verify_access(self, token: str) -> User:
+        """The user an access token speaks for, or :class:`NotAuthenticated`."""
+        claims = self._decode(token, expected_type="access")
+        user = self._users.get(str(claims["sub"]))
+        if user is None:
+            raise NotAuthenticated("the user this access token was issued to no longer exists")
+        return user
+
+    def verify_worker(self, token: str) -> WorkerIdentity:
+        """The worker a token speaks for, or :class:`NotAuthenticated` saying why not.
+
+        Checks signature, algorithm, expiry, type, a signed ``jti`` and ``labels``, and
+        that the engine minted the ``jti`` and has not revoked it.
+        """
+        claims = self._decode(token, expected_type="worker")
+        jti, labels = claims.get("jti"), claims.get("labels")
+        if not isinstance(jti, str) or not jti:
+            raise NotAuthenticated(f"this worker token has no signed jti; {_MINT_NEW}")
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise NotAuthenticated(f"this worker token has no signed labels; {_MINT_NEW}")
+        record = self._worker_tokens.get(jti)
+        if record is None:
+            raise NotAuthenticated(f"this worker token is unknown to this engine; {_MINT_NEW}")
+        if record.revoked_at is not None:
+            raise NotAuthenticated(
+                f"worker token {record.name!r} (jti {jti}) was revoked"
+                f" ({record.revoked_reason}); {_MINT_NEW}"
+            )
+        return WorkerIdentity(
+            name=str(claims["sub"]), labels=tuple(labels), jti=jti, expires_at=record.expires_at
+        )
+
+    def _decode(self, token: str, *, expected_type: str) -> dict[str, Any]:
+        if not token or len(token) > _MAX_TOKEN_CHARS:
+            raise NotAuthenticated("the bearer token is not a valid Fluksio token")
+        key = self._keys.current()
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key.public,
+                algorithms=[ALGORITHM],
+                options={"require": ["sub", "type", "iat", "exp"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise NotAuthenticated(f"the {expected_type} token has expired") from exc
+        except jwt.InvalidSignatureError as exc:
+            raise NotAuthenticated(
+                "the token's signature does not match this engine's signing key (it was"
+                " signed by another engine, or before the key was rotated)"
+            ) from exc
+        except jwt.MissingRequiredClaimError as exc:
+            raise NotAuthenticated(
+                f"the token lacks the {exc.claim!r} claim; it was not minted by this engine"
+            ) from exc
+        except jwt.InvalidTokenError as exc:
+            raise NotAuthenticated("the bearer token is not a valid Fluksio token") from exc
+        actual_type = claims.get("type")
+        if actual_type != expected_type:
+            raise NotAuthenticated(
+                f"this is {_a(str(actual_type))} token where {_a(expected_type)} token is needed"
+            )
+        return claims
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"

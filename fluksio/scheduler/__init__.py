@@ -1,0 +1,1 @@
+"""Pure scheduling: node requests matched against worker inventories (standard library only)."""

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.engine import EngineProcess, start_engine
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def engine(data_dir: Path, tmp_path: Path) -> Iterator[EngineProcess]:
+    """A fresh engine process on its own data directory."""
+    process = start_engine(data_dir, tmp_path / "logs")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
+    """One engine for a module whose tests do not change what the others see."""
+    root = tmp_path_factory.mktemp("engine")
+    process = start_engine(root / "data", root / "logs")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def admin_token(engine: EngineProcess) -> str:
+    return engine.login()

@@ -1,0 +1,1 @@
+"""Helpers the tests share: real engine processes, HTTP calls, bounded waits."""

@@ -1,0 +1,131 @@
+"""A real engine in its own process, on a free port of 127.0.0.1, for a test to talk to."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.support.http import call
+from tests.support.wait import wait_for
+
+BIN = Path(sys.executable).parent
+SUPERUSER = "admin"
+SUPERUSER_PASSWORD = "correct-horse-battery"
+
+
+def engine_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+    env.update(
+        FLUKSIO_SUPERUSER=SUPERUSER,
+        FLUKSIO_SUPERUSER_PASSWORD=SUPERUSER_PASSWORD,
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class EngineProcess:
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    url: str
+    stdout_path: Path
+    stderr_path: Path
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def api(self) -> str:
+        return f"{self.url}/api/v1"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
+        answer = call(
+            "POST",
+            f"{self.api}/login/access-token",
+            form={"username": username, "password": password},
+        )
+        assert answer.status == 200, answer
+        return str(answer.body["access_token"])
+
+    def mint(self, access: str, name: str, labels: list[str]) -> dict[str, Any]:
+        """Mint a worker token through the API; the answer's body (token, jti, ...)."""
+        answer = call(
+            "POST",
+            f"{self.api}/workers/tokens",
+            token=access,
+            json_body={"name": name, "labels": labels},
+        )
+        assert answer.status == 201, answer
+        body: dict[str, Any] = answer.body
+        return body
+
+    def logs(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15) -> int:
+        """Stop this engine (by its pid) and return its exit code."""
+        if self._stopped:
+            return self.process.returncode
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait(timeout=timeout)
+        self._stopped = True
+        return code
+
+
+def start_engine(
+    data_dir: Path,
+    log_dir: Path,
+    *,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    timeout: float = 20,
+) -> EngineProcess:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path = log_dir / "engine.stdout"
+    stderr_path = log_dir / "engine.stderr"
+    with stdout_path.open("ab") as out, stderr_path.open("ab") as err:
+        process = subprocess.Popen(
+            [str(BIN / "fluksio"), "serve", "--port", "0", "--data-dir", str(data_dir), *args],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=env or engine_env(),
+        )
+    info_path = data_dir / "engine.json"
+
+    def ready() -> str | None:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"engine exited with {process.returncode}: {stderr_path.read_text()[-2000:]}"
+            )
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, ValueError):
+            return None
+        return str(info["url"]) if info.get("pid") == process.pid else None
+
+    try:
+        url = wait_for(ready, timeout=timeout, what="the engine to listen")
+    except BaseException:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        raise
+    return EngineProcess(process, data_dir, url, stdout_path, stderr_path)

@@ -1,0 +1,23 @@
+"""Bounded waits: poll a condition until a deadline, never sleep as synchronisation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(
+    condition: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.02
+) -> T:
+    """Return the first truthy value of ``condition()``; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
