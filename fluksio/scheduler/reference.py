@@ -1,0 +1,94 @@
+"""The scheduling rules as a plain loop: every request against every place, every pass.
+
+This is the specification in executable form and the naive baseline of
+``bench/scheduler.py``. It shares no indexes with :class:`~.scheduler.Scheduler`; the
+property tests require both to make the same plan from the same snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fluksio.scheduler.model import ENGINE_ID, Placement, Policy, ProvisionAsk, Request
+from fluksio.scheduler.resources import Vector, covers
+from fluksio.scheduler.scheduler import Plan, Snapshot, profile_vector
+from fluksio.scheduler.state import PlaceState, need_of
+
+__all__ = ["reference_plan"]
+
+
+def _candidates(request: Request, places: list[PlaceState], need: Vector) -> list[PlaceState]:
+    engine = [p for p in places if p.id == ENGINE_ID]
+    if request.label is None:
+        return engine
+    carrying = [p for p in places if p.id != ENGINE_ID and request.label in p.worker.labels]
+    if request.policy is Policy.PREFER and not any(covers(p.capacity, need) for p in carrying):
+        return engine
+    return carrying
+
+
+def reference_plan(snapshot: Snapshot) -> Plan:
+    places = [PlaceState(worker) for worker in snapshot.places]
+    by_id = {p.id: p for p in places}
+    for _request, allocation in snapshot.running:
+        place = by_id[allocation.place_id]
+        place.used = [u + t for u, t in zip(place.used, allocation.taken, strict=True)]
+        place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
+    profiles = {p.key: p for p in snapshot.profiles}
+    targets = dict(snapshot.targets)
+
+    placements: list[Placement] = []
+    asks: list[ProvisionAsk] = []
+    holds: dict[str, str] = {}
+    stopped_shapes: set[tuple[object, ...]] = set()
+    for request in sorted(snapshot.waiting, key=lambda r: (r.queued_at, r.id)):
+        need = need_of(request)
+        shape = (request.label, request.policy, need)
+        candidates = _candidates(request, places, need)
+        fitting = [p for p in candidates if covers(p.free(), need)]
+        if fitting:
+            best = min(fitting, key=lambda p: p.free_key())
+            taken = best.known(need)
+            gpu_ids = tuple(best.free_gpu_ids[: taken[0]])
+            best.used = [u + t for u, t in zip(best.used, taken, strict=True)]
+            del best.free_gpu_ids[: taken[0]]
+            placements.append(
+                Placement(
+                    request.id,
+                    best.id,
+                    gpu_ids,
+                    best.threads_for(need),
+                    cpus=taken[1],
+                    gpus=taken[0],
+                    ram_mb=taken[2],
+                )
+            )
+            continue
+        if shape in stopped_shapes:
+            continue
+        stopped_shapes.add(shape)
+        if any(covers(p.capacity, need) for p in candidates):
+            holdable = [p for p in candidates if covers(p.unheld(), need)]
+            previous = by_id.get(targets.get(request.id, ""))
+            target = (
+                previous
+                if previous is not None and previous in holdable
+                else min(holdable, key=lambda p: p.capacity_key(), default=None)
+            )
+            if target is not None:
+                target.held = [h + k for h, k in zip(target.held, target.known(need), strict=True)]
+                holds[request.id] = target.id
+            continue
+        if request.label is None:
+            continue
+        fitting_profiles = [
+            p
+            for p in profiles.values()
+            if request.label in p.labels and covers(profile_vector(p), need)
+        ]
+        if fitting_profiles:
+            smallest = min(fitting_profiles, key=lambda p: (profile_vector(p), p.key))
+            if not smallest.outstanding:
+                asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
+                profiles[smallest.key] = replace(smallest, outstanding=True)
+    return Plan(tuple(placements), tuple(asks), holds)

@@ -1,0 +1,418 @@
+"""The incremental scheduler: events in, a plan per pass, a reason for every wait.
+
+Rules of a pass (the contract the property tests hold it to):
+
+1. **Order.** Waiting requests are served first come, first served by
+   ``(queued_at, id)``.
+2. **Where.** A request with no label runs on the engine. A request with a label runs on
+   an attached worker carrying it; with ``prefer``, on the engine instead when no
+   attached worker carrying the label could ever hold it.
+3. **Fit and best fit.** A place fits when its free amounts (capacity less allocations
+   less holds) cover the request: a slot, and the GPUs, cores and memory asked for.
+   Among fitting places the best fit wins (see :class:`~.resources.PlaceIndex`).
+4. **No starvation.** The first request of each *shape* (label, policy and amounts) that
+   cannot be placed *holds* what it needs on one place that could hold it once its
+   running calls end: the place it held last pass if it still can, else the smallest
+   capable one. Later requests may use a held place only with what the hold leaves, so
+   they never delay it (conservative backfill: no runtime estimates are needed).
+   Requests of one shape never overtake each other, so one hold per shape suffices.
+5. **Provisioning.** When nothing attached could ever run a request, the smallest
+   profile whose labels include its label and whose amounts cover it is asked for,
+   unless a request for that profile is outstanding; it then waits for that.
+
+A shape that cannot be placed or hold is done for the pass: within a pass places only
+fill up, so nothing later of that shape could fit either. A pass therefore costs
+``O((placements + shapes) * log)``, however many requests wait behind.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from fluksio.scheduler import reasons
+from fluksio.scheduler.model import (
+    Placement,
+    Policy,
+    Profile,
+    ProvisionAsk,
+    Request,
+    WaitKind,
+    WaitReason,
+    Worker,
+)
+from fluksio.scheduler.queues import QueueKey, ShapeQueue
+from fluksio.scheduler.resources import UNKNOWN, Vector, covers
+from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
+
+__all__ = ["Plan", "Scheduler", "Shape", "Snapshot", "plan", "profile_vector"]
+
+Shape = tuple[str | None, Policy, Vector]
+"""Requests alike in label, policy and amounts: they are served strictly in order."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one pass decided: start these, ask for these, and who holds what."""
+
+    placements: tuple[Placement, ...]
+    asks: tuple[ProvisionAsk, ...]
+    holds: dict[str, str]
+    """request id -> the place it holds a reservation on, for this pass."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a pass depends on, as plain frozen data.
+
+    ``targets`` are the places requests held last pass (a hold is kept where it can be,
+    so that a waiting request is not moved from machine to machine).
+    """
+
+    places: tuple[Worker, ...]
+    running: tuple[tuple[Request, Allocation], ...]
+    waiting: tuple[Request, ...]
+    profiles: tuple[Profile, ...] = ()
+    targets: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """Why a shape stopped in the last pass; rendered into text only when asked."""
+
+    kind: WaitKind
+    group: GroupKey
+    holder: str | None = None
+    held_on: str | None = None
+    profile: str | None = None
+    outstanding: bool = False
+
+
+def _shape(request: Request) -> Shape:
+    return (request.label, request.policy, need_of(request))
+
+
+class Scheduler:
+    """Holds places, queue and allocations; :meth:`schedule` runs one pass.
+
+    Pure: no I/O, no clock, no threads. Every method is an event the engine reports or a
+    question it asks; the engine calls :meth:`schedule` after the events of a moment.
+    """
+
+    def __init__(self, engine: Worker | None = None, profiles: Iterable[Profile] = ()) -> None:
+        self._places: dict[str, PlaceState] = {}
+        self._groups: dict[GroupKey, Group] = {}
+        self._queues: dict[Shape, ShapeQueue] = {}
+        self._requests: dict[str, Request] = {}
+        self._running: dict[str, Allocation] = {}
+        self._targets: dict[str, str] = {}
+        self._profiles: dict[str, Profile] = {p.key: p for p in profiles}
+        self._held: set[str] = set()
+        self._verdicts: dict[Shape, _Verdict] = {}
+        self._reason_cache: dict[tuple[Shape, bool], WaitReason] = {}
+        if engine is not None:
+            self.add_worker(engine)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> Scheduler:
+        scheduler = cls(profiles=snapshot.profiles)
+        for worker in snapshot.places:
+            scheduler.add_worker(worker)
+        for request, allocation in snapshot.running:
+            place = scheduler._places[allocation.place_id]
+            scheduler._unindex_free(place)
+            for d in range(4):
+                place.used[d] += allocation.taken[d]
+            place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
+            scheduler._index_free(place)
+            scheduler._requests[request.id] = request
+            scheduler._running[request.id] = allocation
+        for request in snapshot.waiting:
+            scheduler.submit(request)
+        scheduler._targets = dict(snapshot.targets)
+        return scheduler
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            places=tuple(place.worker for place in self._places.values()),
+            running=tuple((self._requests[r], a) for r, a in self._running.items()),
+            waiting=tuple(self._requests[r] for r in self.waiting()),
+            profiles=tuple(self._profiles.values()),
+            targets=tuple(sorted(self._targets.items())),
+        )
+
+    # -- events ------------------------------------------------------------------------
+
+    def add_worker(self, worker: Worker) -> None:
+        if worker.id in self._places:
+            raise ValueError(f"place {worker.id!r} is already attached")
+        place = PlaceState(worker)
+        self._places[worker.id] = place
+        for key in place.groups:
+            group = self._groups.setdefault(key, Group())
+            group.members.add(place.id)
+            group.capacity.add(place.capacity_key())
+        self._index_free(place)
+
+    def remove_worker(self, worker_id: str) -> tuple[str, ...]:
+        """Forget a place; returns the ids of the requests that were running on it."""
+        place = self._places.pop(worker_id)
+        self._unindex_free(place)
+        for key in place.groups:
+            group = self._groups[key]
+            group.members.discard(worker_id)
+            group.capacity.discard(place.capacity_key())
+            if not group.members:
+                del self._groups[key]
+        self._held.discard(worker_id)
+        lost = tuple(rid for rid, a in self._running.items() if a.place_id == worker_id)
+        for request_id in lost:
+            del self._running[request_id]
+            del self._requests[request_id]
+        self._targets = {r: p for r, p in self._targets.items() if p != worker_id}
+        return lost
+
+    def submit(self, request: Request) -> None:
+        if request.id in self._requests:
+            raise ValueError(f"request {request.id!r} is already known")
+        self._requests[request.id] = request
+        self._queues.setdefault(_shape(request), ShapeQueue()).push((request.queued_at, request.id))
+
+    def withdraw(self, request_id: str) -> bool:
+        """Take a waiting request out of the queue (cancelled); False if it is not waiting."""
+        request = self._requests.get(request_id)
+        if request is None or request_id in self._running:
+            return False
+        shape = _shape(request)
+        self._queues[shape].remove((request.queued_at, request_id))
+        if not self._queues[shape]:
+            del self._queues[shape]
+        del self._requests[request_id]
+        self._targets.pop(request_id, None)
+        return True
+
+    def finish(self, request_id: str) -> Allocation:
+        """A placed call ended: give back exactly what it took."""
+        allocation = self._running.pop(request_id)
+        del self._requests[request_id]
+        place = self._places.get(allocation.place_id)
+        if place is not None:
+            self._unindex_free(place)
+            for d in range(4):
+                place.used[d] -= allocation.taken[d]
+            place.free_gpu_ids = sorted((*place.free_gpu_ids, *allocation.gpu_ids))
+            self._index_free(place)
+        return allocation
+
+    def set_profiles(self, profiles: Iterable[Profile]) -> None:
+        """Replace what provisioners could add (and which requests are outstanding)."""
+        self._profiles = {p.key: p for p in profiles}
+
+    # -- the pass ----------------------------------------------------------------------
+
+    def schedule(self) -> Plan:
+        self._release_holds()
+        self._verdicts = {}
+        self._reason_cache = {}
+        placements: list[Placement] = []
+        asks: list[ProvisionAsk] = []
+        holds: dict[str, str] = {}
+        heap = [(queue.head(), n, shape) for n, (shape, queue) in enumerate(self._queues.items())]
+        heapq.heapify(heap)
+        while heap:
+            key, n, shape = heapq.heappop(heap)
+            queue = self._queues[shape]
+            label, policy, need = shape
+            group_key = self._group_for(label, policy, need)
+            group = self._groups.get(group_key)
+            place_id = group.free.first(need) if group is not None else None
+            if place_id is None:
+                verdict = self._blocked(shape, group_key, key[1], asks)
+                self._verdicts[shape] = verdict
+                if verdict.held_on is not None:
+                    holds[key[1]] = verdict.held_on
+                continue
+            placements.append(self._allocate(place_id, key[1], need))
+            queue.pop_head()
+            if queue:
+                heapq.heappush(heap, (queue.head(), n, shape))
+            else:
+                del self._queues[shape]
+        return Plan(tuple(placements), tuple(asks), holds)
+
+    def _group_for(self, label: str | None, policy: Policy, need: Vector) -> GroupKey:
+        if label is None:
+            return None
+        if policy is Policy.PREFER:
+            group = self._groups.get(label)
+            if group is None or group.capacity.first(need) is None:
+                return None
+        return label
+
+    def _allocate(self, place_id: str, request_id: str, need: Vector) -> Placement:
+        place = self._places[place_id]
+        taken = place.known(need)
+        gpu_ids = tuple(place.free_gpu_ids[: taken[0]])
+        self._unindex_free(place)
+        for d in range(4):
+            place.used[d] += taken[d]
+        del place.free_gpu_ids[: taken[0]]
+        self._index_free(place)
+        self._running[request_id] = Allocation(place_id, taken, gpu_ids)
+        self._targets.pop(request_id, None)
+        return Placement(
+            request_id=request_id,
+            worker_id=place_id,
+            gpu_ids=gpu_ids,
+            threads=place.threads_for(need),
+            cpus=taken[1],
+            gpus=taken[0],
+            ram_mb=taken[2],
+        )
+
+    def _blocked(
+        self, shape: Shape, group_key: GroupKey, request_id: str, asks: list[ProvisionAsk]
+    ) -> _Verdict:
+        label, _policy, need = shape
+        group = self._groups.get(group_key)
+        if group is not None and group.capacity.first(need) is not None:
+            held_on = self._hold(request_id, group_key, group, need)
+            return _Verdict(WaitKind.BUSY, group_key, request_id, held_on)
+        profile = self._fitting_profile(label, need)
+        if profile is None:
+            no_one = label is not None and label not in self._groups
+            offered = any(label in p.labels for p in self._profiles.values())
+            kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
+            return _Verdict(kind, group_key)
+        was_outstanding = profile.outstanding
+        if not was_outstanding:
+            asks.append(ProvisionAsk(profile.provisioner, profile.name, request_id))
+            self._profiles[profile.key] = replace(profile, outstanding=True)
+        return _Verdict(
+            WaitKind.PROVISIONING, group_key, profile=profile.key, outstanding=was_outstanding
+        )
+
+    def _fitting_profile(self, label: str | None, need: Vector) -> Profile | None:
+        if label is None:
+            return None
+        fitting = [
+            (profile_vector(p), p.key, p)
+            for p in self._profiles.values()
+            if label in p.labels and covers(profile_vector(p), need)
+        ]
+        return min(fitting)[2] if fitting else None
+
+    def _hold(self, request_id: str, group_key: GroupKey, group: Group, need: Vector) -> str | None:
+        def can_hold(place: PlaceState) -> bool:
+            return covers(place.unheld(), need)
+
+        previous = self._places.get(self._targets.get(request_id, ""))
+        if previous is not None and group_key in previous.groups and can_hold(previous):
+            target: str | None = previous.id
+        else:
+            target = group.capacity.first(need, lambda key: can_hold(self._places[key[4]]))
+        if target is None:
+            return None
+        place = self._places[target]
+        self._unindex_free(place)
+        for d, amount in enumerate(place.known(need)):
+            place.held[d] += amount
+        self._index_free(place)
+        self._held.add(target)
+        self._targets[request_id] = target
+        return target
+
+    def _release_holds(self) -> None:
+        for place_id in self._held:
+            place = self._places[place_id]
+            self._unindex_free(place)
+            place.held = [0, 0, 0, 0]
+            self._index_free(place)
+        self._held = set()
+
+    def _index_free(self, place: PlaceState) -> None:
+        key = place.free_key()
+        if key[3] > 0:
+            for group_key in place.groups:
+                self._groups[group_key].free.add(key)
+
+    def _unindex_free(self, place: PlaceState) -> None:
+        key = place.free_key()
+        if key[3] > 0:
+            for group_key in place.groups:
+                self._groups[group_key].free.discard(key)
+
+    # -- questions ---------------------------------------------------------------------
+
+    def reason(self, request_id: str) -> WaitReason | None:
+        """Why a request waits (as of the last pass); None when it is running or unknown."""
+        request = self._requests.get(request_id)
+        if request is None or request_id in self._running:
+            return None
+        shape = _shape(request)
+        verdict = self._verdicts.get(shape)
+        if verdict is None:
+            return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
+        is_holder = verdict.holder == request_id
+        cached = self._reason_cache.get((shape, is_holder))
+        if cached is None:
+            cached = reasons.render(
+                kind=verdict.kind,
+                label=shape[0],
+                need=shape[2],
+                places=[self._places[i] for i in self._candidates(verdict.group)],
+                profiles=[p for p in self._profiles.values() if shape[0] in p.labels],
+                held_on=self._places[verdict.held_on].worker.name
+                if is_holder and verdict.held_on
+                else None,
+                profile=verdict.profile,
+                outstanding=verdict.outstanding,
+            )
+            self._reason_cache[(shape, is_holder)] = cached
+        return cached
+
+    def _candidates(self, group_key: GroupKey) -> list[str]:
+        group = self._groups.get(group_key)
+        return sorted(group.members) if group is not None else []
+
+    def explain(self, request_id: str, worker_id: str) -> str:
+        """Why request ``request_id`` is not (or is) running on ``worker_id``, in a sentence."""
+        request = self._requests[request_id]
+        place = self._places[worker_id]
+        return reasons.explain_place(request, need_of(request), place)
+
+    def waiting(self) -> list[str]:
+        """Ids of the waiting requests, in the order they will be served."""
+        keys = [key for queue in self._queues.values() for key in queue]
+        return [key[1] for key in sorted(keys)]
+
+    def running(self) -> dict[str, Allocation]:
+        return dict(self._running)
+
+    def place(self, worker_id: str) -> PlaceState:
+        return self._places[worker_id]
+
+    def places(self) -> list[PlaceState]:
+        return list(self._places.values())
+
+    def queue_position(self, request_id: str) -> int:
+        """How many requests of the same shape are ahead of this one."""
+        request = self._requests[request_id]
+        key: QueueKey = (request.queued_at, request_id)
+        return self._queues[_shape(request)].position(key)
+
+
+def profile_vector(profile: Profile) -> Vector:
+    """A profile's amounts as a vector; what it does not state does not constrain."""
+    return (
+        UNKNOWN if profile.gpus is None else profile.gpus,
+        UNKNOWN if profile.cpus is None else profile.cpus,
+        UNKNOWN if profile.ram_mb is None else profile.ram_mb,
+        UNKNOWN,
+    )
+
+
+def plan(snapshot: Snapshot) -> Plan:
+    """One pass as a pure function: the plan a scheduler in ``snapshot``'s state would make."""
+    return Scheduler.from_snapshot(snapshot).schedule()

@@ -1,0 +1,257 @@
+"""Properties of the scheduler over random workers, requests and event sequences.
+
+Each pass of the fast, incremental scheduler is compared with the plain-loop reference
+(:mod:`fluksio.scheduler.reference`) on the same snapshot, and after every step the
+invariants a user relies on are checked: nothing over-allocated, labels respected, GPU
+indices distinct, release exact, every wait explained, no idle place left unused by a
+request it could run, the same input giving the same output, and nothing starving.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from fluksio.scheduler import ENGINE_ID, Policy, Profile, Request, Scheduler, Worker
+from fluksio.scheduler.reference import reference_plan
+from fluksio.scheduler.resources import UNKNOWN, covers
+from fluksio.scheduler.scheduler import plan
+from fluksio.scheduler.state import need_of
+
+LABELS = ["gpu", "cpu", "arm"]
+labels_strategy = st.frozensets(st.sampled_from(LABELS), max_size=2)
+maybe = st.one_of(st.none(), st.integers(0, 8))
+
+
+def _engine() -> Worker:
+    return Worker(id=ENGINE_ID, name="engine", slots=2, cpus=4, ram_mb=4096)
+
+
+class SchedulerMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduler = Scheduler(_engine())
+        self.counter = 0
+        self.clock = 0.0
+        self.profiles: list[Profile] = []
+        self.passes = 0
+        self.since_last_pass: set[str] = set()
+
+    def _next_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    # -- events --------------------------------------------------------------------
+
+    @rule(
+        labels=labels_strategy,
+        slots=st.integers(0, 3),
+        cpus=maybe,
+        gpus=st.one_of(st.none(), st.integers(0, 4)),
+        ram=st.one_of(st.none(), st.sampled_from([0, 512, 4096])),
+    )
+    def attach(
+        self,
+        labels: frozenset[str],
+        slots: int,
+        cpus: int | None,
+        gpus: int | None,
+        ram: int | None,
+    ) -> None:
+        worker_id = self._next_id("w")
+        self.scheduler.add_worker(
+            Worker(
+                id=worker_id,
+                name=worker_id,
+                labels=labels,
+                slots=slots,
+                cpus=cpus,
+                gpus=gpus,
+                ram_mb=ram,
+            )
+        )
+
+    @precondition(lambda self: len(self.scheduler.places()) > 1)
+    @rule(data=st.data())
+    def detach(self, data: st.DataObject) -> None:
+        ids = sorted(p.id for p in self.scheduler.places() if p.id != ENGINE_ID)
+        victim = data.draw(st.sampled_from(ids))
+        running_there = {r for r, a in self.scheduler.running().items() if a.place_id == victim}
+        assert set(self.scheduler.remove_worker(victim)) == running_there
+
+    @rule(
+        label=st.one_of(st.none(), st.sampled_from(LABELS)),
+        policy=st.sampled_from(Policy),
+        cpus=st.sampled_from([None, 1, 2, 6]),
+        gpus=st.sampled_from([None, 0, 1, 3]),
+        ram=st.sampled_from([None, 256, 8192]),
+        copies=st.integers(1, 4),
+        earlier=st.booleans(),
+    )
+    def submit(
+        self,
+        *,
+        label: str | None,
+        policy: Policy,
+        cpus: int | None,
+        gpus: int | None,
+        ram: int | None,
+        copies: int,
+        earlier: bool,
+    ) -> None:
+        # Bursts of alike requests, so shapes repeat; mostly in time order, sometimes
+        # older (an engine restart re-submits old work).
+        for _ in range(copies):
+            self.clock += 1.0
+            queued_at = self.clock - 50.0 if earlier else self.clock
+            request_id = self._next_id("r")
+            self.scheduler.submit(
+                Request(
+                    request_id,
+                    queued_at,
+                    label=label,
+                    policy=policy,
+                    cpus=cpus,
+                    gpus=gpus,
+                    ram_mb=ram,
+                )
+            )
+            self.since_last_pass.add(request_id)
+
+    @precondition(lambda self: bool(self.scheduler.running()))
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        request_id = data.draw(st.sampled_from(sorted(self.scheduler.running())))
+        allocation = self.scheduler.running()[request_id]
+        place = self.scheduler.place(allocation.place_id)
+        used_before = list(place.used)
+        free_ids_before = set(place.free_gpu_ids)
+        released = self.scheduler.finish(request_id)
+        assert released == allocation
+        assert place.used == [u - t for u, t in zip(used_before, released.taken, strict=True)]
+        assert set(place.free_gpu_ids) == free_ids_before | set(released.gpu_ids)
+
+    @precondition(lambda self: bool(self.scheduler.waiting()))
+    @rule(data=st.data())
+    def withdraw(self, data: st.DataObject) -> None:
+        request_id = data.draw(st.sampled_from(self.scheduler.waiting()))
+        assert self.scheduler.withdraw(request_id)
+        assert request_id not in self.scheduler.waiting()
+
+    @rule(
+        labels=labels_strategy,
+        gpus=st.one_of(st.none(), st.integers(0, 4)),
+        cpus=st.one_of(st.none(), st.integers(1, 16)),
+    )
+    def add_profile(self, labels: frozenset[str], gpus: int | None, cpus: int | None) -> None:
+        self.profiles.append(Profile("p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus))
+        self.scheduler.set_profiles(self.profiles)
+
+    @rule()
+    def schedule_pass(self) -> None:
+        snapshot = self.scheduler.snapshot()
+        expected = reference_plan(snapshot)
+        assert plan(snapshot) == expected, "same snapshot, same plan, every time"
+        result = self.scheduler.schedule()
+        assert result == expected
+        self.profiles = [p for p in self.scheduler.snapshot().profiles]
+        self.passes += 1
+        self.since_last_pass = set()
+        self._no_idle_place_left_unused()
+
+    # -- invariants ----------------------------------------------------------------
+
+    @invariant()
+    def never_over_allocated_and_gpu_indices_distinct(self) -> None:
+        running = self.scheduler.running()
+        for place in self.scheduler.places():
+            for d in range(4):
+                if place.capacity[d] != UNKNOWN:
+                    assert 0 <= place.used[d] <= place.capacity[d]
+            granted = [i for a in running.values() if a.place_id == place.id for i in a.gpu_ids]
+            assert len(granted) == len(set(granted)), "two calls share a GPU"
+            assert sorted(granted + place.free_gpu_ids) == sorted(place.worker.device_ids)
+
+    @invariant()
+    def labels_respected(self) -> None:
+        snapshot = self.scheduler.snapshot()
+        for request, allocation in snapshot.running:
+            place = self.scheduler.place(allocation.place_id)
+            if request.label is None:
+                assert place.id == ENGINE_ID
+            elif place.id == ENGINE_ID:
+                assert request.policy is Policy.PREFER
+            else:
+                assert request.label in place.worker.labels
+
+    @invariant()
+    def every_wait_has_a_reason(self) -> None:
+        if self.passes == 0:
+            return
+        for request_id in self.scheduler.waiting():
+            reason = self.scheduler.reason(request_id)
+            assert reason is not None and reason.text.strip()
+            if request_id not in self.since_last_pass:
+                assert "not considered" not in reason.text, f"the pass skipped {request_id}"
+
+    def _no_idle_place_left_unused(self) -> None:
+        """After a pass, a waiting request never has an idle place it could run on."""
+        snapshot = self.scheduler.snapshot()
+        for request in snapshot.waiting:
+            need = need_of(request)
+            for place in self.scheduler.places():
+                idle = place.used == [0, 0, 0, 0]
+                if not idle or not covers(place.capacity, need):
+                    continue
+                if request.label is None or (
+                    request.policy is Policy.PREFER and place.id == ENGINE_ID
+                ):
+                    usable = place.id == ENGINE_ID and (
+                        request.label is None
+                        or not any(
+                            covers(p.capacity, need)
+                            for p in self.scheduler.places()
+                            if request.label in p.worker.labels and p.id != ENGINE_ID
+                        )
+                    )
+                else:
+                    usable = request.label in place.worker.labels and place.id != ENGINE_ID
+                assert not usable, f"{request.id} waits while {place.id} sits idle"
+
+    def teardown(self) -> None:
+        """Liveness: with no new work, repeatedly finishing what runs drains every request
+        that anything attached can hold, and leaves every place exactly as it started."""
+        scheduler = self.scheduler
+        for _ in range(len(scheduler.waiting()) + 2):
+            scheduler.schedule()
+            for request_id in list(scheduler.running()):
+                scheduler.finish(request_id)
+        scheduler.schedule()
+        for request_id in list(scheduler.running()):
+            scheduler.finish(request_id)
+        for place in scheduler.places():
+            assert place.used == [0, 0, 0, 0]
+            assert sorted(place.free_gpu_ids) == sorted(place.worker.device_ids)
+        snapshot = scheduler.snapshot()
+        for request in snapshot.waiting:
+            need = need_of(request)
+            runnable = [
+                p
+                for p in scheduler.places()
+                if covers(p.capacity, need)
+                and (
+                    (request.label is None and p.id == ENGINE_ID)
+                    or (request.label is not None and request.label in p.worker.labels)
+                )
+            ]
+            assert not runnable, f"{request.id} starved although {runnable[0].id} could run it"
+
+
+SchedulerMachine.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestScheduler = SchedulerMachine.TestCase

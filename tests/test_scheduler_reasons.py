@@ -1,0 +1,156 @@
+"""Each kind of wait says, in words a person can act on, why it waits."""
+
+from __future__ import annotations
+
+import doctest
+
+import fluksio.scheduler
+from fluksio.scheduler import (
+    ENGINE_ID,
+    Policy,
+    Profile,
+    Request,
+    Scheduler,
+    WaitKind,
+    Worker,
+)
+
+ENGINE = Worker(id=ENGINE_ID, name="engine", slots=4, cpus=8, ram_mb=16384)
+
+
+def gpu_worker(worker_id: str, name: str, *, gpus: int, slots: int = 4) -> Worker:
+    return Worker(
+        id=worker_id,
+        name=name,
+        labels=frozenset({"gpu"}),
+        slots=slots,
+        cpus=32,
+        gpus=gpus,
+        ram_mb=262144,
+    )
+
+
+def _waiting_reason(scheduler: Scheduler, request: Request) -> tuple[WaitKind, str]:
+    scheduler.submit(request)
+    scheduler.schedule()
+    reason = scheduler.reason(request.id)
+    assert reason is not None
+    return reason.kind, reason.text
+
+
+def test_module_example_runs() -> None:
+    assert doctest.testmod(fluksio.scheduler, raise_on_error=True).attempted > 5
+
+
+def test_no_worker_carries_the_label() -> None:
+    kind, text = _waiting_reason(Scheduler(ENGINE), Request("r", 1.0, label="gpu", gpus=1))
+    assert kind is WaitKind.NO_WORKER
+    assert text == "no attached worker carries label 'gpu'"
+
+
+def test_workers_carry_the_label_but_none_has_it_free() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4))
+    scheduler.add_worker(gpu_worker("b", "gpu-b", gpus=2, slots=1))
+    scheduler.submit(Request("busy-a", 0.0, label="gpu", gpus=3))
+    scheduler.submit(Request("busy-b", 0.1, label="gpu", gpus=2))
+    scheduler.schedule()
+    kind, text = _waiting_reason(scheduler, Request("r", 1.0, label="gpu", gpus=2))
+    assert kind is WaitKind.BUSY
+    assert text == (
+        "2 workers carry 'gpu'; none has 2 GPUs free (gpu-a: 1 of 4 free;"
+        " gpu-b: all 1 slots busy); next in line on gpu-b"
+    )
+    reason = scheduler.reason("r")
+    assert reason is not None and reason.exhausted == {"gpus": 2, "slots": 1}
+
+
+def test_a_request_larger_than_anything_that_exists() -> None:
+    scheduler = Scheduler(
+        ENGINE, profiles=[Profile("hpc", "gpu-small", frozenset({"gpu"}), gpus=1)]
+    )
+    scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4))
+    kind, text = _waiting_reason(scheduler, Request("r", 1.0, label="gpu", gpus=8))
+    assert kind is WaitKind.TOO_LARGE
+    assert text == "needs 8 GPUs; the largest worker or profile with 'gpu' has 4"
+
+
+def test_provisioning_then_outstanding() -> None:
+    profiles = [
+        Profile("hpc", "gpu-large", frozenset({"gpu"}), cpus=32, gpus=4, ram_mb=262144),
+        Profile("hpc", "gpu-small", frozenset({"gpu"}), cpus=8, gpus=1, ram_mb=65536),
+    ]
+    scheduler = Scheduler(ENGINE, profiles=profiles)
+    scheduler.submit(Request("r", 1.0, label="gpu", gpus=1))
+    plan = scheduler.schedule()
+    assert [(a.provisioner, a.profile, a.request_id) for a in plan.asks] == [
+        ("hpc", "gpu-small", "r")
+    ]
+    reason = scheduler.reason("r")
+    assert reason is not None and reason.kind is WaitKind.PROVISIONING
+    assert reason.text == (
+        "provisioning hpc/gpu-small (outstanding): no attached worker carries label 'gpu'"
+    )
+    assert reason.provisioning == "hpc/gpu-small"
+    again = scheduler.schedule()
+    assert again.asks == (), "never asked twice while outstanding"
+    assert scheduler.reason("r") == reason
+
+
+def test_engine_busy_and_engine_too_small() -> None:
+    scheduler = Scheduler(Worker(id=ENGINE_ID, name="engine", slots=1, cpus=8))
+    scheduler.submit(Request("running", 0.0))
+    scheduler.schedule()
+    assert _waiting_reason(scheduler, Request("r", 1.0)) == (
+        WaitKind.BUSY,
+        "waiting for the engine: all 1 slots busy; next in line",
+    )
+    assert _waiting_reason(scheduler, Request("huge", 2.0, cpus=64)) == (
+        WaitKind.TOO_LARGE,
+        "needs 64 cpus; the engine has 8",
+    )
+
+
+def test_busy_on_several_resources_names_units_and_caps_the_list() -> None:
+    scheduler = Scheduler(ENGINE)
+    for n in range(6):
+        scheduler.add_worker(
+            Worker(
+                id=f"w{n}", name=f"cpu-{n}", labels=frozenset({"cpu"}), slots=8, cpus=4, ram_mb=1000
+            )
+        )
+        scheduler.submit(Request(f"fill{n}", float(n), label="cpu", cpus=3))
+    scheduler.schedule()
+    kind, text = _waiting_reason(scheduler, Request("r", 10.0, label="cpu", cpus=2, ram_mb=500))
+    assert kind is WaitKind.BUSY
+    assert text.startswith(
+        "6 workers carry 'cpu'; none has 2 cpus and 500 MB free (cpu-0: 1 of 4 cpus free;"
+    )
+    assert "; and 2 more)" in text
+
+
+def test_prefer_waits_when_the_labelled_worker_is_busy() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=1, slots=1))
+    scheduler.submit(Request("first", 0.0, label="gpu", policy=Policy.PREFER, gpus=1))
+    plan = scheduler.schedule()
+    assert [p.worker_id for p in plan.placements] == ["a"]
+    kind, text = _waiting_reason(
+        scheduler, Request("second", 1.0, label="gpu", policy=Policy.PREFER, gpus=1)
+    )
+    assert kind is WaitKind.BUSY and text.startswith("1 worker carries 'gpu'")
+
+
+def test_explain_says_why_not_a_given_worker() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4))
+    scheduler.add_worker(Worker(id="c", name="cpu-box", labels=frozenset({"cpu"}), slots=2, cpus=8))
+    scheduler.add_worker(gpu_worker("s", "gpu-small", gpus=1))
+    scheduler.submit(Request("fill", 0.0, label="gpu", gpus=3))
+    scheduler.submit(Request("r", 1.0, label="gpu", gpus=2))
+    scheduler.schedule()
+    assert scheduler.explain("r", "c") == "cpu-box does not carry label 'gpu'"
+    assert scheduler.explain("r", "s") == (
+        "gpu-small is too small: it has 1 GPU, the request needs 2 GPUs"
+    )
+    assert scheduler.explain("r", "a") == "gpu-a: 1 of 4 GPUs free; the request needs 2 GPUs"
