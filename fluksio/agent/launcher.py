@@ -1,0 +1,617 @@
+"""Starts node calls as processes through the runner and collects what they report.
+
+Shared by the engine (its own calls) and ``fluksio-worker`` (the calls sent to it); it
+needs nothing but the standard library and asyncio.
+
+**Fork server or spawn.** A :class:`Launcher` serves one interpreter (resolved to its real
+path once, so a pyenv shim's 70-odd milliseconds are paid once, not per call) and one base
+environment. On Linux it starts the runner as a fork server and forks each call from it;
+it spawns a fresh interpreter per call instead when ``mode="spawn"`` is asked for, when
+the platform has no ``fork``, or when the fork server cannot be started or has died more
+than :data:`MAX_SERVER_RESTARTS` times. The fork server is safe because it imports only
+the standard library, reads no thread-cap or device variable and starts no thread: each
+child applies its call's environment before importing the node's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fluksio.agent import runner
+
+__all__ = [
+    "CallOutcome",
+    "CallSpec",
+    "Launcher",
+    "LauncherError",
+    "error_record",
+    "resolve_interpreter",
+]
+
+RUNNER_PATH = Path(runner.__file__).resolve()
+MAX_SERVER_RESTARTS = 3
+LOG_LIMIT_BYTES = 1 << 20
+RECORD_LIMIT_BYTES = 64 << 20
+_READ_CHUNK = 1 << 16
+_EXIT_GRACE_S = 2.0
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+class LauncherError(Exception):
+    """The interpreter cannot run node calls (missing, too old, not Python)."""
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One call: what to run and what it may use. ``timeout`` is silence seconds (0: none)."""
+
+    call_id: str
+    source: str
+    node: str
+    flow: str = ""
+    op: str = "run"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float = 0.0
+
+
+@dataclass
+class CallOutcome:
+    """How a call ended: its result or error (the protocol's error dict), and its logs."""
+
+    ok: bool
+    result: Any = None
+    error: dict[str, str] | None = None
+    logs: str = ""
+    pid: int | None = None
+    exit_status: int | None = None
+
+
+def error_record(kind: str, message: str) -> dict[str, str]:
+    """An error in the protocol's shape: type, message, short, traceback."""
+    return {"type": kind, "message": message, "short": f"{kind}: {message}", "traceback": ""}
+
+
+def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:
+    """The real executable behind ``python`` (a shim or a name on PATH) and its version."""
+    probe = "import sys; print(sys.executable); print(sys.version_info[0], sys.version_info[1])"
+    try:
+        done = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LauncherError(f"cannot run the interpreter {python}: {exc}") from exc
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2:
+        raise LauncherError(f"{python} is not a working Python interpreter")
+    major, minor = (int(part) for part in lines[1].split())
+    if (major, minor) < (3, 9):
+        raise LauncherError(f"{python} is Python {major}.{minor}; node calls need 3.9 or later")
+    return lines[0], (major, minor)
+
+
+class _Bounded:
+    """Keeps the first and last halves of ``limit`` bytes, counting what falls between."""
+
+    def __init__(self, limit: int) -> None:
+        self._half = limit // 2
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            excess = len(self._tail) - self._half
+            if excess > 0:
+                del self._tail[:excess]
+                self._dropped += excess
+
+    def text(self) -> str:
+        middle = f"\n[... {self._dropped} bytes of output dropped ...]\n" if self._dropped else ""
+        return (
+            bytes(self._head).decode(errors="replace")
+            + middle
+            + bytes(self._tail).decode(errors="replace")
+        )
+
+
+class _Call:
+    """One running call: its pipes, what it reported, and why it ended."""
+
+    def __init__(self, spec: CallSpec, on_event: EventCallback | None) -> None:
+        self.spec = spec
+        self.on_event = on_event
+        self.pid: int | None = None
+        self.output = _Bounded(LOG_LIMIT_BYTES)
+        self.pending = bytearray()
+        self.result: dict[str, Any] | None = None
+        self.failure: dict[str, str] | None = None
+        self.last_activity = time.monotonic()
+        self.ended_by: str | None = None  # "cancel" or "timeout" when we killed it
+        loop = asyncio.get_running_loop()
+        self.output_fd = -1
+        self.output_done: asyncio.Future[None] = loop.create_future()
+        self.records_done: asyncio.Future[None] = loop.create_future()
+        self.result_arrived: asyncio.Future[None] = loop.create_future()
+        self.exit_status: asyncio.Future[int] = loop.create_future()
+
+    def take_records(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        self.pending += data
+        if len(self.pending) > RECORD_LIMIT_BYTES:
+            self.failure = error_record(
+                "ResultTooLarge", f"a record exceeded {RECORD_LIMIT_BYTES} bytes"
+            )
+            self.pending.clear()
+            return
+        while (newline := self.pending.find(b"\n")) >= 0:
+            line = bytes(self.pending[:newline])
+            del self.pending[: newline + 1]
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("kind") == "result":
+                self.result = record
+                if not self.result_arrived.done():
+                    self.result_arrived.set_result(None)
+            elif self.on_event is not None:
+                self.on_event(record)
+
+
+class Launcher:
+    """Runs calls for one interpreter and base environment; see the module docstring."""
+
+    def __init__(
+        self,
+        python: str | None = None,
+        *,
+        mode: str = "auto",
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        if mode not in {"auto", "fork", "spawn"}:
+            raise ValueError(f"mode must be auto, fork or spawn, not {mode!r}")
+        self._python_asked = python or sys.executable
+        self._requested_mode = mode
+        self._base_env = runner.filtered_environ(dict(os.environ if environ is None else environ))
+        self._base_env["PYTHONUNBUFFERED"] = "1"
+        self.python = ""
+        self.version: tuple[int, int] = (0, 0)
+        self.mode = "spawn"
+        self._calls: dict[str, _Call] = {}
+        self._by_pid: dict[int, _Call] = {}
+        self._server: _ForkServer | None = None
+        self._server_restarts = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.python, self.version = await loop.run_in_executor(
+            None, resolve_interpreter, self._python_asked
+        )
+        if self._requested_mode != "spawn" and hasattr(os, "fork"):
+            await self._start_server()
+        if self._requested_mode == "fork" and self.mode != "fork":
+            raise LauncherError(f"the fork server for {self.python} could not be started")
+
+    async def _start_server(self) -> None:
+        server = _ForkServer(self.python, self._base_env, self._on_exit)
+        try:
+            await server.start()
+        except (TimeoutError, OSError, LauncherError):
+            self.mode = "spawn"
+            return
+        self._server = server
+        self.mode = "fork"
+
+    async def close(self) -> None:
+        for call in list(self._calls.values()):
+            self.cancel(call.spec.call_id)
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
+
+    def running(self) -> list[str]:
+        return list(self._calls)
+
+    def pid_of(self, call_id: str) -> int | None:
+        call = self._calls.get(call_id)
+        return None if call is None else call.pid
+
+    def cancel(self, call_id: str, *, reason: str = "cancel") -> bool:
+        """Kill the call's process group; its outcome says it was cancelled."""
+        call = self._calls.get(call_id)
+        if call is None:
+            return False
+        call.ended_by = call.ended_by or reason
+        self._kill(call)
+        return True
+
+    def _kill(self, call: _Call) -> None:
+        if call.pid is None:
+            return
+        if self._server is not None and call.pid in self._by_pid and self.mode == "fork":
+            self._server.kill(call.pid)
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(call.pid, signal.SIGKILL)
+
+    def _on_exit(self, pid: int, status: int) -> None:
+        call = self._by_pid.pop(pid, None)
+        if call is not None and not call.exit_status.done():
+            call.exit_status.set_result(status)
+
+    async def run(self, spec: CallSpec, on_event: EventCallback | None = None) -> CallOutcome:
+        """Run one call to its end and return how it ended (never raises for the node)."""
+        if spec.call_id in self._calls:
+            raise ValueError(f"call {spec.call_id!r} is already running")
+        call = _Call(spec, on_event)
+        self._calls[spec.call_id] = call
+        try:
+            return await self._run(call)
+        finally:
+            del self._calls[spec.call_id]
+
+    async def _run(self, call: _Call) -> CallOutcome:
+        data = json.dumps(
+            {
+                "op": call.spec.op,
+                "source": call.spec.source,
+                "node": call.spec.node,
+                "flow": call.spec.flow,
+                "kwargs": call.spec.kwargs,
+                "env": call.spec.env,
+            }
+        ).encode()
+        out_r, out_w = os.pipe()
+        rec_r, rec_w = os.pipe()
+        try:
+            spec_w, process = await self._start_process(call, data, out_w, rec_w)
+        except BaseException:
+            os.close(out_r)
+            os.close(rec_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(rec_w)
+        if spec_w is not None:
+            self._write_spec(spec_w, data)
+        call.output_fd = out_r
+        self._read(out_r, call.output.add, call.output_done, call)
+        self._read(rec_r, call.take_records, call.records_done, call)
+        watchdog = self._watch_silence(call) if call.spec.timeout > 0 else None
+        try:
+            await asyncio.wait(
+                (call.result_arrived, call.records_done), return_when=asyncio.FIRST_COMPLETED
+            )
+            if call.result is None:
+                await self._exit_of(call, process)  # ended without a result: say how
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        if not call.output_done.done():
+            # The child flushed its output before writing the result: it is in the pipe.
+            self._drain(out_r, call.output.add)
+        outcome = self._outcome(call)
+        if not call.records_done.done():
+            # It answered; it should exit now. If it lingers (non-daemon threads), end it.
+            asyncio.get_running_loop().call_later(_EXIT_GRACE_S, self._end_lingering, call)
+        return outcome
+
+    def _end_lingering(self, call: _Call) -> None:
+        if not call.records_done.done():
+            self._kill(call)
+
+    async def _exit_of(self, call: _Call, process: asyncio.subprocess.Process | None) -> None:
+        if process is not None and not call.exit_status.done():
+            with contextlib.suppress(asyncio.TimeoutError):
+                call.exit_status.set_result(await asyncio.wait_for(process.wait(), _EXIT_GRACE_S))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(call.exit_status), _EXIT_GRACE_S)
+
+    @staticmethod
+    def _drain(fd: int, sink: Callable[[bytes], None]) -> None:
+        while True:
+            try:
+                data = os.read(fd, _READ_CHUNK)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            sink(data)
+
+    async def _start_process(
+        self, call: _Call, data: bytes, out_w: int, rec_w: int
+    ) -> tuple[int | None, asyncio.subprocess.Process | None]:
+        """Start the call's process; returns the spec pipe still to write (if any)."""
+        if self.mode == "fork" and self._server is not None and not self._server.alive:
+            await self._restart_server()
+        if self.mode == "fork" and self._server is not None and self._server.fits_inline(data):
+            call.pid = await self._server.fork(data, [out_w, rec_w])
+            self._by_pid[call.pid] = call
+            return None, None
+        spec_r, spec_w = os.pipe()
+        try:
+            if self.mode == "fork" and self._server is not None:
+                call.pid = await self._server.fork(None, [spec_r, out_w, rec_w])
+                self._by_pid[call.pid] = call
+                return spec_w, None
+            process = await asyncio.create_subprocess_exec(
+                self.python,
+                str(RUNNER_PATH),
+                "call",
+                str(os.getpid()),
+                str(rec_w),
+                stdin=spec_r,
+                stdout=out_w,
+                stderr=out_w,
+                pass_fds=(rec_w,),
+                env=self._base_env,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(spec_w)
+            raise
+        finally:
+            os.close(spec_r)
+        call.pid = process.pid
+        return spec_w, process
+
+    async def _restart_server(self) -> None:
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
+        self._server_restarts += 1
+        if self._server_restarts > MAX_SERVER_RESTARTS:
+            self.mode = "spawn"
+            return
+        await self._start_server()
+
+    def _write_spec(self, fd: int, data: bytes) -> None:
+        os.set_blocking(fd, False)
+        loop = asyncio.get_running_loop()
+        view = memoryview(data)
+
+        def pump() -> None:
+            nonlocal view
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                return
+            except OSError:
+                view = view[:0]  # the process is gone; it will report no result
+            loop.remove_writer(fd)
+            os.close(fd)
+
+        loop.add_writer(fd, pump)
+        pump()
+
+    def _read(
+        self, fd: int, sink: Callable[[bytes], None], done: asyncio.Future[None], call: _Call
+    ) -> None:
+        """Feed ``sink`` from ``fd`` until EOF, then close ``fd`` and resolve ``done``."""
+        os.set_blocking(fd, False)
+        loop = asyncio.get_running_loop()
+
+        def on_readable() -> None:
+            try:
+                data = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if data:
+                call.last_activity = time.monotonic()
+                sink(data)
+                return
+            loop.remove_reader(fd)
+            os.close(fd)
+            if not done.done():
+                done.set_result(None)
+
+        loop.add_reader(fd, on_readable)
+
+    def _watch_silence(self, call: _Call) -> asyncio.TimerHandle:
+        loop = asyncio.get_running_loop()
+        timeout = call.spec.timeout
+
+        def check() -> None:
+            quiet = time.monotonic() - call.last_activity
+            if quiet >= timeout:
+                call.ended_by = call.ended_by or "timeout"
+                self._kill(call)
+                return
+            handle[0] = loop.call_later(timeout - quiet, check)
+
+        handle = [loop.call_later(timeout, check)]
+
+        class _Cancel:
+            def cancel(self) -> None:
+                handle[0].cancel()
+
+        return _Cancel()  # type: ignore[return-value]
+
+    def _outcome(self, call: _Call) -> CallOutcome:
+        status = call.exit_status.result() if call.exit_status.done() else None
+        logs = call.output.text()
+        if call.ended_by == "cancel":
+            error = error_record("NodeCancelled", "the call was cancelled")
+            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
+        if call.ended_by == "timeout":
+            error = error_record(
+                "NodeTimeout",
+                f"the node reported nothing (no result, event or log line) for"
+                f" {call.spec.timeout:g} s and was stopped",
+            )
+            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
+        if call.failure is not None:
+            return CallOutcome(
+                False, error=call.failure, logs=logs, pid=call.pid, exit_status=status
+            )
+        if call.result is not None:
+            return CallOutcome(
+                bool(call.result.get("ok")),
+                result=call.result.get("result"),
+                error=call.result.get("error"),
+                logs=logs,
+                pid=call.pid,
+                exit_status=status,
+            )
+        return CallOutcome(
+            False,
+            error=error_record("RemoteError", _death(status)),
+            logs=logs,
+            pid=call.pid,
+            exit_status=status,
+        )
+
+
+def _death(status: int | None) -> str:
+    if status is None:
+        return "the node's process ended without a result"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        hint = " (out of memory?)" if -status == signal.SIGKILL else ""
+        return f"the node's process was killed by {name}{hint} before it reported a result"
+    return f"the node's process exited with status {status} without a result"
+
+
+class _ForkServer:
+    """The client side of ``runner.py serve``: a SOCK_SEQPACKET socket and its process."""
+
+    def __init__(
+        self, python: str, environ: dict[str, str], on_exit: Callable[[int, int], None]
+    ) -> None:
+        self._python = python
+        self._environ = environ
+        self._on_exit = on_exit
+        self._sock: socket.socket | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._ready: asyncio.Future[dict[str, Any]] | None = None
+        self._forks: dict[int, asyncio.Future[int]] = {}
+        self._next_id = 0
+        self.alive = False
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                self._python,
+                str(RUNNER_PATH),
+                "serve",
+                str(theirs.fileno()),
+                str(os.getpid()),
+                pass_fds=(theirs.fileno(),),
+                env=self._environ,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        self._ready = loop.create_future()
+        loop.add_reader(ours.fileno(), self._on_message)
+        self.alive = True
+        hello = await asyncio.wait_for(self._ready, 10)
+        if hello.get("protocol") != runner.PROTOCOL:
+            await self.close()
+            raise LauncherError("the fork server speaks another runner protocol")
+
+    def _on_message(self) -> None:
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lost()
+            return
+        message = json.loads(data)
+        op = message.get("op")
+        if op == "ready" and self._ready is not None and not self._ready.done():
+            self._ready.set_result(message)
+        elif op == "forked":
+            future = self._forks.pop(message["id"], None)
+            if future is not None and not future.done():
+                future.set_result(message["pid"])
+        elif op == "exit":
+            self._on_exit(message["pid"], message["status"])
+
+    def _lost(self) -> None:
+        self.alive = False
+        if self._sock is not None:
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+        for future in self._forks.values():
+            if not future.done():
+                future.set_exception(OSError("the fork server went away"))
+        self._forks.clear()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(OSError("the fork server did not start"))
+
+    @staticmethod
+    def fits_inline(spec: bytes) -> bool:
+        return len(spec) + 64 <= runner.MAX_MESSAGE_BYTES
+
+    async def fork(self, spec: bytes | None, fds: list[int]) -> int:
+        """Fork a call: ``spec`` inline with ``fds`` = [output, records], or ``spec`` None
+        with ``fds`` = [spec pipe, output, records]."""
+        assert self._sock is not None
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._forks[request_id] = future
+        payload = json.dumps({"op": "fork", "id": request_id}).encode() + b"\n" + (spec or b"")
+        while True:
+            try:
+                socket.send_fds(self._sock, [payload], fds)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(0.001)
+        return await future
+
+    def kill(self, pid: int) -> None:
+        if self._sock is not None and self.alive:
+            with contextlib.suppress(OSError):
+                self._sock.send(json.dumps({"op": "kill", "pid": pid}).encode())
+
+    async def close(self) -> None:
+        if self._sock is not None:
+            if self.alive:
+                asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
+        self.alive = False
+        if self._process is not None:
+            try:
+                await asyncio.wait_for(self._process.wait(), 5)
+            except TimeoutError:
+                self._process.kill()
+                await self._process.wait()
+            self._process = None

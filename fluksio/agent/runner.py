@@ -1,0 +1,573 @@
+"""Runs one node call in a fresh process. Standard library only; CPython 3.9 or later.
+
+This file is used as it is wherever node code runs: by the engine for its own calls, by
+``fluksio-worker`` under its ``--python``, and copied beside ``agent.py`` on a host without
+pip (the engine serves it at ``GET /api/v1/workers/runtime``). It imports nothing outside
+the standard library and nothing of Fluksio.
+
+A call process has three descriptors, whichever way it was started:
+
+* fd 0: the call's spec, one JSON document (read to EOF);
+* fd 1 and 2: the node's output (stdout and stderr share one pipe, captured as its logs);
+* fd 3: records, one JSON document per line: ``{"kind": "event", ...}`` for each
+  ``emit`` and ``yield``, then exactly one ``{"kind": "result", "ok": ...}``.
+
+The spec: ``{"op": "run" | "compile", "source", "node", "flow", "kwargs", "env"}``. ``env``
+(thread caps, ``CUDA_VISIBLE_DEVICES``, where artifacts live) is applied before the node's
+code is imported, which is the only moment numerical libraries read it.
+
+Two ways to start a call process:
+
+* ``python runner.py call``: a fresh interpreter per call (the fallback);
+* ``python runner.py serve FD``: a **fork server**. It imports only this module and the
+  standard library, reads fork requests on the Unix socket FD, and forks one child per
+  call. Forking a small process costs well under a millisecond where starting an
+  interpreter costs several.
+
+The fork server reads no thread-cap or device variable and starts no thread, so a child
+that sets them before importing the node's code is indistinguishable from a fresh
+interpreter. Every call process gets its own process group (cancel kills the tree) and
+dies with its parent (``PR_SET_PDEATHSIG``), and a fork server whose client goes away
+kills every call it started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+# Not `from typing import TYPE_CHECKING`: importing typing costs a spawned call
+# milliseconds. Type checkers treat this name as true all the same.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: nothing here is imported when the runner runs
+    import logging
+    import socket
+    import types
+    from collections.abc import Callable, Mapping
+    from typing import Any, NoReturn
+
+PROTOCOL = 2
+"""Version of the launcher <-> runner conversation (fork requests, records)."""
+
+MAX_MESSAGE_BYTES = 1 << 17
+"""Largest fork request; a spec that does not fit comes through a pipe instead."""
+REAP_INTERVAL_MS = 200
+
+SPEC_FD = 0
+RECORD_FD = 3
+
+# Names of host variables a node never sees: credentials and the worker's own settings.
+_CREDENTIAL_WORDS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "KEY",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "CERT",
+)
+_CREDENTIAL_PREFIXES = (
+    "AWS_",
+    "AZURE_",
+    "ARM_",
+    "GOOGLE_",
+    "GCP_",
+    "GCLOUD_",
+    "CLOUDSDK_",
+    "DIGITALOCEAN_",
+    "HEROKU_",
+    "GITHUB_",
+    "GH_",
+    "GITLAB_",
+    "CI_JOB_",
+    "NPM_",
+    "PYPI_",
+    "TWINE_",
+    "DOCKER_",
+    "OPENAI_",
+    "ANTHROPIC_",
+    "HF_",
+    "HUGGING_FACE_",
+    "VAULT_",
+    "KUBECONFIG",
+    "OS_",
+    "FLUKSIO_",
+)
+# Set per call by the engine for the reporter; everything else FLUKSIO_* is removed.
+_REPORTER_VARIABLES = ("FLUKSIO_ARTIFACT_DIR",)
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+)
+
+
+def is_credential_name(name: str) -> bool:
+    upper = name.upper()
+    if upper in _REPORTER_VARIABLES:
+        return False
+    return any(word in upper for word in _CREDENTIAL_WORDS) or upper.startswith(
+        _CREDENTIAL_PREFIXES
+    )
+
+
+def filtered_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The host environment a node may see: credential-like variables removed."""
+    return {k: v for k, v in environ.items() if not is_credential_name(k)}
+
+
+# -- the reporter: what `import fluksio` gives node code -----------------------------------
+
+
+def _encode(record: object) -> bytes:
+    return (json.dumps(record, allow_nan=False, default=_refuse) + "\n").encode()
+
+
+class _Records:
+    """Writes records to fd 3; safe from threads the node may start."""
+
+    def __init__(self, fd: int) -> None:
+        # _thread, not threading: importing threading in the fork server adds an at-fork
+        # handler that costs every child over a hundred page faults.
+        import _thread
+
+        self._fd = fd
+        self._lock = _thread.allocate_lock()
+
+    def write(self, record: object) -> None:
+        self.write_encoded(_encode(record))
+
+    def write_encoded(self, data: bytes) -> None:
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+
+
+def _refuse(value: object) -> NoReturn:
+    raise TypeError(f"object of type {type(value).__name__} is not JSON serializable")
+
+
+def _artifact_dir() -> str:
+    root = os.environ.get("FLUKSIO_ARTIFACT_DIR")
+    if not root:
+        raise RuntimeError("no artifact store is available to this call")
+    return root
+
+
+def _object_path(root: str, hex_digest: str) -> str:
+    return os.path.join(root, "sha256", hex_digest[:2], hex_digest)
+
+
+def save_artifact(
+    source: bytes | bytearray | memoryview | str | os.PathLike[str],
+    name: str = "",
+    media_type: str = "application/octet-stream",
+    volatile: bool = False,
+) -> dict[str, object]:
+    """Store bytes (or the file at a path) by content; returns the reference dict."""
+    root = _artifact_dir()
+    digest = hashlib.sha256()
+    folder = os.path.join(root, "tmp")
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f"{os.getpid()}.{time.monotonic_ns()}.part")
+    size = 0
+    with open(tmp, "wb") as out:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source)
+            digest.update(data)
+            out.write(data)
+            size = len(data)
+        else:
+            with open(os.fspath(source), "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+            if not name:
+                name = os.path.basename(os.fspath(source))
+        out.flush()
+        os.fsync(out.fileno())
+    final = _object_path(root, digest.hexdigest())
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    os.replace(tmp, final)
+    return {
+        "digest": f"sha256:{digest.hexdigest()}",
+        "size": size,
+        "media_type": media_type,
+        "name": name,
+    }
+
+
+def load_artifact(ref: dict[str, object] | str) -> str:
+    """A local path holding the artifact's bytes (``ref`` is a reference or a digest)."""
+    digest = str(ref["digest"]) if isinstance(ref, dict) else str(ref)
+    algorithm, _, hex_digest = digest.partition(":")
+    if (
+        algorithm != "sha256"
+        or len(hex_digest) != 64
+        or not all(c in "0123456789abcdef" for c in hex_digest)
+    ):
+        raise ValueError(f"not an artifact digest: {digest!r}")
+    path = _object_path(_artifact_dir(), hex_digest)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no artifact {digest} in the store")
+    return path
+
+
+def _node_logger() -> logging.Logger:
+    import logging
+
+    logger = logging.getLogger("fluksio.node")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    return logger
+
+
+def _reporter_module(records: _Records) -> types.ModuleType:
+    import types
+
+    module = types.ModuleType("fluksio", "The node reporter, installed by the Fluksio runner.")
+
+    def emit(**outputs: object) -> None:
+        records.write({"kind": "event", "event": "emit", "outputs": outputs, "ts": time.time()})
+
+    def __getattr__(name: str) -> object:
+        # logging costs milliseconds to import: only nodes that use the logger pay it.
+        if name == "logger":
+            logger = _node_logger()
+            module.__dict__["logger"] = logger
+            return logger
+        raise AttributeError(f"module 'fluksio' has no attribute {name!r}")
+
+    module.__dict__.update(
+        emit=emit,
+        save_artifact=save_artifact,
+        load_artifact=load_artifact,
+        __getattr__=__getattr__,
+        __all__=["emit", "load_artifact", "logger", "save_artifact"],
+    )
+    return module
+
+
+# -- running one call --------------------------------------------------------------------
+
+
+_prctl: Any = None
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once (the fork server does it before any fork)."""
+    global _prctl  # noqa: PLW0603 - looked up once per process, by design
+    if _prctl is None:
+        try:
+            import ctypes
+
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+    return _prctl or None
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; no-op elsewhere."""
+    prctl = _load_prctl()
+    if not prctl:
+        return
+    pr_set_pdeathsig = 1
+    prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if parent_pid and os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the request took effect
+
+
+def _pick_function(module: types.ModuleType, node: str) -> Callable[..., object]:
+    import types
+
+    candidate: Any = getattr(module, "process", None)
+    if callable(candidate):
+        return candidate  # type: ignore[no-any-return]
+    public = [
+        value
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and isinstance(value, types.FunctionType)
+        and value.__module__ == module.__name__
+    ]
+    if len(public) == 1:
+        return public[0]
+    if not public:
+        raise LookupError(f"node {node!r} defines no process() and no public function")
+    names = ", ".join(sorted(f.__name__ for f in public))
+    raise LookupError(f"node {node!r} has no process() and several public functions: {names}")
+
+
+def _load(spec: dict[str, Any]) -> Callable[..., object]:
+    import linecache
+    import types
+
+    node = spec.get("node", "node")
+    filename = f"<node {spec.get('flow', '')}/{node}>"
+    source = spec["source"]
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
+    module = types.ModuleType("fluksio_node")
+    module.__file__ = filename
+    sys.modules["fluksio_node"] = module
+    exec(code, module.__dict__)  # running node code is this module's job
+    return _pick_function(module, node)
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    import traceback
+
+    here = os.path.abspath(__file__)
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if os.path.abspath(frame.filename) != here
+    ]
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(exc), exc)
+    message = str(exc)
+    short = f"{type(exc).__name__}: {message}".splitlines()[0] if message else type(exc).__name__
+    return {
+        "type": type(exc).__name__,
+        "message": message,
+        "short": short[:300],
+        "traceback": "".join(lines),
+    }
+
+
+def _call(function: Callable[..., object], kwargs: dict[str, Any], records: _Records) -> object:
+    import types
+
+    result = function(**kwargs)
+    if isinstance(result, types.GeneratorType):
+        last = None
+        while True:
+            try:
+                last = next(result)
+            except StopIteration as stop:
+                return stop.value if stop.value is not None else last
+            records.write({"kind": "event", "event": "yield", "outputs": last, "ts": time.time()})
+    return result
+
+
+def _drop_credentials() -> None:
+    for name in [name for name in os.environ if is_credential_name(name)]:
+        del os.environ[name]
+
+
+def run_child(
+    parent_pid: int = 0, record_fd: int = RECORD_FD, spec_bytes: bytes | None = None
+) -> int:
+    """The body of a call process: read the spec, run, write exactly one result record.
+
+    The environment has been filtered already (by ``main`` for a spawned call, once by
+    the fork server for its children); here only the call's own variables are added.
+    """
+    _die_with_parent(parent_pid)
+    os.set_inheritable(record_fd, False)  # the node's own subprocesses never get it
+    records = _Records(record_fd)
+    if spec_bytes is None:
+        with os.fdopen(SPEC_FD, "rb", closefd=False) as handle:
+            spec_bytes = handle.read()
+    spec = json.loads(spec_bytes)
+    os.environ.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+    sys.modules["fluksio"] = _reporter_module(records)
+    try:
+        function = _load(spec)
+        if spec.get("op") == "compile":
+            outcome = {"kind": "result", "ok": True, "result": {"function": function.__name__}}
+        else:
+            value = _call(function, spec.get("kwargs") or {}, records)
+            outcome = {"kind": "result", "ok": True, "result": value}
+    except BaseException as exc:  # everything the node raises is its result
+        outcome = {"kind": "result", "ok": False, "error": _error(exc)}
+    try:
+        payload = _encode(outcome)
+    except (TypeError, ValueError) as exc:
+        refused = type(exc)(f"the node's result is not JSON: {exc}")
+        payload = _encode({"kind": "result", "ok": False, "error": _error(refused)})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    records.write_encoded(payload)
+    return 0
+
+
+# -- the fork server ---------------------------------------------------------------------
+
+
+def _recv_request(
+    sock: socket.socket,
+) -> tuple[dict[str, Any] | None, bytes | None, list[int]]:
+    """A request's header, the spec carried inline (if any) and the descriptors."""
+    import socket
+
+    try:
+        message, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 4)
+    except ConnectionError:
+        return None, None, []
+    if not message:
+        return None, None, []
+    header, _, spec = message.partition(b"\n")
+    return json.loads(header), (spec or None), fds
+
+
+def _send(sock: socket.socket, payload: object) -> None:
+    sock.sendall(json.dumps(payload).encode())
+
+
+def serve(control_fd: int, parent_pid: int = 0) -> None:
+    """Fork one child per request on ``control_fd`` (an AF_UNIX SOCK_SEQPACKET socket).
+
+    A fork request is one message: a JSON header line ``{"op": "fork", "id": n}`` followed
+    by the call's spec, with two descriptors (output, records); a spec too large for one
+    message comes through a pipe instead, as a third descriptor first. It is answered
+    ``{"op": "forked", "id", "pid"}``. ``{"op": "kill", "pid"}`` kills that call's process
+    group. Each child's exit is reported as ``{"op": "exit", "pid", "status"}`` (``status``
+    is the exit code, or minus the signal number). On EOF every live child's group is
+    killed and the server exits: a client that dies takes its calls with it.
+    """
+    # What every call needs, imported once here rather than in each child. None of these
+    # reads a thread-cap or device variable or starts a thread; threading is left out on
+    # purpose (see _Records).
+    import gc
+    import linecache  # noqa: F401
+    import select
+    import socket
+    import types  # noqa: F401
+
+    _die_with_parent(parent_pid)
+    _drop_credentials()
+    # A child's prints reach fd 1 through this same object; line-buffered, each line
+    # counts as the node reporting (the silence timeout) as soon as it is printed.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    # The first compile() and JSON round trip of a process initialise internals worth a
+    # millisecond; pay it here once. Then freeze what exists so that no child's collector
+    # walks (and so copies) the server's pages.
+    compile("def process(x=1):\n    return {'a': [x, 1.5, None]}\n", "<warm-up>", "exec")
+    json.loads(json.dumps({"a": [1, 1.5, None, "s"]}))
+    gc.collect()
+    gc.freeze()
+    sock = socket.socket(fileno=control_fd)
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    live: set[int] = set()
+    _send(
+        sock,
+        {
+            "op": "ready",
+            "protocol": PROTOCOL,
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+        },
+    )
+    try:
+        while True:
+            # No SIGCHLD handler: children are reaped here, after each request and at
+            # least every REAP_INTERVAL_MS, which costs the busy path nothing.
+            if poller.poll(REAP_INTERVAL_MS if live else None):
+                header, spec, fds = _recv_request(sock)
+                if header is None:
+                    return
+                if header["op"] == "fork":
+                    pid = _fork_child(fds, spec, sock)
+                    live.add(pid)
+                    _send(sock, {"op": "forked", "id": header["id"], "pid": pid})
+                elif header["op"] == "kill" and header["pid"] in live:
+                    _kill_group(header["pid"])
+            _reap(sock, live)
+    finally:
+        for pid in live:
+            _kill_group(pid)
+
+
+def _fork_child(fds: list[int], spec: bytes | None, sock: socket.socket) -> int:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import gc
+
+            gc.disable()  # a call is short-lived; a collection would only copy pages
+            os.setpgid(0, 0)
+            os.close(sock.fileno())
+            if spec is None:
+                spec_fd, output_fd, record_fd = fds
+                os.dup2(spec_fd, SPEC_FD)
+            else:
+                output_fd, record_fd = fds
+            os.dup2(output_fd, 1)
+            os.dup2(output_fd, 2)
+            os.dup2(record_fd, RECORD_FD)
+            for fd in set(fds) - {SPEC_FD, 1, 2, RECORD_FD}:
+                os.close(fd)
+            code = run_child(parent_pid=os.getppid(), spec_bytes=spec)
+        except BaseException:  # a child must never return into the server
+            code = 70
+        os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
+def _kill_group(pid: int) -> None:
+    import contextlib
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _reap(sock: socket.socket, live: set[int]) -> None:
+    while live:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        live.discard(pid)
+        code = os.waitstatus_to_exitcode(status)
+        _send(sock, {"op": "exit", "pid": pid, "status": code})
+
+
+def main(argv: list[str]) -> int:
+    # This file's directory must not shadow the node's imports (it holds agent modules).
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    if len(argv) >= 2 and argv[1] == "call":
+        _drop_credentials()
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        parent_pid = int(argv[2]) if len(argv) > 2 else 0
+        code = run_child(parent_pid, int(argv[3]) if len(argv) > 3 else RECORD_FD)
+        os._exit(code)  # the result is written; do not wait for threads the node left
+    if len(argv) >= 3 and argv[1] == "serve":
+        serve(int(argv[2]), parent_pid=int(argv[3]) if len(argv) > 3 else 0)
+        return 0
+    sys.stderr.write("usage: runner.py call [PARENT_PID] | serve CONTROL_FD [PARENT_PID]\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,320 @@
+"""The runner and launcher with real processes: what a node sees, reports and leaves behind.
+
+Each behaviour is checked in both process modes (fork server and spawn), since a worker
+falls back to spawning and both must look the same to node code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluksio.agent import runner
+from fluksio.agent.launcher import CallSpec, Launcher, LauncherError
+
+PYENV = Path.home() / ".pyenv" / "versions"
+
+
+@pytest.fixture(params=["fork", "spawn"])
+async def launcher(request: pytest.FixtureRequest) -> AsyncIterator[Launcher]:
+    environ = dict(
+        os.environ,
+        MY_API_TOKEN="leak-me-not",
+        AWS_SECRET_ACCESS_KEY="nope",
+        FLUKSIO_WORKER_TOKEN="worker-token",
+        HARMLESS_SETTING="visible",
+    )
+    launched = Launcher(mode=request.param, environ=environ)
+    await launched.start()
+    assert launched.mode == request.param
+    yield launched
+    await launched.close()
+
+
+def node(source: str) -> str:
+    return textwrap.dedent(source).lstrip()
+
+
+async def run(launcher: Launcher, source: str, **fields: Any) -> Any:
+    events: list[dict[str, Any]] = []
+    spec = CallSpec(
+        call_id=fields.pop("call_id", "c1"), source=node(source), node="n", flow="f", **fields
+    )
+    outcome = await launcher.run(spec, events.append)
+    return outcome, events
+
+
+async def test_result_events_and_logs(launcher: Launcher) -> None:
+    outcome, events = await run(
+        launcher,
+        """
+        import fluksio
+        def process(x, y=2):
+            print("working on", x)
+            fluksio.emit(progress=0.5)
+            return {"sum": x + y}
+    """,
+        kwargs={"x": 40},
+    )
+    assert outcome.ok and outcome.result == {"sum": 42}
+    assert outcome.logs == "working on 40\n"
+    assert [(e["event"], e["outputs"]) for e in events] == [("emit", {"progress": 0.5})]
+
+
+async def test_the_only_public_function_is_called_and_generators_yield(launcher: Launcher) -> None:
+    outcome, events = await run(
+        launcher,
+        """
+        def _helper():
+            return 1
+        def count(n):
+            for i in range(n):
+                yield i + _helper()
+    """,
+        kwargs={"n": 3},
+    )
+    assert outcome.ok and outcome.result == 3, "the last yield is the result"
+    assert [e["outputs"] for e in events if e["event"] == "yield"] == [1, 2, 3]
+
+
+async def test_an_exception_returns_its_traceback(launcher: Launcher) -> None:
+    outcome, _ = await run(
+        launcher,
+        """
+        def process():
+            return inner()
+        def inner():
+            raise ValueError("the input was empty")
+    """,
+    )
+    assert not outcome.ok
+    assert outcome.error["type"] == "ValueError"
+    assert outcome.error["short"] == "ValueError: the input was empty"
+    trace = outcome.error["traceback"]
+    assert "line 4, in inner" in trace and 'raise ValueError("the input was empty")' in trace
+    assert "runner.py" not in trace, "the runner's own frames are not the user's business"
+
+
+async def test_a_result_that_is_not_json_names_the_type(launcher: Launcher) -> None:
+    outcome, _ = await run(launcher, "def process():\n    return {'when': object()}\n")
+    assert not outcome.ok and "not JSON" in outcome.error["message"]
+    assert "object" in outcome.error["message"]
+    nan, _ = await run(launcher, "def process():\n    return float('nan')\n", call_id="c2")
+    assert not nan.ok and "not JSON" in nan.error["message"]
+
+
+async def test_thread_caps_devices_and_a_filtered_environment(launcher: Launcher) -> None:
+    outcome, _ = await run(
+        launcher,
+        """
+        import os
+        def process():
+            return {k: os.environ.get(k) for k in (
+                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "MY_API_TOKEN",
+                "AWS_SECRET_ACCESS_KEY", "FLUKSIO_WORKER_TOKEN", "HARMLESS_SETTING")}
+    """,
+        env={"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "CUDA_VISIBLE_DEVICES": "1,2"},
+    )
+    assert outcome.result == {
+        "OMP_NUM_THREADS": "3",
+        "MKL_NUM_THREADS": "3",
+        "CUDA_VISIBLE_DEVICES": "1,2",
+        "MY_API_TOKEN": None,
+        "AWS_SECRET_ACCESS_KEY": None,
+        "FLUKSIO_WORKER_TOKEN": None,
+        "HARMLESS_SETTING": "visible",
+    }
+
+
+async def test_import_fluksio_is_the_reporter_even_with_a_decoy_on_the_path(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    decoy = tmp_path / "fluksio"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("DECOY = True\ndef emit(**k):\n    raise SystemExit(9)\n")
+    outcome, events = await run(
+        launcher,
+        f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import fluksio
+        def process():
+            fluksio.emit(step=1)
+            fluksio.logger.info("logged")
+            return [hasattr(fluksio, "DECOY"), sorted(fluksio.__all__)]
+    """,
+    )
+    assert outcome.result == [False, ["emit", "load_artifact", "logger", "save_artifact"]]
+    assert [e["outputs"] for e in events] == [{"step": 1}]
+    assert "INFO logged" in outcome.logs
+
+
+async def test_a_flood_of_output_is_bounded(launcher: Launcher) -> None:
+    outcome, _ = await run(
+        launcher,
+        """
+        import sys
+        def process():
+            line = "x" * 1023 + "\\n"
+            for _ in range(100 * 1024):
+                sys.stdout.write(line)
+            return "done"
+    """,
+    )
+    assert outcome.ok and outcome.result == "done"
+    assert len(outcome.logs) < 1_100_000
+    assert "bytes of output dropped" in outcome.logs
+
+
+async def test_cancel_kills_the_process_and_not_another_call(launcher: Launcher) -> None:
+    sleeper = "import time\ndef process():\n    time.sleep(60)\n    return 'slept'\n"
+    first = asyncio.create_task(launcher.run(CallSpec("one", sleeper, "n")))
+    second = asyncio.create_task(launcher.run(CallSpec("two", sleeper, "n")))
+    pid = await _pid_when_started(launcher, "one")
+    await _pid_when_started(launcher, "two")
+    assert launcher.cancel("one")
+    outcome = await asyncio.wait_for(first, 10)
+    assert outcome.error["type"] == "NodeCancelled"
+    await _gone(pid)
+    assert not second.done(), "the other call goes on"
+    launcher.cancel("two")
+    await asyncio.wait_for(second, 10)
+
+
+async def _pid_when_started(launcher: Launcher, call_id: str) -> int:
+    for _ in range(500):
+        pid = launcher.pid_of(call_id)
+        if pid is not None:
+            return pid
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{call_id} did not start")
+
+
+async def _gone(pid: int) -> None:
+    for _ in range(500):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                state = handle.read().split(")")[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state == "Z":
+            return  # dead, waiting to be reaped by its parent
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"process {pid} is still alive")
+
+
+async def test_cancel_kills_what_the_node_started_too(launcher: Launcher, tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    source = node(f"""
+        import subprocess, time
+        def process():
+            child = subprocess.Popen(["sleep", "60"])
+            open({str(pid_file)!r}, "w").write(str(child.pid))
+            time.sleep(60)
+    """)
+    task = asyncio.create_task(launcher.run(CallSpec("tree", source, "n")))
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.01)
+    grandchild = int(pid_file.read_text())
+    launcher.cancel("tree")
+    await asyncio.wait_for(task, 10)
+    await _gone(grandchild)
+
+
+async def test_silence_timeout_counts_output_and_events_but_stops_a_quiet_node(
+    launcher: Launcher,
+) -> None:
+    chatty = """
+        import time, fluksio
+        def process():
+            for i in range(6):
+                time.sleep(0.25)
+                print("still here", flush=True) if i % 2 else fluksio.emit(i=i)
+            return "finished"
+    """
+    outcome, _ = await run(launcher, chatty, timeout=1.0)
+    assert outcome.ok and outcome.result == "finished"
+    quiet = "import time\ndef process():\n    time.sleep(30)\n"
+    outcome, _ = await run(launcher, quiet, timeout=0.5, call_id="quiet")
+    assert outcome.error["type"] == "NodeTimeout"
+    assert "0.5 s" in outcome.error["message"]
+
+
+async def test_a_process_that_dies_says_how(launcher: Launcher) -> None:
+    outcome, _ = await run(
+        launcher, "import os, signal\ndef process():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert outcome.error["type"] == "RemoteError"
+    assert "SIGKILL" in outcome.error["message"]
+    exited, _ = await run(launcher, "import os\ndef process():\n    os._exit(3)\n", call_id="c2")
+    assert "status 3" in exited.error["message"]
+
+
+async def test_compile_loads_the_module_without_calling_it(launcher: Launcher) -> None:
+    outcome, _ = await run(
+        launcher, "import json\ndef process():\n    raise SystemExit(1)\n", op="compile"
+    )
+    assert outcome.ok and outcome.result == {"function": "process"}
+    missing, _ = await run(launcher, "import no_such_module_here\n", op="compile", call_id="c2")
+    assert missing.error["type"] == "ModuleNotFoundError"
+
+
+@pytest.mark.parametrize("version", ["3.9", "3.12", "3.13"])
+async def test_another_interpreter_runs_the_same_runner(version: str) -> None:
+    candidates = sorted(PYENV.glob(f"{version}.*/bin/python{version}"))
+    if not candidates:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must have Python {version} under {PYENV}")
+        pytest.skip(f"no Python {version} under {PYENV}")
+    launched = Launcher(str(candidates[-1]))
+    await launched.start()
+    try:
+        outcome = await launched.run(
+            CallSpec(
+                "v", "import sys\ndef process():\n    return list(sys.version_info[:2])\n", "n"
+            )
+        )
+        assert outcome.result == [int(part) for part in version.split(".")]
+        assert launched.mode == "fork"
+    finally:
+        await launched.close()
+
+
+async def test_a_missing_interpreter_is_refused_in_a_sentence(tmp_path: Path) -> None:
+    with pytest.raises(LauncherError, match="cannot run the interpreter"):
+        await Launcher(str(tmp_path / "no-python")).start()
+    old = tmp_path / "python"
+    old.write_text("#!/bin/sh\necho /usr/bin/python2\necho 2 7\n")
+    old.chmod(0o755)
+    with pytest.raises(LauncherError, match=r"need 3\.9 or later"):
+        await Launcher(str(old)).start()
+
+
+def test_the_runner_is_standard_library_only_and_runs_alone(tmp_path: Path) -> None:
+    copy = tmp_path / "runner.py"
+    shutil.copy(runner.__file__, copy)
+    spec = b'{"op": "run", "source": "def process(a):\\n    return a * 2\\n", "kwargs": {"a": 21}}'
+    read_end, write_end = os.pipe()
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(copy), "call", "0", str(write_end)],
+        input=spec,
+        capture_output=True,
+        timeout=60,
+        pass_fds=(write_end,),
+        check=False,
+    )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as records:
+        assert records.read() == b'{"kind": "result", "ok": true, "result": 42}\n'
+    assert done.returncode == 0
