@@ -20,8 +20,7 @@ $(STAMP): pyproject.toml packaging/fluksio-worker/pyproject.toml Makefile
 	touch $(STAMP)
 
 run: install
-	rm -rf $(RUN_DIR)
-	$(BIN)/fluksio serve --host 127.0.0.1 --port 8080 --data-dir $(RUN_DIR)/data
+	bash examples/run-demo.sh
 
 lint: install
 	$(BIN)/ruff check .

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 
-from tests.support.engine import BIN, SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
+from tests.support.cli import fluksio
+from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
 from tests.support.http import call
 from tests.support.wait import wait_for
 
@@ -19,20 +19,14 @@ SUPERUSER_ENDPOINTS = [
 
 
 def _add_user(engine: EngineProcess, name: str, password: str) -> None:
-    done = subprocess.run(
-        [
-            str(BIN / "fluksio"),
-            "users",
-            "add",
-            name,
-            "--password-stdin",
-            "--data-dir",
-            str(engine.data_dir),
-        ],
-        input=password + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
+    done = fluksio(
+        "users",
+        "add",
+        name,
+        "--password-stdin",
+        "--data-dir",
+        str(engine.data_dir),
+        stdin=password + "\n",
     )
     assert done.returncode == 0, done.stderr
 

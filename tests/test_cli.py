@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.engine import BIN, SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
+from tests.support.cli import fluksio
+from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
 from tests.support.http import call
-
-
-def _fluksio(
-    *args: str, env: dict[str, str] | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
-    return subprocess.run(
-        [str(BIN / "fluksio"), *args],
-        env={**base, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def _assert_one_sentence_exit_2(done: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -42,7 +28,7 @@ def test_tokens_mint_list_revoke_through_the_api(engine: EngineProcess) -> None:
         "FLUKSIO_USERNAME": SUPERUSER,
         "FLUKSIO_PASSWORD": SUPERUSER_PASSWORD,
     }
-    minted = _fluksio("tokens", "mint", "gpu-dev", "--labels", "gpu,cuda12", env=env)
+    minted = fluksio("tokens", "mint", "gpu-dev", "--labels", "gpu,cuda12", env=env)
     assert minted.returncode == 0, minted.stderr
     token = minted.stdout.strip()
     assert call("GET", f"{engine.api}/workers/tokens/self", token=token).body["labels"] == [
@@ -50,12 +36,12 @@ def test_tokens_mint_list_revoke_through_the_api(engine: EngineProcess) -> None:
         "cuda12",
     ]
 
-    listed = _fluksio("tokens", "list", "--json", env=env)
+    listed = fluksio("tokens", "list", "--json", env=env)
     rows = json.loads(listed.stdout)
     assert [(r["name"], r["status"]) for r in rows] == [("gpu-dev", "active")]
     assert token not in listed.stdout
 
-    revoked = _fluksio("tokens", "revoke", rows[0]["jti"], env=env)
+    revoked = fluksio("tokens", "revoke", rows[0]["jti"], env=env)
     assert revoked.returncode == 0 and "Revoked 'gpu-dev'" in revoked.stdout
     assert call("GET", f"{engine.api}/workers/tokens/self", token=token).status == 401
 
@@ -64,7 +50,7 @@ def test_tokens_finds_the_engine_through_the_data_dir_and_takes_a_bearer_token(
     engine: EngineProcess,
 ) -> None:
     env = {"FLUKSIO_DATA_DIR": str(engine.data_dir), "FLUKSIO_TOKEN": engine.login()}
-    done = _fluksio("tokens", "list", env=env)
+    done = fluksio("tokens", "list", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("JTI")
 
@@ -72,35 +58,35 @@ def test_tokens_finds_the_engine_through_the_data_dir_and_takes_a_bearer_token(
 def test_errors_are_one_sentence_and_exit_2(engine: EngineProcess, tmp_path: Path) -> None:
     creds = {"FLUKSIO_USERNAME": SUPERUSER, "FLUKSIO_PASSWORD": SUPERUSER_PASSWORD}
     _assert_one_sentence_exit_2(
-        _fluksio("tokens", "list", env={"FLUKSIO_URL": engine.api}),
+        fluksio("tokens", "list", env={"FLUKSIO_URL": engine.api}),
         "FLUKSIO_TOKEN",
     )
     _assert_one_sentence_exit_2(
-        _fluksio("tokens", "list", env={"FLUKSIO_URL": "http://127.0.0.1:9/api/v1", **creds}),
+        fluksio("tokens", "list", env={"FLUKSIO_URL": "http://127.0.0.1:9/api/v1", **creds}),
         "cannot reach the engine",
     )
     _assert_one_sentence_exit_2(
-        _fluksio("tokens", "mint", "bad name", env={"FLUKSIO_URL": engine.api, **creds}),
+        fluksio("tokens", "mint", "bad name", env={"FLUKSIO_URL": engine.api, **creds}),
         "name:",
     )
     _assert_one_sentence_exit_2(
-        _fluksio("tokens", "revoke", "f" * 32, env={"FLUKSIO_URL": engine.api, **creds}),
+        fluksio("tokens", "revoke", "f" * 32, env={"FLUKSIO_URL": engine.api, **creds}),
         "no worker token",
     )
     wrong = {"FLUKSIO_USERNAME": SUPERUSER, "FLUKSIO_PASSWORD": "nope-nope"}
     _assert_one_sentence_exit_2(
-        _fluksio("tokens", "list", env={"FLUKSIO_URL": engine.api, **wrong}),
+        fluksio("tokens", "list", env={"FLUKSIO_URL": engine.api, **wrong}),
         "incorrect username or password",
     )
     _assert_one_sentence_exit_2(
-        _fluksio("keys", "rotate", "--yes", "--data-dir", str(tmp_path / "empty")),
+        fluksio("keys", "rotate", "--yes", "--data-dir", str(tmp_path / "empty")),
         "holds no Fluksio state",
     )
     _assert_one_sentence_exit_2(
-        _fluksio("keys", "rotate", "--data-dir", str(engine.data_dir)), "--yes"
+        fluksio("keys", "rotate", "--data-dir", str(engine.data_dir)), "--yes"
     )
     _assert_one_sentence_exit_2(
-        _fluksio(
+        fluksio(
             "users",
             "add",
             "bob",
@@ -124,12 +110,12 @@ def test_errors_are_one_sentence_and_exit_2(engine: EngineProcess, tmp_path: Pat
     ],
 )
 def test_serve_refuses_bad_options_in_one_sentence(args: tuple[str, ...], needle: str) -> None:
-    done = _fluksio(*args)
+    done = fluksio(*args)
     assert done.returncode == 2
     assert needle in done.stderr and "Traceback" not in done.stderr
 
 
 def test_serve_refuses_a_port_in_use(engine: EngineProcess, tmp_path: Path) -> None:
     port = engine.url.rsplit(":", 1)[1]
-    done = _fluksio("serve", "--port", port, "--data-dir", str(tmp_path / "other"))
+    done = fluksio("serve", "--port", port, "--data-dir", str(tmp_path / "other"))
     _assert_one_sentence_exit_2(done, f"cannot listen on 127.0.0.1:{port}")

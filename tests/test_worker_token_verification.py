@@ -11,7 +11,6 @@ import base64
 import hashlib
 import hmac
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.support.engine import BIN, EngineProcess, start_engine
+from tests.support.cli import fluksio
+from tests.support.engine import EngineProcess, start_engine
 from tests.support.http import call
 
 
@@ -199,12 +199,7 @@ def test_keys_rotate_invalidates_every_token_while_the_engine_runs(
     worker = engine.mint(access, "w1", [])
     assert _self(engine, worker["token"])[0] == 200
 
-    done = subprocess.run(
-        [str(BIN / "fluksio"), "keys", "rotate", "--yes", "--data-dir", str(engine.data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    done = fluksio("keys", "rotate", "--yes", "--data-dir", str(engine.data_dir))
     assert done.returncode == 0, done.stderr
     assert "1 worker token(s) revoked" in done.stdout
 

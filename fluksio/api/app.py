@@ -10,18 +10,27 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from fluksio.agent.launcher import Launcher
 from fluksio.api import appkeys
 from fluksio.api.db import open_database
 from fluksio.api.keys import KeyRing
+from fluksio.api.logging import get_logger
 from fluksio.api.middlewares import error_middleware, request_context_middleware
 from fluksio.api.routes import add_routes
+from fluksio.api.runs.local import LocalExecutor, engine_place
+from fluksio.api.runs.manager import RunManager
+from fluksio.api.runs.store import FlowStore, RunStore
+from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
 from fluksio.api.throttle import LoginGuard
 from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
+from fluksio.scheduler import ENGINE_ID, Scheduler
 
 __all__ = ["create_app"]
+
+log = get_logger(__name__)
 
 
 def create_app(settings: EngineSettings) -> web.Application:
@@ -37,6 +46,7 @@ def create_app(settings: EngineSettings) -> web.Application:
         max_delay_s=settings.login_max_delay_s,
     )
     app.cleanup_ctx.append(_state)
+    app.cleanup_ctx.append(_runs)
     add_routes(app)
     return app
 
@@ -55,5 +65,36 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.TOKENS] = TokenService(
         keys, users, worker_tokens, access_ttl_s=settings.access_token_ttl_s
     )
+    app[appkeys.FLOWS] = FlowStore(database)
+    app[appkeys.RUNS] = RunStore(database)
+    app[appkeys.SECRETS] = SecretStore(database, layout)
     yield
     database.close()
+
+
+async def _runs(app: web.Application) -> AsyncIterator[None]:
+    """The engine's own executor and the run manager; unfinished runs resume."""
+    settings = app[appkeys.SETTINGS]
+    launcher = Launcher(settings.node_python, mode=settings.runner_mode)
+    await launcher.start()
+    log.info(
+        "runner.ready",
+        mode=launcher.mode,
+        python=launcher.python,
+        version=".".join(map(str, launcher.version)),
+    )
+    layout = app[appkeys.DATA_DIR]
+    layout.artifacts.mkdir(mode=0o700, exist_ok=True)
+    manager = RunManager(
+        runs=app[appkeys.RUNS],
+        flows=app[appkeys.FLOWS],
+        secrets=app[appkeys.SECRETS],
+        scheduler=Scheduler(engine_place(settings.engine_slots)),
+        executors={ENGINE_ID: LocalExecutor(launcher)},
+        engine_env={"FLUKSIO_ARTIFACT_DIR": str(layout.artifacts)},
+    )
+    app[appkeys.RUN_MANAGER] = manager
+    manager.recover()
+    yield
+    await manager.close()
+    await launcher.close()

@@ -6,6 +6,9 @@ from aiohttp import web
 
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import Database
+from fluksio.api.runs.manager import RunManager
+from fluksio.api.runs.store import FlowStore, RunStore
+from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
 from fluksio.api.throttle import LoginGuard
 from fluksio.api.tokens import TokenService
@@ -15,7 +18,11 @@ from fluksio.api.worker_tokens import WorkerTokenStore
 __all__ = [
     "DATABASE",
     "DATA_DIR",
+    "FLOWS",
     "LOGIN_GUARD",
+    "RUNS",
+    "RUN_MANAGER",
+    "SECRETS",
     "SETTINGS",
     "TOKENS",
     "USERS",
@@ -29,3 +36,7 @@ USERS = web.AppKey("users", UserStore)
 WORKER_TOKENS = web.AppKey("worker_tokens", WorkerTokenStore)
 TOKENS = web.AppKey("tokens", TokenService)
 LOGIN_GUARD = web.AppKey("login_guard", LoginGuard)
+FLOWS = web.AppKey("flows", FlowStore)
+RUNS = web.AppKey("runs", RunStore)
+SECRETS = web.AppKey("secrets", SecretStore)
+RUN_MANAGER = web.AppKey("run_manager", RunManager)

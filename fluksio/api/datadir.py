@@ -7,6 +7,8 @@ Layout of a data directory (created 0700; secrets in it 0600)::
     engine.json            while an engine runs: its pid and URL, for the CLI and tests
     engine.lock            held by the running engine: one engine per data directory
     provisioners.json      optional: the batch schedulers the engine may ask for machines
+    secrets.key            the AES-256-GCM key secret values are encrypted with at rest
+    artifacts/             the content-addressed artifact store (sha256/<2 hex>/<hex>)
 """
 
 from __future__ import annotations
@@ -60,6 +62,14 @@ class DataDir:
     def provisioners(self) -> Path:
         return self.root / "provisioners.json"
 
+    @property
+    def secrets_key(self) -> Path:
+        return self.root / "secrets.key"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
+
     def ensure(self) -> DataDir:
         """Create the directory (0700) if missing; refuse one others can read."""
         try:
@@ -91,6 +101,26 @@ class DataDir:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+
+    def create_secret_once(self, path: Path, data: bytes) -> bytes:
+        """Create ``path`` (0600) holding ``data`` unless it exists; its contents either way.
+
+        Written under a temporary name and linked into place, so two processes starting
+        at once on a fresh directory agree on one file.
+        """
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+        self.write_secret(tmp, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path.read_bytes()
 
     def write_engine_info(self, *, pid: int, url: str) -> None:
         self.write_secret(self.engine_info, json.dumps({"pid": pid, "url": url}).encode())

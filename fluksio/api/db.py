@@ -39,6 +39,50 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX worker_tokens_by_name ON worker_tokens(name);
     """,
+    # 1 -> 2: flows, runs, the state of each node of a run, secrets.
+    """
+    CREATE TABLE flows (
+        name        TEXT PRIMARY KEY,
+        spec        TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL
+    );
+    CREATE TABLE runs (
+        id          TEXT PRIMARY KEY,
+        flow        TEXT NOT NULL,
+        spec        TEXT NOT NULL,
+        params      TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        started_at  REAL,
+        ended_at    REAL
+    );
+    CREATE INDEX runs_by_flow ON runs(flow, created_at);
+    CREATE INDEX runs_by_state ON runs(state, created_at);
+    CREATE TABLE node_runs (
+        run_id      TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        node_id     TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        call_id     TEXT,
+        place       TEXT,
+        queued_at   REAL,
+        started_at  REAL,
+        ended_at    REAL,
+        result      TEXT,
+        error       TEXT,
+        logs        TEXT,
+        events      TEXT,
+        PRIMARY KEY (run_id, node_id)
+    );
+    CREATE TABLE secrets (
+        name        TEXT PRIMARY KEY,
+        labels      TEXT NOT NULL,
+        nonce       BLOB NOT NULL,
+        ciphertext  BLOB NOT NULL,
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

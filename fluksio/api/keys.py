@@ -9,7 +9,6 @@ without a restart: every token signed with the old key stops verifying.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
@@ -62,16 +61,9 @@ class KeyRing:
         return self.current()
 
     def _create(self) -> None:
-        # O_EXCL through a temporary name and a link keeps two first starts from racing.
-        key = Ed25519PrivateKey.generate()
-        tmp = self._data_dir.signing_key.with_name(f".signing_key.{os.getpid()}.new")
-        self._data_dir.write_secret(tmp, _pem(key))
-        try:
-            os.link(tmp, self._data_dir.signing_key)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
+        self._data_dir.create_secret_once(
+            self._data_dir.signing_key, _pem(Ed25519PrivateKey.generate())
+        )
 
     def _write(self, key: Ed25519PrivateKey) -> None:
         self._data_dir.write_secret(self._data_dir.signing_key, _pem(key))

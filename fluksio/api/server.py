@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
 from collections.abc import Callable, Iterator
 
 from aiohttp import web
@@ -40,6 +41,24 @@ def data_dir_lock(layout: DataDir) -> Iterator[None]:
         os.close(fd)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    family, kind, proto, _name, address = infos[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+        listener.listen(512)
+    except OSError as exc:
+        listener.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    listener.setblocking(False)
+    return listener
+
+
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
@@ -48,17 +67,13 @@ def _url(host: str, port: int) -> str:
 async def run_engine(settings: EngineSettings, *, on_ready: Callable[[str], None]) -> None:
     """Serve until SIGINT or SIGTERM; ``on_ready`` gets the base URL once listening."""
     layout = settings.layout
+    # Bind before anything starts, so a busy port is one sentence and nothing else.
+    listener = _listen(settings.host, settings.port)
     runner = web.AppRunner(create_app(settings), access_log=None, handle_signals=False)
-    await runner.setup()
     try:
-        site = web.TCPSite(runner, settings.host, settings.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
-            ) from exc
-        port = int(runner.addresses[0][1])
+        await runner.setup()
+        await web.SockSite(runner, listener).start()
+        port = int(listener.getsockname()[1])
         url = _url(settings.host, port)
         layout.write_engine_info(pid=os.getpid(), url=url)
         log.info("engine.listening", url=url, data_dir=str(layout.root))

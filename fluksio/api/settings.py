@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fluksio.api.datadir import DataDir
@@ -23,7 +23,12 @@ class EngineSettings:
     login_max_delay_s: float = 300.0
     # aiohttp reads request bodies whole for JSON endpoints; large uploads stream elsewhere.
     client_max_size: int = 1024 * 1024
-    extra: dict[str, object] = field(default_factory=dict)
+    engine_slots: int | None = None
+    """Calls the engine runs at once itself; None: two per core."""
+    node_python: str | None = None
+    """The interpreter the engine runs node code with; None: the engine's own."""
+    runner_mode: str = "auto"
+    """``auto`` (fork server where it works, else spawn), ``fork`` or ``spawn``."""
 
     @property
     def layout(self) -> DataDir:

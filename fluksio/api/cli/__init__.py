@@ -11,7 +11,9 @@ from typing import Any
 import click
 
 from fluksio.agent.cli import main as worker_command
+from fluksio.api.cli.flows import flows
 from fluksio.api.cli.keys import keys
+from fluksio.api.cli.runs import runs
 from fluksio.api.cli.serve import serve
 from fluksio.api.cli.tokens import tokens
 from fluksio.api.cli.users import users
@@ -45,6 +47,8 @@ def cli() -> None:
 cli.add_command(serve)
 cli.add_command(keys)
 cli.add_command(tokens)
+cli.add_command(flows)
+cli.add_command(runs)
 cli.add_command(users)
 cli.add_command(worker_command, name="worker")
 

@@ -23,7 +23,7 @@ from fluksio.errors import FluksioError
 __all__ = ["ApiClient", "ApiError", "resolve_api_url"]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080/api/v1"
-_TIMEOUT_S = 30
+_TIMEOUT_S = 90  # above the longest server-side wait a request may ask for
 
 
 class ApiError(FluksioError):
@@ -69,6 +69,9 @@ class ApiClient:
     def post(self, path: str, body: object | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         return self._send("POST", path, data, "application/json")
+
+    def put(self, path: str, body: object) -> Any:
+        return self._send("PUT", path, json.dumps(body).encode(), "application/json")
 
     def _send(
         self, method: str, path: str, data: bytes | None = None, content_type: str | None = None

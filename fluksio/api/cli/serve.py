@@ -29,8 +29,40 @@ __all__ = ["serve"]
     help="Port to listen on; 0 picks a free one (written to DATA_DIR/engine.json).",
 )
 @data_dir_option
-@click.option("--log-level", default="info", show_default=True, hidden=True)
-def serve(host: str, port: int, data_dir: Path, log_level: str) -> None:
+@click.option(
+    "--engine-slots",
+    type=click.IntRange(0, 4096),
+    default=None,
+    help="Node calls the engine runs at once itself (default: two per core).",
+)
+@click.option(
+    "--node-python",
+    default=None,
+    help="Interpreter for node code run on the engine (default: the engine's own).",
+)
+@click.option(
+    "--runner-mode",
+    type=click.Choice(["auto", "fork", "spawn"]),
+    default="auto",
+    show_default=True,
+    help="How call processes start: a fork server where it works, or a fresh interpreter.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+def serve(
+    *,
+    host: str,
+    port: int,
+    data_dir: Path,
+    engine_slots: int | None,
+    node_python: str | None,
+    runner_mode: str,
+    log_level: str,
+) -> None:
     """Run the engine until interrupted."""
     configure_logging(level=log_level)
     # Known secrets are blanked wherever they would appear in a log line.
@@ -42,7 +74,14 @@ def serve(host: str, port: int, data_dir: Path, log_level: str) -> None:
             created = bootstrap_superuser(UserStore(database))
         finally:
             database.close()
-        settings = EngineSettings(data_dir=data_dir, host=host, port=port)
+        settings = EngineSettings(
+            data_dir=data_dir,
+            host=host,
+            port=port,
+            engine_slots=engine_slots,
+            node_python=node_python,
+            runner_mode=runner_mode,
+        )
         asyncio.run(run_engine(settings, on_ready=lambda url: _banner(url, layout, created)))
 
 

@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
-from fluksio.api.cli.client import ApiClient, resolve_api_url
-from fluksio.api.cli.options import data_dir_option
+from fluksio.api.cli.context import api_group, client_of
 
 __all__ = ["tokens"]
 
 
-@click.group()
-@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
-@data_dir_option
-@click.pass_context
-def tokens(ctx: click.Context, url: str | None, data_dir: Path) -> None:
-    """Worker tokens (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/$FLUKSIO_PASSWORD)."""
-    client = ApiClient(resolve_api_url(url, data_dir))
-    ctx.obj = client
-
-
-def _client(ctx: click.Context) -> ApiClient:
-    client: ApiClient = ctx.obj
-    client.login_from_environment()
-    return client
+@api_group("Worker tokens (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/PASSWORD).")
+def tokens() -> None: ...
 
 
 @tokens.command()
@@ -37,7 +23,7 @@ def _client(ctx: click.Context) -> ApiClient:
 def mint(ctx: click.Context, name: str, labels: str, as_json: bool) -> None:
     """Mint a token for worker NAME; the token is printed once and never stored."""
     label_list = [label.strip() for label in labels.split(",") if label.strip()]
-    answer = _client(ctx).post("/workers/tokens", {"name": name, "labels": label_list})
+    answer = client_of(ctx).post("/workers/tokens", {"name": name, "labels": label_list})
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
@@ -54,7 +40,7 @@ def mint(ctx: click.Context, name: str, labels: str, as_json: bool) -> None:
 @click.pass_context
 def list_tokens(ctx: click.Context, as_json: bool) -> None:
     """List worker tokens (never their text)."""
-    answer = _client(ctx).get("/workers/tokens")
+    answer = client_of(ctx).get("/workers/tokens")
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
@@ -71,5 +57,5 @@ def list_tokens(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, jti: str) -> None:
     """Revoke the token JTI: attached workers using it are refused from now on."""
-    answer = _client(ctx).post(f"/workers/tokens/{jti}/revoke")
+    answer = client_of(ctx).post(f"/workers/tokens/{jti}/revoke")
     click.echo(f"Revoked {answer['name']!r} ({answer['jti']}): {answer['revoked_reason']}.")

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 from aiohttp import web
 
@@ -19,17 +18,12 @@ from fluksio.api.bodies import read_json
 from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
+from fluksio.api.timefmt import iso8601
 from fluksio.api.worker_tokens import WorkerTokenRecord
 
-__all__ = ["iso8601", "routes"]
+__all__ = ["routes"]
 
 log = get_logger(__name__)
-
-
-def iso8601(timestamp: float | None) -> str | None:
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _describe(record: WorkerTokenRecord, now: float) -> dict[str, object]:

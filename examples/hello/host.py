@@ -1,0 +1,12 @@
+"""Where and how this node ran: the machine, its Python, the thread cap it was given."""
+
+import os
+import platform
+
+
+def process():
+    return {
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+    }

@@ -1,0 +1,103 @@
+"""What a flow is: nodes, their dependencies and what they need, validated field by field.
+
+``worker`` and ``worker_policy`` are canonical; ``device`` and ``device_policy`` are
+accepted as aliases on input and never emitted. A node bound to a worker is not compiled
+here: it may use syntax or imports only that machine has.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from fluksio.api.models import Label
+
+__all__ = ["FlowSpec", "NodeResources", "NodeSpec", "RunRequest", "SecretRequest", "find_cycle"]
+
+NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
+"""A node id is also the keyword its result is passed under downstream: an identifier."""
+
+
+class NodeResources(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cpus: int | None = Field(default=None, ge=0)
+    gpus: int | None = Field(default=None, ge=0)
+    ram_mb: int | None = Field(default=None, ge=0)
+
+
+class NodeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    id: NodeId
+    code: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000)]
+    after: list[NodeId] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    worker: Label | None = Field(default=None, validation_alias=AliasChoices("worker", "device"))
+    worker_policy: Literal["require", "prefer"] = Field(
+        default="require", validation_alias=AliasChoices("worker_policy", "device_policy")
+    )
+    timeout: float = Field(default=0, ge=0)
+    """Silence seconds: the node is stopped after this long without reporting (0: never)."""
+    resources: NodeResources = Field(default_factory=NodeResources)
+    retry_on_restart: bool = False
+    """Re-run (rather than fail) this node when the engine restarts while it executes."""
+
+    @model_validator(mode="after")
+    def _secret_references_are_well_formed(self) -> NodeSpec:
+        for key, value in self.params.items():
+            if not (isinstance(value, dict) and "$secret" in value):
+                continue
+            if set(value) != {"$secret"} or not isinstance(value["$secret"], str):
+                raise ValueError(f'params.{key}: a secret reference is {{"$secret": "<name>"}}')
+        return self
+
+
+class FlowSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: list[NodeSpec] = Field(min_length=1, max_length=10_000)
+
+
+class RunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SecretRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: Annotated[str, StringConstraints(min_length=1, max_length=65536)]
+    labels: list[Label] = Field(default_factory=list, max_length=32)
+
+
+def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
+    """A dependency cycle as a list of node ids (first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dependency in edges.get(node, []):
+            if state.get(dependency) == 1:
+                return [*path[path.index(dependency) :], dependency]
+            if dependency not in state and (found := visit(dependency)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in edges:
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None

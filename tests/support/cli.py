@@ -1,0 +1,23 @@
+"""Running the real ``fluksio`` command, with no FLUKSIO_* variable leaking in from outside."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from tests.support.engine import BIN
+
+
+def fluksio(
+    *args: str, env: dict[str, str] | None = None, stdin: str = "", timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+    return subprocess.run(
+        [str(BIN / "fluksio"), *args],
+        env={**base, **(env or {})},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

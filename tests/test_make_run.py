@@ -1,0 +1,35 @@
+"""`make run`, the README's first command, runs the example flow end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_make_run_runs_the_example_flow_and_says_where_each_node_ran(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+    env.update(
+        FLUKSIO_DEMO_ONESHOT="1", FLUKSIO_DEMO_PORT="0", FLUKSIO_DEMO_DIR=str(tmp_path / "demo")
+    )
+    done = subprocess.run(
+        ["make", "--no-print-directory", "run"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "Flow 'hello' saved with 4 node(s)." in out
+    assert "of 'hello': succeeded" in out
+    assert '-> {"count": 5, "sum_of_squares": 55}' in out
+    lines = [line for line in out.splitlines() if line.startswith("  ")]
+    assert {line.split()[0] for line in lines} == {"numbers", "squares", "summary", "host"}
+    assert all(line.split()[2] == "engine" for line in lines)
+    password = (tmp_path / "demo" / "password").read_text().strip()
+    assert password not in out + done.stderr, "the password stays in its 0600 file"
+    assert ((tmp_path / "demo" / "password").stat().st_mode & 0o777) == 0o600

@@ -1,0 +1,468 @@
+"""Flows and runs through a real engine: order, concurrency, failures, cancel, restarts."""
+
+from __future__ import annotations
+
+import signal
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import fluksio
+from tests.support.engine import EngineProcess, engine_env, start_engine
+from tests.support.http import Answer, call
+from tests.support.wait import wait_for
+
+
+def code(source: str) -> str:
+    return textwrap.dedent(source).lstrip()
+
+
+def put_flow(engine: EngineProcess, token: str, name: str, nodes: list[dict[str, Any]]) -> Answer:
+    return call("PUT", f"{engine.api}/flows/{name}", token=token, json_body={"nodes": nodes})
+
+
+def start_run(engine: EngineProcess, token: str, name: str, **params: Any) -> dict[str, Any]:
+    answer = call(
+        "POST", f"{engine.api}/flows/{name}/runs", token=token, json_body={"params": params}
+    )
+    assert answer.status == 201, answer
+    body: dict[str, Any] = answer.body
+    return body
+
+
+def finished(engine: EngineProcess, token: str, run_id: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run: dict[str, Any] = call("GET", f"{engine.api}/runs/{run_id}?wait=5", token=token).body
+        if run["state"] in {"succeeded", "failed", "cancelled"}:
+            return run
+    raise AssertionError(f"run {run_id} did not finish within {timeout} s")
+
+
+def nodes_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {node["id"]: node for node in run["nodes"]}
+
+
+def node_state(engine: EngineProcess, token: str, run_id: str, node_id: str) -> dict[str, Any]:
+    return nodes_of(call("GET", f"{engine.api}/runs/{run_id}", token=token).body)[node_id]
+
+
+# -- validation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nodes", "field", "words"),
+    [
+        ([{"id": "a", "code": "x=1", "after": ["ghost"]}], "nodes.0.after.0", "not in this flow"),
+        (
+            [
+                {"id": "a", "code": "x=1", "after": ["b"]},
+                {"id": "b", "code": "x=1", "after": ["a"]},
+            ],
+            "nodes",
+            "cycle: a -> b -> a",
+        ),
+        ([{"id": "a", "code": "x=1"}, {"id": "a", "code": "y=1"}], "nodes.1.id", "already the id"),
+        ([{"id": "a", "code": "x=1", "worker_policy": "maybe"}], "nodes.0.worker_policy", ""),
+        ([{"id": "a", "code": "x=1", "resources": {"cpus": -1}}], "nodes.0.resources.cpus", ""),
+        ([{"id": "a", "code": "def process(:\n"}], "nodes.0.code", "line 1"),
+        ([{"id": "a-b", "code": "x=1"}], "nodes.0.id", ""),
+        ([{"id": "a", "code": "x=1", "params": {"p": {"$secret": 3}}}], "nodes.0", "secret"),
+        ([], "nodes", ""),
+    ],
+    ids=[
+        "unknown-dep",
+        "cycle",
+        "duplicate",
+        "bad-policy",
+        "negative",
+        "syntax",
+        "bad-id",
+        "bad-secret-ref",
+        "empty",
+    ],
+)
+def test_flow_validation_names_the_field(
+    shared_engine: EngineProcess, nodes: list[dict[str, Any]], field: str, words: str
+) -> None:
+    token = shared_engine.login()
+    answer = put_flow(shared_engine, token, "invalid", nodes)
+    assert answer.status == 422, answer
+    assert answer.body["field"].startswith(field)
+    assert words in answer.detail
+    assert call("GET", f"{shared_engine.api}/flows/invalid", token=token).status == 404
+
+
+def test_worker_bound_code_is_not_compiled_here_and_aliases_are_accepted(
+    shared_engine: EngineProcess,
+) -> None:
+    token = shared_engine.login()
+    node = {
+        "id": "remote",
+        "code": "match x:\n  case 1: pass\ndef process(:",
+        "device": "gpu",
+        "device_policy": "prefer",
+    }
+    answer = put_flow(shared_engine, token, "bound", [node])
+    assert answer.status == 201, answer
+    stored = answer.body["nodes"][0]
+    assert (stored["worker"], stored["worker_policy"]) == ("gpu", "prefer")
+    assert "device" not in stored and "device_policy" not in stored
+    listed = call("GET", f"{shared_engine.api}/flows", token=token).body
+    assert {k: listed[0][k] for k in ("name", "nodes")} == {"name": "bound", "nodes": 1}
+    assert call("DELETE", f"{shared_engine.api}/flows/bound", token=token).status == 200
+    assert call("DELETE", f"{shared_engine.api}/flows/bound", token=token).status == 404
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+def test_dependency_order_concurrency_and_results_by_node_id(engine: EngineProcess) -> None:
+    token = engine.login()
+    sleeper = code("""
+        import time
+        def process(start):
+            began = time.time()
+            time.sleep(0.6)
+            return [began, time.time()]
+    """)
+    nodes = [
+        {"id": "start", "code": "def process(base):\n    return base\n"},
+        {"id": "left", "code": sleeper, "after": ["start"]},
+        {"id": "right", "code": sleeper, "after": ["start"]},
+        {
+            "id": "join",
+            "code": code("""
+            import time
+            def process(left, right, start, unrelated=None):
+                return {"began": time.time(), "after": max(left[1], right[1]), "start": start}
+        """),
+            "after": ["left", "right", "start"],
+        },
+    ]
+    assert put_flow(engine, token, "diamond", nodes).status == 201
+    run = finished(engine, token, start_run(engine, token, "diamond", base=7)["id"])
+    assert run["state"] == "succeeded"
+    by_id = nodes_of(run)
+    left, right = by_id["left"]["result"], by_id["right"]["result"]
+    assert left[0] < right[1] and right[0] < left[1], "independent nodes ran at the same time"
+    join = by_id["join"]["result"]
+    assert join["began"] >= join["after"] and join["start"] == 7
+    assert all(node["ran_on"] == "engine" for node in run["nodes"])
+
+
+def test_a_failing_node_returns_its_traceback_and_skips_what_follows(engine: EngineProcess) -> None:
+    token = engine.login()
+    nodes = [
+        {
+            "id": "boom",
+            "code": code("""
+            def process():
+                return divide(1, 0)
+            def divide(a, b):
+                return a / b
+        """),
+        },
+        {"id": "after_boom", "code": "def process(boom):\n    return boom\n", "after": ["boom"]},
+        {"id": "then", "code": "def process():\n    return 1\n", "after": ["after_boom"]},
+        {"id": "independent", "code": "def process():\n    return 'fine'\n"},
+    ]
+    put_flow(engine, token, "failing", nodes)
+    run = finished(engine, token, start_run(engine, token, "failing")["id"])
+    assert run["state"] == "failed"
+    by_id = nodes_of(run)
+    error = by_id["boom"]["error"]
+    assert error["type"] == "ZeroDivisionError"
+    assert "line 4, in divide" in error["traceback"]
+    assert by_id["after_boom"]["state"] == "skipped"
+    assert by_id["after_boom"]["error"]["message"] == "dependency 'boom' failed"
+    assert by_id["then"]["error"]["message"] == "dependency 'after_boom' skipped"
+    assert by_id["independent"]["state"] == "succeeded"
+
+
+def test_cancel_kills_the_node_and_leaves_other_runs_of_it_alone(engine: EngineProcess) -> None:
+    token = engine.login()
+    put_flow(
+        engine,
+        token,
+        "slow",
+        [
+            {
+                "id": "wait",
+                "code": code("""
+        import os, time, fluksio
+        def process():
+            fluksio.emit(pid=os.getpid())
+            time.sleep(120)
+    """),
+            }
+        ],
+    )
+    first = start_run(engine, token, "slow")["id"]
+    second = start_run(engine, token, "slow")["id"]
+
+    def pid_of(run_id: str) -> int | None:
+        events = node_state(engine, token, run_id, "wait")["events"]
+        return int(events[0]["outputs"]["pid"]) if events else None
+
+    first_pid = wait_for(lambda: pid_of(first), timeout=20, what="the first node to start")
+    second_pid = wait_for(lambda: pid_of(second), timeout=20, what="the second node to start")
+    answer = call("POST", f"{engine.api}/runs/{first}/cancel", token=token)
+    assert answer.status == 200
+    run = finished(engine, token, first)
+    assert run["state"] == "cancelled"
+    assert nodes_of(run)["wait"]["error"]["type"] == "NodeCancelled"
+    wait_for(lambda: not _alive(first_pid), timeout=10, what="the cancelled node's process to end")
+    assert _alive(second_pid)
+    assert call("GET", f"{engine.api}/runs/{second}", token=token).body["state"] == "running"
+    call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
+    assert finished(engine, token, second)["state"] == "cancelled"
+    again = call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
+    assert again.status == 409 and "already ended" in again.detail
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_silence_timeout_stops_a_quiet_node(engine: EngineProcess) -> None:
+    token = engine.login()
+    put_flow(
+        engine,
+        token,
+        "quiet",
+        [
+            {
+                "id": "hang",
+                "timeout": 0.5,
+                "code": "import time\ndef process():\n    time.sleep(60)\n",
+            }
+        ],
+    )
+    run = finished(engine, token, start_run(engine, token, "quiet")["id"])
+    error = nodes_of(run)["hang"]["error"]
+    assert error["type"] == "NodeTimeout" and "0.5 s" in error["message"]
+
+
+def test_queued_with_the_schedulers_reason_and_prefer_runs_on_the_engine(
+    engine: EngineProcess,
+) -> None:
+    token = engine.login()
+    put_flow(
+        engine,
+        token,
+        "gpu",
+        [
+            {"id": "train", "code": "def process():\n    return 1\n", "worker": "gpu"},
+        ],
+    )
+    put_flow(
+        engine,
+        token,
+        "gpu-prefer",
+        [
+            {
+                "id": "train",
+                "code": "def process():\n    return 1\n",
+                "worker": "gpu",
+                "worker_policy": "prefer",
+            },
+        ],
+    )
+    queued = start_run(engine, token, "gpu")
+    assert queued["state"] == "queued"
+    assert queued["reason"] == "no attached worker carries label 'gpu'"
+    run = finished(engine, token, start_run(engine, token, "gpu-prefer")["id"])
+    assert nodes_of(run)["train"]["ran_on"] == "engine"
+    listed = call("GET", f"{engine.api}/runs?flow=gpu&state=queued", token=token).body
+    assert [r["id"] for r in listed] == [queued["id"]]
+    bad = call("GET", f"{engine.api}/runs?state=sleeping", token=token)
+    assert bad.status == 422 and bad.body["field"] == "state"
+    assert call("GET", f"{engine.api}/runs/nope", token=token).status == 404
+
+
+# -- what a node sees --------------------------------------------------------------------
+
+
+def test_thread_caps_and_no_credentials_in_the_node(tmp_path: Path) -> None:
+    env = engine_env(DEPLOY_API_TOKEN="must-not-leak", PLAIN_SETTING="ok")
+    engine = start_engine(tmp_path / "data", tmp_path / "logs", env=env)
+    try:
+        token = engine.login()
+        put_flow(
+            engine,
+            token,
+            "env",
+            [
+                {
+                    "id": "look",
+                    "resources": {"cpus": 1},
+                    "code": code("""
+            import os
+            def process():
+                names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                         "CUDA_VISIBLE_DEVICES", "DEPLOY_API_TOKEN", "PLAIN_SETTING",
+                         "FLUKSIO_SUPERUSER_PASSWORD")
+                return {name: os.environ.get(name) for name in names}
+        """),
+                }
+            ],
+        )
+        run = finished(engine, token, start_run(engine, token, "env")["id"])
+        assert nodes_of(run)["look"]["result"] == {
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+            "DEPLOY_API_TOKEN": None,
+            "PLAIN_SETTING": "ok",
+            "FLUKSIO_SUPERUSER_PASSWORD": None,
+        }
+    finally:
+        engine.stop()
+
+
+def test_secrets_reach_the_node_only_as_the_params_it_asked_for(engine: EngineProcess) -> None:
+    token = engine.login()
+    value = "s3cr3t-value-for-the-db"
+    answer = call(
+        "PUT",
+        f"{engine.api}/secrets/db_password",
+        token=token,
+        json_body={"value": value, "labels": ["db"]},
+    )
+    assert answer.status == 200 and "value" not in answer.body
+    listed = call("GET", f"{engine.api}/secrets", token=token).body
+    assert [(s["name"], s["labels"]) for s in listed] == [("db_password", ["db"])]
+    put_flow(
+        engine,
+        token,
+        "uses-secret",
+        [
+            {
+                "id": "connect",
+                "params": {"password": {"$secret": "db_password"}},
+                "code": "def process(password):\n    return len(password)\n",
+            },
+            {
+                "id": "missing",
+                "params": {"password": {"$secret": "nope"}},
+                "code": "def process(password):\n    return 1\n",
+            },
+        ],
+    )
+    run = finished(engine, token, start_run(engine, token, "uses-secret")["id"])
+    by_id = nodes_of(run)
+    assert by_id["connect"]["result"] == len(value)
+    assert by_id["missing"]["error"]["type"] == "SecretDenied"
+    assert "'nope' does not exist" in by_id["missing"]["error"]["message"]
+    record = call("GET", f"{engine.api}/runs/{run['id']}", token=token)
+    flow = call("GET", f"{engine.api}/flows/uses-secret", token=token)
+    assert value not in str(record.body) and value not in str(flow.body)
+    engine.stop()
+    assert value not in engine.logs()
+    database = (engine.data_dir / "fluksio.sqlite3").read_bytes()
+    assert value.encode() not in database, "stored encrypted"
+
+
+# -- restarts ------------------------------------------------------------------------------
+
+
+def test_engine_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    engine = start_engine(data, tmp_path / "logs1")
+    token = engine.login()
+    pid_file = tmp_path / "slow.pid"
+    put_flow(
+        engine,
+        token,
+        "long",
+        [
+            {"id": "quick", "code": "def process():\n    return 'kept'\n"},
+            {
+                "id": "slow",
+                "after": ["quick"],
+                "code": code(f"""
+            import os, time
+            def process():
+                open({str(pid_file)!r}, "w").write(str(os.getpid()))
+                time.sleep(120)
+        """),
+            },
+            {
+                "id": "again",
+                "after": ["quick"],
+                "retry_on_restart": True,
+                "code": code(f"""
+            import os, time
+            def process():
+                marker = {str(tmp_path / "again-ran")!r}
+                first = not os.path.exists(marker)
+                open(marker, "a").write("x")
+                if first:
+                    time.sleep(120)
+                return "second attempt"
+        """),
+            },
+            {"id": "needs_gpu", "worker": "gpu", "code": "def process():\n    return 1\n"},
+        ],
+    )
+    run_id = start_run(engine, token, "long")["id"]
+    wait_for(
+        lambda: pid_file.exists() and (tmp_path / "again-ran").exists(),
+        timeout=20,
+        what="both long nodes to start",
+    )
+    slow_pid = int(pid_file.read_text())
+    engine.stop(signal.SIGKILL)
+    wait_for(lambda: not _alive(slow_pid), timeout=10, what="the node to die with its engine")
+
+    second = start_engine(data, tmp_path / "logs2")
+    try:
+        token = second.login()
+        described = call("GET", f"{second.api}/runs/{run_id}", token=token).body
+        by_id = nodes_of(described)
+        assert by_id["quick"]["result"] == "kept"
+        assert by_id["slow"]["state"] == "failed"
+        assert by_id["slow"]["error"]["type"] == "EngineRestarted"
+        assert by_id["needs_gpu"]["state"] == "queued"
+        assert by_id["needs_gpu"]["reason"] == "no attached worker carries label 'gpu'"
+        wait_for(
+            lambda: node_state(second, token, run_id, "again")["state"] == "succeeded",
+            timeout=20,
+            what="the retryable node to run again",
+        )
+        assert node_state(second, token, run_id, "again")["result"] == "second attempt"
+        assert call("GET", f"{second.api}/runs/{run_id}", token=token).body["state"] == "running"
+    finally:
+        second.stop()
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_cli_puts_a_flow_from_files_and_follows_a_run(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    (tmp_path / "double.py").write_text("def process(x):\n    return x * 2\n")
+    (tmp_path / "flow.json").write_text(
+        '{"name": "cli-flow", "nodes": [{"id": "double", "code_file": "double.py"}]}'
+    )
+    cli_env = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": engine.login()}
+    put = fluksio("flows", "put", str(tmp_path / "flow.json"), env=cli_env)
+    assert put.returncode == 0 and "Flow 'cli-flow' saved with 1 node(s)." in put.stdout
+    started = fluksio("runs", "start", "cli-flow", "--param", "x=21", "--follow", env=cli_env)
+    assert started.returncode == 0, started.stderr
+    assert "succeeded" in started.stdout
+    assert "double" in started.stdout and "engine" in started.stdout and "-> 42" in started.stdout
+    failing = fluksio("runs", "start", "cli-flow", "--param", "x=null", "--follow", env=cli_env)
+    assert failing.returncode == 1 and "failed" in failing.stdout
+    bad = fluksio("runs", "start", "cli-flow", "--param", "x", env=cli_env)
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
