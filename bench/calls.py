@@ -1,0 +1,216 @@
+"""No-op node calls on the engine: latency and throughput, beside their floors.
+
+Starts a real engine (``fluksio serve``) on 127.0.0.1 with a fresh data directory and
+measures, over one keep-alive HTTP connection:
+
+* a one-node run, from ``POST /flows/{name}/runs`` to the run's finished state
+  (``GET /runs/{id}?wait=``), p50 and p99;
+* a fan-out of 1,000 independent no-op nodes in one run: calls per second, each call in
+  a fresh process;
+* the launcher alone (no HTTP, no database): one call, p50.
+
+Floors measured in the same run: spawning ``python -I -S -c pass`` per call, and a bare
+``fork`` + exit + wait from a small ``python -I -S`` process.
+
+Run: ``.venv/bin/python bench/calls.py [--runs N] [--fanout N] [--mode auto|spawn]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fluksio.agent.launcher import CallSpec, Launcher
+
+BIN = Path(sys.executable).parent
+NOOP = "def process():\n    return None\n"
+FORK_FLOOR = """
+import os, time
+samples = []
+for _ in range(N):
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    samples.append(time.perf_counter() - started)
+samples.sort()
+print(samples[len(samples) // 2])
+"""
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+class Api:
+    def __init__(self, url: str, token: str | None = None) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self._connection = http.client.HTTPConnection(host, int(port), timeout=120)
+        self.token = token
+
+    def call(
+        self, method: str, path: str, body: object | None = None, form: str | None = None
+    ) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        data = None
+        if form is not None:
+            data, headers["Content-Type"] = form, "application/x-www-form-urlencoded"
+        elif body is not None:
+            data, headers["Content-Type"] = json.dumps(body), "application/json"
+        self._connection.request(method, f"/api/v1{path}", body=data, headers=headers)
+        response = self._connection.getresponse()
+        payload = response.read()
+        if response.status >= 400:
+            raise RuntimeError(f"{method} {path}: {response.status} {payload[:200]!r}")
+        return json.loads(payload)
+
+    def run_to_end(self, flow: str) -> dict[str, Any]:
+        run = self.call("POST", f"/flows/{flow}/runs", {"params": {}})
+        while run["state"] not in {"succeeded", "failed", "cancelled"}:
+            run = self.call("GET", f"/runs/{run['id']}?wait=30")
+        return run
+
+
+def start_engine(data_dir: Path, mode: str) -> tuple[subprocess.Popen[bytes], str]:
+    env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-password")
+    process = subprocess.Popen(
+        [
+            str(BIN / "fluksio"),
+            "serve",
+            "--port",
+            "0",
+            "--data-dir",
+            str(data_dir),
+            "--runner-mode",
+            mode,
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            info = json.loads((data_dir / "engine.json").read_text())
+            if info.get("pid") == process.pid:
+                return process, str(info["url"])
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("the engine did not start")
+
+
+def measure_engine(args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url = start_engine(Path(tmp) / "data", args.mode)
+        try:
+            api = Api(url)
+            login = api.call(
+                "POST", "/login/access-token", form="username=bench&password=bench-password"
+            )
+            api.token = login["access_token"]
+            api.call("PUT", "/flows/one", {"nodes": [{"id": "noop", "code": NOOP}]})
+            nodes = [{"id": f"n{i}", "code": NOOP} for i in range(args.fanout)]
+            api.call("PUT", "/flows/fanout", {"nodes": nodes})
+            for _ in range(20):  # warm up the fork server and the connection
+                api.run_to_end("one")
+            latencies = []
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                run = api.run_to_end("one")
+                latencies.append(time.perf_counter() - started)
+                assert run["state"] == "succeeded", run
+            started = time.perf_counter()
+            run = api.run_to_end("fanout")
+            fanout_s = time.perf_counter() - started
+            assert run["state"] == "succeeded"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    return {
+        "run_p50": _percentile(latencies, 0.5),
+        "run_p99": _percentile(latencies, 0.99),
+        "fanout_rate": args.fanout / fanout_s,
+    }
+
+
+def measure_launcher(mode: str, count: int) -> float:
+    async def main() -> float:
+        launcher = Launcher(mode=mode)
+        await launcher.start()
+        samples = []
+        for n in range(count + 20):
+            started = time.perf_counter()
+            await launcher.run(CallSpec(f"c{n}", NOOP, "noop"))
+            samples.append(time.perf_counter() - started)
+        await launcher.close()
+        return statistics.median(samples[20:])
+
+    return asyncio.run(main())
+
+
+def measure_floors(count: int) -> dict[str, float]:
+    python = os.path.realpath(sys.base_prefix + "/bin/python3")
+    spawn = []
+    for _ in range(count):
+        started = time.perf_counter()
+        subprocess.run([python, "-I", "-S", "-c", "pass"], check=True)
+        spawn.append(time.perf_counter() - started)
+    fork = subprocess.run(
+        [python, "-I", "-S", "-c", FORK_FLOOR.replace("N", str(count * 5))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {"spawn_p50": statistics.median(spawn), "fork_p50": float(fork.stdout)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--fanout", type=int, default=1000)
+    parser.add_argument("--mode", default="auto", choices=["auto", "fork", "spawn"])
+    args = parser.parse_args()
+
+    floors = measure_floors(100)
+    launcher_p50 = measure_launcher(args.mode, 200)
+    engine = measure_engine(args)
+
+    ms = 1e3
+    print(f"runner mode {args.mode}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
+    print(f"{'measure':58} {'value':>10} {'x floor':>8}")
+    print(f"{'floor: spawn python -I -S -c pass, p50 (ms)':58} {floors['spawn_p50'] * ms:10.2f}")
+    print(f"{'floor: bare fork + exit + wait, p50 (ms)':58} {floors['fork_p50'] * ms:10.2f}")
+    print(
+        f"{'launcher alone: one no-op call, p50 (ms)':58} {launcher_p50 * ms:10.2f}"
+        f" {launcher_p50 / floors['fork_p50']:8.1f}"
+    )
+    print(
+        f"{'one-node run, POST to finished, p50 (ms)':58} {engine['run_p50'] * ms:10.2f}"
+        f" {engine['run_p50'] / floors['fork_p50']:8.1f}"
+    )
+    print(f"{'one-node run, POST to finished, p99 (ms)':58} {engine['run_p99'] * ms:10.2f}")
+    print(f"{f'fan-out of {args.fanout} no-op nodes (calls/s)':58} {engine['fanout_rate']:10.0f}")
+    print(
+        f"{'  the same work as spawned interpreters, serially (calls/s)':58}"
+        f" {1 / floors['spawn_p50']:10.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
