@@ -1,18 +1,161 @@
-"""``fluksio-worker`` (also ``fluksio worker``): the agent's command line."""
+"""``fluksio-worker`` (also ``fluksio worker``): attach this machine to an engine.
+
+Exit codes: 0 when it stopped by itself (``--max-idle``), 2 for a usage error (one
+sentence), 3 when the engine refused it (retrying could not help), 1 otherwise.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import click
 
 from fluksio.agent import __version__
+from fluksio.agent.inventory import detect_inventory
+from fluksio.agent.launcher import Launcher, LauncherError
+from fluksio.agent.session import Agent, AgentConfig
+from fluksio.agent.urls import UrlError, parse_attach_url
 
 __all__ = ["main"]
 
+_LABEL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
-@click.command(name="fluksio-worker", no_args_is_help=True)
+
+class _UsageError(click.ClickException):
+    exit_code = 2
+
+
+def _labels(text: str) -> list[str]:
+    labels = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    for label in labels:
+        if not set(label) <= _LABEL_CHARS or len(label) > 63:
+            raise _UsageError(f"--labels: {label!r} is not a label (letters, digits, . _ -)")
+    return labels
+
+
+def _venv_digest(python: str) -> str:
+    """A short digest of what is installed for ``python``, so two hosts can be compared."""
+    probe = (
+        "import importlib.metadata as m\n"
+        "names = (f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions())\n"
+        "print('\\n'.join(sorted(names)))"
+    )
+    try:
+        listing = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return hashlib.sha256(listing.encode()).hexdigest()[:16]
+
+
+@click.command(name="fluksio-worker")
 @click.version_option(__version__, prog_name="fluksio-worker")
-def main() -> None:
-    """Attach this machine to a Fluksio engine and run the node calls it sends.
+@click.option(
+    "--url", required=True, help="The engine's attach URL: wss://HOST/api/v1/workers/attach."
+)
+@click.option(
+    "--token",
+    envvar="FLUKSIO_WORKER_TOKEN",
+    default=None,
+    show_default="$FLUKSIO_WORKER_TOKEN",
+    help="The worker token minted on the engine.",
+)
+@click.option("--name", default=None, help="How this worker shows up (default: this host's name).")
+@click.option("--labels", default="", help="Comma-separated labels, each signed by the token.")
+@click.option(
+    "--python",
+    "python",
+    default=None,
+    help="The interpreter node code runs on (default: this one).",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 4096),
+    default=1,
+    show_default=True,
+    help="How many node calls it takes at once.",
+)
+@click.option(
+    "--artifact-url", default=None, help="Where the artifact store is, if not beside the socket."
+)
+@click.option("--cpus", type=click.IntRange(0), default=None, help="Cores to advertise.")
+@click.option("--gpus", type=click.IntRange(0), default=None, help="GPUs to advertise.")
+@click.option("--ram-mb", type=click.IntRange(0), default=None, help="Memory to advertise, in MB.")
+@click.option(
+    "--max-idle",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Stop after this many seconds with nothing running.",
+)
+@click.option(
+    "--insecure", is_flag=True, help="Allow ws:// and http:// to hosts other than this one."
+)
+@click.option("--heartbeat", type=click.FloatRange(0.05), default=10.0, hidden=True)
+@click.option(
+    "--runner-mode", type=click.Choice(["auto", "fork", "spawn"]), default="auto", hidden=True
+)
+@click.option("--dev-dir", type=click.Path(path_type=Path), default=Path("/dev"), hidden=True)
+def main(
+    *,
+    url: str,
+    token: str | None,
+    name: str | None,
+    labels: str,
+    python: str | None,
+    parallel: int,
+    artifact_url: str | None,
+    cpus: int | None,
+    gpus: int | None,
+    ram_mb: int | None,
+    max_idle: float | None,
+    insecure: bool,
+    heartbeat: float,
+    runner_mode: str,
+    dev_dir: Path,
+) -> None:
+    """Attach this machine to a Fluksio engine and run the node calls it sends."""
+    try:
+        attach_url = parse_attach_url(url, insecure=insecure, artifact_url=artifact_url)
+    except UrlError as exc:
+        raise _UsageError(str(exc)) from None
+    if not token:
+        raise _UsageError("no worker token: set FLUKSIO_WORKER_TOKEN or pass --token")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
+    )
+    launcher = Launcher(python, mode=runner_mode)
+    inventory = detect_inventory(dev_dir=dev_dir, cpus=cpus, gpus=gpus, ram_mb=ram_mb)
+    config = AgentConfig(
+        url=attach_url,
+        token=token,
+        name=name or socket.gethostname(),
+        labels=_labels(labels),
+        parallel=parallel,
+        inventory=inventory,
+        max_idle_s=max_idle,
+        heartbeat_s=heartbeat,
+        slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+    )
+    sys.exit(asyncio.run(_serve(config, launcher)))
 
-    This release carries the version only; attaching ships with protocol 2 support.
-    """
+
+async def _serve(config: AgentConfig, launcher: Launcher) -> int:
+    try:
+        await launcher.start()
+    except LauncherError as exc:
+        raise _UsageError(f"--python: {exc}") from None
+    config.venv_digest = await asyncio.get_running_loop().run_in_executor(
+        None, _venv_digest, launcher.python
+    )
+    try:
+        return await Agent(config, launcher).run()
+    finally:
+        await launcher.close()

@@ -66,6 +66,7 @@ class CallSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 0.0
+    run_id: str = ""
 
 
 @dataclass

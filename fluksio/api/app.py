@@ -6,9 +6,10 @@ can build as many engines as it likes and each closes what it opened.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
-from aiohttp import web
+from aiohttp import WSCloseCode, web
 
 from fluksio.agent.launcher import Launcher
 from fluksio.api import appkeys
@@ -26,6 +27,8 @@ from fluksio.api.throttle import LoginGuard
 from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
+from fluksio.api.workers.registry import WorkerRegistry
+from fluksio.api.workers.watch import watch_workers
 from fluksio.scheduler import ENGINE_ID, Scheduler
 
 __all__ = ["create_app"]
@@ -39,6 +42,7 @@ def create_app(settings: EngineSettings) -> web.Application:
         client_max_size=settings.client_max_size,
     )
     app[appkeys.SETTINGS] = settings
+    app[appkeys.WORKERS] = WorkerRegistry()
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(
         free_failures=settings.login_free_failures,
@@ -47,6 +51,7 @@ def create_app(settings: EngineSettings) -> web.Application:
     )
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_runs)
+    app.cleanup_ctx.append(_workers)
     add_routes(app)
     return app
 
@@ -98,3 +103,17 @@ async def _runs(app: web.Application) -> AsyncIterator[None]:
     yield
     await manager.close()
     await launcher.close()
+
+
+async def _workers(app: web.Application) -> AsyncIterator[None]:
+    """Attached workers: watched while the engine runs, told it is going when it stops."""
+    registry = app[appkeys.WORKERS]
+    watcher = asyncio.get_running_loop().create_task(
+        watch_workers(
+            registry, app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], app[appkeys.SETTINGS]
+        )
+    )
+    yield
+    watcher.cancel()
+    for session in registry.sessions():
+        await session.close("the engine is shutting down", code=WSCloseCode.GOING_AWAY)

@@ -14,6 +14,7 @@ from fluksio.api.throttle import LoginGuard
 from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
+from fluksio.api.workers.registry import WorkerRegistry
 
 __all__ = [
     "DATABASE",
@@ -26,6 +27,7 @@ __all__ = [
     "SETTINGS",
     "TOKENS",
     "USERS",
+    "WORKERS",
     "WORKER_TOKENS",
 ]
 
@@ -40,3 +42,4 @@ FLOWS = web.AppKey("flows", FlowStore)
 RUNS = web.AppKey("runs", RunStore)
 SECRETS = web.AppKey("secrets", SecretStore)
 RUN_MANAGER = web.AppKey("run_manager", RunManager)
+WORKERS = web.AppKey("workers", WorkerRegistry)

@@ -29,6 +29,13 @@ class EngineSettings:
     """The interpreter the engine runs node code with; None: the engine's own."""
     runner_mode: str = "auto"
     """``auto`` (fork server where it works, else spawn), ``fork`` or ``spawn``."""
+    worker_hello_timeout_s: float = 10.0
+    worker_gone_s: float = 90.0
+    """A worker executing calls that sends nothing for this long is gone."""
+    worker_check_s: float = 2.0
+    """How often attached workers are checked (silence, revocation, key rotation)."""
+    worker_ping_s: float = 30.0
+    max_frame_bytes: int = 64 * 1024 * 1024
 
     @property
     def layout(self) -> DataDir:

@@ -129,6 +129,9 @@ class TokenService:
         key = self._keys.current()
         return jwt.encode(dict(claims), key.private, algorithm=ALGORITHM, headers={"kid": key.kid})
 
+    def current_key_id(self) -> str:
+        return self._keys.current().kid
+
     # -- verifying ---------------------------------------------------------------------
 
     def verify_access(self, token: str) -> User:

@@ -390,6 +390,13 @@ class Scheduler:
     def running(self) -> dict[str, Allocation]:
         return dict(self._running)
 
+    def allocation(self, request_id: str) -> Allocation | None:
+        """What a running request took, or None when it is not running."""
+        return self._running.get(request_id)
+
+    def has_place(self, worker_id: str) -> bool:
+        return worker_id in self._places
+
     def place(self, worker_id: str) -> PlaceState:
         return self._places[worker_id]
 

@@ -96,13 +96,22 @@ def start_engine(
     env: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
     timeout: float = 20,
+    port: int = 0,
 ) -> EngineProcess:
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = log_dir / "engine.stdout"
     stderr_path = log_dir / "engine.stderr"
     with stdout_path.open("ab") as out, stderr_path.open("ab") as err:
         process = subprocess.Popen(
-            [str(BIN / "fluksio"), "serve", "--port", "0", "--data-dir", str(data_dir), *args],
+            [
+                str(BIN / "fluksio"),
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                *args,
+            ],
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,

@@ -47,6 +47,8 @@ __all__ = ["serve"]
     show_default=True,
     help="How call processes start: a fork server where it works, or a fresh interpreter.",
 )
+@click.option("--worker-gone-s", type=click.FloatRange(0.1), default=90.0, hidden=True)
+@click.option("--worker-check-s", type=click.FloatRange(0.05), default=2.0, hidden=True)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
@@ -61,6 +63,8 @@ def serve(
     engine_slots: int | None,
     node_python: str | None,
     runner_mode: str,
+    worker_gone_s: float,
+    worker_check_s: float,
     log_level: str,
 ) -> None:
     """Run the engine until interrupted."""
@@ -81,6 +85,8 @@ def serve(
             engine_slots=engine_slots,
             node_python=node_python,
             runner_mode=runner_mode,
+            worker_gone_s=worker_gone_s,
+            worker_check_s=worker_check_s,
         )
         asyncio.run(run_engine(settings, on_ready=lambda url: _banner(url, layout, created)))
 

@@ -12,7 +12,7 @@ import time
 
 from aiohttp import web
 
-from fluksio.api.appkeys import TOKENS, WORKER_TOKENS
+from fluksio.api.appkeys import TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.auth import require_superuser, require_worker
 from fluksio.api.bodies import read_json
 from fluksio.api.errors import NotFound
@@ -65,6 +65,8 @@ async def _revoke(request: web.Request) -> web.Response:
     if record is None:
         raise NotFound(f"no worker token with jti {jti!r}")
     log.info("worker_token.revoked", jti=jti, name=record.name)
+    for session in request.app[WORKERS].with_jti(jti):
+        await session.close("the worker token was revoked")
     return web.json_response(_describe(record, time.time()))
 
 

@@ -30,7 +30,9 @@ def engine_place(slots: int | None = None) -> Worker:
 class LocalExecutor:
     """Runs calls placed on the engine in fresh processes on this host."""
 
-    labels: frozenset[str] = frozenset()
+    @property
+    def labels(self) -> frozenset[str]:
+        return frozenset()
 
     def __init__(self, launcher: Launcher) -> None:
         self.launcher = launcher

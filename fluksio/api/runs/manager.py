@@ -32,7 +32,7 @@ from fluksio.api.runs.signature import select_kwargs
 from fluksio.api.runs.store import FlowStore, NodeRow, RunRow, RunStore
 from fluksio.api.secrets import SecretDenied, SecretStore, resolve_params
 from fluksio.api.timefmt import iso8601
-from fluksio.scheduler import ENGINE_ID, Placement, Policy, Request, Scheduler
+from fluksio.scheduler import ENGINE_ID, Placement, Policy, Request, Scheduler, Worker
 
 __all__ = ["Executor", "RunManager"]
 
@@ -44,7 +44,10 @@ TERMINAL_NODE_STATES = frozenset({"succeeded", "failed", "cancelled", "skipped"}
 class Executor(Protocol):
     """Where calls placed on one place run: the engine's launcher, or a worker's socket."""
 
-    labels: frozenset[str]
+    @property
+    def labels(self) -> frozenset[str]:
+        """The labels signed for this place (empty for the engine): which secrets it gets."""
+        ...
 
     async def run(
         self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]
@@ -268,8 +271,23 @@ class RunManager:
         return "engine" if place_id == ENGINE_ID else self.scheduler.place(place_id).worker.name
 
     def _placed_on(self, node: _Node) -> str:
-        allocation = self.scheduler.running().get(str(node.row.call_id))
+        allocation = self.scheduler.allocation(str(node.row.call_id))
         return allocation.place_id if allocation is not None else ENGINE_ID
+
+    # -- places coming and going -------------------------------------------------------
+
+    def attach(self, worker: Worker, executor: Executor) -> None:
+        """A worker attached: it can take calls from the next pass on."""
+        self.executors[worker.id] = executor
+        self.scheduler.add_worker(worker)
+        self._kick()
+
+    def detach(self, worker_id: str) -> None:
+        """A worker is gone; its calls in flight were failed by its executor."""
+        self.executors.pop(worker_id, None)
+        if self.scheduler.has_place(worker_id):
+            self.scheduler.remove_worker(worker_id)
+        self._kick()
 
     def _launch(self, placement: Placement) -> None:
         run, node = self._calls[placement.request_id]
@@ -298,6 +316,7 @@ class RunManager:
             kwargs=kwargs,
             env=self._call_env(placement),
             timeout=node.spec.timeout,
+            run_id=run.row.id,
         )
         task = asyncio.get_running_loop().create_task(self._execute(run, node, executor, spec))
         self._tasks.add(task)
@@ -341,7 +360,8 @@ class RunManager:
         except Exception as exc:
             log.exception("call.crashed", call_id=spec.call_id)
             outcome = CallOutcome(False, error=error_record("EngineError", str(exc)))
-        self.scheduler.finish(spec.call_id)
+        if self.scheduler.allocation(spec.call_id) is not None:
+            self.scheduler.finish(spec.call_id)  # not when its worker was removed meanwhile
         self._end_node(run, node, outcome)
 
     def _end_node(self, run: _Run, node: _Node, outcome: CallOutcome) -> None:
@@ -449,6 +469,29 @@ class RunManager:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(run.done.wait(), timeout)
         return self.describe(run_id)
+
+    def queued_view(self) -> list[dict[str, Any]]:
+        """Every waiting node call, in the order it will be served, with its reason."""
+        views = []
+        for call_id in self.scheduler.waiting():
+            found = self._calls.get(call_id)
+            if found is None:
+                continue
+            run, node = found
+            reason = self.scheduler.reason(call_id)
+            views.append(
+                {
+                    "call_id": call_id,
+                    "run_id": run.row.id,
+                    "flow": run.row.flow,
+                    "node": node.spec.id,
+                    "worker": node.spec.worker,
+                    "queued_at": iso8601(node.row.queued_at),
+                    "reason": reason.text if reason is not None else None,
+                    "kind": reason.kind.value if reason is not None else None,
+                }
+            )
+        return views
 
     def _describe_active(self, run: _Run) -> dict[str, Any]:
         described = []

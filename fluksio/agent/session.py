@@ -1,0 +1,274 @@
+"""The worker's side of the attach socket: hello, calls, events, heartbeats, reconnects.
+
+One :class:`Agent` keeps one connection to the engine. Each ``run``/``compile`` frame
+becomes a call through the launcher (a fresh process under ``--python``); its events go
+back as they happen, a heartbeat every ``heartbeat_s`` while it runs, and its answer ends
+it. If the connection drops, the calls it carried are killed (the engine has failed them)
+and the agent reconnects with capped exponential backoff and jitter. A refusal (another
+protocol, a revoked or invalid token, unsigned labels) is final: the agent says why and
+stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from fluksio.agent import __version__
+from fluksio.agent.inventory import Inventory
+from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.urls import AttachUrl
+
+__all__ = ["Agent", "AgentConfig", "Refused"]
+
+PROTOCOL = 2
+CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
+log = logging.getLogger("fluksio.worker")
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+
+class Refused(Exception):
+    """The engine will not take this worker; retrying cannot help."""
+
+
+@dataclass
+class AgentConfig:
+    url: AttachUrl
+    token: str
+    name: str
+    labels: list[str]
+    parallel: int
+    inventory: Inventory
+    max_idle_s: float | None = None
+    heartbeat_s: float = 10.0
+    backoff_max_s: float = 60.0
+    venv_digest: str = ""
+    slurm_job_id: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, launcher: Launcher) -> None:
+        self.config = config
+        self.launcher = launcher
+        self._calls: dict[str, asyncio.Task[None]] = {}
+        self._idle_since = time.monotonic()
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._stop = asyncio.Event()
+
+    # -- the outer loop ----------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Stay attached until refused (exit 3) or idle for ``--max-idle`` (exit 0)."""
+        attempt = 0
+        idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
+        try:
+            while not self._stop.is_set():
+                welcomed = False
+                try:
+                    welcomed = await self._session()
+                except Refused as refused:
+                    log.error("refused by the engine: %s", refused)
+                    return 3
+                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    log.warning(
+                        "cannot reach the engine at %s: %s",
+                        self.config.url.websocket,
+                        _describe(exc),
+                    )
+                if self._stop.is_set():
+                    break
+                attempt = 0 if welcomed else attempt + 1
+                delay = min(self.config.backoff_max_s, 0.5 * 2**attempt)
+                delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not security
+                log.info("reconnecting in %.1f s", delay)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+            return 0
+        finally:
+            idle_watch.cancel()
+
+    async def _watch_idle(self) -> None:
+        limit = self.config.max_idle_s
+        if not limit:
+            return
+        while True:
+            await asyncio.sleep(min(1.0, limit / 4))
+            if not self._calls and time.monotonic() - self._idle_since >= limit:
+                log.info("idle for %g s: stopping", limit)
+                self._stop.set()
+                if self._ws is not None:
+                    await self._ws.close()
+                return
+
+    # -- one connection ----------------------------------------------------------------
+
+    async def _session(self) -> bool:
+        """One connection, until it ends; True if the engine welcomed us."""
+        headers = {"Authorization": f"Bearer {self.config.token}"}
+        async with aiohttp.ClientSession() as http:
+            try:
+                ws = await http.ws_connect(
+                    self.config.url.websocket,
+                    headers=headers,
+                    heartbeat=30,
+                    max_msg_size=MAX_FRAME_BYTES,
+                    compress=0,
+                )
+            except aiohttp.WSServerHandshakeError as exc:
+                if exc.status in (401, 403):
+                    raise Refused(await self._why_refused(http, exc.status)) from None
+                raise
+            self._ws = ws
+            try:
+                await ws.send_str(json.dumps(self._hello()))
+                first = await ws.receive(timeout=30)
+                if first.type != aiohttp.WSMsgType.TEXT:
+                    raise aiohttp.ClientError(f"the engine closed the connection ({first.extra})")
+                reply = json.loads(first.data)
+                if reply.get("op") == "refused":
+                    raise Refused(str(reply.get("reason", "no reason given")))
+                if reply.get("op") != "welcome":
+                    raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
+                log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
+                heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
+                try:
+                    reason = await self._receive(ws)
+                finally:
+                    heartbeat.cancel()
+                    self._abandon_calls()
+                if ws.close_code == CLOSE_SUPERSEDED:
+                    # Reconnecting would only push the newer session out in turn.
+                    raise Refused(reason or "superseded by a newer connection of this worker")
+                if reason:
+                    log.warning("the engine closed the connection: %s", reason)
+                return True
+            finally:
+                self._ws = None
+                await ws.close()
+
+    async def _why_refused(self, http: aiohttp.ClientSession, status: int) -> str:
+        """The engine's sentence for a refused token, asked of the token endpoint."""
+        base = self.config.url.artifacts.rsplit("/artifacts", 1)[0]
+        try:
+            async with http.get(
+                f"{base}/workers/tokens/self",
+                headers={"Authorization": f"Bearer {self.config.token}"},
+            ) as answer:
+                detail = (await answer.json()).get("detail")
+        except (aiohttp.ClientError, ValueError, AttributeError):
+            detail = None
+        return str(detail or f"the engine refused the worker token (HTTP {status})")
+
+    def _hello(self) -> dict[str, Any]:
+        inventory = self.config.inventory
+        return {
+            "op": "hello",
+            "protocol": PROTOCOL,
+            "name": self.config.name,
+            "labels": self.config.labels,
+            "python": self.launcher.python,
+            "max_parallel": self.config.parallel,
+            "venv_digest": self.config.venv_digest,
+            "inventory": {
+                "cpus": inventory.cpus,
+                "gpus": inventory.gpus,
+                "ram_mb": inventory.ram_mb,
+            },
+            "version": __version__,
+            "slurm_job_id": self.config.slurm_job_id,
+        }
+
+    async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
+        """Handle frames until the connection ends; returns the engine's reason, if any."""
+        while True:
+            message = await ws.receive()
+            if message.type in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSING,
+                aiohttp.WSMsgType.CLOSED,
+                aiohttp.WSMsgType.ERROR,
+            ):
+                return str(message.extra or "") if message.type == aiohttp.WSMsgType.CLOSE else ""
+            if message.type != aiohttp.WSMsgType.TEXT:
+                continue
+            try:
+                frame = json.loads(message.data)
+            except ValueError:
+                log.warning("ignoring a frame that is not JSON")
+                continue
+            op = frame.get("op")
+            if op in ("run", "compile"):
+                self._start(ws, frame)
+            elif op == "cancel":
+                self.launcher.cancel(str(frame.get("call_id")))
+
+    def _start(self, ws: aiohttp.ClientWebSocketResponse, frame: dict[str, Any]) -> None:
+        call_id = str(frame["call_id"])
+        spec = CallSpec(
+            call_id=call_id,
+            source=str(frame.get("source", "")),
+            node=str(frame.get("node", "")),
+            flow=str(frame.get("flow", "")),
+            op="compile" if frame.get("op") == "compile" else "run",
+            kwargs=frame.get("kwargs") or {},
+            env={
+                **self.config.extra_env,
+                **{str(k): str(v) for k, v in (frame.get("env") or {}).items()},
+            },
+            timeout=float(frame.get("timeout") or 0),
+        )
+        task = asyncio.get_running_loop().create_task(self._call(ws, spec))
+        self._calls[call_id] = task
+        task.add_done_callback(lambda _t: self._ended(call_id))
+
+    def _ended(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+        if not self._calls:
+            self._idle_since = time.monotonic()
+
+    async def _call(self, ws: aiohttp.ClientWebSocketResponse, spec: CallSpec) -> None:
+        def on_event(record: dict[str, Any]) -> None:
+            event = {
+                "call_id": spec.call_id,
+                "event": record.get("event"),
+                "outputs": record.get("outputs"),
+                "ts": record.get("ts"),
+            }
+            asyncio.get_running_loop().create_task(_send(ws, event))
+
+        outcome = await self.launcher.run(spec, on_event)
+        answer: dict[str, Any] = {"call_id": spec.call_id, "ok": outcome.ok, "logs": outcome.logs}
+        if outcome.ok:
+            answer["result"] = outcome.result
+        else:
+            answer["error"] = outcome.error
+        await _send(ws, answer)
+
+    async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_s)
+            for call_id in list(self._calls):
+                await _send(ws, {"call_id": call_id, "event": "heartbeat"})
+
+    def _abandon_calls(self) -> None:
+        """The connection is gone, and the engine has failed these calls: stop them."""
+        for call_id in list(self._calls):
+            self.launcher.cancel(call_id)
+
+
+async def _send(ws: aiohttp.ClientWebSocketResponse, frame: dict[str, Any]) -> None:
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        await ws.send_str(json.dumps(frame))
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

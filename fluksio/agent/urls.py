@@ -1,0 +1,63 @@
+"""Where the agent connects: the rules for ``--url`` and the artifact URL derived from it.
+
+``ws://`` and ``http://`` are allowed only to loopback (127.0.0.0/8, ::1, localhost)
+unless ``--insecure``: the worker token and node secrets travel over this connection.
+Elsewhere the URL must be ``wss://`` (or ``https://``, read as ``wss://``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["AttachUrl", "UrlError", "parse_attach_url"]
+
+_SECURE = {"wss": "wss", "https": "wss"}
+_PLAIN = {"ws": "ws", "http": "ws"}
+
+
+class UrlError(ValueError):
+    """The URL cannot be used; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class AttachUrl:
+    websocket: str
+    artifacts: str
+    loopback: bool
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_attach_url(url: str, *, insecure: bool, artifact_url: str | None = None) -> AttachUrl:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    if scheme not in _SECURE and scheme not in _PLAIN:
+        raise UrlError(f"--url must start with wss:// (or ws:// to this machine), not {url!r}")
+    if not host:
+        raise UrlError(f"--url has no host: {url!r}")
+    if not parts.path.rstrip("/").endswith("/workers/attach"):
+        raise UrlError("--url must be the attach URL, ending in /api/v1/workers/attach")
+    loopback = _is_loopback(host)
+    if scheme in _PLAIN and not loopback and not insecure:
+        raise UrlError(
+            f"{scheme}:// to {host} would send the worker token unencrypted; use wss://, or"
+            " pass --insecure on a network you trust"
+        )
+    ws_scheme = _SECURE.get(scheme) or _PLAIN[scheme]
+    path = parts.path.rstrip("/")
+    websocket = urlunsplit((ws_scheme, parts.netloc, path, "", ""))
+    http_scheme = "https" if ws_scheme == "wss" else "http"
+    derived = urlunsplit(
+        (http_scheme, parts.netloc, path[: -len("/workers/attach")] + "/artifacts", "", "")
+    )
+    return AttachUrl(websocket=websocket, artifacts=artifact_url or derived, loopback=loopback)

@@ -1,0 +1,112 @@
+"""Workers: attach, what is attached, what it has, and the runner a host may copy.
+
+``GET /workers/attach``      the WebSocket (see ``fluksio.api.workers.attach``)
+``GET /workers``             attached workers and those refused for their protocol
+``GET /workers/resources``   every place's inventory and what is free, and the queue
+``GET /workers/runtime``     the runner module, for a host that cannot pip install
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from fluksio.agent import runner
+from fluksio.api.appkeys import RUN_MANAGER, WORKERS
+from fluksio.api.auth import require_superuser
+from fluksio.api.timefmt import iso8601
+from fluksio.api.workers.attach import attach
+from fluksio.api.workers.session import WorkerSession
+from fluksio.scheduler import ENGINE_ID, Scheduler
+from fluksio.scheduler.resources import UNKNOWN
+
+__all__ = ["routes"]
+
+
+def _amounts(vector: tuple[int, int, int, int]) -> dict[str, int | None]:
+    def known(value: int) -> int | None:
+        return None if value == UNKNOWN else value
+
+    return {
+        "gpus": known(vector[0]),
+        "cpus": known(vector[1]),
+        "ram_mb": known(vector[2]),
+        "slots": vector[3],
+    }
+
+
+def _place(scheduler: Scheduler, place_id: str) -> dict[str, Any]:
+    place = scheduler.place(place_id)
+    return {"inventory": _amounts(place.capacity), "free": _amounts(place.free())}
+
+
+def _session_view(session: WorkerSession, scheduler: Scheduler) -> dict[str, Any]:
+    hello = session.hello
+    view: dict[str, Any] = {
+        "id": session.id,
+        "name": session.name,
+        "labels": sorted(hello.labels),
+        "parallel": hello.max_parallel,
+        "in_flight": session.in_flight,
+        "status": "busy" if session.in_flight else "idle",
+        "attached_at": iso8601(session.attached_at),
+        "last_seen": iso8601(session.last_seen),
+        "python": hello.python,
+        "venv_digest": hello.venv_digest,
+        "version": hello.version or "0.1.x",
+        "protocol": hello.protocol,
+        "slurm_job_id": hello.slurm_job_id,
+        "token": {"jti": session.token.jti, "name": session.token.name},
+    }
+    if scheduler.has_place(session.id):
+        view.update(_place(scheduler, session.id))
+    return view
+
+
+async def _list(request: web.Request) -> web.Response:
+    require_superuser(request)
+    scheduler = request.app[RUN_MANAGER].scheduler
+    registry = request.app[WORKERS]
+    attached = [_session_view(s, scheduler) for s in registry.sessions()]
+    refused = [
+        {
+            "name": e.name,
+            "status": "needs upgrade",
+            "protocol": e.protocol,
+            "version": e.version,
+            "python": e.python,
+            "refused_at": iso8601(e.refused_at),
+            "reason": e.reason,
+        }
+        for e in registry.needs_upgrade()
+    ]
+    return web.json_response(attached + refused)
+
+
+async def _resources(request: web.Request) -> web.Response:
+    require_superuser(request)
+    manager = request.app[RUN_MANAGER]
+    scheduler = manager.scheduler
+    places = [{"id": ENGINE_ID, "name": "engine", **_place(scheduler, ENGINE_ID)}]
+    places += [
+        {"id": s.id, "name": s.name, "labels": sorted(s.hello.labels), **_place(scheduler, s.id)}
+        for s in request.app[WORKERS].sessions()
+        if scheduler.has_place(s.id)
+    ]
+    return web.json_response({"places": places, "queued": manager.queued_view()})
+
+
+async def _runtime(_request: web.Request) -> web.Response:
+    with open(runner.__file__, encoding="utf-8") as handle:
+        source = handle.read()
+    return web.Response(text=source, content_type="text/x-python")
+
+
+def routes(prefix: str) -> list[web.RouteDef]:
+    return [
+        web.get(f"{prefix}/workers/attach", attach),
+        web.get(f"{prefix}/workers", _list),
+        web.get(f"{prefix}/workers/resources", _resources),
+        web.get(f"{prefix}/workers/runtime", _runtime),
+    ]

@@ -1,0 +1,195 @@
+"""``GET /api/v1/workers/attach``: the WebSocket a worker dials in on (protocol 2).
+
+The token (``Authorization: Bearer`` or ``?token=``, as the published agent sends it) is
+verified before the upgrade, so a bad token is an HTTP 401 with a sentence. Then the first
+frame must be a ``hello`` within ``hello_timeout_s``: another protocol is ``refused`` with
+what to upgrade (and the worker is listed as needing an upgrade), labels the token does
+not sign are ``refused``; otherwise ``welcome``, and the worker's calls flow until the
+socket closes. A malformed frame closes that socket with a reason and affects nothing
+else.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from aiohttp import WSCloseCode, WSMsgType, web
+from pydantic import ValidationError
+
+from fluksio.api.appkeys import RUN_MANAGER, SETTINGS, TOKENS, WORKERS
+from fluksio.api.auth import require_worker
+from fluksio.api.logging import get_logger
+from fluksio.api.tokens import WorkerIdentity
+from fluksio.api.workers.protocol import (
+    CLOSE_SUPERSEDED,
+    PROTOCOL,
+    Hello,
+    parse_worker_frame,
+)
+from fluksio.api.workers.registry import NeedsUpgrade, display_name
+from fluksio.api.workers.session import WorkerSession
+from fluksio.scheduler import Worker
+
+__all__ = ["attach"]
+
+log = get_logger(__name__)
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def _refuse(ws: web.WebSocketResponse, reason: str) -> web.WebSocketResponse:
+    await ws.send_str(json.dumps({"op": "refused", "reason": reason}))
+    await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=reason.encode()[:120])
+    return ws
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "hello"
+    return f"{field}: {first['msg']}"
+
+
+async def _hello(request: web.Request, ws: web.WebSocketResponse, token: WorkerIdentity) -> Hello:
+    settings = request.app[SETTINGS]
+    try:
+        message = await ws.receive(timeout=settings.worker_hello_timeout_s)
+    except TimeoutError:
+        raise _Refused(
+            f"no hello within {settings.worker_hello_timeout_s:g} s of connecting"
+        ) from None
+    if message.type != WSMsgType.TEXT:
+        raise _Refused("the first frame must be a JSON hello")
+    try:
+        raw: Any = json.loads(message.data)
+    except ValueError:
+        raise _Refused("the first frame is not JSON; it must be a hello") from None
+    if not isinstance(raw, dict) or raw.get("op") != "hello":
+        raise _Refused('the first frame must be {"op": "hello", ...}')
+    protocol = raw.get("protocol")
+    if protocol != PROTOCOL:
+        reason = (
+            f"this engine speaks worker protocol {PROTOCOL} and this worker speaks protocol"
+            f" {protocol}: upgrade it with 'pip install -U fluksio-worker' and attach again"
+        )
+        name = display_name(token.name, str(raw.get("name") or token.name))
+        request.app[WORKERS].refused_for_protocol(
+            NeedsUpgrade(
+                name=name,
+                protocol=protocol,
+                version=_text(raw.get("version")),
+                python=_text(raw.get("python")),
+                refused_at=request.app[WORKERS].now(),
+                reason=reason,
+            )
+        )
+        raise _Refused(reason)
+    try:
+        hello = Hello.model_validate(raw)
+    except ValidationError as exc:
+        raise _Refused(f"malformed hello: {_first_error(exc)}") from None
+    unsigned = sorted(set(hello.labels) - set(token.labels))
+    if unsigned:
+        signed = ", ".join(token.labels) or "no labels"
+        raise _Refused(
+            f"labels {', '.join(unsigned)} are not signed by this worker's token (it signs"
+            f" {signed}); mint a token with them or drop them from --labels"
+        )
+    return hello
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+async def attach(request: web.Request) -> web.StreamResponse:
+    token = require_worker(request, allow_query=True)
+    settings = request.app[SETTINGS]
+    ws = web.WebSocketResponse(
+        max_msg_size=settings.max_frame_bytes,
+        compress=False,  # results are often already compressed; the CPU is better spent
+        heartbeat=settings.worker_ping_s,
+    )
+    await ws.prepare(request)
+    try:
+        hello = await _hello(request, ws, token)
+    except _Refused as refused:
+        log.info("worker.refused", worker=token.name, reason=refused.reason)
+        return await _refuse(ws, refused.reason)
+
+    registry = request.app[WORKERS]
+    manager = request.app[RUN_MANAGER]
+    name = display_name(token.name, hello.name)
+    session = WorkerSession(
+        id=f"w{secrets.token_hex(6)}",
+        name=name,
+        identity=(token.jti, hello.name),
+        token=token,
+        key_id=request.app[TOKENS].current_key_id(),
+        hello=hello,
+        ws=ws,
+    )
+    superseded = registry.add(session)
+    if superseded is not None:
+        await superseded.close(
+            "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
+        )
+    await ws.send_str(json.dumps({"op": "welcome", "protocol": PROTOCOL, "name": name}))
+    inventory = hello.inventory
+    manager.attach(
+        Worker(
+            id=session.id,
+            name=name,
+            labels=frozenset(hello.labels),
+            slots=hello.max_parallel,
+            cpus=inventory.cpus,
+            gpus=inventory.gpus,
+            ram_mb=inventory.ram_mb,
+        ),
+        session,
+    )
+    log.info(
+        "worker.attached",
+        worker=name,
+        worker_id=session.id,
+        labels=hello.labels,
+        parallel=hello.max_parallel,
+        version=hello.version or "0.1.x",
+    )
+    try:
+        await _serve(session)
+    finally:
+        registry.remove(session)
+        session.fail_all("worker went away mid-call")
+        manager.detach(session.id)
+        log.info(
+            "worker.detached",
+            worker=name,
+            worker_id=session.id,
+            reason=session.closed_reason or "disconnected",
+        )
+    return ws
+
+
+async def _serve(session: WorkerSession) -> None:
+    async for message in session.ws:
+        if message.type == WSMsgType.TEXT:
+            try:
+                frame = parse_worker_frame(json.loads(message.data))
+            except (ValueError, ValidationError) as exc:
+                detail = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                await session.close(
+                    f"malformed frame: {detail}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
+                )
+                return
+            session.handle(frame)
+        elif message.type == WSMsgType.BINARY:
+            await session.close("frames are JSON text", code=WSCloseCode.UNSUPPORTED_DATA)
+            return
+        else:
+            session.touch()

@@ -1,0 +1,75 @@
+"""Who is attached: one live session per identity, and who was refused for a protocol.
+
+Identity: a worker is the pair (the token's ``jti``, the hello's ``name``). One token used
+on two hosts (two ``--name`` values) gives two workers; a second attach with the same
+token and name supersedes the first. A worker is shown as the token's signed name, with
+the host's ``--name`` after a slash when it differs, so no token can show up under a name
+another token signs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from fluksio.api.workers.session import WorkerSession
+
+__all__ = ["NeedsUpgrade", "WorkerRegistry", "display_name"]
+
+
+def display_name(token_name: str, hello_name: str) -> str:
+    return token_name if hello_name == token_name else f"{token_name}/{hello_name}"
+
+
+@dataclass(frozen=True)
+class NeedsUpgrade:
+    name: str
+    protocol: object
+    version: str | None
+    python: str | None
+    refused_at: float
+    reason: str
+
+
+class WorkerRegistry:
+    def __init__(self) -> None:
+        self._by_id: dict[str, WorkerSession] = {}
+        self._by_identity: dict[tuple[str, str], WorkerSession] = {}
+        self._needs_upgrade: dict[str, NeedsUpgrade] = {}
+
+    def add(self, session: WorkerSession) -> WorkerSession | None:
+        """Register ``session``; returns the session it supersedes, if any."""
+        previous = self._by_identity.get(session.identity)
+        if previous is not None:
+            self._by_id.pop(previous.id, None)
+        self._by_identity[session.identity] = session
+        self._by_id[session.id] = session
+        self._needs_upgrade.pop(session.name, None)
+        return previous
+
+    def remove(self, session: WorkerSession) -> bool:
+        """Forget ``session`` unless another one has taken its identity since."""
+        if self._by_identity.get(session.identity) is not session:
+            return False
+        del self._by_identity[session.identity]
+        self._by_id.pop(session.id, None)
+        return True
+
+    def get(self, worker_id: str) -> WorkerSession | None:
+        return self._by_id.get(worker_id)
+
+    def sessions(self) -> list[WorkerSession]:
+        return sorted(self._by_id.values(), key=lambda s: (s.name, s.id))
+
+    def with_jti(self, jti: str) -> list[WorkerSession]:
+        return [s for s in self._by_id.values() if s.token.jti == jti]
+
+    def refused_for_protocol(self, entry: NeedsUpgrade) -> None:
+        self._needs_upgrade[entry.name] = entry
+
+    def needs_upgrade(self) -> list[NeedsUpgrade]:
+        return sorted(self._needs_upgrade.values(), key=lambda e: e.name)
+
+    @staticmethod
+    def now() -> float:
+        return time.time()

@@ -1,0 +1,131 @@
+"""One attached worker: its socket, the calls in flight on it, and how it ends.
+
+A session is the run manager's executor for that worker. Calls fail with ``WorkerGone``
+when the socket closes ("worker went away mid-call") or when nothing at all has come from
+the worker for ``gone_after_s`` while it executes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSCloseCode, web
+
+from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.api.logging import get_logger
+from fluksio.api.tokens import WorkerIdentity
+from fluksio.api.workers.protocol import Answer, Hello, Progress
+
+__all__ = ["WorkerSession"]
+
+log = get_logger(__name__)
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[CallOutcome]
+    on_event: EventCallback
+
+
+@dataclass
+class WorkerSession:
+    id: str
+    name: str
+    identity: tuple[str, str]
+    token: WorkerIdentity
+    key_id: str
+    hello: Hello
+    ws: web.WebSocketResponse
+    attached_at: float = field(default_factory=time.time)
+    last_seen: float = field(default_factory=time.time)
+    closed_reason: str | None = None
+    _pending: dict[str, _Pending] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> frozenset[str]:
+        return frozenset(self.hello.labels)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # -- the executor interface --------------------------------------------------------
+
+    async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
+        if self.closed_reason is not None:
+            return CallOutcome(False, error=error_record("WorkerGone", self.closed_reason))
+        future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+        self._pending[spec.call_id] = _Pending(future, on_event)
+        frame = {
+            "op": "compile" if spec.op == "compile" else "run",
+            "call_id": spec.call_id,
+            "flow": spec.flow,
+            "node": spec.node,
+            "source": spec.source,
+            "kwargs": spec.kwargs,
+            "run": {"id": spec.run_id} if spec.run_id else None,
+            "timeout": spec.timeout,
+            "env": spec.env,
+        }
+        try:
+            await self.ws.send_str(json.dumps(frame))
+            return await future
+        except (ConnectionError, RuntimeError) as exc:
+            return CallOutcome(
+                False, error=error_record("WorkerGone", f"worker went away mid-call ({exc})")
+            )
+        finally:
+            self._pending.pop(spec.call_id, None)
+
+    def cancel(self, call_id: str) -> bool:
+        if call_id not in self._pending or self.ws.closed:
+            return False
+        frame = json.dumps({"op": "cancel", "call_id": call_id})
+        task = asyncio.get_running_loop().create_task(self.ws.send_str(frame))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        return True
+
+    # -- what arrives on the socket ----------------------------------------------------
+
+    def handle(self, frame: Progress | Answer) -> None:
+        self.last_seen = time.time()
+        pending = self._pending.get(frame.call_id)
+        if pending is None:
+            return  # an answer for a call already failed or unknown: nothing to do
+        if isinstance(frame, Progress):
+            if frame.event != "heartbeat":
+                pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
+            return
+        error = frame.error.model_dump() if frame.error is not None else None
+        if not frame.ok and error is None:
+            error = error_record("RemoteError", "the worker reported a failure without details")
+        if not pending.future.done():
+            pending.future.set_result(
+                CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
+            )
+
+    def touch(self) -> None:
+        self.last_seen = time.time()
+
+    def fail_all(self, reason: str) -> None:
+        """Fail every call in flight (the socket is gone, or the worker went silent)."""
+        self.closed_reason = self.closed_reason or reason
+        for pending in list(self._pending.values()):
+            if not pending.future.done():
+                pending.future.set_result(
+                    CallOutcome(False, error=error_record("WorkerGone", reason))
+                )
+
+    async def close(self, reason: str, code: int = WSCloseCode.POLICY_VIOLATION) -> None:
+        """Close the socket saying why; its calls fail with that reason."""
+        self.fail_all(reason)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.ws.close(code=code, message=reason.encode()[:120])
+        log.info("worker.closed", worker=self.name, worker_id=self.id, reason=reason)

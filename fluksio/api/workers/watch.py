@@ -1,0 +1,56 @@
+"""A periodic look at every attached worker: silent ones are gone, revoked ones are cut off.
+
+Revocation through the API disconnects at once; this loop also catches what changes
+behind the engine's back (``fluksio keys rotate`` from another process, a token expiring)
+within ``worker_check_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fluksio.api.settings import EngineSettings
+from fluksio.api.tokens import TokenService
+from fluksio.api.worker_tokens import WorkerTokenStore
+from fluksio.api.workers.registry import WorkerRegistry
+
+__all__ = ["watch_workers"]
+
+
+async def check_once(
+    registry: WorkerRegistry,
+    tokens: TokenService,
+    store: WorkerTokenStore,
+    settings: EngineSettings,
+) -> None:
+    now = time.time()
+    key_id = tokens.current_key_id()
+    for session in registry.sessions():
+        reason = None
+        if session.in_flight and now - session.last_seen > settings.worker_gone_s:
+            reason = (
+                f"no message from the worker for {settings.worker_gone_s:g} s while it was"
+                " executing; its calls failed as gone"
+            )
+        elif session.key_id != key_id:
+            reason = "the engine's signing key was replaced; mint a new worker token"
+        elif session.token.expires_at <= now:
+            reason = "the worker token expired; mint a new one"
+        else:
+            record = store.get(session.token.jti)
+            if record is None or record.revoked_at is not None:
+                reason = "the worker token was revoked"
+        if reason is not None:
+            await session.close(reason)
+
+
+async def watch_workers(
+    registry: WorkerRegistry,
+    tokens: TokenService,
+    store: WorkerTokenStore,
+    settings: EngineSettings,
+) -> None:
+    while True:
+        await asyncio.sleep(settings.worker_check_s)
+        await check_once(registry, tokens, store, settings)

@@ -1,0 +1,472 @@
+"""Remote workers: our agent, real processes, the engine's side of the socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support.engine import BIN, EngineProcess, start_engine
+from tests.support.http import call
+from tests.support.wait import wait_for
+from tests.support.worker import WorkerProcess, start_worker
+
+
+def code(source: str) -> str:
+    return textwrap.dedent(source).lstrip()
+
+
+@pytest.fixture
+def admin(engine: EngineProcess) -> str:
+    return engine.login()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def listed(engine: EngineProcess, admin: str) -> list[dict[str, Any]]:
+    body: list[dict[str, Any]] = call("GET", f"{engine.api}/workers", token=admin).body
+    return body
+
+
+def attached(engine: EngineProcess, admin: str, name: str) -> dict[str, Any] | None:
+    for worker in listed(engine, admin):
+        if worker["name"] == name and worker["status"] != "needs upgrade":
+            return worker
+    return None
+
+
+def run_flow(engine: EngineProcess, admin: str, name: str, nodes: list[dict[str, Any]]) -> str:
+    assert call(
+        "PUT", f"{engine.api}/flows/{name}", token=admin, json_body={"nodes": nodes}
+    ).status in (200, 201)
+    answer = call("POST", f"{engine.api}/flows/{name}/runs", token=admin, json_body={})
+    assert answer.status == 201, answer
+    return str(answer.body["id"])
+
+
+def run_state(engine: EngineProcess, admin: str, run_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = call("GET", f"{engine.api}/runs/{run_id}", token=admin).body
+    return body
+
+
+def ended(engine: EngineProcess, admin: str, run_id: str, timeout: float = 30) -> dict[str, Any]:
+    return wait_for(
+        lambda: (
+            (r := run_state(engine, admin, run_id))["state"] in {"succeeded", "failed", "cancelled"}
+            and r
+        ),
+        timeout=timeout,
+        what=f"run {run_id} to end",
+    )
+
+
+def node(run: dict[str, Any], node_id: str) -> dict[str, Any]:
+    return next(n for n in run["nodes"] if n["id"] == node_id)
+
+
+def fake_gpu_dev(tmp_path: Path, count: int) -> Path:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for index in range(count):
+        (dev / f"nvidia{index}").touch()
+    (dev / "nvidiactl").touch()  # not a GPU: must not be counted
+    return dev
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# -- the spec's flow -----------------------------------------------------------------------
+
+
+def test_require_waits_then_runs_on_the_worker_that_attaches(
+    engine: EngineProcess, admin: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    token = engine.mint(admin, "gpu-dev", ["gpu", "cuda12"])["token"]
+    run_id = run_flow(
+        engine,
+        admin,
+        "train",
+        [
+            {
+                "id": "train",
+                "worker": "gpu",
+                "worker_policy": "require",
+                "timeout": 7200,
+                "code": code("""
+            import os, socket, fluksio
+            def process():
+                fluksio.emit(step=1)
+                token = os.environ.get("FLUKSIO_WORKER_TOKEN")
+                return {"host": socket.gethostname(), "token": token}
+        """),
+            }
+        ],
+    )
+    queued = run_state(engine, admin, run_id)
+    assert queued["state"] == "queued"
+    assert queued["reason"] == "no attached worker carries label 'gpu'"
+
+    dev = fake_gpu_dev(tmp_path, 2)
+    workers.append(
+        start_worker(
+            engine,
+            token,
+            tmp_path / "w",
+            "--labels",
+            "gpu,cuda12",
+            "--name",
+            "box",
+            "--dev-dir",
+            str(dev),
+            "--parallel",
+            "2",
+        )
+    )
+    run = ended(engine, admin, run_id)
+    assert run["state"] == "succeeded", run
+    train = node(run, "train")
+    assert train["ran_on"] == "gpu-dev/box"
+    assert train["result"]["token"] is None, "the node never sees the worker token"
+    assert [e["outputs"] for e in train["events"]] == [{"step": 1}]
+
+    worker = attached(engine, admin, "gpu-dev/box")
+    assert worker is not None
+    assert worker["labels"] == ["cuda12", "gpu"] and worker["parallel"] == 2
+    assert worker["inventory"]["gpus"] == 2, "counted from the fake /dev, nvidiactl left out"
+    assert worker["inventory"]["cpus"] and worker["inventory"]["ram_mb"]
+    assert (worker["version"], worker["protocol"]) == ("0.2.0", 2)
+    assert worker["python"] and worker["venv_digest"]
+    assert token not in workers[0].logs()
+
+
+def test_two_gpu_calls_get_disjoint_devices(
+    engine: EngineProcess, admin: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    token = engine.mint(admin, "gpu-box", ["gpu"])["token"]
+    workers.append(
+        start_worker(
+            engine,
+            token,
+            tmp_path / "w",
+            "--labels",
+            "gpu",
+            "--parallel",
+            "2",
+            "--dev-dir",
+            str(fake_gpu_dev(tmp_path, 4)),
+        )
+    )
+    wait_for(
+        lambda: attached(engine, admin, f"gpu-box/{socket.gethostname()}"),
+        timeout=20,
+        what="the worker to attach",
+    )
+    grab = code("""
+        import os, time
+        def process():
+            time.sleep(0.5)
+            return os.environ["CUDA_VISIBLE_DEVICES"]
+    """)
+    run_id = run_flow(
+        engine,
+        admin,
+        "two",
+        [
+            {"id": "a", "worker": "gpu", "resources": {"gpus": 2}, "code": grab},
+            {"id": "b", "worker": "gpu", "resources": {"gpus": 2}, "code": grab},
+        ],
+    )
+    run = ended(engine, admin, run_id)
+    devices = [set(node(run, n)["result"].split(",")) for n in ("a", "b")]
+    assert all(len(d) == 2 for d in devices)
+    assert not devices[0] & devices[1] and devices[0] | devices[1] == {"0", "1", "2", "3"}
+    started = [node(run, n)["started_at"] for n in ("a", "b")]
+    ended_at = [node(run, n)["ended_at"] for n in ("a", "b")]
+    assert max(started) < min(ended_at), "they ran at the same time"
+
+
+# -- losing a worker ---------------------------------------------------------------------
+
+
+def test_a_killed_worker_fails_its_call_within_seconds_and_its_node_dies(
+    engine: EngineProcess, admin: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    token = engine.mint(admin, "doomed", ["gpu"])["token"]
+    worker = start_worker(engine, token, tmp_path / "w", "--labels", "gpu", "--name", "doomed")
+    workers.append(worker)
+    pid_file = tmp_path / "node.pid"
+    run_id = run_flow(
+        engine,
+        admin,
+        "long",
+        [
+            {
+                "id": "long",
+                "worker": "gpu",
+                "code": code(f"""
+        import os, time
+        def process():
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            time.sleep(120)
+    """),
+            }
+        ],
+    )
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=20, what="the node")
+    node_pid = int(pid_file.read_text())
+    worker.stop(signal.SIGKILL)
+    run = ended(engine, admin, run_id, timeout=5)
+    assert node(run, "long")["error"]["message"] == "worker went away mid-call"
+    wait_for(lambda: not _alive(node_pid), timeout=10, what="the node to die with its agent")
+    assert attached(engine, admin, "doomed") is None
+
+
+def test_a_stopped_worker_is_failed_as_gone_after_the_silence_interval(
+    tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    engine = start_engine(
+        tmp_path / "data",
+        tmp_path / "logs",
+        args=("--worker-gone-s", "1.5", "--worker-check-s", "0.2"),
+    )
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "frozen", ["gpu"])["token"]
+        worker = start_worker(engine, token, tmp_path / "w", "--labels", "gpu", "--name", "frozen")
+        workers.append(worker)
+        run_id = run_flow(
+            engine,
+            admin,
+            "sleepy",
+            [
+                {
+                    "id": "s",
+                    "worker": "gpu",
+                    "code": code("""
+            import time
+            def process():
+                time.sleep(60)
+        """),
+                }
+            ],
+        )
+        wait_for(
+            lambda: node(run_state(engine, admin, run_id), "s")["state"] == "running",
+            timeout=20,
+            what="the call to start",
+        )
+        worker.process.send_signal(signal.SIGSTOP)
+        try:
+            run = ended(engine, admin, run_id, timeout=10)
+            message = node(run, "s")["error"]["message"]
+            assert "no message from the worker for 1.5 s" in message and "gone" in message
+        finally:
+            worker.process.send_signal(signal.SIGCONT)
+    finally:
+        engine.stop()
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+def test_revoking_disconnects_and_the_agent_stops_saying_why(
+    engine: EngineProcess, admin: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    minted = engine.mint(admin, "revoked", ["cpu"])
+    worker = start_worker(
+        engine, minted["token"], tmp_path / "w", "--labels", "cpu", "--name", "revoked"
+    )
+    workers.append(worker)
+    wait_for(lambda: attached(engine, admin, "revoked"), timeout=20, what="the worker to attach")
+    call("POST", f"{engine.api}/workers/tokens/{minted['jti']}/revoke", token=admin)
+    wait_for(
+        lambda: attached(engine, admin, "revoked") is None,
+        timeout=5,
+        what="the revoked worker to be disconnected",
+    )
+    assert worker.process.wait(timeout=20) == 3
+    assert "revoked" in worker.logs()
+
+
+def test_labels_the_token_does_not_sign_are_refused(
+    engine: EngineProcess, admin: str, tmp_path: Path
+) -> None:
+    token = engine.mint(admin, "honest", ["cpu"])["token"]
+    worker = start_worker(engine, token, tmp_path / "w", "--labels", "cpu,gpu")
+    assert worker.process.wait(timeout=30) == 3
+    assert "labels gpu are not signed by this worker's token (it signs cpu)" in worker.logs()
+
+
+def test_another_protocol_is_refused_and_listed_as_needing_an_upgrade(
+    engine: EngineProcess, admin: str
+) -> None:
+    token = engine.mint(admin, "old-box", ["cpu"])["token"]
+
+    async def old_agent() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as http:
+            url = engine.url.replace("http", "ws") + "/api/v1/workers/attach"
+            async with http.ws_connect(url, params={"token": token}) as ws:
+                await ws.send_str(
+                    json.dumps(
+                        {
+                            "op": "hello",
+                            "protocol": 1,
+                            "name": "old-box",
+                            "labels": ["cpu"],
+                            "python": "/usr/bin/python3",
+                        }
+                    )
+                )
+                reply: dict[str, Any] = json.loads((await ws.receive(timeout=10)).data)
+                closing = await ws.receive(timeout=10)
+                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+                return reply
+
+    reply = asyncio.run(old_agent())
+    assert reply["op"] == "refused"
+    assert "pip install -U fluksio-worker" in reply["reason"]
+    entry = next(w for w in listed(engine, admin) if w["name"] == "old-box")
+    assert entry["status"] == "needs upgrade" and entry["protocol"] == 1
+
+
+def test_a_bad_token_is_refused_before_the_upgrade(engine: EngineProcess, tmp_path: Path) -> None:
+    worker = start_worker(engine, "not-a-token", tmp_path / "w")
+    assert worker.process.wait(timeout=30) == 3
+    assert "not a valid Fluksio token" in worker.logs()
+
+
+def test_a_second_attach_of_the_same_worker_supersedes_the_first(
+    engine: EngineProcess, admin: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    token = engine.mint(admin, "twin", ["cpu"])["token"]
+    first = start_worker(engine, token, tmp_path / "a", "--labels", "cpu", "--name", "same")
+    workers.append(first)
+    wait_for(lambda: attached(engine, admin, "twin/same"), timeout=20, what="the first attach")
+    first_id = attached(engine, admin, "twin/same")["id"]  # type: ignore[index]
+    second = start_worker(engine, token, tmp_path / "b", "--labels", "cpu", "--name", "same")
+    workers.append(second)
+    wait_for(
+        lambda: (w := attached(engine, admin, "twin/same")) is not None and w["id"] != first_id,
+        timeout=20,
+        what="the second attach to take over",
+    )
+    other_host = start_worker(engine, token, tmp_path / "c", "--labels", "cpu", "--name", "other")
+    workers.append(other_host)
+    wait_for(lambda: attached(engine, admin, "twin/other"), timeout=20, what="the other host")
+    second_id = attached(engine, admin, "twin/same")["id"]  # type: ignore[index]
+    assert first.process.wait(timeout=20) == 3, "the superseded agent stops, it does not fight"
+    assert "superseded by a newer connection" in first.logs()
+    names = [w["name"] for w in listed(engine, admin)]
+    assert names.count("twin/same") == 1 and "twin/other" in names
+    assert attached(engine, admin, "twin/same")["id"] == second_id  # type: ignore[index]
+
+
+def test_max_idle_exits_zero(engine: EngineProcess, admin: str, tmp_path: Path) -> None:
+    token = engine.mint(admin, "brief", [])["token"]
+    worker = start_worker(engine, token, tmp_path / "w", "--max-idle", "1")
+    assert worker.process.wait(timeout=30) == 0
+    assert "idle for 1 s" in worker.logs()
+
+
+def test_the_agent_reconnects_when_the_engine_restarts(
+    tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = start_engine(tmp_path / "data", tmp_path / "logs1", port=port)
+    admin = engine.login()
+    token = engine.mint(admin, "steady", ["cpu"])["token"]
+    worker = start_worker(engine, token, tmp_path / "w", "--labels", "cpu", "--name", "steady")
+    workers.append(worker)
+    wait_for(lambda: attached(engine, admin, "steady"), timeout=20, what="the first attach")
+    engine.stop()
+    again = start_engine(tmp_path / "data", tmp_path / "logs2", port=port)
+    try:
+        admin = again.login()
+        wait_for(lambda: attached(again, admin, "steady"), timeout=30, what="the reattach")
+        assert "reconnecting in" in worker.logs()
+        run_id = run_flow(
+            again,
+            admin,
+            "after",
+            [{"id": "x", "worker": "cpu", "code": "def process():\n    return 5\n"}],
+        )
+        assert node(ended(again, admin, run_id), "x")["result"] == 5
+    finally:
+        again.stop()
+
+
+# -- the agent's command line --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (
+            ["--url", "ws://example.com/api/v1/workers/attach"],
+            {"FLUKSIO_WORKER_TOKEN": "t"},
+            "use wss://",
+        ),
+        (
+            ["--url", "ftp://x/api/v1/workers/attach"],
+            {"FLUKSIO_WORKER_TOKEN": "t"},
+            "must start with wss://",
+        ),
+        (
+            ["--url", "wss://example.com/somewhere"],
+            {"FLUKSIO_WORKER_TOKEN": "t"},
+            "ending in /api/v1/workers/attach",
+        ),
+        (["--url", "ws://127.0.0.1:9/api/v1/workers/attach"], {}, "no worker token"),
+        (
+            ["--url", "ws://127.0.0.1:9/api/v1/workers/attach", "--python", "/nonexistent/python"],
+            {"FLUKSIO_WORKER_TOKEN": "t"},
+            "--python",
+        ),
+        (
+            ["--url", "ws://127.0.0.1:9/api/v1/workers/attach", "--labels", "a b"],
+            {"FLUKSIO_WORKER_TOKEN": "t"},
+            "--labels",
+        ),
+    ],
+    ids=["plain-ws-remote", "bad-scheme", "not-attach-path", "no-token", "bad-python", "bad-label"],
+)
+def test_usage_errors_are_one_sentence_and_exit_2(
+    args: list[str], env: dict[str, str], needle: str
+) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+    done = subprocess.run(
+        [str(BIN / "fluksio-worker"), *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
