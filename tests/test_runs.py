@@ -13,6 +13,7 @@ import pytest
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, start_engine
 from tests.support.http import Answer, call
+from tests.support.process import alive
 from tests.support.wait import wait_for
 
 
@@ -215,21 +216,13 @@ def test_cancel_kills_the_node_and_leaves_other_runs_of_it_alone(engine: EngineP
     run = finished(engine, token, first)
     assert run["state"] == "cancelled"
     assert nodes_of(run)["wait"]["error"]["type"] == "NodeCancelled"
-    wait_for(lambda: not _alive(first_pid), timeout=10, what="the cancelled node's process to end")
-    assert _alive(second_pid)
+    wait_for(lambda: not alive(first_pid), timeout=10, what="the cancelled node's process to end")
+    assert alive(second_pid)
     assert call("GET", f"{engine.api}/runs/{second}", token=token).body["state"] == "running"
     call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
     assert finished(engine, token, second)["state"] == "cancelled"
     again = call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
     assert again.status == 409 and "already ended" in again.detail
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_silence_timeout_stops_a_quiet_node(engine: EngineProcess) -> None:
@@ -422,7 +415,7 @@ def test_engine_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
     )
     slow_pid = int(pid_file.read_text())
     engine.stop(signal.SIGKILL)
-    wait_for(lambda: not _alive(slow_pid), timeout=10, what="the node to die with its engine")
+    wait_for(lambda: not alive(slow_pid), timeout=10, what="the node to die with its engine")
 
     second = start_engine(data, tmp_path / "logs2")
     try:

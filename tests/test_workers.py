@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.engine import BIN, EngineProcess, start_engine
 from tests.support.http import call
+from tests.support.process import alive
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
@@ -87,14 +88,6 @@ def fake_gpu_dev(tmp_path: Path, count: int) -> Path:
         (dev / f"nvidia{index}").touch()
     (dev / "nvidiactl").touch()  # not a GPU: must not be counted
     return dev
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 # -- the spec's flow -----------------------------------------------------------------------
@@ -239,7 +232,7 @@ def test_a_killed_worker_fails_its_call_within_seconds_and_its_node_dies(
     worker.stop(signal.SIGKILL)
     run = ended(engine, admin, run_id, timeout=5)
     assert node(run, "long")["error"]["message"] == "worker went away mid-call"
-    wait_for(lambda: not _alive(node_pid), timeout=10, what="the node to die with its agent")
+    wait_for(lambda: not alive(node_pid), timeout=10, what="the node to die with its agent")
     assert attached(engine, admin, "doomed") is None
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.support.http import call
+from tests.support.process import ManagedProcess
 from tests.support.wait import wait_for
 
 BIN = Path(sys.executable).parent
@@ -31,21 +31,14 @@ def engine_env(**extra: str) -> dict[str, str]:
 
 
 @dataclass
-class EngineProcess:
-    process: subprocess.Popen[bytes]
+class EngineProcess(ManagedProcess):
     data_dir: Path
     url: str
     stdout_path: Path
-    stderr_path: Path
-    _stopped: bool = field(default=False, repr=False)
 
     @property
     def api(self) -> str:
         return f"{self.url}/api/v1"
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
         answer = call(
@@ -68,25 +61,8 @@ class EngineProcess:
         body: dict[str, Any] = answer.body
         return body
 
-    def logs(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
     def stdout(self) -> str:
         return self.stdout_path.read_text(errors="replace")
-
-    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15) -> int:
-        """Stop this engine (by its pid) and return its exit code."""
-        if self._stopped:
-            return self.process.returncode
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait(timeout=timeout)
-        self._stopped = True
-        return code
 
 
 def start_engine(
@@ -137,4 +113,4 @@ def start_engine(
             process.kill()
             process.wait(timeout=10)
         raise
-    return EngineProcess(process, data_dir, url, stdout_path, stderr_path)
+    return EngineProcess(process, stderr_path, data_dir, url, stdout_path)

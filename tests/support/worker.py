@@ -3,43 +3,19 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.engine import BIN, EngineProcess
+from tests.support.process import ManagedProcess
 
 
 def attach_url(engine: EngineProcess) -> str:
     return engine.url.replace("http://", "ws://") + "/api/v1/workers/attach"
 
 
-@dataclass
-class WorkerProcess:
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    _stopped: bool = field(default=False, repr=False)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def logs(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15) -> int:
-        if self._stopped:
-            return self.process.returncode
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait(timeout=timeout)
-        self._stopped = True
-        return code
+class WorkerProcess(ManagedProcess):
+    """An agent process; its stdout and stderr are its log."""
 
 
 def start_worker(

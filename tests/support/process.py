@@ -1,0 +1,45 @@
+"""A process a test started: stopped by its pid, its log readable, and liveness checks."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its parent counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@dataclass
+class ManagedProcess:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    _stopped: bool = field(default=False, repr=False, kw_only=True)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15) -> int:
+        """Stop this process (by its pid) and return its exit code."""
+        if self._stopped:
+            return self.process.returncode
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait(timeout=timeout)
+        self._stopped = True
+        return code
