@@ -463,3 +463,39 @@ def test_usage_errors_are_one_sentence_and_exit_2(
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_python_selects_the_interpreter_node_code_runs_on(
+    engine: EngineProcess, admin: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    candidates = sorted((Path.home() / ".pyenv" / "versions").glob("3.12.*/bin/python3.12"))
+    if not candidates:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must have Python 3.12 under pyenv for --python")
+        pytest.skip("no Python 3.12 under pyenv")
+    token = engine.mint(admin, "py312", ["py"])["token"]
+    workers.append(
+        start_worker(
+            engine, token, tmp_path / "w", "--labels", "py", "--python", str(candidates[-1])
+        )
+    )
+    run_id = run_flow(
+        engine,
+        admin,
+        "version",
+        [
+            {
+                "id": "v",
+                "worker": "py",
+                "code": code("""
+        import sys
+        def process():
+            return [list(sys.version_info[:2]), sys.executable]
+    """),
+            }
+        ],
+    )
+    result = node(ended(engine, admin, run_id), "v")["result"]
+    assert result[0] == [3, 12] and result[1] == str(candidates[-1])
+    worker = next(w for w in listed(engine, admin) if w["name"].startswith("py312"))
+    assert worker["python"] == str(candidates[-1])

@@ -1,0 +1,167 @@
+"""The published fluksio-worker 0.1.6 from PyPI, unchanged, against our engine.
+
+It is installed into its own Python 3.12 virtual environment (it needs 3.12 or later),
+attaches with its token in the query string, and runs, reports and cancels nodes. On a
+laptop without Python 3.12 under pyenv the module skips; under CI=true it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.engine import EngineProcess
+from tests.support.http import call
+from tests.support.process import alive
+from tests.support.wait import wait_for
+from tests.support.worker import WorkerProcess, start_worker
+
+PUBLISHED = "fluksio-worker==0.1.6"
+PYENV = Path.home() / ".pyenv" / "versions"
+
+
+@pytest.fixture(scope="module")
+def published_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    candidates = sorted(PYENV.glob("3.1[2-9].*/bin/python3.1[2-9]"))
+    if not candidates:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must have Python 3.12+ under {PYENV} for the published agent")
+        pytest.skip("no Python 3.12+ under pyenv for the published agent")
+    where = tmp_path_factory.mktemp("published-agent")
+    subprocess.run([str(candidates[0]), "-m", "venv", str(where)], check=True, timeout=120)
+    subprocess.run(
+        [str(where / "bin" / "python"), "-m", "pip", "install", "--quiet", PUBLISHED],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    return where / "bin" / "fluksio-worker"
+
+
+@pytest.fixture
+def attached_published(
+    engine: EngineProcess, published_agent: Path, tmp_path: Path
+) -> Iterator[tuple[str, WorkerProcess]]:
+    admin = engine.login()
+    token = engine.mint(admin, "published", ["gpu"])["token"]
+    worker = start_worker(
+        engine,
+        token,
+        tmp_path / "w",
+        "--labels",
+        "gpu",
+        "--gpus",
+        "2",
+        "--name",
+        "pub",
+        executable=published_agent,
+    )
+    try:
+        wait_for(lambda: _worker(engine, admin), timeout=30, what="the published agent to attach")
+        yield admin, worker
+    finally:
+        worker.stop()
+
+
+def _worker(engine: EngineProcess, admin: str) -> dict[str, Any] | None:
+    workers = call("GET", f"{engine.api}/workers", token=admin).body
+    return next((w for w in workers if w["name"] == "published/pub"), None)
+
+
+def _run(engine: EngineProcess, admin: str, nodes: list[dict[str, Any]]) -> str:
+    call("PUT", f"{engine.api}/flows/pub", token=admin, json_body={"nodes": nodes})
+    return str(call("POST", f"{engine.api}/flows/pub/runs", token=admin, json_body={}).body["id"])
+
+
+def _run_state(engine: EngineProcess, admin: str, run_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = call("GET", f"{engine.api}/runs/{run_id}?wait=2", token=admin).body
+    return body
+
+
+def test_it_attaches_and_is_listed_with_its_inventory(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    admin, _worker_process = attached_published
+    worker = _worker(engine, admin)
+    assert worker is not None
+    assert (worker["protocol"], worker["version"], worker["status"]) == (2, "0.1.x", "idle")
+    assert worker["inventory"]["gpus"] == 2 and worker["inventory"]["cpus"]
+    assert worker["labels"] == ["gpu"]
+
+
+def test_it_runs_a_node_with_events_and_logs(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    admin, worker = attached_published
+    run_id = _run(
+        engine,
+        admin,
+        [
+            {
+                "id": "work",
+                "worker": "gpu",
+                "resources": {"gpus": 1},
+                "params": {"x": 6},
+                "code": textwrap.dedent("""
+        import os, fluksio
+        def process(x):
+            fluksio.emit(progress=0.5)
+            print("working")
+            return {"double": x * 2, "devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    """),
+            }
+        ],
+    )
+    run = wait_for(
+        lambda: (r := _run_state(engine, admin, run_id))["state"] == "succeeded" and r,
+        timeout=30,
+        what="the run on the published agent",
+    )
+    node = run["nodes"][0]
+    assert node["ran_on"] == "published/pub"
+    assert node["result"] == {"double": 12, "devices": "0"}
+    assert [e["outputs"] for e in node["events"]] == [{"progress": 0.5}]
+    assert "working" in node["logs"]
+    # It sent its token in the query string: the engine's log must not show it.
+    token_lines = [line for line in engine.logs().splitlines() if "eyJ" in line]
+    assert token_lines == []
+    assert worker.process.poll() is None
+
+
+def test_cancel_reaches_it_and_kills_the_node(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess], tmp_path: Path
+) -> None:
+    admin, _worker = attached_published
+    pid_file = tmp_path / "node.pid"
+    run_id = _run(
+        engine,
+        admin,
+        [
+            {
+                "id": "hang",
+                "worker": "gpu",
+                "code": textwrap.dedent(f"""
+        import os, time
+        def process():
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            time.sleep(120)
+    """),
+            }
+        ],
+    )
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=30, what="the node")
+    pid = int(pid_file.read_text())
+    assert call("POST", f"{engine.api}/runs/{run_id}/cancel", token=admin).status == 200
+    run = wait_for(
+        lambda: (r := _run_state(engine, admin, run_id))["state"] == "cancelled" and r,
+        timeout=20,
+        what="the run to be cancelled",
+    )
+    assert run["nodes"][0]["state"] == "cancelled"
+    wait_for(lambda: not alive(pid), timeout=20, what="the node's process to be killed")
