@@ -27,9 +27,16 @@ def test_make_run_runs_the_example_flow_and_says_where_each_node_ran(tmp_path: P
     assert "Flow 'hello' saved with 4 node(s)." in out
     assert "of 'hello': succeeded" in out
     assert '-> {"count": 5, "sum_of_squares": 55}' in out
-    lines = [line for line in out.splitlines() if line.startswith("  ")]
-    assert {line.split()[0] for line in lines} == {"numbers", "squares", "summary", "host"}
-    assert all(line.split()[2] == "engine" for line in lines)
+    lines = [line.split() for line in out.splitlines() if line.startswith("  ")]
+    where = {fields[0]: fields[2] for fields in lines}
+    assert where == {
+        "numbers": "engine",
+        "squares": "engine",
+        "summary": "engine",
+        "host": "local-box/demo",
+    }
+    worker_log = (tmp_path / "demo" / "worker.log").read_text()
+    assert "attached to" in worker_log and "eyJ" not in worker_log
     password = (tmp_path / "demo" / "password").read_text().strip()
     assert password not in out + done.stderr, "the password stays in its 0600 file"
     assert ((tmp_path / "demo" / "password").stat().st_mode & 0o777) == 0o600

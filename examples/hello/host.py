@@ -1,4 +1,7 @@
-"""Where and how this node ran: the machine, its Python, the thread cap it was given."""
+"""Where and how this node ran: the machine, its Python, the thread cap it was given.
+
+The flow binds it to the label "local", so it runs on the worker `make run` attaches.
+"""
 
 import os
 import platform

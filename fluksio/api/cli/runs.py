@@ -56,7 +56,7 @@ def _node_line(node: dict[str, Any]) -> str:
         detail = f"{last['event']} {_preview(last['outputs'])}"
     else:
         detail = ""
-    return f"  {node['id']:16} {state:10} {where:12} {took:>9}  {detail}"
+    return f"  {node['id']:16} {state:10} {where:18} {took:>9}  {detail}"
 
 
 def render_run(run: dict[str, Any]) -> list[str]:
