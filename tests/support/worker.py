@@ -25,6 +25,8 @@ def start_worker(
     *args: str,
     executable: Path | None = None,
     env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    cwd: Path | None = None,
 ) -> WorkerProcess:
     """Start an agent (ours by default) with the token in its environment, never in argv."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -33,11 +35,13 @@ def start_worker(
     full_env.update(env or {})
     full_env["FLUKSIO_WORKER_TOKEN"] = token
     with log_path.open("ab") as log:
+        program = command or [str(executable or BIN / "fluksio-worker")]
         process = subprocess.Popen(
-            [str(executable or BIN / "fluksio-worker"), "--url", attach_url(engine), *args],
+            [*program, "--url", attach_url(engine), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=full_env,
+            cwd=cwd,
         )
     return WorkerProcess(process, log_path)

@@ -4,6 +4,7 @@
 ``GET /workers``             attached workers and those refused for their protocol
 ``GET /workers/resources``   every place's inventory and what is free, and the queue
 ``GET /workers/runtime``     the runner module, for a host that cannot pip install
+``GET /workers/agent.py``    the agent in one file, to run beside the runner
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from fluksio.agent import runner
+from fluksio.agent.standalone import build_standalone_agent
 from fluksio.api.appkeys import RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.timefmt import iso8601
@@ -97,6 +99,10 @@ async def _resources(request: web.Request) -> web.Response:
     return web.json_response({"places": places, "queued": manager.queued_view()})
 
 
+async def _standalone_agent(_request: web.Request) -> web.Response:
+    return web.Response(text=build_standalone_agent(), content_type="text/x-python")
+
+
 async def _runtime(_request: web.Request) -> web.Response:
     with open(runner.__file__, encoding="utf-8") as handle:
         source = handle.read()
@@ -109,4 +115,5 @@ def routes(prefix: str) -> list[web.RouteDef]:
         web.get(f"{prefix}/workers", _list),
         web.get(f"{prefix}/workers/resources", _resources),
         web.get(f"{prefix}/workers/runtime", _runtime),
+        web.get(f"{prefix}/workers/agent.py", _standalone_agent),
     ]

@@ -1,0 +1,83 @@
+"""A host without pip: runner.py and agent.py, fetched from the engine, run as two files."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+from tests.support.engine import EngineProcess
+from tests.support.http import call
+from tests.support.wait import wait_for
+from tests.support.worker import start_worker
+
+
+def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    for endpoint, name in (("runtime", "runner.py"), ("agent.py", "agent.py")):
+        answer = call("GET", f"{engine.api}/workers/{endpoint}")
+        assert answer.status == 200 and isinstance(answer.body, str)
+        (host / name).write_text(answer.body)
+
+    agent_source = (host / "agent.py").read_text()
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(ast.parse(agent_source))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {name for name in imported if name and name.startswith("fluksio")}, (
+        "the standalone agent must not need the fluksio package"
+    )
+
+    admin = engine.login()
+    token = engine.mint(admin, "no-pip", ["shed"])["token"]
+    worker = start_worker(
+        engine,
+        token,
+        tmp_path / "logs",
+        "--labels",
+        "shed",
+        "--name",
+        "pi",
+        command=[sys.executable, "agent.py"],
+        cwd=host,
+    )
+    try:
+        cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes().split(b"\0")
+        assert cmdline[1] == b"agent.py", cmdline
+        call(
+            "PUT",
+            f"{engine.api}/flows/shed",
+            token=admin,
+            json_body={
+                "nodes": [
+                    {
+                        "id": "relay",
+                        "worker": "shed",
+                        "code": "import fluksio\n"
+                        "def process():\n    fluksio.emit(state='on')\n    return 'switched'\n",
+                    }
+                ]
+            },
+        )
+        run = call("POST", f"{engine.api}/flows/shed/runs", token=admin, json_body={}).body
+        done = wait_for(
+            lambda: (
+                (r := call("GET", f"{engine.api}/runs/{run['id']}?wait=2", token=admin).body)[
+                    "state"
+                ]
+                == "succeeded"
+                and r
+            ),
+            timeout=60,
+            what="the call on the standalone agent",
+        )
+        node = done["nodes"][0]
+        assert (node["result"], node["ran_on"]) == ("switched", "no-pip/pi")
+        assert [e["outputs"] for e in node["events"]] == [{"state": "on"}]
+        workers = call("GET", f"{engine.api}/workers", token=admin).body
+        assert [w["version"] for w in workers if w["name"] == "no-pip/pi"] == ["0.2.0"]
+    finally:
+        worker.stop()
