@@ -368,7 +368,8 @@ def test_secrets_reach_the_node_only_as_the_params_it_asked_for(engine: EnginePr
 # -- restarts ------------------------------------------------------------------------------
 
 
-def test_engine_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) -> None:
     data = tmp_path / "data"
     engine = start_engine(data, tmp_path / "logs1")
     token = engine.login()
@@ -414,7 +415,7 @@ def test_engine_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
         what="both long nodes to start",
     )
     slow_pid = int(pid_file.read_text())
-    engine.stop(signal.SIGKILL)
+    engine.stop(stop_signal)
     wait_for(lambda: not alive(slow_pid), timeout=10, what="the node to die with its engine")
 
     second = start_engine(data, tmp_path / "logs2")

@@ -102,6 +102,7 @@ class RunManager:
         self._pass_pending = False
         self._flush_pending = False
         self._dirty_runs: dict[str, _Run] = {}
+        self._closing = False
 
     # -- starting, cancelling, recovering ------------------------------------------------
 
@@ -195,15 +196,20 @@ class RunManager:
         return recovered
 
     async def close(self) -> None:
-        """Stop executing; the next engine's :meth:`recover` decides what becomes of it."""
-        for run, node in list(self._calls.values()):
+        """Stop what executes, recording nothing of how it ended.
+
+        A graceful stop leaves the state exactly as a crash would, so that the next
+        engine's :meth:`recover` treats both alike (``EngineRestarted``, or a retry).
+        """
+        self._closing = True
+        for _run, node in list(self._calls.values()):
             if node.row.state == "running":
                 executor = self.executors.get(self._placed_on(node))
                 if executor is not None:
                     executor.cancel(str(node.row.call_id))
-            del run
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
+        self._flush()
 
     # -- the machinery -------------------------------------------------------------------
 
@@ -360,6 +366,8 @@ class RunManager:
         except Exception as exc:
             log.exception("call.crashed", call_id=spec.call_id)
             outcome = CallOutcome(False, error=error_record("EngineError", str(exc)))
+        if self._closing:
+            return  # stopped by the engine's shutdown: recovery decides, not this outcome
         if self.scheduler.allocation(spec.call_id) is not None:
             self.scheduler.finish(spec.call_id)  # not when its worker was removed meanwhile
         self._end_node(run, node, outcome)
