@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.engine import start_engine
+from tests.support.runs import run_flow, wait_run
+from tests.support.worker import start_worker
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -125,3 +129,28 @@ def test_agent_installed_alone_runs_without_any_engine_dependency(
         cwd=tmp_path,
     )
     assert probe.stdout.strip() == "None"
+
+    # And it does its job: attaches to an engine and runs a call there.
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "alone", ["solo"])["token"]
+        worker = start_worker(
+            engine,
+            token,
+            tmp_path / "w",
+            "--labels",
+            "solo",
+            executable=env_dir / "bin" / "fluksio-worker",
+        )
+        try:
+            node = {"id": "n", "worker": "solo", "code": "def process():\n    return 'alone'\n"}
+            run = wait_run(engine, admin, run_flow(engine, admin, "solo", [node]), timeout=60)
+            assert (run["state"], run["nodes"][0]["result"]) == ("succeeded", "alone")
+            assert run["nodes"][0]["ran_on"].startswith("alone/")
+            cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes()
+            assert str(env_dir).encode() in cmdline, "the agent from the fresh venv ran it"
+        finally:
+            worker.stop()
+    finally:
+        engine.stop()

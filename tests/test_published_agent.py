@@ -19,6 +19,7 @@ import pytest
 from tests.support.engine import EngineProcess
 from tests.support.http import call
 from tests.support.process import alive
+from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
@@ -74,16 +75,6 @@ def _worker(engine: EngineProcess, admin: str) -> dict[str, Any] | None:
     return next((w for w in workers if w["name"] == "published/pub"), None)
 
 
-def _run(engine: EngineProcess, admin: str, nodes: list[dict[str, Any]]) -> str:
-    call("PUT", f"{engine.api}/flows/pub", token=admin, json_body={"nodes": nodes})
-    return str(call("POST", f"{engine.api}/flows/pub/runs", token=admin, json_body={}).body["id"])
-
-
-def _run_state(engine: EngineProcess, admin: str, run_id: str) -> dict[str, Any]:
-    body: dict[str, Any] = call("GET", f"{engine.api}/runs/{run_id}?wait=2", token=admin).body
-    return body
-
-
 def test_it_attaches_and_is_listed_with_its_inventory(
     engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
 ) -> None:
@@ -99,9 +90,10 @@ def test_it_runs_a_node_with_events_and_logs(
     engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
 ) -> None:
     admin, worker = attached_published
-    run_id = _run(
+    run_id = run_flow(
         engine,
         admin,
+        "pub",
         [
             {
                 "id": "work",
@@ -118,11 +110,8 @@ def test_it_runs_a_node_with_events_and_logs(
             }
         ],
     )
-    run = wait_for(
-        lambda: (r := _run_state(engine, admin, run_id))["state"] == "succeeded" and r,
-        timeout=30,
-        what="the run on the published agent",
-    )
+    run = wait_run(engine, admin, run_id)
+    assert run["state"] == "succeeded", run
     node = run["nodes"][0]
     assert node["ran_on"] == "published/pub"
     assert node["result"] == {"double": 12, "devices": "0"}
@@ -139,9 +128,10 @@ def test_cancel_reaches_it_and_kills_the_node(
 ) -> None:
     admin, _worker = attached_published
     pid_file = tmp_path / "node.pid"
-    run_id = _run(
+    run_id = run_flow(
         engine,
         admin,
+        "pub",
         [
             {
                 "id": "hang",
@@ -158,10 +148,7 @@ def test_cancel_reaches_it_and_kills_the_node(
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=30, what="the node")
     pid = int(pid_file.read_text())
     assert call("POST", f"{engine.api}/runs/{run_id}/cancel", token=admin).status == 200
-    run = wait_for(
-        lambda: (r := _run_state(engine, admin, run_id))["state"] == "cancelled" and r,
-        timeout=20,
-        what="the run to be cancelled",
-    )
+    run = wait_run(engine, admin, run_id, timeout=20)
+    assert run["state"] == "cancelled", run
     assert run["nodes"][0]["state"] == "cancelled"
     wait_for(lambda: not alive(pid), timeout=20, what="the node's process to be killed")

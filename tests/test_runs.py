@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,44 +10,10 @@ import pytest
 
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, start_engine
-from tests.support.http import Answer, call
+from tests.support.http import call
 from tests.support.process import alive
+from tests.support.runs import code, node_of, nodes_of, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
-
-
-def code(source: str) -> str:
-    return textwrap.dedent(source).lstrip()
-
-
-def put_flow(engine: EngineProcess, token: str, name: str, nodes: list[dict[str, Any]]) -> Answer:
-    return call("PUT", f"{engine.api}/flows/{name}", token=token, json_body={"nodes": nodes})
-
-
-def start_run(engine: EngineProcess, token: str, name: str, **params: Any) -> dict[str, Any]:
-    answer = call(
-        "POST", f"{engine.api}/flows/{name}/runs", token=token, json_body={"params": params}
-    )
-    assert answer.status == 201, answer
-    body: dict[str, Any] = answer.body
-    return body
-
-
-def finished(engine: EngineProcess, token: str, run_id: str, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run: dict[str, Any] = call("GET", f"{engine.api}/runs/{run_id}?wait=5", token=token).body
-        if run["state"] in {"succeeded", "failed", "cancelled"}:
-            return run
-    raise AssertionError(f"run {run_id} did not finish within {timeout} s")
-
-
-def nodes_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {node["id"]: node for node in run["nodes"]}
-
-
-def node_state(engine: EngineProcess, token: str, run_id: str, node_id: str) -> dict[str, Any]:
-    return nodes_of(call("GET", f"{engine.api}/runs/{run_id}", token=token).body)[node_id]
-
 
 # -- validation ----------------------------------------------------------------------------
 
@@ -145,7 +109,7 @@ def test_dependency_order_concurrency_and_results_by_node_id(engine: EngineProce
         },
     ]
     assert put_flow(engine, token, "diamond", nodes).status == 201
-    run = finished(engine, token, start_run(engine, token, "diamond", base=7)["id"])
+    run = wait_run(engine, token, start_run(engine, token, "diamond", base=7)["id"])
     assert run["state"] == "succeeded"
     by_id = nodes_of(run)
     left, right = by_id["left"]["result"], by_id["right"]["result"]
@@ -172,7 +136,7 @@ def test_a_failing_node_returns_its_traceback_and_skips_what_follows(engine: Eng
         {"id": "independent", "code": "def process():\n    return 'fine'\n"},
     ]
     put_flow(engine, token, "failing", nodes)
-    run = finished(engine, token, start_run(engine, token, "failing")["id"])
+    run = wait_run(engine, token, start_run(engine, token, "failing")["id"])
     assert run["state"] == "failed"
     by_id = nodes_of(run)
     error = by_id["boom"]["error"]
@@ -206,21 +170,21 @@ def test_cancel_kills_the_node_and_leaves_other_runs_of_it_alone(engine: EngineP
     second = start_run(engine, token, "slow")["id"]
 
     def pid_of(run_id: str) -> int | None:
-        events = node_state(engine, token, run_id, "wait")["events"]
+        events = node_of(engine, token, run_id, "wait")["events"]
         return int(events[0]["outputs"]["pid"]) if events else None
 
     first_pid = wait_for(lambda: pid_of(first), timeout=20, what="the first node to start")
     second_pid = wait_for(lambda: pid_of(second), timeout=20, what="the second node to start")
     answer = call("POST", f"{engine.api}/runs/{first}/cancel", token=token)
     assert answer.status == 200
-    run = finished(engine, token, first)
+    run = wait_run(engine, token, first)
     assert run["state"] == "cancelled"
     assert nodes_of(run)["wait"]["error"]["type"] == "NodeCancelled"
     wait_for(lambda: not alive(first_pid), timeout=10, what="the cancelled node's process to end")
     assert alive(second_pid)
     assert call("GET", f"{engine.api}/runs/{second}", token=token).body["state"] == "running"
     call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
-    assert finished(engine, token, second)["state"] == "cancelled"
+    assert wait_run(engine, token, second)["state"] == "cancelled"
     again = call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
     assert again.status == 409 and "already ended" in again.detail
 
@@ -239,7 +203,7 @@ def test_silence_timeout_stops_a_quiet_node(engine: EngineProcess) -> None:
             }
         ],
     )
-    run = finished(engine, token, start_run(engine, token, "quiet")["id"])
+    run = wait_run(engine, token, start_run(engine, token, "quiet")["id"])
     error = nodes_of(run)["hang"]["error"]
     assert error["type"] == "NodeTimeout" and "0.5 s" in error["message"]
 
@@ -272,7 +236,7 @@ def test_queued_with_the_schedulers_reason_and_prefer_runs_on_the_engine(
     queued = start_run(engine, token, "gpu")
     assert queued["state"] == "queued"
     assert queued["reason"] == "no attached worker carries label 'gpu'"
-    run = finished(engine, token, start_run(engine, token, "gpu-prefer")["id"])
+    run = wait_run(engine, token, start_run(engine, token, "gpu-prefer")["id"])
     assert nodes_of(run)["train"]["ran_on"] == "engine"
     listed = call("GET", f"{engine.api}/runs?flow=gpu&state=queued", token=token).body
     assert [r["id"] for r in listed] == [queued["id"]]
@@ -308,7 +272,7 @@ def test_thread_caps_and_no_credentials_in_the_node(tmp_path: Path) -> None:
                 }
             ],
         )
-        run = finished(engine, token, start_run(engine, token, "env")["id"])
+        run = wait_run(engine, token, start_run(engine, token, "env")["id"])
         assert nodes_of(run)["look"]["result"] == {
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
@@ -351,7 +315,7 @@ def test_secrets_reach_the_node_only_as_the_params_it_asked_for(engine: EnginePr
             },
         ],
     )
-    run = finished(engine, token, start_run(engine, token, "uses-secret")["id"])
+    run = wait_run(engine, token, start_run(engine, token, "uses-secret")["id"])
     by_id = nodes_of(run)
     assert by_id["connect"]["result"] == len(value)
     assert by_id["missing"]["error"]["type"] == "SecretDenied"
@@ -429,11 +393,11 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
         assert by_id["needs_gpu"]["state"] == "queued"
         assert by_id["needs_gpu"]["reason"] == "no attached worker carries label 'gpu'"
         wait_for(
-            lambda: node_state(second, token, run_id, "again")["state"] == "succeeded",
+            lambda: node_of(second, token, run_id, "again")["state"] == "succeeded",
             timeout=20,
             what="the retryable node to run again",
         )
-        assert node_state(second, token, run_id, "again")["result"] == "second attempt"
+        assert node_of(second, token, run_id, "again")["result"] == "second attempt"
         assert call("GET", f"{second.api}/runs/{run_id}", token=token).body["state"] == "running"
     finally:
         second.stop()

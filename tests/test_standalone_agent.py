@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.engine import EngineProcess
 from tests.support.http import call
-from tests.support.wait import wait_for
+from tests.support.runs import run_flow, wait_run
 from tests.support.worker import start_worker
 
 
@@ -47,33 +47,11 @@ def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Pa
     try:
         cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes().split(b"\0")
         assert cmdline[1] == b"agent.py", cmdline
-        call(
-            "PUT",
-            f"{engine.api}/flows/shed",
-            token=admin,
-            json_body={
-                "nodes": [
-                    {
-                        "id": "relay",
-                        "worker": "shed",
-                        "code": "import fluksio\n"
-                        "def process():\n    fluksio.emit(state='on')\n    return 'switched'\n",
-                    }
-                ]
-            },
+        relay = (
+            "import fluksio\ndef process():\n    fluksio.emit(state='on')\n    return 'switched'\n"
         )
-        run = call("POST", f"{engine.api}/flows/shed/runs", token=admin, json_body={}).body
-        done = wait_for(
-            lambda: (
-                (r := call("GET", f"{engine.api}/runs/{run['id']}?wait=2", token=admin).body)[
-                    "state"
-                ]
-                == "succeeded"
-                and r
-            ),
-            timeout=60,
-            what="the call on the standalone agent",
-        )
+        run_id = run_flow(engine, admin, "shed", [{"id": "relay", "worker": "shed", "code": relay}])
+        done = wait_run(engine, admin, run_id, timeout=60)
         node = done["nodes"][0]
         assert (node["result"], node["ran_on"]) == ("switched", "no-pip/pi")
         assert [e["outputs"] for e in node["events"]] == [{"state": "on"}]

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,9 @@ import pytest
 from tests.support.engine import BIN, EngineProcess, start_engine
 from tests.support.http import call
 from tests.support.process import alive
+from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, start_worker
-
-
-def code(source: str) -> str:
-    return textwrap.dedent(source).lstrip()
 
 
 @pytest.fixture
@@ -50,35 +46,6 @@ def attached(engine: EngineProcess, admin: str, name: str) -> dict[str, Any] | N
         if worker["name"] == name and worker["status"] != "needs upgrade":
             return worker
     return None
-
-
-def run_flow(engine: EngineProcess, admin: str, name: str, nodes: list[dict[str, Any]]) -> str:
-    assert call(
-        "PUT", f"{engine.api}/flows/{name}", token=admin, json_body={"nodes": nodes}
-    ).status in (200, 201)
-    answer = call("POST", f"{engine.api}/flows/{name}/runs", token=admin, json_body={})
-    assert answer.status == 201, answer
-    return str(answer.body["id"])
-
-
-def run_state(engine: EngineProcess, admin: str, run_id: str) -> dict[str, Any]:
-    body: dict[str, Any] = call("GET", f"{engine.api}/runs/{run_id}", token=admin).body
-    return body
-
-
-def ended(engine: EngineProcess, admin: str, run_id: str, timeout: float = 30) -> dict[str, Any]:
-    return wait_for(
-        lambda: (
-            (r := run_state(engine, admin, run_id))["state"] in {"succeeded", "failed", "cancelled"}
-            and r
-        ),
-        timeout=timeout,
-        what=f"run {run_id} to end",
-    )
-
-
-def node(run: dict[str, Any], node_id: str) -> dict[str, Any]:
-    return next(n for n in run["nodes"] if n["id"] == node_id)
 
 
 def fake_gpu_dev(tmp_path: Path, count: int) -> Path:
@@ -117,7 +84,7 @@ def test_require_waits_then_runs_on_the_worker_that_attaches(
             }
         ],
     )
-    queued = run_state(engine, admin, run_id)
+    queued = get_run(engine, admin, run_id)
     assert queued["state"] == "queued"
     assert queued["reason"] == "no attached worker carries label 'gpu'"
 
@@ -137,9 +104,9 @@ def test_require_waits_then_runs_on_the_worker_that_attaches(
             "2",
         )
     )
-    run = ended(engine, admin, run_id)
+    run = wait_run(engine, admin, run_id)
     assert run["state"] == "succeeded", run
-    train = node(run, "train")
+    train = nodes_of(run)["train"]
     assert train["ran_on"] == "gpu-dev/box"
     assert train["result"]["token"] is None, "the node never sees the worker token"
     assert [e["outputs"] for e in train["events"]] == [{"step": 1}]
@@ -191,12 +158,12 @@ def test_two_gpu_calls_get_disjoint_devices(
             {"id": "b", "worker": "gpu", "resources": {"gpus": 2}, "code": grab},
         ],
     )
-    run = ended(engine, admin, run_id)
-    devices = [set(node(run, n)["result"].split(",")) for n in ("a", "b")]
+    run = wait_run(engine, admin, run_id)
+    devices = [set(nodes_of(run)[n]["result"].split(",")) for n in ("a", "b")]
     assert all(len(d) == 2 for d in devices)
     assert not devices[0] & devices[1] and devices[0] | devices[1] == {"0", "1", "2", "3"}
-    started = [node(run, n)["started_at"] for n in ("a", "b")]
-    ended_at = [node(run, n)["ended_at"] for n in ("a", "b")]
+    started = [nodes_of(run)[n]["started_at"] for n in ("a", "b")]
+    ended_at = [nodes_of(run)[n]["ended_at"] for n in ("a", "b")]
     assert max(started) < min(ended_at), "they ran at the same time"
 
 
@@ -230,8 +197,8 @@ def test_a_killed_worker_fails_its_call_within_seconds_and_its_node_dies(
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=20, what="the node")
     node_pid = int(pid_file.read_text())
     worker.stop(signal.SIGKILL)
-    run = ended(engine, admin, run_id, timeout=5)
-    assert node(run, "long")["error"]["message"] == "worker went away mid-call"
+    run = wait_run(engine, admin, run_id, timeout=5)
+    assert nodes_of(run)["long"]["error"]["message"] == "worker went away mid-call"
     wait_for(lambda: not alive(node_pid), timeout=10, what="the node to die with its agent")
     assert attached(engine, admin, "doomed") is None
 
@@ -266,14 +233,14 @@ def test_a_stopped_worker_is_failed_as_gone_after_the_silence_interval(
             ],
         )
         wait_for(
-            lambda: node(run_state(engine, admin, run_id), "s")["state"] == "running",
+            lambda: nodes_of(get_run(engine, admin, run_id))["s"]["state"] == "running",
             timeout=20,
             what="the call to start",
         )
         worker.process.send_signal(signal.SIGSTOP)
         try:
-            run = ended(engine, admin, run_id, timeout=10)
-            message = node(run, "s")["error"]["message"]
+            run = wait_run(engine, admin, run_id, timeout=10)
+            message = nodes_of(run)["s"]["error"]["message"]
             assert "no message from the worker for 1.5 s" in message and "gone" in message
         finally:
             worker.process.send_signal(signal.SIGCONT)
@@ -407,7 +374,7 @@ def test_the_agent_reconnects_when_the_engine_restarts(
             "after",
             [{"id": "x", "worker": "cpu", "code": "def process():\n    return 5\n"}],
         )
-        assert node(ended(again, admin, run_id), "x")["result"] == 5
+        assert nodes_of(wait_run(again, admin, run_id))["x"]["result"] == 5
     finally:
         again.stop()
 
@@ -495,7 +462,7 @@ def test_python_selects_the_interpreter_node_code_runs_on(
             }
         ],
     )
-    result = node(ended(engine, admin, run_id), "v")["result"]
+    result = nodes_of(wait_run(engine, admin, run_id))["v"]["result"]
     assert result[0] == [3, 12] and result[1] == str(candidates[-1])
     worker = next(w for w in listed(engine, admin) if w["name"].startswith("py312"))
     assert worker["python"] == str(candidates[-1])
