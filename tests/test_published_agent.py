@@ -152,3 +152,42 @@ def test_cancel_reaches_it_and_kills_the_node(
     assert run["state"] == "cancelled", run
     assert run["nodes"][0]["state"] == "cancelled"
     wait_for(lambda: not alive(pid), timeout=20, what="the node's process to be killed")
+
+
+def test_its_artifact_helpers_work_against_this_engine(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    admin, _worker = attached_published
+    run_id = run_flow(
+        engine,
+        admin,
+        "pub-art",
+        [
+            {
+                "id": "save",
+                "worker": "gpu",
+                "code": textwrap.dedent("""
+            import fluksio
+            def process():
+                return fluksio.save_artifact(b"made by the published agent", name="p.txt")
+        """),
+            },
+            {
+                "id": "load",
+                "worker": "gpu",
+                "after": ["save"],
+                "code": textwrap.dedent("""
+            import fluksio
+            def process(save):
+                return open(fluksio.load_artifact(save), "rb").read().decode()
+        """),
+            },
+        ],
+    )
+    run = wait_run(engine, admin, run_id, timeout=60)
+    assert run["state"] == "succeeded", run
+    by_id = {node["id"]: node for node in run["nodes"]}
+    assert by_id["load"]["result"] == "made by the published agent"
+    digest = by_id["save"]["result"]["digest"]
+    stored = call("GET", f"{engine.api}/artifacts/{digest}", token=admin)
+    assert stored.status == 200 and stored.body == "made by the published agent"

@@ -143,6 +143,7 @@ def main(
         max_idle_s=max_idle,
         heartbeat_s=heartbeat,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+        extra_env={"FLUKSIO_ARTIFACT_URL": attach_url.artifacts},
     )
     sys.exit(asyncio.run(_serve(config, launcher)))
 

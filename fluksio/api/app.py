@@ -13,6 +13,7 @@ from aiohttp import WSCloseCode, web
 
 from fluksio.agent.launcher import Launcher
 from fluksio.api import appkeys
+from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.db import open_database
 from fluksio.api.keys import KeyRing
 from fluksio.api.logging import get_logger
@@ -73,6 +74,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.FLOWS] = FlowStore(database)
     app[appkeys.RUNS] = RunStore(database)
     app[appkeys.SECRETS] = SecretStore(database, layout)
+    app[appkeys.ARTIFACTS] = ArtifactStore(layout.artifacts)
     yield
     database.close()
 
@@ -89,14 +91,12 @@ async def _runs(app: web.Application) -> AsyncIterator[None]:
         version=".".join(map(str, launcher.version)),
     )
     layout = app[appkeys.DATA_DIR]
-    layout.artifacts.mkdir(mode=0o700, exist_ok=True)
     manager = RunManager(
         runs=app[appkeys.RUNS],
         flows=app[appkeys.FLOWS],
         secrets=app[appkeys.SECRETS],
         scheduler=Scheduler(engine_place(settings.engine_slots)),
-        executors={ENGINE_ID: LocalExecutor(launcher)},
-        engine_env={"FLUKSIO_ARTIFACT_DIR": str(layout.artifacts)},
+        executors={ENGINE_ID: LocalExecutor(launcher, layout.artifacts)},
     )
     app[appkeys.RUN_MANAGER] = manager
     manager.recover()

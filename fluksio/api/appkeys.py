@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import Database
 from fluksio.api.runs.manager import RunManager
@@ -17,6 +18,7 @@ from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
 
 __all__ = [
+    "ARTIFACTS",
     "DATABASE",
     "DATA_DIR",
     "FLOWS",
@@ -43,3 +45,4 @@ RUNS = web.AppKey("runs", RunStore)
 SECRETS = web.AppKey("secrets", SecretStore)
 RUN_MANAGER = web.AppKey("run_manager", RunManager)
 WORKERS = web.AppKey("workers", WorkerRegistry)
+ARTIFACTS = web.AppKey("artifacts", ArtifactStore)

@@ -36,6 +36,7 @@ class EngineSettings:
     """How often attached workers are checked (silence, revocation, key rotation)."""
     worker_ping_s: float = 30.0
     max_frame_bytes: int = 64 * 1024 * 1024
+    max_artifact_bytes: int = 64 * 1024**3
 
     @property
     def layout(self) -> DataDir:

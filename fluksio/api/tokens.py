@@ -28,7 +28,7 @@ from typing import Any
 
 import jwt
 
-from fluksio.api.errors import NotAuthenticated
+from fluksio.api.errors import Forbidden, NotAuthenticated
 from fluksio.api.keys import KeyRing
 from fluksio.api.users import User, UserStore
 from fluksio.api.worker_tokens import WorkerTokenRecord, WorkerTokenStore
@@ -125,6 +125,43 @@ class TokenService:
         self._worker_tokens.add(record)
         return MintedWorkerToken(token=token, record=record)
 
+    def mint_artifact(self, subject: str, *, parent_jti: str | None, ttl_s: float) -> str:
+        """A token that can only move artifacts, for node code (never the worker token).
+
+        ``parent_jti`` ties it to the worker token of the place the call runs on: revoking
+        that token revokes this one too.
+        """
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "sub": subject,
+            "type": "artifact",
+            "jti": secrets.token_hex(16),
+            "iat": now,
+            "exp": now + int(ttl_s),
+        }
+        if parent_jti is not None:
+            claims["parent"] = parent_jti
+        return self._sign(claims)
+
+    def verify_artifact_access(self, token: str) -> str:
+        """Who may move artifacts with ``token``: a worker, an artifact token's subject, or
+        a superuser; :class:`NotAuthenticated` or :class:`Forbidden` otherwise."""
+        kind = _unverified_type(token)
+        if kind == "worker":
+            return f"worker {self.verify_worker(token).name}"
+        if kind == "access":
+            user = self.verify_access(token)
+            if not user.is_superuser:
+                raise Forbidden(f"user {user.username!r} is not a superuser")
+            return f"user {user.username}"
+        claims = self._decode(token, expected_type="artifact")
+        parent = claims.get("parent")
+        if parent is not None:
+            record = self._worker_tokens.get(str(parent))
+            if record is None or record.revoked_at is not None:
+                raise NotAuthenticated("the worker token this artifact token came from was revoked")
+        return f"call for {claims['sub']}"
+
     def _sign(self, claims: Mapping[str, Any]) -> str:
         key = self._keys.current()
         return jwt.encode(dict(claims), key.private, algorithm=ALGORITHM, headers={"kid": key.kid})
@@ -196,6 +233,16 @@ class TokenService:
                 f"this is {_a(str(actual_type))} token where {_a(expected_type)} token is needed"
             )
         return claims
+
+
+def _unverified_type(token: str) -> str | None:
+    """The ``type`` claim, unverified: only to pick the verifier, which then checks all."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError:
+        return None
+    kind = claims.get("type") if isinstance(claims, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _a(kind: str) -> str:

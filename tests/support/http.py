@@ -28,6 +28,7 @@ def call(
     token: str | None = None,
     json_body: object | None = None,
     form: dict[str, str] | None = None,
+    body: bytes | None = None,
     headers: dict[str, str] | None = None,
     timeout: float = 10,
 ) -> Answer:
@@ -36,6 +37,9 @@ def call(
     if json_body is not None:
         data = json.dumps(json_body).encode()
         all_headers["Content-Type"] = "application/json"
+    elif body is not None:
+        data = body
+        all_headers.setdefault("Content-Type", "application/octet-stream")
     elif form is not None:
         data = urllib.parse.urlencode(form).encode()
         all_headers["Content-Type"] = "application/x-www-form-urlencoded"

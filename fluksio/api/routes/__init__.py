@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from fluksio.api.routes import flows, health, login, runs, secrets, worker_tokens, workers
+from fluksio.api.routes import (
+    artifacts,
+    flows,
+    health,
+    login,
+    runs,
+    secrets,
+    worker_tokens,
+    workers,
+)
 
 __all__ = ["API_PREFIX", "add_routes"]
 
@@ -12,5 +21,5 @@ API_PREFIX = "/api/v1"
 
 
 def add_routes(app: web.Application) -> None:
-    for module in (health, login, worker_tokens, workers, flows, runs, secrets):
+    for module in (health, login, worker_tokens, workers, flows, runs, secrets, artifacts):
         app.router.add_routes(module.routes(API_PREFIX))

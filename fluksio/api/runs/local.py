@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fluksio.agent.inventory import detect_inventory
@@ -34,8 +35,12 @@ class LocalExecutor:
     def labels(self) -> frozenset[str]:
         return frozenset()
 
-    def __init__(self, launcher: Launcher) -> None:
+    def __init__(self, launcher: Launcher, artifact_dir: Path) -> None:
         self.launcher = launcher
+        self._env = {"FLUKSIO_ARTIFACT_DIR": str(artifact_dir)}
+
+    def call_env(self) -> dict[str, str]:
+        return dict(self._env)
 
     async def run(self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]) -> CallOutcome:
         return await self.launcher.run(spec, on_event)

@@ -49,6 +49,10 @@ class Executor(Protocol):
         """The labels signed for this place (empty for the engine): which secrets it gets."""
         ...
 
+    def call_env(self) -> dict[str, str]:
+        """Variables every call on this place needs (where its artifacts go), per call."""
+        ...
+
     async def run(
         self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]
     ) -> CallOutcome: ...
@@ -88,14 +92,12 @@ class RunManager:
         secrets: SecretStore,
         scheduler: Scheduler,
         executors: dict[str, Executor],
-        engine_env: dict[str, str] | None = None,
     ) -> None:
         self._runs_store = runs
         self._flows = flows
         self._secrets = secrets
         self.scheduler = scheduler
         self.executors = executors
-        self._engine_env = dict(engine_env or {})
         self._runs: dict[str, _Run] = {}
         self._calls: dict[str, tuple[_Run, _Node]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -320,7 +322,7 @@ class RunManager:
             node=node.spec.id,
             flow=run.row.flow,
             kwargs=kwargs,
-            env=self._call_env(placement),
+            env={**self._call_env(placement), **executor.call_env()},
             timeout=node.spec.timeout,
             run_id=run.row.id,
         )
@@ -351,8 +353,6 @@ class RunManager:
         if placement.gpu_ids or placement.gpus == 0:
             # A call that asked for no GPUs sees none: it cannot take another call's card.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in placement.gpu_ids)
-        if placement.worker_id == ENGINE_ID:
-            env.update(self._engine_env)
         return env
 
     async def _execute(self, run: _Run, node: _Node, executor: Executor, spec: CallSpec) -> None:
@@ -544,6 +544,9 @@ def describe_run(
             }
         )
     run_reason = next((view["reason"] for view in node_views if view["reason"]), None)
+    artifacts = [
+        {"node": view["id"], **ref} for view in node_views for ref in _artifact_refs(view["result"])
+    ]
     return {
         "id": row.id,
         "flow": row.flow,
@@ -554,4 +557,17 @@ def describe_run(
         "started_at": iso8601(row.started_at),
         "ended_at": iso8601(row.ended_at),
         "nodes": node_views,
+        "artifacts": artifacts,
     }
+
+
+def _artifact_refs(value: Any) -> list[dict[str, Any]]:
+    """The artifact references inside a result (``{"digest": "sha256:...", "size", ...}``)."""
+    if isinstance(value, dict):
+        digest = value.get("digest")
+        if isinstance(digest, str) and digest.startswith("sha256:") and "size" in value:
+            return [value]
+        return [ref for item in value.values() for ref in _artifact_refs(item)]
+    if isinstance(value, list):
+        return [ref for item in value for ref in _artifact_refs(item)]
+    return []

@@ -35,6 +35,8 @@ from fluksio.scheduler import Worker
 __all__ = ["attach"]
 
 log = get_logger(__name__)
+ARTIFACT_TOKEN_TTL_S = 24 * 3600
+"""How long a call may use its artifact token: as long as a batch job may reasonably run."""
 
 
 class _Refused(Exception):
@@ -133,6 +135,10 @@ async def attach(request: web.Request) -> web.StreamResponse:
         key_id=request.app[TOKENS].current_key_id(),
         hello=hello,
         ws=ws,
+    )
+    tokens = request.app[TOKENS]
+    session.mint_artifact_token = lambda: tokens.mint_artifact(
+        name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S
     )
     superseded = registry.add(session)
     if superseded is not None:

@@ -46,6 +46,8 @@ class WorkerSession:
     attached_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.time)
     closed_reason: str | None = None
+    mint_artifact_token: Callable[[], str] | None = None
+    """Mints a token a call on this worker uses for artifacts (not the worker token)."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
 
     @property
@@ -57,6 +59,11 @@ class WorkerSession:
         return len(self._pending)
 
     # -- the executor interface --------------------------------------------------------
+
+    def call_env(self) -> dict[str, str]:
+        if self.mint_artifact_token is None:
+            return {}
+        return {"FLUKSIO_ARTIFACT_TOKEN": self.mint_artifact_token()}
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         if self.closed_reason is not None:

@@ -1,0 +1,1 @@
+"""Artifacts: content-addressed bytes, stored on the engine and moved over HTTP."""

@@ -1,0 +1,106 @@
+"""The content-addressed store: ``DATA_DIR/artifacts/sha256/<first 2 hex>/<hex>``.
+
+An object is written under a temporary name, hashed as it arrives, fsynced, and renamed
+into place only when its digest is known (and matches the one claimed, if any): a reader
+never sees a partial object, two uploads of the same content race harmlessly (the rename
+is atomic and the bytes are the same), and an upload that fails leaves nothing behind.
+This is the same layout the runner writes when a node runs on the engine itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fluksio.errors import FluksioError
+
+__all__ = ["ArtifactError", "ArtifactStore", "StoredObject", "parse_digest"]
+
+_DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+
+
+class ArtifactError(FluksioError):
+    """An upload or a digest the store refuses; nothing was stored."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    digest: str
+    size: int
+    path: Path
+
+
+def parse_digest(text: str) -> str:
+    """The hex of ``sha256:<64 hex>``, or :class:`ArtifactError`."""
+    match = _DIGEST.match(text)
+    if match is None:
+        raise ArtifactError(f"{text[:80]!r} is not an artifact digest (sha256:<64 hex digits>)")
+    return match.group(1)
+
+
+class ArtifactStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "sha256").mkdir(parents=True, exist_ok=True, mode=0o700)
+        (root / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        for leftover in (root / "tmp").iterdir():
+            leftover.unlink(missing_ok=True)  # uploads a killed engine never finished
+
+    def path_of(self, digest: str) -> Path:
+        hex_digest = parse_digest(digest)
+        return self.root / "sha256" / hex_digest[:2] / hex_digest
+
+    def find(self, digest: str) -> StoredObject | None:
+        path = self.path_of(digest)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return None
+        return StoredObject(digest, size, path)
+
+    async def put(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        expected: str | None = None,
+        max_bytes: int,
+        declared_size: int | None = None,
+    ) -> StoredObject:
+        """Store what ``chunks`` yields; refuse a digest or size that does not match."""
+        expected_hex = parse_digest(expected) if expected is not None else None
+        tmp = self.root / "tmp" / f"{secrets.token_hex(8)}.part"
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with open(tmp, "wb") as out:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise ArtifactError(f"the artifact exceeds the limit of {max_bytes} bytes")
+                    digest.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                # fsync of a large object can take a while: not on the event loop.
+                await asyncio.get_running_loop().run_in_executor(None, os.fsync, out.fileno())
+            if declared_size is not None and size != declared_size:
+                raise ArtifactError(
+                    f"the upload ended after {size} of {declared_size} bytes; nothing was stored"
+                )
+            actual = digest.hexdigest()
+            if expected_hex is not None and actual != expected_hex:
+                raise ArtifactError(
+                    f"the bytes hash to sha256:{actual}, not the claimed {expected};"
+                    " nothing was stored"
+                )
+            final = self.root / "sha256" / actual[:2] / actual
+            final.parent.mkdir(exist_ok=True, mode=0o700)
+            os.replace(tmp, final)
+            return StoredObject(f"sha256:{actual}", size, final)
+        finally:
+            tmp.unlink(missing_ok=True)

@@ -1,0 +1,241 @@
+"""Artifacts across machines: saved on one worker, loaded on another, cached, verified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.engine import EngineProcess, start_engine
+from tests.support.http import call
+from tests.support.runs import code, nodes_of, run_flow, wait_run
+from tests.support.wait import wait_for
+from tests.support.worker import WorkerProcess, start_worker
+
+FIFTY_MB = 50 * 1024 * 1024
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def artifact_gets(engine: EngineProcess) -> int:
+    count = 0
+    for line in engine.logs().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            entry.get("event") == "http.request"
+            and entry.get("method") == "GET"
+            and str(entry.get("path", "")).startswith("/api/v1/artifacts/")
+        ):
+            count += 1
+    return count
+
+
+def attach(
+    engine: EngineProcess,
+    admin: str,
+    tmp_path: Path,
+    name: str,
+    label: str,
+    *,
+    cache_bytes: int | None = None,
+) -> WorkerProcess:
+    token = engine.mint(admin, name, [label])["token"]
+    env = {"FLUKSIO_ARTIFACT_CACHE": str(tmp_path / f"cache-{name}")}
+    if cache_bytes is not None:
+        env["FLUKSIO_ARTIFACT_CACHE_BYTES"] = str(cache_bytes)
+    worker = start_worker(engine, token, tmp_path / name, "--labels", label, "--name", "h", env=env)
+    wait_for(
+        lambda: any(
+            w["name"] == f"{name}/h" for w in call("GET", f"{engine.api}/workers", token=admin).body
+        ),
+        timeout=30,
+        what=f"{name} to attach",
+    )
+    return worker
+
+
+SAVE_50MB = code("""
+    import hashlib, os, fluksio
+    def process():
+        data = os.urandom(50 * 1024 * 1024)
+        ref = fluksio.save_artifact(data, name="blob.bin")
+        return {"ref": ref, "sha": hashlib.sha256(data).hexdigest()}
+""")
+LOAD = code("""
+    import hashlib, fluksio
+    def process(make):
+        path = fluksio.load_artifact(make["ref"])
+        first = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        again = fluksio.load_artifact(make["ref"]["digest"])
+        return {"sha": first, "same_path": again == path, "path": path}
+""")
+
+
+def test_saved_on_one_worker_loaded_on_another_then_from_the_cache(
+    engine: EngineProcess, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    admin = engine.login()
+    workers.append(attach(engine, admin, tmp_path, "maker", "make"))
+    workers.append(attach(engine, admin, tmp_path, "user", "use"))
+    run_id = run_flow(
+        engine,
+        admin,
+        "art",
+        [
+            {"id": "make", "worker": "make", "code": SAVE_50MB},
+            {"id": "use", "worker": "use", "after": ["make"], "code": LOAD},
+            {
+                "id": "use_again",
+                "worker": "use",
+                "after": ["use", "make"],
+                "code": LOAD.replace("def process(make):", "def process(make, use):"),
+            },
+        ],
+    )
+    run = wait_run(engine, admin, run_id, timeout=120)
+    assert run["state"] == "succeeded", run
+    by_id = nodes_of(run)
+    made = by_id["make"]["result"]
+    assert made["ref"]["size"] == FIFTY_MB and made["ref"]["name"] == "blob.bin"
+    assert by_id["use"]["result"]["sha"] == made["sha"] == made["ref"]["digest"].split(":")[1]
+    assert by_id["use"]["result"]["same_path"] is True
+    assert by_id["use"]["ran_on"] == "user/h" and by_id["make"]["ran_on"] == "maker/h"
+    assert by_id["use_again"]["result"]["sha"] == made["sha"]
+    assert artifact_gets(engine) == 1, "fetched once; every later load came from the cache"
+    assert [a["digest"] for a in run["artifacts"]] == [made["ref"]["digest"]]
+    assert (engine.data_dir / "artifacts" / "sha256" / made["sha"][:2] / made["sha"]).exists()
+
+
+def test_the_cache_is_bounded_and_a_corrupted_entry_is_fetched_again(
+    engine: EngineProcess, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    admin = engine.login()
+    workers.append(attach(engine, admin, tmp_path, "small", "small", cache_bytes=3_000_000))
+    refs = []
+    for index in range(6):
+        data = bytes([index]) * 1_000_000
+        answer = call("PUT", f"{engine.api}/artifacts?name=p{index}", token=admin, body=data)
+        assert answer.status == 201
+        refs.append(answer.body)
+    load_all = code("""
+        import fluksio
+        def process(refs):
+            return [fluksio.load_artifact(ref) for ref in refs]
+    """)
+    call(
+        "PUT",
+        f"{engine.api}/flows/many",
+        token=admin,
+        json_body={
+            "nodes": [{"id": "load", "worker": "small", "params": {"refs": refs}, "code": load_all}]
+        },
+    )
+    run = call("POST", f"{engine.api}/flows/many/runs", token=admin, json_body={}).body
+    paths = nodes_of(wait_run(engine, admin, run["id"]))["load"]["result"]
+    cache = tmp_path / "cache-small" / "sha256"
+    total = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+    assert total <= 3_000_000, "the bound holds"
+    assert Path(paths[-1]).exists(), "the newest entry is kept"
+
+    newest = Path(paths[-1])
+    newest.write_bytes(b"\x00" * newest.stat().st_size)  # same size, wrong bytes
+    before = artifact_gets(engine)
+    check = code("""
+        import fluksio
+        def process(ref):
+            return open(fluksio.load_artifact(ref), "rb").read(3).hex()
+    """)
+    run_id = run_flow(
+        engine,
+        admin,
+        "check",
+        [{"id": "check", "worker": "small", "params": {"ref": refs[-1]}, "code": check}],
+    )
+    assert nodes_of(wait_run(engine, admin, run_id))["check"]["result"] == "050505"
+    assert artifact_gets(engine) == before + 1, "the corrupted entry was fetched again"
+
+
+def test_uploads_that_do_not_match_or_end_early_leave_nothing(engine: EngineProcess) -> None:
+    admin = engine.login()
+    data = b"the real bytes"
+    wrong = call(
+        "PUT",
+        f"{engine.api}/artifacts?name=x",
+        token=admin,
+        body=data,
+        headers={"X-Fluksio-Digest": "sha256:" + "0" * 64},
+    )
+    assert wrong.status == 422 and "nothing was stored" in wrong.detail
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    assert call("HEAD", f"{engine.api}/artifacts/{digest}", token=admin).status == 404
+    host, port = engine.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(
+            f"PUT /api/v1/artifacts?name=t HTTP/1.1\r\nHost: x\r\nAuthorization: "
+            f"Bearer {admin}\r\nContent-Length: 1000\r\n\r\n".encode()
+            + data
+        )
+    partial = "sha256:" + hashlib.sha256(data).hexdigest()
+    wait_for(
+        lambda: not list((engine.data_dir / "artifacts" / "tmp").iterdir()),
+        timeout=10,
+        what="the partial upload to be dropped",
+    )
+    assert call("GET", f"{engine.api}/artifacts/{partial}", token=admin).status == 404
+    bad = call("GET", f"{engine.api}/artifacts/sha256:../../etc/passwd", token=admin)
+    assert bad.status in (404, 422)
+    assert call("GET", f"{engine.api}/artifacts/md5:abc", token=admin).status == 422
+
+
+def test_revoking_a_worker_token_blocks_its_artifacts_at_once(engine: EngineProcess) -> None:
+    admin = engine.login()
+    minted = engine.mint(admin, "art-worker", ["x"])
+    stored = call("PUT", f"{engine.api}/artifacts?name=a", token=minted["token"], body=b"abc")
+    assert stored.status == 201
+    digest = stored.body["digest"]
+    assert call("GET", f"{engine.api}/artifacts/{digest}", token=minted["token"]).status == 200
+    call("POST", f"{engine.api}/workers/tokens/{minted['jti']}/revoke", token=admin)
+    for method in ("GET", "HEAD"):
+        assert call(method, f"{engine.api}/artifacts/{digest}", token=minted["token"]).status == 401
+    assert call("PUT", f"{engine.api}/artifacts", token=minted["token"], body=b"x").status == 401
+    assert call("GET", f"{engine.api}/artifacts/{digest}").status == 401
+
+
+def test_an_engine_killed_during_an_upload_serves_no_partial_object(tmp_path: Path) -> None:
+    engine = start_engine(tmp_path / "data", tmp_path / "logs1")
+    admin = engine.login()
+    host, port = engine.url.removeprefix("http://").split(":")
+    raw = socket.create_connection((host, int(port)))
+    raw.sendall(
+        f"PUT /api/v1/artifacts?name=big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        f"{admin}\r\nContent-Length: 100000000\r\n\r\n".encode()
+        + b"z" * 5_000_000
+    )
+    wait_for(
+        lambda: list((engine.data_dir / "artifacts" / "tmp").iterdir()),
+        timeout=10,
+        what="the upload to be under way",
+    )
+    engine.stop(signal.SIGKILL)
+    raw.close()
+    again = start_engine(tmp_path / "data", tmp_path / "logs2")
+    try:
+        objects = [p for p in (again.data_dir / "artifacts" / "sha256").rglob("*") if p.is_file()]
+        assert objects == []
+        assert list((again.data_dir / "artifacts" / "tmp").iterdir()) == []
+    finally:
+        again.stop()
