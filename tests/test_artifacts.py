@@ -239,3 +239,75 @@ def test_an_engine_killed_during_an_upload_serves_no_partial_object(tmp_path: Pa
         assert list((again.data_dir / "artifacts" / "tmp").iterdir()) == []
     finally:
         again.stop()
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def test_two_gib_cross_machines_without_ever_being_held_in_memory(
+    engine: EngineProcess, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    admin = engine.login()
+    maker = attach(engine, admin, tmp_path, "big-maker", "bigmake")
+    user = attach(engine, admin, tmp_path, "big-user", "biguse")
+    workers += [maker, user]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    peak = code("""
+        def peak_mb():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    """)
+    run_id = run_flow(
+        engine,
+        admin,
+        "big",
+        [
+            {
+                "id": "make",
+                "worker": "bigmake",
+                "code": peak
+                + code(f"""
+            import hashlib, os, fluksio
+            def process():
+                path = os.path.join({str(scratch)!r}, "two-gib.bin")
+                block = os.urandom(1 << 20)
+                with open(path, "wb") as out:
+                    for _ in range(2048):
+                        out.write(block)
+                ref = fluksio.save_artifact(path)
+                os.unlink(path)
+                return {{"ref": ref, "peak_mb": peak_mb()}}
+        """),
+            },
+            {
+                "id": "use",
+                "worker": "biguse",
+                "after": ["make"],
+                "code": peak
+                + code("""
+            import os, fluksio
+            def process(make):
+                path = fluksio.load_artifact(make["ref"])
+                return {"size": os.path.getsize(path), "peak_mb": peak_mb()}
+        """),
+            },
+        ],
+    )
+    run = wait_run(engine, admin, run_id, timeout=300)
+    assert run["state"] == "succeeded", run
+    by_id = nodes_of(run)
+    assert by_id["make"]["result"]["ref"]["size"] == 2 << 30
+    assert by_id["use"]["result"]["size"] == 2 << 30
+    limit = 150
+    assert by_id["make"]["result"]["peak_mb"] < limit, "the saving node streamed it"
+    assert by_id["use"]["result"]["peak_mb"] < limit, "the loading node streamed it"
+    assert _peak_rss_mb(engine.pid) < limit, "the engine streamed it both ways"
+    for agent in (maker, user):
+        assert _peak_rss_mb(agent.pid) < limit, "the agents never touched the bytes"

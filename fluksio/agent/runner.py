@@ -243,7 +243,8 @@ class _Http:
             if self.base.scheme == "https"
             else http.client.HTTPConnection
         )
-        connection = kind(self.base.netloc, timeout=300)
+        # 1 MiB blocks: http.client's default of 8 KiB makes a large upload mostly syscalls.
+        connection = kind(self.base.netloc, timeout=300, blocksize=1 << 20)
         all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         connection.request(method, self.base.path + path, body=body, headers=all_headers)
         return connection.getresponse()
@@ -336,6 +337,34 @@ def _evict(root: str, keep: str, bound: int) -> None:
             total -= size
 
 
+def _receive_hashing(answer: Any, out: IO[bytes]) -> str:
+    """Copy a response body to ``out`` while another thread hashes it; the hex digest.
+
+    hashlib releases the GIL on large updates, so on two cores hashing overlaps the
+    network and the disk instead of following them.
+    """
+    import queue
+    import threading
+
+    digest = hashlib.sha256()
+    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+
+    def hash_chunks() -> None:
+        while (chunk := chunks.get()) is not None:
+            digest.update(chunk)
+
+    hasher = threading.Thread(target=hash_chunks, daemon=True)
+    hasher.start()
+    try:
+        for chunk in iter(lambda: answer.read(1 << 20), b""):
+            chunks.put(chunk)
+            out.write(chunk)
+    finally:
+        chunks.put(None)
+        hasher.join()
+    return digest.hexdigest()
+
+
 def _fetch(http: _Http, hex_digest: str, root: str) -> str:
     """The cached path of ``hex_digest``, fetched once (across processes) and verified."""
     import fcntl
@@ -356,13 +385,10 @@ def _fetch(http: _Http, hex_digest: str, root: str) -> str:
             detail = answer.read()[:300]
             raise FileNotFoundError(f"the engine has no artifact sha256:{hex_digest}: {detail!r}")
         tmp = f"{path}.{os.getpid()}.part"
-        digest = hashlib.sha256()
         try:
             with open(tmp, "wb") as out:
-                for chunk in iter(lambda: answer.read(1 << 20), b""):
-                    digest.update(chunk)
-                    out.write(chunk)
-            if digest.hexdigest() != hex_digest:
+                actual = _receive_hashing(answer, out)
+            if actual != hex_digest:
                 raise OSError(f"the download of sha256:{hex_digest} did not match its digest")
             os.replace(tmp, path)
         finally:
