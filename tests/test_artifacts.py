@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fluksio.agent.session import shared_store_env
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.http import call
 from tests.support.runs import code, nodes_of, run_flow, wait_run
@@ -52,12 +53,24 @@ def attach(
     label: str,
     *,
     cache_bytes: int | None = None,
+    transport: str = "http",
 ) -> WorkerProcess:
     token = engine.mint(admin, name, [label])["token"]
     env = {"FLUKSIO_ARTIFACT_CACHE": str(tmp_path / f"cache-{name}")}
     if cache_bytes is not None:
         env["FLUKSIO_ARTIFACT_CACHE_BYTES"] = str(cache_bytes)
-    worker = start_worker(engine, token, tmp_path / name, "--labels", label, "--name", "h", env=env)
+    worker = start_worker(
+        engine,
+        token,
+        tmp_path / name,
+        "--labels",
+        label,
+        "--name",
+        "h",
+        "--artifact-transport",
+        transport,
+        env=env,
+    )
     wait_for(
         lambda: any(
             w["name"] == f"{name}/h" for w in call("GET", f"{engine.api}/workers", token=admin).body
@@ -311,3 +324,72 @@ def test_two_gib_cross_machines_without_ever_being_held_in_memory(
     assert _peak_rss_mb(engine.pid) < limit, "the engine streamed it both ways"
     for agent in (maker, user):
         assert _peak_rss_mb(agent.pid) < limit, "the agents never touched the bytes"
+
+
+def artifact_puts(engine: EngineProcess) -> int:
+    return sum(
+        1
+        for line in engine.logs().splitlines()
+        if '"method": "PUT"' in line and '"/api/v1/artifacts"' in line
+    )
+
+
+def test_a_worker_sharing_the_engines_filesystem_uses_the_store_directly(
+    engine: EngineProcess, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    admin = engine.login()
+    worker = attach(engine, admin, tmp_path, "neighbour", "near", transport="auto")
+    workers.append(worker)
+    run_id = run_flow(
+        engine,
+        admin,
+        "near",
+        [
+            {
+                "id": "save",
+                "worker": "near",
+                "code": code("""
+            import fluksio
+            def process():
+                return fluksio.save_artifact(b"written in place", name="n.txt")
+        """),
+            },
+            {
+                "id": "load",
+                "worker": "near",
+                "after": ["save"],
+                "code": code("""
+            import fluksio
+            def process(save):
+                return [fluksio.load_artifact(save), open(fluksio.load_artifact(save)).read()]
+        """),
+            },
+        ],
+    )
+    run = wait_run(engine, admin, run_id)
+    assert run["state"] == "succeeded", run
+    path, text = nodes_of(run)["load"]["result"]
+    assert text == "written in place"
+    assert path.startswith(str(engine.data_dir / "artifacts" / "sha256"))
+    assert artifact_puts(engine) == 0 and artifact_gets(engine) == 0, "no HTTP at all"
+    assert "shares the engine's artifact store" in worker.logs()
+
+
+def test_the_shared_store_is_never_assumed(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "sha256").mkdir(parents=True)
+    (store / "probes").mkdir()
+    (store / "probes" / "w1").write_text("right")
+    assert shared_store_env({"path": str(store), "probe": "probes/w1", "nonce": "right"}) == {
+        "FLUKSIO_ARTIFACT_DIR": str(store)
+    }
+    for claim in (
+        {"path": str(store), "probe": "probes/w1", "nonce": "wrong"},
+        {"path": str(store), "probe": "probes/missing", "nonce": "right"},
+        {"path": str(store), "probe": "../outside", "nonce": "right"},
+        {"path": str(tmp_path / "elsewhere"), "probe": "probes/w1", "nonce": "right"},
+        {"path": str(store), "probe": "probes/w1", "nonce": ""},
+        "not a dict",
+        None,
+    ):
+        assert shared_store_env(claim) == {}, claim

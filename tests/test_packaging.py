@@ -148,7 +148,7 @@ def test_agent_installed_alone_runs_without_any_engine_dependency(
             run = wait_run(engine, admin, run_flow(engine, admin, "solo", [node]), timeout=60)
             assert (run["state"], run["nodes"][0]["result"]) == ("succeeded", "alone")
             assert run["nodes"][0]["ran_on"].startswith("alone/")
-            cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes()
+            cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes()  # exec'd long ago
             assert str(env_dir).encode() in cmdline, "the agent from the fresh venv ran it"
         finally:
             worker.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.support.engine import EngineProcess
 from tests.support.http import call
 from tests.support.runs import run_flow, wait_run
+from tests.support.wait import wait_for
 from tests.support.worker import start_worker
 
 
@@ -45,8 +46,14 @@ def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Pa
         cwd=host,
     )
     try:
-        cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes().split(b"\0")
-        assert cmdline[1] == b"agent.py", cmdline
+        # Read once the child has exec'd: before that, /proc shows the parent's command.
+        wait_for(
+            lambda: (
+                Path(f"/proc/{worker.pid}/cmdline").read_bytes().split(b"\0")[1:2] == [b"agent.py"]
+            ),
+            timeout=10,
+            what="the worker process to be python agent.py",
+        )
         relay = (
             "import fluksio\ndef process():\n    fluksio.emit(state='on')\n    return 'switched'\n"
         )

@@ -103,6 +103,9 @@ def _venv_digest(python: str) -> str:
     "--runner-mode", type=click.Choice(["auto", "fork", "spawn"]), default="auto", hidden=True
 )
 @click.option("--dev-dir", type=click.Path(path_type=Path), default=Path("/dev"), hidden=True)
+@click.option(
+    "--artifact-transport", type=click.Choice(["auto", "http"]), default="auto", hidden=True
+)
 def main(
     *,
     url: str,
@@ -120,6 +123,7 @@ def main(
     heartbeat: float,
     runner_mode: str,
     dev_dir: Path,
+    artifact_transport: str,
 ) -> None:
     """Attach this machine to a Fluksio engine and run the node calls it sends."""
     try:
@@ -144,6 +148,7 @@ def main(
         heartbeat_s=heartbeat,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         extra_env={"FLUKSIO_ARTIFACT_URL": attach_url.artifacts},
+        use_shared_store=artifact_transport == "auto",
     )
     sys.exit(asyncio.run(_serve(config, launcher)))
 

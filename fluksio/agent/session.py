@@ -15,9 +15,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -53,6 +55,8 @@ class AgentConfig:
     venv_digest: str = ""
     slurm_job_id: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    use_shared_store: bool = True
+    """Use the engine's store directly when this host provably shares it."""
 
 
 class Agent:
@@ -63,6 +67,7 @@ class Agent:
         self._idle_since = time.monotonic()
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._stop = asyncio.Event()
+        self._session_env: dict[str, str] = {}
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -139,6 +144,11 @@ class Agent:
                 if reply.get("op") != "welcome":
                     raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
+                self._session_env = (
+                    shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
+                )
+                if self._session_env:
+                    log.info("this host shares the engine's artifact store: calls use it directly")
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
                 try:
                     reason = await self._receive(ws)
@@ -222,6 +232,7 @@ class Agent:
             kwargs=frame.get("kwargs") or {},
             env={
                 **self.config.extra_env,
+                **self._session_env,
                 **{str(k): str(v) for k, v in (frame.get("env") or {}).items()},
             },
             timeout=float(frame.get("timeout") or 0),
@@ -263,6 +274,30 @@ class Agent:
         """The connection is gone, and the engine has failed these calls: stop them."""
         for call_id in list(self._calls):
             self.launcher.cancel(call_id)
+
+
+def shared_store_env(store: object) -> dict[str, str]:
+    """``FLUKSIO_ARTIFACT_DIR`` when this host provably shares the engine's store, else {}.
+
+    Proof: the probe file the engine wrote for this session is readable here and holds
+    the nonce the engine sent, and the store is writable. Anything less means HTTP.
+    """
+    if not isinstance(store, dict):
+        return {}
+    path, probe, nonce = store.get("path"), store.get("probe"), store.get("nonce")
+    if not (isinstance(path, str) and isinstance(probe, str) and isinstance(nonce, str)):
+        return {}
+    root = Path(path)
+    candidate = (root / probe).resolve()
+    if not nonce or root.resolve() not in candidate.parents:
+        return {}
+    try:
+        seen = candidate.read_text()
+    except OSError:
+        return {}
+    if seen != nonce or not os.access(root / "sha256", os.W_OK):
+        return {}
+    return {"FLUKSIO_ARTIFACT_DIR": str(root)}
 
 
 async def _send(ws: aiohttp.ClientWebSocketResponse, frame: dict[str, Any]) -> None:

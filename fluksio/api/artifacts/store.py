@@ -52,6 +52,17 @@ class ArtifactStore:
         for leftover in (root / "tmp").iterdir():
             leftover.unlink(missing_ok=True)  # uploads a killed engine never finished
 
+    def write_probe(self, name: str) -> str:
+        """Write a probe file a worker on the same filesystem can prove it sees; its nonce."""
+        folder = self.root / "probes"
+        folder.mkdir(exist_ok=True, mode=0o700)
+        nonce = secrets.token_hex(16)
+        (folder / name).write_text(nonce)
+        return nonce
+
+    def remove_probe(self, name: str) -> None:
+        (self.root / "probes" / name).unlink(missing_ok=True)
+
     def path_of(self, digest: str) -> Path:
         hex_digest = parse_digest(digest)
         return self.root / "sha256" / hex_digest[:2] / hex_digest

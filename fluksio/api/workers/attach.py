@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from fluksio.api.appkeys import RUN_MANAGER, SETTINGS, TOKENS, WORKERS
+from fluksio.api.appkeys import ARTIFACTS, RUN_MANAGER, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
@@ -145,7 +145,14 @@ async def attach(request: web.Request) -> web.StreamResponse:
         await superseded.close(
             "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
         )
-    await ws.send_str(json.dumps({"op": "welcome", "protocol": PROTOCOL, "name": name}))
+    store = request.app[ARTIFACTS]
+    nonce = store.write_probe(session.id)
+    # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
+    # such a worker's calls use the store directly instead of HTTP. Never assumed.
+    shared = {"path": str(store.root), "probe": f"probes/{session.id}", "nonce": nonce}
+    await ws.send_str(
+        json.dumps({"op": "welcome", "protocol": PROTOCOL, "name": name, "store": shared})
+    )
     inventory = hello.inventory
     manager.attach(
         Worker(
@@ -170,6 +177,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
     try:
         await _serve(session)
     finally:
+        store.remove_probe(session.id)
         registry.remove(session)
         session.fail_all("worker went away mid-call")
         manager.detach(session.id)
