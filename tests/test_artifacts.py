@@ -393,3 +393,74 @@ def test_the_shared_store_is_never_assumed(tmp_path: Path) -> None:
         None,
     ):
         assert shared_store_env(claim) == {}, claim
+
+
+def test_concurrent_loads_fetch_once_and_the_same_bytes_upload_once(
+    engine: EngineProcess, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    admin = engine.login()
+    token = engine.mint(admin, "busy", ["busy"])["token"]
+    worker = start_worker(
+        engine,
+        token,
+        tmp_path / "busy",
+        "--labels",
+        "busy",
+        "--name",
+        "h",
+        "--parallel",
+        "3",
+        "--artifact-transport",
+        "http",
+        env={"FLUKSIO_ARTIFACT_CACHE": str(tmp_path / "c")},
+    )
+    workers.append(worker)
+    save_twice = code("""
+        import fluksio
+        def process():
+            data = b"x" * (20 * 1024 * 1024)
+            return [fluksio.save_artifact(data, name="a"), fluksio.save_artifact(data, name="b")]
+    """)
+    load = code("""
+        import fluksio, hashlib
+        def process(save):
+            return hashlib.sha256(open(fluksio.load_artifact(save[0]), "rb").read()).hexdigest()
+    """)
+    run_id = run_flow(
+        engine,
+        admin,
+        "crowd",
+        [
+            {"id": "save", "worker": "busy", "code": save_twice},
+            *[
+                {"id": f"load{i}", "worker": "busy", "after": ["save"], "code": load}
+                for i in range(3)
+            ],
+        ],
+    )
+    run = wait_run(engine, admin, run_id, timeout=120)
+    assert run["state"] == "succeeded", run
+    by_id = nodes_of(run)
+    assert by_id["save"]["result"][0]["digest"] == by_id["save"]["result"][1]["digest"]
+    assert artifact_puts(engine) == 1, "the second save found the bytes already there"
+    starts = sorted(by_id[f"load{i}"]["started_at"] for i in range(3))
+    ends = sorted(by_id[f"load{i}"]["ended_at"] for i in range(3))
+    assert starts[-1] < ends[0], "the three loads ran at the same time"
+    assert len({by_id[f"load{i}"]["result"] for i in range(3)}) == 1
+    assert artifact_gets(engine) == 1, "three concurrent loads, one fetch"
+
+
+def test_an_upload_over_the_limit_is_refused_and_not_kept(tmp_path: Path) -> None:
+    engine = start_engine(
+        tmp_path / "data", tmp_path / "logs", args=("--max-artifact-bytes", "1000")
+    )
+    try:
+        admin = engine.login()
+        fits = call("PUT", f"{engine.api}/artifacts?name=s", token=admin, body=b"s" * 1000)
+        assert fits.status == 201
+        over = call("PUT", f"{engine.api}/artifacts?name=b", token=admin, body=b"b" * 1001)
+        assert over.status == 422 and "limit of 1000 bytes" in over.detail
+        digest = "sha256:" + hashlib.sha256(b"b" * 1001).hexdigest()
+        assert call("HEAD", f"{engine.api}/artifacts/{digest}", token=admin).status == 404
+    finally:
+        engine.stop()

@@ -50,6 +50,7 @@ __all__ = ["serve"]
 @click.option("--worker-gone-s", type=click.FloatRange(0.1), default=90.0, hidden=True)
 @click.option("--worker-check-s", type=click.FloatRange(0.05), default=2.0, hidden=True)
 @click.option("--max-frame-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, hidden=True)
+@click.option("--max-artifact-bytes", type=click.IntRange(1), default=64 * 1024**3, hidden=True)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
@@ -67,6 +68,7 @@ def serve(
     worker_gone_s: float,
     worker_check_s: float,
     max_frame_bytes: int,
+    max_artifact_bytes: int,
     log_level: str,
 ) -> None:
     """Run the engine until interrupted."""
@@ -90,6 +92,7 @@ def serve(
             worker_gone_s=worker_gone_s,
             worker_check_s=worker_check_s,
             max_frame_bytes=max_frame_bytes,
+            max_artifact_bytes=max_artifact_bytes,
         )
         asyncio.run(run_engine(settings, on_ready=lambda url: _banner(url, layout, created)))
 
