@@ -193,6 +193,7 @@ def test_uploads_that_do_not_match_or_end_early_leave_nothing(engine: EngineProc
         headers={"X-Fluksio-Digest": "sha256:" + "0" * 64},
     )
     assert wrong.status == 422 and "nothing was stored" in wrong.detail
+    assert wrong.body["field"] == "X-Fluksio-Digest"
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     assert call("HEAD", f"{engine.api}/artifacts/{digest}", token=admin).status == 404
     host, port = engine.url.removeprefix("http://").split(":")
@@ -211,7 +212,8 @@ def test_uploads_that_do_not_match_or_end_early_leave_nothing(engine: EngineProc
     assert call("GET", f"{engine.api}/artifacts/{partial}", token=admin).status == 404
     bad = call("GET", f"{engine.api}/artifacts/sha256:../../etc/passwd", token=admin)
     assert bad.status in (404, 422)
-    assert call("GET", f"{engine.api}/artifacts/md5:abc", token=admin).status == 422
+    malformed = call("GET", f"{engine.api}/artifacts/md5:abc", token=admin)
+    assert malformed.status == 422 and malformed.body["field"] == "digest"
 
 
 def test_revoking_a_worker_token_blocks_its_artifacts_at_once(engine: EngineProcess) -> None:
@@ -460,6 +462,7 @@ def test_an_upload_over_the_limit_is_refused_and_not_kept(tmp_path: Path) -> Non
         assert fits.status == 201
         over = call("PUT", f"{engine.api}/artifacts?name=b", token=admin, body=b"b" * 1001)
         assert over.status == 422 and "limit of 1000 bytes" in over.detail
+        assert over.body["field"] == "body"
         digest = "sha256:" + hashlib.sha256(b"b" * 1001).hexdigest()
         assert call("HEAD", f"{engine.api}/artifacts/{digest}", token=admin).status == 404
     finally:

@@ -26,7 +26,11 @@ _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
 class ArtifactError(FluksioError):
-    """An upload or a digest the store refuses; nothing was stored."""
+    """An upload or a digest the store refuses; nothing was stored. ``field`` names what."""
+
+    def __init__(self, detail: str, field: str = "body") -> None:
+        super().__init__(detail)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,9 @@ def parse_digest(text: str) -> str:
     """The hex of ``sha256:<64 hex>``, or :class:`ArtifactError`."""
     match = _DIGEST.match(text)
     if match is None:
-        raise ArtifactError(f"{text[:80]!r} is not an artifact digest (sha256:<64 hex digits>)")
+        raise ArtifactError(
+            f"{text[:80]!r} is not an artifact digest (sha256:<64 hex digits>)", "digest"
+        )
     return match.group(1)
 
 
@@ -107,7 +113,8 @@ class ArtifactStore:
             if expected_hex is not None and actual != expected_hex:
                 raise ArtifactError(
                     f"the bytes hash to sha256:{actual}, not the claimed {expected};"
-                    " nothing was stored"
+                    " nothing was stored",
+                    "X-Fluksio-Digest",
                 )
             final = self.root / "sha256" / actual[:2] / actual
             final.parent.mkdir(exist_ok=True, mode=0o700)

@@ -46,9 +46,7 @@ async def _put(request: web.Request) -> web.Response:
             declared_size=request.content_length,
         )
     except ArtifactError as error:
-        raise InvalidInput(
-            DIGEST_HEADER if "hash" in error.detail else "body", error.detail
-        ) from None
+        raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
     return web.json_response(
         {"digest": stored.digest, "size": stored.size, "media_type": media_type, "name": name},
@@ -62,7 +60,7 @@ def _stored(request: web.Request) -> web.FileResponse:
     try:
         found = request.app[ARTIFACTS].find(digest)
     except ArtifactError as error:
-        raise InvalidInput("digest", error.detail) from None
+        raise InvalidInput(error.field, error.detail) from None
     if found is None:
         raise NotFound(f"no artifact {digest}")
     response = web.FileResponse(found.path, chunk_size=_CHUNK)
