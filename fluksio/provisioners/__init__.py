@@ -1,1 +1,18 @@
-"""Provisioners: pluggy hooks and the built-in Slurm provisioner that add workers on demand."""
+"""Provisioners: pluggy hooks and the built-in Slurm provisioner that add workers on demand.
+
+Plugins implement the hooks in :mod:`fluksio.provisioners.hookspecs` and register
+:class:`~fluksio.provisioners.base.Provisioner` subclasses; see docs/provisioners.md.
+"""
+
+from __future__ import annotations
+
+from fluksio.provisioners.base import (
+    JobState,
+    Profile,
+    Provisioner,
+    ProvisionerSettings,
+    Submission,
+)
+from fluksio.provisioners.hookspecs import hookimpl
+
+__all__ = ["JobState", "Profile", "Provisioner", "ProvisionerSettings", "Submission", "hookimpl"]

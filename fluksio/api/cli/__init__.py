@@ -13,6 +13,7 @@ import click
 from fluksio.agent.cli import main as worker_command
 from fluksio.api.cli.flows import flows
 from fluksio.api.cli.keys import keys
+from fluksio.api.cli.provisioners import provisioners
 from fluksio.api.cli.runs import runs
 from fluksio.api.cli.serve import serve
 from fluksio.api.cli.tokens import tokens
@@ -49,6 +50,7 @@ cli.add_command(keys)
 cli.add_command(tokens)
 cli.add_command(flows)
 cli.add_command(runs)
+cli.add_command(provisioners)
 cli.add_command(users)
 cli.add_command(worker_command, name="worker")
 

@@ -1,0 +1,69 @@
+"""``fluksio provisioners check``: validate provisioners.json and show what it would submit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fluksio.api.cli.options import data_dir_option
+from fluksio.api.datadir import DataDir
+from fluksio.errors import ConfigError
+from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.plugins import build_plugins
+
+__all__ = ["provisioners"]
+
+
+@click.group()
+def provisioners() -> None:
+    """Provisioners: machines the engine may ask batch schedulers for."""
+
+
+@provisioners.command()
+@data_dir_option
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The file to check (default: DATA_DIR/provisioners.json).",
+)
+@click.option(
+    "--script",
+    metavar="PROVISIONER/PROFILE",
+    default=None,
+    help="Print the exact job script that profile would submit.",
+)
+def check(data_dir: Path, file: Path | None, script: str | None) -> None:
+    """Validate provisioners.json, list its profiles, optionally print a job script."""
+    plugins = build_plugins()
+    for failure in plugins.failures:
+        click.echo(f"plugin {failure.name!r} was left out: {failure.error}", err=True)
+    path = file or DataDir(data_dir).provisioners
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist")
+    try:
+        loaded = load_provisioners(path, plugins.provisioner_types())
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if script is None:
+        for kind, settings in loaded:
+            click.echo(f"{settings.name} ({kind.type_name}):")
+            for profile in settings.profiles:
+                amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
+                click.echo(f"  {profile.name}: {amounts} labels={','.join(profile.labels) or '-'}")
+        return
+    wanted, _, profile_name = script.partition("/")
+    for kind, settings in loaded:
+        if settings.name == wanted:
+            provisioner = kind(settings)
+            try:
+                profile = provisioner.profile(profile_name)
+            except KeyError as exc:
+                raise ConfigError(str(exc.args[0])) from None
+            # The real name is random per job, under the job's (submission) directory.
+            example = Path(".fluksio") / "tokens" / "EXAMPLE"
+            click.echo(provisioner.render(profile, token_file=str(example)), nl=False)
+            return
+    raise ConfigError(f"--script: no provisioner named {wanted!r} in {path}")

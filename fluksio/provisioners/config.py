@@ -1,0 +1,89 @@
+"""``provisioners.json``: read, validated per provisioner type, errors that say where.
+
+Every error names the file, the provisioner (by name, else by position), the profile and
+the field, in one sentence; an unknown ``type`` lists the installed types.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fluksio.errors import ConfigError
+from fluksio.provisioners.base import Provisioner, ProvisionerSettings
+
+__all__ = ["load_provisioners"]
+
+
+def _where(path: Path, entry: Any, index: int) -> str:
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return (
+        f"{path}: provisioner {name!r}"
+        if isinstance(name, str)
+        else f"{path}: provisioner #{index + 1}"
+    )
+
+
+def _describe(error: ValidationError, entry: dict[str, Any]) -> str:
+    first = error.errors()[0]
+    location = list(first["loc"])
+    parts = []
+    if len(location) >= 2 and location[0] == "profiles" and isinstance(location[1], int):
+        profiles = entry.get("profiles")
+        profile = profiles[location[1]] if isinstance(profiles, list) else None
+        label = profile.get("name") if isinstance(profile, dict) else None
+        parts.append(
+            f"profile {label!r}" if isinstance(label, str) else f"profile #{location[1] + 1}"
+        )
+        location = location[2:]
+    field = ".".join(str(part) for part in location) or "entry"
+    parts.append(f"field {field}: {first['msg']}")
+    return ", ".join(parts)
+
+
+def load_provisioners(
+    path: Path, types: dict[str, type[Provisioner]]
+) -> list[tuple[type[Provisioner], ProvisionerSettings]]:
+    """Each configured provisioner's class and validated settings (none without a file)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path} must hold a JSON list of provisioners")
+    loaded: list[tuple[type[Provisioner], ProvisionerSettings]] = []
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = _where(path, entry, index)
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a JSON object")
+        kind = types.get(str(entry.get("type")))
+        if kind is None:
+            installed = ", ".join(sorted(types)) or "none"
+            raise ConfigError(
+                f"{where}, field type: {entry.get('type')!r} is not an installed provisioner"
+                f" type (installed: {installed})"
+            )
+        try:
+            settings = kind.settings_model.model_validate(entry)
+        except ValidationError as exc:
+            raise ConfigError(f"{where}, {_describe(exc, entry)}") from None
+        if settings.name in names:
+            raise ConfigError(
+                f"{where}, field name: another provisioner is named {settings.name!r}"
+            )
+        names.add(settings.name)
+        profile_names = [profile.name for profile in settings.profiles]
+        if len(set(profile_names)) != len(profile_names):
+            raise ConfigError(f"{where}, field profiles: two profiles share a name")
+        loaded.append((kind, settings))
+    return loaded

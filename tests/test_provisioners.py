@@ -1,0 +1,244 @@
+"""Provisioner plugins, provisioners.json, and the Slurm job script (no Slurm needed here).
+
+The Slurm transport and life cycle are not built yet; what is here is tested as text and
+as configuration, the way a user meets it first: ``fluksio provisioners check``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluksio.errors import ConfigError
+from fluksio.provisioners import hookspecs
+from fluksio.provisioners.base import JobState
+from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.plugins import ENTRY_POINT_GROUP, build_plugins
+from fluksio.provisioners.slurm import (
+    SlurmProfile,
+    SlurmProvisioner,
+    SlurmSettings,
+    parse_sbatch_parsable,
+    render_script,
+    slurm_state,
+)
+from tests.support.cli import fluksio
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "provisioners.example.json"
+
+
+def _types() -> dict[str, Any]:
+    return build_plugins().provisioner_types()
+
+
+def _write(tmp_path: Path, entries: object) -> Path:
+    path = tmp_path / "provisioners.json"
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def _example() -> list[dict[str, Any]]:
+    loaded: list[dict[str, Any]] = json.loads(EXAMPLE.read_text())
+    return loaded
+
+
+def test_the_installed_slurm_plugin_is_discovered_by_entry_point() -> None:
+    plugins = build_plugins()
+    assert plugins.failures == []
+    assert plugins.provisioner_types() == {"slurm": SlurmProvisioner}
+    assert "slurm" in {
+        point.name
+        for point in __import__("importlib.metadata").metadata.entry_points(group=ENTRY_POINT_GROUP)
+    }
+
+
+def test_every_hook_is_documented_typed_and_implemented() -> None:
+    specs = [value for name, value in vars(hookspecs).items() if name.startswith("fluksio_")]
+    assert specs
+    for spec in specs:
+        assert spec.__doc__ and len(spec.__doc__.split()) > 20, spec.__name__
+        assert spec.__annotations__.get("return"), spec.__name__
+        assert build_plugins().manager.hook.__dict__[spec.__name__].get_hookimpls()
+
+
+def test_a_broken_plugin_is_reported_by_name_and_left_out() -> None:
+    points = [
+        EntryPoint("missing", "no_such_module_for_fluksio", ENTRY_POINT_GROUP),
+        EntryPoint("misspelt", "tests.support.bad_plugins:misspelt", ENTRY_POINT_GROUP),
+        EntryPoint(
+            "wrong-signature", "tests.support.bad_plugins:wrong_signature", ENTRY_POINT_GROUP
+        ),
+        EntryPoint("slurm", "fluksio.provisioners.slurm", ENTRY_POINT_GROUP),
+    ]
+    plugins = build_plugins(points)
+    failures = {failure.name: failure.error for failure in plugins.failures}
+    assert set(failures) == {"missing", "misspelt", "wrong-signature"}
+    assert "ModuleNotFoundError" in failures["missing"]
+    assert "fluksio_provisoner_types" in failures["misspelt"]
+    assert "extra" in failures["wrong-signature"]
+    assert plugins.provisioner_types() == {"slurm": SlurmProvisioner}, "the good one still works"
+
+
+def test_the_specs_example_file_is_valid_as_written() -> None:
+    [(kind, settings)] = load_provisioners(EXAMPLE, _types())
+    assert kind is SlurmProvisioner and settings.name == "hpc"
+    assert [p.name for p in settings.profiles] == ["gpu-small"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda e: e.update(type="kubernetes"),
+            "provisioner 'hpc', field type: 'kubernetes' is not an installed provisioner type"
+            " (installed: slurm)",
+        ),
+        (
+            lambda e: e["profiles"][0].update(gpus=-1),
+            "provisioner 'hpc', profile 'gpu-small', field gpus: Input should be greater than or"
+            " equal to 0",
+        ),
+        (lambda e: e.pop("login"), "provisioner 'hpc', field login: Field required"),
+        (
+            lambda e: e["profiles"][0].update(sbatch=["--partition=gpu\nrm -rf /"]),
+            "profile 'gpu-small', field sbatch: Value error, sbatch options must not contain"
+            " control characters",
+        ),
+        (
+            lambda e: e["profiles"][0].update(surprise=1),
+            "profile 'gpu-small', field surprise: Extra inputs are not permitted",
+        ),
+        (lambda e: e.update(max_idle_s=-5), "field max_idle_s"),
+    ],
+    ids=[
+        "unknown-type",
+        "negative-gpus",
+        "missing-login",
+        "newline-in-sbatch",
+        "extra-field",
+        "negative-idle",
+    ],
+)
+def test_errors_name_the_file_provisioner_profile_and_field(
+    tmp_path: Path, change: Any, message: str
+) -> None:
+    entries = _example()
+    change(entries[0])
+    path = _write(tmp_path, entries)
+    with pytest.raises(ConfigError) as raised:
+        load_provisioners(path, _types())
+    assert raised.value.detail.startswith(str(path))
+    assert message in raised.value.detail
+
+
+def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
+    path = _write(tmp_path, _example())
+    listed = fluksio("provisioners", "check", "--file", str(path))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == "hpc (slurm):\n  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu\n"
+    script = fluksio("provisioners", "check", "--file", str(path), "--script", "hpc/gpu-small")
+    assert script.returncode == 0 and script.stdout.startswith("#!/bin/bash\n")
+    bad = fluksio("provisioners", "check", "--file", str(path), "--script", "hpc/none")
+    assert bad.returncode == 2 and "no profile 'none'" in bad.stderr
+    broken = _write(tmp_path, [{"type": "slurm"}])
+    refused = fluksio("provisioners", "check", "--file", str(broken))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "field name: Field required" in refused.stderr
+
+
+def _settings(**changes: Any) -> tuple[SlurmSettings, SlurmProfile]:
+    entry = _example()[0]
+    profile_changes = changes.pop("profile", {})
+    entry.update(changes)
+    entry["profiles"][0].update(profile_changes)
+    settings = SlurmSettings.model_validate(entry)
+    return settings, settings.profiles[0]
+
+
+def test_the_job_script_is_exactly_this() -> None:
+    settings, profile = _settings()
+    assert render_script(settings, profile, token_file=".fluksio/tokens/abc") == (
+        "#!/bin/bash\n"
+        "#SBATCH --job-name=fluksio-hpc-gpu-small\n"
+        "#SBATCH --nodes=1\n"
+        "#SBATCH --cpus-per-task=8\n"
+        "#SBATCH --mem=65536M\n"
+        "#SBATCH --partition=gpu\n"
+        "#SBATCH --gres=gpu:1\n"
+        "#SBATCH --time=04:00:00\n"
+        "set -e\n"
+        "module load cuda/12\n"
+        "source ~/venvs/fluksio/bin/activate\n"
+        "# The worker token: read from a file written at submission, then deleted.\n"
+        "FLUKSIO_WORKER_TOKEN=$(cat -- .fluksio/tokens/abc)\n"
+        "rm -f -- .fluksio/tokens/abc\n"
+        "export FLUKSIO_WORKER_TOKEN\n"
+        "exec fluksio-worker --url wss://fluksio.example.com/api/v1/workers/attach"
+        " --name hpc-gpu-small --labels gpu --max-idle 300\n"
+    )
+
+
+def test_gpus_come_from_the_profile_unless_sbatch_asks_and_zero_idle_means_none() -> None:
+    settings, profile = _settings(max_idle_s=0, profile={"sbatch": ["--partition=gpu"]})
+    script = render_script(settings, profile, token_file="t")
+    assert "#SBATCH --gpus=1\n" in script and "--max-idle" not in script
+
+
+def test_hostile_values_stay_data() -> None:
+    settings, profile = _settings(engine_url="wss://x/api/v1/workers/attach;$(touch /tmp/pwned)")
+    script = render_script(settings, profile, token_file="dir with spaces/t'x")
+    assert "'wss://x/api/v1/workers/attach;$(touch /tmp/pwned)'" in script
+    assert "$(cat -- 'dir with spaces/t'\"'\"'x')" in script
+    with pytest.raises(ValueError, match="control characters"):
+        _settings(engine_url="wss://x\nrm -rf ~")
+    with pytest.raises(ValueError, match="control characters"):
+        _settings(profile={"prerun": ["ok", "bad\rline"]})
+    with pytest.raises(ValueError, match="not an sbatch option"):
+        _settings(profile={"sbatch": ["partition=gpu"]})
+    with pytest.raises(ValueError):
+        _settings(profile={"labels": ["gpu; rm -rf /"]})
+
+
+@pytest.mark.parametrize(
+    ("stdout", "job_id"),
+    [("1234\n", "1234"), ("1234;localcluster\n", "1234"), ("  77  ", "77")],
+)
+def test_sbatch_parsable_job_ids(stdout: str, job_id: str) -> None:
+    assert parse_sbatch_parsable(stdout) == job_id
+
+
+@pytest.mark.parametrize("stdout", ["", "Submitted batch job 1234", "sbatch: error: x", "12 34"])
+def test_sbatch_output_that_is_not_a_job_id_is_an_error(stdout: str) -> None:
+    with pytest.raises(ValueError, match="not a job id"):
+        parse_sbatch_parsable(stdout)
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("PENDING", JobState.PENDING),
+        ("RUNNING", JobState.RUNNING),
+        ("COMPLETING", JobState.RUNNING),
+        ("COMPLETED", JobState.COMPLETED),
+        ("CANCELLED by 0", JobState.CANCELLED),
+        ("CANCELLED+", JobState.CANCELLED),
+        ("TIMEOUT", JobState.TIMEOUT),
+        ("OUT_OF_MEMORY", JobState.FAILED),
+        ("NODE_FAIL", JobState.FAILED),
+        ("SOMETHING_NEW", JobState.UNKNOWN),
+    ],
+)
+def test_slurm_states_map_onto_ours(text: str, state: JobState) -> None:
+    assert slurm_state(text) is state
+
+
+def test_submitting_says_plainly_that_it_is_not_built_yet() -> None:
+    settings, profile = _settings()
+    with pytest.raises(Exception, match="not available yet"):
+        asyncio.run(SlurmProvisioner(settings).submit(profile, token="t"))
