@@ -47,7 +47,7 @@ async def read_json(request: web.Request, model: type[Model]) -> Model:
         raise InvalidInput(_field_name(tuple(first["loc"])), message) from exc
 
 
-async def required_form_field(form: dict[str, str], name: str) -> str:
+def required_form_field(form: dict[str, str], name: str) -> str:
     value = form.get(name)
     if not value:
         raise InvalidInput(name, "is required")

@@ -50,7 +50,3 @@ class ShapeQueue:
             del self._items[position]
             return True
         return False
-
-    def position(self, key: QueueKey) -> int:
-        """How many keys are ahead of ``key`` (which must be queued)."""
-        return bisect_left(self._items, key, lo=self._start) - self._start

@@ -87,6 +87,3 @@ class PlaceIndex:
         """The id of the first place (in index order) covering ``need`` that ``accept`` takes."""
         key = _first(self._keys, need, accept)
         return None if key is None else key[4]
-
-    def ids(self) -> list[str]:
-        return [key[4] for key in self._keys]

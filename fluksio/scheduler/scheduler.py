@@ -42,7 +42,7 @@ from fluksio.scheduler.model import (
     WaitReason,
     Worker,
 )
-from fluksio.scheduler.queues import QueueKey, ShapeQueue
+from fluksio.scheduler.queues import ShapeQueue
 from fluksio.scheduler.resources import UNKNOWN, Vector, covers
 from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
 
@@ -402,12 +402,6 @@ class Scheduler:
 
     def places(self) -> list[PlaceState]:
         return list(self._places.values())
-
-    def queue_position(self, request_id: str) -> int:
-        """How many requests of the same shape are ahead of this one."""
-        request = self._requests[request_id]
-        key: QueueKey = (request.queued_at, request_id)
-        return self._queues[_shape(request)].position(key)
 
 
 def profile_vector(profile: Profile) -> Vector:

@@ -24,8 +24,8 @@ log = get_logger(__name__)
 
 async def _access_token(request: web.Request) -> web.Response:
     form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
-    username = await required_form_field(form, "username")
-    password = await required_form_field(form, "password")
+    username = required_form_field(form, "username")
+    password = required_form_field(form, "password")
 
     guard = request.app[LOGIN_GUARD]
     address = request.remote or "unknown"

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -103,10 +104,14 @@ async def _standalone_agent(_request: web.Request) -> web.Response:
     return web.Response(text=build_standalone_agent(), content_type="text/x-python")
 
 
-async def _runtime(_request: web.Request) -> web.Response:
+@functools.cache
+def _runner_source() -> str:
     with open(runner.__file__, encoding="utf-8") as handle:
-        source = handle.read()
-    return web.Response(text=source, content_type="text/x-python")
+        return handle.read()
+
+
+async def _runtime(_request: web.Request) -> web.Response:
+    return web.Response(text=_runner_source(), content_type="text/x-python")
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -86,7 +87,7 @@ async def _hello(request: web.Request, ws: web.WebSocketResponse, token: WorkerI
                 protocol=protocol,
                 version=_text(raw.get("version")),
                 python=_text(raw.get("python")),
-                refused_at=request.app[WORKERS].now(),
+                refused_at=time.time(),
                 reason=reason,
             )
         )

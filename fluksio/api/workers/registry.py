@@ -9,7 +9,6 @@ another token signs.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from fluksio.api.workers.session import WorkerSession
@@ -69,7 +68,3 @@ class WorkerRegistry:
 
     def needs_upgrade(self) -> list[NeedsUpgrade]:
         return sorted(self._needs_upgrade.values(), key=lambda e: e.name)
-
-    @staticmethod
-    def now() -> float:
-        return time.time()
