@@ -20,6 +20,8 @@ import pytest
 
 from fluksio.agent import runner
 from fluksio.agent.launcher import CallSpec, Launcher, LauncherError
+from tests.support.process import alive
+from tests.support.wait import async_wait_for
 
 PYENV = Path.home() / ".pyenv" / "versions"
 
@@ -191,25 +193,13 @@ async def test_cancel_kills_the_process_and_not_another_call(launcher: Launcher)
 
 
 async def _pid_when_started(launcher: Launcher, call_id: str) -> int:
-    for _ in range(500):
-        pid = launcher.pid_of(call_id)
-        if pid is not None:
-            return pid
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{call_id} did not start")
+    return await async_wait_for(
+        lambda: launcher.pid_of(call_id), timeout=5, what=f"{call_id} to start"
+    )
 
 
 async def _gone(pid: int) -> None:
-    for _ in range(500):
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                state = handle.read().split(")")[1].split()[0]
-        except FileNotFoundError:
-            return
-        if state == "Z":
-            return  # dead, waiting to be reaped by its parent
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"process {pid} is still alive")
+    await async_wait_for(lambda: not alive(pid), timeout=5, what=f"process {pid} to end")
 
 
 async def test_cancel_kills_what_the_node_started_too(launcher: Launcher, tmp_path: Path) -> None:
@@ -222,10 +212,11 @@ async def test_cancel_kills_what_the_node_started_too(launcher: Launcher, tmp_pa
             time.sleep(60)
     """)
     task = asyncio.create_task(launcher.run(CallSpec("tree", source, "n")))
-    for _ in range(500):
-        if pid_file.exists() and pid_file.read_text():
-            break
-        await asyncio.sleep(0.01)
+    await async_wait_for(
+        lambda: pid_file.exists() and pid_file.read_text(),
+        timeout=10,
+        what="the node to start its child",
+    )
     grandchild = int(pid_file.read_text())
     launcher.cancel("tree")
     await asyncio.wait_for(task, 10)
