@@ -6,17 +6,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR := .fluksio-run
 
-.PHONY: install run test lint typecheck clean
+.PHONY: install run test lint typecheck clean slurm-up slurm-down slurm-for-tests
 
 install: $(STAMP)
 
 # Reinstalls only when the packaging changes; the installs are editable, so source edits
 # need nothing. Both distributions go in one pip call so the engine's pin on
 # fluksio-worker==0.2.0 is met by this checkout, never by PyPI.
-$(STAMP): pyproject.toml packaging/fluksio-worker/pyproject.toml Makefile
+# The example plugin is installed like any third party's, so the tests discover it by its
+# entry point.
+$(STAMP): pyproject.toml packaging/fluksio-worker/pyproject.toml plugins/local/pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ./packaging/fluksio-worker -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./packaging/fluksio-worker -e '.[dev]' -e ./plugins/local
 	touch $(STAMP)
 
 run: install
@@ -27,10 +29,24 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy fluksio tests/support
+	$(BIN)/mypy fluksio tests/support plugins/local/fluksio_local
 
-test: install lint typecheck
+test: install lint typecheck slurm-for-tests
 	$(BIN)/python -m pytest
 
+# A single-node Slurm and an SSH login node on 127.0.0.1 (see scripts/slurm-up.sh).
+slurm-up:
+	bash scripts/slurm-up.sh
+
+slurm-down:
+	bash scripts/slurm-down.sh
+
+# The Slurm tests need root to set the cluster up; on a laptop without it they skip, and
+# under CI=true they fail, so CI can never pass without them.
+slurm-for-tests:
+	@if [ "$$(id -u)" = 0 ]; then bash scripts/slurm-up.sh >/dev/null; \
+	else echo "not root: the Slurm tests will skip (and fail under CI=true)"; fi
+
 clean:
-	rm -rf $(VENV) $(RUN_DIR) build *.egg-info packaging/fluksio-worker/build packaging/fluksio-worker/*.egg-info
+	rm -rf $(VENV) $(RUN_DIR) build *.egg-info packaging/fluksio-worker/build packaging/fluksio-worker/*.egg-info \
+		plugins/local/build plugins/local/*.egg-info

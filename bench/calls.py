@@ -83,14 +83,14 @@ class Api:
         return run
 
 
-def start_engine(data_dir: Path, mode: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_engine(data_dir: Path, mode: str, port: int = 0) -> tuple[subprocess.Popen[bytes], str]:
     env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-password")
     process = subprocess.Popen(
         [
             str(BIN / "fluksio"),
             "serve",
             "--port",
-            "0",
+            str(port),
             "--data-dir",
             str(data_dir),
             "--runner-mode",

@@ -1,12 +1,12 @@
 """Provisioner plugins, provisioners.json, and the Slurm job script (no Slurm needed here).
 
-The Slurm transport and life cycle are not built yet; what is here is tested as text and
-as configuration, the way a user meets it first: ``fluksio provisioners check``.
+What is here is tested as text and as configuration, the way a user meets it first:
+``fluksio provisioners check``. The life cycle against a real Slurm is in
+tests/test_slurm.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -51,7 +51,9 @@ def _example() -> list[dict[str, Any]]:
 def test_the_installed_slurm_plugin_is_discovered_by_entry_point() -> None:
     plugins = build_plugins()
     assert plugins.failures == []
-    assert plugins.provisioner_types() == {"slurm": SlurmProvisioner}
+    # The example plugin from plugins/local is installed in the test environment too.
+    assert plugins.provisioner_types()["slurm"] is SlurmProvisioner
+    assert sorted(plugins.provisioner_types()) == ["local", "slurm"]
     assert "slurm" in {
         point.name
         for point in __import__("importlib.metadata").metadata.entry_points(group=ENTRY_POINT_GROUP)
@@ -60,11 +62,28 @@ def test_the_installed_slurm_plugin_is_discovered_by_entry_point() -> None:
 
 def test_every_hook_is_documented_typed_and_implemented() -> None:
     specs = [value for name, value in vars(hookspecs).items() if name.startswith("fluksio_")]
-    assert specs
+    assert len(specs) >= 7
+    plugins = build_plugins()
+    settings, _profile = _settings()
+    # The life-cycle hooks are answered by configured provisioner instances.
+    plugins.manager.register(SlurmProvisioner(settings), name="provisioner:hpc")
     for spec in specs:
         assert spec.__doc__ and len(spec.__doc__.split()) > 20, spec.__name__
         assert spec.__annotations__.get("return"), spec.__name__
-        assert build_plugins().manager.hook.__dict__[spec.__name__].get_hookimpls()
+        assert plugins.manager.hook.__dict__[spec.__name__].get_hookimpls(), spec.__name__
+
+
+def test_a_provisioner_answers_the_hooks_naming_it_and_no_others() -> None:
+    plugins = build_plugins()
+    settings, _profile = _settings()
+    plugins.manager.register(SlurmProvisioner(settings), name="provisioner:hpc")
+    hook = plugins.manager.hook
+    script = hook.fluksio_provisioner_render(provisioner="hpc", profile="gpu-small", token_file="t")
+    assert script is not None and "#SBATCH --cpus-per-task=8" in script
+    assert (
+        hook.fluksio_provisioner_render(provisioner="other", profile="gpu-small", token_file="t")
+        is None
+    )
 
 
 def test_a_broken_plugin_is_reported_by_name_and_left_out() -> None:
@@ -97,7 +116,7 @@ def test_the_specs_example_file_is_valid_as_written() -> None:
         (
             lambda e: e.update(type="kubernetes"),
             "provisioner 'hpc', field type: 'kubernetes' is not an installed provisioner type"
-            " (installed: slurm)",
+            " (installed: local, slurm)",
         ),
         (
             lambda e: e["profiles"][0].update(gpus=-1),
@@ -176,11 +195,11 @@ def test_the_job_script_is_exactly_this() -> None:
         "module load cuda/12\n"
         "source ~/venvs/fluksio/bin/activate\n"
         "# The worker token: read from a file written at submission, then deleted.\n"
-        "FLUKSIO_WORKER_TOKEN=$(cat -- .fluksio/tokens/abc)\n"
-        "rm -f -- .fluksio/tokens/abc\n"
+        'FLUKSIO_WORKER_TOKEN=$(cat -- "$HOME"/.fluksio/tokens/abc)\n'
+        'rm -f -- "$HOME"/.fluksio/tokens/abc\n'
         "export FLUKSIO_WORKER_TOKEN\n"
         "exec fluksio-worker --url wss://fluksio.example.com/api/v1/workers/attach"
-        " --name hpc-gpu-small --labels gpu --max-idle 300\n"
+        " --name hpc-gpu-small --labels gpu --max-idle 300 --cpus 8 --gpus 1 --ram-mb 65536\n"
     )
 
 
@@ -194,7 +213,7 @@ def test_hostile_values_stay_data() -> None:
     settings, profile = _settings(engine_url="wss://x/api/v1/workers/attach;$(touch /tmp/pwned)")
     script = render_script(settings, profile, token_file="dir with spaces/t'x")
     assert "'wss://x/api/v1/workers/attach;$(touch /tmp/pwned)'" in script
-    assert "$(cat -- 'dir with spaces/t'\"'\"'x')" in script
+    assert "$(cat -- \"$HOME\"/'dir with spaces/t'\"'\"'x')" in script
     with pytest.raises(ValueError, match="control characters"):
         _settings(engine_url="wss://x\nrm -rf ~")
     with pytest.raises(ValueError, match="control characters"):
@@ -238,7 +257,16 @@ def test_slurm_states_map_onto_ours(text: str, state: JobState) -> None:
     assert slurm_state(text) is state
 
 
-def test_submitting_says_plainly_that_it_is_not_built_yet() -> None:
-    settings, profile = _settings()
-    with pytest.raises(Exception, match="not available yet"):
-        asyncio.run(SlurmProvisioner(settings).submit(profile, token="t"))
+def test_serve_refuses_a_bad_provisioners_json_in_one_sentence(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    entry = {**_example()[0], "profiles": [{"name": "gpu-small", "cpus": 0}]}
+    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    refused = fluksio("serve", "--port", "0", "--data-dir", str(data_dir), timeout=30)
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"Error: {data_dir / 'provisioners.json'}: provisioner 'hpc', profile 'gpu-small',"
+        " field cpus: Input should be greater than or equal to 1"
+    ]
+    assert not (data_dir / "engine.json").exists()

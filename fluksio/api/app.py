@@ -18,6 +18,7 @@ from fluksio.api.db import open_database
 from fluksio.api.keys import KeyRing
 from fluksio.api.logging import get_logger
 from fluksio.api.middlewares import error_middleware, request_context_middleware
+from fluksio.api.provisioning import provisioning_context
 from fluksio.api.routes import add_routes
 from fluksio.api.runs.local import LocalExecutor, engine_place
 from fluksio.api.runs.manager import RunManager
@@ -52,6 +53,7 @@ def create_app(settings: EngineSettings) -> web.Application:
     )
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_runs)
+    app.cleanup_ctx.append(provisioning_context)
     app.cleanup_ctx.append(_workers)
     add_routes(app)
     return app

@@ -16,6 +16,7 @@ from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
+from fluksio.provisioners.driver import ProvisioningDriver
 
 __all__ = [
     "ARTIFACTS",
@@ -23,6 +24,7 @@ __all__ = [
     "DATA_DIR",
     "FLOWS",
     "LOGIN_GUARD",
+    "PROVISIONING",
     "RUNS",
     "RUN_MANAGER",
     "SECRETS",
@@ -46,3 +48,4 @@ SECRETS = web.AppKey("secrets", SecretStore)
 RUN_MANAGER = web.AppKey("run_manager", RunManager)
 WORKERS = web.AppKey("workers", WorkerRegistry)
 ARTIFACTS = web.AppKey("artifacts", ArtifactStore)
+PROVISIONING = web.AppKey("provisioning", ProvisioningDriver)

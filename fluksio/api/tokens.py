@@ -57,6 +57,8 @@ class WorkerIdentity:
     labels: tuple[str, ...]
     jti: str
     expires_at: float
+    provisioned_by: tuple[str, str, str] | None = None
+    """(provisioner, profile, request id) when a provisioner's request minted the token."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class TokenService:
         *,
         created_by: str | None,
         ttl_s: float = WORKER_TOKEN_TTL_S,
+        provisioned_by: tuple[str, str, str] | None = None,
     ) -> MintedWorkerToken:
         now = int(time.time())
         record = WorkerTokenRecord(
@@ -112,16 +115,19 @@ class TokenService:
             revoked_at=None,
             revoked_reason=None,
         )
-        token = self._sign(
-            {
-                "sub": name,
-                "type": "worker",
-                "labels": list(labels),
-                "jti": record.jti,
-                "iat": now,
-                "exp": int(record.expires_at),
-            }
-        )
+        claims: dict[str, Any] = {
+            "sub": name,
+            "type": "worker",
+            "labels": list(labels),
+            "jti": record.jti,
+            "iat": now,
+            "exp": int(record.expires_at),
+        }
+        if provisioned_by is not None:
+            # Ties the worker to the request (and so the job) that brought it.
+            provisioner, profile, request_id = provisioned_by
+            claims["prov"] = {"provisioner": provisioner, "profile": profile, "request": request_id}
+        token = self._sign(claims)
         self._worker_tokens.add(record)
         return MintedWorkerToken(token=token, record=record)
 
@@ -199,8 +205,18 @@ class TokenService:
                 f"worker token {record.name!r} (jti {jti}) was revoked"
                 f" ({record.revoked_reason}); {_MINT_NEW}"
             )
+        provisioned = claims.get("prov")
+        provisioned_by = None
+        if isinstance(provisioned, dict):
+            parts = (provisioned.get(k) for k in ("provisioner", "profile", "request"))
+            provisioner, profile, request_id = (str(part) for part in parts)
+            provisioned_by = (provisioner, profile, request_id)
         return WorkerIdentity(
-            name=str(claims["sub"]), labels=tuple(labels), jti=jti, expires_at=record.expires_at
+            name=str(claims["sub"]),
+            labels=tuple(labels),
+            jti=jti,
+            expires_at=record.expires_at,
+            provisioned_by=provisioned_by,
         )
 
     def _decode(self, token: str, *, expected_type: str) -> dict[str, Any]:

@@ -8,11 +8,26 @@ from __future__ import annotations
 
 from fluksio.provisioners.base import (
     JobState,
+    JobStatus,
     Profile,
     Provisioner,
+    ProvisionError,
     ProvisionerSettings,
     Submission,
+    WorkerEvent,
+    worker_argv,
 )
 from fluksio.provisioners.hookspecs import hookimpl
 
-__all__ = ["JobState", "Profile", "Provisioner", "ProvisionerSettings", "Submission", "hookimpl"]
+__all__ = [
+    "JobState",
+    "JobStatus",
+    "Profile",
+    "ProvisionError",
+    "Provisioner",
+    "ProvisionerSettings",
+    "Submission",
+    "WorkerEvent",
+    "hookimpl",
+    "worker_argv",
+]

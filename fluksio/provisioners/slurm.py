@@ -4,8 +4,9 @@ The job script is a pure render (:func:`render_script`), tested as text. Everyth
 comes from configuration and is data (URL, labels, names) is shell-quoted; ``prerun``
 lines are commands by design (``module load``, ``source venv/bin/activate``); no field
 may contain a control character, so nothing can add a line to the script. The worker's
-token never appears in the script, argv or the job's environment: the script reads it
-from a file written just before submission, and deletes it.
+token never appears in the script, argv or the job's recorded environment: it is written
+to a 0600 file in the same SSH command that runs ``sbatch`` (token on stdin), and the
+script reads it from there and deletes it.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import Field, field_validator
 
-from fluksio.errors import FluksioError
 from fluksio.provisioners.base import (
     JobState,
+    JobStatus,
     Profile,
     Provisioner,
+    ProvisionError,
     ProvisionerSettings,
     Submission,
+    worker_argv,
 )
 from fluksio.provisioners.hookspecs import hookimpl
+from fluksio.provisioners.transport import Completed, SSHTransport, TransportError
 
 __all__ = [
     "SLURM_STATES",
@@ -35,6 +39,7 @@ __all__ = [
     "SubmitError",
     "fluksio_provisioner_types",
     "parse_sbatch_parsable",
+    "parse_squeue",
     "render_script",
     "slurm_state",
 ]
@@ -70,7 +75,7 @@ SLURM_STATES: Mapping[str, JobState] = {
 """Slurm's job states (``squeue -o %T``) onto ours; anything else is UNKNOWN."""
 
 
-class SubmitError(FluksioError):
+class SubmitError(ProvisionError):
     """A submission failed; carries what Slurm said."""
 
     def __init__(self, detail: str, *, argv: list[str], exit_code: int | None, stderr: str) -> None:
@@ -149,24 +154,15 @@ def render_script(settings: SlurmSettings, profile: SlurmProfile, *, token_file:
         lines.append(f"#SBATCH --mem={profile.ram_mb}M")
     lines += [f"#SBATCH {option}" for option in profile.sbatch]
     lines += ["set -e", *profile.prerun]
-    token_path = shlex.quote(token_file)
+    token_path = '"$HOME"/' + shlex.quote(token_file)
     lines += [
         "# The worker token: read from a file written at submission, then deleted.",
         f"FLUKSIO_WORKER_TOKEN=$(cat -- {token_path})",
         f"rm -f -- {token_path}",
         "export FLUKSIO_WORKER_TOKEN",
     ]
-    worker = [
-        settings.worker_command,
-        "--url",
-        settings.engine_url,
-        "--name",
-        f"{settings.name}-{profile.name}",
-    ]
-    if profile.labels:
-        worker += ["--labels", ",".join(profile.labels)]
-    if settings.max_idle_s:
-        worker += ["--max-idle", f"{settings.max_idle_s:g}"]
+    # Resources the profile leaves unset the worker reads from SLURM_* itself.
+    worker = worker_argv(settings.worker_command, settings, profile)
     quoted = " ".join(shlex.quote(part) for part in worker[1:])
     lines.append(f"exec {shlex.quote(worker[0])} {quoted}")
     return "\n".join(lines) + "\n"
@@ -181,36 +177,113 @@ def parse_sbatch_parsable(stdout: str) -> str:
     return match.group(1)
 
 
+# Writes the token (the first line of stdin) to a 0600 file, then hands the rest of stdin,
+# the script, to sbatch: one round trip, and the token is never in an argv. ``read`` takes
+# stdin a byte at a time, so nothing of the script is consumed with the token.
+_SUBMIT = (
+    'umask 077 && mkdir -p -- "$HOME/.fluksio/tokens" && IFS= read -r token'
+    ' && printf "%s\\n" "$token" > "$HOME/$1" && unset token'
+    ' && { sbatch --parsable; status=$?; [ "$status" = 0 ] || rm -f -- "$HOME/$1";'
+    ' exit "$status"; }'
+)
+_SCANCEL = 'scancel -- "$1" && rm -f -- "$HOME/$2"'
+_SQUEUE_FORMAT = "%i|%T|%r"
+
+
+def parse_squeue(stdout: str) -> dict[str, JobStatus]:
+    """``squeue -h -o '%i|%T|%r'`` as job id -> status (Slurm's "None" reason dropped)."""
+    found: dict[str, JobStatus] = {}
+    for line in stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3:
+            continue
+        job_id, native, reason = (part.strip() for part in parts)
+        found[job_id] = JobStatus(
+            slurm_state(native), native, None if reason in ("", "None") else reason
+        )
+    return found
+
+
 class SlurmProvisioner(Provisioner):
-    """Submits over SSH to a Slurm login node. (The SSH transport is not built yet.)"""
+    """Submits to a Slurm cluster over SSH to its login node."""
 
     type_name = "slurm"
     settings_model = SlurmSettings
+    job_noun = "Slurm job"
+
+    def __init__(self, settings: ProvisionerSettings) -> None:
+        super().__init__(settings)
+        assert isinstance(settings, SlurmSettings)
+        self.slurm = settings
+        self._transport = SSHTransport(
+            settings.login,
+            settings.ssh_key,
+            known_hosts=settings.known_hosts,
+            trust_on_first_use=settings.trust_on_first_use,
+        )
+        self._token_files: dict[str, str] = {}
 
     def render(self, profile: Profile, *, token_file: str) -> str:
-        assert isinstance(self.settings, SlurmSettings) and isinstance(profile, SlurmProfile)
-        return render_script(self.settings, profile, token_file=token_file)
+        assert isinstance(profile, SlurmProfile)
+        return render_script(self.slurm, profile, token_file=token_file)
 
-    # The SSH transport (asyncssh behind one run(argv, stdin) seam) is the next step; until
-    # it exists these say so instead of pretending.
+    async def submit(self, profile: Profile, *, request_id: str, token: str) -> Submission:
+        token_file = f".fluksio/tokens/{request_id}"
+        script = self.render(profile, token_file=token_file)
+        argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file]
+        done = await self._run(argv, stdin=f"{token}\n{script}")
+        if not done.ok:
+            said = done.error_text().replace("sbatch: error: ", "")
+            raise SubmitError(
+                f"sbatch refused the job: {said}",
+                argv=["sbatch", "--parsable"],
+                exit_code=done.exit_status,
+                stderr=done.stderr,
+            )
+        try:
+            job_id = parse_sbatch_parsable(done.stdout)
+        except ValueError as exc:
+            raise SubmitError(
+                str(exc), argv=["sbatch"], exit_code=done.exit_status, stderr=done.stderr
+            ) from None
+        self._token_files[job_id] = token_file
+        return Submission(job_id=job_id, profile=profile.name)
 
-    async def submit(self, profile: Profile, *, token: str) -> Submission:
-        raise _not_yet("sbatch")
-
-    async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobState]:
-        raise _not_yet("squeue")
+    async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
+        wanted = set(job_ids)
+        if not wanted:
+            return {}
+        # All of this user's jobs in every state, in one call: naming ids with -j fails the
+        # whole call once one of them has aged out of slurmctld's memory.
+        done = await self._run(["squeue", "--me", "-h", "-t", "all", "-o", _SQUEUE_FORMAT])
+        if not done.ok:
+            raise ProvisionError(f"squeue: {done.error_text()}")
+        return {k: v for k, v in parse_squeue(done.stdout).items() if k in wanted}
 
     async def cancel(self, job_id: str) -> None:
-        raise _not_yet("scancel")
+        # A job cancelled before it started never read (and deleted) its token file.
+        token_file = self._token_files.pop(job_id, None)
+        argv = ["scancel", job_id]
+        if token_file is not None:
+            argv = ["sh", "-c", _SCANCEL, "fluksio-cancel", job_id, token_file]
+        done = await self._run(argv)
+        if not done.ok:
+            raise ProvisionError(f"scancel {job_id}: {done.error_text()}")
 
+    async def check(self) -> str:
+        done = await self._run(["sinfo", "-h", "-o", "%P %a %D %t"])
+        if not done.ok:
+            raise ProvisionError(f"sinfo: {done.error_text()}")
+        return done.stdout
 
-def _not_yet(command: str) -> SubmitError:
-    return SubmitError(
-        "submitting to Slurm is not available yet: the SSH transport is not built",
-        argv=[command],
-        exit_code=None,
-        stderr="",
-    )
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def _run(self, argv: list[str], stdin: str | None = None) -> Completed:
+        try:
+            return await self._transport.run(argv, stdin)
+        except TransportError as exc:
+            raise ProvisionError(str(exc)) from None
 
 
 @hookimpl

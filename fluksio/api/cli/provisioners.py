@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ import click
 from fluksio.api.cli.options import data_dir_option
 from fluksio.api.datadir import DataDir
 from fluksio.errors import ConfigError
+from fluksio.provisioners.base import Provisioner, ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.plugins import build_plugins
 
@@ -35,7 +37,13 @@ def provisioners() -> None:
     default=None,
     help="Print the exact job script that profile would submit.",
 )
-def check(data_dir: Path, file: Path | None, script: str | None) -> None:
+@click.option(
+    "--ssh",
+    "prove_access",
+    is_flag=True,
+    help="Also log in to each provisioner's system and show what it says (Slurm: sinfo).",
+)
+def check(data_dir: Path, file: Path | None, script: str | None, prove_access: bool) -> None:
     """Validate provisioners.json, list its profiles, optionally print a job script."""
     plugins = build_plugins()
     for failure in plugins.failures:
@@ -53,6 +61,8 @@ def check(data_dir: Path, file: Path | None, script: str | None) -> None:
             for profile in settings.profiles:
                 amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
                 click.echo(f"  {profile.name}: {amounts} labels={','.join(profile.labels) or '-'}")
+        if prove_access:
+            asyncio.run(_prove_access([kind(settings) for kind, settings in loaded]))
         return
     wanted, _, profile_name = script.partition("/")
     for kind, settings in loaded:
@@ -67,3 +77,20 @@ def check(data_dir: Path, file: Path | None, script: str | None) -> None:
             click.echo(provisioner.render(profile, token_file=str(example)), nl=False)
             return
     raise ConfigError(f"--script: no provisioner named {wanted!r} in {path}")
+
+
+async def _prove_access(provisioners: list[Provisioner]) -> None:
+    failed = []
+    for provisioner in provisioners:
+        try:
+            said = await provisioner.check()
+        except ProvisionError as exc:
+            failed.append(f"{provisioner.name}: {exc}")
+            continue
+        finally:
+            await provisioner.close()
+        click.echo(f"{provisioner.name}: access works")
+        for line in said.strip().splitlines():
+            click.echo(f"  {line}")
+    if failed:
+        raise ConfigError("; ".join(failed))

@@ -12,6 +12,7 @@ from fluksio.api.cli.options import data_dir_option
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import open_database
 from fluksio.api.logging import configure_logging, register_secret
+from fluksio.api.provisioning import load_configured
 from fluksio.api.server import data_dir_lock, run_engine
 from fluksio.api.settings import EngineSettings
 from fluksio.api.users import NewSuperuser, UserStore, bootstrap_superuser
@@ -76,6 +77,7 @@ def serve(
     # Known secrets are blanked wherever they would appear in a log line.
     register_secret(os.environ.get("FLUKSIO_SUPERUSER_PASSWORD"))
     layout = DataDir(data_dir).ensure()
+    load_configured(layout)  # a bad provisioners.json stops here, with one sentence
     with data_dir_lock(layout):
         database = open_database(layout.database)
         try:

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.appkeys import RUN_MANAGER, WORKERS
+from fluksio.api.appkeys import PROVISIONING, RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.timefmt import iso8601
 from fluksio.api.workers.attach import attach
@@ -97,7 +97,47 @@ async def _resources(request: web.Request) -> web.Response:
         for s in request.app[WORKERS].sessions()
         if scheduler.has_place(s.id)
     ]
-    return web.json_response({"places": places, "queued": manager.queued_view()})
+    provisioning = request.app.get(PROVISIONING)
+    return web.json_response(
+        {
+            "places": places,
+            "labels": _by_label(scheduler, request.app[WORKERS].sessions()),
+            "queued": manager.queued_view(),
+            "provisioners": _timestamps(provisioning.view()) if provisioning else [],
+        }
+    )
+
+
+def _by_label(scheduler: Scheduler, sessions: list[WorkerSession]) -> dict[str, Any]:
+    """Attached capacity per label: workers, and the inventory and free amounts summed."""
+    totals: dict[str, dict[str, Any]] = {}
+    for session in sessions:
+        if not scheduler.has_place(session.id):
+            continue
+        place = _place(scheduler, session.id)
+        for label in sorted(session.hello.labels):
+            entry = totals.setdefault(label, {"workers": 0, "inventory": {}, "free": {}})
+            entry["workers"] += 1
+            for part in ("inventory", "free"):
+                for resource, amount in place[part].items():
+                    if amount is not None:
+                        entry[part][resource] = entry[part].get(resource, 0) + amount
+    return totals
+
+
+_TIME_FIELDS = frozenset({"at", "since", "submitted_at", "attached_at", "retry_at"})
+
+
+def _timestamps(value: Any) -> Any:
+    """The driver's epoch seconds as the API's ISO 8601 times, wherever they are nested."""
+    if isinstance(value, list):
+        return [_timestamps(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            key: iso8601(item) if key in _TIME_FIELDS else _timestamps(item)
+            for key, item in value.items()
+        }
+    return value
 
 
 async def _standalone_agent(_request: web.Request) -> web.Response:

@@ -20,7 +20,7 @@ import contextlib
 import secrets as random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
@@ -32,13 +32,29 @@ from fluksio.api.runs.signature import select_kwargs
 from fluksio.api.runs.store import FlowStore, NodeRow, RunRow, RunStore
 from fluksio.api.secrets import SecretDenied, SecretStore, resolve_params
 from fluksio.api.timefmt import iso8601
-from fluksio.scheduler import ENGINE_ID, Placement, Policy, Request, Scheduler, Worker
+from fluksio.scheduler import (
+    ENGINE_ID,
+    Placement,
+    Policy,
+    Request,
+    Scheduler,
+    WaitReason,
+    Worker,
+)
 
 __all__ = ["Executor", "RunManager"]
 
 log = get_logger(__name__)
 EVENTS_KEPT = 100
 TERMINAL_NODE_STATES = frozenset({"succeeded", "failed", "cancelled", "skipped"})
+
+
+class Provisioning(Protocol):
+    """The provisioning driver, as the run manager uses it."""
+
+    def want(self, provisioner: str, profile: str) -> None: ...
+
+    def describe(self, key: str) -> str | None: ...
 
 
 class Executor(Protocol):
@@ -105,6 +121,8 @@ class RunManager:
         self._flush_pending = False
         self._dirty_runs: dict[str, _Run] = {}
         self._closing = False
+        self.provisioning: Provisioning | None = None
+        """Where the plan's asks for machines go, and how each profile's request stands."""
 
     # -- starting, cancelling, recovering ------------------------------------------------
 
@@ -274,6 +292,22 @@ class RunManager:
                 profile=ask.profile,
                 call_id=ask.request_id,
             )
+            if self.provisioning is not None:
+                self.provisioning.want(ask.provisioner, ask.profile)
+
+    def replan(self) -> None:
+        """Something outside the runs changed (a profile's request): plan again soon."""
+        self._kick()
+
+    def _reason(self, call_id: str) -> WaitReason | None:
+        """The scheduler's reason, with how the provisioning it waits for stands."""
+        reason = self.scheduler.reason(call_id)
+        if reason is None or reason.provisioning is None or self.provisioning is None:
+            return reason
+        status = self.provisioning.describe(reason.provisioning)
+        if status is None:
+            return reason
+        return replace(reason, text=f"provisioning {reason.provisioning}, {status}")
 
     def _place_name(self, place_id: str) -> str:
         return "engine" if place_id == ENGINE_ID else self.scheduler.place(place_id).worker.name
@@ -486,7 +520,7 @@ class RunManager:
             if found is None:
                 continue
             run, node = found
-            reason = self.scheduler.reason(call_id)
+            reason = self._reason(call_id)
             views.append(
                 {
                     "call_id": call_id,
@@ -506,7 +540,7 @@ class RunManager:
         for node in run.nodes.values():
             reason = None
             if node.row.state == "queued":
-                found = self.scheduler.reason(str(node.row.call_id))
+                found = self._reason(str(node.row.call_id))
                 reason = found.text if found is not None else None
             node.row.events = list(node.events)
             described.append((node.row, reason, node.event_count))

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from fluksio.api.appkeys import ARTIFACTS, RUN_MANAGER, SETTINGS, TOKENS, WORKERS
+from fluksio.api.appkeys import ARTIFACTS, PROVISIONING, RUN_MANAGER, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
@@ -31,6 +31,7 @@ from fluksio.api.workers.protocol import (
 )
 from fluksio.api.workers.registry import NeedsUpgrade, display_name
 from fluksio.api.workers.session import WorkerSession
+from fluksio.provisioners.base import WorkerEvent
 from fluksio.scheduler import Worker
 
 __all__ = ["attach"]
@@ -167,6 +168,10 @@ async def attach(request: web.Request) -> web.StreamResponse:
         ),
         session,
     )
+    provisioning = request.app.get(PROVISIONING)
+    event = _event(session)
+    if provisioning is not None:
+        provisioning.worker_attached(event)
     log.info(
         "worker.attached",
         worker=name,
@@ -182,6 +187,8 @@ async def attach(request: web.Request) -> web.StreamResponse:
         registry.remove(session)
         session.fail_all("worker went away mid-call")
         manager.detach(session.id)
+        if provisioning is not None:
+            provisioning.worker_gone(event)
         log.info(
             "worker.detached",
             worker=name,
@@ -189,6 +196,20 @@ async def attach(request: web.Request) -> web.StreamResponse:
             reason=session.closed_reason or "disconnected",
         )
     return ws
+
+
+def _event(session: WorkerSession) -> WorkerEvent:
+    provisioned = session.token.provisioned_by
+    provisioner, profile, request_id = provisioned if provisioned else (None, None, None)
+    return WorkerEvent(
+        worker_id=session.id,
+        name=session.name,
+        labels=tuple(session.hello.labels),
+        provisioner=provisioner,
+        profile=profile,
+        request_id=request_id,
+        job_id=session.hello.slurm_job_id,
+    )
 
 
 async def _serve(session: WorkerSession) -> None:

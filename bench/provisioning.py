@@ -1,0 +1,198 @@
+"""Provisioning through the local Slurm of ``make slurm-up``: what each step costs.
+
+Against the floors measured in the same run on the same SSH connection / cluster:
+
+* poll: one ``squeue`` for 20 live jobs (ours) against 20 ``squeue -j ID`` calls (per-job
+  polling) and against one ``true`` over the open connection (the SSH floor);
+* submit: our submission (token file + ``sbatch`` in one command) against a bare
+  ``sbatch --parsable --wrap true``;
+* end to end: a one-node run for label ``hpc`` with nothing attached, ``POST /runs`` to
+  succeeded (submit, Slurm starts the job, the worker starts and attaches, the node runs)
+  against a job that only starts the worker's Python (``python -c pass``), sbatch to gone.
+
+Run as root after ``make slurm-up``: ``.venv/bin/python bench/provisioning.py [--repeat N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from calls import Api, start_engine
+
+from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
+from fluksio.provisioners.transport import SSHTransport
+
+STATE = Path("/var/lib/fluksio-slurm")
+HELD = ["--begin=now+1hour"]
+
+
+def _facts() -> dict[str, str]:
+    lines = (STATE / "env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def _settings(facts: dict[str, str], port: int, sbatch: list[str]) -> dict[str, Any]:
+    return {
+        "type": "slurm",
+        "name": "hpc",
+        "login": f"{facts['LOGIN']}:{facts['PORT']}",
+        "ssh_key": facts["KEY"],
+        "known_hosts": facts["KNOWN_HOSTS"],
+        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "worker_command": facts["WORKER"],
+        "max_idle_s": 1,
+        "poll_interval_s": 0.2,
+        "profiles": [
+            {"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"], "sbatch": sbatch}
+        ],
+    }
+
+
+async def _median_ms(repeat: int, work: Callable[[], Awaitable[object]]) -> float:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        await work()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
+    settings = SlurmSettings.model_validate(_settings(facts, 1, HELD))
+    provisioner = SlurmProvisioner(settings)
+    transport = SSHTransport(settings.login, settings.ssh_key, known_hosts=settings.known_hosts)
+    profile = provisioner.profile("small")
+    await transport.run(["true"])  # both connections open before anything is timed
+    await provisioner.check()
+    results: dict[str, float] = {}
+    results["ssh true (floor)"] = await _median_ms(repeat, lambda: transport.run(["true"]))
+    jobs = [
+        (await provisioner.submit(profile, request_id=f"bench{i}", token="x")).job_id
+        for i in range(20)
+    ]
+    try:
+        results["poll 20 jobs: one squeue (ours)"] = await _median_ms(
+            repeat, lambda: provisioner.poll(jobs)
+        )
+
+        async def per_job() -> None:
+            for job in jobs:
+                await transport.run(["squeue", "-h", "-j", job, "-o", "%T"])
+
+        results["poll 20 jobs: squeue -j per job"] = await _median_ms(max(1, repeat // 4), per_job)
+    finally:
+        for job in jobs:
+            await provisioner.cancel(job)
+    submitted: list[str] = []
+
+    async def ours() -> None:
+        submitted.append((await provisioner.submit(profile, request_id="b", token="x")).job_id)
+
+    async def bare() -> None:
+        done = await transport.run(["sbatch", "--parsable", *HELD, "--wrap", "true"])
+        submitted.append(done.stdout.strip())
+
+    results["submit: ours (token file + sbatch)"] = await _median_ms(repeat, ours)
+    results["submit: bare sbatch --wrap (floor)"] = await _median_ms(repeat, bare)
+    for job in submitted:
+        await transport.run(["scancel", job])
+    await transport.close()
+    await provisioner.close()
+    return results
+
+
+async def _python_job_ms(facts: dict[str, str], repeat: int) -> float:
+    transport = SSHTransport(
+        f"{facts['LOGIN']}:{facts['PORT']}", facts["KEY"], known_hosts=facts["KNOWN_HOSTS"]
+    )
+    python = str(Path(facts["WORKER"]).parent / "python")
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        done = await transport.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--cpus-per-task=1",
+                "--mem=300M",
+                "-o",
+                "/dev/null",
+                "--wrap",
+                f"{python} -c pass",
+            ]
+        )
+        job = done.stdout.strip()
+        while (await transport.run(["squeue", "-h", "-j", job, "-o", "%T"])).stdout.strip():
+            await asyncio.sleep(0.02)
+        samples.append((time.perf_counter() - started) * 1000)
+    await transport.close()
+    return statistics.median(samples)
+
+
+def _end_to_end_ms(facts: dict[str, str], repeat: int) -> float:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp) / "data"
+        data_dir.mkdir(mode=0o700)
+        (data_dir / "provisioners.json").write_text(json.dumps([_settings(facts, port, [])]))
+        process, url = start_engine(data_dir, "auto", port=port)
+        try:
+            api = Api(url)
+            api.token = api.call(
+                "POST", "/login/access-token", form="username=bench&password=bench-password"
+            )["access_token"]
+            node = {"id": "n", "worker": "hpc", "code": "def process():\n    return 1\n"}
+            api.call("PUT", "/flows/hpc", body={"nodes": [node]})
+            samples = []
+            for _ in range(repeat):
+                _wait_no_jobs(api)
+                started = time.perf_counter()
+                run = api.run_to_end("hpc")
+                assert run["state"] == "succeeded", run
+                samples.append((time.perf_counter() - started) * 1000)
+            return statistics.median(samples)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _wait_no_jobs(api: Api) -> None:
+    """The previous job's worker idled out and its job ended: the next run provisions anew."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        (provisioner,) = api.call("GET", "/workers/resources")["provisioners"]
+        if not provisioner["profiles"][0]["jobs"]:
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the previous job did not end")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--repeat", type=int, default=8)
+    args = parser.parse_args()
+    facts = _facts()
+    results = asyncio.run(_steps(facts, args.repeat))
+    results["python -c pass as a job (floor)"] = asyncio.run(_python_job_ms(facts, 3))
+    results["node on a new job, POST /runs to succeeded"] = _end_to_end_ms(facts, 3)
+    width = max(map(len, results))
+    print(f"{'what':<{width}}  median ms")
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:9.1f}")
+
+
+if __name__ == "__main__":
+    main()

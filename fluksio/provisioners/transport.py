@@ -1,0 +1,191 @@
+"""Commands on a login node over SSH: one seam, :meth:`SSHTransport.run`, over asyncssh.
+
+The only module that imports asyncssh. One connection is opened on first use and kept, so
+a poll costs one channel, not a login (asyncssh: ~50 ms per command on an open connection
+against ~200 ms for a new OpenSSH process). A dropped connection is reopened once per
+command. Host keys are checked against ``known_hosts`` (the user's by default); with
+``trust_on_first_use`` a host that file does not know yet is accepted once and written
+there, and a host whose key *changed* is refused either way.
+
+Commands travel as argv, quoted for the remote shell here and nowhere else; anything secret
+travels on stdin, never in argv (``ps`` on the login node shows argv to every user).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from fluksio.errors import FluksioError
+
+__all__ = ["Completed", "SSHTransport", "TransportError", "parse_login"]
+
+CONNECT_TIMEOUT_S = 20.0
+# slurmctld being down makes squeue/sbatch retry for about 9 s before they fail: stay above.
+COMMAND_TIMEOUT_S = 60.0
+
+
+class TransportError(FluksioError):
+    """The login node could not be reached or would not run the command; says why."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What one command did on the login node."""
+
+    argv: tuple[str, ...]
+    exit_status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    def error_text(self) -> str:
+        """The command's own complaint (its last stderr lines), for users to read."""
+        lines = [line.strip() for line in self.stderr.strip().splitlines() if line.strip()]
+        text = "; ".join(lines[-3:]) or self.stdout.strip()[:200]
+        return text or f"{self.argv[0]} exited with status {self.exit_status}"
+
+
+def parse_login(login: str) -> tuple[str, str, int]:
+    """``user@host[:port]`` as (user, host, port)."""
+    user, _, rest = login.partition("@")
+    host, _, port = rest.partition(":")
+    return user, host, int(port) if port else 22
+
+
+class _TrustOnFirstUse(asyncssh.SSHClient):
+    """Accepts a host key its known_hosts file has no entry for, and records it there."""
+
+    def __init__(self, known_hosts: Path) -> None:
+        self._known_hosts = known_hosts
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        # Only reached when the key is not trusted; a host with *some* entry changed its key.
+        if self._known_hosts.exists():
+            known = asyncssh.read_known_hosts(str(self._known_hosts))
+            trusted = known.match(host, addr, port)[0]
+            if trusted:
+                return False
+        name = host if port == 22 else f"[{host}]:{port}"
+        line = f"{name} {key.export_public_key('openssh').decode().strip()}\n"
+        self._known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        with self._known_hosts.open("a") as file:
+            file.write(line)
+        return True
+
+
+class SSHTransport:
+    """Runs commands as ``login`` with ``key``; keeps one connection open between them."""
+
+    def __init__(
+        self,
+        login: str,
+        key: str,
+        *,
+        known_hosts: str | None = None,
+        trust_on_first_use: bool = False,
+        command_timeout_s: float = COMMAND_TIMEOUT_S,
+    ) -> None:
+        self.login = login
+        self._user, self._host, self._port = parse_login(login)
+        self._key = Path(key).expanduser()
+        self._known_hosts = Path(known_hosts or "~/.ssh/known_hosts").expanduser()
+        self._trust_on_first_use = trust_on_first_use
+        self._command_timeout_s = command_timeout_s
+        self._connection: asyncssh.SSHClientConnection | None = None
+        self._connecting = asyncio.Lock()
+
+    async def run(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
+        """Run ``argv`` on the login node, ``stdin`` fed to it; raise only if unreachable."""
+        command = shlex.join(argv)
+        for attempt in (1, 2):
+            connection = await self._connect()
+            try:
+                result = await asyncio.wait_for(
+                    connection.run(command, input=stdin, check=False),
+                    self._command_timeout_s,
+                )
+            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, OSError) as exc:
+                await self._drop(connection)
+                if attempt == 2:
+                    raise TransportError(f"{self.login}: connection lost ({exc})") from None
+                continue
+            except TimeoutError:
+                raise TransportError(
+                    f"{self.login}: {argv[0]} did not answer within {self._command_timeout_s:g} s"
+                ) from None
+            return Completed(
+                argv=tuple(argv),
+                exit_status=result.exit_status if result.exit_status is not None else 255,
+                stdout=_text(result.stdout),
+                stderr=_text(result.stderr),
+            )
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._drop(self._connection)
+
+    async def _drop(self, connection: asyncssh.SSHClientConnection) -> None:
+        if self._connection is connection:
+            self._connection = None
+        connection.close()
+        await connection.wait_closed()
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        async with self._connecting:
+            if self._connection is not None:
+                return self._connection
+            if not self._key.is_file():
+                raise TransportError(f"{self.login}: ssh_key {self._key} does not exist")
+            if not self._trust_on_first_use and not self._known_hosts.is_file():
+                raise TransportError(
+                    f"{self.login}: known_hosts file {self._known_hosts} does not exist (name"
+                    " one with known_hosts, or set trust_on_first_use)"
+                )
+            options: dict[str, Any] = {
+                "username": self._user,
+                "client_keys": [str(self._key)],
+                "agent_path": None,
+                "config": [],
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "keepalive_interval": 30,
+            }
+            if self._trust_on_first_use:
+                known = self._known_hosts
+                options["known_hosts"] = str(known) if known.exists() else ([], [], [])
+                options["client_factory"] = lambda: _TrustOnFirstUse(known)
+            else:
+                options["known_hosts"] = str(self._known_hosts)
+            try:
+                self._connection = await asyncssh.connect(self._host, self._port, **options)
+            except asyncssh.HostKeyNotVerifiable:
+                raise TransportError(
+                    f"{self.login}: the host key is not in {self._known_hosts} (add it with"
+                    " ssh-keyscan, or set trust_on_first_use)"
+                ) from None
+            except asyncssh.PermissionDenied:
+                raise TransportError(
+                    f"{self.login}: the login node refused the key {self._key}"
+                ) from None
+            except (OSError, asyncssh.Error) as exc:
+                reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+                raise TransportError(f"cannot reach {self.login}: {reason}") from None
+            return self._connection
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value if isinstance(value, str) else ""

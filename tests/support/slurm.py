@@ -1,0 +1,101 @@
+"""The local Slurm cluster ``make slurm-up`` starts, as a test sees it.
+
+``scripts/slurm-up.sh`` writes what it set up to ``$FLUKSIO_SLURM_STATE/env``. Without it
+the Slurm tests skip on a laptop and fail under ``CI=true``: CI must not skip them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+STATE = Path(os.environ.get("FLUKSIO_SLURM_STATE", "/var/lib/fluksio-slurm"))
+
+
+@dataclass(frozen=True)
+class LocalSlurm:
+    login: str
+    port: int
+    key: str
+    known_hosts: str
+    worker: str
+    prerun: str
+
+    @property
+    def login_with_port(self) -> str:
+        """As ``login`` in provisioners.json: ``user@host:port``."""
+        return f"{self.login}:{self.port}"
+
+    def ssh(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """Run a command on the login node with the system's OpenSSH client (not ours)."""
+        return subprocess.run(
+            [
+                "ssh",
+                "-p",
+                str(self.port),
+                "-i",
+                self.key,
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                f"UserKnownHostsFile={self.known_hosts}",
+                "-o",
+                "LogLevel=ERROR",
+                self.login,
+                # ssh joins its arguments for the remote shell to split again: quote once.
+                shlex.join(argv),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def job_state(self, job_id: str) -> str:
+        """The job's state, finished ones included ('' once Slurm has forgotten it)."""
+        done = self.ssh("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T")
+        return done.stdout.strip()
+
+    def fluksio_jobs(self) -> list[str]:
+        """Ids of this user's jobs still queued or running that Fluksio submitted."""
+        done = self.ssh("squeue", "--me", "-h", "-o", "%i %j")
+        assert done.returncode == 0, done.stderr
+        return [
+            line.split()[0] for line in done.stdout.splitlines() if "fluksio-" in line.split()[1]
+        ]
+
+
+def local_slurm() -> LocalSlurm:
+    env_file = STATE / "env"
+    if not env_file.exists():
+        message = f"no local Slurm ({env_file} missing): run `make slurm-up` as root"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    facts = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    return LocalSlurm(
+        login=facts["LOGIN"],
+        port=int(facts["PORT"]),
+        key=facts["KEY"],
+        known_hosts=facts["KNOWN_HOSTS"],
+        worker=facts["WORKER"],
+        prerun=facts["PRERUN"],
+    )
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the engine must know its URL before it starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -1,0 +1,259 @@
+"""The Slurm provisioner end to end: a real engine, real OpenSSH, a real Slurm on 127.0.0.1.
+
+Each test writes a provisioners.json whose profile runs the fluksio-worker that
+``make slurm-up`` installed for the (unprivileged) job user, starts an engine, and watches
+what a user would: the run, ``GET /workers/resources``, and ``squeue`` on the login node.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import fluksio
+from tests.support.engine import EngineProcess, start_engine
+from tests.support.http import call
+from tests.support.runs import code, get_run, put_flow, start_run, wait_run
+from tests.support.slurm import LocalSlurm, free_port, local_slurm
+from tests.support.wait import wait_for
+
+NODE = code(
+    """
+    import os
+
+    def process():
+        return {"job": os.environ.get("SLURM_JOB_ID"), "user": os.environ.get("USER")}
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def slurm() -> LocalSlurm:
+    return local_slurm()
+
+
+def _provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str, Any]:
+    profile = {"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
+    profile.update(changes.pop("profile", {}))
+    entry: dict[str, Any] = {
+        "type": "slurm",
+        "name": "hpc",
+        "login": slurm.login_with_port,
+        "ssh_key": slurm.key,
+        "known_hosts": slurm.known_hosts,
+        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "worker_command": slurm.worker,
+        "max_idle_s": 2,
+        "provision_timeout_s": 60,
+        "poll_interval_s": 0.3,
+        "retry_base_s": 30,
+        "profiles": [profile],
+    }
+    entry.update(changes)
+    return entry
+
+
+@pytest.fixture
+def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
+    started: list[EngineProcess] = []
+
+    def start_with(**changes: Any) -> tuple[EngineProcess, str]:
+        port = free_port()
+        data_dir = tmp_path / f"data{len(started)}"
+        data_dir.mkdir(mode=0o700)
+        config = [_provisioner(slurm, port, **changes)]
+        (data_dir / "provisioners.json").write_text(json.dumps(config))
+        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port)
+        started.append(engine)
+        return engine, engine.login()
+
+    yield start_with
+    for engine in started:
+        engine.stop()
+    # Whatever a failed test left queued must not hold the cluster's 2 CPUs for the next.
+    leftovers = slurm.fluksio_jobs()
+    if leftovers:
+        slurm.ssh("scancel", *leftovers)
+
+
+def _resources(engine: EngineProcess, token: str) -> dict[str, Any]:
+    answer = call("GET", f"{engine.api}/workers/resources", token=token)
+    assert answer.status == 200, answer
+    body: dict[str, Any] = answer.body
+    return body
+
+
+def _profile_view(engine: EngineProcess, token: str) -> dict[str, Any]:
+    (provisioner,) = _resources(engine, token)["provisioners"]
+    (profile,) = provisioner["profiles"]
+    assert provisioner["name"] == "hpc" and provisioner["type"] == "slurm"
+    view: dict[str, Any] = profile
+    return view
+
+
+def _wait_error(engine: EngineProcess, token: str, what: str) -> dict[str, Any]:
+    """The profile's last error, once there is one."""
+
+    def recorded() -> dict[str, Any] | None:
+        error: dict[str, Any] | None = _profile_view(engine, token)["last_error"]
+        return error
+
+    return wait_for(recorded, timeout=30, what=what)
+
+
+def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
+    start: Any, slurm: LocalSlurm
+) -> None:
+    engine, token = start()
+    assert put_flow(engine, token, "on-hpc", [{"id": "n", "worker": "hpc", "code": NODE}])
+    run_id = start_run(engine, token, "on-hpc")["id"]
+
+    def submission() -> dict[str, Any] | None:
+        outstanding: dict[str, Any] | None = _profile_view(engine, token)["outstanding"]
+        return outstanding if outstanding and outstanding["job_id"] else None
+
+    outstanding = wait_for(submission, timeout=30, what="a Slurm job to be submitted")
+    submitted = outstanding["job_id"]
+    run = wait_run(engine, token, run_id, timeout=90)
+    assert run["state"] == "succeeded", run
+    (node,) = run["nodes"]
+    assert node["result"] == {"job": submitted, "user": slurm.login.split("@")[0]}
+    profile = _profile_view(engine, token)
+    assert profile["last_error"] is None
+    # The worker idles out (max_idle_s=2), the job completes, its token is revoked.
+    completed = wait_for(
+        lambda: slurm.job_state(submitted) == "COMPLETED",
+        timeout=60,
+        what=f"Slurm job {submitted} to complete after its worker idled out",
+    )
+    assert completed
+    wait_for(
+        lambda: not _profile_view(engine, token)["jobs"],
+        timeout=30,
+        what="the ended job to leave /workers/resources",
+    )
+    tokens = call("GET", f"{engine.api}/workers/tokens", token=token).body
+    brought = [t for t in tokens if t["name"] == "hpc-small"]
+    assert len(brought) == 1 and brought[0]["status"] == "revoked", brought
+    # The token was in none of the places a user on the cluster, or the logs, could see.
+    shown = slurm.ssh("scontrol", "show", "job", "-dd", submitted).stdout
+    shown += slurm.ssh("squeue", "-h", "-t", "all", "-o", "%all").stdout
+    shown += engine.logs() + engine.stdout()
+    assert not re.search(r"eyJ[\w-]{10,}\.eyJ", shown)
+    token_file = f".fluksio/tokens/{outstanding['request_id']}"
+    assert slurm.ssh("test", "-e", token_file).returncode == 1, "the job left its token file"
+
+
+def test_many_queued_calls_still_make_one_job_and_stopping_the_engine_cancels_it(
+    start: Any, slurm: LocalSlurm
+) -> None:
+    # Held for an hour: it stays PENDING (BeginTime) however long the test looks at it.
+    engine, token = start(provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]})
+    nodes = [{"id": f"n{i}", "worker": "hpc", "code": NODE} for i in range(4)]
+    assert put_flow(engine, token, "many", nodes)
+    runs = [start_run(engine, token, "many")["id"] for _ in range(3)]
+
+    def pending() -> dict[str, Any] | None:
+        outstanding = _profile_view(engine, token)["outstanding"]
+        return outstanding if outstanding and outstanding["state"] == "PENDING" else None
+
+    outstanding = wait_for(pending, timeout=30, what="the job to be PENDING")
+    job_id = outstanding["job_id"]
+    assert outstanding["reason"] == "BeginTime"
+    run = get_run(engine, token, runs[-1])
+    assert run["state"] == "queued"
+    assert run["reason"] == f"provisioning hpc/small, Slurm job {job_id} PENDING (BeginTime)"
+    queued = _resources(engine, token)["queued"]
+    assert len(queued) == 12 and {q["reason"] for q in queued} == {run["reason"]}
+    assert slurm.fluksio_jobs() == [job_id]
+    assert len(_profile_view(engine, token)["jobs"]) == 1
+
+    assert engine.stop() == 0
+    assert slurm.job_state(job_id) == "CANCELLED"
+    assert slurm.fluksio_jobs() == []
+
+
+def test_a_job_that_never_starts_is_cancelled_after_provision_timeout(
+    start: Any, slurm: LocalSlurm
+) -> None:
+    engine, token = start(provision_timeout_s=2, profile={"sbatch": ["--hold"]})
+    assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
+    run_id = start_run(engine, token, "held")["id"]
+
+    error = _wait_error(engine, token, "the held job to time out")
+    found = re.fullmatch(r"Slurm job (\d+) did not attach within 2 s; cancelled", error["message"])
+    assert found, error
+    assert slurm.job_state(found.group(1)) == "CANCELLED"
+    view = _profile_view(engine, token)
+    assert view["outstanding"] is None and view["retry_at"] is not None
+    reason = get_run(engine, token, run_id)["reason"]
+    assert reason.startswith(
+        f"provisioning hpc/small, the last attempt failed ({error['message']})"
+    )
+
+
+def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
+    start: Any, slurm: LocalSlurm
+) -> None:
+    engine, token = start(profile={"sbatch": ["--partition=no-such-partition"]})
+    assert put_flow(engine, token, "nowhere", [{"id": "n", "worker": "hpc", "code": NODE}])
+    run_id = start_run(engine, token, "nowhere")["id"]
+
+    error = _wait_error(engine, token, "sbatch's refusal")
+    assert "invalid partition specified: no-such-partition" in error["message"]
+    reason = get_run(engine, token, run_id)["reason"]
+    assert "invalid partition specified" in reason and "trying again in" in reason
+    assert slurm.fluksio_jobs() == []
+
+
+def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
+    entry = _provisioner(slurm, 1, **changes)
+    path = tmp_path / "provisioners.json"
+    path.write_text(json.dumps([entry]))
+    return fluksio("provisioners", "check", "--file", str(path), "--ssh")
+
+
+def test_check_ssh_logs_in_and_shows_sinfo(slurm: LocalSlurm, tmp_path: Path) -> None:
+    done = _check(slurm, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "hpc: access works\n  debug* up 1 " in done.stdout
+
+
+def test_an_unknown_host_key_is_refused_unless_trusted_on_first_use(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    fresh = tmp_path / "known_hosts"
+    fresh.write_text("")
+    refused = _check(slurm, tmp_path, known_hosts=str(fresh))
+    assert refused.returncode == 2
+    assert f"the host key is not in {fresh}" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    trusted = _check(slurm, tmp_path, known_hosts=str(fresh), trust_on_first_use=True)
+    assert trusted.returncode == 0, trusted.stderr
+    remembered = fresh.read_text()
+    assert remembered.startswith(f"[127.0.0.1]:{slurm.port} ssh-ed25519 ")
+    # Remembered now: checked without trusting anything new.
+    assert _check(slurm, tmp_path, known_hosts=str(fresh)).returncode == 0
+
+
+def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    other = tmp_path / "other_host_key"
+    made = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=False
+    )
+    assert made.returncode == 0
+    other_key = other.with_suffix(".pub").read_text().split()[:2]
+    lying = tmp_path / "known_hosts"
+    lying.write_text(f"[127.0.0.1]:{slurm.port} {' '.join(other_key)}\n")
+    refused = _check(slurm, tmp_path, known_hosts=str(lying), trust_on_first_use=True)
+    assert refused.returncode == 2, refused.stdout
+    assert "host key" in refused.stderr
+    assert lying.read_text().count("\n") == 1
