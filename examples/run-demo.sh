@@ -61,6 +61,7 @@ fi
 echo
 echo "The engine keeps running at $url/api/v1 with the worker attached; user admin,"
 echo "password in $run_dir/password."
+echo "Workers screen: $url/workers (attached hosts, resources, waiting calls, tokens)"
 echo "Try: FLUKSIO_DATA_DIR=$run_dir/data FLUKSIO_USERNAME=admin FLUKSIO_PASSWORD=\$(cat $run_dir/password) $bin/fluksio runs start hello --follow"
 echo "Ctrl-C stops it."
 wait "$engine"

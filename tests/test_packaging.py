@@ -81,6 +81,9 @@ def test_engine_wheel_pins_our_agent_and_does_not_carry_it(wheels: dict[str, Pat
     assert "fluksio/__init__.py" not in names
     assert not [n for n in names if n.startswith("fluksio/agent/")]
     assert "fluksio/api/app.py" in names and "fluksio/errors.py" in names
+    # The Workers screen ships inside the package: an installed engine serves it offline.
+    for page in ("workers.html", "workers.js", "workers.css"):
+        assert f"fluksio/api/screen/static/{page}" in names
     # Exactly 0.2.0: the published 0.1.x agent can never satisfy it.
     assert "fluksio-worker==0.2.0" in meta["Requires-Dist"]
     assert meta["Version"] == ["0.2.0"]

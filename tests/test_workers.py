@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import signal
 import socket
@@ -12,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.support.engine import BIN, EngineProcess, start_engine
@@ -20,7 +17,7 @@ from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
-from tests.support.worker import WorkerProcess, start_worker
+from tests.support.worker import WorkerProcess, hello_with_protocol, start_worker
 
 
 @pytest.fixture
@@ -283,28 +280,7 @@ def test_another_protocol_is_refused_and_listed_as_needing_an_upgrade(
     engine: EngineProcess, admin: str
 ) -> None:
     token = engine.mint(admin, "old-box", ["cpu"])["token"]
-
-    async def old_agent() -> dict[str, Any]:
-        async with aiohttp.ClientSession() as http:
-            url = engine.url.replace("http", "ws") + "/api/v1/workers/attach"
-            async with http.ws_connect(url, params={"token": token}) as ws:
-                await ws.send_str(
-                    json.dumps(
-                        {
-                            "op": "hello",
-                            "protocol": 1,
-                            "name": "old-box",
-                            "labels": ["cpu"],
-                            "python": "/usr/bin/python3",
-                        }
-                    )
-                )
-                reply: dict[str, Any] = json.loads((await ws.receive(timeout=10)).data)
-                closing = await ws.receive(timeout=10)
-                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-                return reply
-
-    reply = asyncio.run(old_agent())
+    reply = hello_with_protocol(engine, token, "old-box", ["cpu"], protocol=1)
     assert reply["op"] == "refused"
     assert "pip install -U fluksio-worker" in reply["reason"]
     entry = next(w for w in listed(engine, admin) if w["name"] == "old-box")

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import aiohttp
 
 from tests.support.engine import BIN, EngineProcess
 from tests.support.process import ManagedProcess
@@ -45,3 +51,30 @@ def start_worker(
             cwd=cwd,
         )
     return WorkerProcess(process, log_path)
+
+
+def hello_with_protocol(
+    engine: EngineProcess, token: str, name: str, labels: list[str], *, protocol: int
+) -> dict[str, Any]:
+    """Say hello as an agent of another protocol would; the engine's reply (it then closes)."""
+
+    async def hello() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as http:
+            url = attach_url(engine)
+            async with http.ws_connect(url, params={"token": token}) as ws:
+                frame = {
+                    "op": "hello",
+                    "protocol": protocol,
+                    "name": name,
+                    "labels": labels,
+                    "python": "/usr/bin/python3",
+                }
+                await ws.send_str(json.dumps(frame))
+                reply: dict[str, Any] = json.loads((await ws.receive(timeout=10)).data)
+                closing = await ws.receive(timeout=10)
+                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+                return reply
+
+    # In a thread of its own: a caller may already run an event loop (Playwright's does).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, hello()).result(timeout=60)

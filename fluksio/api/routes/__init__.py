@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from fluksio.api import screen
 from fluksio.api.routes import (
     artifacts,
     flows,
@@ -23,3 +24,4 @@ API_PREFIX = "/api/v1"
 def add_routes(app: web.Application) -> None:
     for module in (health, login, worker_tokens, workers, flows, runs, secrets, artifacts):
         app.router.add_routes(module.routes(API_PREFIX))
+    app.router.add_routes(screen.routes(API_PREFIX))

@@ -1,0 +1,68 @@
+"""The Workers screen: one static page, served by the engine, that reads the public API.
+
+``GET /``                 redirects to ``/workers``
+``GET /workers``          the page (HTML; it logs in and polls the API itself)
+``GET /static/{name}``    its script and style sheet, shipped in this package
+
+No build step and nothing from a CDN: the page works offline. It talks only to
+``/api/v1`` with the superuser's access token, kept in the browser's session storage and
+sent in the ``Authorization`` header, never in a URL. A strict Content-Security-Policy
+allows nothing but this origin's own files (no inline script), so data from the API can
+never run as code. See docs/workers-screen.md.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from aiohttp import web
+
+__all__ = ["routes"]
+
+_STATIC = files(__package__) / "static"
+_TYPES = {
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".html": "text/html",
+    ".svg": "image/svg+xml",
+}
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        " connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    # Small files, and a new engine version must show at once: revalidate every time.
+    "Cache-Control": "no-cache",
+}
+
+
+def _file(name: str) -> web.Response:
+    path = _STATIC / name
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if "/" in name or suffix not in _TYPES or not path.is_file():
+        raise web.HTTPNotFound(text="no such file")
+    return web.Response(
+        body=path.read_bytes(), content_type=_TYPES[suffix], charset="utf-8", headers=_HEADERS
+    )
+
+
+async def _page(_request: web.Request) -> web.Response:
+    return _file("workers.html")
+
+
+async def _static(request: web.Request) -> web.Response:
+    return _file(request.match_info["name"])
+
+
+async def _home(_request: web.Request) -> web.Response:
+    raise web.HTTPFound("/workers")
+
+
+def routes(_prefix: str) -> list[web.RouteDef]:
+    return [
+        web.get("/", _home),
+        web.get("/workers", _page),
+        web.get("/static/{name}", _static),
+    ]

@@ -1,0 +1,385 @@
+// The Workers screen: polls the engine's API once a second and redraws what changed.
+// Every value from the API is set as text (never as HTML), so nothing it holds can run.
+"use strict";
+
+const API = "/api/v1";
+const POLL_MS = 1000;
+const TOKEN_KEY = "fluksio.access-token";
+
+const $ = (id) => document.getElementById(id);
+let polling = null;
+let lastGood = null;
+
+// -- small DOM helpers ---------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function ago(iso) {
+  if (!iso) return "—";
+  const seconds = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (seconds < 5) return "just now";
+  if (seconds < 60) return `${seconds} s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  return `${Math.floor(seconds / 86400)} d ago`;
+}
+
+function until(iso) {
+  if (!iso) return "—";
+  const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000);
+  return seconds <= 0 ? "now" : `in ${seconds < 60 ? `${seconds} s` : `${Math.ceil(seconds / 60)} min`}`;
+}
+
+function time(iso) {
+  return el("time", { datetime: iso || "", title: iso || "" }, ago(iso));
+}
+
+function chips(labels) {
+  if (!labels || !labels.length) return el("span", { class: "muted" }, "no labels");
+  return el("span", { class: "chips" }, labels.map((label) => el("span", { class: "chip" }, label)));
+}
+
+function badge(text, kind) {
+  return el("span", { class: `badge ${kind || text.replace(/\s+/g, "-")}` }, text);
+}
+
+function table(headings, rows) {
+  const head = el("tr", {}, headings.map((heading) => el("th", { scope: "col" }, heading)));
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
+}
+
+function empty(...lines) {
+  return el("div", { class: "empty" }, lines.map((line) => el("p", {}, line)));
+}
+
+// A used-of-total bar; unknown totals say so instead of drawing a guess.
+function bar(name, total, free, unit) {
+  if (total === null || total === undefined) {
+    return el("div", { class: "meter unknown" }, el("span", {}, `${name}: not reported`));
+  }
+  const used = Math.max(0, total - (free ?? total));
+  const share = total > 0 ? Math.round((used / total) * 100) : 0;
+  const show = (value) => (unit === "MB" && value >= 1024 ? `${(value / 1024).toFixed(1)} GB` : `${value}${unit ? ` ${unit}` : ""}`);
+  const text = `${name}: ${show(used)} of ${show(total)} used`;
+  const fill = el("span", { class: share >= 100 ? "meter-fill full" : "meter-fill" });
+  fill.style.width = `${share}%`; // through CSSOM: the page's CSP forbids style attributes
+  return el(
+    "div",
+    { class: "meter", role: "meter", "aria-label": text, "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": used },
+    el("span", { class: "meter-text" }, text),
+    el("span", { class: "meter-track" }, fill),
+  );
+}
+
+// -- the API -------------------------------------------------------------------------------
+
+class Unauthorized extends Error {}
+
+async function api(method, path, { form, json } = {}) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let body;
+  if (form) body = new URLSearchParams(form);
+  if (json) {
+    headers["Content-Type"] = "application/json";
+    body = JSON.stringify(json);
+  }
+  const response = await fetch(API + path, { method, headers, body, cache: "no-store" });
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (response.status === 401 && path !== "/login/access-token") throw new Unauthorized();
+  if (!response.ok) throw new Error((data && data.detail) || `${response.status} ${response.statusText}`);
+  return data;
+}
+
+// -- logging in and out --------------------------------------------------------------------
+
+function showLogin(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  stopPolling();
+  $("screen").hidden = true;
+  $("logout").hidden = true;
+  $("login").hidden = false;
+  $("live").textContent = "";
+  const error = $("login-error");
+  error.hidden = !message;
+  error.textContent = message || "";
+  $("login-form").elements.username.focus();
+}
+
+async function logIn(event) {
+  event.preventDefault();
+  const form = event.target;
+  const error = $("login-error");
+  error.hidden = true;
+  try {
+    const answer = await api("POST", "/login/access-token", {
+      form: { username: form.elements.username.value, password: form.elements.password.value },
+    });
+    sessionStorage.setItem(TOKEN_KEY, answer.access_token);
+    form.reset();
+    showScreen();
+  } catch (exc) {
+    error.textContent = exc.message;
+    error.hidden = false;
+  }
+}
+
+function showScreen() {
+  $("login").hidden = true;
+  $("screen").hidden = false;
+  $("logout").hidden = false;
+  startPolling();
+}
+
+// -- polling -------------------------------------------------------------------------------
+
+function startPolling() {
+  stopPolling();
+  refresh();
+  polling = setInterval(refresh, POLL_MS);
+}
+
+function stopPolling() {
+  if (polling !== null) clearInterval(polling);
+  polling = null;
+}
+
+let inFlight = false;
+async function refresh() {
+  if (inFlight) return;
+  inFlight = true;
+  try {
+    const [workers, resources, tokens] = await Promise.all([
+      api("GET", "/workers"),
+      api("GET", "/workers/resources"),
+      api("GET", "/workers/tokens"),
+    ]);
+    lastGood = Date.now();
+    $("problem").hidden = true;
+    renderWorkers(workers);
+    renderQueued(resources.queued);
+    renderProvisioners(resources.provisioners);
+    renderTokens(tokens);
+    $("live").textContent = "Live: updated every second";
+    $("live").className = "live ok";
+  } catch (exc) {
+    if (exc instanceof Unauthorized) {
+      showLogin("Your session has ended: log in again.");
+    } else {
+      // An engine restart lands here: keep polling, and say since when it has been away.
+      const since = lastGood ? ` since ${ago(new Date(lastGood).toISOString())}` : "";
+      $("problem").textContent = `Cannot reach the engine${since}: ${exc.message}. Retrying every second.`;
+      $("problem").hidden = false;
+      $("live").textContent = "Reconnecting…";
+      $("live").className = "live down";
+    }
+  } finally {
+    inFlight = false;
+  }
+}
+
+// -- sections ------------------------------------------------------------------------------
+
+function attachCommand() {
+  return `FLUKSIO_WORKER_TOKEN=<token> fluksio-worker --url ${location.origin}${API}/workers/attach`;
+}
+
+function renderWorkers(workers) {
+  $("workers-count").textContent = workers.length ? `(${workers.length})` : "";
+  if (!workers.length) {
+    $("workers").replaceChildren(
+      empty("No workers attached.", "Mint a token below, then run on the machine:", el("code", {}, attachCommand())),
+    );
+    return;
+  }
+  const rows = workers.map((worker) => {
+    const upgrade = worker.status === "needs upgrade";
+    const inventory = worker.inventory || {};
+    const free = worker.free || {};
+    return el(
+      "tr",
+      { "data-worker": worker.name, class: upgrade ? "needs-upgrade" : null },
+      el("td", {}, el("strong", {}, worker.name), el("br"), upgrade ? null : chips(worker.labels)),
+      el("td", {}, badge(worker.status), upgrade ? el("p", { class: "muted small" }, worker.reason) : null),
+      el("td", {}, `${worker.version || "unknown"} · protocol ${worker.protocol ?? "?"}`),
+      el("td", {}, worker.python || "—"),
+      el(
+        "td",
+        { class: "meters" },
+        upgrade
+          ? el("span", { class: "muted" }, "refused: upgrade fluksio-worker")
+          : [bar("cores", inventory.cpus, free.cpus, ""), bar("GPUs", inventory.gpus, free.gpus, ""), bar("memory", inventory.ram_mb, free.ram_mb, "MB")],
+      ),
+      el("td", {}, upgrade ? "—" : `${worker.in_flight} of ${worker.parallel}`),
+      el("td", {}, upgrade ? ["refused ", time(worker.refused_at)] : [time(worker.attached_at), el("br"), el("span", { class: "muted small" }, "seen "), time(worker.last_seen)]),
+    );
+  });
+  $("workers").replaceChildren(table(["Worker", "Status", "Version", "Python", "Resources", "Calls", "Attached"], rows));
+}
+
+function renderQueued(queued) {
+  $("queued-count").textContent = queued.length ? `(${queued.length})` : "";
+  if (!queued.length) {
+    $("queued").replaceChildren(empty("Nothing is waiting: every node call has a place to run."));
+    return;
+  }
+  const rows = queued.map((call) =>
+    el(
+      "tr",
+      { "data-call": call.call_id },
+      el("td", {}, el("strong", {}, `${call.flow} / ${call.node}`), el("br"), el("span", { class: "muted small" }, `run ${call.run_id}`)),
+      el("td", {}, call.worker ? chips([call.worker]) : el("span", { class: "muted" }, "any")),
+      el("td", {}, time(call.queued_at)),
+      el("td", { class: "reason" }, call.reason || "waiting for the next scheduling pass"),
+    ),
+  );
+  $("queued").replaceChildren(table(["Node", "Wants", "Waiting since", "Why it waits"], rows));
+}
+
+function jobText(job) {
+  if (!job) return el("span", { class: "muted" }, "none");
+  const state = job.state ? `${job.state}${job.reason ? ` (${job.reason})` : ""}` : job.stage;
+  return el("span", {}, job.job_id ? `job ${job.job_id}: ` : "", el("strong", {}, state), " since ", time(job.since));
+}
+
+function renderProvisioners(provisioners) {
+  if (!provisioners.length) {
+    $("provisioners").replaceChildren(
+      empty("No provisioners configured.", "Put a provisioners.json in the engine's data directory to get machines from Slurm on demand."),
+    );
+    return;
+  }
+  const rows = [];
+  for (const provisioner of provisioners) {
+    for (const profile of provisioner.profiles) {
+      const amounts = [
+        profile.cpus ? `${profile.cpus} ${profile.cpus === 1 ? "core" : "cores"}` : null,
+        profile.gpus ? `${profile.gpus} ${profile.gpus === 1 ? "GPU" : "GPUs"}` : null,
+        profile.ram_mb ? `${profile.ram_mb} MB` : null,
+      ].filter(Boolean);
+      const error = profile.last_error;
+      rows.push(
+        el(
+          "tr",
+          { "data-profile": `${provisioner.name}/${profile.name}` },
+          el("td", {}, el("strong", {}, `${provisioner.name}/${profile.name}`), el("br"), el("span", { class: "muted small" }, provisioner.type)),
+          el("td", {}, chips(profile.labels), el("br"), el("span", { class: "muted small" }, amounts.join(", ") || "resources not set")),
+          el("td", {}, jobText(profile.outstanding)),
+          el(
+            "td",
+            { class: error ? "error-cell" : null },
+            error ? [el("span", {}, error.message), el("br"), el("span", { class: "muted small" }, "at ", time(error.at), profile.retry_at ? `, next try ${until(profile.retry_at)}` : "")] : el("span", { class: "muted" }, "none"),
+          ),
+          el("td", {}, profile.workers.length ? profile.workers.map((w) => el("div", {}, w.name, w.job_id ? ` (job ${w.job_id})` : "")) : el("span", { class: "muted" }, "none")),
+        ),
+      );
+    }
+  }
+  $("provisioners").replaceChildren(table(["Profile", "Brings", "Outstanding request", "Last error", "Workers it brought"], rows));
+}
+
+function renderTokens(tokens) {
+  if (!tokens.length) {
+    $("tokens").replaceChildren(empty("No worker tokens yet. Mint one above for each machine that should attach."));
+    return;
+  }
+  const rows = tokens.map((token) =>
+    el(
+      "tr",
+      { "data-token": token.name, "data-jti": token.jti },
+      el("td", {}, el("strong", {}, token.name), el("br"), el("span", { class: "muted small" }, token.jti)),
+      el("td", {}, chips(token.labels)),
+      el("td", {}, badge(token.status), token.revoked_reason ? el("p", { class: "muted small" }, token.revoked_reason) : null),
+      el("td", {}, time(token.created_at), token.created_by ? el("span", { class: "muted small" }, ` by ${token.created_by}`) : null),
+      el("td", {}, token.expires_at ? token.expires_at.slice(0, 10) : "—"),
+      el("td", {}, token.status === "active" ? el("button", { type: "button", class: "danger quiet", onclick: () => confirmRevoke(token) }, "Revoke") : null),
+    ),
+  );
+  $("tokens").replaceChildren(table(["Token", "Labels", "Status", "Minted", "Expires", ""], rows));
+}
+
+// -- tokens: mint and revoke -----------------------------------------------------------------
+
+async function mint(event) {
+  event.preventDefault();
+  const form = event.target;
+  const error = $("mint-error");
+  error.hidden = true;
+  const labels = form.elements.labels.value.split(",").map((l) => l.trim()).filter(Boolean);
+  try {
+    const minted = await api("POST", "/workers/tokens", { json: { name: form.elements.name.value.trim(), labels } });
+    form.reset();
+    $("minted-token").value = minted.token;
+    const labelFlag = minted.labels.length ? ` --labels ${minted.labels.join(",")}` : "";
+    $("minted-usage").textContent = `${attachCommand()}${labelFlag}`;
+    $("minted").hidden = false;
+    $("copy-token").textContent = "Copy";
+    $("minted-token").select();
+    refresh();
+  } catch (exc) {
+    if (exc instanceof Unauthorized) return showLogin("Your session has ended: log in again.");
+    error.textContent = exc.message;
+    error.hidden = false;
+  }
+}
+
+async function copyToken() {
+  const field = $("minted-token");
+  try {
+    await navigator.clipboard.writeText(field.value);
+  } catch {
+    field.select();
+    document.execCommand("copy");
+  }
+  $("copy-token").textContent = "Copied";
+}
+
+function dismissToken() {
+  $("minted-token").value = "";
+  $("minted").hidden = true;
+}
+
+function confirmRevoke(token) {
+  const dialog = $("confirm-revoke");
+  $("confirm-text").textContent = `Workers using "${token.name}" (${token.jti}) are disconnected at once and cannot attach with it again.`;
+  dialog.returnValue = "";
+  dialog.onclose = async () => {
+    if (dialog.returnValue !== "revoke") return;
+    try {
+      await api("POST", `/workers/tokens/${encodeURIComponent(token.jti)}/revoke`);
+      refresh();
+    } catch (exc) {
+      if (exc instanceof Unauthorized) return showLogin("Your session has ended: log in again.");
+      $("problem").textContent = `Could not revoke ${token.name}: ${exc.message}`;
+      $("problem").hidden = false;
+    }
+  };
+  dialog.showModal();
+}
+
+// -- start -----------------------------------------------------------------------------------
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", logIn);
+  $("mint-form").addEventListener("submit", mint);
+  $("copy-token").addEventListener("click", copyToken);
+  $("dismiss-token").addEventListener("click", dismissToken);
+  $("logout").addEventListener("click", () => showLogin(""));
+  if (sessionStorage.getItem(TOKEN_KEY)) showScreen();
+  else showLogin("");
+});

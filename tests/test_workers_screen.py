@@ -1,0 +1,300 @@
+"""The Workers screen in a real headless Chromium (Debian's), driven by Playwright.
+
+A real engine and real agents on 127.0.0.1; the page is used as a person would: log in,
+watch a worker attach, read why a node waits, mint and revoke a token, see an old agent
+listed as needing an upgrade, live through an engine restart. Screenshots go to
+``test-output/workers-screen/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess, start_engine
+from tests.support.http import call
+from tests.support.runs import code, run_flow
+from tests.support.slurm import free_port, local_slurm
+from tests.support.worker import hello_with_protocol, start_worker
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "test-output" / "workers-screen"
+# Live means within two seconds; five leaves room for a loaded CI machine.
+LIVE_MS = 5000
+# This machine's network is closed: without these Chromium keeps trying Google's hosts.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        message = "Debian's chromium is not installed (make test installs it as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as driver:
+        chromium = driver.chromium.launch(
+            executable_path=_chromium(), headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def engine_on_port(tmp_path: Path) -> Iterator[tuple[EngineProcess, int]]:
+    port = free_port()
+    engine = start_engine(tmp_path / "data", tmp_path / "logs", port=port)
+    yield engine, port
+    engine.stop()
+
+
+def _log_in(browser: Any, engine: EngineProcess, **context: Any) -> Any:
+    page = browser.new_context(**context).new_page()
+    page.goto(engine.url + "/")
+    assert page.url == engine.url + "/workers"
+    page.get_by_label("User name").fill(SUPERUSER)
+    page.get_by_label("Password").fill(SUPERUSER_PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect = playwright.expect
+    expect(page.get_by_role("heading", name=re.compile("^Workers"))).to_be_visible()
+    return page
+
+
+def _shot(page: Any, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def test_log_in_mint_attach_wait_revoke(
+    browser: Any, engine_on_port: tuple[EngineProcess, int], tmp_path: Path
+) -> None:
+    engine, _port = engine_on_port
+    expect = playwright.expect
+    page = _log_in(browser, engine)
+    workers = page.locator("#workers")
+    expect(workers).to_contain_text("No workers attached.")
+    expect(workers).to_contain_text("fluksio-worker --url")
+    expect(page.locator("#provisioners")).to_contain_text("No provisioners configured.")
+    expect(page.locator("#queued")).to_contain_text("Nothing is waiting")
+    _shot(page, "1-empty")
+
+    # Mint from the page: the token is shown once, never put in the URL.
+    page.get_by_label("Token name").fill("gpu-box")
+    page.get_by_label("Labels").fill("gpu, cuda")
+    page.get_by_role("button", name="Mint token").click()
+    minted = page.get_by_label("The new worker token")
+    expect(minted).to_have_value(re.compile(r"^eyJ"))
+    token = minted.input_value()
+    assert token not in page.url
+    assert page.evaluate("() => sessionStorage.length") == 1
+    row = page.locator('#tokens tr[data-token="gpu-box"]')
+    expect(row).to_contain_text("active")
+    expect(row).to_contain_text("gpu")
+    _shot(page, "2-minted")
+
+    # An agent attaches with it: it appears, live, with its inventory as bars.
+    worker = start_worker(
+        engine,
+        token,
+        tmp_path / "worker",
+        "--name",
+        "gpu-box",
+        "--labels",
+        "gpu,cuda",
+        "--cpus",
+        "4",
+        "--gpus",
+        "2",
+        "--ram-mb",
+        "8192",
+        "--parallel",
+        "2",
+    )
+    try:
+        attached = page.locator('#workers tr[data-worker="gpu-box"]')
+        expect(attached).to_contain_text("idle", timeout=LIVE_MS)
+        expect(attached).to_contain_text("0.2.0 · protocol 2")
+        expect(attached).to_contain_text("cores: 0 of 4 used")
+        expect(attached).to_contain_text("GPUs: 0 of 2 used")
+        expect(attached).to_contain_text("memory: 0 MB of 8.0 GB used")
+        expect(attached).to_contain_text("0 of 2")
+        expect(attached.get_by_role("meter", name="GPUs: 0 of 2 used")).to_be_visible()
+
+        # A node nothing attached can run: it waits, and the page says why.
+        admin = engine.login()
+        node = {"id": "train", "worker": "tpu", "code": code("def process():\n    return 1\n")}
+        run_flow(engine, admin, "needs-tpu", [node])
+        waiting = page.locator("#queued tr").filter(has_text="needs-tpu / train")
+        expect(waiting).to_contain_text("no attached worker carries label 'tpu'", timeout=LIVE_MS)
+        _shot(page, "3-attached-and-waiting")
+
+        # Revoke from the page, after confirming: the worker is cut off at once.
+        row.get_by_role("button", name="Revoke").click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_contain_text("gpu-box")
+        _shot(page, "4-confirm-revoke")
+        dialog.get_by_role("button", name="Revoke").click()
+        expect(row).to_contain_text("revoked", timeout=LIVE_MS)
+        expect(attached).to_have_count(0, timeout=LIVE_MS)
+        listed = call("GET", f"{engine.api}/workers/tokens", token=admin).body
+        assert [t["status"] for t in listed if t["name"] == "gpu-box"] == ["revoked"]
+        _shot(page, "5-revoked")
+    finally:
+        worker.stop()
+
+
+def test_cancelling_the_confirmation_revokes_nothing(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    engine.mint(engine.login(), "keep-me", [])
+    page = _log_in(browser, engine)
+    row = page.locator('#tokens tr[data-token="keep-me"]')
+    row.get_by_role("button", name="Revoke").click()
+    page.get_by_role("dialog").get_by_role("button", name="Cancel").click()
+    playwright.expect(page.get_by_role("dialog")).to_be_hidden()
+    playwright.expect(row).to_contain_text("active")
+    listed = call("GET", f"{engine.api}/workers/tokens", token=engine.login()).body
+    assert [t["status"] for t in listed] == ["active"]
+
+
+def test_an_old_agent_shows_needs_upgrade(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    page = _log_in(browser, engine)
+    token = engine.mint(engine.login(), "old-box", ["cpu"])["token"]
+    reply = hello_with_protocol(engine, token, "old-box", ["cpu"], protocol=1)
+    assert reply["op"] == "refused"
+    row = page.locator('#workers tr[data-worker="old-box"]')
+    expect = playwright.expect
+    expect(row).to_contain_text("needs upgrade", timeout=LIVE_MS)
+    expect(row).to_contain_text("protocol 1")
+    expect(row).to_contain_text("pip install -U fluksio-worker")
+    _shot(page, "6-needs-upgrade")
+
+
+def test_a_wrong_password_is_shown_in_the_page(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    page = browser.new_context().new_page()
+    page.goto(engine.url + "/workers")
+    page.get_by_label("User name").fill(SUPERUSER)
+    page.get_by_label("Password").fill("not-the-password")
+    page.get_by_role("button", name="Log in").click()
+    playwright.expect(page.locator("#login-error")).to_contain_text("incorrect")
+    assert "not-the-password" not in page.url
+
+
+def test_the_page_lives_through_an_engine_restart(
+    browser: Any, engine_on_port: tuple[EngineProcess, int], tmp_path: Path
+) -> None:
+    engine, port = engine_on_port
+    page = _log_in(browser, engine)
+    expect = playwright.expect
+    engine.stop()
+    expect(page.get_by_role("alert")).to_contain_text("Cannot reach the engine", timeout=LIVE_MS)
+    _shot(page, "7-engine-away")
+    restarted = start_engine(tmp_path / "data", tmp_path / "logs2", port=port)
+    try:
+        restarted.mint(restarted.login(), "after-restart", [])
+        expect(page.locator('#tokens tr[data-token="after-restart"]')).to_be_visible(
+            timeout=LIVE_MS
+        )
+        expect(page.locator("#problem")).to_be_hidden()
+    finally:
+        restarted.stop()
+
+
+def test_a_phone_sees_every_section_without_sideways_scrolling(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    engine.mint(engine.login(), "phone-box", ["gpu"])
+    page = _log_in(browser, engine, viewport={"width": 390, "height": 844})
+    playwright.expect(page.locator('#tokens tr[data-token="phone-box"]')).to_be_visible()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    for section in ("Workers", "Waiting node calls", "Provisioners", "Worker tokens"):
+        playwright.expect(
+            page.get_by_role("heading", name=re.compile(f"^{section}"))
+        ).to_be_visible()
+    # Keyboard: the mint form is reachable by Tab from the log-out button.
+    page.get_by_role("button", name="Log out").focus()
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.name") == "name":
+            break
+    assert page.evaluate("() => document.activeElement.name") == "name"
+    _shot(page, "8-phone")
+
+
+def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_path: Path) -> None:
+    slurm = local_slurm()
+    port = free_port()
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    common = {
+        "type": "slurm",
+        "login": slurm.login_with_port,
+        "ssh_key": slurm.key,
+        "known_hosts": slurm.known_hosts,
+        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "worker_command": slurm.worker,
+        "poll_interval_s": 0.3,
+        "retry_base_s": 60,
+        "provision_timeout_s": 0,
+    }
+    held = {"name": "held", "cpus": 1, "ram_mb": 200, "labels": ["hpc"]}
+    held["sbatch"] = ["--begin=now+1hour"]
+    nowhere = {"name": "nowhere", "labels": ["gpu"], "sbatch": ["--partition=no-such"]}
+    config = [
+        {**common, "name": "hpc", "profiles": [held]},
+        {**common, "name": "cluster", "profiles": [nowhere]},
+    ]
+    (data_dir / "provisioners.json").write_text(json.dumps(config))
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        page = _log_in(browser, engine)
+        admin = engine.login()
+        noop = code("def process():\n    return 1\n")
+        run_flow(engine, admin, "on-hpc", [{"id": "a", "worker": "hpc", "code": noop}])
+        run_flow(engine, admin, "on-gpu", [{"id": "b", "worker": "gpu", "code": noop}])
+        expect = playwright.expect
+        pending = page.locator('#provisioners tr[data-profile="hpc/held"]')
+        expect(pending).to_contain_text(
+            re.compile(r"job \d+: PENDING \(BeginTime\)"), timeout=15000
+        )
+        refused = page.locator('#provisioners tr[data-profile="cluster/nowhere"]')
+        expect(refused).to_contain_text("invalid partition specified: no-such", timeout=15000)
+        expect(refused).to_contain_text("next try in")
+        waiting = page.locator("#queued tr").filter(has_text="on-hpc / a")
+        expect(waiting).to_contain_text(re.compile(r"provisioning hpc/held, Slurm job \d+ PENDING"))
+        _shot(page, "9-provisioning")
+    finally:
+        engine.stop()
+    assert slurm.fluksio_jobs() == [], "stopping the engine cancels the pending job"
