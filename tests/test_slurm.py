@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,3 +258,47 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     assert refused.returncode == 2, refused.stdout
     assert "host key" in refused.stderr
     assert lying.read_text().count("\n") == 1
+
+
+def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    port = free_port()
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    entry = _provisioner(
+        slurm, port, provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]}
+    )
+    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        token = engine.login()
+        assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
+        run_id = start_run(engine, token, "held")["id"]
+
+        def pending() -> str | None:
+            outstanding = _profile_view(engine, token)["outstanding"]
+            return outstanding["job_id"] if outstanding and outstanding["state"] else None
+
+        job_id = wait_for(pending, timeout=30, what="the job to be PENDING")
+        assert engine.stop(signal.SIGKILL) != 0  # no shutdown: nothing is cancelled
+        assert slurm.fluksio_jobs() == [job_id]
+
+        engine = start_engine(data_dir, tmp_path / "logs2", port=port)
+        token = engine.login()
+        view = wait_for(
+            lambda: _profile_view(engine, token)["outstanding"],
+            timeout=30,
+            what="the restarted engine to list the job again",
+        )
+        assert view["job_id"] == job_id
+        expected = f"provisioning hpc/small, Slurm job {job_id} PENDING (BeginTime)"
+        wait_for(
+            lambda: get_run(engine, token, run_id)["reason"] == expected,
+            timeout=30,
+            what="the recovered run to say it waits for the same job",
+        )
+        assert slurm.fluksio_jobs() == [job_id]
+    finally:
+        engine.stop()
+    assert slurm.job_state(job_id) == "CANCELLED"

@@ -83,6 +83,20 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at  REAL NOT NULL
     );
     """,
+    # v3: provisioning requests a job was submitted for, so a restarted engine (or one
+    # that crashed) still polls, times out and cancels them instead of leaking them.
+    """
+    CREATE TABLE provision_requests (
+        id           TEXT PRIMARY KEY,
+        provisioner  TEXT NOT NULL,
+        profile      TEXT NOT NULL,
+        job_id       TEXT NOT NULL,
+        token_jti    TEXT,
+        stage        TEXT NOT NULL,
+        created_at   REAL NOT NULL,
+        attached_at  REAL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -15,13 +15,14 @@ from aiohttp import web
 from fluksio.api import appkeys
 from fluksio.api.datadir import DataDir
 from fluksio.api.logging import get_logger
+from fluksio.api.provision_requests import ProvisionRequestStore
 from fluksio.api.runs.manager import RunManager
 from fluksio.api.tokens import TokenService
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import Profile, Provisioner
 from fluksio.provisioners.config import load_provisioners
-from fluksio.provisioners.driver import ProvisioningDriver
+from fluksio.provisioners.driver import ProvisioningDriver, Request
 from fluksio.provisioners.plugins import Plugins, build_plugins
 
 __all__ = ["Configured", "load_configured", "provisioning_context"]
@@ -55,10 +56,15 @@ def load_configured(layout: DataDir) -> Configured:
 
 class _EngineSide:
     def __init__(
-        self, tokens: TokenService, worker_tokens: WorkerTokenStore, manager: RunManager
+        self,
+        tokens: TokenService,
+        worker_tokens: WorkerTokenStore,
+        requests: ProvisionRequestStore,
+        manager: RunManager,
     ) -> None:
         self._tokens = tokens
         self._worker_tokens = worker_tokens
+        self._requests = requests
         self._manager = manager
         self.driver: ProvisioningDriver | None = None
 
@@ -75,6 +81,12 @@ class _EngineSide:
     def revoke_token(self, jti: str, reason: str) -> None:
         self._worker_tokens.revoke(jti, reason)
 
+    def remember(self, request: Request) -> None:
+        self._requests.save(request)
+
+    def forget(self, request_id: str) -> None:
+        self._requests.delete(request_id)
+
     def changed(self) -> None:
         if self.driver is not None:
             self._manager.scheduler.set_profiles(self.driver.scheduler_profiles())
@@ -85,9 +97,11 @@ async def provisioning_context(app: web.Application) -> AsyncIterator[None]:
     """Cleanup context: the driver runs while the engine does; pending jobs die with it."""
     configured = load_configured(app[appkeys.DATA_DIR])
     manager = app[appkeys.RUN_MANAGER]
-    engine = _EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], manager)
+    requests = ProvisionRequestStore(app[appkeys.DATABASE])
+    engine = _EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests, manager)
     driver = ProvisioningDriver(configured.plugins.manager, configured.provisioners, engine)
     engine.driver = driver
+    driver.recover(requests.load())
     app[appkeys.PROVISIONING] = driver
     manager.provisioning = driver
     for provisioner in configured.provisioners:

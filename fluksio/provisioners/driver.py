@@ -59,6 +59,11 @@ class EngineSide(Protocol):
 
     def revoke_token(self, jti: str, reason: str) -> None: ...
 
+    def remember(self, request: Request) -> None:
+        """Keep a submitted request (and its stage) where a restarted engine finds it."""
+
+    def forget(self, request_id: str) -> None: ...
+
     def changed(self) -> None:
         """Profiles' outstanding flags changed: give the scheduler the new ones, re-plan."""
 
@@ -175,18 +180,52 @@ class ProvisioningDriver:
         request.job_id = submitted.job_id
         request.stage = "queued"
         request.status_since = self._clock()
+        self._engine.remember(request)
         log.info("provision.submitted %s %s %s", entry.key, request.id, submitted.job_id)
+        self._arm_timeout(entry, request)
+        self._ensure_poller(entry.provisioner)
+        if self._closing:
+            await self._cancel(entry, request, "the engine is shutting down")
+
+    def recover(self, requests: list[Request]) -> None:
+        """Requests an earlier run of the engine submitted: watched again where they left.
+
+        Each is polled, and timed out from when it was submitted; one whose worker has not
+        attached is its profile's outstanding request again, so nothing is submitted twice.
+        """
+        for request in requests:
+            entry = self._profiles.get(f"{request.provisioner}/{request.profile}")
+            if entry is None:
+                # Nothing configured can poll or cancel it any more; its worker must not attach.
+                if request.token_jti is not None:
+                    reason = "its provisioner profile is no longer configured"
+                    self._engine.revoke_token(request.token_jti, reason)
+                self._engine.forget(request.id)
+                log.warning(
+                    "provision.orphaned %s/%s %s",
+                    request.provisioner,
+                    request.profile,
+                    request.job_id,
+                )
+                continue
+            entry.live[request.id] = request
+            if request.stage != "attached":
+                entry.outstanding = request
+                self._arm_timeout(entry, request)
+            self._ensure_poller(entry.provisioner)
+        self._engine.changed()
+
+    def _arm_timeout(self, entry: _Profile, request: Request) -> None:
+        """Cancel the request if its worker has not attached ``provision_timeout_s`` after
+        it was submitted, on its own timer (0: never)."""
         timeout = entry.provisioner.settings.provision_timeout_s
-        if timeout > 0 and request.stage != "attached":
+        if timeout > 0:
             request.timer = asyncio.get_running_loop().call_later(
                 max(0.0, request.created_at + timeout - self._clock()),
                 self._timed_out,
                 entry,
                 request,
             )
-        self._ensure_poller(entry.provisioner)
-        if self._closing:
-            await self._cancel(entry, request, "the engine is shutting down")
 
     def _timed_out(self, entry: _Profile, request: Request) -> None:
         if request.stage in ("attached", "ended"):
@@ -246,6 +285,7 @@ class ProvisioningDriver:
             entry.outstanding = None
         if request.token_jti is not None:
             self._engine.revoke_token(request.token_jti, outcome)
+        self._engine.forget(request.id)
         log.info("provision.ended %s %s %s: %s", entry.key, request.id, request.job_id, outcome)
         self._engine.changed()
 
@@ -322,6 +362,7 @@ class ProvisioningDriver:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = "attached"
         request.attached_at = self._clock()
+        self._engine.remember(request)
         if request.timer is not None:
             request.timer.cancel()
         if entry.outstanding is request:

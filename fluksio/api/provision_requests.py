@@ -1,0 +1,51 @@
+"""Provisioning requests on disk: what the driver must find again after a restart."""
+
+from __future__ import annotations
+
+from fluksio.api.db import Database
+from fluksio.provisioners.driver import Request
+
+__all__ = ["ProvisionRequestStore"]
+
+
+class ProvisionRequestStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def save(self, request: Request) -> None:
+        self._db.execute(
+            "INSERT INTO provision_requests"
+            " (id, provisioner, profile, job_id, token_jti, stage, created_at, attached_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET stage = excluded.stage,"
+            " attached_at = excluded.attached_at",
+            (
+                request.id,
+                request.provisioner,
+                request.profile,
+                request.job_id,
+                request.token_jti,
+                request.stage,
+                request.created_at,
+                request.attached_at,
+            ),
+        )
+
+    def delete(self, request_id: str) -> None:
+        self._db.execute("DELETE FROM provision_requests WHERE id = ?", (request_id,))
+
+    def load(self) -> list[Request]:
+        rows = self._db.execute("SELECT * FROM provision_requests ORDER BY created_at")
+        return [
+            Request(
+                id=row["id"],
+                provisioner=row["provisioner"],
+                profile=row["profile"],
+                created_at=row["created_at"],
+                stage=row["stage"],
+                job_id=row["job_id"],
+                token_jti=row["token_jti"],
+                attached_at=row["attached_at"],
+            )
+            for row in rows
+        ]
