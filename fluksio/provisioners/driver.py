@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import pluggy
+import structlog
 
 from fluksio.provisioners.base import (
     TERMINAL_STATES,
@@ -45,7 +45,7 @@ from fluksio.scheduler import Profile as SchedulerProfile
 
 __all__ = ["EngineSide", "ProvisioningDriver", "Request"]
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.
 SHUTDOWN_CANCEL_S = 20.0
@@ -163,7 +163,7 @@ class ProvisioningDriver:
         entry.outstanding = request
         entry.live[request.id] = request
         self._spawn(self._submit(entry, request))
-        self._engine.changed()
+        self._changed()
 
     async def _submit(self, entry: _Profile, request: Request) -> None:
         name = entry.provisioner.name
@@ -181,7 +181,7 @@ class ProvisioningDriver:
         request.stage = "queued"
         request.status_since = self._clock()
         self._engine.remember(request)
-        log.info("provision.submitted %s %s %s", entry.key, request.id, submitted.job_id)
+        log.info("provision.submitted", profile=entry.key, request=request.id, job=request.job_id)
         self._arm_timeout(entry, request)
         self._ensure_poller(entry.provisioner)
         if self._closing:
@@ -202,10 +202,9 @@ class ProvisioningDriver:
                     self._engine.revoke_token(request.token_jti, reason)
                 self._engine.forget(request.id)
                 log.warning(
-                    "provision.orphaned %s/%s %s",
-                    request.provisioner,
-                    request.profile,
-                    request.job_id,
+                    "provision.orphaned",
+                    profile=f"{request.provisioner}/{request.profile}",
+                    job=request.job_id,
                 )
                 continue
             entry.live[request.id] = request
@@ -213,7 +212,7 @@ class ProvisioningDriver:
                 entry.outstanding = request
                 self._arm_timeout(entry, request)
             self._ensure_poller(entry.provisioner)
-        self._engine.changed()
+        self._changed()
 
     def _arm_timeout(self, entry: _Profile, request: Request) -> None:
         """Cancel the request if its worker has not attached ``provision_timeout_s`` after
@@ -263,16 +262,16 @@ class ProvisioningDriver:
         settings = entry.provisioner.settings
         rest = min(settings.retry_max_s, settings.retry_base_s * 2 ** (entry.failures - 1))
         entry.resting_until = self._clock() + rest
-        log.warning("provision.failed %s: %s (retry in %.0f s)", entry.key, message, rest)
+        log.warning("provision.failed", profile=entry.key, error=message, retry_in_s=rest)
         if not self._closing:
             entry.rest_timer = asyncio.get_running_loop().call_later(rest, self._rested, entry)
-        self._engine.changed()
+        self._changed()
 
     def _rested(self, entry: _Profile) -> None:
         # Not a submission: the next scheduling pass asks again only if a node still needs it.
         entry.resting_until = None
         entry.rest_timer = None
-        self._engine.changed()
+        self._changed()
 
     def _ended(self, entry: _Profile, request: Request, outcome: str) -> None:
         if request.stage == "ended":
@@ -286,8 +285,14 @@ class ProvisioningDriver:
         if request.token_jti is not None:
             self._engine.revoke_token(request.token_jti, outcome)
         self._engine.forget(request.id)
-        log.info("provision.ended %s %s %s: %s", entry.key, request.id, request.job_id, outcome)
-        self._engine.changed()
+        log.info(
+            "provision.ended",
+            profile=entry.key,
+            request=request.id,
+            job=request.job_id,
+            outcome=outcome,
+        )
+        self._changed()
 
     # -- polling ------------------------------------------------------------------------
 
@@ -369,7 +374,7 @@ class ProvisioningDriver:
             entry.outstanding = None
         entry.last_error = None
         entry.failures = 0
-        self._engine.changed()
+        self._changed()
 
     def worker_gone(self, event: WorkerEvent) -> None:
         self._hook.fluksio_worker_gone(worker=event)
@@ -452,6 +457,11 @@ class ProvisioningDriver:
         return entry.provisioner.job_noun
 
     # -- plumbing -----------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        # While closing, what ends must not make the engine plan (and ask) again.
+        if not self._closing:
+            self._engine.changed()
 
     async def _call(self, answer: Awaitable[T] | None) -> T:
         if answer is None:
