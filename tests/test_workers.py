@@ -338,7 +338,14 @@ def test_the_agent_reconnects_when_the_engine_restarts(
     worker = start_worker(engine, token, tmp_path / "w", "--labels", "cpu", "--name", "steady")
     workers.append(worker)
     wait_for(lambda: attached(engine, admin, "steady"), timeout=20, what="the first attach")
-    engine.stop()
+    # A clean stop tells attached workers why and does not wait for them to hang up
+    # (within 5 s, else stop() kills it: the code is then not 0).
+    assert engine.stop(timeout=5) == 0
+    wait_for(
+        lambda: "the engine is shutting down" in worker.logs(),
+        timeout=10,
+        what="the worker to hear why",
+    )
     again = start_engine(tmp_path / "data", tmp_path / "logs2", port=port)
     try:
         admin = again.login()

@@ -55,6 +55,7 @@ def create_app(settings: EngineSettings) -> web.Application:
     app.cleanup_ctx.append(_runs)
     app.cleanup_ctx.append(provisioning_context)
     app.cleanup_ctx.append(_workers)
+    app.on_shutdown.append(_tell_workers_it_is_going)
     add_routes(app)
     return app
 
@@ -117,5 +118,11 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
     )
     yield
     watcher.cancel()
-    for session in registry.sessions():
+
+
+async def _tell_workers_it_is_going(app: web.Application) -> None:
+    # On shutdown, not in a cleanup context: aiohttp waits for every open handler (each
+    # worker's socket is one) before it runs cleanup, so closing them later would hold
+    # the stop up until its timeout.
+    for session in app[appkeys.WORKERS].sessions():
         await session.close("the engine is shutting down", code=WSCloseCode.GOING_AWAY)
