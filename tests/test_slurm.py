@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,3 +304,41 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
     finally:
         engine.stop()
     assert slurm.job_state(job_id) == "CANCELLED"
+
+
+def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works(
+    start: Any, slurm: LocalSlurm
+) -> None:
+    # The job fails at once until this file exists; the job user must be able to look, and
+    # pytest's tmp_path is root's alone.
+    shared = Path(tempfile.mkdtemp(prefix="fluksio-ready-"))
+    shared.chmod(0o755)
+    ready = shared / "ready"
+    engine, token = start(
+        provision_timeout_s=120,
+        retry_base_s=1,
+        retry_max_s=2,
+        profile={"prerun": [f"test -e {ready} || exit 3"]},
+    )
+    try:
+        assert put_flow(engine, token, "flaky", [{"id": "n", "worker": "hpc", "code": NODE}])
+        run_id = start_run(engine, token, "flaky")["id"]
+        error = _wait_error(engine, token, "the job's failure at start")
+        # Noticed at a poll, long before the 120 s provision timeout.
+        assert re.fullmatch(
+            r"Slurm job \d+ ended FAILED( \(\w+\))? before its worker attached", error["message"]
+        ), error
+        wait_for(
+            lambda: _profile_view(engine, token)["failures"] >= 2,
+            timeout=30,
+            what="a second attempt after the backoff",
+        )
+        ready.write_text("")
+        ready.chmod(0o644)
+        run = wait_run(engine, token, run_id, timeout=60)
+        assert run["state"] == "succeeded", run
+        view = _profile_view(engine, token)
+        assert view["last_error"] is None and view["failures"] == 0
+        assert len(view["workers"]) == 1 and view["workers"][0]["job_id"]
+    finally:
+        shutil.rmtree(shared)

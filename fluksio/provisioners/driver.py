@@ -436,6 +436,7 @@ class ProvisioningDriver:
                     if entry.last_error
                     else None,
                     "retry_at": entry.resting_until,
+                    "failures": entry.failures,
                     "workers": [{"id": k, **v} for k, v in entry.workers.items()],
                 }
             )

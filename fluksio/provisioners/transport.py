@@ -14,6 +14,7 @@ travels on stdin, never in argv (``ps`` on the login node shows argv to every us
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ import asyncssh
 from fluksio.errors import FluksioError
 
 __all__ = ["Completed", "SSHTransport", "TransportError", "parse_login"]
+
+# asyncssh logs every channel at INFO: a poll each few seconds would flood the engine log.
+logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
 CONNECT_TIMEOUT_S = 20.0
 # slurmctld being down makes squeue/sbatch retry for about 9 s before they fail: stay above.
