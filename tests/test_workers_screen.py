@@ -18,13 +18,15 @@ from typing import Any
 
 import pytest
 
+# A dev dependency (make install): missing, it is an error, never a skip.
+from playwright import sync_api as playwright
+
+from tests.support.cli import fluksio
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess, start_engine
 from tests.support.http import call
 from tests.support.runs import code, run_flow
 from tests.support.slurm import free_port, local_slurm
 from tests.support.worker import hello_with_protocol, start_worker
-
-playwright = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "test-output" / "workers-screen"
@@ -209,6 +211,29 @@ def test_a_wrong_password_is_shown_in_the_page(
     page.get_by_role("button", name="Log in").click()
     playwright.expect(page.locator("#login-error")).to_contain_text("incorrect")
     assert "not-the-password" not in page.url
+
+
+def test_a_user_who_is_not_the_superuser_is_told_so(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    added = fluksio(
+        "users",
+        "add",
+        "viewer",
+        "--password-stdin",
+        "--data-dir",
+        str(engine.data_dir),
+        stdin="viewer-password-1\n",
+    )
+    assert added.returncode == 0, added.stderr
+    page = browser.new_context().new_page()
+    page.goto(engine.url + "/workers")
+    page.get_by_label("User name").fill("viewer")
+    page.get_by_label("Password").fill("viewer-password-1")
+    page.get_by_role("button", name="Log in").click()
+    playwright.expect(page.locator("#login-error")).to_contain_text("superuser")
+    playwright.expect(page.locator("#screen")).to_be_hidden()
 
 
 def test_the_page_lives_through_an_engine_restart(

@@ -102,6 +102,7 @@ async function api(method, path, { form, json } = {}) {
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
   if (response.status === 401 && path !== "/login/access-token") throw new Unauthorized();
+  if (response.status === 403) throw new Unauthorized((data && data.detail) || "Only the superuser may use this screen.");
   if (!response.ok) throw new Error((data && data.detail) || `${response.status} ${response.statusText}`);
   return data;
 }
@@ -179,7 +180,7 @@ async function refresh() {
     $("live").className = "live ok";
   } catch (exc) {
     if (exc instanceof Unauthorized) {
-      showLogin("Your session has ended: log in again.");
+      showLogin(exc.message || "Your session has ended: log in again.");
     } else {
       // An engine restart lands here: keep polling, and say since when it has been away.
       const since = lastGood ? ` since ${ago(new Date(lastGood).toISOString())}` : "";
