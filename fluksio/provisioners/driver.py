@@ -178,11 +178,13 @@ class ProvisioningDriver:
             self._failed(entry, request, _words(exc))
             return
         request.job_id = submitted.job_id
-        request.stage = "queued"
         request.status_since = self._clock()
+        if request.stage == "submitting":
+            request.stage = "queued"
+            self._arm_timeout(entry, request)
+        # (else its worker was quicker than the SSH answer, and has attached already)
         self._engine.remember(request)
         log.info("provision.submitted", profile=entry.key, request=request.id, job=request.job_id)
-        self._arm_timeout(entry, request)
         self._ensure_poller(entry.provisioner)
         if self._closing:
             await self._cancel(entry, request, "the engine is shutting down")
@@ -367,7 +369,8 @@ class ProvisioningDriver:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = "attached"
         request.attached_at = self._clock()
-        self._engine.remember(request)
+        if request.job_id is not None:  # else the submission, still answering, keeps it
+            self._engine.remember(request)
         if request.timer is not None:
             request.timer.cancel()
         if entry.outstanding is request:
