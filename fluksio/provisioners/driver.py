@@ -88,6 +88,18 @@ class Request:
 
 
 @dataclass
+class _Brought:
+    """A worker a request of this profile brought, while it is attached."""
+
+    name: str
+    attached_at: float
+    request: Request | None
+    """None for a worker whose request an earlier engine run made and this one never saw."""
+    reported_job_id: str | None
+    """What the worker itself said (``SLURM_JOB_ID``)."""
+
+
+@dataclass
 class _Profile:
     provisioner: Provisioner
     profile: Profile
@@ -97,7 +109,7 @@ class _Profile:
     failures: int = 0
     resting_until: float | None = None
     rest_timer: asyncio.TimerHandle | None = None
-    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workers: dict[str, _Brought] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -360,11 +372,7 @@ class ProvisioningDriver:
         if entry is None:
             return
         request = entry.live.get(str(event.request_id))
-        entry.workers[event.worker_id] = {
-            "name": event.name,
-            "job_id": request.job_id if request is not None else event.job_id,
-            "attached_at": self._clock(),
-        }
+        entry.workers[event.worker_id] = _Brought(event.name, self._clock(), request, event.job_id)
         if request is None:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = "attached"
@@ -440,7 +448,18 @@ class ProvisioningDriver:
                     else None,
                     "retry_at": entry.resting_until,
                     "failures": entry.failures,
-                    "workers": [{"id": k, **v} for k, v in entry.workers.items()],
+                    "workers": [
+                        {
+                            "id": worker_id,
+                            "name": brought.name,
+                            # The request's job id is known only once sbatch has answered.
+                            "job_id": brought.request.job_id
+                            if brought.request is not None and brought.request.job_id
+                            else brought.reported_job_id,
+                            "attached_at": brought.attached_at,
+                        }
+                        for worker_id, brought in entry.workers.items()
+                    ],
                 }
             )
         return list(by_provisioner.values())
