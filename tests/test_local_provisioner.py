@@ -12,11 +12,10 @@ from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
-from tests.support.engine import EngineProcess, start_engine
+from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
-from tests.support.slurm import free_port
 from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent

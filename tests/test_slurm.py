@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tests.support.cli import fluksio
-from tests.support.engine import EngineProcess, start_engine
+from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.http import call
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, free_port, local_slurm
+from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
 
 NODE = code(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine import BIN, EngineProcess, start_engine
+from tests.support.engine import BIN, EngineProcess, free_port, start_engine
 from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
@@ -329,9 +329,7 @@ def test_max_idle_exits_zero(engine: EngineProcess, admin: str, tmp_path: Path) 
 def test_the_agent_reconnects_when_the_engine_restarts(
     tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     engine = start_engine(tmp_path / "data", tmp_path / "logs1", port=port)
     admin = engine.login()
     token = engine.mint(admin, "steady", ["cpu"])["token"]

@@ -22,10 +22,16 @@ import pytest
 from playwright import sync_api as playwright
 
 from tests.support.cli import fluksio
-from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess, start_engine
+from tests.support.engine import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
+    EngineProcess,
+    free_port,
+    start_engine,
+)
 from tests.support.http import call
 from tests.support.runs import code, run_flow
-from tests.support.slurm import free_port, local_slurm
+from tests.support.slurm import local_slurm
 from tests.support.worker import hello_with_protocol, start_worker
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -114,3 +115,12 @@ def start_engine(
             process.wait(timeout=10)
         raise
     return EngineProcess(process, stderr_path, data_dir, url, stdout_path)
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for an engine whose URL must be known before it starts
+    (a provisioners.json names it) or that must come back on the same one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,11 +90,3 @@ def local_slurm() -> LocalSlurm:
         worker=facts["WORKER"],
         prerun=facts["PRERUN"],
     )
-
-
-def free_port() -> int:
-    """A port nothing listens on now (the engine must know its URL before it starts)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
