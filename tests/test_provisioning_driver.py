@@ -126,7 +126,8 @@ async def test_asked_again_and_again_it_submits_once() -> None:
 
 
 async def test_a_worker_attaching_before_the_submissions_answer_stays_attached() -> None:
-    driver, provisioner, engine = _driver(provision_timeout_s=0.2)
+    profiles = [{"name": "small", "labels": ["hpc"]}, {"name": "later", "labels": ["x"]}]
+    driver, provisioner, engine = _driver(provision_timeout_s=0.2, profiles=profiles)
     provisioner.gate.clear()
     driver.want("box", "small")
     await asyncio.sleep(0)
@@ -135,12 +136,16 @@ async def test_a_worker_attaching_before_the_submissions_answer_stays_attached()
     provisioner.gate.set()
     await async_wait_for(lambda: engine.stored, timeout=5, what="the request to be stored")
     assert engine.stored[request_id].stage == "attached"
-    await asyncio.sleep(0.4)  # past provision_timeout_s: an attached request is never cut
-    assert provisioner.cancelled == [] and engine.revoked == []
+    # A request made later, whose worker never comes, times out after the first one's
+    # deadline: by then the attached request would have been cut too, were it timed.
+    driver.want("box", "later")
+    await async_wait_for(lambda: provisioner.cancelled, timeout=5, what="the later timeout")
+    assert provisioner.cancelled == ["101"]
+    assert engine.revoked == [f"jti-{r}" for r in provisioner.submitted[1:]]
     profile = driver.view()[0]["profiles"][0]
     assert profile["outstanding"] is None and profile["workers"][0]["job_id"] == "100"
     await driver.close()
-    assert provisioner.cancelled == []  # an attached worker's job outlives the engine
+    assert provisioner.cancelled == ["101"]  # an attached worker's job outlives the engine
 
 
 async def test_failures_rest_the_profile_doubling_up_to_the_cap() -> None:
