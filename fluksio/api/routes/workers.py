@@ -91,31 +91,28 @@ async def _resources(request: web.Request) -> web.Response:
     require_superuser(request)
     manager = request.app[RUN_MANAGER]
     scheduler = manager.scheduler
-    places = [{"id": ENGINE_ID, "name": "engine", **_place(scheduler, ENGINE_ID)}]
-    places += [
+    workers = [
         {"id": s.id, "name": s.name, "labels": sorted(s.hello.labels), **_place(scheduler, s.id)}
         for s in request.app[WORKERS].sessions()
         if scheduler.has_place(s.id)
     ]
+    engine = {"id": ENGINE_ID, "name": "engine", **_place(scheduler, ENGINE_ID)}
     provisioning = request.app.get(PROVISIONING)
     return web.json_response(
         {
-            "places": places,
-            "labels": _by_label(scheduler, request.app[WORKERS].sessions()),
+            "places": [engine, *workers],
+            "labels": _by_label(workers),
             "queued": manager.queued_view(),
             "provisioners": _timestamps(provisioning.view()) if provisioning else [],
         }
     )
 
 
-def _by_label(scheduler: Scheduler, sessions: list[WorkerSession]) -> dict[str, Any]:
+def _by_label(workers: list[dict[str, Any]]) -> dict[str, Any]:
     """Attached capacity per label: workers, and the inventory and free amounts summed."""
     totals: dict[str, dict[str, Any]] = {}
-    for session in sessions:
-        if not scheduler.has_place(session.id):
-            continue
-        place = _place(scheduler, session.id)
-        for label in sorted(session.hello.labels):
+    for place in workers:
+        for label in place["labels"]:
             entry = totals.setdefault(label, {"workers": 0, "inventory": {}, "free": {}})
             entry["workers"] += 1
             for part in ("inventory", "free"):
