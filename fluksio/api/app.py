@@ -18,7 +18,7 @@ from fluksio.api.db import open_database
 from fluksio.api.keys import KeyRing
 from fluksio.api.logging import get_logger
 from fluksio.api.middlewares import error_middleware, request_context_middleware
-from fluksio.api.provisioning import provisioning_context
+from fluksio.api.provisioning import CONFIGURED, Configured, provisioning_context
 from fluksio.api.routes import add_routes
 from fluksio.api.runs.local import LocalExecutor, engine_place
 from fluksio.api.runs.manager import RunManager
@@ -38,12 +38,17 @@ __all__ = ["create_app"]
 log = get_logger(__name__)
 
 
-def create_app(settings: EngineSettings) -> web.Application:
+def create_app(
+    settings: EngineSettings, *, provisioners: Configured | None = None
+) -> web.Application:
+    """The engine; ``provisioners`` as already loaded, else read from the data dir at start."""
     app = web.Application(
         middlewares=[request_context_middleware, error_middleware],
         client_max_size=settings.client_max_size,
     )
     app[appkeys.SETTINGS] = settings
+    if provisioners is not None:
+        app[CONFIGURED] = provisioners
     app[appkeys.WORKERS] = WorkerRegistry()
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(

@@ -25,7 +25,7 @@ from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.driver import ProvisioningDriver, Request
 from fluksio.provisioners.plugins import Plugins, build_plugins
 
-__all__ = ["Configured", "load_configured", "provisioning_context"]
+__all__ = ["CONFIGURED", "Configured", "load_configured", "provisioning_context"]
 
 log = get_logger(__name__)
 # A provisioned worker's token outlives no job by much: a day, as the spec says.
@@ -36,6 +36,10 @@ JOB_TOKEN_TTL_S = 24 * 3600
 class Configured:
     plugins: Plugins
     provisioners: list[Provisioner]
+
+
+CONFIGURED = web.AppKey("provisioners_configured", Configured)
+"""What ``fluksio serve`` already loaded (to refuse a bad file before listening)."""
 
 
 def load_configured(layout: DataDir) -> Configured:
@@ -95,7 +99,7 @@ class _EngineSide:
 
 async def provisioning_context(app: web.Application) -> AsyncIterator[None]:
     """Cleanup context: the driver runs while the engine does; pending jobs die with it."""
-    configured = load_configured(app[appkeys.DATA_DIR])
+    configured = app.get(CONFIGURED) or load_configured(app[appkeys.DATA_DIR])
     manager = app[appkeys.RUN_MANAGER]
     requests = ProvisionRequestStore(app[appkeys.DATABASE])
     engine = _EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests, manager)

@@ -15,6 +15,7 @@ from aiohttp import web
 from fluksio.api.app import create_app
 from fluksio.api.datadir import DataDir
 from fluksio.api.logging import get_logger
+from fluksio.api.provisioning import Configured
 from fluksio.api.settings import EngineSettings
 from fluksio.errors import ConfigError
 
@@ -64,12 +65,18 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-async def run_engine(settings: EngineSettings, *, on_ready: Callable[[str], None]) -> None:
+async def run_engine(
+    settings: EngineSettings,
+    *,
+    on_ready: Callable[[str], None],
+    provisioners: Configured | None = None,
+) -> None:
     """Serve until SIGINT or SIGTERM; ``on_ready`` gets the base URL once listening."""
     layout = settings.layout
     # Bind before anything starts, so a busy port is one sentence and nothing else.
     listener = _listen(settings.host, settings.port)
-    runner = web.AppRunner(create_app(settings), access_log=None, handle_signals=False)
+    app = create_app(settings, provisioners=provisioners)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()
         await web.SockSite(runner, listener).start()

@@ -77,7 +77,8 @@ def serve(
     # Known secrets are blanked wherever they would appear in a log line.
     register_secret(os.environ.get("FLUKSIO_SUPERUSER_PASSWORD"))
     layout = DataDir(data_dir).ensure()
-    load_configured(layout)  # a bad provisioners.json stops here, with one sentence
+    # A bad provisioners.json stops here, with one sentence, before anything starts.
+    provisioners = load_configured(layout)
     with data_dir_lock(layout):
         database = open_database(layout.database)
         try:
@@ -96,7 +97,13 @@ def serve(
             max_frame_bytes=max_frame_bytes,
             max_artifact_bytes=max_artifact_bytes,
         )
-        asyncio.run(run_engine(settings, on_ready=lambda url: _banner(url, layout, created)))
+        asyncio.run(
+            run_engine(
+                settings,
+                on_ready=lambda url: _banner(url, layout, created),
+                provisioners=provisioners,
+            )
+        )
 
 
 def _banner(url: str, layout: DataDir, created: NewSuperuser | None) -> None:
