@@ -36,7 +36,6 @@ __all__ = [
     "SlurmProfile",
     "SlurmProvisioner",
     "SlurmSettings",
-    "SubmitError",
     "fluksio_provisioner_types",
     "parse_sbatch_parsable",
     "parse_squeue",
@@ -73,16 +72,6 @@ SLURM_STATES: Mapping[str, JobState] = {
     "STOPPED": JobState.FAILED,
 }
 """Slurm's job states (``squeue -o %T``) onto ours; anything else is UNKNOWN."""
-
-
-class SubmitError(ProvisionError):
-    """A submission failed; carries what Slurm said."""
-
-    def __init__(self, detail: str, *, argv: list[str], exit_code: int | None, stderr: str) -> None:
-        super().__init__(detail)
-        self.argv = argv
-        self.exit_code = exit_code
-        self.stderr = stderr
 
 
 def slurm_state(text: str) -> JobState:
@@ -234,18 +223,11 @@ class SlurmProvisioner(Provisioner):
         done = await self._run(argv, stdin=f"{token}\n{script}")
         if not done.ok:
             said = done.error_text().replace("sbatch: error: ", "")
-            raise SubmitError(
-                f"sbatch refused the job: {said}",
-                argv=["sbatch", "--parsable"],
-                exit_code=done.exit_status,
-                stderr=done.stderr,
-            )
+            raise ProvisionError(f"sbatch refused the job: {said}")
         try:
             job_id = parse_sbatch_parsable(done.stdout)
         except ValueError as exc:
-            raise SubmitError(
-                str(exc), argv=["sbatch"], exit_code=done.exit_status, stderr=done.stderr
-            ) from None
+            raise ProvisionError(str(exc)) from None
         self._token_files[job_id] = token_file
         return Submission(job_id=job_id, profile=profile.name)
 
