@@ -129,8 +129,7 @@ async def test_a_worker_attaching_before_the_submissions_answer_stays_attached()
     profiles = [{"name": "small", "labels": ["hpc"]}, {"name": "later", "labels": ["x"]}]
     driver, provisioner, engine = _driver(provision_timeout_s=0.2, profiles=profiles)
     provisioner.gate.clear()
-    driver.want("box", "small")
-    await asyncio.sleep(0)
+    driver.want("box", "small")  # the request is listed at once, submitting
     (request_id,) = [r["request_id"] for r in driver.view()[0]["profiles"][0]["jobs"]]
     driver.worker_attached(_attached(request_id))
     provisioner.gate.set()
