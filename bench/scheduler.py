@@ -15,7 +15,7 @@ import statistics
 import time
 from dataclasses import replace
 
-from fluksio.scheduler import ENGINE_ID, Policy, Request, Scheduler, Worker
+from fluksio.scheduler import ENGINE_ID, CallRequest, Policy, Scheduler, Worker
 from fluksio.scheduler.reference import reference_plan
 from fluksio.scheduler.scheduler import Plan, Snapshot
 from fluksio.scheduler.state import Allocation
@@ -64,10 +64,10 @@ def make_workers(rng: random.Random) -> list[Worker]:
     return workers
 
 
-def make_request(rng: random.Random, request_id: str, queued_at: float) -> Request:
+def make_request(rng: random.Random, request_id: str, queued_at: float) -> CallRequest:
     kind = rng.random()
     if kind < 0.5:
-        return Request(
+        return CallRequest(
             request_id,
             queued_at,
             label="cpu",
@@ -75,7 +75,7 @@ def make_request(rng: random.Random, request_id: str, queued_at: float) -> Reque
             ram_mb=rng.choice([None, 1024, 8192]),
         )
     if kind < 0.8:
-        return Request(
+        return CallRequest(
             request_id,
             queued_at,
             label=rng.choice(["gpu", "cuda12"]),
@@ -83,8 +83,8 @@ def make_request(rng: random.Random, request_id: str, queued_at: float) -> Reque
             cpus=rng.choice([None, 4]),
         )
     if kind < 0.9:
-        return Request(request_id, queued_at, label="arm", policy=Policy.PREFER)
-    return Request(request_id, queued_at, cpus=rng.choice([None, 1]))
+        return CallRequest(request_id, queued_at, label="arm", policy=Policy.PREFER)
+    return CallRequest(request_id, queued_at, cpus=rng.choice([None, 1]))
 
 
 def _apply(snapshot: Snapshot, plan: Plan) -> Snapshot:
@@ -107,7 +107,7 @@ def _finish(snapshot: Snapshot, request_id: str) -> Snapshot:
     return replace(snapshot, running=running)
 
 
-def _fresh(workers: list[Worker], requests: list[Request]) -> Scheduler:
+def _fresh(workers: list[Worker], requests: list[CallRequest]) -> Scheduler:
     scheduler = Scheduler()
     for worker in workers:
         scheduler.add_worker(worker)
@@ -117,7 +117,7 @@ def _fresh(workers: list[Worker], requests: list[Request]) -> Scheduler:
 
 
 def measure_passes(
-    workers: list[Worker], requests: list[Request], repeats: int
+    workers: list[Worker], requests: list[CallRequest], repeats: int
 ) -> tuple[float, float, int]:
     """Median seconds of a cold full pass and of a pass with nothing changed."""
     cold, warm = [], []

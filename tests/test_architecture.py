@@ -14,6 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fluksio"
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+SHARED = ("fluksio.errors", "fluksio.names", "fluksio.validation")
+"""Top-level modules every engine layer may use: the error root and the vocabulary."""
 
 
 def _module_name(path: Path) -> str:
@@ -113,7 +115,7 @@ def test_error_root_imports_only_the_standard_library() -> None:
 def test_provisioners_import_scheduler_types_and_their_own_libraries_only() -> None:
     transport = PACKAGE / "provisioners" / "transport.py"
     ordinary = [p for p in _files(PACKAGE / "provisioners") if p != transport]
-    allowed = ("fluksio.scheduler", "fluksio.provisioners", "fluksio.errors")
+    allowed = ("fluksio.scheduler", "fluksio.provisioners", *SHARED)
 
     def ok(name: str) -> bool:
         return (

@@ -7,6 +7,7 @@ tests/test_slurm.py.
 
 from __future__ import annotations
 
+import inspect
 import json
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from fluksio.errors import ConfigError
 from fluksio.provisioners import hookspecs
-from fluksio.provisioners.base import JobState
+from fluksio.provisioners.base import JobState, Provisioner
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.plugins import ENTRY_POINT_GROUP, build_plugins
 from fluksio.provisioners.slurm import (
@@ -60,30 +61,34 @@ def test_the_installed_slurm_plugin_is_discovered_by_entry_point() -> None:
     }
 
 
-def test_every_hook_is_documented_typed_and_implemented() -> None:
-    specs = [value for name, value in vars(hookspecs).items() if name.startswith("fluksio_")]
-    assert len(specs) >= 7
-    plugins = build_plugins()
-    settings, _profile = _settings()
-    # The life-cycle hooks are answered by configured provisioner instances.
-    plugins.manager.register(SlurmProvisioner(settings), name="provisioner:hpc")
-    for spec in specs:
-        assert spec.__doc__ and len(spec.__doc__.split()) > 20, spec.__name__
-        assert spec.__annotations__.get("return"), spec.__name__
-        assert plugins.manager.hook.__dict__[spec.__name__].get_hookimpls(), spec.__name__
+HOOKS = ("fluksio_provisioner_types", "fluksio_worker_attached", "fluksio_worker_gone")
+METHODS = ("render", "submit", "poll", "cancel", "check", "close", "worker_attached", "worker_gone")
 
 
-def test_a_provisioner_answers_the_hooks_naming_it_and_no_others() -> None:
-    plugins = build_plugins()
-    settings, _profile = _settings()
-    plugins.manager.register(SlurmProvisioner(settings), name="provisioner:hpc")
-    hook = plugins.manager.hook
-    script = hook.fluksio_provisioner_render(provisioner="hpc", profile="gpu-small", token_file="t")
-    assert script is not None and "#SBATCH --cpus-per-task=8" in script
-    assert (
-        hook.fluksio_provisioner_render(provisioner="other", profile="gpu-small", token_file="t")
-        is None
-    )
+def test_only_the_extension_points_are_hooks_each_documented_like_pytests() -> None:
+    specs = {name: value for name, value in vars(hookspecs).items() if name.startswith("fluksio_")}
+    assert tuple(specs) == HOOKS, "the life cycle is methods, not hooks"
+    for name, spec in specs.items():
+        doc = inspect.getdoc(spec) or ""
+        for parameter in inspect.signature(spec).parameters:
+            assert f":param {parameter}:" in doc, f"{name} does not document {parameter}"
+        assert ":return:" in doc, name
+        assert spec.__annotations__.get("return"), name
+    types = build_plugins().manager.hook.fluksio_provisioner_types.get_hookimpls()
+    assert {impl.plugin_name for impl in types} >= {"slurm", "local"}
+
+
+def test_the_guide_names_every_hook_and_every_method_a_plugin_writes() -> None:
+    guide = (ROOT / "docs" / "writing-a-provisioner.md").read_text()
+    for name in (*HOOKS, *METHODS):
+        assert f"`{name}`" in guide, f"docs/writing-a-provisioner.md does not mention {name}"
+    abstract = {
+        name
+        for name, value in vars(Provisioner).items()
+        if getattr(value, "__isabstractmethod__", 0)
+    }
+    assert abstract == {"render", "submit", "poll", "cancel"}
+    assert set(METHODS) <= set(vars(Provisioner)), "every listed method is on the base class"
 
 
 def test_a_broken_plugin_is_reported_by_name_and_left_out() -> None:

@@ -1,52 +1,57 @@
-"""The provisioning driver's rules, in one process, with a provisioner whose system is a dict.
+"""The provisioning driver's rules, in one process, on a clock the test advances.
 
-The Slurm and local tests show the same rules end to end; these pin the orderings that a
+The provisioner's outside system is a dict; time passes only when a test says so, so
+timeouts, polls and the backoff are asserted to the second without waiting for them. The
+Slurm and local tests show the same rules end to end; these also pin the orderings a
 real cluster cannot be made to produce on demand (a worker attaching before the
-submission's answer arrives) and the arithmetic of the backoff.
+submission's answer arrives).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pluggy
-
-from fluksio.provisioners import hookspecs
 from fluksio.provisioners.base import (
     JobState,
     JobStatus,
-    Profile,
+    ProfileSettings,
     Provisioner,
     ProvisionError,
     ProvisionerSettings,
     Submission,
     WorkerEvent,
 )
-from fluksio.provisioners.driver import ProvisioningDriver, Request
+from fluksio.provisioners.driver import MachineRequest, ProvisioningDriver
+from fluksio.scheduler import Provisioning, RequestStage
+from tests.support.clock import ManualClock
 from tests.support.wait import async_wait_for
 
+Settings = ProvisionerSettings[ProfileSettings]
 
-class Scripted(Provisioner):
+
+class Scripted(Provisioner[Settings, ProfileSettings]):
     """Jobs are entries of ``self.jobs``; ``gate`` holds submissions until it is set."""
 
     type_name = "scripted"
+    settings_model = Settings
 
-    def __init__(self, settings: ProvisionerSettings) -> None:
+    def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.jobs: dict[str, JobStatus] = {}
         self.submitted: list[str] = []
         self.cancelled: list[str] = []
+        self.polls = 0
         self.refuse: str | None = None
+        self.poll_error: str | None = None
         self.gate = asyncio.Event()
         self.gate.set()
 
-    def render(self, profile: Profile, *, token_file: str) -> str:
+    def render(self, profile: ProfileSettings, *, token_file: str) -> str:
         return f"run a worker for {profile.name}\n"
 
-    async def submit(self, profile: Profile, *, request_id: str, token: str) -> Submission:
+    async def submit(self, profile: ProfileSettings, *, request_id: str, token: str) -> Submission:
         await self.gate.wait()
         if self.refuse:
             raise ProvisionError(self.refuse)
@@ -56,6 +61,9 @@ class Scripted(Provisioner):
         return Submission(job_id, profile.name)
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
+        self.polls += 1
+        if self.poll_error:
+            raise ProvisionError(self.poll_error)
         return {job_id: self.jobs[job_id] for job_id in job_ids if job_id in self.jobs}
 
     async def cancel(self, job_id: str) -> None:
@@ -66,16 +74,18 @@ class Scripted(Provisioner):
 class Engine:
     def __init__(self) -> None:
         self.revoked: list[str] = []
-        self.stored: dict[str, Request] = {}
+        self.stored: dict[str, MachineRequest] = {}
         self.changes = 0
 
-    def mint_token(self, provisioner: str, profile: Profile, request_id: str) -> tuple[str, str]:
+    def mint_token(
+        self, provisioner: str, profile: ProfileSettings, request_id: str
+    ) -> tuple[str, str]:
         return f"token-{request_id}", f"jti-{request_id}"
 
     def revoke_token(self, jti: str, reason: str) -> None:
         self.revoked.append(jti)
 
-    def remember(self, request: Request) -> None:
+    def remember(self, request: MachineRequest) -> None:
         assert request.job_id is not None
         self.stored[request.id] = request
 
@@ -86,111 +96,171 @@ class Engine:
         self.changes += 1
 
 
-def _driver(**settings: Any) -> tuple[ProvisioningDriver, Scripted, Engine]:
-    manager = pluggy.PluginManager(hookspecs.PROJECT)
-    manager.add_hookspecs(hookspecs)
+def _driver(**settings: Any) -> tuple[ProvisioningDriver, Scripted, Engine, ManualClock]:
     config = {
         "type": "scripted",
         "name": "box",
         "engine_url": "ws://127.0.0.1:1/api/v1/workers/attach",
-        "poll_interval_s": 0.05,
+        "poll_interval_s": 5,
         "profiles": [{"name": "small", "labels": ["hpc"]}],
         **settings,
     }
-    provisioner = Scripted(ProvisionerSettings.model_validate(config))
-    engine = Engine()
-    return ProvisioningDriver(manager, [provisioner], engine), provisioner, engine
+    provisioner = Scripted(Settings.model_validate(config))
+    engine, clock = Engine(), ManualClock()
+    driver = ProvisioningDriver([provisioner], engine, on_change=engine.changed, clock=clock)
+    return driver, provisioner, engine, clock
+
+
+def _state(driver: ProvisioningDriver, profile: str = "small") -> Provisioning:
+    (found,) = [p.provisioning for p in driver.scheduler_profiles() if p.name == profile]
+    return found
 
 
 def _attached(request_id: str) -> WorkerEvent:
     return WorkerEvent("w1", "box-small", ("hpc",), "box", "small", request_id, None)
 
 
-async def test_asked_again_and_again_it_submits_once() -> None:
-    driver, provisioner, _engine = _driver()
+async def _settle() -> None:
+    """Let the driver's submissions, polls and cancels (tasks on the loop) run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_asked_again_and_again_it_submits_once_and_polls_on_the_interval() -> None:
+    driver, provisioner, engine, clock = _driver()
     for _ in range(50):
         driver.want("box", "small")
+    assert _state(driver).stage is RequestStage.SUBMITTING and _state(driver).outstanding
     await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
     for _ in range(50):
         driver.want("box", "small")
-    await asyncio.sleep(0)
+    await _settle()
     assert len(provisioner.submitted) == 1
-    assert driver.describe("box/small") == "job 100 submitted"
-    await async_wait_for(
-        lambda: driver.describe("box/small") == "job 100 PENDING (Priority)",
-        timeout=5,
-        what="the first poll",
-    )
+    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "100")
+    clock.advance(4.9)
+    await _settle()
+    assert provisioner.polls == 0, "not before the interval"
+    clock.advance(0.1)
+    await _settle()
+    assert provisioner.polls == 1
+    assert _state(driver).status == "PENDING (Priority)"
+    provisioner.jobs["100"] = JobStatus(JobState.RUNNING, "RUNNING")
+    clock.advance(5)
+    await _settle()
+    assert _state(driver).stage is RequestStage.STARTED
+    assert engine.changes >= 4, "every change was told"
     await driver.close()
     assert provisioner.cancelled == ["100"]
 
 
 async def test_a_worker_attaching_before_the_submissions_answer_stays_attached() -> None:
     profiles = [{"name": "small", "labels": ["hpc"]}, {"name": "later", "labels": ["x"]}]
-    driver, provisioner, engine = _driver(provision_timeout_s=0.2, profiles=profiles)
+    driver, provisioner, engine, clock = _driver(provision_timeout_s=60, profiles=profiles)
     provisioner.gate.clear()
     driver.want("box", "small")  # the request is listed at once, submitting
-    (request_id,) = [r["request_id"] for r in driver.view()[0]["profiles"][0]["jobs"]]
+    (request_id,) = [job.id for p in driver.profiles() for job in p.jobs]
     driver.worker_attached(_attached(request_id))
     provisioner.gate.set()
     await async_wait_for(lambda: engine.stored, timeout=5, what="the request to be stored")
-    assert engine.stored[request_id].stage == "attached"
-    # A request made later, whose worker never comes, times out after the first one's
-    # deadline: by then the attached request would have been cut too, were it timed.
-    driver.want("box", "later")
-    await async_wait_for(lambda: provisioner.cancelled, timeout=5, what="the later timeout")
+    assert engine.stored[request_id].stage is RequestStage.ATTACHED
+    clock.advance(30)
+    driver.want("box", "later")  # its worker never comes
+    await _settle()
+    clock.advance(59)
+    await _settle()
+    assert provisioner.cancelled == [], "the attached one is not timed out; the later not yet"
+    clock.advance(1)
+    await _settle()
     assert provisioner.cancelled == ["101"]
     assert engine.revoked == [f"jti-{r}" for r in provisioner.submitted[1:]]
-    profile = driver.view()[0]["profiles"][0]
-    assert profile["outstanding"] is None and profile["workers"][0]["job_id"] == "100"
+    (small, _later) = driver.profiles()
+    assert small.outstanding is None and small.workers[0].job_id == "100"
+    assert _state(driver, "later").last_error == "job 101 did not attach within 60 s; cancelled"
     await driver.close()
     assert provisioner.cancelled == ["101"]  # an attached worker's job outlives the engine
 
 
 async def test_failures_rest_the_profile_doubling_up_to_the_cap() -> None:
-    driver, provisioner, _engine = _driver(retry_base_s=0.1, retry_max_s=0.3)
+    driver, provisioner, _engine, clock = _driver(retry_base_s=10, retry_max_s=30)
     provisioner.refuse = "sbatch refused the job: no"
     rests = []
     for _ in range(4):
         driver.want("box", "small")
-        view = await async_wait_for(
-            lambda: driver.view()[0]["profiles"][0]["retry_at"] and driver.view()[0],
-            timeout=5,
-            what="a failure",
-        )
-        profile = view["profiles"][0]
-        rests.append(round(profile["retry_at"] - profile["last_error"]["at"], 2))
+        await _settle()
+        state = _state(driver)
+        assert state.last_error == "sbatch refused the job: no" and state.outstanding
+        assert state.retry_at is not None
+        rests.append(state.retry_at - clock.now())
         driver.want("box", "small")  # resting: not asked again
-        await async_wait_for(
-            lambda: driver.view()[0]["profiles"][0]["retry_at"] is None,
-            timeout=5,
-            what="the rest to end",
-        )
-    assert rests == [0.1, 0.2, 0.3, 0.3]
-    assert driver.describe("box/small") == "the last attempt failed (sbatch refused the job: no)"
+        await _settle()
+        clock.advance(rests[-1])
+        assert not _state(driver).outstanding, "rested: the next pass may ask again"
+    assert rests == [10, 20, 30, 30]
+    assert len(provisioner.submitted) == 0
     provisioner.refuse = None
     driver.want("box", "small")
     await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
     (request_id,) = provisioner.submitted
     driver.worker_attached(_attached(request_id))
-    profile = driver.view()[0]["profiles"][0]
-    assert profile["last_error"] is None and profile["failures"] == 0
+    (status,) = driver.profiles()
+    assert status.last_error is None and status.failures == 0
+    await driver.close()
+
+
+async def test_a_job_that_leaves_before_its_worker_attached_fails_at_the_next_poll() -> None:
+    driver, provisioner, engine, clock = _driver()
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
+    provisioner.jobs["100"] = JobStatus(JobState.FAILED, "FAILED", "NonZeroExitCode")
+    clock.advance(5)
+    await _settle()
+    state = _state(driver)
+    assert state.stage is None and state.retry_at == clock.now() + 10
+    assert state.last_error == "job 100 ended FAILED (NonZeroExitCode) before its worker attached"
+    assert engine.revoked == [f"jti-{provisioner.submitted[0]}"] and engine.stored == {}
+    await driver.close()
+
+
+async def test_a_failed_poll_is_the_last_error_and_polling_goes_on() -> None:
+    driver, provisioner, _engine, clock = _driver()
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
+    provisioner.poll_error = "squeue: slurm_load_jobs error: Unable to contact slurm controller"
+    clock.advance(5)
+    await _settle()
+    assert _state(driver).last_error == f"polling failed: {provisioner.poll_error}"
+    assert _state(driver).stage is RequestStage.QUEUED, "a failed poll ends nothing"
+    provisioner.poll_error = None
+    clock.advance(5)
+    await _settle()
+    assert provisioner.polls == 2 and _state(driver).status == "PENDING (Priority)"
     await driver.close()
 
 
 async def test_recovered_requests_are_outstanding_and_timed_out_from_submission() -> None:
-    driver, provisioner, engine = _driver(provision_timeout_s=0.3)
+    driver, provisioner, engine, clock = _driver(provision_timeout_s=300)
     provisioner.jobs["77"] = JobStatus(JobState.PENDING, "PENDING", "Resources")
-    # Submitted 0.2 s before the engine started again: 0.1 s of its timeout are left.
-    recovered = Request(
-        "r1", "box", "small", created_at=time.time() - 0.2, job_id="77", token_jti="jti-r1"
+    # Submitted 200 s before the engine started again: 100 s of its timeout are left.
+    recovered = MachineRequest(
+        "r1",
+        "box",
+        "small",
+        created_at=clock.now() - 200,
+        stage=RequestStage.QUEUED,
+        job_id="77",
+        token_jti="jti-r1",
     )
-    gone = Request("r2", "removed", "profile", created_at=0, job_id="5", token_jti="jti-r2")
+    gone = MachineRequest("r2", "removed", "profile", created_at=0, job_id="5", token_jti="jti-r2")
     driver.recover([recovered, gone])
     assert engine.revoked == ["jti-r2"]
     driver.want("box", "small")
+    await _settle()
     assert provisioner.submitted == []  # the recovered job is the outstanding one
-    await async_wait_for(lambda: provisioner.cancelled, timeout=5, what="the timeout")
+    clock.advance(99)
+    await _settle()
+    assert provisioner.cancelled == []
+    clock.advance(1)
+    await _settle()
     assert provisioner.cancelled == ["77"] and "jti-r1" in engine.revoked
-    assert "did not attach within 0.3 s" in str(driver.view()[0]["profiles"][0]["last_error"])
+    assert "did not attach within 300 s" in str(_state(driver).last_error)
     await driver.close()

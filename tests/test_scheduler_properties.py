@@ -9,11 +9,22 @@ request it could run, the same input giving the same output, and nothing starvin
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fluksio.scheduler import ENGINE_ID, Policy, Profile, Request, Scheduler, Worker
+from fluksio.scheduler import (
+    ENGINE_ID,
+    CallRequest,
+    Policy,
+    Profile,
+    Provisioning,
+    RequestStage,
+    Scheduler,
+    Worker,
+)
 from fluksio.scheduler.reference import reference_plan
 from fluksio.scheduler.resources import UNKNOWN, covers
 from fluksio.scheduler.scheduler import plan
@@ -107,7 +118,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             queued_at = self.clock - 50.0 if earlier else self.clock
             request_id = self._next_id("r")
             self.scheduler.submit(
-                Request(
+                CallRequest(
                     request_id,
                     queued_at,
                     label=label,
@@ -155,7 +166,15 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert plan(snapshot) == expected, "same snapshot, same plan, every time"
         result = self.scheduler.schedule()
         assert result == expected
-        self.profiles = [p for p in self.scheduler.snapshot().profiles]
+        # The driver's part: a profile asked for is outstanding until its request ends.
+        asked = {f"{ask.provisioner}/{ask.profile}" for ask in result.asks}
+        self.profiles = [
+            replace(p, provisioning=Provisioning(stage=RequestStage.SUBMITTING))
+            if p.key in asked
+            else p
+            for p in self.profiles
+        ]
+        self.scheduler.set_profiles(self.profiles)
         self.passes += 1
         self.since_last_pass = set()
         self._no_idle_place_left_unused()

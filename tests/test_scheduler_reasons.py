@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import doctest
+from dataclasses import replace
 
 import fluksio.scheduler
 from fluksio.scheduler import (
     ENGINE_ID,
+    CallRequest,
     Policy,
     Profile,
-    Request,
+    Provisioning,
+    RequestStage,
     Scheduler,
     WaitKind,
+    WaitReason,
     Worker,
 )
 
@@ -30,7 +34,7 @@ def gpu_worker(worker_id: str, name: str, *, gpus: int, slots: int = 4) -> Worke
     )
 
 
-def _waiting_reason(scheduler: Scheduler, request: Request) -> tuple[WaitKind, str]:
+def _waiting_reason(scheduler: Scheduler, request: CallRequest) -> tuple[WaitKind, str]:
     scheduler.submit(request)
     scheduler.schedule()
     reason = scheduler.reason(request.id)
@@ -43,7 +47,7 @@ def test_module_example_runs() -> None:
 
 
 def test_no_worker_carries_the_label() -> None:
-    kind, text = _waiting_reason(Scheduler(ENGINE), Request("r", 1.0, label="gpu", gpus=1))
+    kind, text = _waiting_reason(Scheduler(ENGINE), CallRequest("r", 1.0, label="gpu", gpus=1))
     assert kind is WaitKind.NO_WORKER
     assert text == "no attached worker carries label 'gpu'"
 
@@ -52,10 +56,10 @@ def test_workers_carry_the_label_but_none_has_it_free() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4))
     scheduler.add_worker(gpu_worker("b", "gpu-b", gpus=2, slots=1))
-    scheduler.submit(Request("busy-a", 0.0, label="gpu", gpus=3))
-    scheduler.submit(Request("busy-b", 0.1, label="gpu", gpus=2))
+    scheduler.submit(CallRequest("busy-a", 0.0, label="gpu", gpus=3))
+    scheduler.submit(CallRequest("busy-b", 0.1, label="gpu", gpus=2))
     scheduler.schedule()
-    kind, text = _waiting_reason(scheduler, Request("r", 1.0, label="gpu", gpus=2))
+    kind, text = _waiting_reason(scheduler, CallRequest("r", 1.0, label="gpu", gpus=2))
     assert kind is WaitKind.BUSY
     assert text == (
         "2 workers carry 'gpu'; none has 2 GPUs free (gpu-a: 1 of 4 free;"
@@ -70,7 +74,7 @@ def test_a_request_larger_than_anything_that_exists() -> None:
         ENGINE, profiles=[Profile("hpc", "gpu-small", frozenset({"gpu"}), gpus=1)]
     )
     scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4))
-    kind, text = _waiting_reason(scheduler, Request("r", 1.0, label="gpu", gpus=8))
+    kind, text = _waiting_reason(scheduler, CallRequest("r", 1.0, label="gpu", gpus=8))
     assert kind is WaitKind.TOO_LARGE
     assert text == "needs 8 GPUs; the largest worker or profile with 'gpu' has 4"
 
@@ -81,7 +85,7 @@ def test_provisioning_then_outstanding() -> None:
         Profile("hpc", "gpu-small", frozenset({"gpu"}), cpus=8, gpus=1, ram_mb=65536),
     ]
     scheduler = Scheduler(ENGINE, profiles=profiles)
-    scheduler.submit(Request("r", 1.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("r", 1.0, label="gpu", gpus=1))
     plan = scheduler.schedule()
     assert [(a.provisioner, a.profile, a.request_id) for a in plan.asks] == [
         ("hpc", "gpu-small", "r")
@@ -92,20 +96,36 @@ def test_provisioning_then_outstanding() -> None:
         "provisioning hpc/gpu-small (outstanding): no attached worker carries label 'gpu'"
     )
     assert reason.provisioning == "hpc/gpu-small"
+    assert scheduler.schedule().asks == plan.asks, "the driver has not said it is outstanding"
+    # The driver says how the request stands; the scheduler neither asks again nor words it.
+    submitted = Provisioning("Slurm job", RequestStage.QUEUED, "41", "PENDING (Priority)")
+    scheduler.set_profiles([replace(profiles[1], provisioning=submitted), profiles[0]])
     again = scheduler.schedule()
     assert again.asks == (), "never asked twice while outstanding"
-    assert scheduler.reason("r") == reason
+    assert scheduler.reason("r") == WaitReason(
+        WaitKind.PROVISIONING,
+        "provisioning hpc/gpu-small, Slurm job 41 PENDING (Priority)",
+        provisioning="hpc/gpu-small",
+    )
+    failed = Provisioning("Slurm job", last_error="sbatch: invalid partition", retry_at=130.0)
+    scheduler.set_profiles([replace(profiles[1], provisioning=failed), profiles[0]])
+    assert scheduler.schedule().asks == (), "resting after a failure"
+    resting = scheduler.reason("r", now=100.4)
+    assert resting is not None and resting.text == (
+        "provisioning hpc/gpu-small, the last attempt failed (sbatch: invalid partition);"
+        " trying again in 30 s"
+    )
 
 
 def test_engine_busy_and_engine_too_small() -> None:
     scheduler = Scheduler(Worker(id=ENGINE_ID, name="engine", slots=1, cpus=8))
-    scheduler.submit(Request("running", 0.0))
+    scheduler.submit(CallRequest("running", 0.0))
     scheduler.schedule()
-    assert _waiting_reason(scheduler, Request("r", 1.0)) == (
+    assert _waiting_reason(scheduler, CallRequest("r", 1.0)) == (
         WaitKind.BUSY,
         "waiting for the engine: all 1 slots busy; next in line",
     )
-    assert _waiting_reason(scheduler, Request("huge", 2.0, cpus=64)) == (
+    assert _waiting_reason(scheduler, CallRequest("huge", 2.0, cpus=64)) == (
         WaitKind.TOO_LARGE,
         "needs 64 cpus; the engine has 8",
     )
@@ -119,9 +139,9 @@ def test_busy_on_several_resources_names_units_and_caps_the_list() -> None:
                 id=f"w{n}", name=f"cpu-{n}", labels=frozenset({"cpu"}), slots=8, cpus=4, ram_mb=1000
             )
         )
-        scheduler.submit(Request(f"fill{n}", float(n), label="cpu", cpus=3))
+        scheduler.submit(CallRequest(f"fill{n}", float(n), label="cpu", cpus=3))
     scheduler.schedule()
-    kind, text = _waiting_reason(scheduler, Request("r", 10.0, label="cpu", cpus=2, ram_mb=500))
+    kind, text = _waiting_reason(scheduler, CallRequest("r", 10.0, label="cpu", cpus=2, ram_mb=500))
     assert kind is WaitKind.BUSY
     assert text.startswith(
         "6 workers carry 'cpu'; none has 2 cpus and 500 MB free (cpu-0: 1 of 4 cpus free;"
@@ -132,11 +152,11 @@ def test_busy_on_several_resources_names_units_and_caps_the_list() -> None:
 def test_prefer_waits_when_the_labelled_worker_is_busy() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=1, slots=1))
-    scheduler.submit(Request("first", 0.0, label="gpu", policy=Policy.PREFER, gpus=1))
+    scheduler.submit(CallRequest("first", 0.0, label="gpu", policy=Policy.PREFER, gpus=1))
     plan = scheduler.schedule()
     assert [p.worker_id for p in plan.placements] == ["a"]
     kind, text = _waiting_reason(
-        scheduler, Request("second", 1.0, label="gpu", policy=Policy.PREFER, gpus=1)
+        scheduler, CallRequest("second", 1.0, label="gpu", policy=Policy.PREFER, gpus=1)
     )
     assert kind is WaitKind.BUSY and text.startswith("1 worker carries 'gpu'")
 
@@ -146,8 +166,8 @@ def test_explain_says_why_not_a_given_worker() -> None:
     scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4))
     scheduler.add_worker(Worker(id="c", name="cpu-box", labels=frozenset({"cpu"}), slots=2, cpus=8))
     scheduler.add_worker(gpu_worker("s", "gpu-small", gpus=1))
-    scheduler.submit(Request("fill", 0.0, label="gpu", gpus=3))
-    scheduler.submit(Request("r", 1.0, label="gpu", gpus=2))
+    scheduler.submit(CallRequest("fill", 0.0, label="gpu", gpus=3))
+    scheduler.submit(CallRequest("r", 1.0, label="gpu", gpus=2))
     scheduler.schedule()
     assert scheduler.explain("r", "c") == "cpu-box does not carry label 'gpu'"
     assert scheduler.explain("r", "s") == (

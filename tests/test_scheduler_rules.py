@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from fluksio.scheduler import ENGINE_ID, Policy, Profile, Request, Scheduler, Worker
+from dataclasses import replace
+
+from fluksio.scheduler import (
+    ENGINE_ID,
+    CallRequest,
+    Policy,
+    Profile,
+    Provisioning,
+    RequestStage,
+    Scheduler,
+    Worker,
+)
 
 ENGINE = Worker(id=ENGINE_ID, name="engine", slots=4, cpus=8, ram_mb=16384)
 
@@ -33,7 +44,7 @@ def placed(scheduler: Scheduler) -> dict[str, str]:
 def test_unlabelled_requests_run_on_the_engine_only() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("w", "cpu"))
-    scheduler.submit(Request("r", 1.0))
+    scheduler.submit(CallRequest("r", 1.0))
     assert placed(scheduler) == {"r": ENGINE_ID}
 
 
@@ -42,20 +53,20 @@ def test_best_fit_keeps_gpu_machines_and_large_machines_free() -> None:
     scheduler.add_worker(worker("gpu-box", "any", cpus=64, gpus=4))
     scheduler.add_worker(worker("big", "any", cpus=64))
     scheduler.add_worker(worker("small", "any", cpus=4))
-    scheduler.submit(Request("cpu-job", 1.0, label="any", cpus=2))
-    scheduler.submit(Request("mid-job", 2.0, label="any", cpus=8))
-    scheduler.submit(Request("gpu-job", 3.0, label="any", gpus=1))
+    scheduler.submit(CallRequest("cpu-job", 1.0, label="any", cpus=2))
+    scheduler.submit(CallRequest("mid-job", 2.0, label="any", cpus=8))
+    scheduler.submit(CallRequest("gpu-job", 3.0, label="any", gpus=1))
     assert placed(scheduler) == {"cpu-job": "small", "mid-job": "big", "gpu-job": "gpu-box"}
 
 
 def test_gpu_indices_are_disjoint_and_come_back_exactly() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("g", "gpu", gpus=4))
-    scheduler.submit(Request("a", 1.0, label="gpu", gpus=2))
-    scheduler.submit(Request("b", 2.0, label="gpu", gpus=2))
+    scheduler.submit(CallRequest("a", 1.0, label="gpu", gpus=2))
+    scheduler.submit(CallRequest("b", 2.0, label="gpu", gpus=2))
     plan = scheduler.schedule()
     assert [p.gpu_ids for p in plan.placements] == [(0, 1), (2, 3)]
-    scheduler.submit(Request("c", 3.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("c", 3.0, label="gpu", gpus=1))
     assert scheduler.schedule().placements == ()
     released = scheduler.finish("b")
     assert released.gpu_ids == (2, 3) and released.taken == (2, 0, 0, 1)
@@ -67,8 +78,8 @@ def test_gpu_indices_are_disjoint_and_come_back_exactly() -> None:
 
 def test_thread_caps_follow_the_request_or_a_fair_share() -> None:
     scheduler = Scheduler(ENGINE)
-    scheduler.submit(Request("asks-3", 1.0, cpus=3))
-    scheduler.submit(Request("asks-none", 2.0))
+    scheduler.submit(CallRequest("asks-3", 1.0, cpus=3))
+    scheduler.submit(CallRequest("asks-none", 2.0))
     threads = {p.request_id: p.threads for p in scheduler.schedule().placements}
     assert threads == {"asks-3": 3, "asks-none": 2}  # the engine: 8 cores over 4 slots
 
@@ -76,8 +87,8 @@ def test_thread_caps_follow_the_request_or_a_fair_share() -> None:
 def test_a_worker_that_reports_nothing_is_scheduled_by_label_and_slots() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("pi", "relays", slots=1, cpus=None, gpus=None, ram_mb=None))
-    scheduler.submit(Request("r1", 1.0, label="relays", cpus=4, ram_mb=100))
-    scheduler.submit(Request("r2", 2.0, label="relays"))
+    scheduler.submit(CallRequest("r1", 1.0, label="relays", cpus=4, ram_mb=100))
+    scheduler.submit(CallRequest("r2", 2.0, label="relays"))
     plan = scheduler.schedule()
     assert [(p.request_id, p.gpu_ids, p.threads, p.cpus) for p in plan.placements] == [
         ("r1", (), 4, 0)
@@ -87,17 +98,17 @@ def test_a_worker_that_reports_nothing_is_scheduled_by_label_and_slots() -> None
 
 def test_prefer_runs_on_the_engine_when_nothing_attached_could() -> None:
     scheduler = Scheduler(ENGINE)
-    scheduler.submit(Request("nothing-attached", 1.0, label="gpu", policy=Policy.PREFER))
+    scheduler.submit(CallRequest("nothing-attached", 1.0, label="gpu", policy=Policy.PREFER))
     assert placed(scheduler) == {"nothing-attached": ENGINE_ID}
     scheduler.add_worker(worker("g", "gpu", gpus=1))
-    scheduler.submit(Request("fits", 2.0, label="gpu", policy=Policy.PREFER, gpus=1))
-    scheduler.submit(Request("too-big", 3.0, label="gpu", policy=Policy.PREFER, gpus=2))
+    scheduler.submit(CallRequest("fits", 2.0, label="gpu", policy=Policy.PREFER, gpus=1))
+    scheduler.submit(CallRequest("too-big", 3.0, label="gpu", policy=Policy.PREFER, gpus=2))
     assert placed(scheduler) == {"fits": "g", "too-big": ENGINE_ID}
 
 
 def test_require_waits_then_runs_as_soon_as_a_worker_attaches() -> None:
     scheduler = Scheduler(ENGINE)
-    scheduler.submit(Request("r", 1.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("r", 1.0, label="gpu", gpus=1))
     assert placed(scheduler) == {}
     scheduler.add_worker(worker("g", "gpu", gpus=1))
     assert placed(scheduler) == {"r": "g"}
@@ -107,7 +118,7 @@ def test_first_come_first_served_across_shapes() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("w", "cpu", slots=1))
     for n, cpus in enumerate((1, 2, 1, 3)):
-        scheduler.submit(Request(f"r{n}", float(10 - n), label="cpu", cpus=cpus))
+        scheduler.submit(CallRequest(f"r{n}", float(10 - n), label="cpu", cpus=cpus))
     order = []
     for _ in range(4):
         plan = scheduler.schedule()
@@ -120,10 +131,10 @@ def test_first_come_first_served_across_shapes() -> None:
 def test_a_large_request_is_not_starved_by_later_small_ones() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("w", "cpu", slots=8, cpus=8))
-    scheduler.submit(Request("running", 0.0, label="cpu", cpus=4))
+    scheduler.submit(CallRequest("running", 0.0, label="cpu", cpus=4))
     scheduler.schedule()
-    scheduler.submit(Request("large", 1.0, label="cpu", cpus=8))
-    scheduler.submit(Request("small", 2.0, label="cpu", cpus=2))
+    scheduler.submit(CallRequest("large", 1.0, label="cpu", cpus=8))
+    scheduler.submit(CallRequest("small", 2.0, label="cpu", cpus=2))
     plan = scheduler.schedule()
     assert plan.placements == (), "small would fit now but would delay large"
     assert plan.holds == {"large": "w"}
@@ -135,11 +146,11 @@ def test_backfill_uses_what_a_hold_leaves() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("g", "any", slots=4, cpus=16, gpus=4))
     scheduler.add_worker(worker("elsewhere", "any", slots=1, cpus=2))
-    scheduler.submit(Request("running", 0.0, label="any", gpus=3))
+    scheduler.submit(CallRequest("running", 0.0, label="any", gpus=3))
     scheduler.schedule()
-    scheduler.submit(Request("large", 1.0, label="any", gpus=2, cpus=4))
-    scheduler.submit(Request("cpu-small", 2.0, label="any", cpus=4))
-    scheduler.submit(Request("cpu-tiny", 3.0, label="any", cpus=1))
+    scheduler.submit(CallRequest("large", 1.0, label="any", gpus=2, cpus=4))
+    scheduler.submit(CallRequest("cpu-small", 2.0, label="any", cpus=4))
+    scheduler.submit(CallRequest("cpu-tiny", 3.0, label="any", cpus=1))
     plan = scheduler.schedule()
     # The hold on g takes 2 GPUs and 4 cores of 16: CPU-only work still fits beside it.
     assert {p.request_id: p.worker_id for p in plan.placements} == {
@@ -152,14 +163,14 @@ def test_backfill_uses_what_a_hold_leaves() -> None:
 def test_a_hold_stays_on_its_place_across_passes() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("a", "cpu", slots=1, cpus=8))
-    scheduler.submit(Request("on-a", 0.0, label="cpu", cpus=1))
+    scheduler.submit(CallRequest("on-a", 0.0, label="cpu", cpus=1))
     scheduler.schedule()
-    scheduler.submit(Request("waiting", 1.0, label="cpu", cpus=8))
+    scheduler.submit(CallRequest("waiting", 1.0, label="cpu", cpus=8))
     assert scheduler.schedule().holds == {"waiting": "a"}
     # A place that sorts first by the hold rule arrives and is taken by earlier work:
     # the waiting request keeps its place in line on a rather than starting over.
     scheduler.add_worker(worker("0-new", "cpu", slots=1, cpus=8))
-    scheduler.submit(Request("earlier", 0.5, label="cpu", cpus=1))
+    scheduler.submit(CallRequest("earlier", 0.5, label="cpu", cpus=1))
     plan = scheduler.schedule()
     assert {p.request_id: p.worker_id for p in plan.placements} == {"earlier": "0-new"}
     assert plan.holds == {"waiting": "a"}
@@ -172,20 +183,25 @@ def test_provisioning_asks_for_the_smallest_fitting_profile_once() -> None:
         Profile("cloud", "cpu", frozenset({"cpu"}), cpus=64),
     ]
     scheduler = Scheduler(ENGINE, profiles=profiles)
-    scheduler.submit(Request("one", 1.0, label="gpu", gpus=1))
-    scheduler.submit(Request("two", 2.0, label="gpu", gpus=1))
-    scheduler.submit(Request("four", 3.0, label="gpu", gpus=3))
-    scheduler.submit(Request("engine-only", 4.0, cpus=64))
+    scheduler.submit(CallRequest("one", 1.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("two", 2.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("four", 3.0, label="gpu", gpus=3))
+    scheduler.submit(CallRequest("engine-only", 4.0, cpus=64))
     asks = scheduler.schedule().asks
     assert [(a.profile, a.request_id) for a in asks] == [("gpu-1", "one"), ("gpu-4", "four")]
+    # Once the driver says both are under way, nothing is asked again.
+    under_way = Provisioning(stage=RequestStage.SUBMITTING)
+    scheduler.set_profiles(
+        [replace(p, provisioning=under_way) if p.cpus != 64 else p for p in profiles]
+    )
     assert scheduler.schedule().asks == ()
 
 
 def test_busy_workers_that_could_run_it_do_not_trigger_provisioning() -> None:
     scheduler = Scheduler(ENGINE, profiles=[Profile("hpc", "g", frozenset({"gpu"}), gpus=1)])
     scheduler.add_worker(worker("g", "gpu", slots=1, gpus=1))
-    scheduler.submit(Request("a", 1.0, label="gpu", gpus=1))
-    scheduler.submit(Request("b", 2.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("a", 1.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("b", 2.0, label="gpu", gpus=1))
     assert scheduler.schedule().asks == ()
 
 
@@ -193,12 +209,12 @@ def test_a_gone_worker_returns_its_calls_and_holds_move_on() -> None:
     scheduler = Scheduler(ENGINE)
     scheduler.add_worker(worker("a", "cpu", slots=1))
     scheduler.add_worker(worker("b", "cpu", slots=1))
-    scheduler.submit(Request("x", 1.0, label="cpu"))
-    scheduler.submit(Request("y", 2.0, label="cpu"))
+    scheduler.submit(CallRequest("x", 1.0, label="cpu"))
+    scheduler.submit(CallRequest("y", 2.0, label="cpu"))
     scheduler.schedule()
     assert scheduler.remove_worker("a") == ("x",)
     assert "x" not in scheduler.running() and scheduler.reason("x") is None
-    scheduler.submit(Request("z", 3.0, label="cpu"))
+    scheduler.submit(CallRequest("z", 3.0, label="cpu"))
     assert placed(scheduler) == {}
     scheduler.finish("y")
     assert placed(scheduler) == {"z": "b"}
@@ -206,7 +222,7 @@ def test_a_gone_worker_returns_its_calls_and_holds_move_on() -> None:
 
 def test_withdrawn_requests_leave_the_queue() -> None:
     scheduler = Scheduler(ENGINE)
-    scheduler.submit(Request("gone", 1.0, label="nowhere"))
+    scheduler.submit(CallRequest("gone", 1.0, label="nowhere"))
     scheduler.schedule()
     assert scheduler.withdraw("gone") is True
     assert scheduler.waiting() == [] and scheduler.withdraw("gone") is False

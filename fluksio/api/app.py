@@ -15,13 +15,14 @@ from fluksio.agent.launcher import Launcher
 from fluksio.api import appkeys
 from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.db import open_database
+from fluksio.api.dispatch import Dispatcher
 from fluksio.api.keys import KeyRing
 from fluksio.api.logging import get_logger
 from fluksio.api.middlewares import error_middleware, request_context_middleware
-from fluksio.api.provisioning import CONFIGURED, Configured, provisioning_context
+from fluksio.api.provision_requests import ProvisionRequestStore
+from fluksio.api.provisioning import CONFIGURED, Configured, EngineSide, load_configured, log_ready
 from fluksio.api.routes import add_routes
 from fluksio.api.runs.local import LocalExecutor, engine_place
-from fluksio.api.runs.manager import RunManager
 from fluksio.api.runs.store import FlowStore, RunStore
 from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
@@ -31,7 +32,6 @@ from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.watch import watch_workers
-from fluksio.scheduler import ENGINE_ID, Scheduler
 
 __all__ = ["create_app"]
 
@@ -57,8 +57,7 @@ def create_app(
         max_delay_s=settings.login_max_delay_s,
     )
     app.cleanup_ctx.append(_state)
-    app.cleanup_ctx.append(_runs)
-    app.cleanup_ctx.append(provisioning_context)
+    app.cleanup_ctx.append(_dispatch)
     app.cleanup_ctx.append(_workers)
     app.on_shutdown.append(_tell_workers_it_is_going)
     add_routes(app)
@@ -87,8 +86,12 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     database.close()
 
 
-async def _runs(app: web.Application) -> AsyncIterator[None]:
-    """The engine's own executor and the run manager; unfinished runs resume."""
+async def _dispatch(app: web.Application) -> AsyncIterator[None]:
+    """The scheduling loop's owner, with the engine's executor and the provisioners.
+
+    Unfinished runs and submitted machine requests resume; at shutdown pending machine
+    requests are cancelled, then what executes is stopped for the next start to recover.
+    """
     settings = app[appkeys.SETTINGS]
     launcher = Launcher(settings.node_python, mode=settings.runner_mode)
     await launcher.start()
@@ -99,17 +102,24 @@ async def _runs(app: web.Application) -> AsyncIterator[None]:
         version=".".join(map(str, launcher.version)),
     )
     layout = app[appkeys.DATA_DIR]
-    manager = RunManager(
+    configured = app.get(CONFIGURED) or load_configured(layout)
+    requests = ProvisionRequestStore(app[appkeys.DATABASE])
+    dispatcher = Dispatcher(
+        engine=engine_place(settings.engine_slots),
+        engine_executor=LocalExecutor(launcher, layout.artifacts),
         runs=app[appkeys.RUNS],
         flows=app[appkeys.FLOWS],
         secrets=app[appkeys.SECRETS],
-        scheduler=Scheduler(engine_place(settings.engine_slots)),
-        executors={ENGINE_ID: LocalExecutor(launcher, layout.artifacts)},
+        provisioners=configured.provisioners,
+        engine_side=EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
+        plugin_events=configured.plugins.manager.hook,
     )
-    app[appkeys.RUN_MANAGER] = manager
-    manager.recover()
+    app[appkeys.DISPATCHER] = dispatcher
+    app[appkeys.RUN_MANAGER] = dispatcher.runs
+    log_ready(configured)
+    dispatcher.recover(requests.load())
     yield
-    await manager.close()
+    await dispatcher.close()
     await launcher.close()
 
 

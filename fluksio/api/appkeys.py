@@ -7,6 +7,7 @@ from aiohttp import web
 from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import Database
+from fluksio.api.dispatch import Dispatcher
 from fluksio.api.runs.manager import RunManager
 from fluksio.api.runs.store import FlowStore, RunStore
 from fluksio.api.secrets import SecretStore
@@ -16,15 +17,14 @@ from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
-from fluksio.provisioners.driver import ProvisioningDriver
 
 __all__ = [
     "ARTIFACTS",
     "DATABASE",
     "DATA_DIR",
+    "DISPATCHER",
     "FLOWS",
     "LOGIN_GUARD",
-    "PROVISIONING",
     "RUNS",
     "RUN_MANAGER",
     "SECRETS",
@@ -45,7 +45,9 @@ LOGIN_GUARD = web.AppKey("login_guard", LoginGuard)
 FLOWS = web.AppKey("flows", FlowStore)
 RUNS = web.AppKey("runs", RunStore)
 SECRETS = web.AppKey("secrets", SecretStore)
+DISPATCHER = web.AppKey("dispatcher", Dispatcher)
+"""The owner of the scheduling loop: places, waiting calls, provisioning."""
 RUN_MANAGER = web.AppKey("run_manager", RunManager)
+"""The runs: started, cancelled, waited for (the dispatcher's, shared under its own key)."""
 WORKERS = web.AppKey("workers", WorkerRegistry)
 ARTIFACTS = web.AppKey("artifacts", ArtifactStore)
-PROVISIONING = web.AppKey("provisioning", ProvisioningDriver)

@@ -95,6 +95,8 @@ def configure_logging(*, level: str = "info", stream: TextIO | None = None) -> N
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # asyncssh logs every channel at INFO: a poll each few seconds would flood the log.
+    logging.getLogger("asyncssh").setLevel(max(logging.WARNING, root.level))
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

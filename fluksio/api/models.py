@@ -1,24 +1,23 @@
-"""Request and response bodies, validated with pydantic; names and labels defined once.
+"""Request bodies shared by several routes, validated with pydantic.
 
-Names (of workers, users) and labels: 1 to 63 characters of ASCII letters, digits, ``.``,
-``_`` and ``-``, starting with a letter or digit. Labels are case-sensitive; a token
-carries at most 32, duplicates folded (first occurrence kept).
+Names and labels follow the one rule of :mod:`fluksio.names`. A token carries at most 32
+labels, duplicates folded (first occurrence kept). Response bodies are declared beside
+the routes that serve them (``routes/runs.py``, ``routes/workers.py``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-__all__ = ["LABEL_PATTERN", "NAME_PATTERN", "Label", "Name", "WorkerTokenRequest"]
+from fluksio.names import Name
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
-LABEL_PATTERN = NAME_PATTERN
+__all__ = ["Label", "Name", "WorkerTokenRequest"]
+
 MAX_LABELS = 32
 
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
-Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
+Label = Name
 
 
 def _fold_duplicates(labels: list[str]) -> list[str]:

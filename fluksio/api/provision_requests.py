@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fluksio.api.db import Database
-from fluksio.provisioners.driver import Request
+from fluksio.provisioners.driver import MachineRequest
+from fluksio.scheduler import RequestStage
 
 __all__ = ["ProvisionRequestStore"]
 
@@ -12,7 +13,7 @@ class ProvisionRequestStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    def save(self, request: Request) -> None:
+    def save(self, request: MachineRequest) -> None:
         self._db.execute(
             "INSERT INTO provision_requests"
             " (id, provisioner, profile, job_id, token_jti, stage, created_at, attached_at)"
@@ -34,15 +35,15 @@ class ProvisionRequestStore:
     def delete(self, request_id: str) -> None:
         self._db.execute("DELETE FROM provision_requests WHERE id = ?", (request_id,))
 
-    def load(self) -> list[Request]:
+    def load(self) -> list[MachineRequest]:
         rows = self._db.execute("SELECT * FROM provision_requests ORDER BY created_at")
         return [
-            Request(
+            MachineRequest(
                 id=row["id"],
                 provisioner=row["provisioner"],
                 profile=row["profile"],
                 created_at=row["created_at"],
-                stage=row["stage"],
+                stage=RequestStage(row["stage"]),
                 job_id=row["job_id"],
                 token_jti=row["token_jti"],
                 attached_at=row["attached_at"],

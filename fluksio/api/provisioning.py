@@ -1,31 +1,29 @@
-"""Provisioners in the engine: load ``provisioners.json``, run the driver, feed it events.
+"""Provisioners in the engine: ``provisioners.json`` loaded at start, and the engine's side.
 
-The provisioners layer knows nothing of tokens, runs or the scheduler's owner; this module
-gives its driver what it needs (:class:`~fluksio.provisioners.driver.EngineSide`) and hands
-the driver's answers to the run manager.
+The provisioners layer knows nothing of tokens or SQLite; :class:`EngineSide` gives its
+driver those (:class:`~fluksio.provisioners.driver.EngineSide`). The dispatcher
+(:mod:`fluksio.api.dispatch`) owns the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
-from fluksio.api import appkeys
 from fluksio.api.datadir import DataDir
 from fluksio.api.logging import get_logger
 from fluksio.api.provision_requests import ProvisionRequestStore
-from fluksio.api.runs.manager import RunManager
 from fluksio.api.tokens import TokenService
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
-from fluksio.provisioners.base import Profile, Provisioner
+from fluksio.provisioners.base import ProfileSettings, Provisioner
 from fluksio.provisioners.config import load_provisioners
-from fluksio.provisioners.driver import ProvisioningDriver, Request
+from fluksio.provisioners.driver import MachineRequest
 from fluksio.provisioners.plugins import Plugins, build_plugins
 
-__all__ = ["CONFIGURED", "Configured", "load_configured", "provisioning_context"]
+__all__ = ["CONFIGURED", "Configured", "EngineSide", "load_configured", "log_ready"]
 
 log = get_logger(__name__)
 # A provisioned worker's token outlives no job by much: a day, as the spec says.
@@ -35,7 +33,7 @@ JOB_TOKEN_TTL_S = 24 * 3600
 @dataclass
 class Configured:
     plugins: Plugins
-    provisioners: list[Provisioner]
+    provisioners: list[Provisioner[Any, Any]]
 
 
 CONFIGURED = web.AppKey("provisioners_configured", Configured)
@@ -58,21 +56,22 @@ def load_configured(layout: DataDir) -> Configured:
     return Configured(plugins, [kind(settings) for kind, settings in loaded])
 
 
-class _EngineSide:
+class EngineSide:
+    """What the provisioning driver needs of the engine: tokens, and SQLite."""
+
     def __init__(
         self,
         tokens: TokenService,
         worker_tokens: WorkerTokenStore,
         requests: ProvisionRequestStore,
-        manager: RunManager,
     ) -> None:
         self._tokens = tokens
         self._worker_tokens = worker_tokens
         self._requests = requests
-        self._manager = manager
-        self.driver: ProvisioningDriver | None = None
 
-    def mint_token(self, provisioner: str, profile: Profile, request_id: str) -> tuple[str, str]:
+    def mint_token(
+        self, provisioner: str, profile: ProfileSettings, request_id: str
+    ) -> tuple[str, str]:
         minted = self._tokens.mint_worker(
             f"{provisioner}-{profile.name}",
             tuple(profile.labels),
@@ -85,29 +84,14 @@ class _EngineSide:
     def revoke_token(self, jti: str, reason: str) -> None:
         self._worker_tokens.revoke(jti, reason)
 
-    def remember(self, request: Request) -> None:
+    def remember(self, request: MachineRequest) -> None:
         self._requests.save(request)
 
     def forget(self, request_id: str) -> None:
         self._requests.delete(request_id)
 
-    def changed(self) -> None:
-        if self.driver is not None:
-            self._manager.scheduler.set_profiles(self.driver.scheduler_profiles())
-            self._manager.replan()
 
-
-async def provisioning_context(app: web.Application) -> AsyncIterator[None]:
-    """Cleanup context: the driver runs while the engine does; pending jobs die with it."""
-    configured = app.get(CONFIGURED) or load_configured(app[appkeys.DATA_DIR])
-    manager = app[appkeys.RUN_MANAGER]
-    requests = ProvisionRequestStore(app[appkeys.DATABASE])
-    engine = _EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests, manager)
-    driver = ProvisioningDriver(configured.plugins.manager, configured.provisioners, engine)
-    engine.driver = driver
-    driver.recover(requests.load())
-    app[appkeys.PROVISIONING] = driver
-    manager.provisioning = driver
+def log_ready(configured: Configured) -> None:
     for provisioner in configured.provisioners:
         profiles = ", ".join(p.name for p in provisioner.settings.profiles)
         log.info(
@@ -116,7 +100,3 @@ async def provisioning_context(app: web.Application) -> AsyncIterator[None]:
             type=provisioner.type_name,
             profiles=profiles,
         )
-    engine.changed()
-    yield
-    manager.provisioning = None
-    await driver.close()

@@ -1,7 +1,8 @@
-"""Provisioners: pluggy hooks and the built-in Slurm provisioner that add workers on demand.
+"""Provisioners: plugins and the built-in Slurm provisioner that add workers on demand.
 
-Plugins implement the hooks in :mod:`fluksio.provisioners.hookspecs` and register
-:class:`~fluksio.provisioners.base.Provisioner` subclasses; see docs/provisioners.md.
+The public API a plugin imports: subclass :class:`Provisioner` (with its settings and
+profile models) and register it through :func:`~.hookspecs.fluksio_provisioner_types`; see
+docs/writing-a-provisioner.md.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from fluksio.provisioners.base import (
     JobState,
     JobStatus,
-    Profile,
+    ProfileSettings,
     Provisioner,
     ProvisionError,
     ProvisionerSettings,
@@ -22,7 +23,7 @@ from fluksio.provisioners.hookspecs import hookimpl
 __all__ = [
     "JobState",
     "JobStatus",
-    "Profile",
+    "ProfileSettings",
     "ProvisionError",
     "Provisioner",
     "ProvisionerSettings",

@@ -1,31 +1,32 @@
 """What every provisioner is: its settings, its profiles, the states of what it asked for.
 
 A provisioner asks some outside system (a batch scheduler, a cloud) for a machine whose
-payload is an ordinary worker dialling back to the engine. Subclasses implement
-:meth:`Provisioner.render` (pure: what would be submitted) and the asynchronous life cycle
-:meth:`~Provisioner.submit`, :meth:`~Provisioner.poll`, :meth:`~Provisioner.cancel`; the
-engine reaches them through the hooks of :mod:`fluksio.provisioners.hookspecs`, which this
-base class implements for every subclass by delegating to those methods.
+payload is an ordinary worker dialling back to the engine. A subclass of
+:class:`Provisioner` implements :meth:`~Provisioner.render` (pure: what would be
+submitted) and the asynchronous life cycle :meth:`~Provisioner.submit`,
+:meth:`~Provisioner.poll` and :meth:`~Provisioner.cancel`; the engine's provisioning
+driver awaits those methods directly. Hooks (:mod:`fluksio.provisioners.hookspecs`) are
+for what extends the engine: registering provisioner types, and hearing of workers.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
 from fluksio.errors import FluksioError
-from fluksio.provisioners.hookspecs import hookimpl
+from fluksio.names import Name
 
 __all__ = [
     "TERMINAL_STATES",
     "JobState",
     "JobStatus",
-    "Profile",
+    "ProfileSettings",
     "ProvisionError",
     "Provisioner",
     "ProvisionerSettings",
@@ -34,10 +35,8 @@ __all__ = [
     "worker_argv",
 ]
 
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
 
-
-class JobState(enum.Enum):
+class JobState(enum.StrEnum):
     """Where a request for a machine stands, whatever system it went to."""
 
     PENDING = "pending"
@@ -61,10 +60,10 @@ TERMINAL_STATES = frozenset(
 )
 
 
-class Profile(BaseModel):
-    """Capacity one request brings: what the scheduler may ask this provisioner for."""
+class ProfileSettings(BaseModel):
+    """One profile of ``provisioners.json``: the capacity one request brings."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=False)
 
     name: Name
     cpus: int | None = Field(default=None, ge=1)
@@ -73,8 +72,14 @@ class Profile(BaseModel):
     labels: list[Name] = Field(default_factory=list, max_length=32)
 
 
-class ProvisionerSettings(BaseModel):
-    """One entry of ``provisioners.json``; a provisioner type extends it with its own."""
+ProfileT = TypeVar("ProfileT", bound=ProfileSettings)
+
+
+class ProvisionerSettings(BaseModel, Generic[ProfileT]):
+    """One entry of ``provisioners.json``; a provisioner type extends it with its own.
+
+    Generic over the type of its profiles: ``ProvisionerSettings[SlurmProfile]``.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -92,10 +97,12 @@ class ProvisionerSettings(BaseModel):
     """After a failed request the profile rests this long, doubling per failure in a row."""
     retry_max_s: float = Field(default=600, gt=0)
     """The longest rest between attempts."""
-    profiles: list[Profile] = Field(min_length=1)
+    profiles: list[ProfileT] = Field(min_length=1)
 
 
-def worker_argv(command: str, settings: ProvisionerSettings, profile: Profile) -> list[str]:
+def worker_argv(
+    command: str, settings: ProvisionerSettings[Any], profile: ProfileSettings
+) -> list[str]:
     """The command line of the worker one machine of ``profile`` runs (no token in it).
 
     The engine URL, a name, the profile's labels, ``--max-idle`` (unless 0), and the
@@ -158,105 +165,92 @@ class WorkerEvent:
     job_id: str | None = None
 
 
-class Provisioner(ABC):
+SettingsT = TypeVar("SettingsT", bound=ProvisionerSettings[Any])
+
+
+class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     """Base of every provisioner type; one instance per configured provisioner.
 
-    Subclasses set :attr:`type_name` and :attr:`settings_model` and implement the abstract
-    methods. The instance is registered with the engine's plugin manager, so it receives
-    the hooks of :mod:`~fluksio.provisioners.hookspecs`; each is answered only for calls
-    naming this provisioner.
+    A subclass names its settings and profile types as parameters
+    (``Provisioner[SlurmSettings, SlurmProfile]``), sets :attr:`type_name` and
+    :attr:`settings_model`, and implements the abstract methods. The engine's provisioning
+    driver awaits them directly; a plugin writes no hook for the life cycle.
     """
 
     type_name: ClassVar[str]
     """The ``"type"`` in ``provisioners.json``."""
-    settings_model: ClassVar[type[ProvisionerSettings]] = ProvisionerSettings
+    settings_model: ClassVar[type[ProvisionerSettings[Any]]]
+    """The pydantic model each configured entry of this type is validated with."""
     job_noun: ClassVar[str] = "job"
     """How its requests are called in sentences: ``"Slurm job"`` gives "Slurm job 12"."""
 
-    def __init__(self, settings: ProvisionerSettings) -> None:
+    def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
 
     @property
     def name(self) -> str:
         return self.settings.name
 
-    def profile(self, name: str) -> Profile:
-        for profile in self.settings.profiles:
+    def profile(self, name: str) -> ProfileT:
+        profiles: list[ProfileT] = self.settings.profiles
+        for profile in profiles:
             if profile.name == name:
                 return profile
-        known = ", ".join(p.name for p in self.settings.profiles)
+        known = ", ".join(p.name for p in profiles)
         raise KeyError(f"provisioner {self.settings.name!r} has no profile {name!r} ({known})")
 
     # -- what a subclass implements ----------------------------------------------------
 
     @abstractmethod
-    def render(self, profile: Profile, *, token_file: str) -> str:
-        """What would be submitted for ``profile``: pure, no I/O (a dry run)."""
+    def render(self, profile: ProfileT, *, token_file: str) -> str:
+        """What would be submitted for ``profile``: pure, no I/O (a dry run).
+
+        ``fluksio provisioners check --script`` prints it. ``token_file`` is where the job
+        finds its worker token, relative to the submitting user's home; the token itself
+        is never part of the text.
+        """
 
     @abstractmethod
-    async def submit(self, profile: Profile, *, request_id: str, token: str) -> Submission:
+    async def submit(self, profile: ProfileT, *, request_id: str, token: str) -> Submission:
         """Ask for one machine of ``profile`` whose worker uses ``token``.
 
-        Raise :class:`~fluksio.errors.FluksioError` with the outside system's own message
-        when it refuses; the engine records it and retries later.
+        Called when a queued node needs capacity nothing attached could ever give and no
+        request for ``profile`` is outstanding. ``token`` is minted for this request alone
+        (24 h, the profile's labels): deliver it without putting it in argv, a job's
+        environment listing or logs. Raise :class:`ProvisionError` with the outside
+        system's own words when it refuses; the engine records them as the profile's last
+        error and retries with capped backoff.
         """
 
     @abstractmethod
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         """The state of each request, in one round trip where possible.
 
-        A job missing from the answer has left the system (ended, state unknown).
+        Called once per ``poll_interval_s`` with every live request of this provisioner. A
+        job missing from the answer has left the system: the engine treats it as ended.
         """
 
     @abstractmethod
     async def cancel(self, job_id: str) -> None:
-        """Withdraw one request (and stop its machine if it runs)."""
+        """Withdraw one request (and stop its machine if it runs).
+
+        Called when a request outlives ``provision_timeout_s`` without its worker
+        attaching, and for every pending request when the engine stops. Cancelling a job
+        that already ended must succeed quietly.
+        """
 
     async def check(self) -> str:
-        """Prove access to the outside system; return what it said (``sinfo``)."""
+        """Prove access to the outside system; return what it said (``sinfo``).
+
+        Called by ``fluksio provisioners check --ssh``; optional.
+        """
         return "nothing to check"
 
-    async def close(self) -> None:  # noqa: B027 - optional for types holding nothing open
+    async def close(self) -> None:
         """Release what the provisioner holds open (connections); called at shutdown."""
 
-    def worker_attached(self, worker: WorkerEvent) -> None:  # noqa: B027 - optional
-        """A worker attached (see :func:`~.hookspecs.fluksio_worker_attached`)."""
+    def worker_attached(self, worker: WorkerEvent) -> None:
+        """A worker attached; see :func:`~.hookspecs.fluksio_worker_attached`. Optional."""
 
-    def worker_gone(self, worker: WorkerEvent) -> None:  # noqa: B027 - optional
-        """A worker went away (see :func:`~.hookspecs.fluksio_worker_gone`)."""
-
-    # -- the hooks, answered for this provisioner's name only --------------------------
-
-    @hookimpl
-    def fluksio_provisioner_render(
-        self, provisioner: str, profile: str, token_file: str
-    ) -> str | None:
-        if provisioner != self.name:
-            return None
-        return self.render(self.profile(profile), token_file=token_file)
-
-    @hookimpl
-    def fluksio_provisioner_submit(
-        self, provisioner: str, profile: str, request_id: str, token: str
-    ) -> Awaitable[Submission] | None:
-        if provisioner != self.name:
-            return None
-        return self.submit(self.profile(profile), request_id=request_id, token=token)
-
-    @hookimpl
-    def fluksio_provisioner_poll(
-        self, provisioner: str, job_ids: list[str]
-    ) -> Awaitable[Mapping[str, JobStatus]] | None:
-        return self.poll(job_ids) if provisioner == self.name else None
-
-    @hookimpl
-    def fluksio_provisioner_cancel(self, provisioner: str, job_id: str) -> Awaitable[None] | None:
-        return self.cancel(job_id) if provisioner == self.name else None
-
-    @hookimpl
-    def fluksio_worker_attached(self, worker: WorkerEvent) -> None:
-        self.worker_attached(worker)
-
-    @hookimpl
-    def fluksio_worker_gone(self, worker: WorkerEvent) -> None:
-        self.worker_gone(worker)
+    def worker_gone(self, worker: WorkerEvent) -> None:
+        """A worker went away; see :func:`~.hookspecs.fluksio_worker_gone`. Optional."""

@@ -14,6 +14,9 @@ from pydantic import ValidationError
 
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import Provisioner, ProvisionerSettings
+from fluksio.validation import first_error
+
+Loaded = tuple[type[Provisioner[Any, Any]], ProvisionerSettings[Any]]
 
 __all__ = ["load_provisioners"]
 
@@ -30,6 +33,7 @@ def _where(path: Path, entry: Any, index: int) -> str:
 def _describe(error: ValidationError, entry: dict[str, Any]) -> str:
     first = error.errors()[0]
     location = list(first["loc"])
+    message = first_error(error)[1]
     parts = []
     if len(location) >= 2 and location[0] == "profiles" and isinstance(location[1], int):
         profiles = entry.get("profiles")
@@ -40,13 +44,11 @@ def _describe(error: ValidationError, entry: dict[str, Any]) -> str:
         )
         location = location[2:]
     field = ".".join(str(part) for part in location) or "entry"
-    parts.append(f"field {field}: {first['msg']}")
+    parts.append(f"field {field}: {message}")
     return ", ".join(parts)
 
 
-def load_provisioners(
-    path: Path, types: dict[str, type[Provisioner]]
-) -> list[tuple[type[Provisioner], ProvisionerSettings]]:
+def load_provisioners(path: Path, types: dict[str, type[Provisioner[Any, Any]]]) -> list[Loaded]:
     """Each configured provisioner's class and validated settings (none without a file)."""
     try:
         text = path.read_text()
@@ -60,7 +62,7 @@ def load_provisioners(
         raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(entries, list):
         raise ConfigError(f"{path} must hold a JSON list of provisioners")
-    loaded: list[tuple[type[Provisioner], ProvisionerSettings]] = []
+    loaded: list[Loaded] = []
     names: set[str] = set()
     for index, entry in enumerate(entries):
         where = _where(path, entry, index)

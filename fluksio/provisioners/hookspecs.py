@@ -1,19 +1,20 @@
-"""The hooks of a provisioner plugin, all in this one module.
+"""The hooks of a Fluksio plugin, all in this one module.
 
 A plugin is a module (or object) registered under the ``fluksio.provisioners`` entry-point
-group, exactly as the built-in Slurm provisioner is. It answers
-:func:`fluksio_provisioner_types` with its provisioner classes. The engine makes one
-instance per entry of ``provisioners.json`` and registers it with the same plugin manager,
-so the life-cycle hooks below reach it: each names the provisioner it is meant for, and
-:class:`~fluksio.provisioners.base.Provisioner` answers the calls naming it by delegating
-to the methods a subclass implements (``render``, ``submit``, ``poll``, ``cancel``). A
-plugin author subclasses it and never writes these hook functions by hand.
+group, exactly as the built-in Slurm provisioner is. Hooks are for what *extends* the
+engine, and there are three:
 
-pluggy calls hooks synchronously; the asynchronous ones return an awaitable, which the
-engine awaits (``firstresult``: the one provisioner the call names answers, all others
-return None).
+- registration: :func:`fluksio_provisioner_types`, the provisioner classes a plugin adds;
+- events: :func:`fluksio_worker_attached` and :func:`fluksio_worker_gone`, broadcast to
+  every plugin (an auditor, a notifier, a provisioner that tracks its machines).
 
-Example, in a plugin's ``pyproject.toml``::
+A provisioner's life cycle is *not* a hook: the engine makes one instance of a registered
+class per entry of ``provisioners.json`` and awaits its methods (``render``, ``submit``,
+``poll``, ``cancel``, ``check``, ``close``) directly; see
+:class:`~fluksio.provisioners.base.Provisioner`.
+
+pluggy calls hooks synchronously, on the engine's event loop: an implementation must not
+block. Example, in a plugin's ``pyproject.toml``::
 
     [project.entry-points."fluksio.provisioners"]
     local = "fluksio_local.plugin"
@@ -31,13 +32,12 @@ docs/writing-a-provisioner.md walks through a whole plugin.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
-    from fluksio.provisioners.base import JobStatus, Provisioner, Submission, WorkerEvent
+    from fluksio.provisioners.base import Provisioner, WorkerEvent
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -50,87 +50,48 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def fluksio_provisioner_types() -> list[type[Provisioner]]:  # type: ignore[empty-body]
+def fluksio_provisioner_types() -> list[type[Provisioner[Any, Any]]]:  # type: ignore[empty-body]
     """Return the provisioner classes this plugin provides.
 
     Called once when the plugin manager is built, before ``provisioners.json`` is read.
-    Each class names its ``type`` (the value of ``"type"`` in ``provisioners.json``) and
-    declares its settings as a pydantic model (``settings_model``); the engine validates
-    each configured provisioner with the model of its type. All plugins' answers are
-    collected; two classes claiming one ``type`` is an error naming both plugins.
+    All plugins' answers are collected (not ``firstresult``).
+
+    :return:
+        A list of :class:`~fluksio.provisioners.base.Provisioner` subclasses. Each names
+        its ``type_name`` (the value of ``"type"`` in ``provisioners.json``) and its
+        ``settings_model``, the pydantic model each configured entry of that type is
+        validated with. Two classes claiming one ``type_name`` is an error naming both
+        plugins; ``provisioners.json`` is then refused.
     """
 
 
-# -- the life cycle (called on the engine's event loop; answered by the named provisioner) --
-
-
-@hookspec(firstresult=True)
-def fluksio_provisioner_render(provisioner: str, profile: str, token_file: str) -> str | None:
-    """Return exactly what ``provisioner`` would submit for ``profile`` (a dry run).
-
-    Called by ``fluksio provisioners check --script`` and before each submission (the
-    rendered text is what is submitted). Pure: no I/O. ``token_file`` is where the job
-    finds its worker token, relative to the submitting user's home; the token itself is
-    never part of the text.
-    """
-
-
-@hookspec(firstresult=True)
-def fluksio_provisioner_submit(
-    provisioner: str, profile: str, request_id: str, token: str
-) -> Awaitable[Submission] | None:
-    """Request one machine of ``profile``; return an awaitable of the accepted submission.
-
-    Called when a queued node needs capacity nothing attached could ever give and no
-    request for ``profile`` is outstanding (so at most one per profile at a time).
-    ``token`` is a worker token minted for this request alone (24 h, the profile's
-    labels): deliver it to the machine's worker without putting it in argv, a job's
-    environment listing or logs. Raising :class:`~fluksio.errors.FluksioError` with the
-    outside system's own words records them as the profile's last error; the engine
-    retries with capped backoff.
-    """
-
-
-@hookspec(firstresult=True)
-def fluksio_provisioner_poll(
-    provisioner: str, job_ids: list[str]
-) -> Awaitable[Mapping[str, JobStatus]] | None:
-    """Report the state of the given requests; return an awaitable of job id -> status.
-
-    Called once per poll interval with every request of ``provisioner`` still alive, so a
-    provisioner should answer them all in one round trip (Slurm: one ``squeue``). A job
-    left out of the answer has left the system: the engine treats it as ended.
-    """
-
-
-@hookspec(firstresult=True)
-def fluksio_provisioner_cancel(provisioner: str, job_id: str) -> Awaitable[None] | None:
-    """Withdraw request ``job_id``; return an awaitable that completes once it is sent.
-
-    Called when a request outlives ``provision_timeout_s`` without its worker attaching,
-    and for every pending request when the engine stops. Cancelling a job that already
-    ended must succeed quietly.
-    """
-
-
-# -- events (broadcast to every provisioner; nothing is returned) -----------------------------
+# -- events (broadcast to every plugin; nothing is returned) ---------------------------------
 
 
 @hookspec
 def fluksio_worker_attached(worker: WorkerEvent) -> None:
-    """A worker attached to the engine.
+    """A worker attached to the engine and may now be given calls.
 
-    ``worker.provisioner`` and ``worker.request_id`` are set (from its signed token) when a
-    request of that provisioner brought it, so a provisioner can tie the worker to what it
-    asked for; the engine itself marks the request fulfilled.
+    Called on the engine's event loop after the worker's hello was accepted, for every
+    plugin that implements it. The engine has already marked the provisioning request
+    that brought the worker (if any) fulfilled.
+
+    :param worker:
+        The worker: its id, display name and labels, and, when a provisioning request
+        brought it, the ``provisioner``, ``profile`` and ``request_id`` signed in its
+        token and the ``job_id`` it reported itself (``SLURM_JOB_ID``).
+    :return: Nothing; return values are ignored.
     """
 
 
 @hookspec
 def fluksio_worker_gone(worker: WorkerEvent) -> None:
-    """A worker detached: it exited (``--max-idle``), its machine ended, or its connection was lost.
+    """A worker detached: it exited (``--max-idle``), its machine ended, or its socket closed.
 
-    Called after the engine has failed the worker's calls in flight. The request that brought
-    the worker is not ended here: its job's own end (seen at the next poll) ends it and
-    revokes its token, since a worker may drop and reattach while its job runs on.
+    Called after the engine has failed the worker's calls in flight. The request that
+    brought the worker is not ended here: its job's own end (seen at the next poll) ends
+    it and revokes its token, since a worker may drop and reattach while its job runs on.
+
+    :param worker: The same :class:`~fluksio.provisioners.base.WorkerEvent` as at attach.
+    :return: Nothing; return values are ignored.
     """

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 import pluggy
 
@@ -32,9 +33,9 @@ class Plugins:
     manager: pluggy.PluginManager
     failures: list[PluginFailure]
 
-    def provisioner_types(self) -> dict[str, type[Provisioner]]:
+    def provisioner_types(self) -> dict[str, type[Provisioner[Any, Any]]]:
         """Installed provisioner types by ``type`` name; duplicates are an error."""
-        found: dict[str, type[Provisioner]] = {}
+        found: dict[str, type[Provisioner[Any, Any]]] = {}
         for answer in self.manager.hook.fluksio_provisioner_types():
             for kind in answer:
                 if kind.type_name in found and found[kind.type_name] is not kind:

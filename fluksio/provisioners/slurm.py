@@ -11,17 +11,18 @@ script reads it from there and deletes it.
 
 from __future__ import annotations
 
-import logging
 import re
 import shlex
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+import structlog
 from pydantic import Field, field_validator
 
 from fluksio.provisioners.base import (
     JobState,
     JobStatus,
-    Profile,
+    ProfileSettings,
     Provisioner,
     ProvisionError,
     ProvisionerSettings,
@@ -29,7 +30,8 @@ from fluksio.provisioners.base import (
     worker_argv,
 )
 from fluksio.provisioners.hookspecs import hookimpl
-from fluksio.provisioners.transport import Completed, SSHTransport, TransportError
+from fluksio.provisioners.shell import Completed, RemoteShell, TransportError
+from fluksio.provisioners.transport import SSHTransport
 
 __all__ = [
     "SLURM_STATES",
@@ -43,7 +45,7 @@ __all__ = [
     "slurm_state",
 ]
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 SLURM_STATES: Mapping[str, JobState] = {
@@ -77,7 +79,7 @@ SLURM_STATES: Mapping[str, JobState] = {
 def slurm_state(text: str) -> JobState:
     state = SLURM_STATES.get(text.strip().split(" ")[0].rstrip("+"))
     if state is None:
-        log.warning("unknown Slurm job state %r", text)
+        log.warning("slurm.unknown_state", state=text)
         return JobState.UNKNOWN
     return state
 
@@ -89,7 +91,7 @@ def _no_control(values: list[str], what: str) -> list[str]:
     return values
 
 
-class SlurmProfile(Profile):
+class SlurmProfile(ProfileSettings):
     sbatch: list[str] = Field(default_factory=list)
     """Extra ``sbatch`` options, one per entry: ``--partition=gpu``."""
     prerun: list[str] = Field(default_factory=list)
@@ -109,7 +111,7 @@ class SlurmProfile(Profile):
         return _no_control(values, "prerun lines")
 
 
-class SlurmSettings(ProvisionerSettings):
+class SlurmSettings(ProvisionerSettings[SlurmProfile]):
     login: str = Field(pattern=r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+(:[0-9]{1,5})?$")
     """``user@host`` or ``user@host:port`` of the login node."""
     ssh_key: str = Field(min_length=1)
@@ -118,7 +120,6 @@ class SlurmSettings(ProvisionerSettings):
     trust_on_first_use: bool = False
     """Accept and remember an unknown host key once; off by default."""
     worker_command: str = "fluksio-worker"
-    profiles: list[SlurmProfile] = Field(min_length=1)  # type: ignore[assignment]
 
     @field_validator("engine_url", "worker_command")
     @classmethod
@@ -193,30 +194,26 @@ def parse_squeue(stdout: str) -> dict[str, JobStatus]:
     return found
 
 
-class SlurmProvisioner(Provisioner):
-    """Submits to a Slurm cluster over SSH to its login node."""
+class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
+    """Submits to a Slurm cluster through a remote shell on its login node.
+
+    ``shell`` is where the commands run: by default SSH to ``login``
+    (:class:`~fluksio.provisioners.transport.SSHTransport`); tests hand it scripted replies.
+    """
 
     type_name = "slurm"
     settings_model = SlurmSettings
     job_noun = "Slurm job"
 
-    def __init__(self, settings: ProvisionerSettings) -> None:
+    def __init__(self, settings: SlurmSettings, shell: RemoteShell | None = None) -> None:
         super().__init__(settings)
-        assert isinstance(settings, SlurmSettings)
-        self.slurm = settings
-        self._transport = SSHTransport(
-            settings.login,
-            settings.ssh_key,
-            known_hosts=settings.known_hosts,
-            trust_on_first_use=settings.trust_on_first_use,
-        )
+        self._shell = shell if shell is not None else _ssh_shell(settings)
         self._token_files: dict[str, str] = {}
 
-    def render(self, profile: Profile, *, token_file: str) -> str:
-        assert isinstance(profile, SlurmProfile)
-        return render_script(self.slurm, profile, token_file=token_file)
+    def render(self, profile: SlurmProfile, *, token_file: str) -> str:
+        return render_script(self.settings, profile, token_file=token_file)
 
-    async def submit(self, profile: Profile, *, request_id: str, token: str) -> Submission:
+    async def submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
         token_file = f".fluksio/tokens/{request_id}"
         script = self.render(profile, token_file=token_file)
         argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file]
@@ -259,15 +256,24 @@ class SlurmProvisioner(Provisioner):
         return done.stdout
 
     async def close(self) -> None:
-        await self._transport.close()
+        await self._shell.close()
 
     async def _run(self, argv: list[str], stdin: str | None = None) -> Completed:
         try:
-            return await self._transport.run(argv, stdin)
+            return await self._shell.run(argv, stdin)
         except TransportError as exc:
-            raise ProvisionError(str(exc)) from None
+            raise ProvisionError(exc.detail) from None
+
+
+def _ssh_shell(settings: SlurmSettings) -> RemoteShell:
+    return SSHTransport(
+        settings.login,
+        settings.ssh_key,
+        known_hosts=settings.known_hosts,
+        trust_on_first_use=settings.trust_on_first_use,
+    )
 
 
 @hookimpl
-def fluksio_provisioner_types() -> list[type[Provisioner]]:
+def fluksio_provisioner_types() -> list[type[Provisioner[Any, Any]]]:
     return [SlurmProvisioner]

@@ -1,4 +1,6 @@
-"""Commands on a login node over SSH: one seam, :meth:`SSHTransport.run`, over asyncssh.
+"""Commands on a login node over SSH: :class:`SSHTransport`, the one module that knows SSH.
+
+It implements :class:`~fluksio.provisioners.shell.RemoteShell` over asyncssh.
 
 The only module that imports asyncssh. One connection is opened on first use and kept, so
 a poll costs one channel, not a login (asyncssh: ~50 ms per command on an open connection
@@ -14,49 +16,20 @@ travels on stdin, never in argv (``ps`` on the login node shows argv to every us
 from __future__ import annotations
 
 import asyncio
-import logging
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
-from fluksio.errors import FluksioError
+from fluksio.provisioners.shell import Completed, TransportError
 
-__all__ = ["Completed", "SSHTransport", "TransportError", "parse_login"]
-
-# asyncssh logs every channel at INFO: a poll each few seconds would flood the engine log.
-logging.getLogger("asyncssh").setLevel(logging.WARNING)
+__all__ = ["SSHTransport", "parse_login"]
 
 CONNECT_TIMEOUT_S = 20.0
 # slurmctld being down makes squeue/sbatch retry for about 9 s before they fail: stay above.
 COMMAND_TIMEOUT_S = 60.0
-
-
-class TransportError(FluksioError):
-    """The login node could not be reached or would not run the command; says why."""
-
-
-@dataclass(frozen=True)
-class Completed:
-    """What one command did on the login node."""
-
-    argv: tuple[str, ...]
-    exit_status: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0
-
-    def error_text(self) -> str:
-        """The command's own complaint (its last stderr lines), for users to read."""
-        lines = [line.strip() for line in self.stderr.strip().splitlines() if line.strip()]
-        text = "; ".join(lines[-3:]) or self.stdout.strip()[:200]
-        return text or f"{self.argv[0]} exited with status {self.exit_status}"
 
 
 def parse_login(login: str) -> tuple[str, str, int]:

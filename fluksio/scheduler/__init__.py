@@ -8,15 +8,15 @@ request left waiting has a :class:`WaitReason` a person can act on.
 
 Example::
 
-    >>> from fluksio.scheduler import ENGINE_ID, Profile, Request, Scheduler, Worker
+    >>> from fluksio.scheduler import ENGINE_ID, Profile, CallRequest, Scheduler, Worker
     >>> engine = Worker(id=ENGINE_ID, name="engine", slots=4, cpus=4, ram_mb=8192)
     >>> sched = Scheduler(engine, profiles=[
     ...     Profile("hpc", "gpu-small", frozenset({"gpu"}), cpus=8, gpus=1, ram_mb=65536)])
     >>> sched.add_worker(Worker(id="w1", name="gpu-a", labels=frozenset({"gpu"}),
     ...                         slots=2, cpus=16, gpus=4, ram_mb=131072))
-    >>> sched.submit(Request(id="r1", queued_at=1.0, label="gpu", gpus=2))
-    >>> sched.submit(Request(id="r2", queued_at=2.0, label="gpu", gpus=3))
-    >>> sched.submit(Request(id="r3", queued_at=3.0, label="gpu", gpus=8))
+    >>> sched.submit(CallRequest(id="r1", queued_at=1.0, label="gpu", gpus=2))
+    >>> sched.submit(CallRequest(id="r2", queued_at=2.0, label="gpu", gpus=3))
+    >>> sched.submit(CallRequest(id="r3", queued_at=3.0, label="gpu", gpus=8))
     >>> plan = sched.schedule()
     >>> [(p.request_id, p.worker_id, p.gpu_ids) for p in plan.placements]
     [('r1', 'w1', (0, 1))]
@@ -38,11 +38,15 @@ from __future__ import annotations
 
 from fluksio.scheduler.model import (
     ENGINE_ID,
+    CallRequest,
     Placement,
+    PlaceView,
     Policy,
     Profile,
     ProvisionAsk,
-    Request,
+    Provisioning,
+    RequestStage,
+    Resources,
     WaitKind,
     WaitReason,
     Worker,
@@ -53,12 +57,16 @@ from fluksio.scheduler.state import Allocation
 __all__ = [
     "ENGINE_ID",
     "Allocation",
+    "CallRequest",
+    "PlaceView",
     "Placement",
     "Plan",
     "Policy",
     "Profile",
     "ProvisionAsk",
-    "Request",
+    "Provisioning",
+    "RequestStage",
+    "Resources",
     "Scheduler",
     "WaitKind",
     "WaitReason",

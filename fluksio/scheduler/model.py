@@ -10,14 +10,19 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = [
     "ENGINE_ID",
+    "CallRequest",
+    "PlaceView",
     "Placement",
     "Policy",
     "Profile",
     "ProvisionAsk",
-    "Request",
+    "Provisioning",
+    "RequestStage",
+    "Resources",
     "WaitKind",
     "WaitReason",
     "Worker",
@@ -27,7 +32,7 @@ ENGINE_ID = "@engine"
 """The id of the engine as a place to run; no worker can have it (worker ids have no ``@``)."""
 
 
-class Policy(enum.Enum):
+class Policy(enum.StrEnum):
     """What a request with a label does when no attached worker carries that label."""
 
     REQUIRE = "require"
@@ -37,7 +42,7 @@ class Policy(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Request:
+class CallRequest:
     """One node call waiting to run."""
 
     id: str
@@ -89,6 +94,47 @@ class Worker:
         return tuple(range(self.gpus or 0))
 
 
+class RequestStage(enum.StrEnum):
+    """Where one machine request stands, from the engine's side."""
+
+    SUBMITTING = "submitting"
+    """Being handed to the outside system; its job id is not known yet."""
+    QUEUED = "queued"
+    """Accepted (it has a job id), not running yet."""
+    STARTED = "started"
+    """Running; its worker has not attached yet."""
+    ATTACHED = "attached"
+    """Its worker attached: the request is fulfilled."""
+    ENDED = "ended"
+    """Its job ended, was cancelled, or it failed."""
+
+
+@dataclass(frozen=True)
+class Provisioning:
+    """How a profile's provisioning stands: data from the provisioning driver.
+
+    The scheduler reads only :attr:`outstanding` to decide; :mod:`.reasons` turns the rest
+    into the sentence a waiting call shows.
+    """
+
+    noun: str = "job"
+    """How the provisioner calls its requests: ``"Slurm job"``."""
+    stage: RequestStage | None = None
+    """The stage of the request under way, or None when there is none."""
+    job_id: str | None = None
+    status: str | None = None
+    """The outside system's words for its state: ``"PENDING (Priority)"``."""
+    last_error: str | None = None
+    """Why the last request failed, in the outside system's words."""
+    retry_at: float | None = None
+    """While resting after a failure: when the profile may be asked for again."""
+
+    @property
+    def outstanding(self) -> bool:
+        """A request is under way, or the profile rests: it is not asked for again."""
+        return self.stage is not None or self.retry_at is not None
+
+
 @dataclass(frozen=True)
 class Profile:
     """Capacity a provisioner could add: what one submitted job would attach."""
@@ -99,12 +145,16 @@ class Profile:
     cpus: int | None = None
     gpus: int | None = None
     ram_mb: int | None = None
-    outstanding: bool = False
-    """A request for this profile is already under way; it is never asked for twice."""
+    provisioning: Provisioning = Provisioning()
+    """How its provisioning stands (the driver's, and only the driver's, to say)."""
 
     @property
     def key(self) -> str:
         return f"{self.provisioner}/{self.name}"
+
+    @property
+    def outstanding(self) -> bool:
+        return self.provisioning.outstanding
 
 
 @dataclass(frozen=True)
@@ -133,7 +183,7 @@ class ProvisionAsk:
     request_id: str
 
 
-class WaitKind(enum.Enum):
+class WaitKind(enum.StrEnum):
     """Why a request waits, as a category the API and the Workers screen can group by."""
 
     NO_WORKER = "no_worker"
@@ -160,3 +210,23 @@ class WaitReason:
     exhausted: Mapping[str, int] = field(default_factory=dict)
     provisioning: str | None = None
     reserved_on: str | None = None
+
+
+class Resources(NamedTuple):
+    """A place's amounts as people read them: None where the place did not report one."""
+
+    gpus: int | None
+    cpus: int | None
+    ram_mb: int | None
+    slots: int
+
+
+@dataclass(frozen=True)
+class PlaceView:
+    """A read-only look at one place: what it has, and what is free of it now."""
+
+    id: str
+    name: str
+    labels: frozenset[str]
+    inventory: Resources
+    free: Resources

@@ -6,6 +6,8 @@ Examples of each kind (``tests/test_scheduler_reasons.py`` holds them all)::
     2 workers carry 'gpu'; none has 2 GPUs free (gpu-a: 1 of 4 free; gpu-b: all 1 slots busy)
     needs 8 GPUs; the largest worker or profile with 'gpu' has 4
     provisioning hpc/gpu-small (outstanding): no attached worker carries label 'gpu'
+    provisioning hpc/gpu-small, Slurm job 41 PENDING (Priority)
+    provisioning hpc/gpu-small, the last attempt failed (sbatch: ...); trying again in 20 s
     waiting for the engine: all 4 slots busy
 """
 
@@ -14,11 +16,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from fluksio.scheduler.model import Profile, Request, WaitKind, WaitReason
+from fluksio.scheduler.model import (
+    CallRequest,
+    Profile,
+    RequestStage,
+    WaitKind,
+    WaitReason,
+)
 from fluksio.scheduler.resources import UNKNOWN, Vector
 from fluksio.scheduler.state import PlaceState
 
-__all__ = ["describe_need", "explain_place", "render"]
+__all__ = ["describe_need", "explain_place", "provisioning", "render"]
 
 _MAX_DETAILS = 4
 _UNITS = ("GPUs", "cpus", "MB")
@@ -148,7 +156,6 @@ def render(
     profiles: Sequence[Profile],
     held_on: str | None,
     profile: str | None,
-    outstanding: bool,
 ) -> WaitReason:
     """The reason for a request of this label and need, given the places it may use."""
     engine = bool(places) and places[0].groups == (None,)
@@ -165,12 +172,37 @@ def render(
             if not places or engine
             else _too_large(label, need, places, (), engine)
         )
-        state = "outstanding"
-        return WaitReason(kind, f"provisioning {profile} ({state}): {cause}", provisioning=profile)
+        return WaitReason(
+            kind, f"provisioning {profile} (outstanding): {cause}", provisioning=profile
+        )
     return WaitReason(kind, _too_large(label, need, places, profiles, engine))
 
 
-def explain_place(request: Request, need: Vector, place: PlaceState) -> str:
+def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
+    """The reason of a request waiting for ``profile``, from how its provisioning stands.
+
+    None while the driver has said nothing of it yet (the pass that asks comes first).
+    """
+    state = profile.provisioning
+    noun, job = state.noun, state.job_id
+    if state.stage is RequestStage.SUBMITTING:
+        said = f"submitting a {noun}"
+    elif state.stage is RequestStage.STARTED:
+        said = f"{noun} {job} {state.status or 'submitted'}, waiting for its worker to attach"
+    elif state.stage is not None:
+        said = f"{noun} {job} {state.status or 'submitted'}"
+    elif state.last_error is not None:
+        said = f"the last attempt failed ({state.last_error})"
+        if state.retry_at is not None and now is not None:
+            said += f"; trying again in {max(0.0, state.retry_at - now):.0f} s"
+    else:
+        return None
+    return WaitReason(
+        WaitKind.PROVISIONING, f"provisioning {profile.key}, {said}", provisioning=profile.key
+    )
+
+
+def explain_place(request: CallRequest, need: Vector, place: PlaceState) -> str:
     """Why ``request`` is not running on ``place`` right now."""
     name = place.worker.name
     if request.label is not None and request.label not in place.worker.labels:

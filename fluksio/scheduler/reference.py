@@ -7,9 +7,7 @@ property tests require both to make the same plan from the same snapshot.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from fluksio.scheduler.model import ENGINE_ID, Placement, Policy, ProvisionAsk, Request
+from fluksio.scheduler.model import ENGINE_ID, CallRequest, Placement, Policy, ProvisionAsk
 from fluksio.scheduler.resources import Vector, covers
 from fluksio.scheduler.scheduler import Plan, Snapshot, profile_vector
 from fluksio.scheduler.state import PlaceState, need_of
@@ -17,7 +15,7 @@ from fluksio.scheduler.state import PlaceState, need_of
 __all__ = ["reference_plan"]
 
 
-def _candidates(request: Request, places: list[PlaceState], need: Vector) -> list[PlaceState]:
+def _candidates(request: CallRequest, places: list[PlaceState], need: Vector) -> list[PlaceState]:
     engine = [p for p in places if p.id == ENGINE_ID]
     if request.label is None:
         return engine
@@ -41,6 +39,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
     asks: list[ProvisionAsk] = []
     holds: dict[str, str] = {}
     stopped_shapes: set[tuple[object, ...]] = set()
+    asked: set[str] = set()
     for request in sorted(snapshot.waiting, key=lambda r: (r.queued_at, r.id)):
         need = need_of(request)
         shape = (request.label, request.policy, need)
@@ -88,7 +87,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         ]
         if fitting_profiles:
             smallest = min(fitting_profiles, key=lambda p: (profile_vector(p), p.key))
-            if not smallest.outstanding:
+            if not smallest.outstanding and smallest.key not in asked:
                 asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
-                profiles[smallest.key] = replace(smallest, outstanding=True)
+                asked.add(smallest.key)
     return Plan(tuple(placements), tuple(asks), holds)

@@ -18,7 +18,10 @@ Rules of a pass (the contract the property tests hold it to):
    Requests of one shape never overtake each other, so one hold per shape suffices.
 5. **Provisioning.** When nothing attached could ever run a request, the smallest
    profile whose labels include its label and whose amounts cover it is asked for,
-   unless a request for that profile is outstanding; it then waits for that.
+   unless a request for that profile is outstanding (as the profile's
+   :class:`~.model.Provisioning` says) or was asked for earlier in the same pass; it
+   then waits for that. Whether a profile is outstanding is the provisioning driver's
+   to say (:meth:`Scheduler.set_profiles`); the scheduler never changes it.
 
 A shape that cannot be placed or hold is done for the pass: within a pass places only
 fill up, so nothing later of that shape could fit either. A pass therefore costs
@@ -29,15 +32,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from fluksio.scheduler import reasons
 from fluksio.scheduler.model import (
+    CallRequest,
     Placement,
+    PlaceView,
     Policy,
     Profile,
     ProvisionAsk,
-    Request,
+    Resources,
     WaitKind,
     WaitReason,
     Worker,
@@ -71,8 +76,8 @@ class Snapshot:
     """
 
     places: tuple[Worker, ...]
-    running: tuple[tuple[Request, Allocation], ...]
-    waiting: tuple[Request, ...]
+    running: tuple[tuple[CallRequest, Allocation], ...]
+    waiting: tuple[CallRequest, ...]
     profiles: tuple[Profile, ...] = ()
     targets: tuple[tuple[str, str], ...] = ()
 
@@ -86,10 +91,9 @@ class _Verdict:
     holder: str | None = None
     held_on: str | None = None
     profile: str | None = None
-    outstanding: bool = False
 
 
-def _shape(request: Request) -> Shape:
+def _shape(request: CallRequest) -> Shape:
     return (request.label, request.policy, need_of(request))
 
 
@@ -104,7 +108,7 @@ class Scheduler:
         self._places: dict[str, PlaceState] = {}
         self._groups: dict[GroupKey, Group] = {}
         self._queues: dict[Shape, ShapeQueue] = {}
-        self._requests: dict[str, Request] = {}
+        self._requests: dict[str, CallRequest] = {}
         self._running: dict[str, Allocation] = {}
         self._targets: dict[str, str] = {}
         self._profiles: dict[str, Profile] = {p.key: p for p in profiles}
@@ -173,7 +177,7 @@ class Scheduler:
         self._targets = {r: p for r, p in self._targets.items() if p != worker_id}
         return lost
 
-    def submit(self, request: Request) -> None:
+    def submit(self, request: CallRequest) -> None:
         if request.id in self._requests:
             raise ValueError(f"request {request.id!r} is already known")
         self._requests[request.id] = request
@@ -206,8 +210,11 @@ class Scheduler:
         return allocation
 
     def set_profiles(self, profiles: Iterable[Profile]) -> None:
-        """Replace what provisioners could add (and which requests are outstanding)."""
+        """Replace what provisioners could add, and how each one's provisioning stands."""
         self._profiles = {p.key: p for p in profiles}
+
+    def profiles(self) -> tuple[Profile, ...]:
+        return tuple(self._profiles.values())
 
     # -- the pass ----------------------------------------------------------------------
 
@@ -216,7 +223,7 @@ class Scheduler:
         self._verdicts = {}
         self._reason_cache = {}
         placements: list[Placement] = []
-        asks: list[ProvisionAsk] = []
+        asks: dict[str, ProvisionAsk] = {}
         holds: dict[str, str] = {}
         heap = [(queue.head(), n, shape) for n, (shape, queue) in enumerate(self._queues.items())]
         heapq.heapify(heap)
@@ -239,7 +246,7 @@ class Scheduler:
                 heapq.heappush(heap, (queue.head(), n, shape))
             else:
                 del self._queues[shape]
-        return Plan(tuple(placements), tuple(asks), holds)
+        return Plan(tuple(placements), tuple(asks.values()), holds)
 
     def _group_for(self, label: str | None, policy: Policy, need: Vector) -> GroupKey:
         if label is None:
@@ -272,7 +279,7 @@ class Scheduler:
         )
 
     def _blocked(
-        self, shape: Shape, group_key: GroupKey, request_id: str, asks: list[ProvisionAsk]
+        self, shape: Shape, group_key: GroupKey, request_id: str, asks: dict[str, ProvisionAsk]
     ) -> _Verdict:
         label, _policy, need = shape
         group = self._groups.get(group_key)
@@ -285,13 +292,9 @@ class Scheduler:
             offered = any(label in p.labels for p in self._profiles.values())
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
             return _Verdict(kind, group_key)
-        was_outstanding = profile.outstanding
-        if not was_outstanding:
-            asks.append(ProvisionAsk(profile.provisioner, profile.name, request_id))
-            self._profiles[profile.key] = replace(profile, outstanding=True)
-        return _Verdict(
-            WaitKind.PROVISIONING, group_key, profile=profile.key, outstanding=was_outstanding
-        )
+        if not profile.outstanding and profile.key not in asks:
+            asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
+        return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
     def _fitting_profile(self, label: str | None, need: Vector) -> Profile | None:
         if label is None:
@@ -345,8 +348,12 @@ class Scheduler:
 
     # -- questions ---------------------------------------------------------------------
 
-    def reason(self, request_id: str) -> WaitReason | None:
-        """Why a request waits (as of the last pass); None when it is running or unknown."""
+    def reason(self, request_id: str, now: float | None = None) -> WaitReason | None:
+        """Why a request waits (as of the last pass); None when it is running or unknown.
+
+        A request waiting for provisioning says how its profile's request stands now (as
+        last set by :meth:`set_profiles`); ``now`` is the time a rest is counted down from.
+        """
         request = self._requests.get(request_id)
         if request is None or request_id in self._running:
             return None
@@ -355,6 +362,11 @@ class Scheduler:
         if verdict is None:
             return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
         is_holder = verdict.holder == request_id
+        profile = self._profiles.get(verdict.profile or "")
+        if verdict.kind is WaitKind.PROVISIONING and profile is not None:
+            told = reasons.provisioning(profile, now)
+            if told is not None:
+                return told
         cached = self._reason_cache.get((shape, is_holder))
         if cached is None:
             cached = reasons.render(
@@ -367,7 +379,6 @@ class Scheduler:
                 if is_holder and verdict.held_on
                 else None,
                 profile=verdict.profile,
-                outstanding=verdict.outstanding,
             )
             self._reason_cache[(shape, is_holder)] = cached
         return cached
@@ -397,11 +408,32 @@ class Scheduler:
     def has_place(self, worker_id: str) -> bool:
         return worker_id in self._places
 
+    def view(self, place_id: str) -> PlaceView | None:
+        """What a place has and has free, read-only; None when it is not attached."""
+        place = self._places.get(place_id)
+        if place is None:
+            return None
+        worker = place.worker
+        return PlaceView(
+            worker.id,
+            worker.name,
+            worker.labels,
+            _resources(place.capacity),
+            _resources(place.free()),
+        )
+
     def place(self, worker_id: str) -> PlaceState:
         return self._places[worker_id]
 
     def places(self) -> list[PlaceState]:
         return list(self._places.values())
+
+
+def _resources(vector: Vector) -> Resources:
+    def known(value: int) -> int | None:
+        return None if value == UNKNOWN else value
+
+    return Resources(known(vector[0]), known(vector[1]), known(vector[2]), vector[3])
 
 
 def profile_vector(profile: Profile) -> Vector:

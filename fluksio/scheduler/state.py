@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fluksio.scheduler.model import ENGINE_ID, Request, Worker
+from fluksio.scheduler.model import ENGINE_ID, CallRequest, Worker
 from fluksio.scheduler.resources import UNKNOWN, PlaceIndex, Vector
 
 __all__ = ["Allocation", "Group", "GroupKey", "PlaceState", "need_of"]
@@ -21,7 +21,7 @@ def _amount(value: int | None) -> int:
     return UNKNOWN if value is None else value
 
 
-def need_of(request: Request) -> Vector:
+def need_of(request: CallRequest) -> Vector:
     """What a request takes: its GPUs, cores and memory (0 when not asked) and one slot."""
     return (request.gpus or 0, request.cpus or 0, request.ram_mb or 0, 1)
 

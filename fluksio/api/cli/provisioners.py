@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -79,7 +80,7 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
     raise ConfigError(f"--script: no provisioner named {wanted!r} in {path}")
 
 
-async def _prove_access(provisioners: list[Provisioner]) -> None:
+async def _prove_access(provisioners: list[Provisioner[Any, Any]]) -> None:
     failed = []
     for provisioner in provisioners:
         try:

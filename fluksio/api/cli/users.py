@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import click
 from fluksio.api.cli.options import data_dir_option
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import open_database
-from fluksio.api.models import NAME_PATTERN
 from fluksio.api.users import UserStore
 from fluksio.errors import ConfigError
+from fluksio.names import NAME_RULE, is_name
 
 __all__ = ["users"]
 
@@ -32,11 +31,8 @@ def users() -> None:
 )
 def add(username: str, data_dir: Path, superuser: bool, password_stdin: bool) -> None:
     """Add USERNAME; the password is prompted for or read from stdin, never an argument."""
-    if not re.match(NAME_PATTERN, username):
-        raise ConfigError(
-            "USERNAME must be 1 to 63 letters, digits, '.', '_' or '-',"
-            " starting with a letter or digit"
-        )
+    if not is_name(username):
+        raise ConfigError(f"USERNAME {NAME_RULE}")
     if password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:

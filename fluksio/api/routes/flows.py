@@ -8,6 +8,8 @@ from fluksio.api.appkeys import FLOWS, RUN_MANAGER
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
 from fluksio.api.errors import NotFound
+from fluksio.api.responses import model_response
+from fluksio.api.routes.runs import run_body
 from fluksio.api.runs.models import FlowSpec, RunRequest
 from fluksio.api.runs.store import FlowRecord
 from fluksio.api.runs.validation import check_flow
@@ -68,7 +70,7 @@ async def _start_run(request: web.Request) -> web.Response:
     name = path_name(request)
     body = await read_json(request, RunRequest) if request.can_read_body else RunRequest()
     run = request.app[RUN_MANAGER].start_run(name, body.params)
-    return web.json_response(run, status=201)
+    return model_response(run_body(run), status=201)
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

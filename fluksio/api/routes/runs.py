@@ -1,18 +1,125 @@
-"""Runs: ``GET /runs/{id}`` (``?wait=S`` waits for the end), ``GET /runs``, cancel."""
+"""Runs: ``GET /runs/{id}`` (``?wait=S`` waits for the end), ``GET /runs``, cancel.
+
+The shapes a client sees for a run are declared here, once, as pydantic models.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.appkeys import RUN_MANAGER, RUNS
 from fluksio.api.auth import require_superuser
 from fluksio.api.errors import InvalidInput, NotFound
-from fluksio.api.timefmt import iso8601
+from fluksio.api.responses import model_response
+from fluksio.api.runs.manager import RunView
+from fluksio.api.runs.states import NodeState, RunState
+from fluksio.api.runs.store import NodeRow
+from fluksio.api.timefmt import utc
 
-__all__ = ["routes"]
+__all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
 
-RUN_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 MAX_WAIT_S = 60.0
+
+
+class NodeBody(BaseModel):
+    id: str
+    state: NodeState
+    reason: str | None
+    """Why it waits, while it is queued."""
+    ran_on: str | None
+    queued_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration_s: float | None
+    result: Any
+    error: dict[str, Any] | None
+    logs: str
+    events: list[dict[str, Any]]
+    event_count: int
+
+
+class RunBody(BaseModel):
+    id: str
+    flow: str
+    state: RunState
+    reason: str | None
+    """Why the run has not started: the first waiting node's reason, while it is queued."""
+    params: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    nodes: list[NodeBody]
+    artifacts: list[dict[str, Any]]
+    """Every artifact reference in the nodes' results, with the node it came from."""
+
+
+class RunSummary(BaseModel):
+    id: str
+    flow: str
+    state: RunState
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+def _duration(row: NodeRow) -> float | None:
+    if row.started_at is None or row.ended_at is None:
+        return None
+    return round(row.ended_at - row.started_at, 6)
+
+
+def run_body(view: RunView) -> RunBody:
+    """The run as a client sees it (``GET /runs/{id}``, and the answer to starting one)."""
+    row = view.row
+    nodes = [
+        NodeBody(
+            id=node.row.node_id,
+            state=node.row.state,
+            reason=node.reason,
+            ran_on=node.row.place,
+            queued_at=utc(node.row.queued_at),
+            started_at=utc(node.row.started_at),
+            ended_at=utc(node.row.ended_at),
+            duration_s=_duration(node.row),
+            result=node.row.result,
+            error=node.row.error,
+            logs=node.row.logs,
+            events=node.row.events or [],
+            event_count=node.event_count,
+        )
+        for node in view.nodes
+    ]
+    run_reason = next((node.reason for node in nodes if node.reason), None)
+    return RunBody(
+        id=row.id,
+        flow=row.flow,
+        state=row.state,
+        reason=run_reason if row.state is RunState.QUEUED else None,
+        params=row.params,
+        created_at=utc(row.created_at),
+        started_at=utc(row.started_at),
+        ended_at=utc(row.ended_at),
+        nodes=nodes,
+        artifacts=[
+            {"node": node.id, **ref} for node in nodes for ref in _artifact_refs(node.result)
+        ],
+    )
+
+
+def _artifact_refs(value: Any) -> list[dict[str, Any]]:
+    """The artifact references inside a result (``{"digest": "sha256:...", "size", ...}``)."""
+    if isinstance(value, dict):
+        digest = value.get("digest")
+        if isinstance(digest, str) and digest.startswith("sha256:") and "size" in value:
+            return [value]
+        return [ref for item in value.values() for ref in _artifact_refs(item)]
+    if isinstance(value, list):
+        return [ref for item in value for ref in _artifact_refs(item)]
+    return []
 
 
 def _number(request: web.Request, name: str, default: float, low: float, high: float) -> float:
@@ -32,29 +139,31 @@ async def _get(request: web.Request) -> web.Response:
     require_superuser(request)
     run_id = request.match_info["run_id"]
     wait = _number(request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    described = await request.app[RUN_MANAGER].wait(run_id, wait)
-    if described is None:
+    view = await request.app[RUN_MANAGER].wait(run_id, wait)
+    if view is None:
         raise NotFound(f"no run with id {run_id!r}")
-    return web.json_response(described)
+    return model_response(run_body(view))
 
 
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
-    state = request.query.get("state")
-    if state is not None and state not in RUN_STATES:
-        raise InvalidInput("state", f"must be one of {', '.join(RUN_STATES)}")
+    raw_state = request.query.get("state")
+    try:
+        state = RunState(raw_state) if raw_state is not None else None
+    except ValueError:
+        raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
     limit = int(_number(request, "limit", 100, 1, 1000))
     rows = request.app[RUNS].find(flow=request.query.get("flow"), state=state, limit=limit)
-    return web.json_response(
+    return model_response(
         [
-            {
-                "id": r.id,
-                "flow": r.flow,
-                "state": r.state,
-                "created_at": iso8601(r.created_at),
-                "started_at": iso8601(r.started_at),
-                "ended_at": iso8601(r.ended_at),
-            }
+            RunSummary(
+                id=r.id,
+                flow=r.flow,
+                state=r.state,
+                created_at=utc(r.created_at),
+                started_at=utc(r.started_at),
+                ended_at=utc(r.ended_at),
+            )
             for r in rows
         ]
     )
@@ -62,7 +171,7 @@ async def _list(request: web.Request) -> web.Response:
 
 async def _cancel(request: web.Request) -> web.Response:
     require_superuser(request)
-    return web.json_response(request.app[RUN_MANAGER].cancel(request.match_info["run_id"]))
+    return model_response(run_body(request.app[RUN_MANAGER].cancel(request.match_info["run_id"])))
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

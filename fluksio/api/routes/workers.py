@@ -2,139 +2,299 @@
 
 ``GET /workers/attach``      the WebSocket (see ``fluksio.api.workers.attach``)
 ``GET /workers``             attached workers and those refused for their protocol
-``GET /workers/resources``   every place's inventory and what is free, and the queue
+``GET /workers/resources``   every place's inventory and what is free, the queue, provisioning
 ``GET /workers/runtime``     the runner module, for a host that cannot pip install
 ``GET /workers/agent.py``    the agent in one file, to run beside the runner
+
+The shapes of these answers are declared here, once, as pydantic models.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from aiohttp import web
+from pydantic import BaseModel, Field
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.appkeys import PROVISIONING, RUN_MANAGER, WORKERS
+from fluksio.api.appkeys import DISPATCHER, RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
-from fluksio.api.timefmt import iso8601
+from fluksio.api.dispatch import Dispatcher
+from fluksio.api.responses import model_response
+from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
+from fluksio.api.workers.registry import NeedsUpgrade
 from fluksio.api.workers.session import WorkerSession
-from fluksio.scheduler import ENGINE_ID, Scheduler
-from fluksio.scheduler.resources import UNKNOWN
+from fluksio.provisioners.driver import MachineRequest, ProfileStatus
+from fluksio.scheduler import ENGINE_ID, PlaceView, RequestStage, Resources, WaitKind
 
 __all__ = ["routes"]
 
 
-def _amounts(vector: tuple[int, int, int, int]) -> dict[str, int | None]:
-    def known(value: int) -> int | None:
-        return None if value == UNKNOWN else value
+class AmountsBody(BaseModel):
+    """Amounts of a place; null where the place did not report one."""
 
-    return {
-        "gpus": known(vector[0]),
-        "cpus": known(vector[1]),
-        "ram_mb": known(vector[2]),
-        "slots": vector[3],
-    }
+    gpus: int | None
+    cpus: int | None
+    ram_mb: int | None
+    slots: int
 
 
-def _place(scheduler: Scheduler, place_id: str) -> dict[str, Any]:
-    place = scheduler.place(place_id)
-    return {"inventory": _amounts(place.capacity), "free": _amounts(place.free())}
+class TokenRef(BaseModel):
+    jti: str
+    name: str
 
 
-def _session_view(session: WorkerSession, scheduler: Scheduler) -> dict[str, Any]:
+class WorkerBody(BaseModel):
+    id: str
+    name: str
+    labels: list[str]
+    parallel: int
+    in_flight: int
+    status: Literal["busy", "idle"]
+    attached_at: datetime
+    last_seen: datetime
+    python: str
+    venv_digest: str
+    version: str
+    protocol: int
+    slurm_job_id: str | None
+    token: TokenRef
+    inventory: AmountsBody | None
+    free: AmountsBody | None
+
+
+class RefusedWorkerBody(BaseModel):
+    name: str
+    status: Literal["needs upgrade"] = "needs upgrade"
+    protocol: Any
+    version: str | None
+    python: str | None
+    refused_at: datetime
+    reason: str
+
+
+class PlaceBody(BaseModel):
+    id: str
+    name: str
+    labels: list[str]
+    inventory: AmountsBody
+    free: AmountsBody
+
+
+class LabelCapacity(BaseModel):
+    """Attached capacity carrying one label: workers, and their known amounts summed."""
+
+    workers: int = 0
+    inventory: dict[str, int] = Field(default_factory=dict)
+    free: dict[str, int] = Field(default_factory=dict)
+
+
+class WaitingBody(BaseModel):
+    call_id: str
+    run_id: str
+    flow: str
+    node: str
+    worker: str | None
+    queued_at: datetime | None
+    reason: str | None
+    kind: WaitKind | None
+
+
+class MachineRequestBody(BaseModel):
+    request_id: str
+    job_id: str | None
+    stage: RequestStage
+    state: str | None
+    """The outside system's name for its state (Slurm's ``PENDING``)."""
+    reason: str | None
+    since: datetime
+    submitted_at: datetime
+
+
+class ErrorAt(BaseModel):
+    at: datetime
+    message: str
+
+
+class BroughtWorkerBody(BaseModel):
+    id: str
+    name: str
+    job_id: str | None
+    attached_at: datetime
+
+
+class ProfileBody(BaseModel):
+    name: str
+    labels: list[str]
+    cpus: int | None
+    gpus: int | None
+    ram_mb: int | None
+    outstanding: MachineRequestBody | None
+    jobs: list[MachineRequestBody]
+    last_error: ErrorAt | None
+    retry_at: datetime | None
+    failures: int
+    workers: list[BroughtWorkerBody]
+
+
+class ProvisionerBody(BaseModel):
+    name: str
+    type: str
+    profiles: list[ProfileBody]
+
+
+class ResourcesBody(BaseModel):
+    places: list[PlaceBody]
+    labels: dict[str, LabelCapacity]
+    queued: list[WaitingBody]
+    provisioners: list[ProvisionerBody]
+
+
+def _amounts(resources: Resources) -> AmountsBody:
+    return AmountsBody(**resources._asdict())
+
+
+def _place(view: PlaceView) -> PlaceBody:
+    return PlaceBody(
+        id=view.id,
+        name=view.name,
+        labels=sorted(view.labels),
+        inventory=_amounts(view.inventory),
+        free=_amounts(view.free),
+    )
+
+
+def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
     hello = session.hello
-    view: dict[str, Any] = {
-        "id": session.id,
-        "name": session.name,
-        "labels": sorted(hello.labels),
-        "parallel": hello.max_parallel,
-        "in_flight": session.in_flight,
-        "status": "busy" if session.in_flight else "idle",
-        "attached_at": iso8601(session.attached_at),
-        "last_seen": iso8601(session.last_seen),
-        "python": hello.python,
-        "venv_digest": hello.venv_digest,
-        "version": hello.version or "0.1.x",
-        "protocol": hello.protocol,
-        "slurm_job_id": hello.slurm_job_id,
-        "token": {"jti": session.token.jti, "name": session.token.name},
-    }
-    if scheduler.has_place(session.id):
-        view.update(_place(scheduler, session.id))
-    return view
+    view = dispatcher.place(session.id)
+    return WorkerBody(
+        id=session.id,
+        name=session.name,
+        labels=sorted(hello.labels),
+        parallel=hello.max_parallel,
+        in_flight=session.in_flight,
+        status="busy" if session.in_flight else "idle",
+        attached_at=utc(session.attached_at),
+        last_seen=utc(session.last_seen),
+        python=hello.python,
+        venv_digest=hello.venv_digest,
+        version=hello.version or "0.1.x",
+        protocol=hello.protocol,
+        slurm_job_id=hello.slurm_job_id,
+        token=TokenRef(jti=session.token.jti, name=session.token.name),
+        inventory=_amounts(view.inventory) if view is not None else None,
+        free=_amounts(view.free) if view is not None else None,
+    )
+
+
+def _refused(entry: NeedsUpgrade) -> RefusedWorkerBody:
+    return RefusedWorkerBody(
+        name=entry.name,
+        protocol=entry.protocol,
+        version=entry.version,
+        python=entry.python,
+        refused_at=utc(entry.refused_at),
+        reason=entry.reason,
+    )
 
 
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
-    scheduler = request.app[RUN_MANAGER].scheduler
+    dispatcher = request.app[DISPATCHER]
     registry = request.app[WORKERS]
-    attached = [_session_view(s, scheduler) for s in registry.sessions()]
-    refused = [
-        {
-            "name": e.name,
-            "status": "needs upgrade",
-            "protocol": e.protocol,
-            "version": e.version,
-            "python": e.python,
-            "refused_at": iso8601(e.refused_at),
-            "reason": e.reason,
-        }
-        for e in registry.needs_upgrade()
-    ]
-    return web.json_response(attached + refused)
+    attached: list[BaseModel] = [_worker(s, dispatcher) for s in registry.sessions()]
+    return model_response(attached + [_refused(e) for e in registry.needs_upgrade()])
 
 
 async def _resources(request: web.Request) -> web.Response:
     require_superuser(request)
-    manager = request.app[RUN_MANAGER]
-    scheduler = manager.scheduler
-    workers = [
-        {"id": s.id, "name": s.name, "labels": sorted(s.hello.labels), **_place(scheduler, s.id)}
-        for s in request.app[WORKERS].sessions()
-        if scheduler.has_place(s.id)
+    dispatcher = request.app[DISPATCHER]
+    views = [dispatcher.place(s.id) for s in request.app[WORKERS].sessions()]
+    workers = [_place(view) for view in views if view is not None]
+    engine = dispatcher.place(ENGINE_ID)
+    assert engine is not None
+    waiting = [
+        WaitingBody(
+            call_id=call.call_id,
+            run_id=call.run_id,
+            flow=call.flow,
+            node=call.node,
+            worker=call.worker,
+            queued_at=utc(call.queued_at),
+            reason=call.reason.text if call.reason is not None else None,
+            kind=call.reason.kind if call.reason is not None else None,
+        )
+        for call in request.app[RUN_MANAGER].waiting_calls()
     ]
-    engine = {"id": ENGINE_ID, "name": "engine", **_place(scheduler, ENGINE_ID)}
-    provisioning = request.app.get(PROVISIONING)
-    return web.json_response(
-        {
-            "places": [engine, *workers],
-            "labels": _by_label(workers),
-            "queued": manager.queued_view(),
-            "provisioners": _timestamps(provisioning.view()) if provisioning else [],
-        }
+    body = ResourcesBody(
+        places=[_place(engine), *workers],
+        labels=_by_label(workers),
+        queued=waiting,
+        provisioners=_provisioners(dispatcher.profiles()),
     )
+    return model_response(body)
 
 
-def _by_label(workers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Attached capacity per label: workers, and the inventory and free amounts summed."""
-    totals: dict[str, dict[str, Any]] = {}
+def _by_label(workers: list[PlaceBody]) -> dict[str, LabelCapacity]:
+    totals: dict[str, LabelCapacity] = {}
     for place in workers:
-        for label in place["labels"]:
-            entry = totals.setdefault(label, {"workers": 0, "inventory": {}, "free": {}})
-            entry["workers"] += 1
-            for part in ("inventory", "free"):
-                for resource, amount in place[part].items():
+        for label in place.labels:
+            entry = totals.setdefault(label, LabelCapacity())
+            entry.workers += 1
+            for summed, amounts in ((entry.inventory, place.inventory), (entry.free, place.free)):
+                for resource, amount in amounts.model_dump().items():
                     if amount is not None:
-                        entry[part][resource] = entry[part].get(resource, 0) + amount
+                        summed[resource] = summed.get(resource, 0) + amount
     return totals
 
 
-_TIME_FIELDS = frozenset({"at", "since", "submitted_at", "attached_at", "retry_at"})
+def _machine_request(request: MachineRequest) -> MachineRequestBody:
+    return MachineRequestBody(
+        request_id=request.id,
+        job_id=request.job_id,
+        stage=request.stage,
+        state=request.status.native if request.status else None,
+        reason=request.status.reason if request.status else None,
+        since=utc(request.status_since or request.created_at),
+        submitted_at=utc(request.created_at),
+    )
 
 
-def _timestamps(value: Any) -> Any:
-    """The driver's epoch seconds as the API's ISO 8601 times, wherever they are nested."""
-    if isinstance(value, list):
-        return [_timestamps(item) for item in value]
-    if isinstance(value, dict):
-        return {
-            key: iso8601(item) if key in _TIME_FIELDS else _timestamps(item)
-            for key, item in value.items()
-        }
-    return value
+def _provisioners(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
+    by_name: dict[str, ProvisionerBody] = {}
+    for status in statuses:
+        block = by_name.setdefault(
+            status.provisioner,
+            ProvisionerBody(name=status.provisioner, type=status.type_name, profiles=[]),
+        )
+        profile = status.profile
+        block.profiles.append(
+            ProfileBody(
+                name=profile.name,
+                labels=profile.labels,
+                cpus=profile.cpus,
+                gpus=profile.gpus,
+                ram_mb=profile.ram_mb,
+                outstanding=_machine_request(status.outstanding) if status.outstanding else None,
+                jobs=[_machine_request(job) for job in status.jobs],
+                last_error=ErrorAt(at=utc(status.last_error[0]), message=status.last_error[1])
+                if status.last_error
+                else None,
+                retry_at=utc(status.retry_at),
+                failures=status.failures,
+                workers=[
+                    BroughtWorkerBody(
+                        id=w.worker_id, name=w.name, job_id=w.job_id, attached_at=utc(w.attached_at)
+                    )
+                    for w in status.workers
+                ],
+            )
+        )
+    return list(by_name.values())
 
 
 async def _standalone_agent(_request: web.Request) -> web.Response:

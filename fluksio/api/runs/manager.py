@@ -1,15 +1,13 @@
-"""Runs flows: ready nodes become scheduler requests, placements become calls, results flow on.
+"""Runs flows: ready nodes become calls for the dispatcher, placed calls run, results flow on.
 
-Life of a node in a run: ``pending`` (waiting for its dependencies) -> ``queued`` (a
-request in the scheduler; it says why it waits) -> ``running`` (a call on an executor)
--> ``succeeded`` | ``failed`` | ``cancelled``; or ``skipped`` when a dependency did not
-succeed. A run is ``queued`` until its first node starts, then ``running``, then
-``succeeded``, ``failed`` (some node failed or was skipped) or ``cancelled``.
+The states of nodes and runs are in :mod:`fluksio.api.runs.states`. Every transition is
+written to SQLite as it happens, so an engine that restarts finds each run where it was:
+queued work is queued again in its original order; a call that was executing is failed
+with ``EngineRestarted``, or queued again when its node is marked ``retry_on_restart``.
 
-Every transition is written to SQLite as it happens, so an engine that restarts finds
-each run where it was: queued work is queued again in its original order; a call that was
-executing is failed with ``EngineRestarted``, or queued again when its node is marked
-``retry_on_restart``.
+The run manager owns the runs, not the scheduling: it hands the dispatcher
+(:class:`Dispatch`, the loop's one owner) the events of its calls, and the dispatcher hands
+it each placement to :meth:`RunManager.launch`.
 """
 
 from __future__ import annotations
@@ -17,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import secrets as random
+import secrets
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
@@ -29,32 +27,49 @@ from fluksio.api.errors import Conflict, NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.models import FlowSpec, NodeSpec
 from fluksio.api.runs.signature import select_kwargs
+from fluksio.api.runs.states import (
+    TERMINAL_NODE_STATES,
+    TERMINAL_RUN_STATES,
+    NodeState,
+    RunState,
+)
 from fluksio.api.runs.store import FlowStore, NodeRow, RunRow, RunStore
 from fluksio.api.secrets import SecretDenied, SecretStore, resolve_params
-from fluksio.api.timefmt import iso8601
 from fluksio.scheduler import (
     ENGINE_ID,
+    CallRequest,
     Placement,
+    PlaceView,
     Policy,
-    Request,
-    Scheduler,
     WaitReason,
-    Worker,
 )
 
-__all__ = ["Executor", "RunManager"]
+__all__ = ["Dispatch", "Executor", "NodeView", "RunManager", "RunView", "WaitingCall"]
 
 log = get_logger(__name__)
 EVENTS_KEPT = 100
-TERMINAL_NODE_STATES = frozenset({"succeeded", "failed", "cancelled", "skipped"})
 
 
-class Provisioning(Protocol):
-    """The provisioning driver, as the run manager uses it."""
+class Dispatch(Protocol):
+    """The dispatcher, as the run manager hands it events and asks it questions."""
 
-    def want(self, provisioner: str, profile: str) -> None: ...
+    def submit(self, request: CallRequest) -> None: ...
 
-    def describe(self, key: str) -> str | None: ...
+    def withdraw(self, call_id: str) -> bool: ...
+
+    def finished(self, call_id: str) -> None: ...
+
+    def cancel_running(self, call_id: str) -> bool: ...
+
+    def kick(self) -> None: ...
+
+    def run_pass(self) -> None: ...
+
+    def reason(self, call_id: str) -> WaitReason | None: ...
+
+    def waiting(self) -> list[str]: ...
+
+    def place(self, place_id: str) -> PlaceView | None: ...
 
 
 class Executor(Protocol):
@@ -76,6 +91,34 @@ class Executor(Protocol):
     def cancel(self, call_id: str) -> bool: ...
 
 
+@dataclass(frozen=True)
+class NodeView:
+    """One node of a run as a client sees it; ``reason`` only while it is queued."""
+
+    row: NodeRow
+    reason: str | None
+    event_count: int
+
+
+@dataclass(frozen=True)
+class RunView:
+    row: RunRow
+    nodes: tuple[NodeView, ...]
+
+
+@dataclass(frozen=True)
+class WaitingCall:
+    """A queued node call, with why it waits."""
+
+    call_id: str
+    run_id: str
+    flow: str
+    node: str
+    worker: str | None
+    queued_at: float | None
+    reason: WaitReason | None
+
+
 @dataclass
 class _Node:
     spec: NodeSpec
@@ -94,61 +137,52 @@ class _Run:
     cancelling: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     dirty: dict[str, NodeRow] = field(default_factory=dict)
+    """Nodes changed since the last write; written together once per loop iteration."""
     unfinished: int = 0
     """How many nodes are not yet in a terminal state (kept by :meth:`RunManager._ended`)."""
-    """Nodes changed since the last write; written together once per loop iteration."""
 
 
 class RunManager:
     def __init__(
-        self,
-        *,
-        runs: RunStore,
-        flows: FlowStore,
-        secrets: SecretStore,
-        scheduler: Scheduler,
-        executors: dict[str, Executor],
+        self, *, runs: RunStore, flows: FlowStore, secrets: SecretStore, dispatch: Dispatch
     ) -> None:
         self._runs_store = runs
         self._flows = flows
         self._secrets = secrets
-        self.scheduler = scheduler
-        self.executors = executors
+        self._dispatch = dispatch
         self._runs: dict[str, _Run] = {}
         self._calls: dict[str, tuple[_Run, _Node]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pass_pending = False
         self._flush_pending = False
         self._dirty_runs: dict[str, _Run] = {}
         self._closing = False
-        self.provisioning: Provisioning | None = None
-        """Where the plan's asks for machines go, and how each profile's request stands."""
 
     # -- starting, cancelling, recovering ------------------------------------------------
 
-    def start_run(self, flow_name: str, params: dict[str, Any]) -> dict[str, Any]:
+    def start_run(self, flow_name: str, params: dict[str, Any]) -> RunView:
         record = self._flows.get(flow_name)
         if record is None:
             raise NotFound(f"no flow named {flow_name!r}")
         flow = FlowSpec.model_validate(record.spec)
         row = RunRow(
-            id=random.token_hex(8),
+            id=secrets.token_hex(8),
             flow=flow_name,
             spec=record.spec,
             params=params,
-            state="queued",
+            state=RunState.QUEUED,
             created_at=time.time(),
         )
-        run = self._build(row, flow, [NodeRow(node.id, "pending") for node in flow.nodes])
+        run = self._build(row, flow, [NodeRow(node.id, NodeState.PENDING) for node in flow.nodes])
         self._runs_store.create(row, [node.row for node in run.nodes.values()])
         self._runs[row.id] = run
         changed = [self._queue(run, node) for node in run.nodes.values() if not node.spec.after]
         self._save(run, changed)
         log.info("run.started", run_id=row.id, flow=flow_name, nodes=len(run.nodes))
-        self._pass()  # now, so that the answer already says where it runs or why it waits
-        return self._describe_active(run)
+        # Now, so that the answer already says where it runs or why it waits.
+        self._dispatch.run_pass()
+        return self._view_active(run)
 
-    def cancel(self, run_id: str) -> dict[str, Any]:
+    def cancel(self, run_id: str) -> RunView:
         run = self._runs.get(run_id)
         if run is None:
             found = self._runs_store.get(run_id)
@@ -159,22 +193,23 @@ class RunManager:
         changed = []
         for node in run.nodes.values():
             state = node.row.state
-            if state == "pending" or (
-                state == "queued" and self.scheduler.withdraw(str(node.row.call_id))
+            if state is NodeState.PENDING or (
+                state is NodeState.QUEUED and self._dispatch.withdraw(str(node.row.call_id))
             ):
                 self._ended(
-                    run, node, "cancelled", error_record("NodeCancelled", "the run was cancelled")
+                    run,
+                    node,
+                    NodeState.CANCELLED,
+                    error_record("NodeCancelled", "the run was cancelled"),
                 )
                 changed.append(node)
-            elif state == "running":
-                executor = self.executors.get(self._placed_on(node))
-                if executor is not None:
-                    executor.cancel(str(node.row.call_id))
+            elif state is NodeState.RUNNING:
+                self._dispatch.cancel_running(str(node.row.call_id))
         self._save(run, changed)
         log.info("run.cancelling", run_id=run_id)
         self._complete_if_done(run)
-        self._kick()
-        return self._describe_active(run)
+        self._dispatch.kick()
+        return self._view_active(run)
 
     def recover(self) -> int:
         """Resume the runs a previous engine left unfinished; returns how many."""
@@ -185,34 +220,35 @@ class RunManager:
             self._runs[row.id] = run
             changed = []
             for node in run.nodes.values():
-                if node.row.state == "running":
+                if node.row.state is NodeState.RUNNING:
                     if node.spec.retry_on_restart:
-                        node.row.state = "pending"
+                        node.row.state = NodeState.PENDING
                     else:
                         self._ended(
                             run,
                             node,
-                            "failed",
+                            NodeState.FAILED,
                             error_record(
                                 "EngineRestarted",
                                 "the engine restarted while this node was executing",
                             ),
                         )
                     changed.append(node)
-                elif node.row.state == "queued":
-                    node.row.state = "pending"  # queued again below, at its old place in line
+                elif node.row.state is NodeState.QUEUED:
+                    # Queued again below, at its old place in line.
+                    node.row.state = NodeState.PENDING
             for node in run.nodes.values():
-                if node.row.state in {"failed", "cancelled", "skipped"}:
+                if node.row.state in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED}:
                     changed += self._skip_dependents(run, node)
             for node in run.nodes.values():
-                if node.row.state == "pending" and self._ready(run, node):
+                if node.row.state is NodeState.PENDING and self._ready(run, node):
                     changed.append(self._queue(run, node, queued_at=node.row.queued_at))
             self._save(run, changed)
             self._complete_if_done(run)
             recovered += 1
         if recovered:
             log.info("runs.recovered", count=recovered)
-        self._kick()
+        self._dispatch.kick()
         return recovered
 
     async def close(self) -> None:
@@ -223,10 +259,8 @@ class RunManager:
         """
         self._closing = True
         for _run, node in list(self._calls.values()):
-            if node.row.state == "running":
-                executor = self.executors.get(self._placed_on(node))
-                if executor is not None:
-                    executor.cancel(str(node.row.call_id))
+            if node.row.state is NodeState.RUNNING:
+                self._dispatch.cancel_running(str(node.row.call_id))
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
         self._flush()
@@ -245,7 +279,9 @@ class RunManager:
         return run
 
     @staticmethod
-    def _ended(run: _Run, node: _Node, state: str, error: dict[str, str] | None = None) -> None:
+    def _ended(
+        run: _Run, node: _Node, state: NodeState, error: dict[str, str] | None = None
+    ) -> None:
         """Move a node to a terminal state, keeping the run's count of unfinished nodes."""
         if node.row.state not in TERMINAL_NODE_STATES:
             run.unfinished -= 1
@@ -255,14 +291,14 @@ class RunManager:
             node.row.error = error
 
     def _queue(self, run: _Run, node: _Node, queued_at: float | None = None) -> _Node:
-        call_id = random.token_hex(8)
-        node.row.state = "queued"
+        call_id = secrets.token_hex(8)
+        node.row.state = NodeState.QUEUED
         node.row.call_id = call_id
         node.row.queued_at = queued_at or time.time()
         self._calls[call_id] = (run, node)
         resources = node.spec.resources
-        self.scheduler.submit(
-            Request(
+        self._dispatch.submit(
+            CallRequest(
                 id=call_id,
                 queued_at=node.row.queued_at,
                 label=node.spec.worker,
@@ -274,81 +310,26 @@ class RunManager:
         )
         return node
 
-    def _kick(self) -> None:
-        """Run a scheduling pass soon: once for all the events of this moment."""
-        if not self._pass_pending:
-            self._pass_pending = True
-            asyncio.get_running_loop().call_soon(self._pass)
-
-    def _pass(self) -> None:
-        self._pass_pending = False
-        plan = self.scheduler.schedule()
-        for placement in plan.placements:
-            self._launch(placement)
-        for ask in plan.asks:
-            log.info(
-                "provision.wanted",
-                provisioner=ask.provisioner,
-                profile=ask.profile,
-                call_id=ask.request_id,
-            )
-            if self.provisioning is not None:
-                self.provisioning.want(ask.provisioner, ask.profile)
-
-    def replan(self) -> None:
-        """Something outside the runs changed (a profile's request): plan again soon."""
-        self._kick()
-
-    def _reason(self, call_id: str) -> WaitReason | None:
-        """The scheduler's reason, with how the provisioning it waits for stands."""
-        reason = self.scheduler.reason(call_id)
-        if reason is None or reason.provisioning is None or self.provisioning is None:
-            return reason
-        status = self.provisioning.describe(reason.provisioning)
-        if status is None:
-            return reason
-        return replace(reason, text=f"provisioning {reason.provisioning}, {status}")
-
-    def _place_name(self, place_id: str) -> str:
-        return "engine" if place_id == ENGINE_ID else self.scheduler.place(place_id).worker.name
-
-    def _placed_on(self, node: _Node) -> str:
-        allocation = self.scheduler.allocation(str(node.row.call_id))
-        return allocation.place_id if allocation is not None else ENGINE_ID
-
-    # -- places coming and going -------------------------------------------------------
-
-    def attach(self, worker: Worker, executor: Executor) -> None:
-        """A worker attached: it can take calls from the next pass on."""
-        self.executors[worker.id] = executor
-        self.scheduler.add_worker(worker)
-        self._kick()
-
-    def detach(self, worker_id: str) -> None:
-        """A worker is gone; its calls in flight were failed by its executor."""
-        self.executors.pop(worker_id, None)
-        if self.scheduler.has_place(worker_id):
-            self.scheduler.remove_worker(worker_id)
-        self._kick()
-
-    def _launch(self, placement: Placement) -> None:
+    def launch(self, placement: Placement, executor: Executor) -> None:
+        """The dispatcher placed a call on ``executor``: start it there."""
         run, node = self._calls[placement.request_id]
-        executor = self.executors[placement.worker_id]
         node.row.place = self._place_name(placement.worker_id)
         node.row.started_at = time.time()
         try:
             kwargs = self._kwargs(run, node, placement.worker_id, executor.labels)
         except SecretDenied as denied:
-            self.scheduler.finish(placement.request_id)
+            self._dispatch.finished(placement.request_id)
             self._end_node(
                 run, node, CallOutcome(False, error=error_record("SecretDenied", denied.detail))
             )
             return
-        node.row.state = "running"
-        if run.row.state == "queued":
-            run.row.state = "running"
+        node.row.state = NodeState.RUNNING
+        if run.row.state is RunState.QUEUED:
+            run.row.state = RunState.RUNNING
             run.row.started_at = node.row.started_at
-            self._runs_store.set_run_state(run.row.id, "running", started_at=run.row.started_at)
+            self._runs_store.set_run_state(
+                run.row.id, RunState.RUNNING, started_at=run.row.started_at
+            )
         self._save(run, [node])
         spec = CallSpec(
             call_id=placement.request_id,
@@ -402,8 +383,7 @@ class RunManager:
             outcome = CallOutcome(False, error=error_record("EngineError", str(exc)))
         if self._closing:
             return  # stopped by the engine's shutdown: recovery decides, not this outcome
-        if self.scheduler.allocation(spec.call_id) is not None:
-            self.scheduler.finish(spec.call_id)  # not when its worker was removed meanwhile
+        self._dispatch.finished(spec.call_id)
         self._end_node(run, node, outcome)
 
     def _end_node(self, run: _Run, node: _Node, outcome: CallOutcome) -> None:
@@ -413,16 +393,17 @@ class RunManager:
         row.events = list(node.events)
         if outcome.ok:
             row.result = outcome.result
-            self._ended(run, node, "succeeded")
+            self._ended(run, node, NodeState.SUCCEEDED)
         else:
             cancelled = run.cancelling and (outcome.error or {}).get("type") == "NodeCancelled"
-            self._ended(run, node, "cancelled" if cancelled else "failed", outcome.error)
+            state = NodeState.CANCELLED if cancelled else NodeState.FAILED
+            self._ended(run, node, state, outcome.error)
         changed = [node]
-        if row.state == "succeeded":
+        if row.state is NodeState.SUCCEEDED:
             for dependent_id in node.dependents:
                 dependent = run.nodes[dependent_id]
                 if (
-                    dependent.row.state == "pending"
+                    dependent.row.state is NodeState.PENDING
                     and self._ready(run, dependent)
                     and not run.cancelling
                 ):
@@ -431,21 +412,21 @@ class RunManager:
             changed += self._skip_dependents(run, node)
         self._save(run, changed)
         self._complete_if_done(run)
-        self._kick()
+        self._dispatch.kick()
 
     def _ready(self, run: _Run, node: _Node) -> bool:
-        return all(run.nodes[d].row.state == "succeeded" for d in node.spec.after)
+        return all(run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after)
 
     def _skip_dependents(self, run: _Run, node: _Node) -> list[_Node]:
         skipped = []
         for dependent_id in node.dependents:
             dependent = run.nodes[dependent_id]
-            if dependent.row.state != "pending":
+            if dependent.row.state is not NodeState.PENDING:
                 continue
             self._ended(
                 run,
                 dependent,
-                "skipped",
+                NodeState.SKIPPED,
                 error_record("Skipped", f"dependency {node.spec.id!r} {node.row.state}"),
             )
             skipped.append(dependent)
@@ -453,15 +434,15 @@ class RunManager:
         return skipped
 
     def _complete_if_done(self, run: _Run) -> None:
-        if run.row.state in {"succeeded", "failed", "cancelled"} or run.unfinished:
+        if run.row.state in TERMINAL_RUN_STATES or run.unfinished:
             return
         states = {node.row.state for node in run.nodes.values()}
-        if run.cancelling or "cancelled" in states:
-            final = "cancelled"
-        elif states & {"failed", "skipped"}:
-            final = "failed"
+        if run.cancelling or NodeState.CANCELLED in states:
+            final = RunState.CANCELLED
+        elif states & {NodeState.FAILED, NodeState.SKIPPED}:
+            final = RunState.FAILED
         else:
-            final = "succeeded"
+            final = RunState.SUCCEEDED
         run.row.state = final
         run.row.ended_at = time.time()
         self._flush()  # the nodes' final states before the run's
@@ -492,116 +473,60 @@ class RunManager:
         for run in runs.values():
             run.dirty.clear()
 
-    # -- describing ----------------------------------------------------------------------
+    # -- describing -------------------------------------------------------------------
 
-    def describe(self, run_id: str) -> dict[str, Any] | None:
+    def view(self, run_id: str) -> RunView | None:
         run = self._runs.get(run_id)
         if run is not None:
-            return self._describe_active(run)
+            return self._view_active(run)
         found = self._runs_store.get(run_id)
         if found is None:
             return None
         row, nodes = found
-        return describe_run(row, [(node, None, None) for node in nodes])
+        return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in nodes))
 
-    async def wait(self, run_id: str, timeout: float) -> dict[str, Any] | None:
+    async def wait(self, run_id: str, timeout: float) -> RunView | None:
         """The run once it has ended, or as it is after ``timeout`` seconds."""
         run = self._runs.get(run_id)
         if run is not None and timeout > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(run.done.wait(), timeout)
-        return self.describe(run_id)
+        return self.view(run_id)
 
-    def queued_view(self) -> list[dict[str, Any]]:
+    def waiting_calls(self) -> list[WaitingCall]:
         """Every waiting node call, in the order it will be served, with its reason."""
-        views = []
-        for call_id in self.scheduler.waiting():
-            found = self._calls.get(call_id)
-            if found is None:
+        found = []
+        for call_id in self._dispatch.waiting():
+            entry = self._calls.get(call_id)
+            if entry is None:
                 continue
-            run, node = found
-            reason = self._reason(call_id)
-            views.append(
-                {
-                    "call_id": call_id,
-                    "run_id": run.row.id,
-                    "flow": run.row.flow,
-                    "node": node.spec.id,
-                    "worker": node.spec.worker,
-                    "queued_at": iso8601(node.row.queued_at),
-                    "reason": reason.text if reason is not None else None,
-                    "kind": reason.kind.value if reason is not None else None,
-                }
+            run, node = entry
+            found.append(
+                WaitingCall(
+                    call_id=call_id,
+                    run_id=run.row.id,
+                    flow=run.row.flow,
+                    node=node.spec.id,
+                    worker=node.spec.worker,
+                    queued_at=node.row.queued_at,
+                    reason=self._dispatch.reason(call_id),
+                )
             )
-        return views
+        return found
 
-    def _describe_active(self, run: _Run) -> dict[str, Any]:
-        described = []
+    def _view_active(self, run: _Run) -> RunView:
+        nodes = []
         for node in run.nodes.values():
             reason = None
-            if node.row.state == "queued":
-                found = self._reason(str(node.row.call_id))
+            if node.row.state is NodeState.QUEUED:
+                found = self._dispatch.reason(str(node.row.call_id))
                 reason = found.text if found is not None else None
             node.row.events = list(node.events)
-            described.append((node.row, reason, node.event_count))
-        return describe_run(run.row, described)
+            nodes.append(NodeView(node.row, reason, node.event_count))
+        return RunView(run.row, tuple(nodes))
 
-
-def _duration(row: NodeRow) -> float | None:
-    if row.started_at is None or row.ended_at is None:
-        return None
-    return round(row.ended_at - row.started_at, 6)
-
-
-def describe_run(
-    row: RunRow, nodes: Sequence[tuple[NodeRow, str | None, int | None]]
-) -> dict[str, Any]:
-    """The JSON a client sees for a run (``GET /runs/{id}``)."""
-    node_views = []
-    for node, reason, event_count in nodes:
-        events = node.events or []
-        node_views.append(
-            {
-                "id": node.node_id,
-                "state": node.state,
-                "reason": reason,
-                "ran_on": node.place,
-                "queued_at": iso8601(node.queued_at),
-                "started_at": iso8601(node.started_at),
-                "ended_at": iso8601(node.ended_at),
-                "duration_s": _duration(node),
-                "result": node.result,
-                "error": node.error,
-                "logs": node.logs,
-                "events": events,
-                "event_count": event_count if event_count is not None else len(events),
-            }
-        )
-    run_reason = next((view["reason"] for view in node_views if view["reason"]), None)
-    artifacts = [
-        {"node": view["id"], **ref} for view in node_views for ref in _artifact_refs(view["result"])
-    ]
-    return {
-        "id": row.id,
-        "flow": row.flow,
-        "state": row.state,
-        "reason": run_reason if row.state == "queued" else None,
-        "params": row.params,
-        "created_at": iso8601(row.created_at),
-        "started_at": iso8601(row.started_at),
-        "ended_at": iso8601(row.ended_at),
-        "nodes": node_views,
-        "artifacts": artifacts,
-    }
-
-
-def _artifact_refs(value: Any) -> list[dict[str, Any]]:
-    """The artifact references inside a result (``{"digest": "sha256:...", "size", ...}``)."""
-    if isinstance(value, dict):
-        digest = value.get("digest")
-        if isinstance(digest, str) and digest.startswith("sha256:") and "size" in value:
-            return [value]
-        return [ref for item in value.values() for ref in _artifact_refs(item)]
-    if isinstance(value, list):
-        return [ref for item in value for ref in _artifact_refs(item)]
-    return []
+    def _place_name(self, place_id: str) -> str:
+        if place_id == ENGINE_ID:
+            return "engine"
+        view = self._dispatch.place(place_id)
+        return view.name if view is not None else place_id

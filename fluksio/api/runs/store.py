@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluksio.api.db import Database
+from fluksio.api.runs.states import NodeState, RunState
 
 __all__ = ["FlowRecord", "FlowStore", "NodeRow", "RunRow", "RunStore"]
-
-TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class FlowStore:
 @dataclass
 class NodeRow:
     node_id: str
-    state: str
+    state: NodeState
     call_id: str | None = None
     place: str | None = None
     queued_at: float | None = None
@@ -80,7 +79,7 @@ class RunRow:
     flow: str
     spec: dict[str, Any]
     params: dict[str, Any]
-    state: str
+    state: RunState
     created_at: float
     started_at: float | None = None
     ended_at: float | None = None
@@ -103,7 +102,7 @@ _NODE_COLUMNS = (
 def _node(row: sqlite3.Row) -> NodeRow:
     return NodeRow(
         node_id=row["node_id"],
-        state=row["state"],
+        state=NodeState(row["state"]),
         call_id=row["call_id"],
         place=row["place"],
         queued_at=row["queued_at"],
@@ -122,7 +121,7 @@ def _run(row: sqlite3.Row) -> RunRow:
         flow=row["flow"],
         spec=json.loads(row["spec"]),
         params=json.loads(row["params"]),
-        state=row["state"],
+        state=RunState(row["state"]),
         created_at=row["created_at"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
@@ -155,7 +154,7 @@ class RunStore:
     def set_run_state(
         self,
         run_id: str,
-        state: str,
+        state: RunState,
         *,
         started_at: float | None = None,
         ended_at: float | None = None,
@@ -208,7 +207,7 @@ class RunStore:
         )
         return _run(row), [_node(n) for n in nodes]
 
-    def find(self, *, flow: str | None, state: str | None, limit: int) -> list[RunRow]:
+    def find(self, *, flow: str | None, state: RunState | None, limit: int) -> list[RunRow]:
         clauses, values = [], []
         if flow is not None:
             clauses.append("flow = ?")

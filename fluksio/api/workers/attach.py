@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from fluksio.api.appkeys import ARTIFACTS, PROVISIONING, RUN_MANAGER, SETTINGS, TOKENS, WORKERS
+from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
@@ -33,6 +33,7 @@ from fluksio.api.workers.registry import NeedsUpgrade, display_name
 from fluksio.api.workers.session import WorkerSession
 from fluksio.provisioners.base import WorkerEvent
 from fluksio.scheduler import Worker
+from fluksio.validation import one_sentence
 
 __all__ = ["attach"]
 
@@ -51,12 +52,6 @@ async def _refuse(ws: web.WebSocketResponse, reason: str) -> web.WebSocketRespon
     await ws.send_str(json.dumps({"op": "refused", "reason": reason}))
     await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=reason.encode()[:120])
     return ws
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "hello"
-    return f"{field}: {first['msg']}"
 
 
 async def _hello(request: web.Request, ws: web.WebSocketResponse, token: WorkerIdentity) -> Hello:
@@ -96,7 +91,7 @@ async def _hello(request: web.Request, ws: web.WebSocketResponse, token: WorkerI
     try:
         hello = Hello.model_validate(raw)
     except ValidationError as exc:
-        raise _Refused(f"malformed hello: {_first_error(exc)}") from None
+        raise _Refused(f"malformed hello: {one_sentence(exc, whole='hello')}") from None
     unsigned = sorted(set(hello.labels) - set(token.labels))
     if unsigned:
         signed = ", ".join(token.labels) or "no labels"
@@ -127,7 +122,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         return await _refuse(ws, refused.reason)
 
     registry = request.app[WORKERS]
-    manager = request.app[RUN_MANAGER]
+    dispatcher = request.app[DISPATCHER]
     name = display_name(token.name, hello.name)
     session = WorkerSession(
         id=f"w{secrets.token_hex(6)}",
@@ -156,7 +151,8 @@ async def attach(request: web.Request) -> web.StreamResponse:
         json.dumps({"op": "welcome", "protocol": PROTOCOL, "name": name, "store": shared})
     )
     inventory = hello.inventory
-    manager.attach(
+    event = _event(session)
+    dispatcher.worker_attached(
         Worker(
             id=session.id,
             name=name,
@@ -167,11 +163,8 @@ async def attach(request: web.Request) -> web.StreamResponse:
             ram_mb=inventory.ram_mb,
         ),
         session,
+        event,
     )
-    provisioning = request.app.get(PROVISIONING)
-    event = _event(session)
-    if provisioning is not None:
-        provisioning.worker_attached(event)
     log.info(
         "worker.attached",
         worker=name,
@@ -186,9 +179,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         store.remove_probe(session.id)
         registry.remove(session)
         session.fail_all("worker went away mid-call")
-        manager.detach(session.id)
-        if provisioning is not None:
-            provisioning.worker_gone(event)
+        dispatcher.worker_gone(event)
         log.info(
             "worker.detached",
             worker=name,
@@ -218,7 +209,11 @@ async def _serve(session: WorkerSession) -> None:
             try:
                 frame = parse_worker_frame(json.loads(message.data))
             except (ValueError, ValidationError) as exc:
-                detail = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                detail = (
+                    one_sentence(exc, whole="frame")
+                    if isinstance(exc, ValidationError)
+                    else str(exc)
+                )
                 await session.close(
                     f"malformed frame: {detail}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
                 )

@@ -13,11 +13,12 @@ import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from fluksio.provisioners import (
     JobState,
     JobStatus,
-    Profile,
+    ProfileSettings,
     Provisioner,
     ProvisionError,
     ProvisionerSettings,
@@ -29,36 +30,34 @@ from fluksio.provisioners import (
 STOP_WAIT_S = 10.0
 
 
-class LocalSettings(ProvisionerSettings):
+class LocalSettings(ProvisionerSettings[ProfileSettings]):
     worker_command: str = str(Path(sys.executable).parent / "fluksio-worker")
     """The worker to start; by default the one installed beside the engine."""
     log_dir: str | None = None
     """Where each worker's output goes (``<request id>.log``); by default nowhere."""
 
 
-class LocalProvisioner(Provisioner):
+class LocalProvisioner(Provisioner[LocalSettings, ProfileSettings]):
     type_name = "local"
     settings_model = LocalSettings
     job_noun = "local worker"
 
-    def __init__(self, settings: ProvisionerSettings) -> None:
+    def __init__(self, settings: LocalSettings) -> None:
         super().__init__(settings)
-        assert isinstance(settings, LocalSettings)
-        self.local = settings
         self._processes: dict[str, asyncio.subprocess.Process] = {}
 
-    def argv(self, profile: Profile) -> list[str]:
-        return worker_argv(self.local.worker_command, self.local, profile)
+    def argv(self, profile: ProfileSettings) -> list[str]:
+        return worker_argv(self.settings.worker_command, self.settings, profile)
 
-    def render(self, profile: Profile, *, token_file: str) -> str:
+    def render(self, profile: ProfileSettings, *, token_file: str) -> str:
         # The token travels in the environment, never in argv.
         return "FLUKSIO_WORKER_TOKEN=... " + shlex.join(self.argv(profile)) + "\n"
 
-    async def submit(self, profile: Profile, *, request_id: str, token: str) -> Submission:
+    async def submit(self, profile: ProfileSettings, *, request_id: str, token: str) -> Submission:
         output = None
-        if self.local.log_dir is not None:
-            Path(self.local.log_dir).mkdir(parents=True, exist_ok=True)
-            output = open(Path(self.local.log_dir) / f"{request_id}.log", "ab")  # noqa: SIM115
+        if self.settings.log_dir is not None:
+            Path(self.settings.log_dir).mkdir(parents=True, exist_ok=True)
+            output = open(Path(self.settings.log_dir) / f"{request_id}.log", "ab")  # noqa: SIM115
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.argv(profile),
@@ -68,7 +67,7 @@ class LocalProvisioner(Provisioner):
                 stderr=output or asyncio.subprocess.DEVNULL,
             )
         except OSError as exc:
-            raise ProvisionError(f"cannot start {self.local.worker_command}: {exc}") from None
+            raise ProvisionError(f"cannot start {self.settings.worker_command}: {exc}") from None
         finally:
             if output is not None:
                 output.close()
@@ -115,5 +114,5 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
 
 
 @hookimpl
-def fluksio_provisioner_types() -> list[type[Provisioner]]:
+def fluksio_provisioner_types() -> list[type[Provisioner[Any, Any]]]:
     return [LocalProvisioner]

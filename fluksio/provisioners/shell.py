@@ -1,0 +1,58 @@
+"""The remote shell a provisioner runs its commands through: one small interface.
+
+:class:`RemoteShell` is the shape of :meth:`fluksio.provisioners.transport.SSHTransport.run`;
+a provisioner takes one at construction, so its life cycle can be tested with scripted
+replies (exit codes, an ``sbatch`` error, a ``squeue`` table, a timeout) and run for real
+over SSH with the same code. Nothing here knows SSH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from fluksio.errors import FluksioError
+
+__all__ = ["Completed", "RemoteShell", "TransportError"]
+
+
+class TransportError(FluksioError):
+    """The login node could not be reached or would not run the command; says why."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What one command did on the login node."""
+
+    argv: tuple[str, ...]
+    exit_status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    def error_text(self) -> str:
+        """The command's own complaint (its last stderr lines), for users to read."""
+        lines = [line.strip() for line in self.stderr.strip().splitlines() if line.strip()]
+        text = "; ".join(lines[-3:]) or self.stdout.strip()[:200]
+        return text or f"{self.argv[0]} exited with status {self.exit_status}"
+
+
+class RemoteShell(Protocol):
+    """Runs commands on a login node; what a provisioner needs of SSH."""
+
+    async def run(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
+        """Run ``argv`` there with ``stdin`` fed to it.
+
+        A command that ran and failed is a :class:`Completed` with its exit status; only a
+        login node that cannot be reached, or a command that does not answer in time,
+        raises :class:`TransportError`.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release the connection, if one is held open."""
+        ...

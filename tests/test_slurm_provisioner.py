@@ -1,0 +1,142 @@
+"""The Slurm provisioner's life cycle against scripted replies of a remote shell.
+
+``SlurmProvisioner`` takes its remote shell as an argument, so what it sends and how it
+reads each answer (job ids, ``sbatch`` refusals, ``squeue`` tables, a login node that does
+not answer) is tested here as dask-jobqueue tests its job classes, in milliseconds.
+tests/test_slurm.py runs the same code against a real Slurm over real SSH.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
+from fluksio.provisioners.shell import Completed, TransportError
+from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "provisioners.example.json"
+
+
+class ScriptedShell:
+    """Answers each command with the next scripted reply; records what was sent."""
+
+    def __init__(self, *replies: tuple[int, str, str] | Exception) -> None:
+        self.replies = list(replies)
+        self.sent: list[tuple[tuple[str, ...], str | None]] = []
+        self.closed = False
+
+    async def run(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
+        self.sent.append((tuple(argv), stdin))
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        status, stdout, stderr = reply
+        return Completed(tuple(argv), status, stdout, stderr)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _provisioner(*replies: tuple[int, str, str] | Exception) -> tuple[SlurmProvisioner, Any]:
+    settings = SlurmSettings.model_validate(json.loads(EXAMPLE.read_text())[0])
+    shell = ScriptedShell(*replies)
+    return SlurmProvisioner(settings, shell), shell
+
+
+async def test_submit_sends_the_token_on_stdin_and_reads_the_job_id() -> None:
+    slurm, shell = _provisioner((0, "4242;cluster\n", ""))
+    profile = slurm.profile("gpu-small")
+    submitted = await slurm.submit(profile, request_id="r1", token="SECRET-TOKEN")
+    assert submitted.job_id == "4242" and submitted.profile == "gpu-small"
+    ((argv, stdin),) = shell.sent
+    assert "SECRET-TOKEN" not in " ".join(argv), "never in argv"
+    assert argv[-1] == ".fluksio/tokens/r1"
+    assert stdin is not None
+    token_line, script = stdin.split("\n", 1)
+    assert token_line == "SECRET-TOKEN"
+    assert script == slurm.render(profile, token_file=".fluksio/tokens/r1")
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (
+            (1, "", "sbatch: error: invalid partition specified: gpu\n"),
+            "sbatch refused the job: invalid partition specified: gpu",
+        ),
+        (
+            (1, "", "sbatch: error: Batch job submission failed: Invalid account\n"),
+            "sbatch refused the job: Batch job submission failed: Invalid account",
+        ),
+        (
+            (127, "", "sh: 1: sbatch: not found\n"),
+            "sbatch refused the job: sh: 1: sbatch: not found",
+        ),
+        ((0, "Submitted batch job 12\n", ""), "not a job id"),
+        (TransportError("hpc@login: connection lost (reset)"), "connection lost (reset)"),
+        (
+            TransportError("hpc@login: sh did not answer within 60 s"),
+            "did not answer within 60 s",
+        ),
+    ],
+    ids=["bad-partition", "bad-account", "no-sbatch", "not-parsable", "lost", "timeout"],
+)
+async def test_a_refused_or_unanswered_submission_is_one_error_in_slurms_words(
+    reply: tuple[int, str, str] | Exception, said: str
+) -> None:
+    slurm, _shell = _provisioner(reply)
+    with pytest.raises(ProvisionError) as raised:
+        await slurm.submit(slurm.profile("gpu-small"), request_id="r1", token="t")
+    assert said in raised.value.detail
+    assert "t\n" not in raised.value.detail
+
+
+async def test_poll_reads_one_squeue_for_all_jobs_and_leaves_out_the_gone() -> None:
+    table = "41|PENDING|Priority\n42|RUNNING|None\n43|CANCELLED|None\n99|PENDING|Resources\n"
+    slurm, shell = _provisioner((0, table, ""))
+    statuses = await slurm.poll(["41", "42", "43", "44"])
+    assert statuses == {
+        "41": JobStatus(JobState.PENDING, "PENDING", "Priority"),
+        "42": JobStatus(JobState.RUNNING, "RUNNING"),
+        "43": JobStatus(JobState.CANCELLED, "CANCELLED"),
+    }, "44 left the queue; 99 is not ours to report"
+    ((argv, _stdin),) = shell.sent
+    assert argv[:2] == ("squeue", "--me")
+    assert await slurm.poll([]) == {}, "nothing to ask, nothing sent"
+    assert len(shell.sent) == 1
+
+
+async def test_a_failed_squeue_is_an_error_with_its_words() -> None:
+    slurm, _shell = _provisioner(
+        (1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+    )
+    with pytest.raises(ProvisionError, match="squeue: slurm_load_jobs error: Unable to contact"):
+        await slurm.poll(["41"])
+
+
+async def test_cancel_removes_the_token_file_of_a_job_it_submitted() -> None:
+    slurm, shell = _provisioner((0, "51\n", ""), (0, "", ""), (0, "", ""))
+    await slurm.submit(slurm.profile("gpu-small"), request_id="r9", token="t")
+    await slurm.cancel("51")
+    argv = shell.sent[1][0]
+    assert argv[0] == "sh" and argv[-2:] == ("51", ".fluksio/tokens/r9")
+    await slurm.cancel("77")  # not submitted by this engine: scancel alone
+    assert shell.sent[2][0] == ("scancel", "77")
+
+
+async def test_a_refused_scancel_and_an_unreachable_login_node_are_errors() -> None:
+    slurm, shell = _provisioner(
+        (1, "", "scancel: error: Kill job error on job id 5: Access/permission denied\n"),
+        TransportError("cannot reach hpc@login: Connection refused"),
+    )
+    with pytest.raises(ProvisionError, match=r"scancel 5: .*Access/permission denied"):
+        await slurm.cancel("5")
+    with pytest.raises(ProvisionError, match="cannot reach hpc@login: Connection refused"):
+        await slurm.check()
+    await slurm.close()
+    assert shell.closed
