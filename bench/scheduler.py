@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from fluksio.scheduler import ENGINE_ID, CallRequest, Policy, Scheduler, Worker
 from fluksio.scheduler.reference import reference_plan
+from fluksio.scheduler.resources import Amounts
 from fluksio.scheduler.scheduler import Plan, Snapshot
 from fluksio.scheduler.state import Allocation
 
@@ -97,7 +98,7 @@ def _apply(snapshot: Snapshot, plan: Plan) -> Snapshot:
         if placement is None:
             waiting.append(request)
             continue
-        taken = (placement.gpus, placement.cpus, placement.ram_mb, 1)
+        taken = Amounts(placement.gpus, placement.cpus, placement.ram_mb, 1)
         running.append((request, Allocation(placement.worker_id, taken, placement.gpu_ids)))
     return replace(snapshot, running=tuple(running), waiting=tuple(waiting))
 

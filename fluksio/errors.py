@@ -6,7 +6,8 @@ them into one sentence and exit code 2. ``detail`` is that sentence: written for
 person who has to act on it, and never containing a secret.
 
 The scheduler raises nothing (a request that does not fit is a decision, not an error)
-and the agent, which imports nothing of the engine, has its own root.
+and the agent, which imports nothing of the engine, has its own root,
+:class:`fluksio.agent.errors.AgentError`.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fluksio"
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
@@ -66,92 +68,126 @@ def _violations(files: list[Path], allowed: Callable[[str], bool]) -> list[str]:
     return found
 
 
+# -- the rules, one predicate each: True when a layer may import the module named ----------
+
+IMPURE = frozenset(
+    {"asyncio", "socket", "time", "os", "threading", "subprocess", "select", "random"}
+)
+"""Standard-library modules that would give the scheduler I/O, a clock, or chance."""
+
+
+def scheduler_may_import(name: str) -> bool:
+    return (_top(name) in STDLIB and _top(name) not in IMPURE) or _within(name, "fluksio.scheduler")
+
+
+def agent_may_import(name: str) -> bool:
+    return (
+        _top(name) in STDLIB or _top(name) in {"aiohttp", "click"} or _within(name, "fluksio.agent")
+    )
+
+
+def runner_may_import(name: str) -> bool:
+    return _top(name) in STDLIB or _within(name, "fluksio.agent.runner")
+
+
+def provisioners_may_import(name: str) -> bool:
+    return (
+        _top(name) in STDLIB
+        or _top(name) in {"pluggy", "pydantic", "structlog"}
+        or any(
+            _within(name, prefix)
+            for prefix in ("fluksio.scheduler", "fluksio.provisioners", *SHARED)
+        )
+    )
+
+
+def transport_may_import(name: str) -> bool:
+    return provisioners_may_import(name) or _top(name) == "asyncssh"
+
+
+def plugin_may_import(name: str) -> bool:
+    # The public API only: the package itself, never its driver, transport or config.
+    return not _within(name, "fluksio") or name in {
+        "fluksio.provisioners",
+        "fluksio.scheduler",
+        "fluksio.errors",
+    }
+
+
+def outside_engine_may_import(name: str) -> bool:
+    return not _within(name, "fluksio.api")
+
+
+RULES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "scheduler": (scheduler_may_import, "import time"),
+    "agent": (agent_may_import, "from fluksio.api import app"),
+    "runner": (runner_may_import, "import aiohttp"),
+    "provisioners": (provisioners_may_import, "from fluksio.api.tokens import TokenService"),
+    "transport": (transport_may_import, "import paramiko"),
+    "plugins": (plugin_may_import, "from fluksio.provisioners.driver import ProvisioningDriver"),
+    "outside the engine": (outside_engine_may_import, "from fluksio.api.app import create_app"),
+}
+
+
 def test_fluksio_is_a_namespace_package() -> None:
     assert not (PACKAGE / "__init__.py").exists(), (
         "fluksio/__init__.py would belong to one distribution and break the other's import"
     )
 
 
-def test_scheduler_imports_only_the_standard_library() -> None:
+def test_scheduler_imports_only_pure_parts_of_the_standard_library() -> None:
     files = _files(PACKAGE / "scheduler")
     assert files
-    assert (
-        _violations(files, lambda name: _top(name) in STDLIB or _within(name, "fluksio.scheduler"))
-        == []
-    )
+    assert _violations(files, scheduler_may_import) == []
 
 
 def test_agent_imports_nothing_of_the_engine() -> None:
-    allowed_third_party = {"aiohttp", "click"}
-    assert (
-        _violations(
-            _files(PACKAGE / "agent"),
-            lambda name: (
-                _top(name) in STDLIB
-                or _top(name) in allowed_third_party
-                or _within(name, "fluksio.agent")
-            ),
-        )
-        == []
-    )
+    assert _violations(_files(PACKAGE / "agent"), agent_may_import) == []
 
 
 def test_runner_imports_only_the_standard_library() -> None:
     runners = [
         p for p in _files(PACKAGE / "agent") if p.stem.startswith("runner") or "runner" in p.parts
     ]
+    assert _violations(runners, runner_may_import) == []
+
+
+def test_error_root_and_vocabulary_import_only_the_standard_library_and_pydantic() -> None:
+    assert _violations([PACKAGE / "errors.py"], lambda name: _top(name) in STDLIB) == []
+    vocabulary = [PACKAGE / "names.py", PACKAGE / "validation.py"]
     assert (
         _violations(
-            runners, lambda name: _top(name) in STDLIB or _within(name, "fluksio.agent.runner")
+            vocabulary,
+            lambda name: _top(name) in STDLIB or _top(name) == "pydantic" or name in SHARED,
         )
         == []
     )
-
-
-def test_error_root_imports_only_the_standard_library() -> None:
-    assert _violations([PACKAGE / "errors.py"], lambda name: _top(name) in STDLIB) == []
 
 
 def test_provisioners_import_scheduler_types_and_their_own_libraries_only() -> None:
     transport = PACKAGE / "provisioners" / "transport.py"
     ordinary = [p for p in _files(PACKAGE / "provisioners") if p != transport]
-    allowed = ("fluksio.scheduler", "fluksio.provisioners", *SHARED)
-
-    def ok(name: str) -> bool:
-        return (
-            _top(name) in STDLIB
-            or _top(name) in {"pluggy", "pydantic", "structlog"}
-            or any(_within(name, prefix) for prefix in allowed)
-        )
-
-    assert _violations(ordinary, ok) == []
-    assert (
-        _violations(
-            [p for p in [transport] if p.exists()],
-            lambda name: ok(name) or _top(name) == "asyncssh",
-        )
-        == []
-    )
+    assert _violations(ordinary, provisioners_may_import) == []
+    assert _violations([transport], transport_may_import) == []
 
 
 def test_only_the_engine_imports_the_engine() -> None:
     outside = [p for p in _files(PACKAGE) if not _within(_module_name(p), "fluksio.api")]
-    assert _violations(outside, lambda name: not _within(name, "fluksio.api")) == []
+    assert _violations(outside, outside_engine_may_import) == []
 
 
 def test_plugins_use_the_public_provisioner_api_only() -> None:
-    assert (
-        _violations(
-            _files(ROOT / "plugins"),
-            lambda name: (
-                not _within(name, "fluksio")
-                or _within(name, "fluksio.provisioners")
-                or _within(name, "fluksio.scheduler")
-                or _within(name, "fluksio.errors")
-            ),
-        )
-        == []
-    )
+    assert _files(ROOT / "plugins")
+    assert _violations(_files(ROOT / "plugins"), plugin_may_import) == []
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_rule_can_fail(rule: str, tmp_path: Path) -> None:
+    """Guard against a rule that passes everything: feed it an import it forbids."""
+    allowed, forbidden = RULES[rule]
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"import json\n{forbidden}\n")
+    assert _violations([probe], allowed) == [f"probe.py:2 imports {forbidden.split()[1]}"]
 
 
 def test_the_checker_sees_a_violation(tmp_path: Path) -> None:

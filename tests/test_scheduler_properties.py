@@ -136,11 +136,11 @@ class SchedulerMachine(RuleBasedStateMachine):
         request_id = data.draw(st.sampled_from(sorted(self.scheduler.running())))
         allocation = self.scheduler.running()[request_id]
         place = self.scheduler.place(allocation.place_id)
-        used_before = list(place.used)
+        used_before = place.used
         free_ids_before = set(place.free_gpu_ids)
         released = self.scheduler.finish(request_id)
         assert released == allocation
-        assert place.used == [u - t for u, t in zip(used_before, released.taken, strict=True)]
+        assert place.used == used_before.minus(released.taken)
         assert set(place.free_gpu_ids) == free_ids_before | set(released.gpu_ids)
 
     @precondition(lambda self: bool(self.scheduler.waiting()))
@@ -250,7 +250,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         for request_id in list(scheduler.running()):
             scheduler.finish(request_id)
         for place in scheduler.places():
-            assert place.used == [0, 0, 0, 0]
+            assert place.used == (0, 0, 0, 0)
             assert sorted(place.free_gpu_ids) == sorted(place.worker.device_ids)
         snapshot = scheduler.snapshot()
         for request in snapshot.waiting:

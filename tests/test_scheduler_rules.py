@@ -73,7 +73,10 @@ def test_gpu_indices_are_disjoint_and_come_back_exactly() -> None:
     assert [p.gpu_ids for p in scheduler.schedule().placements] == [(2,)]
     scheduler.finish("c")
     scheduler.finish("a")
-    assert (scheduler.place("g").used, scheduler.place("g").free_gpu_ids) == ([0] * 4, [0, 1, 2, 3])
+    assert (scheduler.place("g").used, scheduler.place("g").free_gpu_ids) == (
+        (0, 0, 0, 0),
+        [0, 1, 2, 3],
+    )
 
 
 def test_thread_caps_follow_the_request_or_a_fair_share() -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.agent import runner
+from fluksio.agent.errors import AgentError
 
 __all__ = [
     "CallOutcome",
@@ -50,7 +51,17 @@ _EXIT_GRACE_S = 2.0
 EventCallback = Callable[[dict[str, Any]], None]
 
 
-class LauncherError(Exception):
+class _Watchdog:
+    """Stops a call's silence timer, whichever of its re-armed handles is current."""
+
+    def __init__(self, handle: list[asyncio.TimerHandle]) -> None:
+        self._handle = handle
+
+    def cancel(self) -> None:
+        self._handle[0].cancel()
+
+
+class LauncherError(AgentError):
     """The interpreter cannot run node calls (missing, too old, not Python)."""
 
 
@@ -430,7 +441,7 @@ class Launcher:
 
         loop.add_reader(fd, on_readable)
 
-    def _watch_silence(self, call: _Call) -> asyncio.TimerHandle:
+    def _watch_silence(self, call: _Call) -> _Watchdog:
         loop = asyncio.get_running_loop()
         timeout = call.spec.timeout
 
@@ -443,12 +454,7 @@ class Launcher:
             handle[0] = loop.call_later(timeout - quiet, check)
 
         handle = [loop.call_later(timeout, check)]
-
-        class _Cancel:
-            def cancel(self) -> None:
-                handle[0].cancel()
-
-        return _Cancel()  # type: ignore[return-value]
+        return _Watchdog(handle)
 
     def _outcome(self, call: _Call) -> CallOutcome:
         status = call.exit_status.result() if call.exit_status.done() else None

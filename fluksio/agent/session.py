@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from fluksio.agent import __version__
+from fluksio.agent.errors import AgentError
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallSpec, Launcher
 from fluksio.agent.urls import AttachUrl
@@ -37,7 +38,7 @@ log = logging.getLogger("fluksio.worker")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
-class Refused(Exception):
+class Refused(AgentError):
     """The engine will not take this worker; retrying cannot help."""
 
 

@@ -11,13 +11,15 @@ import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from fluksio.agent.errors import AgentError
+
 __all__ = ["AttachUrl", "UrlError", "parse_attach_url"]
 
 _SECURE = {"wss": "wss", "https": "wss"}
 _PLAIN = {"ws": "ws", "http": "ws"}
 
 
-class UrlError(ValueError):
+class UrlError(AgentError, ValueError):
     """The URL cannot be used; the message is one sentence for the user."""
 
 

@@ -23,80 +23,94 @@ from fluksio.scheduler.model import (
     WaitKind,
     WaitReason,
 )
-from fluksio.scheduler.resources import UNKNOWN, Vector
+from fluksio.scheduler.resources import RESOURCES, UNKNOWN, Amounts
 from fluksio.scheduler.state import PlaceState
 
 __all__ = ["describe_need", "explain_place", "provisioning", "render"]
 
 _MAX_DETAILS = 4
-_UNITS = ("GPUs", "cpus", "MB")
+_UNITS = {"gpus": "GPUs", "cpus": "cpus", "ram_mb": "MB"}
 
 
-def _amount(value: int, index: int) -> str:
-    if index == 0:
+def _amount(value: int, resource: str) -> str:
+    if resource == "gpus":
         return f"{value} GPU" if value == 1 else f"{value} GPUs"
-    if index == 1:
+    if resource == "cpus":
         return f"{value} cpu" if value == 1 else f"{value} cpus"
     return f"{value} MB"
 
 
-def describe_need(need: Vector) -> str:
-    parts = [_amount(need[i], i) for i in range(3) if need[i] > 0]
+def _asked(need: Amounts) -> list[str]:
+    """The resources ``need`` asks some of, in best-fit order."""
+    return [resource for resource in RESOURCES if getattr(need, resource) > 0]
+
+
+def describe_need(need: Amounts) -> str:
+    parts = [_amount(getattr(need, resource), resource) for resource in _asked(need)]
     if not parts:
         return "a free slot"
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
-def _shortages(place: PlaceState, need: Vector) -> list[str]:
+def _left(place: PlaceState, resource: str) -> int:
+    """How much of ``resource`` running calls leave on ``place`` (holds not counted)."""
+    return int(getattr(place.capacity, resource)) - int(getattr(place.used, resource))
+
+
+def _shortages(place: PlaceState, need: Amounts) -> list[str]:
     """Which resources ``place`` lacks for ``need`` right now, most telling first."""
-    capacity, used, held = place.capacity, place.used, place.held
+    capacity, held = place.capacity, place.held
     lacking = []
-    if capacity[3] - used[3] <= 0:
+    if _left(place, "slots") <= 0:
         lacking.append("slots")
-    for d, name in enumerate(("gpus", "cpus", "ram_mb")):
-        if capacity[d] != UNKNOWN and capacity[d] - used[d] < need[d]:
-            lacking.append(name)
+    for resource in RESOURCES:
+        if getattr(capacity, resource) != UNKNOWN and _left(place, resource) < getattr(
+            need, resource
+        ):
+            lacking.append(resource)
     if not lacking and any(
-        capacity[d] != UNKNOWN and capacity[d] - used[d] - held[d] < need[d] for d in range(4)
+        getattr(capacity, resource) != UNKNOWN
+        and _left(place, resource) - getattr(held, resource) < getattr(need, resource)
+        for resource in Amounts._fields
     ):
         lacking.append("reserved")
     return lacking
 
 
-def _too_small(place: PlaceState, need: Vector) -> int | None:
-    for d in range(4):
-        if place.capacity[d] != UNKNOWN and place.capacity[d] < need[d]:
-            return d
+def _too_small(place: PlaceState, need: Amounts) -> str | None:
+    """The first resource ``place`` has too little of, even with nothing running."""
+    for resource in Amounts._fields:
+        have = getattr(place.capacity, resource)
+        if have != UNKNOWN and have < getattr(need, resource):
+            return resource
     return None
 
 
-def _shortfall(place: PlaceState, need: Vector, asks_one_kind: bool) -> str:
+def _shortfall(place: PlaceState, need: Amounts, asks_one_kind: bool) -> str:
     """What ``place`` lacks, as a phrase: "all 4 slots busy", "1 of 4 GPUs free", ..."""
-    capacity, used = place.capacity, place.used
     small = _too_small(place, need)
     if small is not None:
-        return f"too small ({_amount(capacity[small], small)})"
+        return f"too small ({_amount(getattr(place.capacity, small), small)})"
     lacking = _shortages(place, need)
     if not lacking:
         return "has room now"
     first = lacking[0]
     if first == "slots":
-        return f"all {capacity[3]} slots busy"
+        return f"all {place.capacity.slots} slots busy"
     if first == "reserved":
         return "held for an earlier request"
-    d = ("gpus", "cpus", "ram_mb").index(first)
-    unit = "" if asks_one_kind else f" {_UNITS[d]}"
-    return f"{capacity[d] - used[d]} of {capacity[d]}{unit} free"
+    unit = "" if asks_one_kind else f" {_UNITS[first]}"
+    return f"{_left(place, first)} of {getattr(place.capacity, first)}{unit} free"
 
 
-def _detail(place: PlaceState, need: Vector, asks_one_kind: bool) -> str:
+def _detail(place: PlaceState, need: Amounts, asks_one_kind: bool) -> str:
     return f"{place.worker.name}: {_shortfall(place, need, asks_one_kind)}"
 
 
 def _busy(
-    label: str | None, need: Vector, places: Sequence[PlaceState], engine: bool
+    label: str | None, need: Amounts, places: Sequence[PlaceState], engine: bool
 ) -> tuple[str, Counter[str]]:
-    asks_one_kind = sum(1 for d in range(3) if need[d] > 0) <= 1
+    asks_one_kind = len(_asked(need)) <= 1
     ordered = sorted(places, key=lambda p: p.worker.name)
     details = [_detail(p, need, asks_one_kind) for p in ordered[:_MAX_DETAILS]]
     if len(ordered) > _MAX_DETAILS:
@@ -114,36 +128,35 @@ def _busy(
     return f"{carry} {label!r}; {headline} ({'; '.join(details)})", exhausted
 
 
-def _largest(places: Sequence[PlaceState], profiles: Sequence[Profile], d: int) -> int:
-    sizes = [p.capacity[d] for p in places]
-    sizes += [UNKNOWN if v is None else v for v in (_profile_amount(p, d) for p in profiles)]
+def _largest(places: Sequence[PlaceState], profiles: Sequence[Profile], resource: str) -> int:
+    sizes = [int(getattr(p.capacity, resource)) for p in places]
+    for profile in profiles:
+        amount = getattr(profile, resource)
+        sizes.append(UNKNOWN if amount is None else int(amount))
     return max(sizes, default=0)
-
-
-def _profile_amount(profile: Profile, d: int) -> int | None:
-    return (profile.gpus, profile.cpus, profile.ram_mb)[d]
 
 
 def _too_large(
     label: str | None,
-    need: Vector,
+    need: Amounts,
     places: Sequence[PlaceState],
     profiles: Sequence[Profile],
     engine: bool,
 ) -> str:
     if engine and label is None:
-        for d in range(3):
-            have = _largest(places, (), d)
-            if need[d] > have:
-                return f"needs {_amount(need[d], d)}; the engine has {have}"
+        for resource in RESOURCES:
+            have = _largest(places, (), resource)
+            if getattr(need, resource) > have:
+                return f"needs {_amount(getattr(need, resource), resource)}; the engine has {have}"
         return f"needs {describe_need(need)}; the engine has no slot for it"
     which = "worker or profile" if profiles else "worker"
     where = f"{which} with {label!r}"
     pool = () if engine else places
-    for d in range(3):
-        have = _largest(pool, profiles, d)
-        if need[d] > have:
-            return f"needs {_amount(need[d], d)}; the largest {where} has {have}"
+    for resource in RESOURCES:
+        have = _largest(pool, profiles, resource)
+        wanted = getattr(need, resource)
+        if wanted > have:
+            return f"needs {_amount(wanted, resource)}; the largest {where} has {have}"
     return f"needs {describe_need(need)} on one machine; no {where} has all of that"
 
 
@@ -151,7 +164,7 @@ def render(
     *,
     kind: WaitKind,
     label: str | None,
-    need: Vector,
+    need: Amounts,
     places: Sequence[PlaceState],
     profiles: Sequence[Profile],
     held_on: str | None,
@@ -202,7 +215,7 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
     )
 
 
-def explain_place(request: CallRequest, need: Vector, place: PlaceState) -> str:
+def explain_place(request: CallRequest, need: Amounts, place: PlaceState) -> str:
     """Why ``request`` is not running on ``place`` right now."""
     name = place.worker.name
     if request.label is not None and request.label not in place.worker.labels:
@@ -212,8 +225,8 @@ def explain_place(request: CallRequest, need: Vector, place: PlaceState) -> str:
     small = _too_small(place, need)
     if small is not None:
         return (
-            f"{name} is too small: it has {_amount(place.capacity[small], small)},"
-            f" the request needs {_amount(need[small], small)}"
+            f"{name} is too small: it has {_amount(getattr(place.capacity, small), small)},"
+            f" the request needs {_amount(getattr(need, small), small)}"
         )
     if not _shortages(place, need):
         return f"{name} could run it; it starts at the next pass"

@@ -8,14 +8,14 @@ property tests require both to make the same plan from the same snapshot.
 from __future__ import annotations
 
 from fluksio.scheduler.model import ENGINE_ID, CallRequest, Placement, Policy, ProvisionAsk
-from fluksio.scheduler.resources import Vector, covers
-from fluksio.scheduler.scheduler import Plan, Snapshot, profile_vector
+from fluksio.scheduler.resources import Amounts, covers
+from fluksio.scheduler.scheduler import Plan, Snapshot, profile_amounts
 from fluksio.scheduler.state import PlaceState, need_of
 
 __all__ = ["reference_plan"]
 
 
-def _candidates(request: CallRequest, places: list[PlaceState], need: Vector) -> list[PlaceState]:
+def _candidates(request: CallRequest, places: list[PlaceState], need: Amounts) -> list[PlaceState]:
     engine = [p for p in places if p.id == ENGINE_ID]
     if request.label is None:
         return engine
@@ -30,7 +30,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
     by_id = {p.id: p for p in places}
     for _request, allocation in snapshot.running:
         place = by_id[allocation.place_id]
-        place.used = [u + t for u, t in zip(place.used, allocation.taken, strict=True)]
+        place.used = place.used.plus(allocation.taken)
         place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
     profiles = {p.key: p for p in snapshot.profiles}
     targets = dict(snapshot.targets)
@@ -48,18 +48,18 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         if fitting:
             best = min(fitting, key=lambda p: p.free_key())
             taken = best.known(need)
-            gpu_ids = tuple(best.free_gpu_ids[: taken[0]])
-            best.used = [u + t for u, t in zip(best.used, taken, strict=True)]
-            del best.free_gpu_ids[: taken[0]]
+            gpu_ids = tuple(best.free_gpu_ids[: taken.gpus])
+            best.used = best.used.plus(taken)
+            del best.free_gpu_ids[: taken.gpus]
             placements.append(
                 Placement(
                     request.id,
                     best.id,
                     gpu_ids,
                     best.threads_for(need),
-                    cpus=taken[1],
-                    gpus=taken[0],
-                    ram_mb=taken[2],
+                    cpus=taken.cpus,
+                    gpus=taken.gpus,
+                    ram_mb=taken.ram_mb,
                 )
             )
             continue
@@ -75,7 +75,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                 else min(holdable, key=lambda p: p.capacity_key(), default=None)
             )
             if target is not None:
-                target.held = [h + k for h, k in zip(target.held, target.known(need), strict=True)]
+                target.held = target.held.plus(target.known(need))
                 holds[request.id] = target.id
             continue
         if request.label is None:
@@ -83,10 +83,10 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         fitting_profiles = [
             p
             for p in profiles.values()
-            if request.label in p.labels and covers(profile_vector(p), need)
+            if request.label in p.labels and covers(profile_amounts(p), need)
         ]
         if fitting_profiles:
-            smallest = min(fitting_profiles, key=lambda p: (profile_vector(p), p.key))
+            smallest = min(fitting_profiles, key=lambda p: (profile_amounts(p), p.key))
             if not smallest.outstanding and smallest.key not in asked:
                 asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
                 asked.add(smallest.key)

@@ -1,41 +1,72 @@
-"""Resource vectors, and the sorted indexes that find a best fit without scanning every place.
+"""Amounts of resources, and the sorted indexes that find a best fit without scanning.
 
-A vector is ``(gpus, cpus, ram_mb, slots)``: GPUs first because they are the scarcest and
-the order of this tuple *is* the best-fit rule (see :class:`FreeIndex`). An unknown amount
-on a place is :data:`UNKNOWN`, larger than any request, so it never constrains.
+:class:`Amounts` is ``(gpus, cpus, ram_mb, slots)``: GPUs first because they are the
+scarcest, and the order of its fields *is* the best-fit rule (see :class:`PlaceIndex`).
+An unknown amount on a place is :data:`UNKNOWN`, larger than any request, so it never
+constrains. Internal to the package: the engine sees :class:`~.model.Resources`.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable
+from typing import NamedTuple
 
-__all__ = [
-    "DIMENSIONS",
-    "UNKNOWN",
-    "PlaceIndex",
-    "Vector",
-    "covers",
-]
+__all__ = ["RESOURCES", "UNKNOWN", "ZERO", "Amounts", "PlaceIndex", "PlaceKey", "covers"]
 
-Vector = tuple[int, int, int, int]
-DIMENSIONS = ("gpus", "cpus", "ram_mb", "slots")
 UNKNOWN = 1 << 62
 """Stands for an amount the place did not report: enough for any request."""
 
-Key = tuple[int, int, int, int, str]
+
+class Amounts(NamedTuple):
+    """Whole amounts of each resource; on a place, :data:`UNKNOWN` where not reported."""
+
+    gpus: int
+    cpus: int
+    ram_mb: int
+    slots: int
+
+    def plus(self, other: Amounts) -> Amounts:
+        return Amounts(
+            self.gpus + other.gpus,
+            self.cpus + other.cpus,
+            self.ram_mb + other.ram_mb,
+            self.slots + other.slots,
+        )
+
+    def minus(self, other: Amounts) -> Amounts:
+        return Amounts(
+            self.gpus - other.gpus,
+            self.cpus - other.cpus,
+            self.ram_mb - other.ram_mb,
+            self.slots - other.slots,
+        )
 
 
-def covers(available: Vector, need: Vector) -> bool:
-    return (
-        available[0] >= need[0]
-        and available[1] >= need[1]
-        and available[2] >= need[2]
-        and available[3] >= need[3]
-    )
+ZERO = Amounts(0, 0, 0, 0)
+RESOURCES = ("gpus", "cpus", "ram_mb")
+"""The resources a request asks amounts of (every call also takes one slot)."""
 
 
-def _first(keys: list[Key], need: Vector, accept: Callable[[Key], bool]) -> Key | None:
+class PlaceKey(NamedTuple):
+    """A place in an index: its amounts (free, or whole capacity), then its id."""
+
+    gpus: int
+    cpus: int
+    ram_mb: int
+    slots: int
+    place_id: str
+
+
+def covers(available: Amounts, need: Amounts) -> bool:
+    gpus, cpus, ram_mb, slots = available
+    need_gpus, need_cpus, need_ram_mb, need_slots = need
+    return gpus >= need_gpus and cpus >= need_cpus and ram_mb >= need_ram_mb and slots >= need_slots
+
+
+def _first(
+    keys: list[PlaceKey], need: Amounts, accept: Callable[[PlaceKey], bool]
+) -> PlaceKey | None:
     """The smallest key that covers ``need`` and that ``accept`` takes.
 
     Keys sort by GPUs, then cores, so every key before ``(need gpus, need cpus)`` lacks one
@@ -46,21 +77,21 @@ def _first(keys: list[Key], need: Vector, accept: Callable[[Key], bool]) -> Key 
     end = len(keys)
     while position < end:
         key = keys[position]
-        if key[1] < cpus:
-            position = bisect_left(keys, (key[0], cpus), position)
+        if key.cpus < cpus:
+            position = bisect_left(keys, (key.gpus, cpus), position)
             continue
-        if key[2] >= ram and key[3] >= slots and accept(key):
+        if key.ram_mb >= ram and key.slots >= slots and accept(key):
             return key
         position += 1
     return None
 
 
-def _accept_all(_key: Key) -> bool:
+def _accept_all(_key: PlaceKey) -> bool:
     return True
 
 
 class PlaceIndex:
-    """Places sorted by a vector of theirs (what is free, or their whole capacity).
+    """Places sorted by amounts of theirs (what is free, or their whole capacity).
 
     Used with free amounts it answers *best fit*: among places whose free amounts cover
     the request, the one with the fewest free GPUs, then the fewest free cores, then the
@@ -70,20 +101,20 @@ class PlaceIndex:
     """
 
     def __init__(self) -> None:
-        self._keys: list[Key] = []
+        self._keys: list[PlaceKey] = []
 
     def __len__(self) -> int:
         return len(self._keys)
 
-    def add(self, key: Key) -> None:
+    def add(self, key: PlaceKey) -> None:
         insort(self._keys, key)
 
-    def discard(self, key: Key) -> None:
+    def discard(self, key: PlaceKey) -> None:
         position = bisect_left(self._keys, key)
         if position < len(self._keys) and self._keys[position] == key:
             del self._keys[position]
 
-    def first(self, need: Vector, accept: Callable[[Key], bool] = _accept_all) -> str | None:
+    def first(self, need: Amounts, accept: Callable[[PlaceKey], bool] = _accept_all) -> str | None:
         """The id of the first place (in index order) covering ``need`` that ``accept`` takes."""
         key = _first(self._keys, need, accept)
-        return None if key is None else key[4]
+        return None if key is None else key.place_id

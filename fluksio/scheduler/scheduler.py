@@ -48,12 +48,12 @@ from fluksio.scheduler.model import (
     Worker,
 )
 from fluksio.scheduler.queues import ShapeQueue
-from fluksio.scheduler.resources import UNKNOWN, Vector, covers
+from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, covers
 from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
 
-__all__ = ["Plan", "Scheduler", "Shape", "Snapshot", "plan", "profile_vector"]
+__all__ = ["Plan", "Scheduler", "Shape", "Snapshot", "plan", "profile_amounts"]
 
-Shape = tuple[str | None, Policy, Vector]
+Shape = tuple[str | None, Policy, Amounts]
 """Requests alike in label, policy and amounts: they are served strictly in order."""
 
 
@@ -126,8 +126,7 @@ class Scheduler:
         for request, allocation in snapshot.running:
             place = scheduler._places[allocation.place_id]
             scheduler._unindex_free(place)
-            for d in range(4):
-                place.used[d] += allocation.taken[d]
+            place.used = place.used.plus(allocation.taken)
             place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
             scheduler._index_free(place)
             scheduler._requests[request.id] = request
@@ -203,8 +202,7 @@ class Scheduler:
         place = self._places.get(allocation.place_id)
         if place is not None:
             self._unindex_free(place)
-            for d in range(4):
-                place.used[d] -= allocation.taken[d]
+            place.used = place.used.minus(allocation.taken)
             place.free_gpu_ids = sorted((*place.free_gpu_ids, *allocation.gpu_ids))
             self._index_free(place)
         return allocation
@@ -228,19 +226,19 @@ class Scheduler:
         heap = [(queue.head(), n, shape) for n, (shape, queue) in enumerate(self._queues.items())]
         heapq.heapify(heap)
         while heap:
-            key, n, shape = heapq.heappop(heap)
+            (_queued_at, request_id), n, shape = heapq.heappop(heap)
             queue = self._queues[shape]
             label, policy, need = shape
             group_key = self._group_for(label, policy, need)
             group = self._groups.get(group_key)
             place_id = group.free.first(need) if group is not None else None
             if place_id is None:
-                verdict = self._blocked(shape, group_key, key[1], asks)
+                verdict = self._blocked(shape, group_key, request_id, asks)
                 self._verdicts[shape] = verdict
                 if verdict.held_on is not None:
-                    holds[key[1]] = verdict.held_on
+                    holds[request_id] = verdict.held_on
                 continue
-            placements.append(self._allocate(place_id, key[1], need))
+            placements.append(self._allocate(place_id, request_id, need))
             queue.pop_head()
             if queue:
                 heapq.heappush(heap, (queue.head(), n, shape))
@@ -248,7 +246,7 @@ class Scheduler:
                 del self._queues[shape]
         return Plan(tuple(placements), tuple(asks.values()), holds)
 
-    def _group_for(self, label: str | None, policy: Policy, need: Vector) -> GroupKey:
+    def _group_for(self, label: str | None, policy: Policy, need: Amounts) -> GroupKey:
         if label is None:
             return None
         if policy is Policy.PREFER:
@@ -257,14 +255,13 @@ class Scheduler:
                 return None
         return label
 
-    def _allocate(self, place_id: str, request_id: str, need: Vector) -> Placement:
+    def _allocate(self, place_id: str, request_id: str, need: Amounts) -> Placement:
         place = self._places[place_id]
         taken = place.known(need)
-        gpu_ids = tuple(place.free_gpu_ids[: taken[0]])
+        gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
         self._unindex_free(place)
-        for d in range(4):
-            place.used[d] += taken[d]
-        del place.free_gpu_ids[: taken[0]]
+        place.used = place.used.plus(taken)
+        del place.free_gpu_ids[: taken.gpus]
         self._index_free(place)
         self._running[request_id] = Allocation(place_id, taken, gpu_ids)
         self._targets.pop(request_id, None)
@@ -273,9 +270,9 @@ class Scheduler:
             worker_id=place_id,
             gpu_ids=gpu_ids,
             threads=place.threads_for(need),
-            cpus=taken[1],
-            gpus=taken[0],
-            ram_mb=taken[2],
+            cpus=taken.cpus,
+            gpus=taken.gpus,
+            ram_mb=taken.ram_mb,
         )
 
     def _blocked(
@@ -296,17 +293,19 @@ class Scheduler:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
         return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
-    def _fitting_profile(self, label: str | None, need: Vector) -> Profile | None:
+    def _fitting_profile(self, label: str | None, need: Amounts) -> Profile | None:
         if label is None:
             return None
         fitting = [
-            (profile_vector(p), p.key, p)
+            (profile_amounts(p), p.key, p)
             for p in self._profiles.values()
-            if label in p.labels and covers(profile_vector(p), need)
+            if label in p.labels and covers(profile_amounts(p), need)
         ]
         return min(fitting)[2] if fitting else None
 
-    def _hold(self, request_id: str, group_key: GroupKey, group: Group, need: Vector) -> str | None:
+    def _hold(
+        self, request_id: str, group_key: GroupKey, group: Group, need: Amounts
+    ) -> str | None:
         def can_hold(place: PlaceState) -> bool:
             return covers(place.unheld(), need)
 
@@ -314,13 +313,12 @@ class Scheduler:
         if previous is not None and group_key in previous.groups and can_hold(previous):
             target: str | None = previous.id
         else:
-            target = group.capacity.first(need, lambda key: can_hold(self._places[key[4]]))
+            target = group.capacity.first(need, lambda key: can_hold(self._places[key.place_id]))
         if target is None:
             return None
         place = self._places[target]
         self._unindex_free(place)
-        for d, amount in enumerate(place.known(need)):
-            place.held[d] += amount
+        place.held = place.held.plus(place.known(need))
         self._index_free(place)
         self._held.add(target)
         self._targets[request_id] = target
@@ -330,19 +328,19 @@ class Scheduler:
         for place_id in self._held:
             place = self._places[place_id]
             self._unindex_free(place)
-            place.held = [0, 0, 0, 0]
+            place.held = ZERO
             self._index_free(place)
         self._held = set()
 
     def _index_free(self, place: PlaceState) -> None:
         key = place.free_key()
-        if key[3] > 0:
+        if key.slots > 0:
             for group_key in place.groups:
                 self._groups[group_key].free.add(key)
 
     def _unindex_free(self, place: PlaceState) -> None:
         key = place.free_key()
-        if key[3] > 0:
+        if key.slots > 0:
             for group_key in place.groups:
                 self._groups[group_key].free.discard(key)
 
@@ -361,6 +359,7 @@ class Scheduler:
         verdict = self._verdicts.get(shape)
         if verdict is None:
             return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
+        label, _policy, need = shape
         is_holder = verdict.holder == request_id
         profile = self._profiles.get(verdict.profile or "")
         if verdict.kind is WaitKind.PROVISIONING and profile is not None:
@@ -371,10 +370,10 @@ class Scheduler:
         if cached is None:
             cached = reasons.render(
                 kind=verdict.kind,
-                label=shape[0],
-                need=shape[2],
+                label=label,
+                need=need,
                 places=[self._places[i] for i in self._candidates(verdict.group)],
-                profiles=[p for p in self._profiles.values() if shape[0] in p.labels],
+                profiles=[p for p in self._profiles.values() if label in p.labels],
                 held_on=self._places[verdict.held_on].worker.name
                 if is_holder and verdict.held_on
                 else None,
@@ -396,7 +395,7 @@ class Scheduler:
     def waiting(self) -> list[str]:
         """Ids of the waiting requests, in the order they will be served."""
         keys = [key for queue in self._queues.values() for key in queue]
-        return [key[1] for key in sorted(keys)]
+        return [request_id for _queued_at, request_id in sorted(keys)]
 
     def running(self) -> dict[str, Allocation]:
         return dict(self._running)
@@ -429,16 +428,16 @@ class Scheduler:
         return list(self._places.values())
 
 
-def _resources(vector: Vector) -> Resources:
+def _resources(amounts: Amounts) -> Resources:
     def known(value: int) -> int | None:
         return None if value == UNKNOWN else value
 
-    return Resources(known(vector[0]), known(vector[1]), known(vector[2]), vector[3])
+    return Resources(known(amounts.gpus), known(amounts.cpus), known(amounts.ram_mb), amounts.slots)
 
 
-def profile_vector(profile: Profile) -> Vector:
-    """A profile's amounts as a vector; what it does not state does not constrain."""
-    return (
+def profile_amounts(profile: Profile) -> Amounts:
+    """What one machine of a profile brings; what it does not state does not constrain."""
+    return Amounts(
         UNKNOWN if profile.gpus is None else profile.gpus,
         UNKNOWN if profile.cpus is None else profile.cpus,
         UNKNOWN if profile.ram_mb is None else profile.ram_mb,
