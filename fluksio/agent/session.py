@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -26,15 +27,24 @@ import aiohttp
 
 from fluksio.agent import __version__
 from fluksio.agent.errors import AgentError
+from fluksio.agent.frames import (
+    PROTOCOL,
+    AnswerFrame,
+    ErrorRecord,
+    HelloFrame,
+    InventoryReport,
+    ProgressFrame,
+    encode,
+)
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallSpec, Launcher
 from fluksio.agent.urls import AttachUrl
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
 
-PROTOCOL = 2
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
 log = logging.getLogger("fluksio.worker")
+_ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
@@ -135,7 +145,7 @@ class Agent:
                 raise
             self._ws = ws
             try:
-                await ws.send_str(json.dumps(self._hello()))
+                await ws.send_str(encode(self._hello()))
                 first = await ws.receive(timeout=30)
                 if first.type != aiohttp.WSMsgType.TEXT:
                     raise aiohttp.ClientError(f"the engine closed the connection ({first.extra})")
@@ -179,24 +189,21 @@ class Agent:
             detail = None
         return str(detail or f"the engine refused the worker token (HTTP {status})")
 
-    def _hello(self) -> dict[str, Any]:
+    def _hello(self) -> HelloFrame:
         inventory = self.config.inventory
-        return {
-            "op": "hello",
-            "protocol": PROTOCOL,
-            "name": self.config.name,
-            "labels": self.config.labels,
-            "python": self.launcher.python,
-            "max_parallel": self.config.parallel,
-            "venv_digest": self.config.venv_digest,
-            "inventory": {
-                "cpus": inventory.cpus,
-                "gpus": inventory.gpus,
-                "ram_mb": inventory.ram_mb,
-            },
-            "version": __version__,
-            "slurm_job_id": self.config.slurm_job_id,
-        }
+        return HelloFrame(
+            protocol=PROTOCOL,
+            name=self.config.name,
+            labels=self.config.labels,
+            python=self.launcher.python,
+            max_parallel=self.config.parallel,
+            venv_digest=self.config.venv_digest,
+            inventory=InventoryReport(
+                cpus=inventory.cpus, gpus=inventory.gpus, ram_mb=inventory.ram_mb
+            ),
+            version=__version__,
+            slurm_job_id=self.config.slurm_job_id,
+        )
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
@@ -249,27 +256,33 @@ class Agent:
 
     async def _call(self, ws: aiohttp.ClientWebSocketResponse, spec: CallSpec) -> None:
         def on_event(record: dict[str, Any]) -> None:
-            event = {
-                "call_id": spec.call_id,
-                "event": record.get("event"),
-                "outputs": record.get("outputs"),
-                "ts": record.get("ts"),
-            }
+            event = ProgressFrame(
+                call_id=spec.call_id,
+                event=record.get("event", "emit"),
+                outputs=record.get("outputs"),
+                ts=record.get("ts"),
+            )
             asyncio.get_running_loop().create_task(_send(ws, event))
 
         outcome = await self.launcher.run(spec, on_event)
-        answer: dict[str, Any] = {"call_id": spec.call_id, "ok": outcome.ok, "logs": outcome.logs}
-        if outcome.ok:
-            answer["result"] = outcome.result
-        else:
-            answer["error"] = outcome.error
+        error = None
+        if not outcome.ok:
+            fields = {k: str(v) for k, v in (outcome.error or {}).items() if k in _ERROR_FIELDS}
+            error = ErrorRecord(**fields)
+        answer = AnswerFrame(
+            call_id=spec.call_id,
+            ok=outcome.ok,
+            result=outcome.result if outcome.ok else None,
+            error=error,
+            logs=outcome.logs,
+        )
         await _send(ws, answer)
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
             await asyncio.sleep(self.config.heartbeat_s)
             for call_id in list(self._calls):
-                await _send(ws, {"call_id": call_id, "event": "heartbeat"})
+                await _send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))
 
     def _abandon_calls(self) -> None:
         """The connection is gone, and the engine has failed these calls: stop them."""
@@ -301,9 +314,9 @@ def shared_store_env(store: object) -> dict[str, str]:
     return {"FLUKSIO_ARTIFACT_DIR": str(root)}
 
 
-async def _send(ws: aiohttp.ClientWebSocketResponse, frame: dict[str, Any]) -> None:
+async def _send(ws: aiohttp.ClientWebSocketResponse, frame: ProgressFrame | AnswerFrame) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
-        await ws.send_str(json.dumps(frame))
+        await ws.send_str(encode(frame))
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
+from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFrame, encode
 from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
 from fluksio.api.logging import get_logger
@@ -26,7 +27,8 @@ from fluksio.api.tokens import WorkerIdentity
 from fluksio.api.workers.protocol import (
     CLOSE_SUPERSEDED,
     PROTOCOL,
-    Hello,
+    FrameError,
+    parse_hello,
     parse_worker_frame,
 )
 from fluksio.api.workers.registry import NeedsUpgrade, display_name
@@ -49,12 +51,14 @@ class _Refused(Exception):
 
 
 async def _refuse(ws: web.WebSocketResponse, reason: str) -> web.WebSocketResponse:
-    await ws.send_str(json.dumps({"op": "refused", "reason": reason}))
+    await ws.send_str(encode(RefusedFrame(reason=reason)))
     await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=reason.encode()[:120])
     return ws
 
 
-async def _hello(request: web.Request, ws: web.WebSocketResponse, token: WorkerIdentity) -> Hello:
+async def _hello(
+    request: web.Request, ws: web.WebSocketResponse, token: WorkerIdentity
+) -> HelloFrame:
     settings = request.app[SETTINGS]
     try:
         message = await ws.receive(timeout=settings.worker_hello_timeout_s)
@@ -89,9 +93,11 @@ async def _hello(request: web.Request, ws: web.WebSocketResponse, token: WorkerI
         )
         raise _Refused(reason)
     try:
-        hello = Hello.model_validate(raw)
+        hello = parse_hello(raw)
     except ValidationError as exc:
         raise _Refused(f"malformed hello: {one_sentence(exc, whole='hello')}") from None
+    except FrameError as exc:
+        raise _Refused(f"malformed hello: {exc}") from None
     unsigned = sorted(set(hello.labels) - set(token.labels))
     if unsigned:
         signed = ", ".join(token.labels) or "no labels"
@@ -146,10 +152,8 @@ async def attach(request: web.Request) -> web.StreamResponse:
     nonce = store.write_probe(session.id)
     # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
     # such a worker's calls use the store directly instead of HTTP. Never assumed.
-    shared = {"path": str(store.root), "probe": f"probes/{session.id}", "nonce": nonce}
-    await ws.send_str(
-        json.dumps({"op": "welcome", "protocol": PROTOCOL, "name": name, "store": shared})
-    )
+    shared = StoreOffer(path=str(store.root), probe=f"probes/{session.id}", nonce=nonce)
+    await ws.send_str(encode(WelcomeFrame(name=name, store=shared)))
     inventory = hello.inventory
     event = _event(session)
     dispatcher.worker_attached(

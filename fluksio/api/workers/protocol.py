@@ -1,82 +1,80 @@
-"""Protocol 2 frames from workers, validated (see ``shared/spec/protocol.md``).
+"""Frames from workers, validated against the agent's own declarations.
 
-Unknown keys are ignored so that a newer agent's additions never break an older engine;
-what the engine relies on is required and typed. ``parallel`` is accepted as an alias of
-``max_parallel``; a hello without ``version`` comes from a published 0.1.x agent.
+The frames are declared once, in :mod:`fluksio.agent.frames` (standard library
+dataclasses both sides import); here pydantic ``TypeAdapter``s validate what arrives
+against those declarations, and the engine adds the bounds that protect it (lengths and
+counts a hostile worker could inflate). Unknown keys are ignored; ``parallel`` is accepted
+as an alias of ``max_parallel``; a hello without ``version`` comes from a published 0.1.x
+agent.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import TypeAdapter, ValidationError
+
+from fluksio.agent.frames import PROTOCOL, AnswerFrame, HelloFrame, ProgressFrame
 
 __all__ = [
     "CLOSE_SUPERSEDED",
     "PROTOCOL",
-    "Answer",
-    "Hello",
-    "Progress",
+    "FrameError",
     "ValidationError",
+    "parse_hello",
     "parse_worker_frame",
 ]
 
-PROTOCOL = 2
 CLOSE_SUPERSEDED = 4409
 """Close code for a session replaced by a newer one of the same worker: do not reconnect."""
 
+_HELLO: TypeAdapter[HelloFrame] = TypeAdapter(HelloFrame)
+_PROGRESS: TypeAdapter[ProgressFrame] = TypeAdapter(ProgressFrame)
+_ANSWER: TypeAdapter[AnswerFrame] = TypeAdapter(AnswerFrame)
 
-class _Frame(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-
-class Inventory(_Frame):
-    cpus: int | None = Field(default=None, ge=0, le=1_000_000)
-    gpus: int | None = Field(default=None, ge=0, le=4096)
-    ram_mb: int | None = Field(default=None, ge=0)
-
-
-class Hello(_Frame):
-    op: Literal["hello"]
-    protocol: int
-    name: str = Field(min_length=1, max_length=128)
-    labels: list[str] = Field(default_factory=list, max_length=64)
-    python: str = Field(default="", max_length=4096)
-    max_parallel: int = Field(
-        default=1, ge=1, le=4096, validation_alias=AliasChoices("max_parallel", "parallel")
-    )
-    venv_digest: str = Field(default="", max_length=256)
-    inventory: Inventory = Field(default_factory=Inventory)
-    version: str | None = Field(default=None, max_length=64)
-    slurm_job_id: str | None = Field(default=None, max_length=64)
+_TEXT_LIMITS = {"name": 128, "python": 4096, "venv_digest": 256, "version": 64, "slurm_job_id": 64}
+_MAX_LABELS = 64
+_MAX_PARALLEL = 4096
+_MAX_CALL_ID = 128
 
 
-class Progress(_Frame):
-    call_id: str = Field(min_length=1, max_length=128)
-    event: Literal["heartbeat", "emit", "yield"]
-    outputs: Any = None
-    ts: float | None = None
+class FrameError(ValueError):
+    """A frame that is well-formed JSON of the right shape but out of bounds; says which."""
 
 
-class CallError(_Frame):
-    type: str = Field(default="RemoteError", max_length=256)
-    message: str = ""
-    short: str = ""
-    traceback: str = ""
+def parse_hello(payload: dict[str, Any]) -> HelloFrame:
+    """A hello, validated and bounded; raises ValidationError or FrameError naming the field."""
+    if "max_parallel" not in payload and "parallel" in payload:
+        payload = {**payload, "max_parallel": payload["parallel"]}
+    hello = _HELLO.validate_python(payload)
+    for name, limit in _TEXT_LIMITS.items():
+        value = getattr(hello, name)
+        if value is not None and len(value) > limit:
+            raise FrameError(f"{name}: must be at most {limit} characters")
+    if not hello.name:
+        raise FrameError("name: must not be empty")
+    if len(hello.labels) > _MAX_LABELS:
+        raise FrameError(f"labels: at most {_MAX_LABELS}")
+    if not 1 <= hello.max_parallel <= _MAX_PARALLEL:
+        raise FrameError(f"max_parallel: must be from 1 to {_MAX_PARALLEL}")
+    inventory = hello.inventory
+    for name, amount in (("cpus", inventory.cpus), ("gpus", inventory.gpus)):
+        if amount is not None and not 0 <= amount <= 1_000_000:
+            raise FrameError(f"inventory.{name}: must be from 0 to 1000000")
+    if inventory.ram_mb is not None and inventory.ram_mb < 0:
+        raise FrameError("inventory.ram_mb: must not be negative")
+    return hello
 
 
-class Answer(_Frame):
-    call_id: str = Field(min_length=1, max_length=128)
-    ok: bool
-    result: Any = None
-    error: CallError | None = None
-    logs: str = ""
-
-
-def parse_worker_frame(payload: Any) -> Progress | Answer:
+def parse_worker_frame(payload: Any) -> ProgressFrame | AnswerFrame:
     """A frame after the hello: a progress event, or the answer that ends a call."""
     if not isinstance(payload, dict) or "call_id" not in payload:
-        raise ValueError("a worker frame is a JSON object with a call_id")
-    if "event" in payload:
-        return Progress.model_validate(payload)
-    return Answer.model_validate(payload)
+        raise FrameError("a worker frame is a JSON object with a call_id")
+    frame: ProgressFrame | AnswerFrame = (
+        _PROGRESS.validate_python(payload)
+        if "event" in payload
+        else _ANSWER.validate_python(payload)
+    )
+    if not 1 <= len(frame.call_id) <= _MAX_CALL_ID:
+        raise FrameError(f"call_id: must be 1 to {_MAX_CALL_ID} characters")
+    return frame

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,10 +17,18 @@ from typing import Any
 
 from aiohttp import WSCloseCode, web
 
+from fluksio.agent.frames import (
+    AnswerFrame,
+    CancelFrame,
+    HelloFrame,
+    ProgressFrame,
+    RunFrame,
+    RunRef,
+    encode,
+)
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
-from fluksio.api.workers.protocol import Answer, Hello, Progress
 
 __all__ = ["WorkerSession"]
 
@@ -41,7 +49,7 @@ class WorkerSession:
     identity: tuple[str, str]
     token: WorkerIdentity
     key_id: str
-    hello: Hello
+    hello: HelloFrame
     ws: web.WebSocketResponse
     attached_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.time)
@@ -70,19 +78,19 @@ class WorkerSession:
             return CallOutcome(False, error=error_record("WorkerGone", self.closed_reason))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._pending[spec.call_id] = _Pending(future, on_event)
-        frame = {
-            "op": "compile" if spec.op == "compile" else "run",
-            "call_id": spec.call_id,
-            "flow": spec.flow,
-            "node": spec.node,
-            "source": spec.source,
-            "kwargs": spec.kwargs,
-            "run": {"id": spec.run_id} if spec.run_id else None,
-            "timeout": spec.timeout,
-            "env": spec.env,
-        }
+        frame = RunFrame(
+            op="compile" if spec.op == "compile" else "run",
+            call_id=spec.call_id,
+            flow=spec.flow,
+            node=spec.node,
+            source=spec.source,
+            kwargs=spec.kwargs,
+            run=RunRef(id=spec.run_id) if spec.run_id else None,
+            timeout=spec.timeout,
+            env=spec.env,
+        )
         try:
-            await self.ws.send_str(json.dumps(frame))
+            await self.ws.send_str(encode(frame))
             return await future
         except (ConnectionError, RuntimeError) as exc:
             return CallOutcome(
@@ -94,23 +102,23 @@ class WorkerSession:
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:
             return False
-        frame = json.dumps({"op": "cancel", "call_id": call_id})
+        frame = encode(CancelFrame(call_id=call_id))
         task = asyncio.get_running_loop().create_task(self.ws.send_str(frame))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
         return True
 
     # -- what arrives on the socket ----------------------------------------------------
 
-    def handle(self, frame: Progress | Answer) -> None:
+    def handle(self, frame: ProgressFrame | AnswerFrame) -> None:
         self.last_seen = time.time()
         pending = self._pending.get(frame.call_id)
         if pending is None:
             return  # an answer for a call already failed or unknown: nothing to do
-        if isinstance(frame, Progress):
+        if isinstance(frame, ProgressFrame):
             if frame.event != "heartbeat":
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
             return
-        error = frame.error.model_dump() if frame.error is not None else None
+        error = dataclasses.asdict(frame.error) if frame.error is not None else None
         if not frame.ok and error is None:
             error = error_record("RemoteError", "the worker reported a failure without details")
         if not pending.future.done():

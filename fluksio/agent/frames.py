@@ -1,0 +1,170 @@
+"""The attach socket's frames, in both directions, declared once (protocol 2).
+
+Both sides import this module: the agent builds the frames it sends from these classes,
+and the engine builds its own from them and validates what arrives against them (with a
+pydantic ``TypeAdapter`` over these very dataclasses). Standard library only, since the
+agent imports nothing else of Fluksio and the runner's host may have nothing more.
+
+The vocabulary is the published agent's (``shared/spec/protocol.md``); fields marked
+*ours* are additions an older engine ignores and this engine never requires. Unknown keys
+are ignored on arrival, so a newer agent's additions never break an older engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "PROTOCOL",
+    "AnswerFrame",
+    "CancelFrame",
+    "ErrorRecord",
+    "HelloFrame",
+    "InventoryReport",
+    "ProgressFrame",
+    "RefusedFrame",
+    "RunFrame",
+    "RunRef",
+    "StoreOffer",
+    "WelcomeFrame",
+    "encode",
+]
+
+PROTOCOL = 2
+"""The protocol both sides speak; a hello naming another is refused with what to upgrade."""
+
+
+# -- worker -> engine ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class InventoryReport:
+    """What the worker's machine has; null where it could not tell."""
+
+    cpus: int | None = None
+    gpus: int | None = None
+    ram_mb: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HelloFrame:
+    """The first frame a worker sends."""
+
+    op: Literal["hello"] = "hello"
+    protocol: int
+    name: str
+    labels: list[str] = field(default_factory=list)
+    python: str = ""
+    """The interpreter that runs its calls (a path)."""
+    max_parallel: int = 1
+    """Calls it runs at once (``parallel`` is accepted as an alias on arrival)."""
+    venv_digest: str = ""
+    inventory: InventoryReport = field(default_factory=InventoryReport)
+    version: str | None = None
+    """(ours) The agent's version; a hello without one comes from a published 0.1.x agent."""
+    slurm_job_id: str | None = None
+    """(ours) The batch job the worker runs in, if any."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressFrame:
+    """A call's sign of life (``heartbeat``) or output (``emit``, ``yield``)."""
+
+    call_id: str
+    event: Literal["heartbeat", "emit", "yield"]
+    outputs: Any = None
+    ts: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorRecord:
+    """Why a call failed, as the runner or the agent wrote it."""
+
+    type: str = "RemoteError"
+    message: str = ""
+    short: str = ""
+    traceback: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerFrame:
+    """The one frame that ends a call: a ``call_id`` and no ``event``."""
+
+    call_id: str
+    ok: bool
+    result: Any = None
+    error: ErrorRecord | None = None
+    logs: str = ""
+
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"result", "error"})
+
+
+# -- engine -> worker ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreOffer:
+    """(ours) Where the engine's artifact store is, and a probe only a worker sharing its
+    filesystem can read; such a worker's calls use the store directly."""
+
+    path: str
+    probe: str
+    nonce: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WelcomeFrame:
+    op: Literal["welcome"] = "welcome"
+    protocol: int = PROTOCOL
+    name: str
+    """The worker's name as the engine shows it."""
+    store: StoreOffer | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RefusedFrame:
+    """Sent before closing: a sentence saying what to do. Retrying cannot help."""
+
+    op: Literal["refused"] = "refused"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRef:
+    id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFrame:
+    """Run a node call (``run``), or only check that its source loads there (``compile``)."""
+
+    op: Literal["run", "compile"] = "run"
+    call_id: str
+    """Unique per call, never reused."""
+    flow: str
+    node: str
+    source: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    run: RunRef | None = None
+    timeout: float = 0
+    """Silence seconds: the call is stopped after this long without a sign of life."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Thread caps and ``CUDA_VISIBLE_DEVICES``, and what the call needs for artifacts."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelFrame:
+    op: Literal["cancel"] = "cancel"
+    call_id: str
+
+
+def encode(frame: Any) -> str:
+    """A frame as the JSON text sent on the socket."""
+    payload = dataclasses.asdict(frame)
+    for name in getattr(frame, "_omit_if_none", ()):
+        if payload.get(name) is None:
+            payload.pop(name, None)
+    return json.dumps(payload)

@@ -1,0 +1,111 @@
+"""The attach socket's frames: declared once by the agent, validated by the engine.
+
+What the agent encodes, the engine parses back to the very same declaration; what the
+published agent sends (no ``version``, ``parallel`` for ``max_parallel``, extra keys) is
+accepted; what is out of bounds is refused naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fluksio.agent.frames import (
+    PROTOCOL,
+    AnswerFrame,
+    ErrorRecord,
+    HelloFrame,
+    InventoryReport,
+    ProgressFrame,
+    encode,
+)
+from fluksio.api.workers.protocol import (
+    FrameError,
+    ValidationError,
+    parse_hello,
+    parse_worker_frame,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_what_the_agent_encodes_the_engine_parses_back_unchanged() -> None:
+    hello = HelloFrame(
+        protocol=PROTOCOL,
+        name="gpu-a",
+        labels=["gpu"],
+        python="/usr/bin/python3",
+        max_parallel=4,
+        inventory=InventoryReport(cpus=16, gpus=2, ram_mb=65536),
+        version="0.2.0",
+        slurm_job_id="41",
+    )
+    assert parse_hello(json.loads(encode(hello))) == hello
+    for frame in (
+        ProgressFrame(call_id="c1", event="emit", outputs={"x": 1}, ts=12.5),
+        ProgressFrame(call_id="c1", event="heartbeat"),
+        AnswerFrame(call_id="c1", ok=True, result={"y": [1, 2]}, logs="hi\n"),
+        AnswerFrame(call_id="c2", ok=False, error=ErrorRecord(type="ValueError", message="no")),
+    ):
+        assert parse_worker_frame(json.loads(encode(frame))) == frame
+
+
+def test_an_answer_carries_either_its_result_or_its_error() -> None:
+    assert "error" not in json.loads(encode(AnswerFrame(call_id="c", ok=True, result=1)))
+    failed = json.loads(encode(AnswerFrame(call_id="c", ok=False, error=ErrorRecord())))
+    assert "result" not in failed and failed["error"]["type"] == "RemoteError"
+
+
+def test_the_published_agents_hello_is_accepted_as_it_is() -> None:
+    published = {
+        "op": "hello",
+        "protocol": 2,
+        "name": "box",
+        "labels": ["gpu"],
+        "python": "/opt/venv/bin/python",
+        "parallel": 3,
+        "venv_digest": "abc",
+        "inventory": {"cpus": 8, "gpus": 1, "ram_mb": None},
+        "something_new": {"ignored": True},
+    }
+    hello = parse_hello(published)
+    assert hello.max_parallel == 3 and hello.version is None
+    assert hello.inventory == InventoryReport(cpus=8, gpus=1, ram_mb=None)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"name": "x" * 129}, "name"),
+        ({"name": ""}, "name"),
+        ({"labels": [f"l{i}" for i in range(65)]}, "labels"),
+        ({"max_parallel": 0}, "max_parallel"),
+        ({"inventory": {"gpus": -1}}, "inventory.gpus"),
+    ],
+)
+def test_a_hello_out_of_bounds_is_refused_naming_the_field(
+    change: dict[str, object], field: str
+) -> None:
+    with pytest.raises(FrameError, match=f"^{re.escape(field)}:"):
+        parse_hello({"op": "hello", "protocol": 2, "name": "box", **change})
+
+
+def test_a_frame_of_the_wrong_shape_names_the_field() -> None:
+    with pytest.raises(ValidationError) as raised:
+        parse_worker_frame({"call_id": "c", "ok": "perhaps"})
+    assert raised.value.errors()[0]["loc"] == ("ok",)
+    with pytest.raises(FrameError, match="call_id"):
+        parse_worker_frame({"event": "emit"})
+
+
+def test_the_protocol_number_is_defined_once() -> None:
+    found = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "fluksio").rglob("*.py")
+        if re.search(r"^PROTOCOL\s*=", path.read_text(), flags=re.M)
+    ]
+    # The runner's PROTOCOL is its pipe to the launcher, a conversation of its own.
+    assert sorted(found) == ["fluksio/agent/frames.py", "fluksio/agent/runner.py"]
