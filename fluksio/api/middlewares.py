@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.errors import (
     Conflict,
@@ -23,6 +24,7 @@ from fluksio.api.errors import (
     TooManyAttempts,
 )
 from fluksio.api.logging import get_logger
+from fluksio.api.responses import model_response
 from fluksio.errors import ConfigError, FluksioError
 
 __all__ = ["error_middleware", "request_context_middleware"]
@@ -49,8 +51,16 @@ def _status_of(error: FluksioError) -> int:
     return 500
 
 
-def _json_error(status: int, detail: str, **extra: object) -> web.Response:
-    return web.json_response({"detail": detail, **extra}, status=status)
+class ErrorBody(BaseModel):
+    """Every refusal: one sentence, and (for bad input, 422) the field it names."""
+
+    detail: str
+    field: str | None = None
+
+
+def _json_error(status: int, detail: str, field: str | None = None) -> web.Response:
+    body = ErrorBody(detail=detail, field=field)
+    return model_response(body, status=status, exclude_none=True)
 
 
 @web.middleware
@@ -92,15 +102,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         status = _status_of(error)
         if status >= 500:
             log.error("request.failed", error=error.detail)
-        extra: dict[str, object] = {}
         headers: dict[str, str] = {}
-        if isinstance(error, InvalidInput):
-            extra["field"] = error.field
+        field = error.field if isinstance(error, InvalidInput) else None
         if isinstance(error, TooManyAttempts):
             headers["Retry-After"] = str(max(1, round(error.retry_after)))
         if isinstance(error, NotAuthenticated):
             headers["WWW-Authenticate"] = "Bearer"
-        response = _json_error(status, error.detail, **extra)
+        response = _json_error(status, error.detail, field)
         response.headers.update(headers)
         return response
     except web.HTTPException as exc:

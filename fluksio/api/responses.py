@@ -7,13 +7,26 @@ from collections.abc import Sequence
 from aiohttp import web
 from pydantic import BaseModel
 
-__all__ = ["model_response"]
+__all__ = ["Deleted", "model_response"]
 
 
-def model_response(body: BaseModel | Sequence[BaseModel], *, status: int = 200) -> web.Response:
-    """``body`` as a JSON answer, times in ISO 8601 (UTC, ``Z``)."""
+class Deleted(BaseModel):
+    """The answer to a delete: the name of what is gone."""
+
+    deleted: str
+
+
+def model_response(
+    body: BaseModel | Sequence[BaseModel], *, status: int = 200, exclude_none: bool = False
+) -> web.Response:
+    """``body`` as a JSON answer, times in ISO 8601 (UTC, ``Z``).
+
+    ``exclude_none`` leaves out fields that are null (for answers whose optional fields
+    are absent rather than null).
+    """
     if isinstance(body, BaseModel):
-        text = body.model_dump_json()
+        text = body.model_dump_json(exclude_none=exclude_none)
     else:
-        text = "[" + ",".join(item.model_dump_json() for item in body) + "]"
+        items = (item.model_dump_json(exclude_none=exclude_none) for item in body)
+        text = "[" + ",".join(items) + "]"
     return web.Response(text=text, status=status, content_type="application/json")

@@ -12,18 +12,30 @@ or a superuser's access token: revoking a worker token blocks its artifacts at o
 from __future__ import annotations
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.appkeys import ARTIFACTS, SETTINGS, TOKENS
 from fluksio.api.artifacts.store import ArtifactError
 from fluksio.api.auth import bearer_token
 from fluksio.api.errors import InvalidInput, NotFound
 from fluksio.api.logging import get_logger
+from fluksio.api.responses import model_response
 
 __all__ = ["routes"]
 
 log = get_logger(__name__)
 DIGEST_HEADER = "X-Fluksio-Digest"
 _CHUNK = 1 << 20
+
+
+class ArtifactRef(BaseModel):
+    """A stored artifact: what a result carries to refer to it."""
+
+    digest: str
+    """``sha256:<hex>`` of the bytes the engine received."""
+    size: int
+    media_type: str
+    name: str
 
 
 def _authorize(request: web.Request) -> str:
@@ -48,10 +60,8 @@ async def _put(request: web.Request) -> web.Response:
     except ArtifactError as error:
         raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
-    return web.json_response(
-        {"digest": stored.digest, "size": stored.size, "media_type": media_type, "name": name},
-        status=201,
-    )
+    body = ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
+    return model_response(body, status=201)
 
 
 def _stored(request: web.Request) -> web.FileResponse:

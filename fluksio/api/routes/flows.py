@@ -2,29 +2,47 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.appkeys import FLOWS, RUN_MANAGER
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
 from fluksio.api.errors import NotFound
-from fluksio.api.responses import model_response
+from fluksio.api.responses import Deleted, model_response
 from fluksio.api.routes.runs import run_body
 from fluksio.api.runs.models import FlowSpec, RunRequest
 from fluksio.api.runs.store import FlowRecord
 from fluksio.api.runs.validation import check_flow
-from fluksio.api.timefmt import iso8601
+from fluksio.api.timefmt import utc
 
 __all__ = ["routes"]
 
 
-def _view(record: FlowRecord) -> dict[str, object]:
-    return {
-        "name": record.name,
-        "nodes": record.spec["nodes"],
-        "created_at": iso8601(record.created_at),
-        "updated_at": iso8601(record.updated_at),
-    }
+class FlowBody(BaseModel):
+    name: str
+    nodes: list[dict[str, Any]]
+    """As stored: canonical field names (``worker``, never the ``device`` alias)."""
+    created_at: datetime
+    updated_at: datetime
+
+
+class FlowSummary(BaseModel):
+    name: str
+    nodes: int
+    updated_at: datetime
+
+
+def _view(record: FlowRecord) -> FlowBody:
+    return FlowBody(
+        name=record.name,
+        nodes=record.spec["nodes"],
+        created_at=utc(record.created_at),
+        updated_at=utc(record.updated_at),
+    )
 
 
 async def _put(request: web.Request) -> web.Response:
@@ -36,7 +54,7 @@ async def _put(request: web.Request) -> web.Response:
     created = flows.put(name, flow.model_dump(mode="json"))
     record = flows.get(name)
     assert record is not None
-    return web.json_response(_view(record), status=201 if created else 200)
+    return model_response(_view(record), status=201 if created else 200)
 
 
 async def _get(request: web.Request) -> web.Response:
@@ -44,7 +62,7 @@ async def _get(request: web.Request) -> web.Response:
     record = request.app[FLOWS].get(path_name(request))
     if record is None:
         raise NotFound(f"no flow named {request.match_info['name']!r}")
-    return web.json_response(_view(record))
+    return model_response(_view(record))
 
 
 async def _delete(request: web.Request) -> web.Response:
@@ -52,14 +70,14 @@ async def _delete(request: web.Request) -> web.Response:
     name = path_name(request)
     if not request.app[FLOWS].delete(name):
         raise NotFound(f"no flow named {name!r}")
-    return web.json_response({"deleted": name})
+    return model_response(Deleted(deleted=name))
 
 
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
-    return web.json_response(
+    return model_response(
         [
-            {"name": r.name, "nodes": len(r.spec["nodes"]), "updated_at": iso8601(r.updated_at)}
+            FlowSummary(name=r.name, nodes=len(r.spec["nodes"]), updated_at=utc(r.updated_at))
             for r in request.app[FLOWS].all()
         ]
     )

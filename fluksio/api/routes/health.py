@@ -5,12 +5,20 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from aiohttp import web
+from pydantic import BaseModel
+
+from fluksio.api.responses import model_response
 
 __all__ = ["routes"]
 
 
+class Health(BaseModel):
+    status: str = "ok"
+    version: str
+
+
 async def _health(_request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok", "version": version("fluksio")})
+    return model_response(Health(version=version("fluksio")))
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

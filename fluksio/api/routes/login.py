@@ -10,16 +10,23 @@ import asyncio
 import time
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.appkeys import LOGIN_GUARD, TOKENS, USERS
 from fluksio.api.bodies import required_form_field
 from fluksio.api.errors import NotAuthenticated, TooManyAttempts
 from fluksio.api.logging import get_logger
+from fluksio.api.responses import model_response
 from fluksio.api.users import check_password
 
 __all__ = ["routes"]
 
 log = get_logger(__name__)
+
+
+class AccessToken(BaseModel):
+    access_token: str
+    token_type: str = "bearer"  # noqa: S105 - the OAuth2 token type, not a secret
 
 
 async def _access_token(request: web.Request) -> web.Response:
@@ -44,7 +51,7 @@ async def _access_token(request: web.Request) -> web.Response:
     guard.succeeded(username, address)
     log.info("login.succeeded", username=user.username)
     token = request.app[TOKENS].mint_access(user)
-    return web.json_response({"access_token": token, "token_type": "bearer"})
+    return model_response(AccessToken(access_token=token))
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

@@ -2,38 +2,51 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.appkeys import SECRETS
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
 from fluksio.api.errors import NotFound
+from fluksio.api.responses import Deleted, model_response
 from fluksio.api.runs.models import SecretRequest
 from fluksio.api.secrets import SecretInfo
-from fluksio.api.timefmt import iso8601
+from fluksio.api.timefmt import utc
 
 __all__ = ["routes"]
 
 
-def _view(info: SecretInfo) -> dict[str, object]:
-    return {
-        "name": info.name,
-        "labels": list(info.labels),
-        "created_at": iso8601(info.created_at),
-        "updated_at": iso8601(info.updated_at),
-    }
+class SecretBody(BaseModel):
+    """A secret as the API shows it: never its value."""
+
+    name: str
+    labels: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+def _view(info: SecretInfo) -> SecretBody:
+    return SecretBody(
+        name=info.name,
+        labels=list(info.labels),
+        created_at=utc(info.created_at),
+        updated_at=utc(info.updated_at),
+    )
 
 
 async def _put(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)
     body = await read_json(request, SecretRequest)
-    return web.json_response(_view(request.app[SECRETS].put(name, body.value, body.labels)))
+    return model_response(_view(request.app[SECRETS].put(name, body.value, body.labels)))
 
 
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
-    return web.json_response([_view(info) for info in request.app[SECRETS].list()])
+    return model_response([_view(info) for info in request.app[SECRETS].list()])
 
 
 async def _delete(request: web.Request) -> web.Response:
@@ -41,7 +54,7 @@ async def _delete(request: web.Request) -> web.Response:
     name = path_name(request)
     if not request.app[SECRETS].delete(name):
         raise NotFound(f"no secret named {name!r}")
-    return web.json_response({"deleted": name})
+    return model_response(Deleted(deleted=name))
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

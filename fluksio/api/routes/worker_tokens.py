@@ -9,8 +9,10 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from fluksio.api.appkeys import TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.auth import require_superuser, require_worker
@@ -18,7 +20,8 @@ from fluksio.api.bodies import read_json
 from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
-from fluksio.api.timefmt import iso8601
+from fluksio.api.responses import model_response
+from fluksio.api.timefmt import utc
 from fluksio.api.worker_tokens import WorkerTokenRecord
 
 __all__ = ["routes"]
@@ -26,18 +29,49 @@ __all__ = ["routes"]
 log = get_logger(__name__)
 
 
-def _describe(record: WorkerTokenRecord, now: float) -> dict[str, object]:
+class WorkerTokenBody(BaseModel):
+    """What the engine remembers of a worker token: never the token text."""
+
+    jti: str
+    name: str
+    labels: list[str]
+    status: str
+    created_at: datetime
+    created_by: str
+    expires_at: datetime
+    revoked_at: datetime | None
+    revoked_reason: str | None
+
+
+class MintedToken(WorkerTokenBody):
+    """The one answer that holds the token text: shown once, never stored."""
+
+    token: str
+
+
+class OwnToken(BaseModel):
+    name: str
+    labels: list[str]
+    jti: str
+    expires_at: datetime
+
+
+def _fields(record: WorkerTokenRecord, now: float) -> dict[str, object]:
     return {
         "jti": record.jti,
         "name": record.name,
         "labels": list(record.labels),
         "status": record.status(now),
-        "created_at": iso8601(record.created_at),
+        "created_at": utc(record.created_at),
         "created_by": record.created_by,
-        "expires_at": iso8601(record.expires_at),
-        "revoked_at": iso8601(record.revoked_at),
+        "expires_at": utc(record.expires_at),
+        "revoked_at": utc(record.revoked_at),
         "revoked_reason": record.revoked_reason,
     }
+
+
+def _describe(record: WorkerTokenRecord, now: float) -> WorkerTokenBody:
+    return WorkerTokenBody.model_validate(_fields(record, now))
 
 
 async def _mint(request: web.Request) -> web.Response:
@@ -47,15 +81,15 @@ async def _mint(request: web.Request) -> web.Response:
         body.name, tuple(body.labels), created_by=user.username
     )
     log.info("worker_token.minted", jti=minted.record.jti, name=body.name, labels=body.labels)
-    return web.json_response(
-        {"token": minted.token, **_describe(minted.record, time.time())}, status=201
-    )
+    fields = _fields(minted.record, time.time())
+    answer = MintedToken.model_validate({"token": minted.token, **fields})
+    return model_response(answer, status=201)
 
 
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     now = time.time()
-    return web.json_response([_describe(r, now) for r in request.app[WORKER_TOKENS].list()])
+    return model_response([_describe(r, now) for r in request.app[WORKER_TOKENS].list()])
 
 
 async def _revoke(request: web.Request) -> web.Response:
@@ -67,18 +101,18 @@ async def _revoke(request: web.Request) -> web.Response:
     log.info("worker_token.revoked", jti=jti, name=record.name)
     for session in request.app[WORKERS].with_jti(jti):
         await session.close("the worker token was revoked")
-    return web.json_response(_describe(record, time.time()))
+    return model_response(_describe(record, time.time()))
 
 
 async def _self(request: web.Request) -> web.Response:
     identity = require_worker(request)
-    return web.json_response(
-        {
-            "name": identity.name,
-            "labels": list(identity.labels),
-            "jti": identity.jti,
-            "expires_at": iso8601(identity.expires_at),
-        }
+    return model_response(
+        OwnToken(
+            name=identity.name,
+            labels=list(identity.labels),
+            jti=identity.jti,
+            expires_at=utc(identity.expires_at),
+        )
     )
 
 
