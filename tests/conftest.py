@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine import EngineProcess, start_engine
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 
 
 @pytest.fixture
@@ -33,3 +34,9 @@ def shared_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePr
 @pytest.fixture
 def admin_token(engine: EngineProcess) -> str:
     return engine.login()
+
+
+@pytest.fixture
+async def api(aiohttp_client: ClientFactory, tmp_path: Path) -> InProcessEngine:
+    """An engine in this process (``create_app``), its superuser logged in."""
+    return await start_in_process(aiohttp_client, tmp_path / "data")

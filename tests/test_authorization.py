@@ -1,103 +1,85 @@
-"""Who may do what: superuser endpoints, login answers, and the slowdown after failures."""
+"""Who may do what: superuser endpoints, login answers, and the slowdown after failures.
+
+In the test's process (``create_app``): these are answers of the HTTP layer alone.
+"""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.support.cli import fluksio
-from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
-from tests.support.http import call
-from tests.support.wait import wait_for
+from fluksio.api import appkeys
+from fluksio.api.users import UserStore
+from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.wait import poll_async
 
 SUPERUSER_ENDPOINTS = [
     ("POST", "/workers/tokens", {"name": "w", "labels": []}),
     ("GET", "/workers/tokens", None),
     ("POST", "/workers/tokens/0123/revoke", None),
+    ("GET", "/workers", None),
+    ("GET", "/workers/resources", None),
+    ("GET", "/runs", None),
+    ("PUT", "/secrets/s", {"value": "v", "labels": []}),
 ]
 
 
-def _add_user(engine: EngineProcess, name: str, password: str) -> None:
-    done = fluksio(
-        "users",
-        "add",
-        name,
-        "--password-stdin",
-        "--data-dir",
-        str(engine.data_dir),
-        stdin=password + "\n",
-    )
-    assert done.returncode == 0, done.stderr
-
-
 @pytest.mark.parametrize(("method", "path", "body"), SUPERUSER_ENDPOINTS)
-def test_unauthenticated_is_401_and_non_superuser_is_403(
-    shared_engine: EngineProcess, method: str, path: str, body: object
+async def test_unauthenticated_is_401_and_non_superuser_is_403(
+    api: InProcessEngine, method: str, path: str, body: object
 ) -> None:
-    anonymous = call(method, f"{shared_engine.api}{path}", json_body=body)
-    assert anonymous.status == 401 and "bearer token" in anonymous.detail
-    assert anonymous.headers.get("WWW-Authenticate") == "Bearer"
+    anonymous = await api.request(method, path, json_body=body, token="")
+    assert anonymous.status == 401 and "bearer token" in anonymous.body["detail"]
 
-    _add_user_once(shared_engine)
-    plain = shared_engine.login("alice", "alice-password")
-    forbidden = call(method, f"{shared_engine.api}{path}", json_body=body, token=plain)
-    assert forbidden.status == 403 and "not a superuser" in forbidden.detail
-
-
-def _add_user_once(engine: EngineProcess) -> None:
-    if (
-        call(
-            "POST",
-            f"{engine.api}/login/access-token",
-            form={"username": "alice", "password": "alice-password"},
-        ).status
-        != 200
-    ):
-        _add_user(engine, "alice", "alice-password")
+    UserStore(api.app[appkeys.DATABASE]).add("alice", "alice-password", is_superuser=False)
+    plain = await api.login("alice", "alice-password")
+    forbidden = await api.request(method, path, json_body=body, token=plain)
+    assert forbidden.status == 403 and "not a superuser" in forbidden.body["detail"]
 
 
-def test_unknown_user_and_wrong_password_get_the_same_answer(engine: EngineProcess) -> None:
-    unknown = call(
-        "POST", f"{engine.api}/login/access-token", form={"username": "nobody", "password": "x"}
-    )
-    wrong = call(
-        "POST", f"{engine.api}/login/access-token", form={"username": SUPERUSER, "password": "x"}
-    )
+async def test_a_401_says_how_to_authenticate(api: InProcessEngine) -> None:
+    async with api.client.get("/api/v1/workers/tokens") as answer:
+        assert answer.status == 401
+        assert answer.headers.get("WWW-Authenticate") == "Bearer"
+
+
+async def test_unknown_user_and_wrong_password_get_the_same_answer(api: InProcessEngine) -> None:
+    url = "/login/access-token"
+    unknown = await api.request("POST", url, form={"username": "nobody", "password": "x"})
+    wrong = await api.request("POST", url, form={"username": SUPERUSER, "password": "x"})
     assert unknown.status == wrong.status == 401
     assert unknown.body == wrong.body == {"detail": "incorrect username or password"}
 
 
-def test_missing_form_field_names_it(engine: EngineProcess) -> None:
-    answer = call("POST", f"{engine.api}/login/access-token", form={"username": SUPERUSER})
+async def test_missing_form_field_names_it(api: InProcessEngine) -> None:
+    answer = await api.request("POST", "/login/access-token", form={"username": SUPERUSER})
     assert answer.status == 422
     assert answer.body == {"detail": "password: is required", "field": "password"}
 
 
-def test_repeated_failures_are_slowed_down_then_allowed_again(engine: EngineProcess) -> None:
-    url = f"{engine.api}/login/access-token"
+async def test_repeated_failures_are_slowed_down_then_allowed_again(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", login_base_delay_s=0.3)
+    url = "/login/access-token"
     for _ in range(5):
-        assert call("POST", url, form={"username": SUPERUSER, "password": "guess"}).status == 401
-    blocked = call("POST", url, form={"username": SUPERUSER, "password": SUPERUSER_PASSWORD})
-    assert blocked.status == 429
-    assert "too many failed logins" in blocked.detail
-    assert int(blocked.headers["Retry-After"]) >= 1
+        guess = await api.request("POST", url, form={"username": SUPERUSER, "password": "guess"})
+        assert guess.status == 401
+    right = {"username": SUPERUSER, "password": SUPERUSER_PASSWORD}
+    async with api.client.post(f"/api/v1{url}", data=right) as blocked:
+        assert blocked.status == 429
+        assert "too many failed logins" in (await blocked.json())["detail"]
+        assert int(blocked.headers["Retry-After"]) >= 1
 
     started = time.monotonic()
-    answer = wait_for(
-        lambda: (
-            a
-            if (
-                a := call("POST", url, form={"username": SUPERUSER, "password": SUPERUSER_PASSWORD})
-            ).status
-            != 429
-            else None
-        ),
-        timeout=10,
-        interval=0.2,
-        what="the login slowdown to pass",
-    )
-    assert answer.status == 200
+
+    async def allowed() -> bool:
+        return (await api.request("POST", url, form=right)).status == 200
+
+    await poll_async(allowed, timeout=10, interval=0.05, what="the login slowdown to pass")
     assert time.monotonic() - started < 10
 
 
@@ -113,33 +95,24 @@ def test_repeated_failures_are_slowed_down_then_allowed_again(engine: EngineProc
         ({"name": "ok", "labels": [], "extra": 1}, "extra"),
     ],
 )
-def test_mint_validation_names_the_field(
-    shared_engine: EngineProcess, body: dict[str, object], field: str
+async def test_mint_validation_names_the_field(
+    api: InProcessEngine, body: dict[str, object], field: str
 ) -> None:
-    token = shared_engine.login()
-    answer = call("POST", f"{shared_engine.api}/workers/tokens", token=token, json_body=body)
+    answer = await api.request("POST", "/workers/tokens", json_body=body)
     assert answer.status == 422
     assert answer.body["field"] == field
-    assert answer.detail.startswith(f"{field}: ")
-    assert call("GET", f"{shared_engine.api}/workers/tokens", token=token).body == [], (
-        "a refused mint stores nothing"
+    assert answer.body["detail"].startswith(f"{field}: ")
+    assert (await api.request("GET", "/workers/tokens")).body == [], "a refused mint stores nothing"
+
+
+async def test_mint_with_invalid_json_is_a_clear_4xx(api: InProcessEngine) -> None:
+    headers = {"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"}
+    async with api.client.post("/api/v1/workers/tokens", data="{", headers=headers) as answer:
+        assert answer.status == 422 and (await answer.json())["field"] == "body"
+
+
+async def test_duplicate_labels_are_folded(api: InProcessEngine) -> None:
+    answer = await api.request(
+        "POST", "/workers/tokens", json_body={"name": "dupes", "labels": ["gpu", "cuda12", "gpu"]}
     )
-
-
-def test_mint_with_invalid_json_is_a_clear_4xx(shared_engine: EngineProcess) -> None:
-    token = shared_engine.login()
-    answer = call(
-        "POST",
-        f"{shared_engine.api}/workers/tokens",
-        token=token,
-        headers={"Content-Type": "application/json"},
-        json_body=None,
-    )
-    assert answer.status == 422 and answer.body["field"] == "body"
-
-
-def test_duplicate_labels_are_folded(shared_engine: EngineProcess) -> None:
-    token = shared_engine.login()
-    minted = shared_engine.mint(token, "dupes", ["gpu", "cuda12", "gpu"])
-    assert minted["labels"] == ["gpu", "cuda12"]
-    call("POST", f"{shared_engine.api}/workers/tokens/{minted['jti']}/revoke", token=token)
+    assert answer.status == 201 and answer.body["labels"] == ["gpu", "cuda12"]

@@ -10,65 +10,14 @@ submission's answer arrives).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fluksio.provisioners.base import (
-    JobState,
-    JobStatus,
-    ProfileSettings,
-    Provisioner,
-    ProvisionError,
-    ProvisionerSettings,
-    Submission,
-    WorkerEvent,
-)
+from fluksio.provisioners.base import JobState, JobStatus, ProfileSettings, WorkerEvent
 from fluksio.provisioners.driver import MachineRequest, ProvisioningDriver
 from fluksio.scheduler import Provisioning, RequestStage
 from tests.support.clock import ManualClock
+from tests.support.scripted import Scripted, scripted_settings
 from tests.support.wait import async_wait_for
-
-Settings = ProvisionerSettings[ProfileSettings]
-
-
-class Scripted(Provisioner[Settings, ProfileSettings]):
-    """Jobs are entries of ``self.jobs``; ``gate`` holds submissions until it is set."""
-
-    type_name = "scripted"
-    settings_model = Settings
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        self.jobs: dict[str, JobStatus] = {}
-        self.submitted: list[str] = []
-        self.cancelled: list[str] = []
-        self.polls = 0
-        self.refuse: str | None = None
-        self.poll_error: str | None = None
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    def render(self, profile: ProfileSettings, *, token_file: str) -> str:
-        return f"run a worker for {profile.name}\n"
-
-    async def submit(self, profile: ProfileSettings, *, request_id: str, token: str) -> Submission:
-        await self.gate.wait()
-        if self.refuse:
-            raise ProvisionError(self.refuse)
-        job_id = str(100 + len(self.submitted))
-        self.submitted.append(request_id)
-        self.jobs[job_id] = JobStatus(JobState.PENDING, "PENDING", "Priority")
-        return Submission(job_id, profile.name)
-
-    async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
-        self.polls += 1
-        if self.poll_error:
-            raise ProvisionError(self.poll_error)
-        return {job_id: self.jobs[job_id] for job_id in job_ids if job_id in self.jobs}
-
-    async def cancel(self, job_id: str) -> None:
-        self.cancelled.append(job_id)
-        self.jobs.pop(job_id, None)
 
 
 class Engine:
@@ -97,15 +46,7 @@ class Engine:
 
 
 def _driver(**settings: Any) -> tuple[ProvisioningDriver, Scripted, Engine, ManualClock]:
-    config = {
-        "type": "scripted",
-        "name": "box",
-        "engine_url": "ws://127.0.0.1:1/api/v1/workers/attach",
-        "poll_interval_s": 5,
-        "profiles": [{"name": "small", "labels": ["hpc"]}],
-        **settings,
-    }
-    provisioner = Scripted(Settings.model_validate(config))
+    provisioner = Scripted(scripted_settings(**settings))
     engine, clock = Engine(), ManualClock()
     driver = ProvisioningDriver([provisioner], engine, on_change=engine.changed, clock=clock)
     return driver, provisioner, engine, clock

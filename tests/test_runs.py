@@ -1,4 +1,10 @@
-"""Flows and runs through a real engine: order, concurrency, failures, cancel, restarts."""
+"""Flows and runs: order, concurrency, failures, cancel, reasons; restarts in real processes.
+
+Most of these run the engine in the test's process (``create_app`` behind pytest-aiohttp)
+with its real launcher, so node code runs in real processes while a failure points at a
+line; what only a real engine process shows (its environment, its logs, being killed and
+started again, the command line) is at the end.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,10 @@ import pytest
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, start_engine
 from tests.support.http import call
+from tests.support.inprocess import InProcessEngine
 from tests.support.process import alive
 from tests.support.runs import code, node_of, nodes_of, put_flow, start_run, wait_run
-from tests.support.wait import wait_for
+from tests.support.wait import async_wait_for, poll_async, wait_for
 
 # -- validation ----------------------------------------------------------------------------
 
@@ -50,43 +57,40 @@ from tests.support.wait import wait_for
         "empty",
     ],
 )
-def test_flow_validation_names_the_field(
-    shared_engine: EngineProcess, nodes: list[dict[str, Any]], field: str, words: str
+async def test_flow_validation_names_the_field(
+    api: InProcessEngine, nodes: list[dict[str, Any]], field: str, words: str
 ) -> None:
-    token = shared_engine.login()
-    answer = put_flow(shared_engine, token, "invalid", nodes)
+    answer = await api.put_flow("invalid", nodes)
     assert answer.status == 422, answer
     assert answer.body["field"].startswith(field)
-    assert words in answer.detail
-    assert call("GET", f"{shared_engine.api}/flows/invalid", token=token).status == 404
+    assert words in answer.body["detail"]
+    assert (await api.request("GET", "/flows/invalid")).status == 404
 
 
-def test_worker_bound_code_is_not_compiled_here_and_aliases_are_accepted(
-    shared_engine: EngineProcess,
+async def test_worker_bound_code_is_not_compiled_here_and_aliases_are_accepted(
+    api: InProcessEngine,
 ) -> None:
-    token = shared_engine.login()
     node = {
         "id": "remote",
         "code": "match x:\n  case 1: pass\ndef process(:",
         "device": "gpu",
         "device_policy": "prefer",
     }
-    answer = put_flow(shared_engine, token, "bound", [node])
+    answer = await api.put_flow("bound", [node])
     assert answer.status == 201, answer
     stored = answer.body["nodes"][0]
     assert (stored["worker"], stored["worker_policy"]) == ("gpu", "prefer")
     assert "device" not in stored and "device_policy" not in stored
-    listed = call("GET", f"{shared_engine.api}/flows", token=token).body
+    listed = (await api.request("GET", "/flows")).body
     assert {k: listed[0][k] for k in ("name", "nodes")} == {"name": "bound", "nodes": 1}
-    assert call("DELETE", f"{shared_engine.api}/flows/bound", token=token).status == 200
-    assert call("DELETE", f"{shared_engine.api}/flows/bound", token=token).status == 404
+    assert (await api.request("DELETE", "/flows/bound")).status == 200
+    assert (await api.request("DELETE", "/flows/bound")).status == 404
 
 
 # -- running ---------------------------------------------------------------------------
 
 
-def test_dependency_order_concurrency_and_results_by_node_id(engine: EngineProcess) -> None:
-    token = engine.login()
+async def test_dependency_order_concurrency_and_results_by_node_id(api: InProcessEngine) -> None:
     sleeper = code("""
         import time
         def process(start):
@@ -108,8 +112,8 @@ def test_dependency_order_concurrency_and_results_by_node_id(engine: EngineProce
             "after": ["left", "right", "start"],
         },
     ]
-    assert put_flow(engine, token, "diamond", nodes).status == 201
-    run = wait_run(engine, token, start_run(engine, token, "diamond", base=7)["id"])
+    assert (await api.put_flow("diamond", nodes)).status == 201
+    run = await api.wait_run((await api.start_run("diamond", base=7))["id"])
     assert run["state"] == "succeeded"
     by_id = nodes_of(run)
     left, right = by_id["left"]["result"], by_id["right"]["result"]
@@ -119,8 +123,9 @@ def test_dependency_order_concurrency_and_results_by_node_id(engine: EngineProce
     assert all(node["ran_on"] == "engine" for node in run["nodes"])
 
 
-def test_a_failing_node_returns_its_traceback_and_skips_what_follows(engine: EngineProcess) -> None:
-    token = engine.login()
+async def test_a_failing_node_returns_its_traceback_and_skips_what_follows(
+    api: InProcessEngine,
+) -> None:
     nodes = [
         {
             "id": "boom",
@@ -135,8 +140,8 @@ def test_a_failing_node_returns_its_traceback_and_skips_what_follows(engine: Eng
         {"id": "then", "code": "def process():\n    return 1\n", "after": ["after_boom"]},
         {"id": "independent", "code": "def process():\n    return 'fine'\n"},
     ]
-    put_flow(engine, token, "failing", nodes)
-    run = wait_run(engine, token, start_run(engine, token, "failing")["id"])
+    await api.put_flow("failing", nodes)
+    run = await api.wait_run((await api.start_run("failing"))["id"])
     assert run["state"] == "failed"
     by_id = nodes_of(run)
     error = by_id["boom"]["error"]
@@ -148,101 +153,71 @@ def test_a_failing_node_returns_its_traceback_and_skips_what_follows(engine: Eng
     assert by_id["independent"]["state"] == "succeeded"
 
 
-def test_cancel_kills_the_node_and_leaves_other_runs_of_it_alone(engine: EngineProcess) -> None:
-    token = engine.login()
-    put_flow(
-        engine,
-        token,
-        "slow",
-        [
-            {
-                "id": "wait",
-                "code": code("""
+async def test_cancel_kills_the_node_and_leaves_other_runs_of_it_alone(
+    api: InProcessEngine,
+) -> None:
+    waits = code("""
         import os, time, fluksio
         def process():
             fluksio.emit(pid=os.getpid())
             time.sleep(120)
-    """),
-            }
-        ],
-    )
-    first = start_run(engine, token, "slow")["id"]
-    second = start_run(engine, token, "slow")["id"]
+    """)
+    await api.put_flow("slow", [{"id": "wait", "code": waits}])
+    first = (await api.start_run("slow"))["id"]
+    second = (await api.start_run("slow"))["id"]
 
-    def pid_of(run_id: str) -> int | None:
-        events = node_of(engine, token, run_id, "wait")["events"]
-        return int(events[0]["outputs"]["pid"]) if events else None
+    async def pid_of(run_id: str) -> int:
+        async def started() -> int | None:
+            events = nodes_of(await api.run(run_id))["wait"]["events"]
+            return int(events[0]["outputs"]["pid"]) if events else None
 
-    first_pid = wait_for(lambda: pid_of(first), timeout=20, what="the first node to start")
-    second_pid = wait_for(lambda: pid_of(second), timeout=20, what="the second node to start")
-    answer = call("POST", f"{engine.api}/runs/{first}/cancel", token=token)
-    assert answer.status == 200
-    run = wait_run(engine, token, first)
+        return await poll_async(started, timeout=20, what=f"the node of {run_id} to start")
+
+    first_pid = await pid_of(first)
+    second_pid = await pid_of(second)
+    assert (await api.request("POST", f"/runs/{first}/cancel")).status == 200
+    run = await api.wait_run(first)
     assert run["state"] == "cancelled"
     assert nodes_of(run)["wait"]["error"]["type"] == "NodeCancelled"
-    wait_for(lambda: not alive(first_pid), timeout=10, what="the cancelled node's process to end")
-    assert alive(second_pid)
-    assert call("GET", f"{engine.api}/runs/{second}", token=token).body["state"] == "running"
-    call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
-    assert wait_run(engine, token, second)["state"] == "cancelled"
-    again = call("POST", f"{engine.api}/runs/{second}/cancel", token=token)
-    assert again.status == 409 and "already ended" in again.detail
-
-
-def test_silence_timeout_stops_a_quiet_node(engine: EngineProcess) -> None:
-    token = engine.login()
-    put_flow(
-        engine,
-        token,
-        "quiet",
-        [
-            {
-                "id": "hang",
-                "timeout": 0.5,
-                "code": "import time\ndef process():\n    time.sleep(60)\n",
-            }
-        ],
+    await async_wait_for(
+        lambda: not alive(first_pid), timeout=10, what="the cancelled node's process to end"
     )
-    run = wait_run(engine, token, start_run(engine, token, "quiet")["id"])
+    assert alive(second_pid)
+    assert (await api.run(second))["state"] == "running"
+    await api.request("POST", f"/runs/{second}/cancel")
+    assert (await api.wait_run(second))["state"] == "cancelled"
+    again = await api.request("POST", f"/runs/{second}/cancel")
+    assert again.status == 409 and "already ended" in again.body["detail"]
+
+
+async def test_silence_timeout_stops_a_quiet_node(api: InProcessEngine) -> None:
+    hang = {
+        "id": "hang",
+        "timeout": 0.5,
+        "code": "import time\ndef process():\n    time.sleep(60)\n",
+    }
+    await api.put_flow("quiet", [hang])
+    run = await api.wait_run((await api.start_run("quiet"))["id"])
     error = nodes_of(run)["hang"]["error"]
     assert error["type"] == "NodeTimeout" and "0.5 s" in error["message"]
 
 
-def test_queued_with_the_schedulers_reason_and_prefer_runs_on_the_engine(
-    engine: EngineProcess,
+async def test_queued_with_the_schedulers_reason_and_prefer_runs_on_the_engine(
+    api: InProcessEngine,
 ) -> None:
-    token = engine.login()
-    put_flow(
-        engine,
-        token,
-        "gpu",
-        [
-            {"id": "train", "code": "def process():\n    return 1\n", "worker": "gpu"},
-        ],
-    )
-    put_flow(
-        engine,
-        token,
-        "gpu-prefer",
-        [
-            {
-                "id": "train",
-                "code": "def process():\n    return 1\n",
-                "worker": "gpu",
-                "worker_policy": "prefer",
-            },
-        ],
-    )
-    queued = start_run(engine, token, "gpu")
+    train = {"id": "train", "code": "def process():\n    return 1\n", "worker": "gpu"}
+    await api.put_flow("gpu", [train])
+    await api.put_flow("gpu-prefer", [{**train, "worker_policy": "prefer"}])
+    queued = await api.start_run("gpu")
     assert queued["state"] == "queued"
     assert queued["reason"] == "no attached worker carries label 'gpu'"
-    run = wait_run(engine, token, start_run(engine, token, "gpu-prefer")["id"])
+    run = await api.wait_run((await api.start_run("gpu-prefer"))["id"])
     assert nodes_of(run)["train"]["ran_on"] == "engine"
-    listed = call("GET", f"{engine.api}/runs?flow=gpu&state=queued", token=token).body
+    listed = (await api.request("GET", "/runs?flow=gpu&state=queued")).body
     assert [r["id"] for r in listed] == [queued["id"]]
-    bad = call("GET", f"{engine.api}/runs?state=sleeping", token=token)
+    bad = await api.request("GET", "/runs?state=sleeping")
     assert bad.status == 422 and bad.body["field"] == "state"
-    assert call("GET", f"{engine.api}/runs/nope", token=token).status == 404
+    assert (await api.request("GET", "/runs/nope")).status == 404
 
 
 # -- what a node sees --------------------------------------------------------------------

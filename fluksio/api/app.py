@@ -32,6 +32,7 @@ from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.watch import watch_workers
+from fluksio.provisioners.clock import Clock
 
 __all__ = ["create_app"]
 
@@ -39,9 +40,15 @@ log = get_logger(__name__)
 
 
 def create_app(
-    settings: EngineSettings, *, provisioners: Configured | None = None
+    settings: EngineSettings,
+    *,
+    provisioners: Configured | None = None,
+    clock: Clock | None = None,
 ) -> web.Application:
-    """The engine; ``provisioners`` as already loaded, else read from the data dir at start."""
+    """The engine; ``provisioners`` as already loaded, else read from the data dir at start.
+
+    ``clock`` times provisioning (timeouts, polls, backoff); tests pass one they advance.
+    """
     app = web.Application(
         middlewares=[request_context_middleware, error_middleware],
         client_max_size=settings.client_max_size,
@@ -49,6 +56,8 @@ def create_app(
     app[appkeys.SETTINGS] = settings
     if provisioners is not None:
         app[CONFIGURED] = provisioners
+    if clock is not None:
+        app[appkeys.CLOCK] = clock
     app[appkeys.WORKERS] = WorkerRegistry()
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(
@@ -113,6 +122,7 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         provisioners=configured.provisioners,
         engine_side=EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
         plugin_events=configured.plugins.manager.hook,
+        clock=app.get(appkeys.CLOCK),
     )
     app[appkeys.DISPATCHER] = dispatcher
     app[appkeys.RUN_MANAGER] = dispatcher.runs

@@ -17,9 +17,11 @@ from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
+from fluksio.provisioners.clock import Clock
 
 __all__ = [
     "ARTIFACTS",
+    "CLOCK",
     "DATABASE",
     "DATA_DIR",
     "DISPATCHER",
@@ -51,3 +53,5 @@ RUN_MANAGER = web.AppKey("run_manager", RunManager)
 """The runs: started, cancelled, waited for (the dispatcher's, shared under its own key)."""
 WORKERS = web.AppKey("workers", WorkerRegistry)
 ARTIFACTS = web.AppKey("artifacts", ArtifactStore)
+CLOCK: web.AppKey[Clock] = web.AppKey("clock")
+"""Optional: the clock provisioning is timed by (tests set one they advance)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -31,6 +31,24 @@ async def async_wait_for(
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+async def poll_async(
+    condition: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.02,
+) -> T:
+    """:func:`async_wait_for` for a condition that is itself a coroutine (an API call)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await condition()
         if value:
             return value
         if time.monotonic() > deadline:

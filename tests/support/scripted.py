@@ -1,0 +1,75 @@
+"""A provisioner whose outside system is a dict the test reads and writes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fluksio.provisioners import (
+    JobState,
+    JobStatus,
+    ProfileSettings,
+    Provisioner,
+    ProvisionError,
+    ProvisionerSettings,
+    Submission,
+)
+
+__all__ = ["Scripted", "Settings", "scripted_settings"]
+
+Settings = ProvisionerSettings[ProfileSettings]
+
+
+class Scripted(Provisioner[Settings, ProfileSettings]):
+    """Jobs are entries of ``self.jobs``; ``gate`` holds submissions until it is set."""
+
+    type_name = "scripted"
+    settings_model = Settings
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.jobs: dict[str, JobStatus] = {}
+        self.submitted: list[str] = []
+        self.cancelled: list[str] = []
+        self.polls = 0
+        self.tokens: list[str] = []
+        self.refuse: str | None = None
+        self.poll_error: str | None = None
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    def render(self, profile: ProfileSettings, *, token_file: str) -> str:
+        return f"run a worker for {profile.name}\n"
+
+    async def submit(self, profile: ProfileSettings, *, request_id: str, token: str) -> Submission:
+        await self.gate.wait()
+        if self.refuse:
+            raise ProvisionError(self.refuse)
+        job_id = str(100 + len(self.submitted))
+        self.submitted.append(request_id)
+        self.tokens.append(token)
+        self.jobs[job_id] = JobStatus(JobState.PENDING, "PENDING", "Priority")
+        return Submission(job_id, profile.name)
+
+    async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
+        self.polls += 1
+        if self.poll_error:
+            raise ProvisionError(self.poll_error)
+        return {job_id: self.jobs[job_id] for job_id in job_ids if job_id in self.jobs}
+
+    async def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+        self.jobs.pop(job_id, None)
+
+
+def scripted_settings(**changes: Any) -> Settings:
+    config: dict[str, Any] = {
+        "type": "scripted",
+        "name": "box",
+        "engine_url": "ws://127.0.0.1:1/api/v1/workers/attach",
+        "poll_interval_s": 5,
+        "profiles": [{"name": "small", "labels": ["hpc"]}],
+        **changes,
+    }
+    return Settings.model_validate(config)

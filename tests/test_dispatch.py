@@ -1,0 +1,212 @@
+"""The scheduling loop's owner, in the test's process: workers, calls and provisioning.
+
+The engine is ``create_app`` behind pytest-aiohttp; its workers are scripted ends of real
+attach sockets (:class:`~tests.support.inprocess.ScriptedWorker`), and its provisioner's
+outside system is a dict on a clock the test advances. So every ordering (a worker gone
+mid-call, a job that never starts, a worker that attaches with a request's token) is
+produced on demand and asserted as a user sees it through the API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluksio.agent.frames import PROTOCOL
+from fluksio.api.provisioning import Configured
+from fluksio.provisioners import WorkerEvent, hookimpl
+from fluksio.provisioners.base import JobState, JobStatus
+from fluksio.provisioners.plugins import build_plugins
+from tests.support.clock import ManualClock
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.runs import nodes_of
+from tests.support.scripted import Scripted, scripted_settings
+from tests.support.wait import async_wait_for, poll_async
+
+NODE = "def process():\n    return 1\n"
+
+
+async def _queued_reason(api: InProcessEngine) -> str | None:
+    queued = (await api.request("GET", "/workers/resources")).body["queued"]
+    return queued[0]["reason"] if queued else None
+
+
+async def test_a_call_waits_for_its_label_then_runs_on_the_worker_that_attaches(
+    api: InProcessEngine,
+) -> None:
+    node = {"id": "train", "code": NODE, "worker": "gpu", "resources": {"gpus": 1}}
+    await api.put_flow("gpu", [node])
+    run = await api.start_run("gpu")
+    assert run["reason"] == "no attached worker carries label 'gpu'"
+    worker = await api.attach(
+        await api.mint("gpu-box", ["gpu"]), name="gpu-box", labels=["gpu"], gpus=2, cpus=8
+    )
+    assert worker.greeting["op"] == "welcome" and worker.greeting["protocol"] == PROTOCOL
+    call = await worker.next_call()
+    assert call["op"] == "run" and call["node"] == "train" and call["run"] == {"id": run["id"]}
+    # One GPU of two; the cores' fair share of its one slot: all 8.
+    assert call["env"]["CUDA_VISIBLE_DEVICES"] == "0" and call["env"]["OMP_NUM_THREADS"] == "8"
+    resources = (await api.request("GET", "/workers/resources")).body
+    (place,) = [p for p in resources["places"] if p["name"] == "gpu-box"]
+    assert place["free"]["gpus"] == 1 and resources["labels"]["gpu"]["workers"] == 1
+    await worker.emit(call["call_id"], {"step": 1})
+    await worker.answer(call["call_id"], {"loss": 0.5})
+    done = nodes_of(await api.wait_run(run["id"]))["train"]
+    assert (done["state"], done["ran_on"], done["result"]) == (
+        "succeeded",
+        "gpu-box",
+        {"loss": 0.5},
+    )
+    assert [e["outputs"] for e in done["events"]] == [{"step": 1}]
+
+
+async def test_a_worker_gone_mid_call_fails_the_call_and_leaves_the_scheduler(
+    api: InProcessEngine,
+) -> None:
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    run = await api.start_run("cpu")
+    await worker.next_call()
+    await worker.close()
+    node = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert node["state"] == "failed" and node["error"]["type"] == "WorkerGone"
+    assert "went away mid-call" in node["error"]["message"]
+
+    async def gone() -> bool:
+        places = (await api.request("GET", "/workers/resources")).body["places"]
+        return [p["name"] for p in places] == ["engine"]
+
+    await poll_async(gone, timeout=5, what="the worker to leave the places")
+    again = await api.start_run("cpu")
+    assert again["reason"] == "no attached worker carries label 'cpu'"
+
+
+async def test_unsigned_labels_and_another_protocol_are_refused_saying_what_to_do(
+    api: InProcessEngine,
+) -> None:
+    token = await api.mint("box", ["cpu"])
+    greedy = await api.attach(token, name="box", labels=["cpu", "gpu"])
+    assert greedy.greeting["op"] == "refused"
+    assert "labels gpu are not signed by this worker's token" in greedy.greeting["reason"]
+    old = await api.attach(token, name="old", protocol=1)
+    assert old.greeting["op"] == "refused" and "upgrade" in old.greeting["reason"]
+    listed = (await api.request("GET", "/workers")).body
+    assert [(w["name"], w["status"]) for w in listed] == [("box/old", "needs upgrade")]
+
+
+async def test_a_second_attach_of_the_same_worker_supersedes_the_first(
+    api: InProcessEngine,
+) -> None:
+    token = await api.mint("box", [])
+    first = await api.attach(token, name="box")
+    second = await api.attach(token, name="box")
+    assert second.greeting["op"] == "welcome"
+    await async_wait_for(lambda: first.socket.closed, timeout=5, what="the first to be closed")
+    assert first.socket.close_code == 4409
+    listed = (await api.request("GET", "/workers")).body
+    assert [w["name"] for w in listed] == ["box"]
+
+
+# -- provisioning, on a clock the test advances ----------------------------------------------
+
+
+class Listener:
+    """A plugin that provisions nothing and hears of every worker."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[str, str]] = []
+
+    @hookimpl
+    def fluksio_worker_attached(self, worker: WorkerEvent) -> None:
+        self.heard.append(("attached", worker.name))
+
+    @hookimpl
+    def fluksio_worker_gone(self, worker: WorkerEvent) -> None:
+        self.heard.append(("gone", worker.name))
+
+
+@pytest.fixture
+async def provisioned(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> tuple[InProcessEngine, Scripted, ManualClock, Listener]:
+    plugins = build_plugins()
+    listener = Listener()
+    plugins.manager.register(listener, name="listener")
+    provisioner = Scripted(scripted_settings(provision_timeout_s=600, retry_base_s=30))
+    clock = ManualClock()
+    api = await start_in_process(
+        aiohttp_client,
+        tmp_path / "data",
+        provisioners=Configured(plugins, [provisioner]),
+        clock=clock,
+    )
+    return api, provisioner, clock, listener
+
+
+async def test_a_call_for_a_profile_brings_one_machine_whose_worker_runs_it(
+    provisioned: tuple[InProcessEngine, Scripted, ManualClock, Listener],
+) -> None:
+    api, provisioner, clock, listener = provisioned
+    await api.put_flow("hpc", [{"id": "n", "code": NODE, "worker": "hpc"}])
+    runs = [await api.start_run("hpc") for _ in range(3)]
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="a submission")
+    assert len(provisioner.submitted) == 1, "one request however many calls wait"
+    assert await _queued_reason(api) == "provisioning box/small, job 100 submitted"
+    clock.advance(5)
+
+    async def polled() -> bool:
+        return await _queued_reason(api) == "provisioning box/small, job 100 PENDING (Priority)"
+
+    await poll_async(polled, timeout=5, what="the poll's state in the reason")
+    profile = (await api.request("GET", "/workers/resources")).body["provisioners"][0]
+    assert profile["type"] == "scripted"
+    assert profile["profiles"][0]["outstanding"]["state"] == "PENDING"
+
+    provisioner.jobs["100"] = JobStatus(JobState.RUNNING, "RUNNING")
+    (token,) = provisioner.tokens
+    worker = await api.attach(token, name="box-small", labels=["hpc"], parallel=3)
+    assert worker.greeting["op"] == "welcome"
+    for _ in runs:
+        call = await worker.next_call()
+        await worker.answer(call["call_id"], "done")
+    for run in runs:
+        assert (await api.wait_run(run["id"]))["state"] == "succeeded"
+    (profile,) = (await api.request("GET", "/workers/resources")).body["provisioners"][0][
+        "profiles"
+    ]
+    assert profile["outstanding"] is None and profile["last_error"] is None
+    assert [(w["name"], w["job_id"]) for w in profile["workers"]] == [("box-small", "100")]
+    await worker.close()
+    await async_wait_for(lambda: len(listener.heard) == 2, timeout=5, what="both events")
+    assert listener.heard == [("attached", "box-small"), ("gone", "box-small")]
+
+
+async def test_a_machine_that_never_attaches_is_cancelled_and_the_profile_rests(
+    provisioned: tuple[InProcessEngine, Scripted, ManualClock, Listener],
+) -> None:
+    api, provisioner, clock, _listener = provisioned
+    await api.put_flow("hpc", [{"id": "n", "code": NODE, "worker": "hpc"}])
+    await api.start_run("hpc")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="a submission")
+    clock.advance(600)
+    await async_wait_for(lambda: provisioner.cancelled, timeout=5, what="the cancel")
+    assert provisioner.cancelled == ["100"]
+
+    async def resting() -> str | None:
+        reason = await _queued_reason(api)
+        return reason if reason and "trying again" in reason else None
+
+    reason = await poll_async(resting, timeout=5, what="the failure in the reason")
+    assert reason == (
+        "provisioning box/small, the last attempt failed (job 100 did not attach within"
+        " 600 s; cancelled); trying again in 30 s"
+    )
+    clock.advance(30)
+    await async_wait_for(
+        lambda: len(provisioner.submitted) == 2, timeout=5, what="the second attempt"
+    )
+    tokens = (await api.request("GET", "/workers/tokens")).body
+    statuses: dict[str, Any] = {t["jti"]: t["status"] for t in tokens}
+    assert sorted(statuses.values()) == ["active", "revoked"], "the first job's token is dead"
