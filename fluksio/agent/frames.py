@@ -161,10 +161,24 @@ class CancelFrame:
     call_id: str
 
 
+def _plain(value: Any) -> Any:
+    """A frame (or a frame within one) as a dict; any other value as it is.
+
+    Not ``dataclasses.asdict``: that deep-copies every value, and a call's ``kwargs`` or
+    ``result`` may be large.
+    """
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    omitted: frozenset[str] = getattr(value, "_omit_if_none", frozenset())
+    payload = {}
+    for spec in dataclasses.fields(value):
+        item = getattr(value, spec.name)
+        if item is None and spec.name in omitted:
+            continue
+        payload[spec.name] = _plain(item)
+    return payload
+
+
 def encode(frame: Any) -> str:
     """A frame as the JSON text sent on the socket."""
-    payload = dataclasses.asdict(frame)
-    for name in getattr(frame, "_omit_if_none", ()):
-        if payload.get(name) is None:
-            payload.pop(name, None)
-    return json.dumps(payload)
+    return json.dumps(_plain(frame))
