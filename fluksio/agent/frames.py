@@ -161,21 +161,34 @@ class CancelFrame:
     call_id: str
 
 
+_LAYOUTS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _layout(kind: type) -> tuple[tuple[str, bool], ...]:
+    """A frame class's field names, each with whether it is left out when None."""
+    layout = _LAYOUTS.get(kind)
+    if layout is None:
+        omitted: frozenset[str] = getattr(kind, "_omit_if_none", frozenset())
+        fields = dataclasses.fields(kind)
+        layout = _LAYOUTS[kind] = tuple((f.name, f.name in omitted) for f in fields)
+    return layout
+
+
 def _plain(value: Any) -> Any:
     """A frame (or a frame within one) as a dict; any other value as it is.
 
     Not ``dataclasses.asdict``: that deep-copies every value, and a call's ``kwargs`` or
     ``result`` may be large.
     """
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+    kind = type(value)
+    if not hasattr(kind, "__dataclass_fields__"):
         return value
-    omitted: frozenset[str] = getattr(value, "_omit_if_none", frozenset())
     payload = {}
-    for spec in dataclasses.fields(value):
-        item = getattr(value, spec.name)
-        if item is None and spec.name in omitted:
+    for name, omit_if_none in _layout(kind):
+        item = getattr(value, name)
+        if item is None and omit_if_none:
             continue
-        payload[spec.name] = _plain(item)
+        payload[name] = _plain(item)
     return payload
 
 
