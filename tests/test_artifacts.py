@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import signal
@@ -14,8 +15,9 @@ import pytest
 from fluksio.agent.session import shared_store_env
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.http import call
+from tests.support.inprocess import InProcessEngine
 from tests.support.runs import code, nodes_of, run_flow, wait_run
-from tests.support.wait import wait_for
+from tests.support.wait import async_wait_for, wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
 FIFTY_MB = 50 * 1024 * 1024
@@ -182,52 +184,56 @@ def test_the_cache_is_bounded_and_a_corrupted_entry_is_fetched_again(
     assert artifact_gets(engine) == before + 1, "the corrupted entry was fetched again"
 
 
-def test_uploads_that_do_not_match_or_end_early_leave_nothing(engine: EngineProcess) -> None:
-    admin = engine.login()
+async def test_uploads_that_do_not_match_or_end_early_leave_nothing(
+    api: InProcessEngine, tmp_path: Path
+) -> None:
     data = b"the real bytes"
-    wrong = call(
-        "PUT",
-        f"{engine.api}/artifacts?name=x",
-        token=admin,
-        body=data,
-        headers={"X-Fluksio-Digest": "sha256:" + "0" * 64},
-    )
-    assert wrong.status == 422 and "nothing was stored" in wrong.detail
-    assert wrong.body["field"] == "X-Fluksio-Digest"
+    headers = {"Authorization": f"Bearer {api.token}"}
+    claimed = {**headers, "X-Fluksio-Digest": "sha256:" + "0" * 64}
+    async with api.client.put("/api/v1/artifacts?name=x", data=data, headers=claimed) as wrong:
+        body = await wrong.json()
+        assert wrong.status == 422 and "nothing was stored" in body["detail"]
+        assert body["field"] == "X-Fluksio-Digest"
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    assert call("HEAD", f"{engine.api}/artifacts/{digest}", token=admin).status == 404
-    host, port = engine.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port))) as raw:
-        raw.sendall(
-            f"PUT /api/v1/artifacts?name=t HTTP/1.1\r\nHost: x\r\nAuthorization: "
-            f"Bearer {admin}\r\nContent-Length: 1000\r\n\r\n".encode()
-            + data
-        )
-    partial = "sha256:" + hashlib.sha256(data).hexdigest()
-    wait_for(
-        lambda: not list((engine.data_dir / "artifacts" / "tmp").iterdir()),
-        timeout=10,
-        what="the partial upload to be dropped",
+    assert (await api.request("HEAD", f"/artifacts/{digest}")).status == 404
+    server = api.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(
+        f"PUT /api/v1/artifacts?name=t HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        f"Bearer {api.token}\r\nContent-Length: 1000\r\n\r\n".encode()
+        + data
     )
-    assert call("GET", f"{engine.api}/artifacts/{partial}", token=admin).status == 404
-    bad = call("GET", f"{engine.api}/artifacts/sha256:../../etc/passwd", token=admin)
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+    del reader
+    temporary = tmp_path / "data" / "artifacts" / "tmp"
+    await async_wait_for(
+        lambda: not list(temporary.iterdir()), timeout=10, what="the partial upload to be dropped"
+    )
+    assert (await api.request("GET", f"/artifacts/{digest}")).status == 404
+    bad = await api.request("GET", "/artifacts/sha256:../../etc/passwd")
     assert bad.status in (404, 422)
-    malformed = call("GET", f"{engine.api}/artifacts/md5:abc", token=admin)
+    malformed = await api.request("GET", "/artifacts/md5:abc")
     assert malformed.status == 422 and malformed.body["field"] == "digest"
 
 
-def test_revoking_a_worker_token_blocks_its_artifacts_at_once(engine: EngineProcess) -> None:
-    admin = engine.login()
-    minted = engine.mint(admin, "art-worker", ["x"])
-    stored = call("PUT", f"{engine.api}/artifacts?name=a", token=minted["token"], body=b"abc")
-    assert stored.status == 201
-    digest = stored.body["digest"]
-    assert call("GET", f"{engine.api}/artifacts/{digest}", token=minted["token"]).status == 200
-    call("POST", f"{engine.api}/workers/tokens/{minted['jti']}/revoke", token=admin)
+async def test_revoking_a_worker_token_blocks_its_artifacts_at_once(api: InProcessEngine) -> None:
+    worker = (
+        await api.request("POST", "/workers/tokens", json_body={"name": "art", "labels": ["x"]})
+    ).body
+    token = worker["token"]
+    async with api.client.put(
+        "/api/v1/artifacts?name=a", data=b"abc", headers={"Authorization": f"Bearer {token}"}
+    ) as stored:
+        assert stored.status == 201
+        digest = (await stored.json())["digest"]
+    assert (await api.request("GET", f"/artifacts/{digest}", token=token)).status == 200
+    await api.request("POST", f"/workers/tokens/{worker['jti']}/revoke")
     for method in ("GET", "HEAD"):
-        assert call(method, f"{engine.api}/artifacts/{digest}", token=minted["token"]).status == 401
-    assert call("PUT", f"{engine.api}/artifacts", token=minted["token"], body=b"x").status == 401
-    assert call("GET", f"{engine.api}/artifacts/{digest}").status == 401
+        assert (await api.request(method, f"/artifacts/{digest}", token=token)).status == 401
+    assert (await api.request("PUT", "/artifacts", token=token)).status == 401
+    assert (await api.request("GET", f"/artifacts/{digest}", token="")).status == 401
 
 
 def test_an_engine_killed_during_an_upload_serves_no_partial_object(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ class Reply:
 
     status: int
     body: Any
+    """Parsed JSON, or the raw bytes of any other answer."""
 
 
 class InProcessEngine:
@@ -78,8 +79,10 @@ class InProcessEngine:
         if form is not None:
             kwargs["data"] = form
         async with self.client.request(method, f"/api/v1{path}", **kwargs) as answer:
-            text = await answer.text()
-            return Reply(answer.status, json.loads(text) if text else None)
+            raw = await answer.read()
+            if answer.content_type == "application/json" and raw:
+                return Reply(answer.status, json.loads(raw))
+            return Reply(answer.status, raw)
 
     async def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
         answer = await self.request(
