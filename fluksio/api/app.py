@@ -20,7 +20,13 @@ from fluksio.api.keys import KeyRing
 from fluksio.api.logging import get_logger
 from fluksio.api.middlewares import error_middleware, request_context_middleware
 from fluksio.api.provision_requests import ProvisionRequestStore
-from fluksio.api.provisioning import CONFIGURED, Configured, EngineSide, load_configured, log_ready
+from fluksio.api.provisioning import (
+    CONFIGURED,
+    Configured,
+    TokensAndRequests,
+    load_configured,
+    log_ready,
+)
 from fluksio.api.routes import add_routes
 from fluksio.api.runs.local import LocalExecutor, engine_place
 from fluksio.api.runs.store import FlowStore, RunStore
@@ -120,7 +126,7 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         flows=app[appkeys.FLOWS],
         secrets=app[appkeys.SECRETS],
         provisioners=configured.provisioners,
-        engine_side=EngineSide(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
+        engine_side=TokensAndRequests(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
         plugin_events=configured.plugins.manager.hook,
         clock=app.get(appkeys.CLOCK),
     )

@@ -1,7 +1,7 @@
 """Provisioners in the engine: ``provisioners.json`` loaded at start, and the engine's side.
 
-The provisioners layer knows nothing of tokens or SQLite; :class:`EngineSide` gives its
-driver those (:class:`~fluksio.provisioners.driver.EngineSide`). The dispatcher
+The provisioners layer knows nothing of tokens or SQLite; :class:`TokensAndRequests` gives
+its driver those (the :class:`~fluksio.provisioners.driver.EngineSide` it asks for). The dispatcher
 (:mod:`fluksio.api.dispatch`) owns the driver.
 """
 
@@ -23,7 +23,7 @@ from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.driver import MachineRequest
 from fluksio.provisioners.plugins import Plugins, build_plugins
 
-__all__ = ["CONFIGURED", "Configured", "EngineSide", "load_configured", "log_ready"]
+__all__ = ["CONFIGURED", "Configured", "TokensAndRequests", "load_configured", "log_ready"]
 
 log = get_logger(__name__)
 # A provisioned worker's token outlives no job by much: a day, as the spec says.
@@ -56,7 +56,7 @@ def load_configured(layout: DataDir) -> Configured:
     return Configured(plugins, [kind(settings) for kind, settings in loaded])
 
 
-class EngineSide:
+class TokensAndRequests:
     """What the provisioning driver needs of the engine: tokens, and SQLite."""
 
     def __init__(
