@@ -258,7 +258,9 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     lying.write_text(f"[127.0.0.1]:{slurm.port} {' '.join(other_key)}\n")
     refused = _check(slurm, tmp_path, known_hosts=str(lying), trust_on_first_use=True)
     assert refused.returncode == 2, refused.stdout
-    assert "host key" in refused.stderr
+    assert "the host key CHANGED since it was recorded in" in refused.stderr
+    assert f"ssh-keyscan -p {slurm.port} 127.0.0.1" in refused.stderr
+    assert "trust_on_first_use" not in refused.stderr, "trusting cannot help here"
     assert lying.read_text().count("\n") == 1
 
 

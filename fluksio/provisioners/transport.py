@@ -27,7 +27,8 @@ from fluksio.provisioners.shell import Completed, TransportError
 
 __all__ = ["SSHTransport", "parse_login"]
 
-CONNECT_TIMEOUT_S = 20.0
+CONNECT_TIMEOUT_S = 15.0
+"""A login node that has not finished the SSH handshake by then (no banner, say) is down."""
 # slurmctld being down makes squeue/sbatch retry for about 9 s before they fail: stay above.
 COMMAND_TIMEOUT_S = 60.0
 
@@ -73,6 +74,7 @@ class SSHTransport:
         known_hosts: str | None = None,
         trust_on_first_use: bool = False,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self.login = login
         self._user, self._host, self._port = parse_login(login)
@@ -80,6 +82,7 @@ class SSHTransport:
         self._known_hosts = Path(known_hosts or "~/.ssh/known_hosts").expanduser()
         self._trust_on_first_use = trust_on_first_use
         self._command_timeout_s = command_timeout_s
+        self._connect_timeout_s = connect_timeout_s
         self._connection: asyncssh.SSHClientConnection | None = None
         self._connecting = asyncio.Lock()
 
@@ -93,15 +96,22 @@ class SSHTransport:
                     connection.run(command, input=stdin, check=False),
                     self._command_timeout_s,
                 )
+            # TimeoutError first: it is an OSError. A command that ran and did not answer
+            # may have acted (sbatch may have queued a job), so it is never run again.
+            except TimeoutError:
+                await self._drop(connection)
+                raise TransportError(
+                    f"{self.login}: {argv[0]} did not answer within {self._command_timeout_s:g} s;"
+                    " it was not run again"
+                ) from None
             except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, OSError) as exc:
+                # Lost before an answer: reopened and run once more (the channel never
+                # opened, or the connection dropped while idle between commands).
                 await self._drop(connection)
                 if attempt == 2:
-                    raise TransportError(f"{self.login}: connection lost ({exc})") from None
+                    reason = str(exc) or type(exc).__name__
+                    raise TransportError(f"{self.login}: connection lost ({reason})") from None
                 continue
-            except TimeoutError:
-                raise TransportError(
-                    f"{self.login}: {argv[0]} did not answer within {self._command_timeout_s:g} s"
-                ) from None
             return Completed(
                 argv=tuple(argv),
                 exit_status=result.exit_status if result.exit_status is not None else 255,
@@ -120,6 +130,23 @@ class SSHTransport:
         connection.close()
         await connection.wait_closed()
 
+    def _unverified_key_message(self) -> str:
+        """Why the host key was refused: unknown (add it), or changed (check it)."""
+        known = self._known_hosts
+        if known.exists():
+            name = self._host if self._port == 22 else f"[{self._host}]:{self._port}"
+            if asyncssh.read_known_hosts(str(known)).match(self._host, "", self._port)[0]:
+                return (
+                    f"{self.login}: the host key CHANGED since it was recorded in {known}: the"
+                    " login node was reinstalled, or someone is in the middle. Ask its admins"
+                    f" for its key fingerprint, compare (ssh-keyscan -p {self._port}"
+                    f" {self._host} | ssh-keygen -lf -), then replace the line for {name}"
+                )
+        return (
+            f"{self.login}: the host key is not in {known} (add it with ssh-keyscan, or set"
+            " trust_on_first_use)"
+        )
+
     async def _connect(self) -> asyncssh.SSHClientConnection:
         async with self._connecting:
             if self._connection is not None:
@@ -136,7 +163,7 @@ class SSHTransport:
                 "client_keys": [str(self._key)],
                 "agent_path": None,
                 "config": [],
-                "connect_timeout": CONNECT_TIMEOUT_S,
+                "connect_timeout": self._connect_timeout_s,
                 "keepalive_interval": 30,
             }
             if self._trust_on_first_use:
@@ -148,9 +175,16 @@ class SSHTransport:
             try:
                 self._connection = await asyncssh.connect(self._host, self._port, **options)
             except asyncssh.HostKeyNotVerifiable:
+                raise TransportError(self._unverified_key_message()) from None
+            except TimeoutError:
                 raise TransportError(
-                    f"{self.login}: the host key is not in {self._known_hosts} (add it with"
-                    " ssh-keyscan, or set trust_on_first_use)"
+                    f"cannot reach {self.login}: no SSH handshake within"
+                    f" {self._connect_timeout_s:g} s (is it an SSH server, and up?)"
+                ) from None
+            except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+                raise TransportError(
+                    f"{self.login}: ssh_key {self._key} cannot be read as a private key"
+                    f" without a passphrase ({exc})"
                 ) from None
             except asyncssh.PermissionDenied:
                 raise TransportError(

@@ -1,0 +1,92 @@
+"""The SSH seam against real peers: a real OpenSSH login node, and one that says nothing.
+
+A command that does not answer in time is a timeout, reported once and never run again
+(a hung ``sbatch`` may have queued a job: running it again would queue a second one).
+A peer that never sends an SSH banner fails within the connect timeout with a sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from fluksio.provisioners.shell import TransportError
+from fluksio.provisioners.transport import CONNECT_TIMEOUT_S, SSHTransport
+from tests.support.slurm import LocalSlurm, local_slurm
+
+
+@pytest.fixture(scope="module")
+def slurm() -> LocalSlurm:
+    return local_slurm()
+
+
+async def test_a_command_that_does_not_answer_in_time_is_run_once(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    transport = SSHTransport(
+        slurm.login_with_port, slurm.key, known_hosts=slurm.known_hosts, command_timeout_s=1
+    )
+    marker = f"fluksio-hung-{time.time_ns()}"  # in the login user's home
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransportError) as raised:
+            await transport.run(["sh", "-c", f'echo x >> "{marker}"; sleep 30'])
+        assert time.monotonic() - started < 10
+        assert raised.value.detail == (
+            f"{slurm.login_with_port}: sh did not answer within 1 s; it was not run again"
+        )
+        counted = await transport.run(["sh", "-c", f'wc -l < "{marker}"; rm -f "{marker}"'])
+        assert counted.stdout.strip() == "1", "the hung command ran exactly once"
+    finally:
+        await transport.close()
+
+
+async def test_a_peer_that_sends_no_banner_fails_within_the_connect_timeout(
+    tmp_path: Path,
+) -> None:
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # held open, saying nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    key = tmp_path / "key"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    # The engine waits CONNECT_TIMEOUT_S (15 s); the same path is taken here in 1.5 s.
+    assert CONNECT_TIMEOUT_S == 15
+    transport = SSHTransport(
+        f"user@127.0.0.1:{port}", str(key), known_hosts=str(known), connect_timeout_s=1.5
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransportError) as raised:
+            await transport.run(["true"])
+        assert 1.4 <= time.monotonic() - started <= 5
+        assert raised.value.detail == (
+            f"cannot reach user@127.0.0.1:{port}: no SSH handshake within 1.5 s"
+            " (is it an SSH server, and up?)"
+        )
+        assert accepted, "it did connect; the peer just never spoke"
+    finally:
+        server.close()
+        for writer in accepted:
+            writer.close()
+        await server.wait_closed()
+
+
+async def test_a_key_file_that_is_no_key_is_a_sentence(tmp_path: Path) -> None:
+    key = tmp_path / "id_ed25519"
+    key.write_text("this is a note, not a key\n")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    transport = SSHTransport("user@127.0.0.1:9", str(key), known_hosts=str(known))
+    with pytest.raises(TransportError) as raised:
+        await transport.run(["true"])
+    assert raised.value.detail.startswith(f"user@127.0.0.1:9: ssh_key {key} cannot be read as")
