@@ -96,6 +96,24 @@ async def test_unsigned_labels_and_another_protocol_are_refused_saying_what_to_d
     assert [(w["name"], w["status"]) for w in listed] == [("box/old", "needs upgrade")]
 
 
+@pytest.mark.parametrize(
+    ("protocol", "says"),
+    [
+        (1, "this worker speaks protocol 1: upgrade it with 'pip install -U fluksio-worker'"),
+        (3, "this worker speaks protocol 3, newer than this engine's 2: upgrade the engine"),
+        (2.0, "the hello's protocol must be a whole number (this engine speaks 2); it was 2.0"),
+        ("2", "the hello's protocol must be a whole number (this engine speaks 2); it was '2'"),
+    ],
+)
+async def test_a_protocol_other_than_2_is_told_which_side_to_upgrade(
+    api: InProcessEngine, protocol: Any, says: str
+) -> None:
+    worker = await api.attach(await api.mint("box", []), name="box", protocol=protocol)
+    assert worker.greeting["op"] == "refused" and says in worker.greeting["reason"]
+    (listed,) = (await api.request("GET", "/workers")).body
+    assert listed["status"] == "needs upgrade" and says in listed["reason"]
+
+
 async def test_a_second_attach_of_the_same_worker_supersedes_the_first(
     api: InProcessEngine,
 ) -> None:

@@ -26,10 +26,10 @@ from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
 from fluksio.api.workers.protocol import (
     CLOSE_SUPERSEDED,
-    PROTOCOL,
     FrameError,
     parse_hello,
     parse_worker_frame,
+    protocol_refusal,
 )
 from fluksio.api.workers.registry import NeedsUpgrade, display_name
 from fluksio.api.workers.session import WorkerSession
@@ -75,11 +75,8 @@ async def _hello(
     if not isinstance(raw, dict) or raw.get("op") != "hello":
         raise _Refused('the first frame must be {"op": "hello", ...}')
     protocol = raw.get("protocol")
-    if protocol != PROTOCOL:
-        reason = (
-            f"this engine speaks worker protocol {PROTOCOL} and this worker speaks protocol"
-            f" {protocol}: upgrade it with 'pip install -U fluksio-worker' and attach again"
-        )
+    reason = protocol_refusal(protocol)
+    if reason is not None:
         name = display_name(token.name, str(raw.get("name") or token.name))
         request.app[WORKERS].refused_for_protocol(
             NeedsUpgrade(

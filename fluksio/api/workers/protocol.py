@@ -23,6 +23,7 @@ __all__ = [
     "ValidationError",
     "parse_hello",
     "parse_worker_frame",
+    "protocol_refusal",
 ]
 
 CLOSE_SUPERSEDED = 4409
@@ -40,6 +41,29 @@ _MAX_CALL_ID = 128
 
 class FrameError(ValueError):
     """A frame that is well-formed JSON of the right shape but out of bounds; says which."""
+
+
+def protocol_refusal(protocol: object) -> str | None:
+    """Why a hello's protocol cannot attach, saying which side to upgrade; None if it can.
+
+    The protocol is a whole number, compared strictly: ``2.0`` or ``"2"`` is not 2.
+    """
+    if type(protocol) is not int:
+        return (
+            f"the hello's protocol must be a whole number (this engine speaks {PROTOCOL});"
+            f" it was {protocol!r}"
+        )
+    if protocol == PROTOCOL:
+        return None
+    if protocol > PROTOCOL:
+        return (
+            f"this worker speaks protocol {protocol}, newer than this engine's {PROTOCOL}:"
+            " upgrade the engine ('pip install -U fluksio'; engines first), then attach again"
+        )
+    return (
+        f"this engine speaks worker protocol {PROTOCOL} and this worker speaks protocol"
+        f" {protocol}: upgrade it with 'pip install -U fluksio-worker' and attach again"
+    )
 
 
 def parse_hello(payload: dict[str, Any]) -> HelloFrame:
