@@ -473,3 +473,23 @@ def test_an_upload_over_the_limit_is_refused_and_not_kept(tmp_path: Path) -> Non
         assert call("HEAD", f"{engine.api}/artifacts/{digest}", token=admin).status == 404
     finally:
         engine.stop()
+
+
+async def test_the_etag_is_the_digest_and_an_unchanged_copy_is_not_sent_again(
+    api: InProcessEngine,
+) -> None:
+    headers = {"Authorization": f"Bearer {api.token}"}
+    async with api.client.put("/api/v1/artifacts?name=a", data=b"abc", headers=headers) as put:
+        digest = (await put.json())["digest"]
+    for method in ("GET", "HEAD"):
+        async with api.client.request(
+            method, f"/api/v1/artifacts/{digest}", headers=headers
+        ) as got:
+            assert got.status == 200 and got.headers["ETag"] == f'"{digest}"'
+    ranged = {**headers, "Range": "bytes=1-"}
+    async with api.client.get(f"/api/v1/artifacts/{digest}", headers=ranged) as part:
+        assert part.status == 206 and await part.read() == b"bc"
+        assert part.headers["ETag"] == f'"{digest}"'
+    cached = {**headers, "If-None-Match": f'"{digest}"'}
+    async with api.client.get(f"/api/v1/artifacts/{digest}", headers=cached) as again:
+        assert again.status == 304 and await again.read() == b""

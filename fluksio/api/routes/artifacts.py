@@ -11,7 +11,10 @@ or a superuser's access token: revoking a worker token blocks its artifacts at o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from aiohttp import web
+from aiohttp.helpers import ETag
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import ARTIFACTS, SETTINGS, TOKENS
@@ -36,6 +39,29 @@ class ArtifactRef(BaseModel):
     size: int
     media_type: str
     name: str
+
+
+_IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}
+
+
+class _Artifact(web.FileResponse):
+    """A stored artifact: its ``ETag`` is its digest, as protocol.md promises.
+
+    aiohttp's file response sets the tag from the file's mtime and size while it sends the
+    headers; the digest names the bytes themselves, on every engine and after a restart.
+    """
+
+    def __init__(self, path: Path, digest: str, *, chunk_size: int) -> None:
+        super().__init__(path, chunk_size=chunk_size)
+        self._digest = digest
+
+    @property
+    def etag(self) -> ETag | None:
+        return super().etag
+
+    @etag.setter
+    def etag(self, _value: ETag | str | None) -> None:
+        web.StreamResponse.etag.fset(self, self._digest)  # type: ignore[attr-defined]
 
 
 def _authorize(request: web.Request) -> str:
@@ -64,7 +90,7 @@ async def _put(request: web.Request) -> web.Response:
     return model_response(body, status=201)
 
 
-def _stored(request: web.Request) -> web.FileResponse:
+def _stored(request: web.Request) -> web.StreamResponse:
     _authorize(request)
     digest = request.match_info["digest"]
     try:
@@ -73,9 +99,10 @@ def _stored(request: web.Request) -> web.FileResponse:
         raise InvalidInput(error.field, error.detail) from None
     if found is None:
         raise NotFound(f"no artifact {digest}")
-    response = web.FileResponse(found.path, chunk_size=_CHUNK)
-    response.headers["ETag"] = f'"{digest}"'
-    response.headers["Cache-Control"] = "private, max-age=31536000, immutable"
+    if any(tag.value == digest for tag in request.if_none_match or ()):
+        return web.Response(status=304, headers={"ETag": f'"{digest}"', **_IMMUTABLE})
+    response = _Artifact(found.path, digest, chunk_size=_CHUNK)
+    response.headers.update(_IMMUTABLE)
     response.content_type = "application/octet-stream"
     return response
 
