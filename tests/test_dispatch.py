@@ -127,6 +127,23 @@ async def test_a_second_attach_of_the_same_worker_supersedes_the_first(
     assert [w["name"] for w in listed] == ["box"]
 
 
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+async def test_deeply_nested_json_is_refused_and_the_engine_keeps_serving(
+    api: InProcessEngine,
+) -> None:
+    headers = {"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"}
+    async with api.client.put("/api/v1/flows/deep", data=DEEP, headers=headers) as answer:
+        assert answer.status == 422
+        assert await answer.json() == {"detail": "body: is nested too deeply", "field": "body"}
+    worker = await api.attach(await api.mint("box", []), name="box")
+    await worker.send_raw(DEEP)
+    await async_wait_for(lambda: worker.socket.closed, timeout=5, what="the socket to close")
+    assert worker.socket.close_code == 1007
+    assert (await api.request("GET", "/health")).status == 200
+
+
 # -- provisioning, on a clock the test advances ----------------------------------------------
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -12,7 +12,7 @@ from fluksio.api.errors import InvalidInput
 from fluksio.names import NAME_RULE, is_name
 from fluksio.validation import first_error
 
-__all__ = ["path_name", "read_json", "required_form_field"]
+__all__ = ["parse_json", "path_name", "read_json", "required_form_field"]
 
 
 def path_name(request: web.Request, key: str = "name") -> str:
@@ -26,11 +26,25 @@ def path_name(request: web.Request, key: str = "name") -> str:
 Model = TypeVar("Model", bound=BaseModel)
 
 
+def parse_json(text: str | bytes) -> Any:
+    """JSON from a client or a worker; ValueError with a sentence when it is not usable.
+
+    Nesting deeper than the parser's recursion limit is refused like bad JSON, not left to
+    surface as a server error.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("is nested too deeply") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError("is not valid JSON") from None
+
+
 async def read_json(request: web.Request, model: type[Model]) -> Model:
     try:
-        payload = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput("body", "is not valid JSON") from exc
+        payload = parse_json(await request.read())
+    except ValueError as exc:
+        raise InvalidInput("body", str(exc)) from exc
     try:
         return model.model_validate(payload)
     except ValidationError as exc:

@@ -11,7 +11,6 @@ else.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import Any
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFrame, encode
 from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
+from fluksio.api.bodies import parse_json
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
 from fluksio.api.workers.protocol import (
@@ -69,9 +69,9 @@ async def _hello(
     if message.type != WSMsgType.TEXT:
         raise _Refused("the first frame must be a JSON hello")
     try:
-        raw: Any = json.loads(message.data)
-    except ValueError:
-        raise _Refused("the first frame is not JSON; it must be a hello") from None
+        raw: Any = parse_json(message.data)
+    except ValueError as exc:
+        raise _Refused(f"the first frame {exc}; it must be a JSON hello") from None
     if not isinstance(raw, dict) or raw.get("op") != "hello":
         raise _Refused('the first frame must be {"op": "hello", ...}')
     protocol = raw.get("protocol")
@@ -208,7 +208,13 @@ async def _serve(session: WorkerSession) -> None:
     async for message in session.ws:
         if message.type == WSMsgType.TEXT:
             try:
-                frame = parse_worker_frame(json.loads(message.data))
+                payload = parse_json(message.data)
+            except ValueError as exc:
+                # 1007: the text of the frame itself is unusable.
+                await session.close(f"a frame {exc}", code=WSCloseCode.INVALID_TEXT)
+                return
+            try:
+                frame = parse_worker_frame(payload)
             except (ValueError, ValidationError) as exc:
                 detail = (
                     one_sentence(exc, whole="frame")
