@@ -66,7 +66,7 @@ def main() -> None:
         ),
         (
             "worker answer: JSON -> validated frame",
-            _per_call_us(lambda: parse_worker_frame(json.loads(answer_text)), repeat),
+            _per_call_us(lambda: parse_worker_frame(answer_text), repeat),
             _per_call_us(lambda: json.loads(answer_text), repeat),
         ),
     ]

@@ -50,7 +50,7 @@ def test_what_the_agent_encodes_the_engine_parses_back_unchanged() -> None:
         AnswerFrame(call_id="c1", ok=True, result={"y": [1, 2]}, logs="hi\n"),
         AnswerFrame(call_id="c2", ok=False, error=ErrorRecord(type="ValueError", message="no")),
     ):
-        assert parse_worker_frame(json.loads(encode(frame))) == frame
+        assert parse_worker_frame(encode(frame)) == frame
 
 
 def test_an_answer_carries_either_its_result_or_its_error() -> None:
@@ -93,12 +93,30 @@ def test_a_hello_out_of_bounds_is_refused_naming_the_field(
         parse_hello({"op": "hello", "protocol": 2, "name": "box", **change})
 
 
-def test_a_frame_of_the_wrong_shape_names_the_field() -> None:
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"call_id": "c", "ok": "yes"}', ("answer", "ok")),
+        ('{"call_id": "c", "ok": 1}', ("answer", "ok")),
+        ('{"call_id": 7, "ok": true}', ("answer", "call_id")),
+        ('{"call_id": "c", "event": "emit", "ts": "soon"}', ("progress", "ts")),
+        ('{"event": "emit"}', ("progress", "call_id")),
+    ],
+)
+def test_a_frame_of_the_wrong_type_is_refused_naming_the_field_never_coerced(
+    text: str, where: tuple[str, str]
+) -> None:
     with pytest.raises(ValidationError) as raised:
-        parse_worker_frame({"call_id": "c", "ok": "perhaps"})
-    assert raised.value.errors()[0]["loc"] == ("ok",)
+        parse_worker_frame(text)
+    assert raised.value.errors()[0]["loc"] == where
+
+
+def test_strings_for_numbers_in_a_hello_are_refused() -> None:
+    with pytest.raises(ValidationError) as raised:
+        parse_hello({"op": "hello", "protocol": 2, "name": "b", "inventory": {"cpus": "8"}})
+    assert raised.value.errors()[0]["loc"] == ("inventory", "cpus")
     with pytest.raises(FrameError, match="call_id"):
-        parse_worker_frame({"event": "emit"})
+        parse_worker_frame('{"call_id": "", "ok": true}')
 
 
 def test_the_protocol_number_is_defined_once() -> None:

@@ -27,6 +27,7 @@ from fluksio.api.tokens import WorkerIdentity
 from fluksio.api.workers.protocol import (
     CLOSE_SUPERSEDED,
     FrameError,
+    is_unreadable,
     parse_hello,
     parse_worker_frame,
     protocol_refusal,
@@ -208,21 +209,21 @@ async def _serve(session: WorkerSession) -> None:
     async for message in session.ws:
         if message.type == WSMsgType.TEXT:
             try:
-                payload = parse_json(message.data)
-            except ValueError as exc:
-                # 1007: the text of the frame itself is unusable.
-                await session.close(f"a frame {exc}", code=WSCloseCode.INVALID_TEXT)
-                return
-            try:
-                frame = parse_worker_frame(payload)
-            except (ValueError, ValidationError) as exc:
-                detail = (
-                    one_sentence(exc, whole="frame")
-                    if isinstance(exc, ValidationError)
-                    else str(exc)
-                )
+                frame = parse_worker_frame(message.data)
+            except ValidationError as exc:
+                if is_unreadable(exc):
+                    # 1007: the frame's text itself is unusable (no JSON, nested too deeply).
+                    reason = f"a frame is not usable JSON: {exc.errors()[0]['msg']}"
+                    await session.close(reason[:120], code=WSCloseCode.INVALID_TEXT)
+                    return
+                detail = one_sentence(exc, whole="frame")
                 await session.close(
                     f"malformed frame: {detail}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
+                )
+                return
+            except FrameError as exc:
+                await session.close(
+                    f"malformed frame: {exc}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
                 )
                 return
             session.handle(frame)

@@ -10,9 +10,10 @@ agent.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from fluksio.agent.frames import PROTOCOL, AnswerFrame, HelloFrame, ProgressFrame
 
@@ -21,6 +22,7 @@ __all__ = [
     "PROTOCOL",
     "FrameError",
     "ValidationError",
+    "is_unreadable",
     "parse_hello",
     "parse_worker_frame",
     "protocol_refusal",
@@ -29,9 +31,19 @@ __all__ = [
 CLOSE_SUPERSEDED = 4409
 """Close code for a session replaced by a newer one of the same worker: do not reconnect."""
 
+
+def _kind(frame: Any) -> str:
+    # The protocol's rule: a frame with an ``event`` is progress; without one it answers.
+    return "progress" if isinstance(frame, dict) and "event" in frame else "answer"
+
+
 _HELLO: TypeAdapter[HelloFrame] = TypeAdapter(HelloFrame)
-_PROGRESS: TypeAdapter[ProgressFrame] = TypeAdapter(ProgressFrame)
-_ANSWER: TypeAdapter[AnswerFrame] = TypeAdapter(AnswerFrame)
+_CALL_FRAME: TypeAdapter[ProgressFrame | AnswerFrame] = TypeAdapter(
+    Annotated[
+        Annotated[ProgressFrame, Tag("progress")] | Annotated[AnswerFrame, Tag("answer")],
+        Discriminator(_kind),
+    ]
+)
 
 _TEXT_LIMITS = {"name": 128, "python": 4096, "venv_digest": 256, "version": 64, "slurm_job_id": 64}
 _MAX_LABELS = 64
@@ -67,10 +79,15 @@ def protocol_refusal(protocol: object) -> str | None:
 
 
 def parse_hello(payload: dict[str, Any]) -> HelloFrame:
-    """A hello, validated and bounded; raises ValidationError or FrameError naming the field."""
+    """A hello, validated strictly and bounded; raises ValidationError or FrameError.
+
+    Strictly: ``"cpus": "8"`` or ``"max_parallel": 2.0`` is refused naming the field, not
+    coerced. (Validated as JSON, where pydantic's strict mode takes objects for the nested
+    frames.)
+    """
     if "max_parallel" not in payload and "parallel" in payload:
         payload = {**payload, "max_parallel": payload["parallel"]}
-    hello = _HELLO.validate_python(payload)
+    hello = _HELLO.validate_json(json.dumps(payload), strict=True)
     for name, limit in _TEXT_LIMITS.items():
         value = getattr(hello, name)
         if value is not None and len(value) > limit:
@@ -90,15 +107,19 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
     return hello
 
 
-def parse_worker_frame(payload: Any) -> ProgressFrame | AnswerFrame:
-    """A frame after the hello: a progress event, or the answer that ends a call."""
-    if not isinstance(payload, dict) or "call_id" not in payload:
-        raise FrameError("a worker frame is a JSON object with a call_id")
-    frame: ProgressFrame | AnswerFrame = (
-        _PROGRESS.validate_python(payload)
-        if "event" in payload
-        else _ANSWER.validate_python(payload)
-    )
+def parse_worker_frame(text: str | bytes) -> ProgressFrame | AnswerFrame:
+    """A frame after the hello, from its JSON text: a progress event, or a call's answer.
+
+    Parsed and validated in one pass (a result may be large), strictly (``"ok": "yes"`` is
+    refused, not taken for true). Text that is no JSON, or nested too deeply, is a
+    ValidationError of type ``json_invalid``.
+    """
+    frame = _CALL_FRAME.validate_json(text, strict=True)
     if not 1 <= len(frame.call_id) <= _MAX_CALL_ID:
         raise FrameError(f"call_id: must be 1 to {_MAX_CALL_ID} characters")
     return frame
+
+
+def is_unreadable(error: ValidationError) -> bool:
+    """Whether the frame's text itself was unusable (no JSON, or nested too deeply)."""
+    return error.errors()[0]["type"] == "json_invalid"
