@@ -139,6 +139,14 @@ def test_the_specs_example_file_is_valid_as_written() -> None:
             "profile 'gpu-small', field surprise: Extra inputs are not permitted",
         ),
         (lambda e: e.update(max_idle_s=-5), "field max_idle_s"),
+        (
+            lambda e: e["profiles"][0].update(cpus="8"),
+            "profile 'gpu-small', field cpus: Input should be a valid integer",
+        ),
+        (
+            lambda e: e.update(trust_on_first_use="yes"),
+            "field trust_on_first_use: Input should be a valid boolean",
+        ),
     ],
     ids=[
         "unknown-type",
@@ -147,6 +155,8 @@ def test_the_specs_example_file_is_valid_as_written() -> None:
         "newline-in-sbatch",
         "extra-field",
         "negative-idle",
+        "string-for-cpus",
+        "string-for-a-bool",
     ],
 )
 def test_errors_name_the_file_provisioner_profile_and_field(

@@ -44,6 +44,9 @@ from tests.support.wait import async_wait_for, poll_async, wait_for
         ([{"id": "a-b", "code": "x=1"}], "nodes.0.id", ""),
         ([{"id": "a", "code": "x=1", "params": {"p": {"$secret": 3}}}], "nodes.0", "secret"),
         ([], "nodes", ""),
+        ([{"id": "a", "code": "x=1", "resources": {"cpus": "8"}}], "nodes.0.resources.cpus", ""),
+        ([{"id": "a", "code": "x=1", "retry_on_restart": "yes"}], "nodes.0.retry_on_restart", ""),
+        ([{"id": "a", "code": "x=1", "timeout": "10"}], "nodes.0.timeout", ""),
     ],
     ids=[
         "unknown-dep",
@@ -55,6 +58,9 @@ from tests.support.wait import async_wait_for, poll_async, wait_for
         "bad-id",
         "bad-secret-ref",
         "empty",
+        "string-for-a-number",
+        "string-for-a-bool",
+        "string-for-seconds",
     ],
 )
 async def test_flow_validation_names_the_field(

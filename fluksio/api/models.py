@@ -25,7 +25,7 @@ def _fold_duplicates(labels: list[str]) -> list[str]:
 
 
 class WorkerTokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Name
     labels: Annotated[

@@ -63,7 +63,7 @@ TERMINAL_STATES = frozenset(
 class ProfileSettings(BaseModel):
     """One profile of ``provisioners.json``: the capacity one request brings."""
 
-    model_config = ConfigDict(extra="forbid", strict=False)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Name
     cpus: int | None = Field(default=None, ge=1)
@@ -81,7 +81,7 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     Generic over the type of its profiles: ``ProvisionerSettings[SlurmProfile]``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     type: str
     name: Name

@@ -27,7 +27,7 @@ NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}
 
 
 class NodeResources(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     cpus: int | None = Field(default=None, ge=0)
     gpus: int | None = Field(default=None, ge=0)
@@ -35,7 +35,7 @@ class NodeResources(BaseModel):
 
 
 class NodeSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     id: NodeId
     code: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000)]
@@ -62,19 +62,19 @@ class NodeSpec(BaseModel):
 
 
 class FlowSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     nodes: list[NodeSpec] = Field(min_length=1, max_length=10_000)
 
 
 class RunRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     params: dict[str, Any] = Field(default_factory=dict)
 
 
 class SecretRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     value: Annotated[str, StringConstraints(min_length=1, max_length=65536)]
     labels: list[Label] = Field(default_factory=list, max_length=32)
