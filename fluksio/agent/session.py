@@ -62,7 +62,7 @@ class AgentConfig:
     inventory: Inventory
     max_idle_s: float | None = None
     heartbeat_s: float = 10.0
-    backoff_max_s: float = 60.0
+    backoff_max_s: float = 30.0
     venv_digest: str = ""
     slurm_job_id: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -93,6 +93,10 @@ class Agent:
                     welcomed = await self._session()
                 except Refused as refused:
                     log.error("refused by the engine: %s", refused)
+                    return 3
+                except aiohttp.ClientConnectorCertificateError as exc:
+                    # Trying again cannot make a certificate trusted: say why, and stop.
+                    log.error("%s", _untrusted(exc))
                     return 3
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     log.warning(
@@ -317,6 +321,17 @@ def shared_store_env(store: object) -> dict[str, str]:
 async def _send(ws: aiohttp.ClientWebSocketResponse, frame: ProgressFrame | AnswerFrame) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await ws.send_str(encode(frame))
+
+
+def _untrusted(exc: aiohttp.ClientConnectorCertificateError) -> str:
+    """A certificate the agent will not trust, as one sentence: the host and why."""
+    host = f"{exc.host}:{exc.port}"
+    cause = exc.certificate_error
+    reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or cause
+    return (
+        f"the engine's TLS certificate at {host} is not trusted ({reason}): give the agent"
+        " its CA with SSL_CERT_FILE, or check the URL's host name"
+    )
 
 
 def _describe(exc: BaseException) -> str:
