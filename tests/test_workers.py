@@ -446,4 +446,4 @@ def test_python_selects_the_interpreter_node_code_runs_on(
     result = nodes_of(wait_run(engine, admin, run_id))["v"]["result"]
     assert result[0] == [3, 12] and result[1] == str(candidates[-1])
     worker = next(w for w in listed(engine, admin) if w["name"].startswith("py312"))
-    assert worker["python"] == str(candidates[-1])
+    assert worker["python"] == str(candidates[-1]) and worker["python_version"] == "3.12"

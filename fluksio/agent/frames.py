@@ -59,6 +59,8 @@ class HelloFrame:
     labels: list[str] = field(default_factory=list)
     python: str = ""
     """The interpreter that runs its calls (a path)."""
+    python_version: str | None = None
+    """(ours) That interpreter's version, ``major.minor``."""
     max_parallel: int = 1
     """Calls it runs at once (``parallel`` is accepted as an alias on arrival)."""
     venv_digest: str = ""

@@ -200,6 +200,7 @@ class Agent:
             name=self.config.name,
             labels=self.config.labels,
             python=self.launcher.python,
+            python_version=".".join(map(str, self.launcher.version)),
             max_parallel=self.config.parallel,
             venv_digest=self.config.venv_digest,
             inventory=InventoryReport(

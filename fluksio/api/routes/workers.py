@@ -58,6 +58,9 @@ class WorkerBody(BaseModel):
     attached_at: datetime
     last_seen: datetime
     python: str
+    """The interpreter the worker runs calls with (a path on that machine)."""
+    python_version: str | None
+    """Its version, ``major.minor``; null for a published 0.1.x agent, which does not say."""
     venv_digest: str
     version: str
     protocol: int
@@ -181,6 +184,7 @@ def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         attached_at=utc(session.attached_at),
         last_seen=utc(session.last_seen),
         python=hello.python,
+        python_version=hello.python_version,
         venv_digest=hello.venv_digest,
         version=hello.version or "0.1.x",
         protocol=hello.protocol,

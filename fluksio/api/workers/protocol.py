@@ -45,7 +45,14 @@ _CALL_FRAME: TypeAdapter[ProgressFrame | AnswerFrame] = TypeAdapter(
     ]
 )
 
-_TEXT_LIMITS = {"name": 128, "python": 4096, "venv_digest": 256, "version": 64, "slurm_job_id": 64}
+_TEXT_LIMITS = {
+    "name": 128,
+    "python": 4096,
+    "python_version": 32,
+    "venv_digest": 256,
+    "version": 64,
+    "slurm_job_id": 64,
+}
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096
 _MAX_CALL_ID = 128

@@ -218,7 +218,7 @@ function renderWorkers(workers) {
       el("td", {}, el("strong", {}, worker.name), el("br"), upgrade ? null : chips(worker.labels)),
       el("td", {}, badge(worker.status), upgrade ? el("p", { class: "muted small" }, worker.reason) : null),
       el("td", {}, `${worker.version || "unknown"} · protocol ${worker.protocol ?? "?"}`),
-      el("td", {}, worker.python || "—"),
+      el("td", {}, worker.python_version ? `Python ${worker.python_version}` : "", worker.python_version ? el("br") : null, el("span", { class: "muted small" }, worker.python || "—")),
       el(
         "td",
         { class: "meters" },
