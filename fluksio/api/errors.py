@@ -10,6 +10,8 @@ __all__ = [
     "InvalidInput",
     "NotAuthenticated",
     "NotFound",
+    "StorageFull",
+    "TooLarge",
     "TooManyAttempts",
 ]
 
@@ -44,3 +46,11 @@ class TooManyAttempts(FluksioError):
     def __init__(self, detail: str, retry_after: float) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class TooLarge(InvalidInput):
+    """A body over the limit the operator set (413); ``field`` names it."""
+
+
+class StorageFull(FluksioError):
+    """The engine's disk (or database) has no room left; nothing was kept (507)."""

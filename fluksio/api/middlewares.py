@@ -21,6 +21,8 @@ from fluksio.api.errors import (
     InvalidInput,
     NotAuthenticated,
     NotFound,
+    StorageFull,
+    TooLarge,
     TooManyAttempts,
 )
 from fluksio.api.logging import get_logger
@@ -37,8 +39,10 @@ _STATUS: tuple[tuple[type[FluksioError], int], ...] = (
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
+    (TooLarge, 413),
     (InvalidInput, 422),
     (TooManyAttempts, 429),
+    (StorageFull, 507),
     (ConfigError, 400),
 )
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

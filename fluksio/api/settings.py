@@ -36,7 +36,8 @@ class EngineSettings:
     """How often attached workers are checked (silence, revocation, key rotation)."""
     worker_ping_s: float = 30.0
     max_frame_bytes: int = 64 * 1024 * 1024
-    max_artifact_bytes: int = 64 * 1024**3
+    max_artifact_bytes: int = 10 * 1024**3
+    """The largest artifact upload taken (``--max-artifact-bytes``); larger is a 413."""
 
     @property
     def layout(self) -> DataDir:

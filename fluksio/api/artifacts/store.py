@@ -10,6 +10,7 @@ This is the same layout the runner writes when a node runs on the engine itself.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import os
 import re
@@ -20,7 +21,14 @@ from pathlib import Path
 
 from fluksio.errors import FluksioError
 
-__all__ = ["ArtifactError", "ArtifactStore", "StoredObject", "parse_digest"]
+__all__ = [
+    "ArtifactError",
+    "ArtifactStore",
+    "ArtifactTooLarge",
+    "StoreFull",
+    "StoredObject",
+    "parse_digest",
+]
 
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 
@@ -31,6 +39,17 @@ class ArtifactError(FluksioError):
     def __init__(self, detail: str, field: str = "body") -> None:
         super().__init__(detail)
         self.field = field
+
+
+class ArtifactTooLarge(ArtifactError):
+    """Larger than the operator's limit, declared or as it arrived; nothing was stored."""
+
+
+class StoreFull(ArtifactError):
+    """The disk under the store has no room left; nothing was stored."""
+
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 @dataclass(frozen=True)
@@ -89,8 +108,17 @@ class ArtifactStore:
         max_bytes: int,
         declared_size: int | None = None,
     ) -> StoredObject:
-        """Store what ``chunks`` yields; refuse a digest or size that does not match."""
+        """Store what ``chunks`` yields; refuse a digest or size that does not match.
+
+        A ``declared_size`` over ``max_bytes`` is refused before anything is read; a disk
+        that fills up is :class:`StoreFull`. Either way nothing partial is left.
+        """
         expected_hex = parse_digest(expected) if expected is not None else None
+        if declared_size is not None and declared_size > max_bytes:
+            raise ArtifactTooLarge(
+                f"the artifact ({declared_size} bytes) exceeds the limit of {max_bytes} bytes;"
+                " nothing was read"
+            )
         tmp = self.root / "tmp" / f"{secrets.token_hex(8)}.part"
         digest = hashlib.sha256()
         size = 0
@@ -99,7 +127,9 @@ class ArtifactStore:
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > max_bytes:
-                        raise ArtifactError(f"the artifact exceeds the limit of {max_bytes} bytes")
+                        raise ArtifactTooLarge(
+                            f"the artifact exceeds the limit of {max_bytes} bytes"
+                        )
                     digest.update(chunk)
                     out.write(chunk)
                 out.flush()
@@ -120,5 +150,12 @@ class ArtifactStore:
             final.parent.mkdir(exist_ok=True, mode=0o700)
             os.replace(tmp, final)
             return StoredObject(f"sha256:{actual}", size, final)
+        except OSError as exc:
+            if exc.errno in _NO_ROOM:
+                raise StoreFull(
+                    f"the engine's disk has no room for the artifact ({exc.strerror});"
+                    " nothing was stored"
+                ) from None
+            raise
         finally:
             tmp.unlink(missing_ok=True)

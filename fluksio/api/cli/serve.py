@@ -51,7 +51,13 @@ __all__ = ["serve"]
 @click.option("--worker-gone-s", type=click.FloatRange(0.1), default=90.0, hidden=True)
 @click.option("--worker-check-s", type=click.FloatRange(0.05), default=2.0, hidden=True)
 @click.option("--max-frame-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, hidden=True)
-@click.option("--max-artifact-bytes", type=click.IntRange(1), default=64 * 1024**3, hidden=True)
+@click.option(
+    "--max-artifact-bytes",
+    type=click.IntRange(1),
+    default=10 * 1024**3,
+    show_default=True,
+    help="The largest artifact upload the engine takes; a larger one is refused (413).",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),

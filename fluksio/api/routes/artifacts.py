@@ -18,9 +18,9 @@ from aiohttp.helpers import ETag
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import ARTIFACTS, SETTINGS, TOKENS
-from fluksio.api.artifacts.store import ArtifactError
+from fluksio.api.artifacts.store import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.api.auth import bearer_token
-from fluksio.api.errors import InvalidInput, NotFound
+from fluksio.api.errors import InvalidInput, NotFound, StorageFull, TooLarge
 from fluksio.api.logging import get_logger
 from fluksio.api.responses import model_response
 
@@ -83,6 +83,11 @@ async def _put(request: web.Request) -> web.Response:
             max_bytes=request.app[SETTINGS].max_artifact_bytes,
             declared_size=request.content_length,
         )
+    except ArtifactTooLarge as error:
+        raise TooLarge(error.field, error.detail) from None
+    except StoreFull as error:
+        log.error("artifact.no_room", error=error.detail, by=who)
+        raise StorageFull(error.detail) from None
     except ArtifactError as error:
         raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
