@@ -34,6 +34,13 @@ async def launcher(request: pytest.FixtureRequest) -> AsyncIterator[Launcher]:
         AWS_SECRET_ACCESS_KEY="nope",
         FLUKSIO_WORKER_TOKEN="worker-token",
         HARMLESS_SETTING="visible",
+        DATABASE_URL="postgres://u:pw@db.example/app",
+        X_CONNECTION_STRING="Server=db;Password=pw",
+        PGPASSFILE="/home/u/.pgpass",
+        HTTP_PROXY="http://u:pw@proxy.example:3128",
+        https_proxy="http://token@proxy.example:3128",
+        NO_PROXY="localhost,127.0.0.1",
+        DOCS_URL="https://docs.example/guide",
     )
     launched = Launcher(mode=request.param, environ=environ)
     await launched.start()
@@ -122,7 +129,9 @@ async def test_thread_caps_devices_and_a_filtered_environment(launcher: Launcher
         def process():
             return {k: os.environ.get(k) for k in (
                 "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "MY_API_TOKEN",
-                "AWS_SECRET_ACCESS_KEY", "FLUKSIO_WORKER_TOKEN", "HARMLESS_SETTING")}
+                "AWS_SECRET_ACCESS_KEY", "FLUKSIO_WORKER_TOKEN", "HARMLESS_SETTING",
+                "DATABASE_URL", "X_CONNECTION_STRING", "PGPASSFILE", "HTTP_PROXY",
+                "https_proxy", "NO_PROXY", "DOCS_URL")}
     """,
         env={"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "CUDA_VISIBLE_DEVICES": "1,2"},
     )
@@ -134,6 +143,15 @@ async def test_thread_caps_devices_and_a_filtered_environment(launcher: Launcher
         "AWS_SECRET_ACCESS_KEY": None,
         "FLUKSIO_WORKER_TOKEN": None,
         "HARMLESS_SETTING": "visible",
+        # Removed by name:
+        "DATABASE_URL": None,
+        "X_CONNECTION_STRING": None,
+        "PGPASSFILE": None,
+        # Kept, without the credentials in their URLs:
+        "HTTP_PROXY": "http://proxy.example:3128",
+        "https_proxy": "http://proxy.example:3128",
+        "NO_PROXY": "localhost,127.0.0.1",
+        "DOCS_URL": "https://docs.example/guide",
     }
 
 

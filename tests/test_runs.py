@@ -8,6 +8,7 @@ started again, the command line) is at the end.
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,40 @@ async def test_queued_with_the_schedulers_reason_and_prefer_runs_on_the_engine(
     bad = await api.request("GET", "/runs?state=sleeping")
     assert bad.status == 422 and bad.body["field"] == "state"
     assert (await api.request("GET", "/runs/nope")).status == 404
+
+
+async def test_a_secret_a_node_prints_emits_or_raises_is_redacted_before_it_is_stored(
+    api: InProcessEngine,
+) -> None:
+    value = "s3cr3t-value-for-the-db"
+    answer = await api.request("PUT", "/secrets/db", json_body={"value": value, "labels": []})
+    assert answer.status == 200
+    leaky = code("""
+        import fluksio
+        def process(password, fail=False):
+            print("connecting with", password)
+            fluksio.emit(dsn=f"postgres://app:{password}@db/app", nested=[{"p": password}])
+            if fail:
+                raise RuntimeError(f"login failed for {password}")
+            return len(password)
+    """)
+    params = {"password": {"$secret": "db"}}
+    nodes = [
+        {"id": "leak", "code": leaky, "params": params},
+        {"id": "fails", "code": leaky, "params": {**params, "fail": True}},
+    ]
+    await api.put_flow("leaky", nodes)
+    run = await api.wait_run((await api.start_run("leaky"))["id"])
+    by_id = nodes_of(run)
+    assert by_id["leak"]["result"] == len(value), "the call itself had the real value"
+    assert "connecting with [redacted]" in by_id["leak"]["logs"]
+    assert by_id["leak"]["events"][0]["outputs"] == {
+        "dsn": "postgres://app:[redacted]@db/app",
+        "nested": [{"p": "[redacted]"}],
+    }
+    assert by_id["fails"]["error"]["message"] == "login failed for [redacted]"
+    stored = (await api.request("GET", f"/runs/{run['id']}")).body
+    assert value not in json.dumps(stored)
 
 
 # -- what a node sees --------------------------------------------------------------------

@@ -75,6 +75,10 @@ _CREDENTIAL_WORDS = (
     "SESSION",
     "PRIVATE",
     "CERT",
+    "CONNECTION_STRING",
+    "DATABASE_URL",
+    "PGPASS",
+    "DSN",
 )
 _CREDENTIAL_PREFIXES = (
     "AWS_",
@@ -133,9 +137,28 @@ def is_credential_name(name: str) -> bool:
     )
 
 
+# ``scheme://user:password@`` (or ``scheme://token@``) inside a value: the part a node
+# must not see, wherever a URL with credentials stands (a proxy, a broker, a database).
+_URL_CREDENTIALS = r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@"
+
+
+def without_url_credentials(value: str) -> str:
+    """``value`` with the user and password taken out of every URL in it."""
+    if "://" not in value or "@" not in value:
+        return value  # the common case, without importing re (a spawned call pays for it)
+    import re
+
+    return re.sub(_URL_CREDENTIALS, r"\1", value)
+
+
 def filtered_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    """The host environment a node may see: credential-like variables removed."""
-    return {k: v for k, v in environ.items() if not is_credential_name(k)}
+    """The host environment a node may see.
+
+    Credential-like variables are removed by name; in what remains, every URL keeps its
+    host but loses its credentials (``HTTP_PROXY=http://u:pw@proxy:3128`` is seen as
+    ``http://proxy:3128``).
+    """
+    return {k: without_url_credentials(v) for k, v in environ.items() if not is_credential_name(k)}
 
 
 # -- the reporter: what `import fluksio` gives node code -----------------------------------
@@ -557,8 +580,14 @@ def _call(function: Callable[..., object], kwargs: dict[str, Any], records: _Rec
 
 
 def _drop_credentials() -> None:
-    for name in [name for name in os.environ if is_credential_name(name)]:
-        del os.environ[name]
+    for name in list(os.environ):
+        if is_credential_name(name):
+            del os.environ[name]
+        else:
+            value = os.environ[name]
+            cleaned = without_url_credentials(value)
+            if cleaned != value:
+                os.environ[name] = cleaned
 
 
 def run_child(

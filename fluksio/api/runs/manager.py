@@ -26,6 +26,7 @@ from fluksio.agent.runner import THREAD_VARIABLES
 from fluksio.api.errors import Conflict, NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.models import FlowSpec, NodeSpec
+from fluksio.api.runs.redact import redact, secret_values
 from fluksio.api.runs.signature import select_kwargs
 from fluksio.api.runs.states import (
     TERMINAL_NODE_STATES,
@@ -128,6 +129,8 @@ class _Node:
         default_factory=lambda: collections.deque(maxlen=EVENTS_KEPT)
     )
     event_count: int = 0
+    secrets: tuple[str, ...] = ()
+    """Secret values released to the running call: blanked in what it reports."""
 
 
 @dataclass
@@ -349,14 +352,14 @@ class RunManager:
         self, run: _Run, node: _Node, place_id: str, labels: frozenset[str]
     ) -> dict[str, Any]:
         available: dict[str, Any] = dict(run.row.params)
-        available.update(
-            resolve_params(
-                node.spec.params,
-                self._secrets,
-                on_engine=place_id == ENGINE_ID,
-                worker_labels=labels,
-            )
+        resolved = resolve_params(
+            node.spec.params,
+            self._secrets,
+            on_engine=place_id == ENGINE_ID,
+            worker_labels=labels,
         )
+        node.secrets = secret_values(node.spec.params, resolved)
+        available.update(resolved)
         for dependency in node.spec.after:
             available[dependency] = run.nodes[dependency].row.result
         return select_kwargs(node.spec.code, available)
@@ -373,7 +376,7 @@ class RunManager:
     async def _execute(self, run: _Run, node: _Node, executor: Executor, spec: CallSpec) -> None:
         def on_event(record: dict[str, Any]) -> None:
             record.pop("kind", None)
-            node.events.append(record)
+            node.events.append(redact(record, node.secrets))
             node.event_count += 1
 
         try:
@@ -389,7 +392,7 @@ class RunManager:
     def _end_node(self, run: _Run, node: _Node, outcome: CallOutcome) -> None:
         self._calls.pop(str(node.row.call_id), None)
         row = node.row
-        row.logs = outcome.logs
+        row.logs = redact(outcome.logs, node.secrets)
         row.events = list(node.events)
         if outcome.ok:
             row.result = outcome.result
@@ -397,7 +400,8 @@ class RunManager:
         else:
             cancelled = run.cancelling and (outcome.error or {}).get("type") == "NodeCancelled"
             state = NodeState.CANCELLED if cancelled else NodeState.FAILED
-            self._ended(run, node, state, outcome.error)
+            self._ended(run, node, state, redact(outcome.error, node.secrets))
+        node.secrets = ()
         changed = [node]
         if row.state is NodeState.SUCCEEDED:
             for dependent_id in node.dependents:
