@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from fluksio.agent.frames import PROTOCOL
 from fluksio.api.provisioning import Configured
@@ -125,6 +126,46 @@ async def test_a_second_attach_of_the_same_worker_supersedes_the_first(
     assert first.socket.close_code == 4409
     listed = (await api.request("GET", "/workers")).body
     assert [w["name"] for w in listed] == ["box"]
+
+
+async def test_a_page_elsewhere_cannot_open_the_attach_socket(api: InProcessEngine) -> None:
+    token = await api.mint("box", [])
+    headers = {"Authorization": f"Bearer {token}", "Origin": "https://evil.example"}
+    async with api.client.get("/api/v1/workers/attach", headers=headers) as refused:
+        assert refused.status == 403
+        assert "a page at https://evil.example may not open" in (await refused.json())["detail"]
+    own = f"http://{api.client.server.host}:{api.client.server.port}"
+    same = await api.client.ws_connect(
+        "/api/v1/workers/attach", headers={"Authorization": f"Bearer {token}", "Origin": own}
+    )
+    await same.close()
+
+
+async def test_an_answer_for_a_call_not_sent_to_that_worker_changes_nothing(
+    api: InProcessEngine,
+) -> None:
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    honest = await api.attach(await api.mint("honest", ["cpu"]), name="honest", labels=["cpu"])
+    forger = await api.attach(await api.mint("forger", ["cpu"]), name="forger", labels=["cpu"])
+    run = await api.start_run("cpu")
+    await async_wait_for(
+        lambda: honest.calls or forger.calls, timeout=5, what="the call to be sent"
+    )
+    victim, other = (honest, forger) if honest.calls else (forger, honest)
+    call = await victim.next_call()
+    with structlog.testing.capture_logs() as logged:
+        await other.answer(call["call_id"], "forged")
+        await victim.emit(call["call_id"], {"alive": True})
+        await async_wait_for(
+            lambda: any(e["event"] == "worker.unknown_call" for e in logged),
+            timeout=5,
+            what="the forged answer to be logged",
+        )
+    (warning,) = [e for e in logged if e["event"] == "worker.unknown_call"]
+    assert warning["worker"] == other.greeting["name"] and warning["call_id"] == call["call_id"]
+    assert (await api.run(run["id"]))["state"] == "running", "the forged answer ended nothing"
+    await victim.answer(call["call_id"], "real")
+    assert nodes_of(await api.wait_run(run["id"]))["n"]["result"] == "real"
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

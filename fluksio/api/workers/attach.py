@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFr
 from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
 from fluksio.api.bodies import parse_json
+from fluksio.api.errors import Forbidden
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
 from fluksio.api.workers.protocol import (
@@ -110,7 +112,24 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _check_origin(request: web.Request) -> None:
+    """A browser says which page opened a socket: only the engine's own pages may.
+
+    Agents send no ``Origin``; a page elsewhere that holds a worker token (pasted, or
+    leaked) must not be able to attach through a visitor's browser.
+    """
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return
+    parsed = urlsplit(origin)
+    if parsed.netloc != request.host:
+        raise Forbidden(
+            f"a page at {origin} may not open the attach socket; workers attach directly"
+        )
+
+
 async def attach(request: web.Request) -> web.StreamResponse:
+    _check_origin(request)
     token = require_worker(request, allow_query=True)
     settings = request.app[SETTINGS]
     ws = web.WebSocketResponse(

@@ -113,7 +113,16 @@ class WorkerSession:
         self.last_seen = time.time()
         pending = self._pending.get(frame.call_id)
         if pending is None:
-            return  # an answer for a call already failed or unknown: nothing to do
+            # A call already failed here (late answers are normal after a timeout), or one
+            # never sent to this worker: another worker's, or made up. Nothing changes.
+            log.warning(
+                "worker.unknown_call",
+                worker=self.name,
+                worker_id=self.id,
+                call_id=frame.call_id[:64],
+                frame="answer" if isinstance(frame, AnswerFrame) else frame.event,
+            )
+            return
         if isinstance(frame, ProgressFrame):
             if frame.event != "heartbeat":
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
