@@ -74,15 +74,20 @@ async def test_flow_validation_names_the_field(
     assert (await api.request("GET", "/flows/invalid")).status == 404
 
 
-async def test_worker_bound_code_is_not_compiled_here_and_aliases_are_accepted(
+async def test_worker_bound_code_is_checked_but_not_imported_and_aliases_are_accepted(
     api: InProcessEngine,
 ) -> None:
     node = {
         "id": "remote",
-        "code": "match x:\n  case 1: pass\ndef process(:",
+        "code": "import only_on_the_gpu_box\nmatch x:\n  case 1: pass\ndef process(:",
         "device": "gpu",
         "device_policy": "prefer",
     }
+    refused = await api.put_flow("bound", [node])
+    assert refused.status == 422 and refused.body["field"] == "nodes.0.code"
+    assert refused.body["detail"].startswith("nodes.0.code: line 4: ")
+    assert "(node 'remote', checked with the engine's Python 3." in refused.body["detail"]
+    node["code"] = node["code"].replace("def process(:", "def process():\n    return 1\n")
     answer = await api.put_flow("bound", [node])
     assert answer.status == 201, answer
     stored = answer.body["nodes"][0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -49,7 +50,7 @@ async def _put(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)
     flow = await read_json(request, FlowSpec)
-    check_flow(flow)
+    await asyncio.get_running_loop().run_in_executor(None, check_flow, flow)
     flows = request.app[FLOWS]
     created = flows.put(name, flow.model_dump(mode="json"))
     record = flows.get(name)

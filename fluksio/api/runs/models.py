@@ -1,8 +1,9 @@
 """What a flow is: nodes, their dependencies and what they need, validated field by field.
 
 ``worker`` and ``worker_policy`` are canonical; ``device`` and ``device_policy`` are
-accepted as aliases on input and never emitted. A node bound to a worker is not compiled
-here: it may use syntax or imports only that machine has.
+accepted as aliases on input and never emitted. Every node's syntax is checked when the
+flow is saved (:func:`~fluksio.api.runs.validation.check_flow`); its imports are not, since
+a node bound to a worker may import what only that machine has.
 """
 
 from __future__ import annotations
