@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import structlog
 
-from fluksio.agent.frames import PROTOCOL
+from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
 from fluksio.api.provisioning import Configured
 from fluksio.provisioners import WorkerEvent, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus
@@ -166,6 +166,29 @@ async def test_an_answer_for_a_call_not_sent_to_that_worker_changes_nothing(
     assert (await api.run(run["id"]))["state"] == "running", "the forged answer ended nothing"
     await victim.answer(call["call_id"], "real")
     assert nodes_of(await api.wait_run(run["id"]))["n"]["result"] == "real"
+
+
+async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_on(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(
+        aiohttp_client, tmp_path / "data", worker_frames_per_s=100, worker_frame_burst=200
+    )
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    flooder = await api.attach(await api.mint("flood", []), name="flood")
+    steady = await api.attach(await api.mint("steady", ["cpu"]), name="steady", labels=["cpu"])
+    heartbeat = encode(ProgressFrame(call_id="nothing", event="heartbeat"))
+    for _ in range(1000):
+        if flooder.socket.closed:
+            break
+        await flooder.send_raw(heartbeat)
+    await async_wait_for(lambda: flooder.socket.closed, timeout=5, what="the flood to be cut")
+    assert flooder.socket.close_code == 1008
+    run = await api.start_run("cpu")
+    call = await steady.next_call()
+    await steady.answer(call["call_id"], "fine")
+    assert (await api.wait_run(run["id"]))["state"] == "succeeded"
+    assert [w["name"] for w in (await api.request("GET", "/workers")).body] == ["steady"]
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -36,6 +36,10 @@ class EngineSettings:
     """How often attached workers are checked (silence, revocation, key rotation)."""
     worker_ping_s: float = 30.0
     max_frame_bytes: int = 64 * 1024 * 1024
+    worker_frames_per_s: float = 5000.0
+    """A worker sending more frames a second than this, on average, is disconnected."""
+    worker_frame_burst: float = 50000.0
+    """... after a burst of this many."""
     max_artifact_bytes: int = 10 * 1024**3
     """The largest artifact upload taken (``--max-artifact-bytes``); larger is a 413."""
 

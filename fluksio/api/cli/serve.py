@@ -50,7 +50,21 @@ __all__ = ["serve"]
 )
 @click.option("--worker-gone-s", type=click.FloatRange(0.1), default=90.0, hidden=True)
 @click.option("--worker-check-s", type=click.FloatRange(0.05), default=2.0, hidden=True)
-@click.option("--max-frame-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, hidden=True)
+@click.option(
+    "--max-frame-bytes",
+    type=click.IntRange(1024),
+    default=64 * 1024 * 1024,
+    show_default=True,
+    help="The largest frame a worker may send (a call's answer with its result).",
+)
+@click.option(
+    "--worker-frames-per-s",
+    type=click.FloatRange(1),
+    default=5000.0,
+    show_default=True,
+    help="A worker sending more frames a second than this (after a burst of ten times"
+    " as many) is disconnected as flooding.",
+)
 @click.option(
     "--max-artifact-bytes",
     type=click.IntRange(1),
@@ -75,6 +89,7 @@ def serve(
     worker_gone_s: float,
     worker_check_s: float,
     max_frame_bytes: int,
+    worker_frames_per_s: float,
     max_artifact_bytes: int,
     log_level: str,
 ) -> None:
@@ -101,6 +116,8 @@ def serve(
             worker_gone_s=worker_gone_s,
             worker_check_s=worker_check_s,
             max_frame_bytes=max_frame_bytes,
+            worker_frames_per_s=worker_frames_per_s,
+            worker_frame_burst=10 * worker_frames_per_s,
             max_artifact_bytes=max_artifact_bytes,
         )
         asyncio.run(

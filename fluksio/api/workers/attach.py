@@ -26,6 +26,7 @@ from fluksio.api.bodies import parse_json
 from fluksio.api.errors import Forbidden
 from fluksio.api.logging import get_logger
 from fluksio.api.tokens import WorkerIdentity
+from fluksio.api.workers.budget import FrameBudget
 from fluksio.api.workers.protocol import (
     CLOSE_SUPERSEDED,
     FrameError,
@@ -195,7 +196,9 @@ async def attach(request: web.Request) -> web.StreamResponse:
         version=hello.version or "0.1.x",
     )
     try:
-        await _serve(session)
+        await _serve(
+            session, FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst)
+        )
     finally:
         store.remove_probe(session.id)
         registry.remove(session)
@@ -224,8 +227,14 @@ def _event(session: WorkerSession) -> WorkerEvent:
     )
 
 
-async def _serve(session: WorkerSession) -> None:
+async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
     async for message in session.ws:
+        if not budget.spend():
+            await session.close(
+                "flooding: more frames a second than any worker needs; disconnected",
+                code=WSCloseCode.POLICY_VIOLATION,
+            )
+            return
         if message.type == WSMsgType.TEXT:
             try:
                 frame = parse_worker_frame(message.data)

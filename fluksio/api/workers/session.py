@@ -34,6 +34,7 @@ __all__ = ["WorkerSession"]
 
 log = get_logger(__name__)
 EventCallback = Callable[[dict[str, Any]], None]
+_UNKNOWN_FRAMES_LOGGED = 10
 
 
 @dataclass
@@ -57,6 +58,7 @@ class WorkerSession:
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
+    _unknown_frames: int = 0
 
     @property
     def labels(self) -> frozenset[str]:
@@ -114,14 +116,18 @@ class WorkerSession:
         pending = self._pending.get(frame.call_id)
         if pending is None:
             # A call already failed here (late answers are normal after a timeout), or one
-            # never sent to this worker: another worker's, or made up. Nothing changes.
-            log.warning(
-                "worker.unknown_call",
-                worker=self.name,
-                worker_id=self.id,
-                call_id=frame.call_id[:64],
-                frame="answer" if isinstance(frame, AnswerFrame) else frame.event,
-            )
+            # never sent to this worker: another worker's, or made up. Nothing changes; the
+            # first few are logged, so a worker cannot flood the log with them.
+            self._unknown_frames += 1
+            if self._unknown_frames <= _UNKNOWN_FRAMES_LOGGED:
+                log.warning(
+                    "worker.unknown_call",
+                    worker=self.name,
+                    worker_id=self.id,
+                    call_id=frame.call_id[:64],
+                    frame="answer" if isinstance(frame, AnswerFrame) else frame.event,
+                    seen=self._unknown_frames,
+                )
             return
         if isinstance(frame, ProgressFrame):
             if frame.event != "heartbeat":
