@@ -9,6 +9,9 @@ produced on demand and asserted as a user sees it through the API.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +192,67 @@ async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_
     await steady.answer(call["call_id"], "fine")
     assert (await api.wait_run(run["id"]))["state"] == "succeeded"
     assert [w["name"] for w in (await api.request("GET", "/workers")).body] == ["steady"]
+
+
+# -- liveness: the one 90-second rule, here with worker_gone_s = 1.5 -------------------------
+
+QUICK_LIVENESS = {"worker_gone_s": 1.5, "worker_check_s": 0.05}
+
+
+async def test_a_frozen_worker_fails_its_call_after_worker_gone_s_and_not_before(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", **QUICK_LIVENESS)
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    run = await api.start_run("cpu")
+    await worker.next_call()
+    await worker.freeze()
+    frozen_at = time.monotonic()
+    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    took = time.monotonic() - frozen_at
+    # Counted from the last contact, which may be a pong up to one ping (0.25 s) earlier.
+    assert 1.5 - 0.25 <= took <= 3.5, took
+    assert node["error"]["type"] == "WorkerGone"
+    assert node["error"]["message"] == (
+        "no message from the worker for 1.5 s while it was executing; its calls failed as gone"
+    )
+
+
+async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", **QUICK_LIVENESS)
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    run = await api.start_run("cpu")
+    call = await worker.next_call()
+    await worker.freeze()
+    await asyncio.sleep(0.9)  # the pause itself is what is tested: 6 pings go unanswered
+    worker.thaw()
+    await worker.answer(call["call_id"], "after the pause")
+    node = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert (node["state"], node["result"]) == ("succeeded", "after the pause")
+
+
+async def test_an_idle_worker_is_seen_alive_and_a_frozen_idle_one_is_let_go(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", **QUICK_LIVENESS)
+    worker = await api.attach(await api.mint("idle", []), name="idle")
+
+    async def seen_since_attaching() -> bool:
+        (listed,) = (await api.request("GET", "/workers")).body
+        seen, attached = (datetime.fromisoformat(listed[k]) for k in ("last_seen", "attached_at"))
+        return seen > attached
+
+    await poll_async(seen_since_attaching, timeout=5, what="an idle worker's pong")
+    await worker.freeze()
+
+    async def let_go() -> bool:
+        return (await api.request("GET", "/workers")).body == []
+
+    await poll_async(let_go, timeout=10, what="the frozen idle worker to be let go")
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -62,6 +62,10 @@ class AgentConfig:
     inventory: Inventory
     max_idle_s: float | None = None
     heartbeat_s: float = 10.0
+    gone_s: float = 90.0
+    """Nothing from the engine (not even a ping) for this long: the connection is dead."""
+    ping_s: float = 15.0
+    """How often the agent pings the engine, so either side sees the other is alive."""
     backoff_max_s: float = 30.0
     venv_digest: str = ""
     slurm_job_id: str | None = None
@@ -139,7 +143,9 @@ class Agent:
                 ws = await http.ws_connect(
                     self.config.url.websocket,
                     headers=headers,
-                    heartbeat=30,
+                    # No aiohttp heartbeat: it closes after 1.5 unanswered pings, long
+                    # before the 90-second rule. Silence is judged in _receive instead.
+                    autoping=False,
                     max_msg_size=MAX_FRAME_BYTES,
                     compress=0,
                 )
@@ -165,10 +171,12 @@ class Agent:
                 if self._session_env:
                     log.info("this host shares the engine's artifact store: calls use it directly")
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
+                pinger = asyncio.get_running_loop().create_task(self._ping(ws))
                 try:
                     reason = await self._receive(ws)
                 finally:
                     heartbeat.cancel()
+                    pinger.cancel()
                     self._abandon_calls()
                 if ws.close_code == CLOSE_SUPERSEDED:
                     # Reconnecting would only push the newer session out in turn.
@@ -213,7 +221,14 @@ class Agent:
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
         while True:
-            message = await ws.receive()
+            try:
+                message = await ws.receive(timeout=self.config.gone_s)
+            except TimeoutError:
+                return f"no message from the engine for {self.config.gone_s:g} s"
+            if message.type == aiohttp.WSMsgType.PING:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await ws.pong(message.data)
+                continue
             if message.type in (
                 aiohttp.WSMsgType.CLOSE,
                 aiohttp.WSMsgType.CLOSING,
@@ -282,6 +297,12 @@ class Agent:
             logs=outcome.logs,
         )
         await _send(ws, answer)
+
+    async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        while not ws.closed:
+            await asyncio.sleep(self.config.ping_s)
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.ping()
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:

@@ -31,10 +31,11 @@ class EngineSettings:
     """``auto`` (fork server where it works, else spawn), ``fork`` or ``spawn``."""
     worker_hello_timeout_s: float = 10.0
     worker_gone_s: float = 90.0
-    """A worker executing calls that sends nothing for this long is gone."""
+    """A worker that sends nothing (not even a pong) for this long is gone: the one rule."""
     worker_check_s: float = 2.0
     """How often attached workers are checked (silence, revocation, key rotation)."""
-    worker_ping_s: float = 30.0
+    worker_ping_s: float = 15.0
+    """How often the engine pings each worker, so a healthy idle one is seen to be alive."""
     max_frame_bytes: int = 64 * 1024 * 1024
     worker_frames_per_s: float = 5000.0
     """A worker sending more frames a second than this, on average, is disconnected."""

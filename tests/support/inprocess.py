@@ -12,6 +12,7 @@ can be produced on demand.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -190,6 +191,18 @@ class ScriptedWorker:
     async def emit(self, call_id: str, outputs: dict[str, Any]) -> None:
         frame = ProgressFrame(call_id=call_id, event="emit", outputs=outputs, ts=1.0)
         await self.socket.send_str(encode(frame))
+
+    async def freeze(self) -> None:
+        """Stop reading, so nothing is answered, not even the engine's pings: a frozen host."""
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+
+    def thaw(self) -> None:
+        """Read again: pings waiting in the socket are answered, calls come through."""
+        self.start()
 
     async def send_raw(self, text: str) -> None:
         await self.socket.send_str(text)

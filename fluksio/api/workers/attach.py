@@ -11,6 +11,8 @@ else.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
 import time
 from typing import Any
@@ -133,10 +135,13 @@ async def attach(request: web.Request) -> web.StreamResponse:
     _check_origin(request)
     token = require_worker(request, allow_query=True)
     settings = request.app[SETTINGS]
+    # No aiohttp heartbeat: it would close a silent worker after 1.5 pings, long before the
+    # 90-second rule. Liveness is one rule (the watcher's, worker_gone_s); the engine's own
+    # pings only keep a healthy idle worker's last_seen fresh.
     ws = web.WebSocketResponse(
         max_msg_size=settings.max_frame_bytes,
         compress=False,  # results are often already compressed; the CPU is better spent
-        heartbeat=settings.worker_ping_s,
+        autoping=False,
     )
     await ws.prepare(request)
     try:
@@ -195,11 +200,14 @@ async def attach(request: web.Request) -> web.StreamResponse:
         parallel=hello.max_parallel,
         version=hello.version or "0.1.x",
     )
+    budget = FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst)
+    # Several pings fit in the silence allowed, however short a test makes it.
+    every_s = min(settings.worker_ping_s, settings.worker_gone_s / 6)
+    pinger = asyncio.get_running_loop().create_task(_ping(session, every_s))
     try:
-        await _serve(
-            session, FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst)
-        )
+        await _serve(session, budget)
     finally:
+        pinger.cancel()
         store.remove_probe(session.id)
         registry.remove(session)
         session.fail_all("worker went away mid-call")
@@ -225,6 +233,14 @@ def _event(session: WorkerSession) -> WorkerEvent:
         request_id=request_id,
         job_id=session.hello.slurm_job_id,
     )
+
+
+async def _ping(session: WorkerSession, every_s: float) -> None:
+    """Ping the worker now and then; its pong (or any frame) is a sign of life."""
+    while not session.ws.closed:
+        await asyncio.sleep(every_s)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await session.ws.ping()
 
 
 async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
@@ -258,5 +274,9 @@ async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
         elif message.type == WSMsgType.BINARY:
             await session.close("frames are JSON text", code=WSCloseCode.UNSUPPORTED_DATA)
             return
+        elif message.type == WSMsgType.PING:
+            session.touch()
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await session.ws.pong(message.data)
         else:
             session.touch()

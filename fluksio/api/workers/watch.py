@@ -1,5 +1,9 @@
 """A periodic look at every attached worker: silent ones are gone, revoked ones are cut off.
 
+Silence is the one liveness rule (the spec's 90 seconds, ``worker_gone_s``): the engine
+pings every ``worker_ping_s`` and a healthy worker's pong, heartbeat or any other frame
+counts as contact; nothing else closes a connected worker for being quiet.
+
 Revocation through the API disconnects at once; this loop also catches what changes
 behind the engine's back (``fluksio keys rotate`` from another process, a token expiring)
 within ``worker_check_s``.
@@ -28,10 +32,14 @@ async def check_once(
     key_id = tokens.current_key_id()
     for session in registry.sessions():
         reason = None
-        if session.in_flight and now - session.last_seen > settings.worker_gone_s:
+        if now - session.last_seen > settings.worker_gone_s:
+            # The one liveness rule, for busy and idle workers alike: a healthy one answers
+            # the engine's pings, so silence this long means it is frozen or cut off.
+            silent = f"no message from the worker for {settings.worker_gone_s:g} s"
             reason = (
-                f"no message from the worker for {settings.worker_gone_s:g} s while it was"
-                " executing; its calls failed as gone"
+                f"{silent} while it was executing; its calls failed as gone"
+                if session.in_flight
+                else f"{silent}; disconnected"
             )
         elif session.key_id != key_id:
             reason = "the engine's signing key was replaced; mint a new worker token"
