@@ -235,6 +235,41 @@ async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
     assert (node["state"], node["result"]) == ("succeeded", "after the pause")
 
 
+async def test_a_worker_that_stopped_answering_gets_no_new_calls(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(
+        aiohttp_client, tmp_path / "data", worker_gone_s=30, worker_ping_s=0.2, worker_check_s=0.05
+    )  # gone only after 30 s; seen silent after one missed ping
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    frozen = await api.attach(await api.mint("frozen", ["cpu"]), name="frozen", labels=["cpu"])
+    await frozen.freeze()
+
+    async def status_of(name: str) -> str | None:
+        found = [w for w in (await api.request("GET", "/workers")).body if w["name"] == name]
+        return found[0]["status"] if found else None
+
+    async def silent() -> bool:
+        return await status_of("frozen") == "not answering"
+
+    await poll_async(silent, timeout=10, what="the frozen worker to be seen silent")
+    run = await api.start_run("cpu")
+    assert run["reason"].startswith(
+        "1 worker carries 'cpu'; none has a free slot (frozen: not answering)"
+    )
+    healthy = await api.attach(await api.mint("healthy", ["cpu"]), name="healthy", labels=["cpu"])
+    call = await healthy.next_call()
+    await healthy.answer(call["call_id"], "here")
+    assert nodes_of(await api.wait_run(run["id"]))["n"]["ran_on"] == "healthy"
+    assert frozen.calls == {}, "nothing new was sent to the silent worker"
+    frozen.thaw()
+
+    async def answering() -> bool:
+        return await status_of("frozen") == "idle"
+
+    await poll_async(answering, timeout=10, what="the thawed worker to answer again")
+
+
 async def test_an_idle_worker_is_seen_alive_and_a_frozen_idle_one_is_let_go(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:

@@ -143,6 +143,16 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert place.used == used_before.minus(released.taken)
         assert set(place.free_gpu_ids) == free_ids_before | set(released.gpu_ids)
 
+    @precondition(lambda self: len(self.scheduler.places()) > 1)
+    @rule(data=st.data(), paused=st.booleans())
+    def stop_or_resume_answering(self, data: st.DataObject, paused: bool) -> None:
+        ids = sorted(p.id for p in self.scheduler.places() if p.id != ENGINE_ID)
+        place_id = data.draw(st.sampled_from(ids))
+        running_there = {r for r, a in self.scheduler.running().items() if a.place_id == place_id}
+        self.scheduler.set_paused(place_id, paused)
+        after = {r for r, a in self.scheduler.running().items() if a.place_id == place_id}
+        assert after == running_there, "pausing keeps what runs there"
+
     @precondition(lambda self: bool(self.scheduler.waiting()))
     @rule(data=st.data())
     def withdraw(self, data: st.DataObject) -> None:
@@ -166,6 +176,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert plan(snapshot) == expected, "same snapshot, same plan, every time"
         result = self.scheduler.schedule()
         assert result == expected
+        assert not {p.worker_id for p in result.placements} & set(snapshot.paused)
         # The driver's part: a profile asked for is outstanding until its request ends.
         asked = {f"{ask.provisioner}/{ask.profile}" for ask in result.asks}
         self.profiles = [
@@ -220,8 +231,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         for request in snapshot.waiting:
             need = need_of(request)
             for place in self.scheduler.places():
-                idle = place.used == [0, 0, 0, 0]
-                if not idle or not covers(place.capacity, need):
+                idle = place.used == (0, 0, 0, 0)
+                if not idle or place.paused or not covers(place.capacity, need):
                     continue
                 if request.label is None or (
                     request.policy is Policy.PREFER and place.id == ENGINE_ID
@@ -242,6 +253,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         """Liveness: with no new work, repeatedly finishing what runs drains every request
         that anything attached can hold, and leaves every place exactly as it started."""
         scheduler = self.scheduler
+        for place in scheduler.places():
+            scheduler.set_paused(place.id, False)  # every place answers again
         for _ in range(len(scheduler.waiting()) + 2):
             scheduler.schedule()
             for request_id in list(scheduler.running()):

@@ -229,3 +229,24 @@ def test_withdrawn_requests_leave_the_queue() -> None:
     scheduler.schedule()
     assert scheduler.withdraw("gone") is True
     assert scheduler.waiting() == [] and scheduler.withdraw("gone") is False
+
+
+def test_a_place_that_stopped_answering_keeps_its_calls_and_gets_nothing_new() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(worker("frozen", "cpu", slots=2))
+    scheduler.submit(CallRequest("running", 0.0, label="cpu"))
+    assert [p.worker_id for p in scheduler.schedule().placements] == ["frozen"]
+    scheduler.set_paused("frozen", True)
+    scheduler.submit(CallRequest("new", 1.0, label="cpu"))
+    assert scheduler.schedule().placements == ()
+    assert scheduler.allocation("running") is not None, "what runs there stays"
+    reason = scheduler.reason("new")
+    assert reason is not None and "frozen: not answering" in reason.text
+    assert scheduler.explain("new", "frozen") == (
+        "frozen is not answering; it is given nothing new until it does"
+    )
+    scheduler.add_worker(worker("healthy", "cpu", slots=1))
+    assert [p.worker_id for p in scheduler.schedule().placements] == ["healthy"]
+    scheduler.submit(CallRequest("later", 2.0, label="cpu"))
+    scheduler.set_paused("frozen", False)
+    assert [p.worker_id for p in scheduler.schedule().placements] == ["frozen"]

@@ -144,7 +144,11 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
     registry = app[appkeys.WORKERS]
     watcher = asyncio.get_running_loop().create_task(
         watch_workers(
-            registry, app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], app[appkeys.SETTINGS]
+            registry,
+            app[appkeys.TOKENS],
+            app[appkeys.WORKER_TOKENS],
+            app[appkeys.SETTINGS],
+            app[appkeys.DISPATCHER].set_answering,
         )
     )
     yield

@@ -143,6 +143,13 @@ class Dispatcher:
             self._plugin_events.fluksio_worker_gone(worker=event)
         self.kick()
 
+    def set_answering(self, worker_id: str, answering: bool) -> None:
+        """A worker stopped answering (nothing new for it) or answers again."""
+        if self._scheduler.has_place(worker_id):
+            self._scheduler.set_paused(worker_id, not answering)
+            log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
+            self.kick()
+
     # -- events from the provisioning driver ---------------------------------------------
 
     def _provisioning_changed(self) -> None:

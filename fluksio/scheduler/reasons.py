@@ -91,6 +91,8 @@ def _shortfall(place: PlaceState, need: Amounts, asks_one_kind: bool) -> str:
     small = _too_small(place, need)
     if small is not None:
         return f"too small ({_amount(getattr(place.capacity, small), small)})"
+    if place.paused:
+        return "not answering"
     lacking = _shortages(place, need)
     if not lacking:
         return "has room now"
@@ -228,6 +230,8 @@ def explain_place(request: CallRequest, need: Amounts, place: PlaceState) -> str
             f"{name} is too small: it has {_amount(getattr(place.capacity, small), small)},"
             f" the request needs {_amount(getattr(need, small), small)}"
         )
+    if place.paused:
+        return f"{name} is not answering; it is given nothing new until it does"
     if not _shortages(place, need):
         return f"{name} could run it; it starts at the next pass"
     return f"{name}: {_shortfall(place, need, False)}; the request needs {describe_need(need)}"

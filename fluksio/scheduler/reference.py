@@ -34,6 +34,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
     profiles = {p.key: p for p in snapshot.profiles}
     targets = dict(snapshot.targets)
+    paused = frozenset(snapshot.paused)
 
     placements: list[Placement] = []
     asks: list[ProvisionAsk] = []
@@ -44,7 +45,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         need = need_of(request)
         shape = (request.label, request.policy, need)
         candidates = _candidates(request, places, need)
-        fitting = [p for p in candidates if covers(p.free(), need)]
+        fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
         if fitting:
             best = min(fitting, key=lambda p: p.free_key())
             taken = best.known(need)

@@ -10,6 +10,7 @@ Rules of a pass (the contract the property tests hold it to):
 3. **Fit and best fit.** A place fits when its free amounts (capacity less allocations
    less holds) cover the request: a slot, and the GPUs, cores and memory asked for.
    Among fitting places the best fit wins (see :class:`~.resources.PlaceIndex`).
+   A *paused* place (one that stopped answering) never fits: it keeps its running calls.
 4. **No starvation.** The first request of each *shape* (label, policy and amounts) that
    cannot be placed *holds* what it needs on one place that could hold it once its
    running calls end: the place it held last pass if it still can, else the smallest
@@ -80,6 +81,8 @@ class Snapshot:
     waiting: tuple[CallRequest, ...]
     profiles: tuple[Profile, ...] = ()
     targets: tuple[tuple[str, str], ...] = ()
+    paused: tuple[str, ...] = ()
+    """Places not answering for now: nothing new is placed there."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ class Scheduler:
         for request in snapshot.waiting:
             scheduler.submit(request)
         scheduler._targets = dict(snapshot.targets)
+        for place_id in snapshot.paused:
+            scheduler.set_paused(place_id, True)
         return scheduler
 
     def snapshot(self) -> Snapshot:
@@ -143,6 +148,7 @@ class Scheduler:
             waiting=tuple(self._requests[r] for r in self.waiting()),
             profiles=tuple(self._profiles.values()),
             targets=tuple(sorted(self._targets.items())),
+            paused=tuple(sorted(p.id for p in self._places.values() if p.paused)),
         )
 
     # -- events ------------------------------------------------------------------------
@@ -175,6 +181,16 @@ class Scheduler:
             del self._requests[request_id]
         self._targets = {r: p for r, p in self._targets.items() if p != worker_id}
         return lost
+
+    def set_paused(self, place_id: str, paused: bool) -> None:
+        """A place stopped answering (or answers again): while paused it keeps what runs
+        there and is given nothing new, so new calls go to places that answer."""
+        place = self._places[place_id]
+        if place.paused == paused:
+            return
+        self._unindex_free(place)
+        place.paused = paused
+        self._index_free(place)
 
     def submit(self, request: CallRequest) -> None:
         if request.id in self._requests:
@@ -334,7 +350,7 @@ class Scheduler:
 
     def _index_free(self, place: PlaceState) -> None:
         key = place.free_key()
-        if key.slots > 0:
+        if key.slots > 0 and not place.paused:
             for group_key in place.groups:
                 self._groups[group_key].free.add(key)
 

@@ -39,7 +39,7 @@ class Allocation:
 class PlaceState:
     """One place's capacity and its allocated and held (reserved) amounts."""
 
-    __slots__ = ("capacity", "free_gpu_ids", "groups", "held", "used", "worker")
+    __slots__ = ("capacity", "free_gpu_ids", "groups", "held", "paused", "used", "worker")
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -48,6 +48,8 @@ class PlaceState:
         )
         self.used = ZERO
         self.held = ZERO
+        self.paused = False
+        """Not answering for now: it keeps what runs there, and is given nothing new."""
         self.free_gpu_ids = sorted(worker.device_ids)
         self.groups: tuple[GroupKey, ...] = (
             (None,) if worker.id == ENGINE_ID else tuple(sorted(worker.labels))

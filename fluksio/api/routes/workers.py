@@ -54,7 +54,8 @@ class WorkerBody(BaseModel):
     labels: list[str]
     parallel: int
     in_flight: int
-    status: Literal["busy", "idle"]
+    status: Literal["busy", "idle", "not answering"]
+    """``not answering`` once it missed a ping: it gets no new calls until it answers."""
     attached_at: datetime
     last_seen: datetime
     python: str
@@ -180,7 +181,7 @@ def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
         in_flight=session.in_flight,
-        status="busy" if session.in_flight else "idle",
+        status=_status(session),
         attached_at=utc(session.attached_at),
         last_seen=utc(session.last_seen),
         python=hello.python,
@@ -193,6 +194,12 @@ def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         inventory=_amounts(view.inventory) if view is not None else None,
         free=_amounts(view.free) if view is not None else None,
     )
+
+
+def _status(session: WorkerSession) -> Literal["busy", "idle", "not answering"]:
+    if not session.answering:
+        return "not answering"
+    return "busy" if session.in_flight else "idle"
 
 
 def _refused(entry: NeedsUpgrade) -> RefusedWorkerBody:

@@ -39,6 +39,7 @@ from fluksio.api.workers.protocol import (
 )
 from fluksio.api.workers.registry import NeedsUpgrade, display_name
 from fluksio.api.workers.session import WorkerSession
+from fluksio.api.workers.watch import ping_every_s
 from fluksio.provisioners.base import WorkerEvent
 from fluksio.scheduler import Worker
 from fluksio.validation import one_sentence
@@ -201,9 +202,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         version=hello.version or "0.1.x",
     )
     budget = FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst)
-    # Several pings fit in the silence allowed, however short a test makes it.
-    every_s = min(settings.worker_ping_s, settings.worker_gone_s / 6)
-    pinger = asyncio.get_running_loop().create_task(_ping(session, every_s))
+    pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings)))
     try:
         await _serve(session, budget)
     finally:

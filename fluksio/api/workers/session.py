@@ -55,6 +55,8 @@ class WorkerSession:
     attached_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.time)
     closed_reason: str | None = None
+    answering: bool = True
+    """False while it has missed a ping: the scheduler gives it nothing new."""
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
     _pending: dict[str, _Pending] = field(default_factory=dict)

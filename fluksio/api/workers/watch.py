@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from fluksio.api.settings import EngineSettings
 from fluksio.api.tokens import TokenService
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
+from fluksio.api.workers.session import WorkerSession
 
-__all__ = ["watch_workers"]
+__all__ = ["check_once", "ping_every_s", "watch_workers"]
+
+
+def ping_every_s(settings: EngineSettings) -> float:
+    """How often the engine pings each worker: several pings fit in the silence allowed."""
+    return min(settings.worker_ping_s, settings.worker_gone_s / 6)
+
+
+def _answering(session: WorkerSession, now: float, settings: EngineSettings) -> bool:
+    # A healthy worker answers each ping within moments: one ping left unanswered (with
+    # half an interval to spare) means it is frozen or cut off for now.
+    return now - session.last_seen <= 1.5 * ping_every_s(settings)
 
 
 async def check_once(
@@ -27,10 +40,17 @@ async def check_once(
     tokens: TokenService,
     store: WorkerTokenStore,
     settings: EngineSettings,
+    on_answering: Callable[[str, bool], None] = lambda _worker_id, _answering: None,
 ) -> None:
+    """Close the sessions that must end; tell ``on_answering`` who stopped or resumed
+    answering, so the scheduler gives a silent worker nothing new."""
     now = time.time()
     key_id = tokens.current_key_id()
     for session in registry.sessions():
+        answering = _answering(session, now, settings)
+        if answering != session.answering:
+            session.answering = answering
+            on_answering(session.id, answering)
         reason = None
         if now - session.last_seen > settings.worker_gone_s:
             # The one liveness rule, for busy and idle workers alike: a healthy one answers
@@ -58,7 +78,8 @@ async def watch_workers(
     tokens: TokenService,
     store: WorkerTokenStore,
     settings: EngineSettings,
+    on_answering: Callable[[str, bool], None],
 ) -> None:
     while True:
         await asyncio.sleep(settings.worker_check_s)
-        await check_once(registry, tokens, store, settings)
+        await check_once(registry, tokens, store, settings, on_answering)
