@@ -100,6 +100,35 @@ async def test_unsigned_labels_and_another_protocol_are_refused_saying_what_to_d
     assert [(w["name"], w["status"]) for w in listed] == [("box/old", "needs upgrade")]
 
 
+async def test_retries_run_a_call_again_when_its_worker_is_lost_and_keep_one_result(
+    api: InProcessEngine,
+) -> None:
+    nodes = [
+        {"id": "twice", "code": NODE, "worker": "cpu", "retries": 1},
+        {"id": "once", "code": NODE, "worker": "gpu"},
+    ]
+    await api.put_flow("lossy", nodes)
+    first = await api.attach(
+        await api.mint("first", ["cpu", "gpu"]), name="first", labels=["cpu", "gpu"], parallel=2
+    )
+    run = await api.start_run("lossy")
+    await async_wait_for(lambda: len(first.calls) == 2, timeout=5, what="both calls to start")
+    assert {c["node"] for c in first.calls.values()} == {"twice", "once"}
+    lost_call = next(c for c in first.calls.values() if c["node"] == "twice")
+    await first.close()  # the host dies with both calls on it
+
+    second = await api.attach(await api.mint("second", ["cpu"]), name="second", labels=["cpu"])
+    again = await second.next_call()
+    assert again["node"] == "twice" and again["call_id"] != lost_call["call_id"]
+    await second.answer(again["call_id"], "second time lucky")
+    done = nodes_of(await api.wait_run(run["id"]))
+    assert (done["twice"]["state"], done["twice"]["result"]) == ("succeeded", "second time lucky")
+    assert done["twice"]["ran_on"] == "second"
+    assert [e["event"] for e in done["twice"]["events"]] == ["retried"]
+    assert done["once"]["state"] == "failed", "no retries: lost is failed, as before"
+    assert done["once"]["error"]["type"] == "WorkerGone"
+
+
 @pytest.mark.parametrize(
     ("protocol", "says"),
     [

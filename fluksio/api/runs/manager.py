@@ -131,6 +131,8 @@ class _Node:
     event_count: int = 0
     secrets: tuple[str, ...] = ()
     """Secret values released to the running call: blanked in what it reports."""
+    retried: int = 0
+    """How often it was queued again after losing its worker (``retries``)."""
 
 
 @dataclass
@@ -391,6 +393,8 @@ class RunManager:
 
     def _end_node(self, run: _Run, node: _Node, outcome: CallOutcome) -> None:
         self._calls.pop(str(node.row.call_id), None)
+        if self._retry(run, node, outcome):
+            return
         row = node.row
         row.logs = redact(outcome.logs, node.secrets)
         row.events = list(node.events)
@@ -417,6 +421,37 @@ class RunManager:
         self._save(run, changed)
         self._complete_if_done(run)
         self._dispatch.kick()
+
+    def _retry(self, run: _Run, node: _Node, outcome: CallOutcome) -> bool:
+        """Queue the node again when its worker was lost and it allows a retry.
+
+        The lost call's late answer, if its worker ever sends one, is ignored: the node
+        keeps exactly one result, the first its run receives.
+        """
+        error = outcome.error or {}
+        if (
+            outcome.ok
+            or error.get("type") != "WorkerGone"
+            or node.retried >= node.spec.retries
+            or run.cancelling
+        ):
+            return False
+        node.retried += 1
+        node.secrets = ()
+        log.info(
+            "call.retried",
+            run_id=run.row.id,
+            node=node.spec.id,
+            attempt=node.retried + 1,
+            reason=error.get("message"),
+        )
+        node.events.append(
+            {"event": "retried", "outputs": {"after": error.get("message")}, "ts": time.time()}
+        )
+        node.event_count += 1
+        self._save(run, [self._queue(run, node, queued_at=node.row.queued_at)])  # its place in line
+        self._dispatch.kick()
+        return True
 
     def _ready(self, run: _Run, node: _Node) -> bool:
         return all(run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after)

@@ -50,6 +50,9 @@ class NodeSpec(BaseModel):
     """Silence seconds: the node is stopped after this long without reporting (0: never)."""
     resources: NodeResources = Field(default_factory=NodeResources)
     retry_on_restart: bool = False
+    retries: int = Field(default=0, ge=0, le=10)
+    """Run it again, up to this many times, when its worker is lost mid-call (it may then
+    run twice: the first answer counts). Off by default."""
     """Re-run (rather than fail) this node when the engine restarts while it executes."""
 
     @model_validator(mode="after")
