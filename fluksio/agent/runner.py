@@ -26,9 +26,11 @@ Two ways to start a call process:
 
 The fork server reads no thread-cap or device variable and starts no thread, so a child
 that sets them before importing the node's code is indistinguishable from a fresh
-interpreter. Every call process gets its own process group (cancel kills the tree) and
-dies with its parent (``PR_SET_PDEATHSIG``), and a fork server whose client goes away
-kills every call it started.
+interpreter. Every call process gets its own process group (cancel kills the group) and
+dies with its parent (``PR_SET_PDEATHSIG``). The fork server, and a spawned call, is a
+subreaper and is sent SIGTERM when its parent dies, however that dies: it then SIGKILLs
+its whole tree, found through ``/proc``, so nothing a node started (grandchildren, or a
+process that left the group with ``setsid``) outlives the call.
 """
 
 from __future__ import annotations
@@ -494,15 +496,89 @@ def _load_prctl() -> Callable[..., int] | None:
     return _prctl or None
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies; no-op elsewhere."""
+def _die_with_parent(parent_pid: int, death_signal: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``death_signal`` when this process's parent dies; no-op elsewhere."""
     prctl = _load_prctl()
     if not prctl:
         return
     pr_set_pdeathsig = 1
-    prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    prctl(pr_set_pdeathsig, death_signal, 0, 0, 0)
     if parent_pid and os.getppid() != parent_pid:
         os._exit(1)  # the parent died before the request took effect
+
+
+def _become_subreaper() -> None:
+    """Adopt this process's orphaned descendants (Linux), instead of letting init have them.
+
+    A node's grandchild whose parent exits, or that left the call's process group with
+    ``setsid``, stays in this process's tree, where :func:`_kill_tree` finds it.
+    """
+    prctl = _load_prctl()
+    if prctl:
+        pr_set_child_subreaper = 36
+        prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root``, from ``/proc`` (empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # it ended meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces or parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL everything below ``root`` (it is a subreaper, so orphans stay below it)."""
+    import contextlib
+
+    for _ in range(50):  # a tree still forking is outrun within a few rounds
+        below = _descendants(root)
+        if not below:
+            return
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap_any()
+        time.sleep(0.01)
+
+
+def _reap_any() -> None:
+    """Collect exited children (adopted orphans included) so they do not linger as zombies."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _kill_tree_and_exit(signum: int, _frame: object) -> None:
+    _kill_tree(os.getpid())
+    os._exit(128 + signum)
 
 
 def _pick_function(module: types.ModuleType, node: str) -> Callable[..., object]:
@@ -591,14 +667,17 @@ def _drop_credentials() -> None:
 
 
 def run_child(
-    parent_pid: int = 0, record_fd: int = RECORD_FD, spec_bytes: bytes | None = None
+    parent_pid: int = 0,
+    record_fd: int = RECORD_FD,
+    spec_bytes: bytes | None = None,
+    death_signal: int = signal.SIGKILL,
 ) -> int:
     """The body of a call process: read the spec, run, write exactly one result record.
 
     The environment has been filtered already (by ``main`` for a spawned call, once by
     the fork server for its children); here only the call's own variables are added.
     """
-    _die_with_parent(parent_pid)
+    _die_with_parent(parent_pid, death_signal)
     os.set_inheritable(record_fd, False)  # the node's own subprocesses never get it
     records = _Records(record_fd)
     if spec_bytes is None:
@@ -670,7 +749,11 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
     import socket
     import types  # noqa: F401
 
-    _die_with_parent(parent_pid)
+    # Its client dying (even by SIGKILL) ends it through the finally below, which kills
+    # every call's whole tree: SIGTERM, not SIGKILL, so that the finally runs.
+    _die_with_parent(parent_pid, signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    _become_subreaper()
     _drop_credentials()
     # A child's prints reach fd 1 through this same object; line-buffered, each line
     # counts as the node reporting (the silence timeout) as soon as it is printed.
@@ -715,6 +798,7 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
     finally:
         for pid in live:
             _kill_group(pid)
+        _kill_tree(os.getpid())  # what left the calls' groups (setsid) or was orphaned
 
 
 def _fork_child(fds: list[int], spec: bytes | None, sock: socket.socket) -> int:
@@ -724,6 +808,7 @@ def _fork_child(fds: list[int], spec: bytes | None, sock: socket.socket) -> int:
             import gc
 
             gc.disable()  # a call is short-lived; a collection would only copy pages
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handler is not its
             os.setpgid(0, 0)
             os.close(sock.fileno())
             if spec is None:
@@ -773,7 +858,14 @@ def main(argv: list[str]) -> int:
         _drop_credentials()
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         parent_pid = int(argv[2]) if len(argv) > 2 else 0
-        code = run_child(parent_pid, int(argv[3]) if len(argv) > 3 else RECORD_FD)
+        # When the agent or engine dies, take the whole tree below this call along.
+        _become_subreaper()
+        signal.signal(signal.SIGTERM, _kill_tree_and_exit)
+        code = run_child(
+            parent_pid,
+            int(argv[3]) if len(argv) > 3 else RECORD_FD,
+            death_signal=signal.SIGTERM,
+        )
         os._exit(code)  # the result is written; do not wait for threads the node left
     if len(argv) >= 3 and argv[1] == "serve":
         serve(int(argv[2]), parent_pid=int(argv[3]) if len(argv) > 3 else 0)
