@@ -1,0 +1,272 @@
+"""Chaos for a bounded time: agents killed and frozen, the engine killed and restarted,
+while runs keep coming; then every call's executions are counted.
+
+One engine and ``--agents`` real agents on 127.0.0.1. A flow of one node bound to the
+agents' label appends its run's id to a file each time it executes. Runs are started
+continuously (at most ``--in-flight`` at once); every ``--every`` seconds (on average) one
+fault strikes, at random:
+
+* an agent is SIGKILLed, and started again;
+* an agent is frozen (SIGSTOP) for 1 to 8 s, then continued;
+* the engine is SIGKILLed and started again on the same data directory.
+
+The engine runs with ``--worker-gone-s 5`` so that frozen agents' calls resolve within the
+run (the rule is the same at 90 s, only slower). After ``--minutes``, faults stop and
+every run is waited for. The promises checked: every run ends (lost = 0); no node runs
+twice (duplicated = 0: no node asks for ``retries``); a succeeded node ran exactly once.
+
+Run: ``.venv/bin/python bench/chaos.py [--minutes M] [--agents N] [--seed S]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from calls import BIN, Api
+
+LABEL = "chaos"
+
+
+class Engine:
+    def __init__(self, root: Path) -> None:
+        self.data = root / "data"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-pass")
+        self.process = subprocess.Popen(
+            [
+                str(BIN / "fluksio"), "serve", "--port", str(self.port),
+                "--data-dir", str(self.data), "--worker-gone-s", "5",
+                "--worker-check-s", "0.5", "--log-level", "warning",
+            ],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                api = Api(self.url)
+                api.call("GET", "/health")
+                return
+            except (OSError, RuntimeError, ValueError):
+                time.sleep(0.1)
+        raise RuntimeError("the engine did not start")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self.restarts += 1
+
+    def api(self) -> Api:
+        api = Api(self.url)
+        api.token = api.call(
+            "POST", "/login/access-token", form="username=bench&password=bench-pass"
+        )["access_token"]
+        return api
+
+
+class Agent:
+    def __init__(self, index: int, url: str, token: str, log: Path) -> None:
+        self.index, self.url, self.token, self.log = index, url, token, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+        env["FLUKSIO_WORKER_TOKEN"] = self.token
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    str(BIN / "fluksio-worker"), "--url",
+                    self.url.replace("http", "ws") + "/api/v1/workers/attach",
+                    "--name", f"agent-{self.index}", "--labels", LABEL, "--parallel", "2",
+                ],
+                env=env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.kill()
+            self.process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _node(marks: Path) -> str:
+    return (
+        "import random, time\n"
+        "def process(tag):\n"
+        f"    with open({str(marks)!r}, 'a') as handle:\n"
+        "        handle.write(tag + '\\n')\n"
+        "    time.sleep(random.uniform(0, 0.5))\n"
+        "    return tag\n"
+    )
+
+
+def main() -> None:  # noqa: PLR0912, PLR0915 - one scenario, read top to bottom
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=2.0)
+    parser.add_argument("--agents", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, default=12)
+    parser.add_argument("--every", type=float, default=4.0)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    chance = random.Random(args.seed)
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        marks = root / "executions"
+        marks.touch()
+        engine = Engine(root)
+        engine.start()
+        api = engine.api()
+        token = api.call("POST", "/workers/tokens", {"name": "chaos", "labels": [LABEL]})["token"]
+        node = {"id": "n", "worker": LABEL, "code": _node(marks), "timeout": 30}
+        api.call("PUT", "/flows/chaos", {"nodes": [node]})
+        agents = [Agent(i, engine.url, token, root / f"agent-{i}.log") for i in range(args.agents)]
+        for agent in agents:
+            agent.start()
+        faults: collections.Counter[str] = collections.Counter()
+        runs: dict[str, str] = {}  # run id -> tag
+        pending: set[str] = set()
+        started = time.monotonic()
+        next_fault = started + chance.expovariate(1 / args.every)
+        try:
+            while time.monotonic() - started < args.minutes * 60:
+                try:
+                    for run_id in list(pending):
+                        state = api.call("GET", f"/runs/{run_id}")["state"]
+                        if state not in ("queued", "running"):
+                            pending.discard(run_id)
+                    while len(pending) < args.in_flight:
+                        tag = f"t{len(runs)}"
+                        run = api.call("POST", "/flows/chaos/runs", {"params": {"tag": tag}})
+                        runs[run["id"]] = tag
+                        pending.add(run["id"])
+                except (OSError, RuntimeError, ValueError):
+                    time.sleep(0.2)  # the engine is down or restarting: try again
+                    api = _reconnect(engine)
+                    continue
+                if time.monotonic() >= next_fault:
+                    fault = chance.choice(["kill-agent", "freeze-agent", "kill-engine"])
+                    faults[fault] += 1
+                    if _strike(fault, chance, agents, engine):
+                        api = _reconnect(engine)
+                    next_fault = time.monotonic() + chance.expovariate(1 / args.every)
+                time.sleep(0.05)
+            drain_deadline = time.monotonic() + 120
+            while pending and time.monotonic() < drain_deadline:
+                for run_id in list(pending):
+                    if api.call("GET", f"/runs/{run_id}?wait=1")["state"] not in (
+                        "queued",
+                        "running",
+                    ):
+                        pending.discard(run_id)
+            _report(
+                api,
+                runs=runs,
+                pending=pending,
+                marks=marks,
+                faults=faults,
+                restarts=engine.restarts,
+                seconds=time.monotonic() - started,
+            )
+        finally:
+            for agent in agents:
+                agent.stop()
+            if engine.process is not None:
+                engine.process.terminate()
+                engine.process.wait(timeout=30)
+
+
+def _strike(fault: str, chance: random.Random, agents: list[Agent], engine: Engine) -> bool:
+    """Carry out one fault; True when the engine was restarted (log in again)."""
+    agent = chance.choice(agents)
+    assert agent.process is not None
+    if fault == "kill-agent":
+        agent.process.kill()
+        agent.process.wait()
+        agent.start()
+        return False
+    if fault == "freeze-agent":
+        agent.process.send_signal(signal.SIGSTOP)
+        time.sleep(chance.uniform(1, 8))
+        agent.process.send_signal(signal.SIGCONT)
+        return False
+    engine.kill()
+    engine.start()
+    return True
+
+
+def _reconnect(engine: Engine) -> Api:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return engine.api()
+        except (OSError, RuntimeError, ValueError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _report(
+    api: Api,
+    *,
+    runs: dict[str, str],
+    pending: set[str],
+    marks: Path,
+    faults: collections.Counter[str],
+    restarts: int,
+    seconds: float,
+) -> None:
+    executions = collections.Counter(marks.read_text().split())
+    outcomes: collections.Counter[str] = collections.Counter()
+    succeeded_not_once = 0
+    for run_id, tag in runs.items():
+        if run_id in pending:
+            continue
+        node: dict[str, Any] = api.call("GET", f"/runs/{run_id}")["nodes"][0]
+        error = (node.get("error") or {}).get("type")
+        outcomes[f"{node['state']}" + (f" ({error})" if error else "")] += 1
+        if node["state"] == "succeeded" and executions[tag] != 1:
+            succeeded_not_once += 1
+    duplicated = sum(1 for count in executions.values() if count > 1)
+    rows = [
+        ("minutes of chaos", f"{seconds / 60:.1f}"),
+        ("runs started", len(runs)),
+        *((f"  {outcome}", count) for outcome, count in sorted(outcomes.items())),
+        ("node executions counted", sum(executions.values())),
+        ("lost (never ended)", len(pending)),
+        ("duplicated (a node ran twice)", duplicated),
+        ("succeeded without exactly one execution", succeeded_not_once),
+        *((f"fault: {name}", count) for name, count in sorted(faults.items())),
+        ("engine restarts", restarts),
+    ]
+    print(f"{'measure':44} {'value':>10}")
+    for name, value in rows:
+        print(f"{name:44} {value!s:>10}")
+    print(json.dumps({"lost": len(pending), "duplicated": duplicated}))
+
+
+if __name__ == "__main__":
+    main()
