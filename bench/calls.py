@@ -83,7 +83,10 @@ class Api:
         return run
 
 
-def start_engine(data_dir: Path, mode: str, port: int = 0) -> tuple[subprocess.Popen[bytes], str]:
+def start_engine(
+    data_dir: Path, mode: str, port: int = 0, args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``fluksio serve`` with the bench superuser; ``args`` are more of its options."""
     env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-password")
     process = subprocess.Popen(
         [
@@ -97,6 +100,7 @@ def start_engine(data_dir: Path, mode: str, port: int = 0) -> tuple[subprocess.P
             mode,
             "--log-level",
             "warning",
+            *args,
         ],
         env=env,
         stdout=subprocess.DEVNULL,

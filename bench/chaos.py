@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import BIN, Api
+from calls import BIN, Api, start_engine
 
 LABEL = "chaos"
 
@@ -49,24 +49,13 @@ class Engine:
         self.restarts = 0
 
     def start(self) -> None:
-        env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-pass")
-        self.process = subprocess.Popen(
-            [
-                str(BIN / "fluksio"), "serve", "--port", str(self.port),
-                "--data-dir", str(self.data), "--worker-gone-s", "5",
-                "--worker-check-s", "0.5", "--log-level", "warning",
-            ],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                api = Api(self.url)
-                api.call("GET", "/health")
-                return
-            except (OSError, RuntimeError, ValueError):
-                time.sleep(0.1)
-        raise RuntimeError("the engine did not start")
+        # The same port each time: the agents dial it again after a restart.
+        self.process, _url = start_engine(
+            self.data,
+            "auto",
+            self.port,
+            args=("--worker-gone-s", "5", "--worker-check-s", "0.5"),
+        )
 
     def kill(self) -> None:
         assert self.process is not None
@@ -77,7 +66,7 @@ class Engine:
     def api(self) -> Api:
         api = Api(self.url)
         api.token = api.call(
-            "POST", "/login/access-token", form="username=bench&password=bench-pass"
+            "POST", "/login/access-token", form="username=bench&password=bench-password"
         )["access_token"]
         return api
 
