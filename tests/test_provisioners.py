@@ -197,9 +197,10 @@ def _settings(**changes: Any) -> tuple[SlurmSettings, SlurmProfile]:
 
 def test_the_job_script_is_exactly_this() -> None:
     settings, profile = _settings()
-    assert render_script(settings, profile, token_file=".fluksio/tokens/abc") == (
+    assert render_script(settings, profile, request_id="abc") == (
         "#!/bin/bash\n"
         "#SBATCH --job-name=fluksio-hpc-gpu-small\n"
+        "#SBATCH --comment=fluksio-request=abc\n"
         "#SBATCH --nodes=1\n"
         "#SBATCH --cpus-per-task=8\n"
         "#SBATCH --mem=65536M\n"
@@ -220,15 +221,16 @@ def test_the_job_script_is_exactly_this() -> None:
 
 def test_gpus_come_from_the_profile_unless_sbatch_asks_and_zero_idle_means_none() -> None:
     settings, profile = _settings(max_idle_s=0, profile={"sbatch": ["--partition=gpu"]})
-    script = render_script(settings, profile, token_file="t")
+    script = render_script(settings, profile, request_id="t")
     assert "#SBATCH --gpus=1\n" in script and "--max-idle" not in script
 
 
 def test_hostile_values_stay_data() -> None:
     settings, profile = _settings(engine_url="wss://x/api/v1/workers/attach;$(touch /tmp/pwned)")
-    script = render_script(settings, profile, token_file="dir with spaces/t'x")
+    script = render_script(settings, profile, request_id="with spaces/t'x")
     assert "'wss://x/api/v1/workers/attach;$(touch /tmp/pwned)'" in script
-    assert "$(cat -- \"$HOME\"/'dir with spaces/t'\"'\"'x')" in script
+    assert "$(cat -- \"$HOME\"/'.fluksio/tokens/with spaces/t'\"'\"'x')" in script
+    assert "#SBATCH --comment='fluksio-request=with spaces/t'\"'\"'x'\n" in script
     with pytest.raises(ValueError, match="control characters"):
         _settings(engine_url="wss://x\nrm -rf ~")
     with pytest.raises(ValueError, match="control characters"):

@@ -24,6 +24,7 @@ class Engine:
     def __init__(self) -> None:
         self.revoked: list[str] = []
         self.stored: dict[str, MachineRequest] = {}
+        self.written: list[tuple[str, str | None, RequestStage]] = []
         self.changes = 0
 
     def mint_token(
@@ -35,8 +36,8 @@ class Engine:
         self.revoked.append(jti)
 
     def remember(self, request: MachineRequest) -> None:
-        assert request.job_id is not None
         self.stored[request.id] = request
+        self.written.append((request.id, request.job_id, request.stage))
 
     def forget(self, request_id: str) -> None:
         self.stored.pop(request_id, None)
@@ -159,6 +160,8 @@ async def test_a_job_that_leaves_before_its_worker_attached_fails_at_the_next_po
     assert state.stage is None and state.retry_at == clock.now() + 10
     assert state.last_error == "job 100 ended FAILED (NonZeroExitCode) before its worker attached"
     assert engine.revoked == [f"jti-{provisioner.submitted[0]}"] and engine.stored == {}
+    # Its worker never read what the submission left for it (a token file): cleaned up.
+    assert provisioner.cleaned == provisioner.submitted
     await driver.close()
 
 
@@ -205,3 +208,100 @@ async def test_recovered_requests_are_outstanding_and_timed_out_from_submission(
     assert provisioner.cancelled == ["77"] and "jti-r1" in engine.revoked
     assert "did not attach within 300 s" in str(_state(driver).last_error)
     await driver.close()
+
+
+async def test_a_request_is_written_down_before_it_is_submitted() -> None:
+    driver, provisioner, engine, _clock = _driver()
+    provisioner.gate.clear()
+    driver.want("box", "small")
+    await _settle()
+    ((request_id, job_id, stage),) = engine.written
+    assert (job_id, stage) == (None, RequestStage.SUBMITTING) and not provisioner.submitted
+    provisioner.gate.set()
+    await async_wait_for(lambda: len(engine.written) == 2, timeout=5, what="the job id stored")
+    assert engine.written[1] == (request_id, "100", RequestStage.QUEUED)
+    await driver.close()
+
+
+async def test_a_lost_answer_is_looked_for_by_its_mark_and_adopted_not_sent_again() -> None:
+    driver, provisioner, engine, clock = _driver()
+    provisioner.lose_answer = True
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
+    await _settle()
+    for _ in range(10):
+        driver.want("box", "small")
+    await _settle()
+    assert len(provisioner.submitted) == 1, "not submitted again while it may exist"
+    state = _state(driver)
+    assert state.stage is RequestStage.SUBMITTING and state.job_id is None
+    assert state.status == (
+        "its answer was lost (sbatch did not answer within 60 s); looking for the job by its mark"
+    )
+    clock.advance(5)
+    await _settle()
+    # Found at the poll, and polled in the same round like any other job.
+    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "100", "PENDING (Priority)")
+    (request_id,) = provisioner.submitted
+    assert engine.written[-1] == (request_id, "100", RequestStage.QUEUED)
+    assert len(provisioner.submitted) == 1 and provisioner.cancelled == []
+    await driver.close()
+
+
+async def test_a_lost_answer_that_left_no_job_counts_as_never_submitted() -> None:
+    driver, provisioner, engine, clock = _driver(retry_base_s=10)
+    provisioner.lose_answer = True
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
+    provisioner.jobs.clear()  # sbatch hung and then failed: no job carries the mark
+    clock.advance(5)
+    await _settle()
+    (request_id,) = provisioner.submitted
+    assert provisioner.cancelled == [None] and provisioner.cleaned == [request_id]
+    state = _state(driver)
+    assert state.stage is None and state.retry_at == clock.now() + 10
+    assert state.last_error == (
+        "sbatch did not answer within 60 s; no job of it was found, submitting again"
+    )
+    assert engine.revoked == [f"jti-{request_id}"] and engine.stored == {}
+    clock.advance(10)
+    driver.want("box", "small")
+    await async_wait_for(lambda: len(provisioner.submitted) == 2, timeout=5, what="a resubmit")
+    await driver.close()
+
+
+async def test_a_lost_job_unseen_until_the_timeout_is_found_and_cancelled_then() -> None:
+    driver, provisioner, _engine, clock = _driver(provision_timeout_s=30, poll_interval_s=20)
+    provisioner.lose_answer = True
+    provisioner.find_error = "squeue: Unable to contact slurm controller"
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
+    clock.advance(20)
+    await _settle()
+    assert _state(driver).last_error == f"looking for a job failed: {provisioner.find_error}"
+    assert _state(driver).stage is RequestStage.SUBMITTING, "unseen is not 'not there'"
+    provisioner.find_error = None
+    clock.advance(10)  # the timeout, before the next poll
+    await _settle()
+    assert provisioner.cancelled == ["100"], "found at the last look, and cancelled"
+    assert provisioner.jobs == {}
+    assert "the job did not attach within 30 s; cancelled" in str(_state(driver).last_error)
+    await driver.close()
+
+
+async def test_an_engine_killed_mid_submission_finds_the_job_and_submits_none() -> None:
+    driver, provisioner, engine, clock = _driver()
+    provisioner.jobs["77"] = JobStatus(JobState.PENDING, "PENDING", "Resources")
+    provisioner.marks["r1"] = "77"
+    unanswered = MachineRequest("r1", "box", "small", created_at=clock.now() - 3, token_jti="j")
+    driver.recover([unanswered])
+    driver.want("box", "small")
+    await _settle()
+    assert provisioner.submitted == []
+    assert "engine stopped before the submission answered" in str(_state(driver).status)
+    clock.advance(5)
+    await _settle()
+    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "77", "PENDING (Resources)")
+    assert engine.written[-1] == ("r1", "77", RequestStage.QUEUED)
+    await driver.close()
+    assert provisioner.cancelled == ["77"] and provisioner.cleaned == ["r1"]

@@ -264,9 +264,8 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     assert lying.read_text().count("\n") == 1
 
 
-def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
+def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm) -> tuple[Path, int]:
+    """A data directory for engines (one, then its restart) whose jobs stay PENDING."""
     port = free_port()
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o700)
@@ -274,6 +273,23 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
         slurm, port, provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]}
     )
     (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    return data_dir, port
+
+
+def _restart(data_dir: Path, tmp_path: Path, port: int) -> tuple[EngineProcess, str]:
+    engine = start_engine(data_dir, tmp_path / "logs2", port=port)
+    return engine, engine.login()
+
+
+def _assert_cancelled_and_clean(slurm: LocalSlurm, job_id: str, request_id: str) -> None:
+    assert slurm.job_state(job_id) == "CANCELLED"
+    assert request_id not in slurm.token_files(), "the token file outlived its job"
+
+
+def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    data_dir, port = _held_jobs_data_dir(tmp_path, slurm)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -288,8 +304,7 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
         assert engine.stop(signal.SIGKILL) != 0  # no shutdown: nothing is cancelled
         assert slurm.fluksio_jobs() == [job_id]
 
-        engine = start_engine(data_dir, tmp_path / "logs2", port=port)
-        token = engine.login()
+        engine, token = _restart(data_dir, tmp_path, port)
         view = wait_for(
             lambda: _profile_view(engine, token)["outstanding"],
             timeout=30,
@@ -303,9 +318,46 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
             what="the recovered run to say it waits for the same job",
         )
         assert slurm.fluksio_jobs() == [job_id]
+        assert view["request_id"] in slurm.token_files(), "the held job has not read it"
     finally:
         engine.stop()
-    assert slurm.job_state(job_id) == "CANCELLED"
+    # Cancelled by an engine that never submitted it: the token file goes too.
+    _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
+
+
+def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    data_dir, port = _held_jobs_data_dir(tmp_path, slurm)
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        token = engine.login()
+        with slurm.controller_frozen():
+            assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
+            start_run(engine, token, "held")
+            # sbatch runs on the login node and waits for the frozen controller.
+            wait_for(
+                lambda: slurm.ssh("pgrep", "-x", "sbatch").returncode == 0,
+                timeout=30,
+                what="sbatch to be waiting for slurmctld",
+            )
+            assert engine.stop(signal.SIGKILL) != 0  # the answer never comes
+        # The controller takes the submission it was holding: a job no engine knows of.
+        (job_id,) = wait_for(slurm.fluksio_jobs, timeout=30, what="the job to be queued")
+
+        engine, token = _restart(data_dir, tmp_path, port)
+
+        def adopted() -> dict[str, Any] | None:
+            outstanding: dict[str, Any] | None = _profile_view(engine, token)["outstanding"]
+            return outstanding if outstanding and outstanding["job_id"] else None
+
+        view = wait_for(adopted, timeout=30, what="the restarted engine to find the job")
+        assert view["job_id"] == job_id and view["answer_lost"] is None
+        assert engine.logs().count('"provision.found"') == 1
+        assert slurm.fluksio_jobs() == [job_id], "no second job"
+    finally:
+        engine.stop()
+    _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
 
 
 def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works(
@@ -316,6 +368,7 @@ def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works
     shared = Path(tempfile.mkdtemp(prefix="fluksio-ready-"))
     shared.chmod(0o755)
     ready = shared / "ready"
+    token_files = slurm.token_files()
     engine, token = start(
         provision_timeout_s=120,
         retry_base_s=1,
@@ -342,5 +395,11 @@ def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works
         view = _profile_view(engine, token)
         assert view["last_error"] is None and view["failures"] == 0
         assert len(view["workers"]) == 1 and view["workers"][0]["job_id"]
+        # The failed jobs never read their token files; the engine removed them.
+        wait_for(
+            lambda: slurm.token_files() <= token_files,
+            timeout=30,
+            what="the failed jobs' token files to be removed",
+        )
     finally:
         shutil.rmtree(shared)

@@ -28,10 +28,14 @@ class ScriptedShell:
     def __init__(self, *replies: tuple[int, str, str] | Exception) -> None:
         self.replies = list(replies)
         self.sent: list[tuple[tuple[str, ...], str | None]] = []
+        self.once: list[bool] = []
         self.closed = False
 
-    async def run(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
+    async def run(
+        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
         self.sent.append((tuple(argv), stdin))
+        self.once.append(once)
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
@@ -59,7 +63,9 @@ async def test_submit_sends_the_token_on_stdin_and_reads_the_job_id() -> None:
     assert stdin is not None
     token_line, script = stdin.split("\n", 1)
     assert token_line == "SECRET-TOKEN"
-    assert script == slurm.render(profile, token_file=".fluksio/tokens/r1")
+    assert script == slurm.render(profile, request_id="r1")
+    assert "#SBATCH --comment=fluksio-request=r1\n" in script, "marked with its request"
+    assert shell.once == [True], "a submission is never sent twice by the transport"
 
 
 @pytest.mark.parametrize(
@@ -78,13 +84,13 @@ async def test_submit_sends_the_token_on_stdin_and_reads_the_job_id() -> None:
             "sbatch refused the job: sh: 1: sbatch: not found",
         ),
         ((0, "Submitted batch job 12\n", ""), "not a job id"),
-        (TransportError("hpc@login: connection lost (reset)"), "connection lost (reset)"),
+        (TransportError("cannot reach hpc@login: Connection refused"), "Connection refused"),
         (
-            TransportError("hpc@login: sh did not answer within 60 s"),
+            TransportError("hpc@login: sh did not answer within 60 s", may_have_run=True),
             "did not answer within 60 s",
         ),
     ],
-    ids=["bad-partition", "bad-account", "no-sbatch", "not-parsable", "lost", "timeout"],
+    ids=["bad-partition", "bad-account", "no-sbatch", "not-parsable", "unreachable", "timeout"],
 )
 async def test_a_refused_or_unanswered_submission_is_one_error_in_slurms_words(
     reply: tuple[int, str, str] | Exception, said: str
@@ -94,10 +100,16 @@ async def test_a_refused_or_unanswered_submission_is_one_error_in_slurms_words(
         await slurm.submit(slurm.profile("gpu-small"), request_id="r1", token="t")
     assert said in raised.value.detail
     assert "t\n" not in raised.value.detail
+    # Only a lost answer may have queued a job: the engine then looks for it.
+    unanswered = isinstance(reply, TransportError) and reply.may_have_run
+    assert raised.value.uncertain is unanswered
 
 
 async def test_poll_reads_one_squeue_for_all_jobs_and_leaves_out_the_gone() -> None:
-    table = "41|PENDING|Priority\n42|RUNNING|None\n43|CANCELLED|None\n99|PENDING|Resources\n"
+    table = (
+        "41|PENDING|Priority|fluksio-request=a\n42|RUNNING|None|(null)\n"
+        "43|CANCELLED|None|a|b|c\n99|PENDING|Resources|\n"
+    )
     slurm, shell = _provisioner((0, table, ""))
     statuses = await slurm.poll(["41", "42", "43", "44"])
     assert statuses == {
@@ -119,14 +131,27 @@ async def test_a_failed_squeue_is_an_error_with_its_words() -> None:
         await slurm.poll(["41"])
 
 
-async def test_cancel_removes_the_token_file_of_a_job_it_submitted() -> None:
-    slurm, shell = _provisioner((0, "51\n", ""), (0, "", ""), (0, "", ""))
-    await slurm.submit(slurm.profile("gpu-small"), request_id="r9", token="t")
-    await slurm.cancel("51")
-    argv = shell.sent[1][0]
-    assert argv[0] == "sh" and argv[-2:] == ("51", ".fluksio/tokens/r9")
-    await slurm.cancel("77")  # not submitted by this engine: scancel alone
-    assert shell.sent[2][0] == ("scancel", "77")
+async def test_find_reads_the_marks_of_this_users_jobs() -> None:
+    table = (
+        "41|PENDING|Priority|fluksio-request=r1\n"
+        "42|RUNNING|None|fluksio-request=r2\n"
+        "43|PENDING|None|my own comment | with bars\n"
+        "44|PENDING|None|fluksio-request=\n"
+    )
+    slurm, shell = _provisioner((0, table, ""))
+    assert await slurm.find(["r1", "r3", ""]) == {"r1": "41"}
+    assert shell.sent[0][0][:2] == ("squeue", "--me")
+    assert await slurm.find([]) == {}
+    assert len(shell.sent) == 1
+
+
+@pytest.mark.parametrize("job_id", ["51", None], ids=["job", "no-job-found"])
+async def test_cancel_removes_the_token_file_named_by_the_request(job_id: str | None) -> None:
+    # Nothing is remembered in memory: a restarted engine passes the request id it kept.
+    slurm, shell = _provisioner((0, "", ""))
+    await slurm.cancel(job_id, request_id="r9")
+    ((argv, _stdin),) = shell.sent
+    assert argv[0] == "sh" and argv[-2:] == (job_id or "", ".fluksio/tokens/r9")
 
 
 async def test_a_refused_scancel_and_an_unreachable_login_node_are_errors() -> None:
@@ -135,7 +160,7 @@ async def test_a_refused_scancel_and_an_unreachable_login_node_are_errors() -> N
         TransportError("cannot reach hpc@login: Connection refused"),
     )
     with pytest.raises(ProvisionError, match=r"scancel 5: .*Access/permission denied"):
-        await slurm.cancel("5")
+        await slurm.cancel("5", request_id="r5")
     with pytest.raises(ProvisionError, match="cannot reach hpc@login: Connection refused"):
         await slurm.check()
     await slurm.close()

@@ -1,7 +1,8 @@
 """The SSH seam against real peers: a real OpenSSH login node, and one that says nothing.
 
 A command that does not answer in time is a timeout, reported once and never run again
-(a hung ``sbatch`` may have queued a job: running it again would queue a second one).
+(a hung ``sbatch`` may have queued a job: running it again would queue a second one); so
+is one that must run once and whose connection dropped while it ran.
 A peer that never sends an SSH banner fails within the connect timeout with a sentence.
 """
 
@@ -39,8 +40,33 @@ async def test_a_command_that_does_not_answer_in_time_is_run_once(
         assert raised.value.detail == (
             f"{slurm.login_with_port}: sh did not answer within 1 s; it was not run again"
         )
+        assert raised.value.may_have_run, "it may have acted: the caller looks, not reruns"
         counted = await transport.run(["sh", "-c", f'wc -l < "{marker}"; rm -f "{marker}"'])
         assert counted.stdout.strip() == "1", "the hung command ran exactly once"
+    finally:
+        await transport.close()
+
+
+@pytest.mark.parametrize(("once", "runs"), [(True, 1), (False, 2)], ids=["once", "rerun"])
+async def test_a_connection_lost_mid_command_is_not_rerun_when_it_must_run_once(
+    slurm: LocalSlurm, once: bool, runs: int
+) -> None:
+    # Killing its own sshd session process drops the connection after the command acted.
+    transport = SSHTransport(slurm.login_with_port, slurm.key, known_hosts=slurm.known_hosts)
+    marker = f"fluksio-dropped-{time.time_ns()}"
+    try:
+        with pytest.raises(TransportError) as raised:
+            await transport.run(
+                ["sh", "-c", f'echo x >> "{marker}"; kill -KILL "$PPID"; sleep 10'], once=once
+            )
+        assert raised.value.may_have_run is once
+        if once:
+            assert raised.value.detail == (
+                f"{slurm.login_with_port}: connection lost while sh ran (closed before the"
+                " command exited); it was not run again"
+            )
+        counted = await transport.run(["sh", "-c", f'wc -l < "{marker}"; rm -f "{marker}"'])
+        assert counted.stdout.strip() == str(runs)
     finally:
         await transport.close()
 

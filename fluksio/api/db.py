@@ -97,6 +97,24 @@ MIGRATIONS: tuple[str, ...] = (
         attached_at  REAL
     );
     """,
+    # v4: a request is written down before it is submitted, so its job id may be unknown
+    # (an engine killed mid-submission looks for the job by its mark). SQLite cannot drop
+    # a NOT NULL, so the table is copied.
+    """
+    CREATE TABLE provision_requests_v4 (
+        id           TEXT PRIMARY KEY,
+        provisioner  TEXT NOT NULL,
+        profile      TEXT NOT NULL,
+        job_id       TEXT,
+        token_jti    TEXT,
+        stage        TEXT NOT NULL,
+        created_at   REAL NOT NULL,
+        attached_at  REAL
+    );
+    INSERT INTO provision_requests_v4 SELECT * FROM provision_requests;
+    DROP TABLE provision_requests;
+    ALTER TABLE provision_requests_v4 RENAME TO provision_requests;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,4 +1,9 @@
-"""Provisioning requests on disk: what the driver must find again after a restart."""
+"""Provisioning requests on disk: what the driver must find again after a restart.
+
+A request is written before it is submitted (its job id still unknown) and again as it
+learns its job id and stage; the request id also names what the submission left on the
+login node (the Slurm token file), so a restarted engine can clean that up.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ class ProvisionRequestStore:
             "INSERT INTO provision_requests"
             " (id, provisioner, profile, job_id, token_jti, stage, created_at, attached_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET stage = excluded.stage,"
+            " ON CONFLICT (id) DO UPDATE SET job_id = excluded.job_id,"
+            " token_jti = excluded.token_jti, stage = excluded.stage,"
             " attached_at = excluded.attached_at",
             (
                 request.id,

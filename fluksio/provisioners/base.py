@@ -122,7 +122,16 @@ def worker_argv(
 
 
 class ProvisionError(FluksioError):
-    """The outside system refused or could not be reached; the message says so in its words."""
+    """The outside system refused or could not be reached; the message says so in its words.
+
+    ``uncertain`` is set when a submission was sent and its answer lost (a timeout, a
+    dropped connection): the job may exist. The engine then looks for it with
+    :meth:`Provisioner.find` instead of submitting again.
+    """
+
+    def __init__(self, detail: str, *, uncertain: bool = False) -> None:
+        super().__init__(detail)
+        self.uncertain = uncertain
 
 
 @dataclass(frozen=True)
@@ -202,12 +211,12 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     # -- what a subclass implements ----------------------------------------------------
 
     @abstractmethod
-    def render(self, profile: ProfileT, *, token_file: str) -> str:
+    def render(self, profile: ProfileT, *, request_id: str) -> str:
         """What would be submitted for ``profile``: pure, no I/O (a dry run).
 
-        ``fluksio provisioners check --script`` prints it. ``token_file`` is where the job
-        finds its worker token, relative to the submitting user's home; the token itself
-        is never part of the text.
+        ``fluksio provisioners check --script`` prints it. ``request_id`` is the engine's
+        id of the request: mark the job with it, so :meth:`find` can find a job whose id
+        the engine never learned. The worker token is never part of the text.
         """
 
     @abstractmethod
@@ -231,13 +240,29 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         """
 
     @abstractmethod
-    async def cancel(self, job_id: str) -> None:
-        """Withdraw one request (and stop its machine if it runs).
+    async def cancel(self, job_id: str | None, *, request_id: str) -> None:
+        """Withdraw one request, stop its machine if it runs, and clean up after it.
 
-        Called when a request outlives ``provision_timeout_s`` without its worker
-        attaching, and for every pending request when the engine stops. Cancelling a job
-        that already ended must succeed quietly.
+        Called for every request that ends without its worker attaching: it outlived
+        ``provision_timeout_s``, its job ended first, the engine stops, or (``job_id``
+        None) a submission whose answer was lost left no job :meth:`find` could see.
+        Remove what the submission left for the job (a token file). ``request_id`` is
+        durable: a restarted engine passes it for requests an earlier run made. Cancelling
+        a job that already ended must succeed quietly.
         """
+
+    async def find(self, request_ids: Iterable[str]) -> Mapping[str, str]:
+        """Jobs submitted for these requests whose ids the engine never learned.
+
+        Called at a poll for submissions that were sent and whose answer was lost (a
+        timeout, a dropped connection, an engine killed mid-submission). Return request id
+        -> job id for every one the outside system holds (a job marked by :meth:`render`);
+        the engine adopts each as if the submission had answered, and counts the others
+        as never submitted. Raise :class:`ProvisionError` when the system cannot be asked.
+
+        The default finds nothing: a provisioner that cannot mark its jobs.
+        """
+        return {}
 
     async def check(self) -> str:
         """Prove access to the outside system; return what it said (``sinfo``).

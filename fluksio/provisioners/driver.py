@@ -4,7 +4,11 @@ The scheduler says *which* profile a queued call needs (its plan's asks); this d
 everything that happens next, by awaiting the provisioners' own methods
 (:class:`~fluksio.provisioners.base.Provisioner`):
 
-- at most one request per profile is outstanding, however often it is asked for;
+- at most one request per profile is outstanding, however often it is asked for; it is
+  written down before it is submitted, and a submission is sent once: one whose answer
+  was lost (a timeout, an engine killed mid-submission) is looked for by the mark its job
+  carries (:meth:`~fluksio.provisioners.base.Provisioner.find`) at the next poll, adopted
+  if found, and counted as never submitted if not;
 - every live request of a provisioner is polled in one call per ``poll_interval_s``: a
   job that ends before its worker attached is a failure, noticed at that poll;
 - a request whose worker has not attached within ``provision_timeout_s`` is cancelled on
@@ -14,6 +18,8 @@ everything that happens next, by awaiting the provisioners' own methods
   asks again if the need is still there (never twice for one need);
 - a worker attaching with a request's token fulfils it, clears the last error, and stays
   tied to it; the request's token is revoked when its job ends;
+- every request that ends without its worker attaching is cancelled through its
+  provisioner, which also removes what the submission left (a token file);
 - at shutdown every request whose worker has not attached is cancelled.
 
 The driver is the one source of how each profile's provisioning stands: after every
@@ -40,6 +46,7 @@ from fluksio.provisioners.base import (
     JobStatus,
     ProfileSettings,
     Provisioner,
+    ProvisionError,
     WorkerEvent,
 )
 from fluksio.provisioners.clock import Clock, LoopClock, Timer
@@ -91,6 +98,8 @@ class MachineRequest:
     status_since: float | None = None
     token_jti: str | None = None
     attached_at: float | None = None
+    answer_lost: str | None = None
+    """Why the submission's answer never came (it may have queued a job): look for it."""
     timer: Timer | None = None
 
 
@@ -198,7 +207,7 @@ class ProvisioningDriver:
             noun=entry.provisioner.job_noun,
             stage=request.stage if request is not None else None,
             job_id=request.job_id if request is not None else None,
-            status=request.status.describe() if request and request.status else None,
+            status=_status_text(entry, request),
             last_error=entry.last_error[1] if entry.last_error else None,
             retry_at=entry.resting_until,
         )
@@ -228,14 +237,26 @@ class ProvisioningDriver:
             token, request.token_jti = self._engine.mint_token(
                 entry.provisioner.name, entry.profile, request.id
             )
+            # Written down first: an engine killed mid-submission looks for the job later.
+            self._engine.remember(request)
             submitted = await entry.provisioner.submit(
                 entry.profile, request_id=request.id, token=token
             )
+        except ProvisionError as exc:
+            if exc.uncertain:
+                self._answer_lost(entry, request, exc.detail)
+            else:
+                self._failed(entry, request, exc.detail)
+            return
         except Exception as exc:
             self._failed(entry, request, _words(exc))
             return
         request.job_id = submitted.job_id
         request.status_since = self._clock.now()
+        if request.stage is RequestStage.ENDED:
+            # Given up on (timed out) before the answer came: its job must not run unwatched.
+            self._spawn(self._clean_up(entry.provisioner, request))
+            return
         if request.stage is RequestStage.SUBMITTING:
             request.stage = RequestStage.QUEUED
             self._arm_timeout(entry, request)
@@ -247,11 +268,23 @@ class ProvisioningDriver:
         if self._closing:
             await self._cancel(entry, request, "the engine is shutting down")
 
+    def _answer_lost(self, entry: _Profile, request: MachineRequest, message: str) -> None:
+        """A submission that may have queued a job: looked for at the next poll, not redone."""
+        if request.stage is RequestStage.ENDED:
+            return
+        request.answer_lost = message
+        if request.stage is RequestStage.SUBMITTING:
+            self._arm_timeout(entry, request)
+        log.warning("provision.answer_lost", profile=entry.key, request=request.id, error=message)
+        self._ensure_poller(entry.provisioner)
+        self._changed()
+
     def recover(self, requests: list[MachineRequest]) -> None:
         """Requests an earlier run of the engine submitted: watched again where they left.
 
         Each is polled, and timed out from when it was submitted; one whose worker has not
         attached is its profile's outstanding request again, so nothing is submitted twice.
+        One whose submission never answered before the engine stopped is looked for.
         """
         for request in requests:
             entry = self._profiles.get(f"{request.provisioner}/{request.profile}")
@@ -268,6 +301,8 @@ class ProvisioningDriver:
                 )
                 continue
             entry.live[request.id] = request
+            if request.job_id is None:
+                request.answer_lost = "the engine stopped before the submission answered"
             if request.stage is not RequestStage.ATTACHED:
                 entry.outstanding = request
                 self._arm_timeout(entry, request)
@@ -289,17 +324,21 @@ class ProvisioningDriver:
             return
         timeout = entry.provisioner.settings.provision_timeout_s
         noun = entry.provisioner.job_noun
-        message = f"{noun} {request.job_id} did not attach within {timeout:g} s; cancelled"
+        job = f"{noun} {request.job_id}" if request.job_id else f"the {noun}"
+        message = f"{job} did not attach within {timeout:g} s; cancelled"
         self._spawn(self._cancel(entry, request, message, failed=True))
 
     async def _cancel(
         self, entry: _Profile, request: MachineRequest, message: str, *, failed: bool = False
     ) -> None:
-        if request.job_id is not None:
-            try:
-                await entry.provisioner.cancel(request.job_id)
-            except Exception as exc:
-                message = f"{message} (cancelling it failed: {_words(exc)})"
+        try:
+            if request.job_id is None and request.answer_lost is not None:
+                # A last look: a job found now is cancelled, not left to run unwatched.
+                found = await entry.provisioner.find([request.id])
+                request.job_id = found.get(request.id)
+            await entry.provisioner.cancel(request.job_id, request_id=request.id)
+        except Exception as exc:
+            message = f"{message} (cancelling it failed: {_words(exc)})"
         if failed:
             self._failed(entry, request, message)
         else:
@@ -350,12 +389,13 @@ class ProvisioningDriver:
     # -- polling ------------------------------------------------------------------------
 
     def _watched(self, provisioner: Provisioner[Any, Any]) -> list[tuple[_Profile, MachineRequest]]:
+        """Live requests with a job to poll, or a lost submission to look for."""
         return [
             (entry, request)
             for entry in self._profiles.values()
             if entry.provisioner is provisioner
             for request in list(entry.live.values())
-            if request.job_id is not None
+            if request.job_id is not None or request.answer_lost is not None
         ]
 
     def _ensure_poller(self, provisioner: Provisioner[Any, Any]) -> None:
@@ -385,6 +425,12 @@ class ProvisioningDriver:
     async def _poll_once(
         self, provisioner: Provisioner[Any, Any], watched: list[tuple[_Profile, MachineRequest]]
     ) -> None:
+        lost = [(e, r) for e, r in watched if r.job_id is None]
+        if lost:
+            await self._look_for(provisioner, lost)
+        watched = [(e, r) for e, r in watched if r.job_id is not None]
+        if not watched:
+            return
         job_ids = sorted({str(request.job_id) for _, request in watched})
         try:
             statuses: Mapping[str, JobStatus] = await provisioner.poll(job_ids)
@@ -408,6 +454,35 @@ class ProvisioningDriver:
                 request.stage = RequestStage.STARTED
         self._changed()
 
+    async def _look_for(
+        self, provisioner: Provisioner[Any, Any], lost: list[tuple[_Profile, MachineRequest]]
+    ) -> None:
+        """Adopt the job of each lost submission that was found; the others never were."""
+        try:
+            found = await provisioner.find(sorted(request.id for _, request in lost))
+        except Exception as exc:
+            failed = (self._clock.now(), f"looking for a job failed: {_words(exc)}")
+            for entry, _request in lost:  # looked for again at the next poll
+                entry.last_error = failed
+            self._changed()
+            return
+        for entry, request in lost:
+            if request.stage is RequestStage.ENDED or request.job_id is not None:
+                continue
+            job_id = found.get(request.id)
+            if job_id is not None:
+                request.job_id, request.answer_lost = job_id, None
+                request.status_since = self._clock.now()
+                if request.stage is RequestStage.SUBMITTING:
+                    request.stage = RequestStage.QUEUED
+                self._engine.remember(request)
+                log.info("provision.found", profile=entry.key, request=request.id, job=job_id)
+            elif request.stage is not RequestStage.ATTACHED:
+                noun = provisioner.job_noun
+                message = f"{request.answer_lost}; no {noun} of it was found, submitting again"
+                request.answer_lost = None  # looked for: the cancel only cleans up
+                self._spawn(self._cancel(entry, request, message, failed=True))
+
     def _job_ended(
         self, entry: _Profile, request: MachineRequest, status: JobStatus | None
     ) -> None:
@@ -417,6 +492,14 @@ class ProvisioningDriver:
             self._ended(entry, request, what)
         else:
             self._failed(entry, request, f"{what} before its worker attached")
+            # Ended before its worker read what the submission left for it (a token file).
+            self._spawn(self._clean_up(entry.provisioner, request))
+
+    async def _clean_up(self, provisioner: Provisioner[Any, Any], request: MachineRequest) -> None:
+        try:
+            await provisioner.cancel(request.job_id, request_id=request.id)
+        except Exception as exc:
+            log.warning("provision.cleanup_failed", request=request.id, error=_words(exc))
 
     # -- workers ------------------------------------------------------------------------
 
@@ -433,8 +516,7 @@ class ProvisioningDriver:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = RequestStage.ATTACHED
         request.attached_at = self._clock.now()
-        if request.job_id is not None:  # else the submission, still answering, keeps it
-            self._engine.remember(request)
+        self._engine.remember(request)
         if request.timer is not None:
             request.timer.cancel()
         if entry.outstanding is request:
@@ -534,6 +616,15 @@ class ProvisioningDriver:
         for provisioner in self._provisioners.values():
             with contextlib.suppress(Exception):
                 await provisioner.close()
+
+
+def _status_text(entry: _Profile, request: MachineRequest | None) -> str | None:
+    if request is None:
+        return None
+    if request.answer_lost is not None:
+        noun = entry.provisioner.job_noun
+        return f"its answer was lost ({request.answer_lost}); looking for the {noun} by its mark"
+    return request.status.describe() if request.status else None
 
 
 def _words(exc: BaseException) -> str:

@@ -18,7 +18,15 @@ __all__ = ["Completed", "RemoteShell", "TransportError"]
 
 
 class TransportError(FluksioError):
-    """The login node could not be reached or would not run the command; says why."""
+    """The login node could not be reached or would not run the command; says why.
+
+    ``may_have_run`` is true when the command was sent and its answer lost (a timeout, a
+    connection dropped mid-command): it may have acted, e.g. ``sbatch`` queued a job.
+    """
+
+    def __init__(self, detail: str, *, may_have_run: bool = False) -> None:
+        super().__init__(detail)
+        self.may_have_run = may_have_run
 
 
 @dataclass(frozen=True)
@@ -44,12 +52,16 @@ class Completed:
 class RemoteShell(Protocol):
     """Runs commands on a login node; what a provisioner needs of SSH."""
 
-    async def run(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
+    async def run(
+        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
         """Run ``argv`` there with ``stdin`` fed to it.
 
         A command that ran and failed is a :class:`Completed` with its exit status; only a
         login node that cannot be reached, or a command that does not answer in time,
-        raises :class:`TransportError`.
+        raises :class:`TransportError`. With ``once`` the command is never sent a second
+        time after it may have started (``sbatch``); without, a command whose connection
+        dropped may be run again on a new one (``squeue``).
         """
         ...
 

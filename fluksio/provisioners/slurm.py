@@ -7,6 +7,12 @@ may contain a control character, so nothing can add a line to the script. The wo
 token never appears in the script, argv or the job's recorded environment: it is written
 to a 0600 file in the same SSH command that runs ``sbatch`` (token on stdin), and the
 script reads it from there and deletes it.
+
+Every job is marked with its request id (``--comment=fluksio-request=<id>``, shown by
+``squeue -o %k``): a submission whose answer was lost (a hung ``sbatch``, an engine
+killed mid-submission) is found by its mark, never submitted again. The token file's name
+is the request id too, so a restarted engine, which keeps request ids on disk, removes
+what a cancelled job left behind.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -35,14 +42,17 @@ from fluksio.provisioners.transport import SSHTransport
 
 __all__ = [
     "SLURM_STATES",
+    "QueuedJob",
     "SlurmProfile",
     "SlurmProvisioner",
     "SlurmSettings",
     "fluksio_provisioner_types",
+    "job_mark",
     "parse_sbatch_parsable",
     "parse_squeue",
     "render_script",
     "slurm_state",
+    "token_file",
 ]
 
 log = structlog.get_logger(__name__)
@@ -128,11 +138,25 @@ class SlurmSettings(ProvisionerSettings[SlurmProfile]):
         return value
 
 
-def render_script(settings: SlurmSettings, profile: SlurmProfile, *, token_file: str) -> str:
+def token_file(request_id: str) -> str:
+    """Where a request's job finds its token, relative to the login user's home."""
+    return f".fluksio/tokens/{request_id}"
+
+
+_MARK = "fluksio-request="
+
+
+def job_mark(request_id: str) -> str:
+    """The comment every job carries: how a job whose id was never learned is found."""
+    return f"{_MARK}{request_id}"
+
+
+def render_script(settings: SlurmSettings, profile: SlurmProfile, *, request_id: str) -> str:
     """The job script for one machine of ``profile``: pure, exact, quoted."""
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={shlex.quote(f'fluksio-{settings.name}-{profile.name}')}",
+        f"#SBATCH --comment={shlex.quote(job_mark(request_id))}",
         "#SBATCH --nodes=1",
     ]
     if profile.cpus:
@@ -144,7 +168,7 @@ def render_script(settings: SlurmSettings, profile: SlurmProfile, *, token_file:
         lines.append(f"#SBATCH --mem={profile.ram_mb}M")
     lines += [f"#SBATCH {option}" for option in profile.sbatch]
     lines += ["set -e", *profile.prerun]
-    token_path = '"$HOME"/' + shlex.quote(token_file)
+    token_path = '"$HOME"/' + shlex.quote(token_file(request_id))
     lines += [
         "# The worker token: read from a file written at submission, then deleted.",
         f"FLUKSIO_WORKER_TOKEN=$(cat -- {token_path})",
@@ -176,21 +200,34 @@ _SUBMIT = (
     ' && { sbatch --parsable; status=$?; [ "$status" = 0 ] || rm -f -- "$HOME/$1";'
     ' exit "$status"; }'
 )
-_SCANCEL = 'scancel -- "$1" && rm -f -- "$HOME/$2"'
-_SQUEUE_FORMAT = "%i|%T|%r"
+# The token file goes whether or not there was a job to cancel, or scancel worked.
+_CANCEL = (
+    'status=0; if [ -n "$1" ]; then scancel -- "$1" || status=$?; fi;'
+    ' rm -f -- "$HOME/$2"; exit "$status"'
+)
+# The comment last: a user's own job may have "|" in its comment.
+_SQUEUE_FORMAT = "%i|%T|%r|%k"
 
 
-def parse_squeue(stdout: str) -> dict[str, JobStatus]:
-    """``squeue -h -o '%i|%T|%r'`` as job id -> status (Slurm's "None" reason dropped)."""
-    found: dict[str, JobStatus] = {}
+@dataclass(frozen=True)
+class QueuedJob:
+    """One line of ``squeue``: a job's status, and the request it was marked with."""
+
+    status: JobStatus
+    request_id: str | None
+
+
+def parse_squeue(stdout: str) -> dict[str, QueuedJob]:
+    """``squeue -h -o '%i|%T|%r|%k'`` as job id -> job (Slurm's "None" reason dropped)."""
+    found: dict[str, QueuedJob] = {}
     for line in stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 3:
+        parts = line.strip().split("|", 3)
+        if len(parts) != 4:
             continue
-        job_id, native, reason = (part.strip() for part in parts)
-        found[job_id] = JobStatus(
-            slurm_state(native), native, None if reason in ("", "None") else reason
-        )
+        job_id, native, reason, comment = (part.strip() for part in parts)
+        status = JobStatus(slurm_state(native), native, None if reason in ("", "None") else reason)
+        marked = comment.startswith(_MARK) and len(comment) > len(_MARK)
+        found[job_id] = QueuedJob(status, comment.removeprefix(_MARK) if marked else None)
     return found
 
 
@@ -208,16 +245,14 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
     def __init__(self, settings: SlurmSettings, shell: RemoteShell | None = None) -> None:
         super().__init__(settings)
         self._shell = shell if shell is not None else _ssh_shell(settings)
-        self._token_files: dict[str, str] = {}
 
-    def render(self, profile: SlurmProfile, *, token_file: str) -> str:
-        return render_script(self.settings, profile, token_file=token_file)
+    def render(self, profile: SlurmProfile, *, request_id: str) -> str:
+        return render_script(self.settings, profile, request_id=request_id)
 
     async def submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
-        token_file = f".fluksio/tokens/{request_id}"
-        script = self.render(profile, token_file=token_file)
-        argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file]
-        done = await self._run(argv, stdin=f"{token}\n{script}")
+        script = self.render(profile, request_id=request_id)
+        argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file(request_id)]
+        done = await self._run(argv, stdin=f"{token}\n{script}", once=True)
         if not done.ok:
             said = done.error_text().replace("sbatch: error: ", "")
             raise ProvisionError(f"sbatch refused the job: {said}")
@@ -225,26 +260,38 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             job_id = parse_sbatch_parsable(done.stdout)
         except ValueError as exc:
             raise ProvisionError(str(exc)) from None
-        self._token_files[job_id] = token_file
         return Submission(job_id=job_id, profile=profile.name)
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         wanted = set(job_ids)
         if not wanted:
             return {}
+        queue = await self._queue()
+        return {job_id: job.status for job_id, job in queue.items() if job_id in wanted}
+
+    async def find(self, request_ids: Iterable[str]) -> Mapping[str, str]:
+        wanted = set(request_ids)
+        if not wanted:
+            return {}
+        queue = await self._queue()
+        # One job per mark: a submission is never sent twice.
+        return {
+            job.request_id: job_id
+            for job_id, job in queue.items()
+            if job.request_id is not None and job.request_id in wanted
+        }
+
+    async def _queue(self) -> dict[str, QueuedJob]:
         # All of this user's jobs in every state, in one call: naming ids with -j fails the
         # whole call once one of them has aged out of slurmctld's memory.
         done = await self._run(["squeue", "--me", "-h", "-t", "all", "-o", _SQUEUE_FORMAT])
         if not done.ok:
             raise ProvisionError(f"squeue: {done.error_text()}")
-        return {k: v for k, v in parse_squeue(done.stdout).items() if k in wanted}
+        return parse_squeue(done.stdout)
 
-    async def cancel(self, job_id: str) -> None:
+    async def cancel(self, job_id: str | None, *, request_id: str) -> None:
         # A job cancelled before it started never read (and deleted) its token file.
-        token_file = self._token_files.pop(job_id, None)
-        argv = ["scancel", job_id]
-        if token_file is not None:
-            argv = ["sh", "-c", _SCANCEL, "fluksio-cancel", job_id, token_file]
+        argv = ["sh", "-c", _CANCEL, "fluksio-cancel", job_id or "", token_file(request_id)]
         done = await self._run(argv)
         if not done.ok:
             raise ProvisionError(f"scancel {job_id}: {done.error_text()}")
@@ -258,11 +305,13 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
     async def close(self) -> None:
         await self._shell.close()
 
-    async def _run(self, argv: list[str], stdin: str | None = None) -> Completed:
+    async def _run(
+        self, argv: list[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
         try:
-            return await self._shell.run(argv, stdin)
+            return await self._shell.run(argv, stdin, once=once)
         except TransportError as exc:
-            raise ProvisionError(exc.detail) from None
+            raise ProvisionError(exc.detail, uncertain=exc.may_have_run) from None
 
 
 def _ssh_shell(settings: SlurmSettings) -> RemoteShell:

@@ -5,9 +5,10 @@ It implements :class:`~fluksio.provisioners.shell.RemoteShell` over asyncssh.
 The only module that imports asyncssh. One connection is opened on first use and kept, so
 a poll costs one channel, not a login (asyncssh: ~50 ms per command on an open connection
 against ~200 ms for a new OpenSSH process). A dropped connection is reopened once per
-command. Host keys are checked against ``known_hosts`` (the user's by default); with
-``trust_on_first_use`` a host that file does not know yet is accepted once and written
-there, and a host whose key *changed* is refused either way.
+command, unless the command must run at most once (``sbatch``). Host keys are checked
+against ``known_hosts`` (the user's by default); with ``trust_on_first_use`` a host that
+file does not know yet is accepted once and written there, and a host whose key *changed*
+is refused either way.
 
 Commands travel as argv, quoted for the remote shell here and nowhere else; anything secret
 travels on stdin, never in argv (``ps`` on the login node shows argv to every user).
@@ -86,38 +87,57 @@ class SSHTransport:
         self._connection: asyncssh.SSHClientConnection | None = None
         self._connecting = asyncio.Lock()
 
-    async def run(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
-        """Run ``argv`` on the login node, ``stdin`` fed to it; raise only if unreachable."""
+    async def run(
+        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
+        """Run ``argv`` on the login node, ``stdin`` fed to it; raise only if unreachable.
+
+        A command whose session channel the server refused never started and is tried
+        once more on a new connection; so is one whose connection dropped, unless
+        ``once``: then it may have acted, and the error says so (``may_have_run``).
+        """
         command = shlex.join(argv)
         for attempt in (1, 2):
             connection = await self._connect()
             try:
-                result = await asyncio.wait_for(
-                    connection.run(command, input=stdin, check=False),
-                    self._command_timeout_s,
-                )
+                async with asyncio.timeout(self._command_timeout_s):
+                    process = await connection.create_process(command, input=stdin)
+                    result = await process.wait(check=False)
+                if result.exit_status is None and result.exit_signal is None:
+                    # The channel closed with no exit status: the connection went mid-command.
+                    raise asyncssh.ConnectionLost("closed before the command exited")
             # TimeoutError first: it is an OSError. A command that ran and did not answer
             # may have acted (sbatch may have queued a job), so it is never run again.
             except TimeoutError:
                 await self._drop(connection)
                 raise TransportError(
                     f"{self.login}: {argv[0]} did not answer within {self._command_timeout_s:g} s;"
-                    " it was not run again"
+                    " it was not run again",
+                    may_have_run=True,
                 ) from None
-            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, OSError) as exc:
-                # Lost before an answer: reopened and run once more (the channel never
-                # opened, or the connection dropped while idle between commands).
+            except asyncssh.ChannelOpenError as exc:
                 await self._drop(connection)
                 if attempt == 2:
-                    reason = str(exc) or type(exc).__name__
+                    raise TransportError(f"{self.login}: no session ({exc.reason})") from None
+            except (asyncssh.ConnectionLost, OSError) as exc:
+                await self._drop(connection)
+                reason = str(exc) or type(exc).__name__
+                if once:
+                    raise TransportError(
+                        f"{self.login}: connection lost while {argv[0]} ran ({reason});"
+                        " it was not run again",
+                        may_have_run=True,
+                    ) from None
+                if attempt == 2:
                     raise TransportError(f"{self.login}: connection lost ({reason})") from None
-                continue
-            return Completed(
-                argv=tuple(argv),
-                exit_status=result.exit_status if result.exit_status is not None else 255,
-                stdout=_text(result.stdout),
-                stderr=_text(result.stderr),
-            )
+            else:
+                return Completed(
+                    argv=tuple(argv),
+                    # -1 for a command killed by a signal, as asyncssh reports it.
+                    exit_status=result.exit_status if result.exit_status is not None else -1,
+                    stdout=_text(result.stdout),
+                    stderr=_text(result.stderr),
+                )
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
@@ -149,6 +169,8 @@ class SSHTransport:
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
         async with self._connecting:
+            if self._connection is not None and self._connection.is_closed():
+                self._connection = None  # dropped while idle: noticed before any command
             if self._connection is not None:
                 return self._connection
             if not self._key.is_file():

@@ -201,7 +201,7 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
     state = profile.provisioning
     noun, job = state.noun, state.job_id
     if state.stage is RequestStage.SUBMITTING:
-        said = f"submitting a {noun}"
+        said = f"submitting a {noun}" + (f": {state.status}" if state.status else "")
     elif state.stage is RequestStage.STARTED:
         said = f"{noun} {job} {state.status or 'submitted'}, waiting for its worker to attach"
     elif state.stage is not None:

@@ -22,7 +22,11 @@ Settings = ProvisionerSettings[ProfileSettings]
 
 
 class Scripted(Provisioner[Settings, ProfileSettings]):
-    """Jobs are entries of ``self.jobs``; ``gate`` holds submissions until it is set."""
+    """Jobs are entries of ``self.jobs``; ``gate`` holds submissions until it is set.
+
+    ``lose_answer`` makes the next submission queue its job and then fail as a timeout
+    would (uncertain); ``marks`` is what :meth:`find` sees: request id -> job id.
+    """
 
     type_name = "scripted"
     settings_model = Settings
@@ -31,7 +35,11 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         super().__init__(settings)
         self.jobs: dict[str, JobStatus] = {}
         self.submitted: list[str] = []
-        self.cancelled: list[str] = []
+        self.cancelled: list[str | None] = []
+        self.cleaned: list[str] = []
+        self.marks: dict[str, str] = {}
+        self.lose_answer = False
+        self.find_error: str | None = None
         self.polls = 0
         self.tokens: list[str] = []
         self.refuse: str | None = None
@@ -39,7 +47,7 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         self.gate = asyncio.Event()
         self.gate.set()
 
-    def render(self, profile: ProfileSettings, *, token_file: str) -> str:
+    def render(self, profile: ProfileSettings, *, request_id: str) -> str:
         return f"run a worker for {profile.name}\n"
 
     async def submit(self, profile: ProfileSettings, *, request_id: str, token: str) -> Submission:
@@ -50,6 +58,10 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         self.submitted.append(request_id)
         self.tokens.append(token)
         self.jobs[job_id] = JobStatus(JobState.PENDING, "PENDING", "Priority")
+        self.marks[request_id] = job_id
+        if self.lose_answer:
+            self.lose_answer = False
+            raise ProvisionError("sbatch did not answer within 60 s", uncertain=True)
         return Submission(job_id, profile.name)
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
@@ -58,9 +70,16 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
             raise ProvisionError(self.poll_error)
         return {job_id: self.jobs[job_id] for job_id in job_ids if job_id in self.jobs}
 
-    async def cancel(self, job_id: str) -> None:
+    async def find(self, request_ids: Iterable[str]) -> Mapping[str, str]:
+        if self.find_error:
+            raise ProvisionError(self.find_error)
+        return {r: self.marks[r] for r in request_ids if self.marks.get(r) in self.jobs}
+
+    async def cancel(self, job_id: str | None, *, request_id: str) -> None:
         self.cancelled.append(job_id)
-        self.jobs.pop(job_id, None)
+        self.cleaned.append(request_id)
+        if job_id is not None:
+            self.jobs.pop(job_id, None)
 
 
 def scripted_settings(**changes: Any) -> Settings:

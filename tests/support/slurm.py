@@ -6,9 +6,12 @@ the Slurm tests skip on a laptop and fail under ``CI=true``: CI must not skip th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +75,23 @@ class LocalSlurm:
         return [
             line.split()[0] for line in done.stdout.splitlines() if "fluksio-" in line.split()[1]
         ]
+
+    def token_files(self) -> set[str]:
+        """Names of the token files Fluksio's submissions left in the login user's home."""
+        done = self.ssh("sh", "-c", 'ls -A "$HOME/.fluksio/tokens" 2>/dev/null || true')
+        return set(done.stdout.split())
+
+    @contextlib.contextmanager
+    def controller_frozen(self) -> Iterator[None]:
+        """slurmctld stopped (SIGSTOP): sbatch hangs until it is continued, always on exit."""
+        pid_text, comm = (STATE / "run" / "slurmctld.pid").read_text().split()
+        pid = int(pid_text)
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == comm, "not our slurmctld"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
 
 def local_slurm() -> LocalSlurm:

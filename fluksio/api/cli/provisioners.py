@@ -73,9 +73,8 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
                 profile = provisioner.profile(profile_name)
             except KeyError as exc:
                 raise ConfigError(str(exc.args[0])) from None
-            # The real name is random per job, under the job's (submission) directory.
-            example = Path(".fluksio") / "tokens" / "EXAMPLE"
-            click.echo(provisioner.render(profile, token_file=str(example)), nl=False)
+            # A real request's id is random, one per job.
+            click.echo(provisioner.render(profile, request_id="EXAMPLE"), nl=False)
             return
     raise ConfigError(f"--script: no provisioner named {wanted!r} in {path}")
 

@@ -117,6 +117,8 @@ class MachineRequestBody(BaseModel):
     reason: str | None
     since: datetime
     submitted_at: datetime
+    answer_lost: str | None
+    """Why the submission's answer never came, while its job is looked for by its mark."""
 
 
 class ErrorAt(BaseModel):
@@ -272,6 +274,7 @@ def _machine_request(request: MachineRequest) -> MachineRequestBody:
         reason=request.status.reason if request.status else None,
         since=utc(request.status_since or request.created_at),
         submitted_at=utc(request.created_at),
+        answer_lost=request.answer_lost,
     )
 
 

@@ -49,7 +49,7 @@ class LocalProvisioner(Provisioner[LocalSettings, ProfileSettings]):
     def argv(self, profile: ProfileSettings) -> list[str]:
         return worker_argv(self.settings.worker_command, self.settings, profile)
 
-    def render(self, profile: ProfileSettings, *, token_file: str) -> str:
+    def render(self, profile: ProfileSettings, *, request_id: str) -> str:
         # The token travels in the environment, never in argv.
         return "FLUKSIO_WORKER_TOKEN=... " + shlex.join(self.argv(profile)) + "\n"
 
@@ -89,8 +89,8 @@ class LocalProvisioner(Provisioner[LocalSettings, ProfileSettings]):
                 del self._processes[job_id]
         return statuses
 
-    async def cancel(self, job_id: str) -> None:
-        process = self._processes.pop(job_id, None)
+    async def cancel(self, job_id: str | None, *, request_id: str) -> None:
+        process = self._processes.pop(job_id or "", None)
         if process is not None:
             await _stop(process)
 
