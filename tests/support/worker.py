@@ -33,8 +33,12 @@ def start_worker(
     env: dict[str, str] | None = None,
     command: list[str] | None = None,
     cwd: Path | None = None,
+    url: str | None = None,
 ) -> WorkerProcess:
-    """Start an agent (ours by default) with the token in its environment, never in argv."""
+    """Start an agent (ours by default) with the token in its environment, never in argv.
+
+    ``url`` is where it dials (the engine's attach URL unless given, e.g. a proxy's).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"worker-{len(list(log_dir.glob('worker-*.log')))}.log"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
@@ -43,7 +47,7 @@ def start_worker(
     with log_path.open("ab") as log:
         program = command or [str(executable or BIN / "fluksio-worker")]
         process = subprocess.Popen(
-            [*program, "--url", attach_url(engine), *args],
+            [*program, "--url", url or attach_url(engine), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,82 @@
+"""A TCP relay on 127.0.0.1 that can stop carrying bytes without closing: a network pause.
+
+Between an agent and the engine it stands for a network that goes quiet (a cable pulled,
+a VPN that hangs, a NAT that drops packets): both ends keep their connection, nothing
+arrives, and nobody is told. When it resumes, what was sent meanwhile is delivered, as
+TCP's retransmissions would deliver it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["PausableProxy"]
+
+T = TypeVar("T")
+
+
+class PausableProxy:
+    """Relays 127.0.0.1:``port`` to 127.0.0.1:``target_port``, on a thread of its own."""
+
+    def __init__(self, target_port: int) -> None:
+        self._target_port = target_port
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._server: asyncio.Server = self._call(asyncio.start_server(self._relay, "127.0.0.1", 0))
+        self.port: int = self._server.sockets[0].getsockname()[1]
+
+    def pause(self) -> None:
+        """Nothing more crosses, either way, until :meth:`resume`; no connection closes."""
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def resume(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def close(self) -> None:
+        self._call(self._close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def _call(self, work: Coroutine[Any, Any, T]) -> T:
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(work, self._loop)
+        return future.result(timeout=10)
+
+    async def _close(self) -> None:
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        self._flowing.set()  # the pumps see their sockets closed and end
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self._flowing.wait()
+        try:
+            upstream = await asyncio.open_connection("127.0.0.1", self._target_port)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, upstream[1]))
+        await asyncio.gather(self._pump(reader, upstream[1]), self._pump(upstream[0], writer))
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await self._flowing.wait()
+                data = await reader.read(65536)
+                if not data:
+                    break
+                await self._flowing.wait()  # read before the pause: held, not delivered
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+            self._writers.discard(writer)
