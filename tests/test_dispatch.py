@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import structlog
 
@@ -334,6 +335,17 @@ async def test_deeply_nested_json_is_refused_and_the_engine_keeps_serving(
     await async_wait_for(lambda: worker.socket.closed, timeout=5, what="the socket to close")
     assert worker.socket.close_code == 1007
     assert (await api.request("GET", "/health")).status == 200
+
+
+async def test_a_text_frame_that_is_not_utf8_closes_the_socket_with_1007(
+    api: InProcessEngine,
+) -> None:
+    # The engine hands frames to the JSON parser as bytes; the parser checks UTF-8.
+    worker = await api.attach(await api.mint("box", []), name="box")
+    frame = b'{"op": "event", "call_id": "c\xff", "event": "log", "ts": 1.0}'
+    await worker.socket.send_frame(frame, aiohttp.WSMsgType.TEXT)
+    await async_wait_for(lambda: worker.socket.closed, timeout=5, what="the socket to close")
+    assert worker.socket.close_code == 1007
 
 
 # -- provisioning, on a clock the test advances ----------------------------------------------

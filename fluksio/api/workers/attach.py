@@ -143,6 +143,9 @@ async def attach(request: web.Request) -> web.StreamResponse:
         max_msg_size=settings.max_frame_bytes,
         compress=False,  # results are often already compressed; the CPU is better spent
         autoping=False,
+        # Text frames stay bytes: the JSON parser reads (and checks) UTF-8 itself, so a
+        # large answer is not copied once more into a str first.
+        decode_text=False,
     )
     await ws.prepare(request)
     try:
@@ -269,7 +272,11 @@ async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
                     f"malformed frame: {exc}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
                 )
                 return
+            # Parsed, a large answer's text is not needed: held once while it is stored,
+            # not twice, and neither copy waits in this loop for the next frame.
+            del message
             session.handle(frame)
+            del frame
         elif message.type == WSMsgType.BINARY:
             await session.close("frames are JSON text", code=WSCloseCode.UNSUPPORTED_DATA)
             return
