@@ -370,10 +370,17 @@ class Listener:
 async def provisioned(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> tuple[InProcessEngine, Scripted, ManualClock, Listener]:
+    return await _provisioned(aiohttp_client, tmp_path)
+
+
+async def _provisioned(
+    aiohttp_client: ClientFactory, tmp_path: Path, **settings: Any
+) -> tuple[InProcessEngine, Scripted, ManualClock, Listener]:
     plugins = build_plugins()
     listener = Listener()
     plugins.manager.register(listener, name="listener")
-    provisioner = Scripted(scripted_settings(provision_timeout_s=600, retry_base_s=30))
+    settings = {"provision_timeout_s": 600, "retry_base_s": 30, **settings}
+    provisioner = Scripted(scripted_settings(**settings))
     clock = ManualClock()
     api = await start_in_process(
         aiohttp_client,
@@ -420,6 +427,52 @@ async def test_a_call_for_a_profile_brings_one_machine_whose_worker_runs_it(
     await worker.close()
     await async_wait_for(lambda: len(listener.heard) == 2, timeout=5, what="both events")
     assert listener.heard == [("attached", "box-small"), ("gone", "box-small")]
+
+
+async def test_a_burst_spreads_over_max_workers_jobs_one_pending_at_a_time(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    profiles = [{"name": "small", "labels": ["hpc"], "max_workers": 3}]
+    api, provisioner, _clock, _listener = await _provisioned(
+        aiohttp_client, tmp_path, profiles=profiles
+    )
+    await api.put_flow("hpc", [{"id": "n", "code": NODE, "worker": "hpc"}])
+    runs = [await api.start_run("hpc") for _ in range(6)]
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="a submission")
+    workers = []
+    for attached in range(1, 4):
+        assert len(provisioner.submitted) == attached, "one pending at a time"
+        token = provisioner.tokens[attached - 1]
+        workers.append(await api.attach(token, name=f"box-small-{attached}", labels=["hpc"]))
+        await workers[-1].next_call()
+        if attached < 3:  # calls still wait: the next job goes out
+            await async_wait_for(
+                lambda n=attached: len(provisioner.submitted) == n + 1,
+                timeout=5,
+                what=f"job {attached + 1}",
+            )
+            expected = (
+                f"provisioning box/small, {attached} of 3 jobs running,"
+                f" job {100 + attached} submitted"
+            )
+            assert await _queued_reason(api) == expected
+    assert (await api.request("GET", "/health")).status == 200  # a moment for more asks
+    assert len(provisioner.submitted) == 3, "max_workers reached"
+    answered = 0
+    while answered < len(runs):
+        for worker in workers:
+            call = await worker.next_call()
+            await worker.answer(call["call_id"], "done")
+            answered += 1
+            if answered == len(runs):
+                break
+    for run in runs:
+        assert (await api.wait_run(run["id"]))["state"] == "succeeded"
+    (profile,) = (await api.request("GET", "/workers/resources")).body["provisioners"][0][
+        "profiles"
+    ]
+    assert profile["max_workers"] == 3 and len(profile["workers"]) == 3
+    assert profile["jobs_by_stage"] == {"attached": 3}
 
 
 async def test_a_machine_that_never_attaches_is_cancelled_and_the_profile_rests(

@@ -147,6 +147,14 @@ def test_the_specs_example_file_is_valid_as_written() -> None:
             lambda e: e.update(trust_on_first_use="yes"),
             "field trust_on_first_use: Input should be a valid boolean",
         ),
+        (
+            lambda e: e["profiles"][0].update(max_workers=0),
+            "profile 'gpu-small', field max_workers: Input should be greater than or equal to 1",
+        ),
+        (
+            lambda e: e["profiles"][0].update(parallel="4"),
+            "profile 'gpu-small', field parallel: Input should be a valid integer",
+        ),
     ],
     ids=[
         "unknown-type",
@@ -157,6 +165,8 @@ def test_the_specs_example_file_is_valid_as_written() -> None:
         "negative-idle",
         "string-for-cpus",
         "string-for-a-bool",
+        "no-workers",
+        "string-for-parallel",
     ],
 )
 def test_errors_name_the_file_provisioner_profile_and_field(
@@ -175,7 +185,10 @@ def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
     path = _write(tmp_path, _example())
     listed = fluksio("provisioners", "check", "--file", str(path))
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout == "hpc (slurm):\n  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu\n"
+    assert listed.stdout == (
+        "hpc (slurm):\n  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu"
+        " max_workers=4 parallel=2\n"
+    )
     script = fluksio("provisioners", "check", "--file", str(path), "--script", "hpc/gpu-small")
     assert script.returncode == 0 and script.stdout.startswith("#!/bin/bash\n")
     bad = fluksio("provisioners", "check", "--file", str(path), "--script", "hpc/none")
@@ -215,7 +228,8 @@ def test_the_job_script_is_exactly_this() -> None:
         'rm -f -- "$HOME"/.fluksio/tokens/abc\n'
         "export FLUKSIO_WORKER_TOKEN\n"
         "exec fluksio-worker --url wss://fluksio.example.com/api/v1/workers/attach"
-        " --name hpc-gpu-small --labels gpu --max-idle 300 --cpus 8 --gpus 1 --ram-mb 65536\n"
+        " --name hpc-gpu-small --labels gpu --max-idle 300 --parallel 2 --cpus 8 --gpus 1"
+        " --ram-mb 65536\n"
     )
 
 

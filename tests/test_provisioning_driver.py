@@ -78,7 +78,7 @@ async def test_asked_again_and_again_it_submits_once_and_polls_on_the_interval()
         driver.want("box", "small")
     await _settle()
     assert len(provisioner.submitted) == 1
-    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "100")
+    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "100", jobs=1)
     clock.advance(4.9)
     await _settle()
     assert provisioner.polls == 0, "not before the interval"
@@ -241,7 +241,9 @@ async def test_a_lost_answer_is_looked_for_by_its_mark_and_adopted_not_sent_agai
     clock.advance(5)
     await _settle()
     # Found at the poll, and polled in the same round like any other job.
-    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "100", "PENDING (Priority)")
+    assert _state(driver) == Provisioning(
+        "job", RequestStage.QUEUED, "100", "PENDING (Priority)", jobs=1
+    )
     (request_id,) = provisioner.submitted
     assert engine.written[-1] == (request_id, "100", RequestStage.QUEUED)
     assert len(provisioner.submitted) == 1 and provisioner.cancelled == []
@@ -301,7 +303,37 @@ async def test_an_engine_killed_mid_submission_finds_the_job_and_submits_none() 
     assert "engine stopped before the submission answered" in str(_state(driver).status)
     clock.advance(5)
     await _settle()
-    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "77", "PENDING (Resources)")
+    assert _state(driver) == Provisioning(
+        "job", RequestStage.QUEUED, "77", "PENDING (Resources)", jobs=1
+    )
     assert engine.written[-1] == ("r1", "77", RequestStage.QUEUED)
     await driver.close()
     assert provisioner.cancelled == ["77"] and provisioner.cleaned == ["r1"]
+
+
+async def test_up_to_max_workers_jobs_one_pending_at_a_time() -> None:
+    driver, provisioner, _engine, clock = _driver(
+        profiles=[{"name": "small", "labels": ["hpc"], "max_workers": 2}]
+    )
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the first job")
+    driver.want("box", "small")
+    await _settle()
+    assert len(provisioner.submitted) == 1, "the first is still pending"
+    driver.worker_attached(_attached(provisioner.submitted[0]))
+    assert _state(driver).jobs == 1 and _state(driver).attached == 1
+    driver.want("box", "small")
+    await async_wait_for(lambda: len(provisioner.submitted) == 2, timeout=5, what="the second job")
+    driver.worker_attached(_attached(provisioner.submitted[1]))
+    driver.want("box", "small")
+    await _settle()
+    assert len(provisioner.submitted) == 2, "max_workers reached"
+    assert (_state(driver).jobs, _state(driver).attached) == (2, 2)
+    # A job that ends makes room again.
+    provisioner.jobs["100"] = JobStatus(JobState.COMPLETED, "COMPLETED")
+    clock.advance(5)
+    await _settle()
+    assert _state(driver).jobs == 1
+    driver.want("box", "small")
+    await async_wait_for(lambda: len(provisioner.submitted) == 3, timeout=5, what="a third")
+    await driver.close()

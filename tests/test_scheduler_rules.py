@@ -12,6 +12,8 @@ from fluksio.scheduler import (
     Provisioning,
     RequestStage,
     Scheduler,
+    WaitKind,
+    WaitReason,
     Worker,
 )
 
@@ -200,9 +202,38 @@ def test_provisioning_asks_for_the_smallest_fitting_profile_once() -> None:
     assert scheduler.schedule().asks == ()
 
 
-def test_busy_workers_that_could_run_it_do_not_trigger_provisioning() -> None:
-    scheduler = Scheduler(ENGINE, profiles=[Profile("hpc", "g", frozenset({"gpu"}), gpus=1)])
+def test_busy_workers_scale_out_one_pending_job_at_a_time_up_to_max_workers() -> None:
+    profile = Profile("hpc", "g", frozenset({"gpu"}), gpus=1, max_workers=2)
+    scheduler = Scheduler(ENGINE, profiles=[profile])
     scheduler.add_worker(worker("g", "gpu", slots=1, gpus=1))
+    for n, name in enumerate("abc"):
+        scheduler.submit(CallRequest(name, float(n), label="gpu", gpus=1))
+    plan = scheduler.schedule()
+    assert [p.request_id for p in plan.placements] == ["a"]
+    assert [(a.profile, a.request_id) for a in plan.asks] == [("g", "b")], "one per pass"
+    pending = Provisioning(stage=RequestStage.QUEUED, job_id="41", status="PENDING", jobs=1)
+    scheduler.set_profiles([replace(profile, provisioning=pending)])
+    assert scheduler.schedule().asks == (), "one pending at a time"
+    assert scheduler.reason("b") == WaitReason(
+        WaitKind.PROVISIONING,
+        "provisioning hpc/g, 0 of 2 jobs running, job 41 PENDING",
+        provisioning="hpc/g",
+    )
+    assert scheduler.schedule().holds == {"b": "g"}, "it keeps its place in line meanwhile"
+    up = Provisioning(jobs=1, attached=1)
+    scheduler.set_profiles([replace(profile, provisioning=up)])
+    assert [a.request_id for a in scheduler.schedule().asks] == ["b"], "the next may go out"
+    full = Provisioning(jobs=2, attached=2)
+    scheduler.set_profiles([replace(profile, provisioning=full)])
+    assert scheduler.schedule().asks == (), "max_workers reached"
+    told = scheduler.reason("b")
+    assert told is not None and told.kind is WaitKind.BUSY, told
+
+
+def test_with_max_workers_1_a_profiles_busy_worker_brings_no_second_job() -> None:
+    profile = Profile("hpc", "g", frozenset({"gpu"}), gpus=1)
+    scheduler = Scheduler(ENGINE, profiles=[replace(profile, provisioning=Provisioning(jobs=1))])
+    scheduler.add_worker(worker("hpc-g", "gpu", slots=1, gpus=1))
     scheduler.submit(CallRequest("a", 1.0, label="gpu", gpus=1))
     scheduler.submit(CallRequest("b", 2.0, label="gpu", gpus=1))
     assert scheduler.schedule().asks == ()

@@ -320,6 +320,8 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
         expect(pending).to_contain_text(
             re.compile(r"job \d+: PENDING \(BeginTime\)"), timeout=15000
         )
+        expect(pending).to_contain_text("1 of 1 (1 queued)")
+        expect(pending).to_contain_text("1 call at once on each")
         refused = page.locator('#provisioners tr[data-profile="cluster/nowhere"]')
         expect(refused).to_contain_text("invalid partition specified: no-such", timeout=15000)
         expect(refused).to_contain_text("next try in")

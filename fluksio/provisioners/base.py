@@ -70,6 +70,16 @@ class ProfileSettings(BaseModel):
     gpus: int | None = Field(default=None, ge=0)
     ram_mb: int | None = Field(default=None, ge=1)
     labels: list[Name] = Field(default_factory=list, max_length=32)
+    max_workers: int = Field(default=1, ge=1, le=1000)
+    """How many jobs of this profile may exist at once. One is pending at a time; the next
+    goes out once it attached and calls still wait for the profile's labels."""
+    parallel: int | None = Field(default=None, ge=1, le=1024)
+    """Calls at once on each of its workers (the worker's ``--parallel``); by default one
+    per cpu of the profile (one-core calls), at least 1."""
+
+    @property
+    def worker_parallel(self) -> int:
+        return self.parallel or self.cpus or 1
 
 
 ProfileT = TypeVar("ProfileT", bound=ProfileSettings)
@@ -105,14 +115,16 @@ def worker_argv(
 ) -> list[str]:
     """The command line of the worker one machine of ``profile`` runs (no token in it).
 
-    The engine URL, a name, the profile's labels, ``--max-idle`` (unless 0), and the
-    profile's resources as the worker should advertise them.
+    The engine URL, a name, the profile's labels, ``--max-idle`` (unless 0), how many
+    calls it runs at once, and the profile's resources as the worker should advertise
+    them.
     """
     argv = [command, "--url", settings.engine_url, "--name", f"{settings.name}-{profile.name}"]
     if profile.labels:
         argv += ["--labels", ",".join(profile.labels)]
     if settings.max_idle_s:
         argv += ["--max-idle", f"{settings.max_idle_s:g}"]
+    argv += ["--parallel", str(profile.worker_parallel)]
     for flag, amount in (("--cpus", profile.cpus), ("--gpus", profile.gpus)):
         if amount is not None:
             argv += [flag, str(amount)]

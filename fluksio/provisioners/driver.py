@@ -4,7 +4,8 @@ The scheduler says *which* profile a queued call needs (its plan's asks); this d
 everything that happens next, by awaiting the provisioners' own methods
 (:class:`~fluksio.provisioners.base.Provisioner`):
 
-- at most one request per profile is outstanding, however often it is asked for; it is
+- at most one request per profile is pending (submitted, its worker not attached),
+  however often it is asked for, and at most ``max_workers`` exist at once; it is
   written down before it is submitted, and a submission is sent once: one whose answer
   was lost (a timeout, an engine killed mid-submission) is looked for by the mark its job
   carries (:meth:`~fluksio.provisioners.base.Provisioner.find`) at the next poll, adopted
@@ -196,6 +197,7 @@ class ProvisioningDriver:
                 gpus=entry.profile.gpus,
                 ram_mb=entry.profile.ram_mb,
                 provisioning=self._provisioning(entry),
+                max_workers=entry.profile.max_workers,
             )
             for entry in self._profiles.values()
         ]
@@ -210,16 +212,24 @@ class ProvisioningDriver:
             status=_status_text(entry, request),
             last_error=entry.last_error[1] if entry.last_error else None,
             retry_at=entry.resting_until,
+            jobs=len(entry.live),
+            attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
         )
 
     # -- asked for capacity -------------------------------------------------------------
 
     def want(self, provisioner: str, profile: str) -> None:
-        """A queued call needs a machine of this profile (from the scheduler's plan)."""
+        """A queued call needs a machine of this profile (from the scheduler's plan).
+
+        Asked for only while none is pending, the profile does not rest, and fewer than
+        its ``max_workers`` jobs exist.
+        """
         entry = self._profiles.get(f"{provisioner}/{profile}")
         if entry is None or self._closing:
             return
         if entry.outstanding is not None or entry.resting_until is not None:
+            return
+        if len(entry.live) >= entry.profile.max_workers:
             return
         request = MachineRequest(
             id=secrets.token_hex(8),

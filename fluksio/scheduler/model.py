@@ -128,6 +128,11 @@ class Provisioning:
     """Why the last request failed, in the outside system's words."""
     retry_at: float | None = None
     """While resting after a failure: when the profile may be asked for again."""
+    jobs: int = 0
+    """The profile's live requests: the pending one, and those whose worker started or
+    attached (until their job ends)."""
+    attached: int = 0
+    """How many of those have their worker attached."""
 
     @property
     def outstanding(self) -> bool:
@@ -147,6 +152,8 @@ class Profile:
     ram_mb: int | None = None
     provisioning: Provisioning = Provisioning()
     """How its provisioning stands (the driver's, and only the driver's, to say)."""
+    max_workers: int = 1
+    """How many of its jobs may exist at once."""
 
     @property
     def key(self) -> str:
@@ -155,6 +162,12 @@ class Profile:
     @property
     def outstanding(self) -> bool:
         return self.provisioning.outstanding
+
+    @property
+    def can_grow(self) -> bool:
+        """Another request may go out: none is pending, the profile does not rest, and
+        fewer than ``max_workers`` of its jobs exist."""
+        return not self.outstanding and self.provisioning.jobs < self.max_workers
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,12 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
     """
     state = profile.provisioning
     noun, job = state.noun, state.job_id
+    # With room for several jobs, how many run comes first: "2 of 4 Slurm jobs running".
+    count = (
+        f"{state.attached} of {profile.max_workers} {noun}s running, "
+        if profile.max_workers > 1 and state.jobs
+        else ""
+    )
     if state.stage is RequestStage.SUBMITTING:
         said = f"submitting a {noun}" + (f": {state.status}" if state.status else "")
     elif state.stage is RequestStage.STARTED:
@@ -213,7 +219,9 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
     else:
         return None
     return WaitReason(
-        WaitKind.PROVISIONING, f"provisioning {profile.key}, {said}", provisioning=profile.key
+        WaitKind.PROVISIONING,
+        f"provisioning {profile.key}, {count}{said}",
+        provisioning=profile.key,
     )
 
 

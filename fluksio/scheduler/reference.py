@@ -67,6 +67,18 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         if shape in stopped_shapes:
             continue
         stopped_shapes.add(shape)
+        smallest = None
+        if request.label is not None:
+            fitting_profiles = [
+                p
+                for p in profiles.values()
+                if request.label in p.labels and covers(profile_amounts(p), need)
+            ]
+            if fitting_profiles:
+                smallest = min(fitting_profiles, key=lambda p: (profile_amounts(p), p.key))
+        if smallest is not None and smallest.can_grow and smallest.key not in asked:
+            asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
+            asked.add(smallest.key)
         if any(covers(p.capacity, need) for p in candidates):
             holdable = [p for p in candidates if covers(p.unheld(), need)]
             previous = by_id.get(targets.get(request.id, ""))
@@ -79,16 +91,4 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                 target.held = target.held.plus(target.known(need))
                 holds[request.id] = target.id
             continue
-        if request.label is None:
-            continue
-        fitting_profiles = [
-            p
-            for p in profiles.values()
-            if request.label in p.labels and covers(profile_amounts(p), need)
-        ]
-        if fitting_profiles:
-            smallest = min(fitting_profiles, key=lambda p: (profile_amounts(p), p.key))
-            if not smallest.outstanding and smallest.key not in asked:
-                asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
-                asked.add(smallest.key)
     return Plan(tuple(placements), tuple(asks), holds)

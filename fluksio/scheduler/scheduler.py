@@ -17,12 +17,15 @@ Rules of a pass (the contract the property tests hold it to):
    capable one. Later requests may use a held place only with what the hold leaves, so
    they never delay it (conservative backfill: no runtime estimates are needed).
    Requests of one shape never overtake each other, so one hold per shape suffices.
-5. **Provisioning.** When nothing attached could ever run a request, the smallest
-   profile whose labels include its label and whose amounts cover it is asked for,
-   unless a request for that profile is outstanding (as the profile's
-   :class:`~.model.Provisioning` says) or was asked for earlier in the same pass; it
-   then waits for that. Whether a profile is outstanding is the provisioning driver's
-   to say (:meth:`Scheduler.set_profiles`); the scheduler never changes it.
+5. **Provisioning.** When a request cannot start, the smallest profile whose labels
+   include its label and whose amounts cover it is asked for, if it can grow: no request
+   of it is pending, it does not rest after a failure, and fewer than its
+   ``max_workers`` jobs exist (as the profile's :class:`~.model.Provisioning` says), and
+   it was not asked for earlier in the same pass. That holds whether nothing attached
+   could ever run the request (it then waits for the profile) or everything that could
+   is busy (scale-out: it keeps its hold, and takes whichever frees first). How a
+   profile's provisioning stands is the provisioning driver's to say
+   (:meth:`Scheduler.set_profiles`); the scheduler never changes it.
 
 A shape that cannot be placed or hold is done for the pass: within a pass places only
 fill up, so nothing later of that shape could fit either. A pass therefore costs
@@ -296,17 +299,22 @@ class Scheduler:
     ) -> _Verdict:
         label, _policy, need = shape
         group = self._groups.get(group_key)
+        profile = self._fitting_profile(label, need)
+        if profile is not None and profile.can_grow and profile.key not in asks:
+            asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
         if group is not None and group.capacity.first(need) is not None:
             held_on = self._hold(request_id, group_key, group, need)
-            return _Verdict(WaitKind.BUSY, group_key, request_id, held_on)
-        profile = self._fitting_profile(label, need)
+            # Busy: a request of the profile under way will add room, and it says so.
+            growing = profile is not None and (
+                profile.key in asks or profile.provisioning.stage is not None
+            )
+            key = profile.key if growing and profile is not None else None
+            return _Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
         if profile is None:
             no_one = label is not None and label not in self._groups
             offered = any(label in p.labels for p in self._profiles.values())
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
             return _Verdict(kind, group_key)
-        if not profile.outstanding and profile.key not in asks:
-            asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
         return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
     def _fitting_profile(self, label: str | None, need: Amounts) -> Profile | None:
@@ -378,7 +386,9 @@ class Scheduler:
         label, _policy, need = shape
         is_holder = verdict.holder == request_id
         profile = self._profiles.get(verdict.profile or "")
-        if verdict.kind is WaitKind.PROVISIONING and profile is not None:
+        if profile is not None and (
+            verdict.kind is WaitKind.PROVISIONING or profile.provisioning.stage is not None
+        ):
             told = reasons.provisioning(profile, now)
             if told is not None:
                 return told

@@ -61,7 +61,9 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
             click.echo(f"{settings.name} ({kind.type_name}):")
             for profile in settings.profiles:
                 amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
-                click.echo(f"  {profile.name}: {amounts} labels={','.join(profile.labels) or '-'}")
+                labels = ",".join(profile.labels) or "-"
+                scale = f"max_workers={profile.max_workers} parallel={profile.worker_parallel}"
+                click.echo(f"  {profile.name}: {amounts} labels={labels} {scale}")
         if prove_access:
             asyncio.run(_prove_access([kind(settings) for kind, settings in loaded]))
         return

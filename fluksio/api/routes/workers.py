@@ -12,6 +12,7 @@ The shapes of these answers are declared here, once, as pydantic models.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from datetime import datetime
 from typing import Any, Literal
 
@@ -139,8 +140,14 @@ class ProfileBody(BaseModel):
     cpus: int | None
     gpus: int | None
     ram_mb: int | None
+    max_workers: int
+    """How many of its jobs may exist at once."""
+    parallel: int
+    """Calls at once on each of its workers."""
     outstanding: MachineRequestBody | None
     jobs: list[MachineRequestBody]
+    jobs_by_stage: dict[RequestStage, int]
+    """How many live jobs are in each stage (stages with none are left out)."""
     last_error: ErrorAt | None
     retry_at: datetime | None
     failures: int
@@ -293,8 +300,11 @@ def _provisioners(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
                 cpus=profile.cpus,
                 gpus=profile.gpus,
                 ram_mb=profile.ram_mb,
+                max_workers=profile.max_workers,
+                parallel=profile.worker_parallel,
                 outstanding=_machine_request(status.outstanding) if status.outstanding else None,
                 jobs=[_machine_request(job) for job in status.jobs],
+                jobs_by_stage=dict(Counter(job.stage for job in status.jobs)),
                 last_error=ErrorAt(at=utc(status.last_error[0]), message=status.last_error[1])
                 if status.last_error
                 else None,

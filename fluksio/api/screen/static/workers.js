@@ -258,6 +258,19 @@ function jobText(job) {
   return el("span", {}, job.job_id ? `job ${job.job_id}: ` : "", el("strong", {}, state), " since ", time(job.since));
 }
 
+function jobsText(profile) {
+  const stages = Object.entries(profile.jobs_by_stage).map(([stage, count]) => `${count} ${stage}`);
+  const each = `${profile.parallel} ${profile.parallel === 1 ? "call" : "calls"} at once on each`;
+  return el(
+    "span",
+    {},
+    el("strong", {}, `${profile.jobs.length} of ${profile.max_workers}`),
+    stages.length ? ` (${stages.join(", ")})` : "",
+    el("br"),
+    el("span", { class: "muted small" }, each),
+  );
+}
+
 function renderProvisioners(provisioners) {
   if (!provisioners.length) {
     $("provisioners").replaceChildren(
@@ -280,6 +293,7 @@ function renderProvisioners(provisioners) {
           { "data-profile": `${provisioner.name}/${profile.name}` },
           el("td", {}, el("strong", {}, `${provisioner.name}/${profile.name}`), el("br"), el("span", { class: "muted small" }, provisioner.type)),
           el("td", {}, chips(profile.labels), el("br"), el("span", { class: "muted small" }, amounts.join(", ") || "resources not set")),
+          el("td", {}, jobsText(profile)),
           el("td", {}, jobText(profile.outstanding)),
           el(
             "td",
@@ -291,7 +305,7 @@ function renderProvisioners(provisioners) {
       );
     }
   }
-  $("provisioners").replaceChildren(table(["Profile", "Brings", "Outstanding request", "Last error", "Workers it brought"], rows));
+  $("provisioners").replaceChildren(table(["Profile", "Brings", "Jobs", "Pending request", "Last error", "Workers it brought"], rows));
 }
 
 function renderTokens(tokens) {
