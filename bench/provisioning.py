@@ -8,9 +8,13 @@ Against the floors measured in the same run on the same SSH connection / cluster
   ``sbatch --parsable --wrap true``;
 * end to end: a one-node run for label ``hpc`` with nothing attached, ``POST /runs`` to
   succeeded (submit, Slurm starts the job, the worker starts and attaches, the node runs)
-  against the time from ``sbatch`` until Slurm says the job is RUNNING.
+  against the time from ``sbatch`` until Slurm says the job is RUNNING;
+* a burst: N calls of d seconds in one run on a profile with ``max_workers`` M and
+  ``parallel`` P, against the ideal (ceil(N / (M*P)) * d plus the one-job start measured
+  above) and against one job running one call at a time (M = P = 1: before scale-out).
 
-Run as root after ``make slurm-up``: ``.venv/bin/python bench/provisioning.py [--repeat N]``
+Run as root after ``make slurm-up``:
+``.venv/bin/python bench/provisioning.py [--repeat N] [--burst N D M P]``
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import socket
 import statistics
 import subprocess
@@ -43,7 +48,9 @@ def _facts() -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def _settings(facts: dict[str, str], port: int, sbatch: list[str]) -> dict[str, Any]:
+def _settings(
+    facts: dict[str, str], port: int, sbatch: list[str], **profile: int
+) -> dict[str, Any]:
     return {
         "type": "slurm",
         "name": "hpc",
@@ -55,7 +62,14 @@ def _settings(facts: dict[str, str], port: int, sbatch: list[str]) -> dict[str, 
         "max_idle_s": 1,
         "poll_interval_s": 0.2,
         "profiles": [
-            {"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"], "sbatch": sbatch}
+            {
+                "name": "small",
+                "cpus": 1,
+                "ram_mb": 300,
+                "labels": ["hpc"],
+                "sbatch": sbatch,
+                **profile,
+            }
         ],
     }
 
@@ -78,10 +92,10 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
     await provisioner.check()
     results: dict[str, float] = {}
     results["ssh true (floor)"] = await _median_ms(repeat, lambda: transport.run(["true"]))
-    jobs = [
-        (await provisioner.submit(profile, request_id=f"bench{i}", token="x")).job_id
+    jobs = {
+        (await provisioner.submit(profile, request_id=f"bench{i}", token="x")).job_id: f"bench{i}"
         for i in range(20)
-    ]
+    }
     try:
         results["poll 20 jobs: one squeue (ours)"] = await _median_ms(
             repeat, lambda: provisioner.poll(jobs)
@@ -93,8 +107,8 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
 
         results["poll 20 jobs: squeue -j per job"] = await _median_ms(max(1, repeat // 4), per_job)
     finally:
-        for job in jobs:
-            await provisioner.cancel(job)
+        for job, request_id in jobs.items():
+            await provisioner.cancel(job, request_id=request_id)
     submitted: list[str] = []
 
     async def ours() -> None:
@@ -137,22 +151,26 @@ async def _job_running_ms(facts: dict[str, str], repeat: int) -> list[float]:
     return samples
 
 
-def _end_to_end_ms(facts: dict[str, str], repeat: int) -> list[float]:
+def _timed_runs(
+    facts: dict[str, str], nodes: list[dict[str, Any]], repeat: int, **profile: int
+) -> list[float]:
+    """An engine provisioning from the local Slurm: ms from POST /runs to succeeded, each
+    run started with no job left from the one before."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         data_dir.mkdir(mode=0o700)
-        (data_dir / "provisioners.json").write_text(json.dumps([_settings(facts, port, [])]))
+        config = [_settings(facts, port, [], **profile)]
+        (data_dir / "provisioners.json").write_text(json.dumps(config))
         process, url = start_engine(data_dir, "auto", port=port)
         try:
             api = Api(url)
             api.token = api.call(
                 "POST", "/login/access-token", form="username=bench&password=bench-password"
             )["access_token"]
-            node = {"id": "n", "worker": "hpc", "code": "def process():\n    return 1\n"}
-            api.call("PUT", "/flows/hpc", body={"nodes": [node]})
+            api.call("PUT", "/flows/hpc", body={"nodes": nodes})
             samples = []
             for _ in range(repeat):
                 _wait_no_jobs(api)
@@ -164,6 +182,20 @@ def _end_to_end_ms(facts: dict[str, str], repeat: int) -> list[float]:
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+def _end_to_end_ms(facts: dict[str, str], repeat: int) -> list[float]:
+    node = {"id": "n", "worker": "hpc", "code": "def process():\n    return 1\n"}
+    return _timed_runs(facts, [node], repeat)
+
+
+def _burst_s(
+    facts: dict[str, str], calls: int, seconds: float, workers: int, parallel: int
+) -> float:
+    sleep = f"import time\ndef process():\n    time.sleep({seconds})\n"
+    nodes = [{"id": f"n{i}", "worker": "hpc", "code": sleep} for i in range(calls)]
+    (ms,) = _timed_runs(facts, nodes, 1, max_workers=workers, parallel=parallel)
+    return ms / 1000
 
 
 def _wait_no_jobs(api: Api) -> None:
@@ -196,6 +228,14 @@ def _wait_node_idle() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=8)
+    parser.add_argument(
+        "--burst",
+        nargs=4,
+        type=float,
+        metavar=("N", "D", "M", "P"),
+        default=[48.0, 1.0, 4.0, 4.0],
+        help="N calls of D seconds, max_workers M, parallel P",
+    )
     args = parser.parse_args()
     facts = _facts()
     results = asyncio.run(_steps(facts, args.repeat))
@@ -211,6 +251,22 @@ def main() -> None:
     print(f"{'what':<{width}}  median ms")
     for name, value in results.items():
         print(f"{name:<{width}}  {value:9.1f}")
+    calls, workers, parallel = (int(args.burst[i]) for i in (0, 2, 3))
+    seconds = args.burst[1]
+    start_s = statistics.median(ours) / 1000
+    ideal = math.ceil(calls / (workers * parallel)) * seconds + start_s
+    burst = _burst_s(facts, calls, seconds, workers, parallel)
+    one_job = _burst_s(facts, calls, seconds, 1, 1)
+    label = f"burst: {calls} calls of {seconds:g} s"
+    rows = {
+        f"{label}, max_workers {workers}, parallel {parallel}": burst,
+        f"  ideal: ceil(N/(M*P)) * d + one-job start ({start_s:.1f} s)": ideal,
+        f"{label} on one job, one at a time (before)": one_job,
+    }
+    width = max(map(len, rows))
+    print(f"\n{'burst':<{width}}  wall s")
+    for name, value in rows.items():
+        print(f"{name:<{width}}  {value:6.1f}")
 
 
 if __name__ == "__main__":

@@ -96,6 +96,9 @@ install -d -m 0755 /var/spool/slurmd /etc/slurm
 hardware=$(slurmd -C | head -1)
 field() { printf '%s\n' "$hardware" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 CPUS=$(field CPUs)
+# Declared with more CPUs than it has (slurmd believes slurm.conf: config_overrides), so
+# several one-core jobs run at once on a 2-core machine, as on a real cluster's nodes.
+DECLARED_CPUS=$((CPUS < 8 ? 8 : CPUS))
 MEM=$(field RealMemory)
 # slurmd drains a node that has less memory than configured: leave 5 % (at least 512 MB).
 REAL_MEM=$((MEM - (MEM / 20 > 512 ? MEM / 20 : 512)))
@@ -125,7 +128,7 @@ SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 # A job without --mem gets its share of the node, not all of it.
-DefMemPerCPU=$((REAL_MEM / CPUS))
+DefMemPerCPU=$((REAL_MEM / DECLARED_CPUS))
 # Refuse at submission what can never run (a missing partition, too many CPUs).
 EnforcePartLimits=ALL
 AccountingStorageType=accounting_storage/none
@@ -135,7 +138,8 @@ ReturnToService=2
 MinJobAge=3600
 KillWait=5
 Waittime=0
-NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=$CPUS RealMemory=$REAL_MEM State=UNKNOWN
+SlurmdParameters=config_overrides
+NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=$DECLARED_CPUS RealMemory=$REAL_MEM State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 changed=""
@@ -265,5 +269,5 @@ WORKER=$VENV/bin/fluksio-worker
 PRERUN=export PATH=$VENV/bin:\$PATH
 ENV
 chmod 0644 "$STATE/env"
-say "Slurm node $NODE ($CPUS cpus, ${REAL_MEM} MB) is idle; login node on 127.0.0.1:$SSH_PORT"
+say "Slurm node $NODE ($DECLARED_CPUS cpus declared, $CPUS real, ${REAL_MEM} MB) is idle; login node on 127.0.0.1:$SSH_PORT"
 cat "$STATE/env"

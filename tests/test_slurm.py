@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
     yield start_with
     for engine in started:
         engine.stop()
-    # Whatever a failed test left queued must not hold the cluster's 2 CPUs for the next.
+    # Whatever a failed test left queued must not hold the cluster's CPUs for the next.
     leftovers = slurm.fluksio_jobs()
     if leftovers:
         slurm.ssh("scancel", *leftovers)
@@ -402,4 +403,124 @@ def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works
             what="the failed jobs' token files to be removed",
         )
     finally:
+        shutil.rmtree(shared)
+
+
+class _Watch(threading.Thread):
+    """Polls squeue and /workers/resources while a test runs: the most seen at once."""
+
+    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.token, self.slurm = engine, token, slurm
+        self.stop = threading.Event()
+        self.most_jobs = self.most_queued = self.most_pending = 0
+        self.job_ids: set[str] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            listed = self.slurm.ssh("squeue", "--me", "-h", "-o", "%i %T %j").stdout.split("\n")
+            ours = [line.split() for line in listed if "fluksio-" in line]
+            self.job_ids.update(fields[0] for fields in ours)
+            self.most_jobs = max(self.most_jobs, len(ours))
+            queued = sum(fields[1] == "PENDING" for fields in ours)
+            self.most_queued = max(self.most_queued, queued)
+            stages = _profile_view(self.engine, self.token)["jobs_by_stage"]
+            pending = sum(n for stage, n in stages.items() if stage != "attached")
+            self.most_pending = max(self.most_pending, pending)
+            self.stop.wait(0.1)
+
+
+def _burst(ran: Path, count: int = 48, **fields: Any) -> list[dict[str, Any]]:
+    """Nodes of one second each, for label hpc; each appends its id to ``ran``."""
+    node = code(f"""
+        import os, time
+
+        def process(node_id):
+            time.sleep(1)
+            with open({str(ran)!r}, "a") as out:
+                out.write(node_id + "\\n")
+            return os.environ.get("SLURM_JOB_ID")
+    """)
+    return [
+        {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, **fields}
+        for i in range(count)
+    ]
+
+
+def _shared_dir() -> Path:
+    """A directory the job user can write to (pytest's tmp_path is root's alone)."""
+    shared = Path(tempfile.mkdtemp(prefix="fluksio-burst-"))
+    shared.chmod(0o777)
+    return shared
+
+
+def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
+    start: Any, slurm: LocalSlurm
+) -> None:
+    shared = _shared_dir()
+    ran = shared / "ran"
+    engine, token = start(
+        profile={"max_workers": 4, "parallel": 4}, max_idle_s=2, provision_timeout_s=120
+    )
+    nodes = _burst(ran)
+    watch = _Watch(engine, token, slurm)
+    try:
+        assert put_flow(engine, token, "burst", nodes)
+        watch.start()
+        run_id = start_run(engine, token, "burst")["id"]
+        run = wait_run(engine, token, run_id, timeout=150)
+        watch.stop.set()
+        watch.join(timeout=30)
+        assert run["state"] == "succeeded", run
+        assert sorted(ran.read_text().split()) == sorted(n["id"] for n in nodes), "each once"
+        jobs_used = {n["result"] for n in run["nodes"]}
+        assert 2 <= len(jobs_used) <= 4, jobs_used
+        assert jobs_used <= watch.job_ids
+        assert watch.most_jobs <= 4 and watch.most_pending <= 1 and watch.most_queued <= 1
+    finally:
+        watch.stop.set()
+        shutil.rmtree(shared)
+
+
+def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    shared = _shared_dir()
+    ran = shared / "ran"
+    port = free_port()
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    entry = _provisioner(
+        slurm,
+        port,
+        max_idle_s=5,
+        provision_timeout_s=120,
+        profile={"max_workers": 3, "parallel": 2},
+    )
+    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        token = engine.login()
+        # Calls that ran when the engine died run again (they may run twice).
+        assert put_flow(engine, token, "burst", _burst(ran, 36, retry_on_restart=True))
+        run_id = start_run(engine, token, "burst")["id"]
+        wait_for(
+            lambda: _profile_view(engine, token)["jobs_by_stage"].get("attached", 0) >= 2,
+            timeout=60,
+            what="two jobs' workers to attach",
+        )
+        before = set(slurm.fluksio_jobs())
+        assert engine.stop(signal.SIGKILL) != 0
+        engine, token = _restart(data_dir, tmp_path, port)
+        watch = _Watch(engine, token, slurm)
+        watch.start()
+        run = wait_run(engine, token, run_id, timeout=150)
+        watch.stop.set()
+        watch.join(timeout=30)
+        assert run["state"] == "succeeded", run
+        assert set(ran.read_text().split()) == {f"n{i}" for i in range(36)}
+        assert watch.most_jobs <= 3, "no extra job beside the ones found again"
+        assert len(before | watch.job_ids) <= 3, (before, watch.job_ids)
+    finally:
+        engine.stop()
         shutil.rmtree(shared)
