@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,32 @@ async def test_queued_with_the_schedulers_reason_and_prefer_runs_on_the_engine(
     assert (await api.request("GET", "/runs/nope")).status == 404
 
 
+async def test_each_call_records_the_worker_host_job_and_gpus_it_ran_on(
+    api: InProcessEngine,
+) -> None:
+    token = await api.mint("gpu-box", ["gpu"])
+    worker = await api.attach(
+        token, name="n17", labels=["gpu"], gpus=2, host="n17.cluster", slurm_job_id="41"
+    )
+    code = "def process():\n    return 1\n"
+    node = {"id": "train", "worker": "gpu", "resources": {"gpus": 1}, "code": code}
+    assert (await api.put_flow("where", [node])).status in (200, 201)
+    run = await api.start_run("where")
+    call = await worker.next_call()
+    assert call["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    await worker.answer(call["call_id"], 1)
+    (ran,) = (await api.wait_run(run["id"]))["nodes"]
+    assert ran["ran_on"] == "gpu-box/n17"
+    assert ran["provenance"] == {
+        "worker": "gpu-box/n17",
+        "host": "n17.cluster",
+        "slurm_job_id": "41",
+        "gpu_ids": [0],
+        "provisioner": None,
+        "request_id": None,
+    }
+
+
 async def test_a_secret_a_node_prints_emits_or_raises_is_redacted_before_it_is_stored(
     api: InProcessEngine,
 ) -> None:
@@ -409,6 +436,15 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
         described = call("GET", f"{second.api}/runs/{run_id}", token=token).body
         by_id = nodes_of(described)
         assert by_id["quick"]["result"] == "kept"
+        # Where it ran outlives the engine that ran it.
+        assert by_id["quick"]["provenance"] == {
+            "worker": "engine",
+            "host": socket.gethostname(),
+            "slurm_job_id": None,
+            "gpu_ids": [],
+            "provisioner": None,
+            "request_id": None,
+        }
         assert by_id["slow"]["state"] == "failed"
         assert by_id["slow"]["error"]["type"] == "EngineRestarted"
         assert by_id["needs_gpu"]["state"] == "queued"
@@ -441,6 +477,7 @@ def test_cli_puts_a_flow_from_files_and_follows_a_run(
     assert started.returncode == 0, started.stderr
     assert "succeeded" in started.stdout
     assert "double" in started.stdout and "engine" in started.stdout and "-> 42" in started.stdout
+    assert f"on engine (host {socket.gethostname()})" in started.stdout
     failing = fluksio("runs", "start", "cli-flow", "--param", "x=null", "--follow", env=cli_env)
     assert failing.returncode == 1 and "failed" in failing.stdout
     bad = fluksio("runs", "start", "cli-flow", "--param", "x", env=cli_env)

@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -128,6 +129,15 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     assert run["state"] == "succeeded", run
     (node,) = run["nodes"]
     assert node["result"] == {"job": submitted, "user": slurm.login.split("@")[0]}
+    # Where it ran: the job, the host, and the request that brought the worker.
+    assert node["provenance"] == {
+        "worker": "hpc-small",
+        "host": socket.gethostname(),
+        "slurm_job_id": submitted,
+        "gpu_ids": [],
+        "provisioner": "hpc/small",
+        "request_id": outstanding["request_id"],
+    }
     profile = _profile_view(engine, token)
     assert profile["last_error"] is None
     # The worker idles out (max_idle_s=2), the job completes, its token is revoked.

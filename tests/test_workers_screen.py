@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,7 @@ def test_log_in_mint_attach_wait_revoke(
         attached = page.locator('#workers tr[data-worker="gpu-box"]')
         expect(attached).to_contain_text("idle", timeout=LIVE_MS)
         expect(attached).to_contain_text("0.2.0 · protocol 2")
+        expect(attached).to_contain_text(f"host {socket.gethostname()}")
         expect(attached).to_contain_text("cores: 0 of 4 used")
         expect(attached).to_contain_text("GPUs: 0 of 2 used")
         expect(attached).to_contain_text("memory: 0 MB of 8.0 GB used")

@@ -69,6 +69,8 @@ class HelloFrame:
     """(ours) The agent's version; a hello without one comes from a published 0.1.x agent."""
     slurm_job_id: str | None = None
     """(ours) The batch job the worker runs in, if any."""
+    host: str | None = None
+    """(ours) The machine's host name (``name`` may be set to anything)."""
 
 
 @dataclass(frozen=True, kw_only=True)

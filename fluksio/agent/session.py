@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import random
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,6 +217,7 @@ class Agent:
             ),
             version=__version__,
             slurm_job_id=self.config.slurm_job_id,
+            host=socket.gethostname(),
         )
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:

@@ -115,6 +115,11 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE provision_requests;
     ALTER TABLE provision_requests_v4 RENAME TO provision_requests;
     """,
+    # v5: where each node call ran (worker, host, batch job, GPUs, the request that brought
+    # the worker), as JSON; older rows have none.
+    """
+    ALTER TABLE node_runs ADD COLUMN provenance TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

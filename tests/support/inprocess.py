@@ -129,6 +129,8 @@ class InProcessEngine:
         labels: list[str] | None = None,
         parallel: int = 1,
         protocol: int = PROTOCOL,
+        host: str | None = None,
+        slurm_job_id: str | None = None,
         **inventory: int,
     ) -> ScriptedWorker:
         socket = await self.client.ws_connect(
@@ -143,6 +145,8 @@ class InProcessEngine:
             max_parallel=parallel,
             inventory=InventoryReport(**inventory),
             version="test",
+            host=host,
+            slurm_job_id=slurm_job_id,
         )
         await socket.send_str(encode(hello))
         worker.greeting = json.loads((await socket.receive(timeout=5)).data)

@@ -14,6 +14,7 @@ import click
 
 from fluksio.api.cli.client import ApiClient
 from fluksio.api.cli.context import api_group, client_of
+from fluksio.api.runs.provenance import Provenance
 from fluksio.errors import ConfigError
 
 __all__ = ["render_run", "runs"]
@@ -56,7 +57,11 @@ def _node_line(node: dict[str, Any]) -> str:
         detail = f"{last['event']} {_preview(last['outputs'])}"
     else:
         detail = ""
-    return f"  {node['id']:16} {state:10} {where:18} {took:>9}  {detail}"
+    line = f"  {node['id']:16} {state:10} {where:18} {took:>9}  {detail}"
+    provenance = node.get("provenance")
+    if not provenance:
+        return line
+    return f"{line}\n{'':20}on {Provenance.from_json(provenance).describe()}"
 
 
 def render_run(run: dict[str, Any]) -> list[str]:

@@ -25,12 +25,27 @@ __all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
 MAX_WAIT_S = 60.0
 
 
+class ProvenanceBody(BaseModel):
+    """Where a node call ran."""
+
+    worker: str
+    """The worker's display name; ``engine`` for calls on the engine."""
+    host: str | None
+    slurm_job_id: str | None
+    gpu_ids: list[int]
+    provisioner: str | None
+    """``provisioner/profile`` of the request that brought the worker, if one did."""
+    request_id: str | None
+
+
 class NodeBody(BaseModel):
     id: str
     state: NodeState
     reason: str | None
     """Why it waits, while it is queued."""
     ran_on: str | None
+    provenance: ProvenanceBody | None
+    """Where it ran, once it started."""
     queued_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
@@ -81,6 +96,9 @@ def run_body(view: RunView) -> RunBody:
             state=node.row.state,
             reason=node.reason,
             ran_on=node.row.place,
+            provenance=ProvenanceBody(**node.row.provenance.to_json())
+            if node.row.provenance is not None
+            else None,
             queued_at=utc(node.row.queued_at),
             started_at=utc(node.row.started_at),
             ended_at=utc(node.row.ended_at),

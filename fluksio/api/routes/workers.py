@@ -67,6 +67,8 @@ class WorkerBody(BaseModel):
     version: str
     protocol: int
     slurm_job_id: str | None
+    host: str | None
+    """The machine's host name, as the worker reported it (a published agent does not)."""
     token: TokenRef
     inventory: AmountsBody | None
     free: AmountsBody | None
@@ -199,6 +201,7 @@ def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         version=hello.version or "0.1.x",
         protocol=hello.protocol,
         slurm_job_id=hello.slurm_job_id,
+        host=hello.host,
         token=TokenRef(jti=session.token.jti, name=session.token.name),
         inventory=_amounts(view.inventory) if view is not None else None,
         free=_amounts(view.free) if view is not None else None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher
+from fluksio.api.runs.provenance import Provenance, engine_provenance
 from fluksio.scheduler import ENGINE_ID, Worker
 
 __all__ = ["LocalExecutor", "engine_place"]
@@ -38,9 +39,13 @@ class LocalExecutor:
     def __init__(self, launcher: Launcher, artifact_dir: Path) -> None:
         self.launcher = launcher
         self._env = {"FLUKSIO_ARTIFACT_DIR": str(artifact_dir)}
+        self._provenance = engine_provenance()
 
     def call_env(self) -> dict[str, str]:
         return dict(self._env)
+
+    def provenance(self) -> Provenance:
+        return self._provenance
 
     async def run(self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]) -> CallOutcome:
         return await self.launcher.run(spec, on_event)

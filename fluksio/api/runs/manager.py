@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from fluksio.agent.runner import THREAD_VARIABLES
 from fluksio.api.errors import Conflict, NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.models import FlowSpec, NodeSpec
+from fluksio.api.runs.provenance import Provenance
 from fluksio.api.runs.redact import redact, secret_values
 from fluksio.api.runs.signature import select_kwargs
 from fluksio.api.runs.states import (
@@ -83,6 +85,10 @@ class Executor(Protocol):
 
     def call_env(self) -> dict[str, str]:
         """Variables every call on this place needs (where its artifacts go), per call."""
+        ...
+
+    def provenance(self) -> Provenance:
+        """Where calls placed here run (the GPUs are the placement's to add)."""
         ...
 
     async def run(
@@ -319,6 +325,9 @@ class RunManager:
         """The dispatcher placed a call on ``executor``: start it there."""
         run, node = self._calls[placement.request_id]
         node.row.place = self._place_name(placement.worker_id)
+        node.row.provenance = dataclasses.replace(
+            executor.provenance(), gpu_ids=tuple(placement.gpu_ids)
+        )
         node.row.started_at = time.time()
         try:
             kwargs = self._kwargs(run, node, placement.worker_id, executor.labels)

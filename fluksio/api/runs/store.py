@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluksio.api.db import Database
+from fluksio.api.runs.provenance import Provenance
 from fluksio.api.runs.states import NodeState, RunState
 
 __all__ = ["FlowRecord", "FlowStore", "NodeRow", "RunRow", "RunStore"]
@@ -71,6 +72,8 @@ class NodeRow:
     error: dict[str, Any] | None = None
     logs: str = ""
     events: list[dict[str, Any]] | None = None
+    provenance: Provenance | None = None
+    """Where it ran (set when it starts)."""
 
 
 @dataclass
@@ -96,6 +99,7 @@ _NODE_COLUMNS = (
     "error",
     "logs",
     "events",
+    "provenance",
 )
 
 
@@ -112,6 +116,9 @@ def _node(row: sqlite3.Row) -> NodeRow:
         error=json.loads(row["error"]) if row["error"] is not None else None,
         logs=row["logs"] or "",
         events=json.loads(row["events"]) if row["events"] is not None else None,
+        provenance=Provenance.from_json(json.loads(row["provenance"]))
+        if row["provenance"] is not None
+        else None,
     )
 
 
@@ -183,6 +190,7 @@ class RunStore:
                 None if n.error is None else json.dumps(n.error),
                 n.logs,
                 None if n.events is None else json.dumps(n.events),
+                None if n.provenance is None else json.dumps(n.provenance.to_json()),
                 run_id,
                 n.node_id,
             )

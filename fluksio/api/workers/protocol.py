@@ -52,6 +52,7 @@ _TEXT_LIMITS = {
     "venv_digest": 256,
     "version": 64,
     "slurm_job_id": 64,
+    "host": 255,
 }
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096

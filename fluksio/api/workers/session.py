@@ -28,6 +28,7 @@ from fluksio.agent.frames import (
 )
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.api.logging import get_logger
+from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
 
 __all__ = ["WorkerSession"]
@@ -76,6 +77,16 @@ class WorkerSession:
         if self.mint_artifact_token is None:
             return {}
         return {"FLUKSIO_ARTIFACT_TOKEN": self.mint_artifact_token()}
+
+    def provenance(self) -> Provenance:
+        provisioned = self.token.provisioned_by
+        return Provenance(
+            worker=self.name,
+            host=self.hello.host,
+            slurm_job_id=self.hello.slurm_job_id,
+            provisioner=f"{provisioned[0]}/{provisioned[1]}" if provisioned else None,
+            request_id=provisioned[2] if provisioned else None,
+        )
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         if self.closed_reason is not None:

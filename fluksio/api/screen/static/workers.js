@@ -215,7 +215,16 @@ function renderWorkers(workers) {
     return el(
       "tr",
       { "data-worker": worker.name, class: upgrade ? "needs-upgrade" : null },
-      el("td", {}, el("strong", {}, worker.name), el("br"), upgrade ? null : chips(worker.labels)),
+      el(
+        "td",
+        {},
+        el("strong", {}, worker.name),
+        el("br"),
+        upgrade ? null : chips(worker.labels),
+        worker.host || worker.slurm_job_id
+          ? el("div", { class: "muted small" }, [worker.host ? `host ${worker.host}` : null, worker.slurm_job_id ? `Slurm job ${worker.slurm_job_id}` : null].filter(Boolean).join(" · "))
+          : null,
+      ),
       el("td", {}, badge(worker.status), upgrade ? el("p", { class: "muted small" }, worker.reason) : null),
       el("td", {}, `${worker.version || "unknown"} · protocol ${worker.protocol ?? "?"}`),
       el("td", {}, worker.python_version ? `Python ${worker.python_version}` : "", worker.python_version ? el("br") : null, el("span", { class: "muted small" }, worker.python || "—")),

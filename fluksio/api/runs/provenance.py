@@ -1,0 +1,58 @@
+"""Where a call ran: recorded with its node, so a result can always be traced to a machine.
+
+A display name alone (``ran_on``) cannot tell two hosts running under one token apart, nor
+say which batch job or GPUs a result came from. Each executor says where it is; the run
+manager adds the GPUs the placement granted, and the record is stored with the node.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Provenance", "engine_provenance"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    worker: str
+    """The worker's display name; ``engine`` for calls on the engine."""
+    host: str | None = None
+    """The machine's host name, as it reported it (a published agent does not)."""
+    slurm_job_id: str | None = None
+    """The batch job the worker ran in."""
+    gpu_ids: tuple[int, ...] = field(default_factory=tuple)
+    """The GPU indices the call was granted (its ``CUDA_VISIBLE_DEVICES``)."""
+    provisioner: str | None = None
+    """``provisioner/profile`` of the request that brought the worker, if one did."""
+    request_id: str | None = None
+    """That request's id (as in ``GET /workers/resources``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["gpu_ids"] = list(self.gpu_ids)
+        return record
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Provenance:
+        return cls(**{**record, "gpu_ids": tuple(record.get("gpu_ids") or ())})
+
+    def describe(self) -> str:
+        """One line for people: ``gpu-box (host n1, Slurm job 41, GPUs 0,1)``."""
+        parts = []
+        if self.host and self.host != self.worker:
+            parts.append(f"host {self.host}")
+        if self.slurm_job_id:
+            parts.append(f"Slurm job {self.slurm_job_id}")
+        if self.gpu_ids:
+            parts.append(
+                f"GPU{'s' if len(self.gpu_ids) > 1 else ''} {','.join(map(str, self.gpu_ids))}"
+            )
+        if self.provisioner:
+            parts.append(f"brought by {self.provisioner} request {self.request_id}")
+        return f"{self.worker} ({', '.join(parts)})" if parts else self.worker
+
+
+def engine_provenance() -> Provenance:
+    return Provenance(worker="engine", host=socket.gethostname())
