@@ -10,6 +10,7 @@ produced on demand and asserted as a user sees it through the API.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -502,3 +503,56 @@ async def test_a_machine_that_never_attaches_is_cancelled_and_the_profile_rests(
     tokens = (await api.request("GET", "/workers/tokens")).body
     statuses: dict[str, Any] = {t["jti"]: t["status"] for t in tokens}
     assert sorted(statuses.values()) == ["active", "revoked"], "the first job's token is dead"
+
+
+# -- walltime ------------------------------------------------------------------------------
+
+
+async def test_calls_go_only_where_their_timeout_fits_before_the_job_ends(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", walltime_margin_s=60)
+    token = await api.mint("hpc-small", ["hpc"])
+    worker = await api.attach(
+        token, name="n1", labels=["hpc"], parallel=4, ends_at=time.time() + 1800
+    )
+    short = {"id": "short", "worker": "hpc", "timeout": 20, "code": NODE}
+    long = {"id": "long", "worker": "hpc", "timeout": 7200, "code": NODE}
+    untimed = {"id": "untimed", "worker": "hpc", "code": NODE}
+    await api.put_flow("walltime", [short, long, untimed])
+    run = await api.start_run("walltime")
+    call = await worker.next_call()
+    assert call["node"] == "short"
+    await worker.answer(call["call_id"], "done")
+
+    async def waiting() -> dict[str, str] | None:
+        nodes = {n["id"]: n for n in (await api.run(run["id"]))["nodes"]}
+        if nodes["short"]["state"] != "succeeded":
+            return None
+        return {n: nodes[n]["reason"] for n in ("long", "untimed")}
+
+    reasons = await poll_async(waiting, timeout=5, what="the short call to finish")
+    assert re.fullmatch(
+        r"needs up to 7200 s \(\+60 s to spare\); hpc-small/n1's job ends in 1[78]\d\d s",
+        reasons["long"],
+    ), reasons
+    assert reasons["untimed"].startswith("sets no timeout, so it cannot run where jobs end")
+    assert len(worker.calls) == 1, "nothing else was sent to the worker"
+    listed = (await api.request("GET", "/workers")).body
+    assert listed[0]["ends_at"] is not None
+
+
+async def test_an_idle_worker_near_its_job_end_is_drained_with_4010(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(
+        aiohttp_client, tmp_path / "data", walltime_margin_s=60, worker_check_s=0.1
+    )
+    token = await api.mint("hpc-small", ["hpc"])
+    ending = await api.attach(token, name="ending", labels=["hpc"], ends_at=time.time() + 30)
+    lasting = await api.attach(token, name="lasting", labels=["hpc"], ends_at=time.time() + 900)
+    await async_wait_for(lambda: ending.socket.closed, timeout=5, what="the drain")
+    assert ending.socket.close_code == 4010
+    assert not lasting.socket.closed
+    names = [w["name"] for w in (await api.request("GET", "/workers")).body]
+    assert names == ["hpc-small/lasting"]

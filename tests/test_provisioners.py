@@ -25,6 +25,7 @@ from fluksio.provisioners.slurm import (
     SlurmProvisioner,
     SlurmSettings,
     parse_sbatch_parsable,
+    parse_slurm_time,
     render_script,
     slurm_state,
 )
@@ -187,7 +188,7 @@ def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == (
         "hpc (slurm):\n  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu"
-        " max_workers=4 parallel=2\n"
+        " max_workers=4 parallel=2 walltime=14400s\n"
     )
     script = fluksio("provisioners", "check", "--file", str(path), "--script", "hpc/gpu-small")
     assert script.returncode == 0 and script.stdout.startswith("#!/bin/bash\n")
@@ -301,3 +302,33 @@ def test_serve_refuses_a_bad_provisioners_json_in_one_sentence(tmp_path: Path) -
         " field cpus: Input should be greater than or equal to 1"
     ]
     assert not (data_dir / "engine.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("limit", "seconds"),
+    [
+        ("90", 5400),
+        ("1:30", 90),
+        ("04:00:00", 14400),
+        ("2-0", 172800),
+        ("1-12", 129600),
+        ("1-1:30", 91800),
+        ("1-0:0:30", 86430),
+        ("UNLIMITED", None),
+        ("0", None),
+    ],
+)
+def test_every_slurm_time_format_is_read(limit: str, seconds: int | None) -> None:
+    assert parse_slurm_time(limit) == seconds
+
+
+def test_a_profiles_walltime_comes_from_sbatch_or_is_set_and_then_submitted() -> None:
+    settings, profile = _settings()
+    assert profile.time_limit_s == 4 * 3600  # --time=04:00:00 in the example
+    settings, short = _settings(profile={"sbatch": ["--partition=gpu", "-t 30"]})
+    assert short.time_limit_s == 1800
+    settings, explicit = _settings(profile={"sbatch": ["--partition=gpu"], "walltime_s": 5400})
+    assert explicit.time_limit_s == 5400
+    assert "#SBATCH --time=90\n" in render_script(settings, explicit, request_id="r")
+    with pytest.raises(ValueError, match="'soon' is not a Slurm time limit"):
+        _settings(profile={"sbatch": ["--time=soon"]})

@@ -10,6 +10,7 @@ submission's answer arrives).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from fluksio.provisioners.base import JobState, JobStatus, ProfileSettings, WorkerEvent
@@ -336,4 +337,28 @@ async def test_up_to_max_workers_jobs_one_pending_at_a_time() -> None:
     assert _state(driver).jobs == 1
     driver.want("box", "small")
     await async_wait_for(lambda: len(provisioner.submitted) == 3, timeout=5, what="a third")
+    await driver.close()
+
+
+async def test_a_worker_near_its_job_end_is_replaced_ahead_of_time() -> None:
+    driver, provisioner, _engine, clock = _driver(replace_before_end_s=300)
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the first job")
+    (request_id,) = provisioner.submitted
+    ends = WorkerEvent(
+        "w1", "box-small", ("hpc",), "box", "small", request_id, "100", time.time() + 400
+    )
+    driver.worker_attached(ends)
+    driver.want("box", "small")
+    await _settle()
+    assert len(provisioner.submitted) == 1, "max_workers 1, and 400 s are left"
+    clock.advance(99)
+    await _settle()
+    driver.want("box", "small")
+    await _settle()
+    assert len(provisioner.submitted) == 1
+    clock.advance(2)  # now under 300 s are left: it no longer counts
+    assert _state(driver).jobs == 0 and _state(driver).attached == 1
+    driver.want("box", "small")
+    await async_wait_for(lambda: len(provisioner.submitted) == 2, timeout=5, what="the replacement")
     await driver.close()

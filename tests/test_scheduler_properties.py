@@ -31,8 +31,18 @@ from fluksio.scheduler.scheduler import plan
 from fluksio.scheduler.state import need_of
 
 LABELS = ["gpu", "cpu", "arm"]
+NOW = 10_000.0
+"""Every pass runs at this time: jobs end 100 s or 10,000 s after it, or never."""
+MARGIN = 60.0
 labels_strategy = st.frozensets(st.sampled_from(LABELS), max_size=2)
 maybe = st.one_of(st.none(), st.integers(0, 8))
+
+
+def _in_time(worker: Worker, request: CallRequest) -> bool:
+    """The rule as a user states it: the call's timeout, and a margin, fit before the end."""
+    if worker.ends_at is None:
+        return True
+    return request.timeout is not None and NOW + request.timeout + MARGIN <= worker.ends_at
 
 
 def _engine() -> Worker:
@@ -42,7 +52,7 @@ def _engine() -> Worker:
 class SchedulerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.scheduler = Scheduler(_engine())
+        self.scheduler = Scheduler(_engine(), walltime_margin_s=MARGIN)
         self.counter = 0
         self.clock = 0.0
         self.profiles: list[Profile] = []
@@ -61,14 +71,17 @@ class SchedulerMachine(RuleBasedStateMachine):
         cpus=maybe,
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         ram=st.one_of(st.none(), st.sampled_from([0, 512, 4096])),
+        ends_in=st.sampled_from([None, None, 100.0, 10_000.0]),
     )
     def attach(
         self,
+        *,
         labels: frozenset[str],
         slots: int,
         cpus: int | None,
         gpus: int | None,
         ram: int | None,
+        ends_in: float | None,
     ) -> None:
         worker_id = self._next_id("w")
         self.scheduler.add_worker(
@@ -80,6 +93,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 cpus=cpus,
                 gpus=gpus,
                 ram_mb=ram,
+                ends_at=None if ends_in is None else NOW + ends_in,
             )
         )
 
@@ -99,6 +113,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         ram=st.sampled_from([None, 256, 8192]),
         copies=st.integers(1, 4),
         earlier=st.booleans(),
+        timeout=st.sampled_from([None, None, 30.0, 5_000.0]),
     )
     def submit(
         self,
@@ -110,6 +125,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         ram: int | None,
         copies: int,
         earlier: bool,
+        timeout: float | None,
     ) -> None:
         # Bursts of alike requests, so shapes repeat; mostly in time order, sometimes
         # older (an engine restart re-submits old work).
@@ -126,6 +142,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                     cpus=cpus,
                     gpus=gpus,
                     ram_mb=ram,
+                    timeout=timeout,
                 )
             )
             self.since_last_pass.add(request_id)
@@ -164,17 +181,21 @@ class SchedulerMachine(RuleBasedStateMachine):
         labels=labels_strategy,
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         cpus=st.one_of(st.none(), st.integers(1, 16)),
+        walltime=st.sampled_from([None, 3_600.0]),
     )
-    def add_profile(self, labels: frozenset[str], gpus: int | None, cpus: int | None) -> None:
-        self.profiles.append(Profile("p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus))
+    def add_profile(
+        self, labels: frozenset[str], gpus: int | None, cpus: int | None, walltime: float | None
+    ) -> None:
+        profile = Profile("p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus)
+        self.profiles.append(replace(profile, walltime_s=walltime))
         self.scheduler.set_profiles(self.profiles)
 
     @rule()
     def schedule_pass(self) -> None:
-        snapshot = self.scheduler.snapshot()
+        snapshot = replace(self.scheduler.snapshot(), now=NOW)
         expected = reference_plan(snapshot)
         assert plan(snapshot) == expected, "same snapshot, same plan, every time"
-        result = self.scheduler.schedule()
+        result = self.scheduler.schedule(NOW)
         assert result == expected
         assert not {p.worker_id for p in result.placements} & set(snapshot.paused)
         # The driver's part: a profile asked for is outstanding until its request ends.
@@ -234,6 +255,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 idle = place.used == (0, 0, 0, 0)
                 if not idle or place.paused or not covers(place.capacity, need):
                     continue
+                if not _in_time(place.worker, request):
+                    continue  # its job ends before the request could finish
                 if request.label is None or (
                     request.policy is Policy.PREFER and place.id == ENGINE_ID
                 ):
@@ -242,7 +265,9 @@ class SchedulerMachine(RuleBasedStateMachine):
                         or not any(
                             covers(p.capacity, need)
                             for p in self.scheduler.places()
-                            if request.label in p.worker.labels and p.id != ENGINE_ID
+                            if request.label in p.worker.labels
+                            and p.id != ENGINE_ID
+                            and _in_time(p.worker, request)
                         )
                     )
                 else:
@@ -256,10 +281,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         for place in scheduler.places():
             scheduler.set_paused(place.id, False)  # every place answers again
         for _ in range(len(scheduler.waiting()) + 2):
-            scheduler.schedule()
+            scheduler.schedule(NOW)
             for request_id in list(scheduler.running()):
                 scheduler.finish(request_id)
-        scheduler.schedule()
+        scheduler.schedule(NOW)
         for request_id in list(scheduler.running()):
             scheduler.finish(request_id)
         for place in scheduler.places():
@@ -272,6 +297,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 p
                 for p in scheduler.places()
                 if covers(p.capacity, need)
+                and _in_time(p.worker, request)
                 and (
                     (request.label is None and p.id == ENGINE_ID)
                     or (request.label is not None and request.label in p.worker.labels)

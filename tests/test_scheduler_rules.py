@@ -281,3 +281,50 @@ def test_a_place_that_stopped_answering_keeps_its_calls_and_gets_nothing_new() -
     scheduler.submit(CallRequest("later", 2.0, label="cpu"))
     scheduler.set_paused("frozen", False)
     assert [p.worker_id for p in scheduler.schedule().placements] == ["frozen"]
+
+
+NOW = 50_000.0
+
+
+def test_a_call_lands_only_where_its_timeout_fits_before_the_job_ends() -> None:
+    scheduler = Scheduler(ENGINE, walltime_margin_s=60)
+    scheduler.add_worker(replace(worker("hpc-1", "hpc", slots=4), ends_at=NOW + 1800))
+    scheduler.submit(CallRequest("short", 1.0, label="hpc", timeout=20))
+    scheduler.submit(CallRequest("long", 2.0, label="hpc", timeout=7200))
+    scheduler.submit(CallRequest("untimed", 3.0, label="hpc"))
+    scheduler.submit(CallRequest("just", 4.0, label="hpc", timeout=1740))
+    scheduler.submit(CallRequest("over", 5.0, label="hpc", timeout=1741))
+    plan = scheduler.schedule(NOW)
+    assert sorted(p.request_id for p in plan.placements) == ["just", "short"]
+    assert plan.holds == {}, "a place too near its end holds nothing for it"
+    long = scheduler.reason("long")
+    assert long == WaitReason(
+        WaitKind.WALLTIME, "needs up to 7200 s (+60 s to spare); hpc-1's job ends in 1800 s"
+    )
+    untimed = scheduler.reason("untimed")
+    assert untimed is not None and untimed.text == (
+        "sets no timeout, so it cannot run where jobs end (hpc-1's job ends in 1800 s);"
+        " give the node a timeout"
+    )
+    # Later, less is left: what fitted at first may not.
+    scheduler.submit(CallRequest("late", 6.0, label="hpc", timeout=1000))
+    assert [p.request_id for p in scheduler.schedule(NOW + 1000).placements] == []
+
+
+def test_a_call_that_no_job_outlives_asks_for_a_profile_whose_walltime_fits() -> None:
+    profiles = [
+        Profile("hpc", "short", frozenset({"hpc"}), cpus=1, walltime_s=3600),
+        Profile("hpc", "long", frozenset({"hpc"}), cpus=2, walltime_s=4 * 3600),
+    ]
+    scheduler = Scheduler(ENGINE, profiles=profiles, walltime_margin_s=60)
+    scheduler.add_worker(replace(worker("hpc-1", "hpc", slots=4), ends_at=NOW + 1800))
+    scheduler.submit(CallRequest("two-hours", 1.0, label="hpc", timeout=7200))
+    scheduler.submit(CallRequest("ten-minutes", 2.0, label="hpc", timeout=600))
+    scheduler.submit(CallRequest("untimed", 3.0, label="hpc"))
+    plan = scheduler.schedule(NOW)
+    assert [p.request_id for p in plan.placements] == ["ten-minutes"]
+    assert [(a.profile, a.request_id) for a in plan.asks] == [("long", "two-hours")]
+    two_hours = scheduler.reason("two-hours")
+    assert two_hours is not None and two_hours.kind is WaitKind.PROVISIONING
+    untimed = scheduler.reason("untimed")
+    assert untimed is not None and untimed.kind is WaitKind.WALLTIME, "no profile is unbounded"

@@ -22,6 +22,7 @@ from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.session import Agent, AgentConfig
 from fluksio.agent.urls import UrlError, parse_attach_url
+from fluksio.agent.walltime import detect_job_end
 
 __all__ = ["main"]
 
@@ -96,6 +97,13 @@ def _venv_digest(python: str) -> str:
     help="Stop after this many seconds with nothing running.",
 )
 @click.option(
+    "--ends-at",
+    envvar="FLUKSIO_WORKER_ENDS_AT",
+    default=None,
+    help="When this machine goes away (Unix or ISO 8601 time); in a Slurm job, its end is"
+    " found by itself.",
+)
+@click.option(
     "--insecure", is_flag=True, help="Allow ws:// and http:// to hosts other than this one."
 )
 @click.option("--heartbeat", type=click.FloatRange(0.05), default=10.0, hidden=True)
@@ -119,6 +127,7 @@ def main(
     gpus: int | None,
     ram_mb: int | None,
     max_idle: float | None,
+    ends_at: str | None,
     insecure: bool,
     heartbeat: float,
     runner_mode: str,
@@ -135,6 +144,12 @@ def main(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
+    try:
+        job_end = detect_job_end(os.environ, ends_at)
+    except ValueError:
+        raise _UsageError(
+            f"--ends-at: {ends_at!r} is not a time (a Unix time, or ISO 8601)"
+        ) from None
     launcher = Launcher(python, mode=runner_mode)
     inventory = detect_inventory(dev_dir=dev_dir, cpus=cpus, gpus=gpus, ram_mb=ram_mb)
     config = AgentConfig(
@@ -147,6 +162,7 @@ def main(
         max_idle_s=max_idle,
         heartbeat_s=heartbeat,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+        ends_at=job_end,
         extra_env={"FLUKSIO_ARTIFACT_URL": attach_url.artifacts},
         use_shared_store=artifact_transport == "auto",
     )

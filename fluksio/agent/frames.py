@@ -71,6 +71,8 @@ class HelloFrame:
     """(ours) The batch job the worker runs in, if any."""
     host: str | None = None
     """(ours) The machine's host name (``name`` may be set to anything)."""
+    ends_at: float | None = None
+    """(ours) When the batch job the worker runs in ends (its walltime), a Unix time."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,6 +44,7 @@ from fluksio.agent.urls import AttachUrl
 __all__ = ["Agent", "AgentConfig", "Refused"]
 
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
+CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leave
 log = logging.getLogger("fluksio.worker")
 _ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -70,6 +71,8 @@ class AgentConfig:
     backoff_max_s: float = 30.0
     venv_digest: str = ""
     slurm_job_id: str | None = None
+    ends_at: float | None = None
+    """When the batch job it runs in ends (a Unix time), if it does."""
     extra_env: dict[str, str] = field(default_factory=dict)
     use_shared_store: bool = True
     """Use the engine's store directly when this host provably shares it."""
@@ -179,6 +182,12 @@ class Agent:
                     heartbeat.cancel()
                     pinger.cancel()
                     self._abandon_calls()
+                if ws.close_code == CLOSE_DRAINED:
+                    # Its job ends before any more work could finish: leave, so the job
+                    # ends now and frees its allocation, instead of being killed later.
+                    log.info("drained by the engine: %s", reason)
+                    self._stop.set()
+                    return True
                 if ws.close_code == CLOSE_SUPERSEDED:
                     # Reconnecting would only push the newer session out in turn.
                     raise Refused(reason or "superseded by a newer connection of this worker")
@@ -218,6 +227,7 @@ class Agent:
             version=__version__,
             slurm_job_id=self.config.slurm_job_id,
             host=socket.gethostname(),
+            ends_at=self.config.ends_at,
         )
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:

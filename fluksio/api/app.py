@@ -129,6 +129,7 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         engine_side=TokensAndRequests(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
         plugin_events=configured.plugins.manager.hook,
         clock=app.get(appkeys.CLOCK),
+        walltime_margin_s=settings.walltime_margin_s,
     )
     app[appkeys.DISPATCHER] = dispatcher
     app[appkeys.RUN_MANAGER] = dispatcher.runs

@@ -18,6 +18,7 @@ the read-only questions at the end of this class.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from fluksio.provisioners.driver import (
     ProvisioningDriver,
 )
 from fluksio.scheduler import (
+    DEFAULT_WALLTIME_MARGIN_S,
     ENGINE_ID,
     CallRequest,
     PlaceView,
@@ -64,8 +66,9 @@ class Dispatcher:
         engine_side: EngineSide | None = None,
         plugin_events: pluggy.HookRelay | None = None,
         clock: Clock | None = None,
+        walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
     ) -> None:
-        self._scheduler = Scheduler(engine)
+        self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
         self._pass_pending = False
         self._closing = False
@@ -175,7 +178,8 @@ class Dispatcher:
         self._pass_pending = False
         if self._closing:
             return
-        plan = self._scheduler.schedule()
+        # Wall-clock time: workers report when their batch job ends as a Unix time.
+        plan = self._scheduler.schedule(time.time())
         for placement in plan.placements:
             self.runs.launch(placement, self._executors[placement.worker_id])
         for ask in plan.asks:

@@ -43,6 +43,9 @@ class EngineSettings:
     """... after a burst of this many."""
     max_artifact_bytes: int = 10 * 1024**3
     """The largest artifact upload taken (``--max-artifact-bytes``); larger is a 413."""
+    walltime_margin_s: float = 60.0
+    """Time to spare before a worker's batch job ends: a call is placed there only if its
+    timeout and this fit, and an idle worker with less than this left is let go."""
 
     @property
     def layout(self) -> DataDir:

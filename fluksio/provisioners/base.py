@@ -76,6 +76,10 @@ class ProfileSettings(BaseModel):
     parallel: int | None = Field(default=None, ge=1, le=1024)
     """Calls at once on each of its workers (the worker's ``--parallel``); by default one
     per cpu of the profile (one-core calls), at least 1."""
+    walltime_s: float | None = Field(default=None, gt=0)
+    """How long each of its jobs may run. A provisioner may know it otherwise (Slurm reads
+    ``--time`` from the profile's ``sbatch``); a call is asked for here only if its
+    timeout fits."""
 
     @property
     def worker_parallel(self) -> int:
@@ -107,6 +111,9 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     """After a failed request the profile rests this long, doubling per failure in a row."""
     retry_max_s: float = Field(default=600, gt=0)
     """The longest rest between attempts."""
+    replace_before_end_s: float = Field(default=300, ge=0)
+    """A worker whose job ends within this no longer counts against ``max_workers``: if
+    calls still wait, its replacement is asked for ahead of time."""
     profiles: list[ProfileT] = Field(min_length=1)
 
 
@@ -184,6 +191,8 @@ class WorkerEvent:
     profile: str | None = None
     request_id: str | None = None
     job_id: str | None = None
+    ends_at: float | None = None
+    """When the worker's batch job ends (its walltime), as it reported; None: never."""
 
 
 SettingsT = TypeVar("SettingsT", bound=ProvisionerSettings[Any])
@@ -211,6 +220,11 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     @property
     def name(self) -> str:
         return self.settings.name
+
+    def walltime_s(self, profile: ProfileT) -> float | None:
+        """How long a job of ``profile`` may run; None: no limit. Its ``walltime_s`` by
+        default; a subclass may read it from the profile's own options."""
+        return profile.walltime_s
 
     def profile(self, name: str) -> ProfileT:
         profiles: list[ProfileT] = self.settings.profiles

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -137,6 +138,9 @@ class _Brought:
     request: MachineRequest | None
     """None for a worker whose request an earlier engine run made and this one never saw."""
     reported_job_id: str | None
+    ending: bool = False
+    """Its job ends within ``replace_before_end_s``: it no longer counts against the cap."""
+    timer: Timer | None = None
 
 
 @dataclass
@@ -198,6 +202,7 @@ class ProvisioningDriver:
                 ram_mb=entry.profile.ram_mb,
                 provisioning=self._provisioning(entry),
                 max_workers=entry.profile.max_workers,
+                walltime_s=entry.provisioner.walltime_s(entry.profile),
             )
             for entry in self._profiles.values()
         ]
@@ -212,7 +217,7 @@ class ProvisioningDriver:
             status=_status_text(entry, request),
             last_error=entry.last_error[1] if entry.last_error else None,
             retry_at=entry.resting_until,
-            jobs=len(entry.live),
+            jobs=_counted(entry),
             attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
         )
 
@@ -229,7 +234,7 @@ class ProvisioningDriver:
             return
         if entry.outstanding is not None or entry.resting_until is not None:
             return
-        if len(entry.live) >= entry.profile.max_workers:
+        if _counted(entry) >= entry.profile.max_workers:
             return
         request = MachineRequest(
             id=secrets.token_hex(8),
@@ -519,9 +524,16 @@ class ProvisioningDriver:
         if entry is None:
             return
         request = entry.live.get(str(event.request_id))
-        entry.workers[event.worker_id] = _Brought(
-            event.name, self._clock.now(), request, event.job_id
-        )
+        brought = _Brought(event.name, self._clock.now(), request, event.job_id)
+        entry.workers[event.worker_id] = brought
+        if event.ends_at is not None:
+            # Wall-clock: the worker says when its job ends as a Unix time.
+            ahead = entry.provisioner.settings.replace_before_end_s
+            delay = event.ends_at - ahead - time.time()
+            if delay <= 0:
+                brought.ending = True
+            else:
+                brought.timer = self._clock.call_later(delay, lambda: self._ending(brought))
         if request is None:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = RequestStage.ATTACHED
@@ -535,11 +547,20 @@ class ProvisioningDriver:
         entry.failures = 0
         self._changed()
 
+    def _ending(self, brought: _Brought) -> None:
+        """Its job is about to end: a replacement may be asked for if calls still wait."""
+        brought.ending = True
+        brought.timer = None
+        log.info("provision.worker_ending", worker=brought.name)
+        self._changed()
+
     def worker_gone(self, event: WorkerEvent) -> None:
         self._tell_provisioners(event, attached=False)
         entry = self._entry_of(event)
         if entry is not None:
-            entry.workers.pop(event.worker_id, None)
+            brought = entry.workers.pop(event.worker_id, None)
+            if brought is not None and brought.timer is not None:
+                brought.timer.cancel()
 
     def _tell_provisioners(self, event: WorkerEvent, *, attached: bool) -> None:
         for provisioner in self._provisioners.values():
@@ -626,6 +647,13 @@ class ProvisioningDriver:
         for provisioner in self._provisioners.values():
             with contextlib.suppress(Exception):
                 await provisioner.close()
+
+
+def _counted(entry: _Profile) -> int:
+    """The profile's live jobs that count against ``max_workers``: not those whose worker's
+    job ends soon (their replacement may go out ahead of time)."""
+    ending = {b.request.id for b in entry.workers.values() if b.ending and b.request is not None}
+    return sum(1 for request_id in entry.live if request_id not in ending)
 
 
 def _status_text(entry: _Profile, request: MachineRequest | None) -> str | None:

@@ -17,6 +17,7 @@ what a cancelled job left behind.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -49,8 +50,10 @@ __all__ = [
     "fluksio_provisioner_types",
     "job_mark",
     "parse_sbatch_parsable",
+    "parse_slurm_time",
     "parse_squeue",
     "render_script",
+    "sbatch_time_limit",
     "slurm_state",
     "token_file",
 ]
@@ -86,6 +89,47 @@ SLURM_STATES: Mapping[str, JobState] = {
 """Slurm's job states (``squeue -o %T``) onto ours; anything else is UNKNOWN."""
 
 
+_TIME_OPTION = re.compile(r"^(?:--time=|--time\s+|-t\s*)(\S+)$")
+_NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "0"})
+
+
+def parse_slurm_time(text: str) -> float | None:
+    """Seconds from a Slurm time limit, in any of its forms; None for no limit.
+
+    ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``,
+    ``days-hours:minutes``, ``days-hours:minutes:seconds``; ``0``, ``UNLIMITED`` and
+    ``INFINITE`` mean none. Anything else raises ValueError.
+    """
+    value = text.strip().upper()
+    if value in _NO_LIMIT:
+        return None
+    days, dash, rest = value.rpartition("-") if "-" in value else ("", "", value)
+    if not re.fullmatch(r"\d+(:\d+){0,2}", rest) or (dash and not days.isdigit()):
+        raise ValueError(f"{text!r} is not a Slurm time limit")
+    parts = [int(p) for p in rest.split(":")]
+    if dash:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+        total = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
+    elif len(parts) == 1:  # minutes
+        total = parts[0] * 60
+    elif len(parts) == 2:  # minutes:seconds
+        total = parts[0] * 60 + parts[1]
+    else:  # hours:minutes:seconds
+        total = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return float(total) if total else None
+
+
+def sbatch_time_limit(options: list[str]) -> str | None:
+    """The value of the last ``--time``/``-t`` among ``sbatch`` options, if any (the
+    last wins, as with sbatch itself)."""
+    found = None
+    for option in options:
+        match = _TIME_OPTION.match(option.strip())
+        if match is not None:
+            found = match.group(1)
+    return found
+
+
 def slurm_state(text: str) -> JobState:
     state = SLURM_STATES.get(text.strip().split(" ")[0].rstrip("+"))
     if state is None:
@@ -119,6 +163,23 @@ class SlurmProfile(ProfileSettings):
     @classmethod
     def _prerun_lines(cls, values: list[str]) -> list[str]:
         return _no_control(values, "prerun lines")
+
+    @field_validator("sbatch")
+    @classmethod
+    def _time_limit(cls, values: list[str]) -> list[str]:
+        limit = sbatch_time_limit(values)
+        if limit is not None:
+            parse_slurm_time(limit)  # a ValueError names the bad limit
+        return values
+
+    @property
+    def time_limit_s(self) -> float | None:
+        """How long its jobs may run: ``walltime_s`` if set, else the ``--time`` of its
+        ``sbatch`` options; None: no limit the profile states."""
+        if self.walltime_s is not None:
+            return self.walltime_s
+        limit = sbatch_time_limit(self.sbatch)
+        return parse_slurm_time(limit) if limit is not None else None
 
 
 class SlurmSettings(ProvisionerSettings[SlurmProfile]):
@@ -166,6 +227,9 @@ def render_script(settings: SlurmSettings, profile: SlurmProfile, *, request_id:
         lines.append(f"#SBATCH --gpus={profile.gpus}")
     if profile.ram_mb:
         lines.append(f"#SBATCH --mem={profile.ram_mb}M")
+    if profile.walltime_s is not None and sbatch_time_limit(profile.sbatch) is None:
+        # The job lives as long as the engine assumes it does (whole minutes, rounded up).
+        lines.append(f"#SBATCH --time={math.ceil(profile.walltime_s / 60)}")
     lines += [f"#SBATCH {option}" for option in profile.sbatch]
     lines += ["set -e", *profile.prerun]
     token_path = '"$HOME"/' + shlex.quote(token_file(request_id))
@@ -248,6 +312,9 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
 
     def render(self, profile: SlurmProfile, *, request_id: str) -> str:
         return render_script(self.settings, profile, request_id=request_id)
+
+    def walltime_s(self, profile: SlurmProfile) -> float | None:
+        return profile.time_limit_s
 
     async def submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
         script = self.render(profile, request_id=request_id)

@@ -51,10 +51,11 @@ from fluksio.scheduler.model import (
     WaitReason,
     Worker,
 )
-from fluksio.scheduler.scheduler import Plan, Scheduler
+from fluksio.scheduler.scheduler import DEFAULT_WALLTIME_MARGIN_S, Plan, Scheduler
 from fluksio.scheduler.state import Allocation
 
 __all__ = [
+    "DEFAULT_WALLTIME_MARGIN_S",
     "ENGINE_ID",
     "Allocation",
     "CallRequest",

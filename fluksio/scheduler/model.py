@@ -52,12 +52,16 @@ class CallRequest:
     cpus: int | None = None
     gpus: int | None = None
     ram_mb: int | None = None
+    timeout: float | None = None
+    """How long it may run, in seconds (its node's ``timeout``); None: it does not say."""
 
     def __post_init__(self) -> None:
         for name in ("cpus", "gpus", "ram_mb"):
             amount = getattr(self, name)
             if amount is not None and amount < 0:
                 raise ValueError(f"{name} must not be negative, got {amount}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be positive or None, got {self.timeout}")
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class Worker:
     gpus: int | None = None
     ram_mb: int | None = None
     gpu_ids: tuple[int, ...] | None = None
+    ends_at: float | None = None
+    """When its batch job ends (its walltime), as a Unix time; None: it does not end."""
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -154,6 +160,8 @@ class Profile:
     """How its provisioning stands (the driver's, and only the driver's, to say)."""
     max_workers: int = 1
     """How many of its jobs may exist at once."""
+    walltime_s: float | None = None
+    """How long each of its jobs may run; None: no limit."""
 
     @property
     def key(self) -> str:
@@ -207,6 +215,9 @@ class WaitKind(enum.StrEnum):
     """No attached place and no profile is large enough: it cannot run as asked."""
     PROVISIONING = "provisioning"
     """A provisioner has been (or is now being) asked for a machine that fits."""
+    WALLTIME = "walltime"
+    """Places with the resources exist, but their batch jobs end before it could finish,
+    and no profile's walltime is long enough."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Examples of each kind (``tests/test_scheduler_reasons.py`` holds them all)::
     provisioning hpc/gpu-small, Slurm job 41 PENDING (Priority)
     provisioning hpc/gpu-small, the last attempt failed (sbatch: ...); trying again in 20 s
     waiting for the engine: all 4 slots busy
+    needs up to 7200 s; hpc-small's job ends in 1800 s
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fluksio.scheduler.model import (
 from fluksio.scheduler.resources import RESOURCES, UNKNOWN, Amounts
 from fluksio.scheduler.state import PlaceState
 
-__all__ = ["describe_need", "explain_place", "provisioning", "render"]
+__all__ = ["describe_need", "explain_place", "provisioning", "render", "walltime"]
 
 _MAX_DETAILS = 4
 _UNITS = {"gpus": "GPUs", "cpus": "cpus", "ram_mb": "MB"}
@@ -223,6 +224,35 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
         f"provisioning {profile.key}, {count}{said}",
         provisioning=profile.key,
     )
+
+
+def walltime(
+    label: str | None,
+    timeout: float | None,
+    places: Sequence[PlaceState],
+    now: float | None,
+    margin: float,
+) -> WaitReason:
+    """A request whose places' batch jobs all end too soon, and no profile lasts longer."""
+    ending = sorted(
+        (p for p in places if p.worker.ends_at is not None), key=lambda p: p.worker.name
+    )
+    lefts = [
+        f"{p.worker.name}'s job ends in {max(0.0, p.worker.ends_at - now):.0f} s"
+        if now is not None and p.worker.ends_at is not None
+        else f"{p.worker.name}'s job ends"
+        for p in ending[:_MAX_DETAILS]
+    ]
+    if len(ending) > _MAX_DETAILS:
+        lefts.append(f"and {len(ending) - _MAX_DETAILS} more")
+    where = "; ".join(lefts) or f"every worker with {label!r} runs in a job that ends"
+    if timeout is None:
+        text = (
+            f"sets no timeout, so it cannot run where jobs end ({where}); give the node a timeout"
+        )
+    else:
+        text = f"needs up to {timeout:g} s (+{margin:g} s to spare); {where}"
+    return WaitReason(WaitKind.WALLTIME, text)
 
 
 def explain_place(request: CallRequest, need: Amounts, place: PlaceState) -> str:

@@ -9,17 +9,32 @@ from __future__ import annotations
 
 from fluksio.scheduler.model import ENGINE_ID, CallRequest, Placement, Policy, ProvisionAsk
 from fluksio.scheduler.resources import Amounts, covers
-from fluksio.scheduler.scheduler import Plan, Snapshot, profile_amounts
+from fluksio.scheduler.scheduler import Plan, Snapshot, long_enough, profile_amounts
 from fluksio.scheduler.state import PlaceState, need_of
 
 __all__ = ["reference_plan"]
 
 
-def _candidates(request: CallRequest, places: list[PlaceState], need: Amounts) -> list[PlaceState]:
+def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> bool:
+    ends_at = place.worker.ends_at
+    if ends_at is None:
+        return True
+    if request.timeout is None or snapshot.now is None:
+        return False
+    return snapshot.now + request.timeout + snapshot.walltime_margin_s <= ends_at
+
+
+def _candidates(
+    request: CallRequest, places: list[PlaceState], need: Amounts, snapshot: Snapshot
+) -> list[PlaceState]:
     engine = [p for p in places if p.id == ENGINE_ID]
     if request.label is None:
         return engine
-    carrying = [p for p in places if p.id != ENGINE_ID and request.label in p.worker.labels]
+    carrying = [
+        p
+        for p in places
+        if p.id != ENGINE_ID and request.label in p.worker.labels and _in_time(p, request, snapshot)
+    ]
     if request.policy is Policy.PREFER and not any(covers(p.capacity, need) for p in carrying):
         return engine
     return carrying
@@ -43,8 +58,8 @@ def reference_plan(snapshot: Snapshot) -> Plan:
     asked: set[str] = set()
     for request in sorted(snapshot.waiting, key=lambda r: (r.queued_at, r.id)):
         need = need_of(request)
-        shape = (request.label, request.policy, need)
-        candidates = _candidates(request, places, need)
+        shape = (request.label, request.policy, need, request.timeout)
+        candidates = _candidates(request, places, need, snapshot)
         fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
         if fitting:
             best = min(fitting, key=lambda p: p.free_key())
@@ -72,7 +87,9 @@ def reference_plan(snapshot: Snapshot) -> Plan:
             fitting_profiles = [
                 p
                 for p in profiles.values()
-                if request.label in p.labels and covers(profile_amounts(p), need)
+                if request.label in p.labels
+                and covers(profile_amounts(p), need)
+                and long_enough(p, request.timeout, snapshot.walltime_margin_s)
             ]
             if fitting_profiles:
                 smallest = min(fitting_profiles, key=lambda p: (profile_amounts(p), p.key))

@@ -27,6 +27,14 @@ Rules of a pass (the contract the property tests hold it to):
    profile's provisioning stands is the provisioning driver's to say
    (:meth:`Scheduler.set_profiles`); the scheduler never changes it.
 
+6. **Walltime.** A place whose batch job ends (``Worker.ends_at``) takes a request only if
+   the request's ``timeout`` fits in the time left, with ``walltime_margin_s`` to spare:
+   ``now + timeout + margin <= ends_at``. A request without a timeout never runs there (it
+   could not be known to finish), and a profile takes it only if its ``walltime_s``
+   allows ``timeout + margin``. Time only runs out, so a place too near its end is, for
+   that request, a place that could never run it: it holds nothing there and counts as
+   demand for a profile whose walltime fits.
+
 A shape that cannot be placed or hold is done for the pass: within a pass places only
 fill up, so nothing later of that shape could fit either. A pass therefore costs
 ``O((placements + shapes) * log)``, however many requests wait behind.
@@ -35,7 +43,7 @@ fill up, so nothing later of that shape could fit either. A pass therefore costs
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from fluksio.scheduler import reasons
@@ -52,13 +60,25 @@ from fluksio.scheduler.model import (
     Worker,
 )
 from fluksio.scheduler.queues import ShapeQueue
-from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, covers
+from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, PlaceKey, covers
 from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
 
-__all__ = ["Plan", "Scheduler", "Shape", "Snapshot", "plan", "profile_amounts"]
+__all__ = [
+    "DEFAULT_WALLTIME_MARGIN_S",
+    "Plan",
+    "Scheduler",
+    "Shape",
+    "Snapshot",
+    "long_enough",
+    "plan",
+    "profile_amounts",
+]
 
-Shape = tuple[str | None, Policy, Amounts]
-"""Requests alike in label, policy and amounts: they are served strictly in order."""
+Shape = tuple[str | None, Policy, Amounts, float | None]
+"""Requests alike in label, policy, amounts and timeout: they are served strictly in order."""
+
+DEFAULT_WALLTIME_MARGIN_S = 60.0
+"""Time to spare between a call's timeout and its worker's job end (it starts, reports)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +106,9 @@ class Snapshot:
     targets: tuple[tuple[str, str], ...] = ()
     paused: tuple[str, ...] = ()
     """Places not answering for now: nothing new is placed there."""
+    now: float | None = None
+    """The time of the pass (what walltimes are counted from)."""
+    walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -100,7 +123,11 @@ class _Verdict:
 
 
 def _shape(request: CallRequest) -> Shape:
-    return (request.label, request.policy, need_of(request))
+    return (request.label, request.policy, need_of(request), request.timeout)
+
+
+def _always(_key: PlaceKey) -> bool:
+    return True
 
 
 class Scheduler:
@@ -110,7 +137,17 @@ class Scheduler:
     question it asks; the engine calls :meth:`schedule` after the events of a moment.
     """
 
-    def __init__(self, engine: Worker | None = None, profiles: Iterable[Profile] = ()) -> None:
+    def __init__(
+        self,
+        engine: Worker | None = None,
+        profiles: Iterable[Profile] = (),
+        *,
+        walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
+    ) -> None:
+        self._margin = walltime_margin_s
+        self._now: float | None = None
+        self._ending = 0
+        """How many places have a job end: while none does, time costs nothing."""
         self._places: dict[str, PlaceState] = {}
         self._groups: dict[GroupKey, Group] = {}
         self._queues: dict[Shape, ShapeQueue] = {}
@@ -126,7 +163,8 @@ class Scheduler:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Scheduler:
-        scheduler = cls(profiles=snapshot.profiles)
+        scheduler = cls(profiles=snapshot.profiles, walltime_margin_s=snapshot.walltime_margin_s)
+        scheduler._now = snapshot.now
         for worker in snapshot.places:
             scheduler.add_worker(worker)
         for request, allocation in snapshot.running:
@@ -152,6 +190,8 @@ class Scheduler:
             profiles=tuple(self._profiles.values()),
             targets=tuple(sorted(self._targets.items())),
             paused=tuple(sorted(p.id for p in self._places.values() if p.paused)),
+            now=self._now,
+            walltime_margin_s=self._margin,
         )
 
     # -- events ------------------------------------------------------------------------
@@ -161,6 +201,8 @@ class Scheduler:
             raise ValueError(f"place {worker.id!r} is already attached")
         place = PlaceState(worker)
         self._places[worker.id] = place
+        if worker.ends_at is not None:
+            self._ending += 1
         for key in place.groups:
             group = self._groups.setdefault(key, Group())
             group.members.add(place.id)
@@ -170,6 +212,8 @@ class Scheduler:
     def remove_worker(self, worker_id: str) -> tuple[str, ...]:
         """Forget a place; returns the ids of the requests that were running on it."""
         place = self._places.pop(worker_id)
+        if place.worker.ends_at is not None:
+            self._ending -= 1
         self._unindex_free(place)
         for key in place.groups:
             group = self._groups[key]
@@ -235,7 +279,10 @@ class Scheduler:
 
     # -- the pass ----------------------------------------------------------------------
 
-    def schedule(self) -> Plan:
+    def schedule(self, now: float | None = None) -> Plan:
+        """One pass at time ``now`` (needed only where a place's job ends; without it such
+        a place takes nothing)."""
+        self._now = now
         self._release_holds()
         self._verdicts = {}
         self._reason_cache = {}
@@ -247,10 +294,11 @@ class Scheduler:
         while heap:
             (_queued_at, request_id), n, shape = heapq.heappop(heap)
             queue = self._queues[shape]
-            label, policy, need = shape
-            group_key = self._group_for(label, policy, need)
+            label, policy, need, timeout = shape
+            in_time = self._in_time(timeout)
+            group_key = self._group_for(label, policy, need, in_time)
             group = self._groups.get(group_key)
-            place_id = group.free.first(need) if group is not None else None
+            place_id = group.free.first(need, in_time) if group is not None else None
             if place_id is None:
                 verdict = self._blocked(shape, group_key, request_id, asks)
                 self._verdicts[shape] = verdict
@@ -265,14 +313,38 @@ class Scheduler:
                 del self._queues[shape]
         return Plan(tuple(placements), tuple(asks.values()), holds)
 
-    def _group_for(self, label: str | None, policy: Policy, need: Amounts) -> GroupKey:
+    def _group_for(
+        self,
+        label: str | None,
+        policy: Policy,
+        need: Amounts,
+        in_time: Callable[[PlaceKey], bool] = _always,
+    ) -> GroupKey:
         if label is None:
             return None
         if policy is Policy.PREFER:
             group = self._groups.get(label)
-            if group is None or group.capacity.first(need) is None:
+            if group is None or group.capacity.first(need, in_time) is None:
                 return None
         return label
+
+    def _in_time(self, timeout: float | None) -> Callable[[PlaceKey], bool]:
+        """Which places a request of ``timeout`` could finish on before their job ends."""
+        if not self._ending:
+            return _always
+        places = self._places
+
+        def fits(key: PlaceKey) -> bool:
+            return self._fits(places[key.place_id].worker.ends_at, timeout)
+
+        return fits
+
+    def _fits(self, ends_at: float | None, timeout: float | None) -> bool:
+        if ends_at is None:
+            return True
+        if timeout is None or self._now is None:
+            return False
+        return self._now + timeout + self._margin <= ends_at
 
     def _allocate(self, place_id: str, request_id: str, need: Amounts) -> Placement:
         place = self._places[place_id]
@@ -297,13 +369,14 @@ class Scheduler:
     def _blocked(
         self, shape: Shape, group_key: GroupKey, request_id: str, asks: dict[str, ProvisionAsk]
     ) -> _Verdict:
-        label, _policy, need = shape
+        label, _policy, need, timeout = shape
         group = self._groups.get(group_key)
-        profile = self._fitting_profile(label, need)
+        in_time = self._in_time(timeout)
+        profile = self._fitting_profile(label, need, timeout)
         if profile is not None and profile.can_grow and profile.key not in asks:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
-        if group is not None and group.capacity.first(need) is not None:
-            held_on = self._hold(request_id, group_key, group, need)
+        if group is not None and group.capacity.first(need, in_time) is not None:
+            held_on = self._hold(request_id, group_key, group, need, in_time)
             # Busy: a request of the profile under way will add room, and it says so.
             growing = profile is not None and (
                 profile.key in asks or profile.provisioning.stage is not None
@@ -311,33 +384,51 @@ class Scheduler:
             key = profile.key if growing and profile is not None else None
             return _Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
         if profile is None:
+            if group is not None and group.capacity.first(need) is not None:
+                return _Verdict(WaitKind.WALLTIME, group_key)
             no_one = label is not None and label not in self._groups
             offered = any(label in p.labels for p in self._profiles.values())
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
             return _Verdict(kind, group_key)
         return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
-    def _fitting_profile(self, label: str | None, need: Amounts) -> Profile | None:
+    def _fitting_profile(
+        self, label: str | None, need: Amounts, timeout: float | None
+    ) -> Profile | None:
         if label is None:
             return None
         fitting = [
             (profile_amounts(p), p.key, p)
             for p in self._profiles.values()
-            if label in p.labels and covers(profile_amounts(p), need)
+            if label in p.labels
+            and covers(profile_amounts(p), need)
+            and long_enough(p, timeout, self._margin)
         ]
         return min(fitting)[2] if fitting else None
 
     def _hold(
-        self, request_id: str, group_key: GroupKey, group: Group, need: Amounts
+        self,
+        request_id: str,
+        group_key: GroupKey,
+        group: Group,
+        need: Amounts,
+        in_time: Callable[[PlaceKey], bool],
     ) -> str | None:
         def can_hold(place: PlaceState) -> bool:
             return covers(place.unheld(), need)
 
         previous = self._places.get(self._targets.get(request_id, ""))
-        if previous is not None and group_key in previous.groups and can_hold(previous):
+        if (
+            previous is not None
+            and group_key in previous.groups
+            and can_hold(previous)
+            and in_time(previous.capacity_key())
+        ):
             target: str | None = previous.id
         else:
-            target = group.capacity.first(need, lambda key: can_hold(self._places[key.place_id]))
+            target = group.capacity.first(
+                need, lambda key: in_time(key) and can_hold(self._places[key.place_id])
+            )
         if target is None:
             return None
         place = self._places[target]
@@ -383,8 +474,11 @@ class Scheduler:
         verdict = self._verdicts.get(shape)
         if verdict is None:
             return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
-        label, _policy, need = shape
+        label, _policy, need, timeout = shape
         is_holder = verdict.holder == request_id
+        if verdict.kind is WaitKind.WALLTIME:
+            places = [self._places[i] for i in self._candidates(verdict.group)]
+            return reasons.walltime(label, timeout, places, self._now, self._margin)
         profile = self._profiles.get(verdict.profile or "")
         if profile is not None and (
             verdict.kind is WaitKind.PROVISIONING or profile.provisioning.stage is not None
@@ -473,4 +567,11 @@ def profile_amounts(profile: Profile) -> Amounts:
 
 def plan(snapshot: Snapshot) -> Plan:
     """One pass as a pure function: the plan a scheduler in ``snapshot``'s state would make."""
-    return Scheduler.from_snapshot(snapshot).schedule()
+    return Scheduler.from_snapshot(snapshot).schedule(snapshot.now)
+
+
+def long_enough(profile: Profile, timeout: float | None, margin: float) -> bool:
+    """Whether a job of ``profile`` lives long enough for a request of ``timeout``."""
+    if profile.walltime_s is None:
+        return True
+    return timeout is not None and timeout + margin <= profile.walltime_s

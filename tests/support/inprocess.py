@@ -131,6 +131,7 @@ class InProcessEngine:
         protocol: int = PROTOCOL,
         host: str | None = None,
         slurm_job_id: str | None = None,
+        ends_at: float | None = None,
         **inventory: int,
     ) -> ScriptedWorker:
         socket = await self.client.ws_connect(
@@ -147,6 +148,7 @@ class InProcessEngine:
             version="test",
             host=host,
             slurm_job_id=slurm_job_id,
+            ends_at=ends_at,
         )
         await socket.send_str(encode(hello))
         worker.greeting = json.loads((await socket.receive(timeout=5)).data)

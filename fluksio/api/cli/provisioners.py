@@ -63,6 +63,8 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
                 amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
                 labels = ",".join(profile.labels) or "-"
                 scale = f"max_workers={profile.max_workers} parallel={profile.worker_parallel}"
+                walltime = kind(settings).walltime_s(profile)
+                scale += f" walltime={walltime:g}s" if walltime is not None else " walltime=none"
                 click.echo(f"  {profile.name}: {amounts} labels={labels} {scale}")
         if prove_access:
             asyncio.run(_prove_access([kind(settings) for kind, settings in loaded]))

@@ -51,6 +51,14 @@ __all__ = ["serve"]
 @click.option("--worker-gone-s", type=click.FloatRange(0.1), default=90.0, hidden=True)
 @click.option("--worker-check-s", type=click.FloatRange(0.05), default=2.0, hidden=True)
 @click.option(
+    "--walltime-margin-s",
+    type=click.FloatRange(0),
+    default=60.0,
+    show_default=True,
+    help="Time to spare before a worker's batch job ends: a call goes there only if its"
+    " timeout and this fit; an idle worker with less left is let go.",
+)
+@click.option(
     "--max-frame-bytes",
     type=click.IntRange(1024),
     default=64 * 1024 * 1024,
@@ -88,6 +96,7 @@ def serve(
     runner_mode: str,
     worker_gone_s: float,
     worker_check_s: float,
+    walltime_margin_s: float,
     max_frame_bytes: int,
     worker_frames_per_s: float,
     max_artifact_bytes: int,
@@ -115,6 +124,7 @@ def serve(
             runner_mode=runner_mode,
             worker_gone_s=worker_gone_s,
             worker_check_s=worker_check_s,
+            walltime_margin_s=walltime_margin_s,
             max_frame_bytes=max_frame_bytes,
             worker_frames_per_s=worker_frames_per_s,
             worker_frame_burst=10 * worker_frames_per_s,

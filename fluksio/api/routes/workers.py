@@ -69,6 +69,8 @@ class WorkerBody(BaseModel):
     slurm_job_id: str | None
     host: str | None
     """The machine's host name, as the worker reported it (a published agent does not)."""
+    ends_at: datetime | None
+    """When its batch job ends (its walltime); null when it does not, or does not say."""
     token: TokenRef
     inventory: AmountsBody | None
     free: AmountsBody | None
@@ -202,6 +204,7 @@ def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         protocol=hello.protocol,
         slurm_job_id=hello.slurm_job_id,
         host=hello.host,
+        ends_at=utc(hello.ends_at),
         token=TokenRef(jti=session.token.jti, name=session.token.name),
         inventory=_amounts(view.inventory) if view is not None else None,
         free=_amounts(view.free) if view is not None else None,

@@ -317,6 +317,7 @@ class RunManager:
                 cpus=resources.cpus,
                 gpus=resources.gpus,
                 ram_mb=resources.ram_mb,
+                timeout=node.spec.timeout or None,
             )
         )
         return node

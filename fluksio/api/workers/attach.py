@@ -192,6 +192,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
             cpus=inventory.cpus,
             gpus=inventory.gpus,
             ram_mb=inventory.ram_mb,
+            ends_at=hello.ends_at,
         ),
         session,
         event,
@@ -234,6 +235,7 @@ def _event(session: WorkerSession) -> WorkerEvent:
         profile=profile,
         request_id=request_id,
         job_id=session.hello.slurm_job_id,
+        ends_at=session.hello.ends_at,
     )
 
 

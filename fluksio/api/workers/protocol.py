@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 CLOSE_SUPERSEDED = 4409
+CLOSE_DRAINED = 4010
+"""An idle worker whose batch job ends within the walltime margin: it leaves (exit 0)."""
 """Close code for a session replaced by a newer one of the same worker: do not reconnect."""
 
 

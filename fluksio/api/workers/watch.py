@@ -4,6 +4,9 @@ Silence is the one liveness rule (the spec's 90 seconds, ``worker_gone_s``): the
 pings every ``worker_ping_s`` and a healthy worker's pong, heartbeat or any other frame
 counts as contact; nothing else closes a connected worker for being quiet.
 
+A worker whose batch job ends within ``walltime_margin_s`` is drained: once idle it is
+closed with 4010, and our agent then exits, ending its job before the walltime does.
+
 Revocation through the API disconnects at once; this loop also catches what changes
 behind the engine's back (``fluksio keys rotate`` from another process, a token expiring)
 within ``worker_check_s``.
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from fluksio.api.settings import EngineSettings
 from fluksio.api.tokens import TokenService
 from fluksio.api.worker_tokens import WorkerTokenStore
+from fluksio.api.workers.protocol import CLOSE_DRAINED
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
 
@@ -71,6 +75,15 @@ async def check_once(
                 reason = "the worker token was revoked"
         if reason is not None:
             await session.close(reason)
+            continue
+        ends_at = session.hello.ends_at
+        if ends_at is not None and not session.in_flight:
+            left = ends_at - now
+            if left < settings.walltime_margin_s:
+                # Nothing can be placed there any more (no timeout fits): let it go now, so
+                # its job ends by itself rather than at its limit.
+                drained = f"drained: its job ends in {max(0.0, left):.0f} s"
+                await session.close(drained, code=CLOSE_DRAINED)
 
 
 async def watch_workers(

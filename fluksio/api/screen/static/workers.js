@@ -224,6 +224,7 @@ function renderWorkers(workers) {
         worker.host || worker.slurm_job_id
           ? el("div", { class: "muted small" }, [worker.host ? `host ${worker.host}` : null, worker.slurm_job_id ? `Slurm job ${worker.slurm_job_id}` : null].filter(Boolean).join(" · "))
           : null,
+        worker.ends_at ? el("div", { class: "muted small" }, "job ends ", time(worker.ends_at)) : null,
       ),
       el("td", {}, badge(worker.status), upgrade ? el("p", { class: "muted small" }, worker.reason) : null),
       el("td", {}, `${worker.version || "unknown"} · protocol ${worker.protocol ?? "?"}`),
