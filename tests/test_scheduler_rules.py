@@ -328,3 +328,14 @@ def test_a_call_that_no_job_outlives_asks_for_a_profile_whose_walltime_fits() ->
     assert two_hours is not None and two_hours.kind is WaitKind.PROVISIONING
     untimed = scheduler.reason("untimed")
     assert untimed is not None and untimed.kind is WaitKind.WALLTIME, "no profile is unbounded"
+
+
+def test_with_no_worker_a_call_longer_than_any_profiles_walltime_says_so() -> None:
+    profiles = [Profile("hpc", "short", frozenset({"hpc"}), cpus=1, walltime_s=3600)]
+    scheduler = Scheduler(ENGINE, profiles=profiles, walltime_margin_s=60)
+    scheduler.submit(CallRequest("two-hours", 1.0, label="hpc", timeout=7200))
+    assert scheduler.schedule(NOW).asks == ()
+    assert scheduler.reason("two-hours") == WaitReason(
+        WaitKind.WALLTIME,
+        "needs up to 7200 s (+60 s to spare); the profile with 'hpc' allows at most 3600 s",
+    )

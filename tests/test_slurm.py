@@ -15,7 +15,9 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -275,16 +277,21 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     assert lying.read_text().count("\n") == 1
 
 
-def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm) -> tuple[Path, int]:
-    """A data directory for engines (one, then its restart) whose jobs stay PENDING."""
+def _data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
+    """A data directory (for an engine, then perhaps its restart) and the engine's port."""
     port = free_port()
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o700)
-    entry = _provisioner(
-        slurm, port, provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]}
-    )
+    entry = _provisioner(slurm, port, **changes)
     (data_dir / "provisioners.json").write_text(json.dumps([entry]))
     return data_dir, port
+
+
+def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm) -> tuple[Path, int]:
+    """For engines whose jobs stay PENDING."""
+    return _data_dir(
+        tmp_path, slurm, provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]}
+    )
 
 
 def _restart(data_dir: Path, tmp_path: Path, port: int) -> tuple[EngineProcess, str]:
@@ -497,17 +504,13 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
 ) -> None:
     shared = _shared_dir()
     ran = shared / "ran"
-    port = free_port()
-    data_dir = tmp_path / "data"
-    data_dir.mkdir(mode=0o700)
-    entry = _provisioner(
+    data_dir, port = _data_dir(
+        tmp_path,
         slurm,
-        port,
         max_idle_s=5,
         provision_timeout_s=120,
         profile={"max_workers": 3, "parallel": 2},
     )
-    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -534,3 +537,67 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
     finally:
         engine.stop()
         shutil.rmtree(shared)
+
+
+def test_walltime_no_call_lands_past_its_job_end_and_the_replacement_takes_the_queue(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    data_dir, port = _data_dir(
+        tmp_path,
+        slurm,
+        max_idle_s=300,  # it leaves by draining, not by idling
+        replace_before_end_s=30,
+        profile={"sbatch": ["--time=00:01:00"]},
+    )
+    engine = start_engine(
+        data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
+    )
+    try:
+        token = engine.login()
+        fits = code("""
+            import os
+            def process():
+                return os.environ.get("SLURM_JOB_ID")
+        """)
+        assert put_flow(
+            engine, token, "fits", [{"id": "n", "worker": "hpc", "timeout": 20, "code": fits}]
+        )
+        too_long = [{"id": "n", "worker": "hpc", "timeout": 120, "code": fits}]
+        assert put_flow(engine, token, "too-long", too_long)
+        first = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
+        assert first["state"] == "succeeded", first
+        job1 = first["nodes"][0]["result"]
+        waiting = start_run(engine, token, "too-long")["id"]
+        (worker,) = call("GET", f"{engine.api}/workers", token=token).body
+        ends_at = datetime.fromisoformat(worker["ends_at"]).timestamp()
+        assert 0 < ends_at - time.time() <= 60, worker
+        reason = wait_for(
+            lambda: get_run(engine, token, waiting)["reason"], timeout=10, what="a reason"
+        )
+        assert re.fullmatch(
+            r"needs up to 120 s \(\+10 s to spare\); hpc-small's job ends in \d+ s;"
+            r" the profile with 'hpc' allows at most 60 s",
+            reason,
+        ), reason
+
+        # Under 30 s left, a call of 20 s (+10) no longer fits there: a replacement job
+        # is asked for ahead of the end, and takes it.
+        wait_for(lambda: ends_at - time.time() < 28, timeout=60, what="the job's last 28 s")
+        second = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
+        assert second["state"] == "succeeded", second
+        job2 = second["nodes"][0]["result"]
+        assert job2 != job1, "it ran on the replacement"
+
+        # The first worker drains and leaves: its job ends by itself, not at its limit.
+        state = wait_for(
+            lambda: (
+                slurm.job_state(job1) not in ("RUNNING", "COMPLETING", "") and slurm.job_state(job1)
+            ),
+            timeout=60,
+            what=f"job {job1} to end",
+        )
+        assert state == "COMPLETED", f"job {job1} ended {state}"
+        assert "drained: its job ends in" in engine.logs()
+        assert get_run(engine, token, waiting)["state"] == "queued", "never placed"
+    finally:
+        engine.stop()

@@ -229,7 +229,9 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
 def walltime(
     label: str | None,
     timeout: float | None,
+    *,
     places: Sequence[PlaceState],
+    profiles: Sequence[Profile],
     now: float | None,
     margin: float,
 ) -> WaitReason:
@@ -245,6 +247,11 @@ def walltime(
     ]
     if len(ending) > _MAX_DETAILS:
         lefts.append(f"and {len(ending) - _MAX_DETAILS} more")
+    limits = [p.walltime_s for p in profiles if p.walltime_s is not None]
+    if limits and len(limits) == len(profiles):
+        which = "profile" if len(limits) == 1 else "profiles"
+        allow = "allows" if len(limits) == 1 else "allow"
+        lefts.append(f"the {which} with {label!r} {allow} at most {max(limits):g} s")
     where = "; ".join(lefts) or f"every worker with {label!r} runs in a job that ends"
     if timeout is None:
         text = (

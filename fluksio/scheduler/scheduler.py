@@ -384,7 +384,10 @@ class Scheduler:
             key = profile.key if growing and profile is not None else None
             return _Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
         if profile is None:
-            if group is not None and group.capacity.first(need) is not None:
+            if (group is not None and group.capacity.first(need) is not None) or (
+                self._fitting_profile(label, need, timeout, by_time=False) is not None
+            ):
+                # The resources exist; only the time is short.
                 return _Verdict(WaitKind.WALLTIME, group_key)
             no_one = label is not None and label not in self._groups
             offered = any(label in p.labels for p in self._profiles.values())
@@ -393,7 +396,7 @@ class Scheduler:
         return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
     def _fitting_profile(
-        self, label: str | None, need: Amounts, timeout: float | None
+        self, label: str | None, need: Amounts, timeout: float | None, *, by_time: bool = True
     ) -> Profile | None:
         if label is None:
             return None
@@ -402,7 +405,7 @@ class Scheduler:
             for p in self._profiles.values()
             if label in p.labels
             and covers(profile_amounts(p), need)
-            and long_enough(p, timeout, self._margin)
+            and (not by_time or long_enough(p, timeout, self._margin))
         ]
         return min(fitting)[2] if fitting else None
 
@@ -478,7 +481,10 @@ class Scheduler:
         is_holder = verdict.holder == request_id
         if verdict.kind is WaitKind.WALLTIME:
             places = [self._places[i] for i in self._candidates(verdict.group)]
-            return reasons.walltime(label, timeout, places, self._now, self._margin)
+            profiles = [p for p in self._profiles.values() if label in p.labels]
+            return reasons.walltime(
+                label, timeout, places=places, profiles=profiles, now=self._now, margin=self._margin
+            )
         profile = self._profiles.get(verdict.profile or "")
         if profile is not None and (
             verdict.kind is WaitKind.PROVISIONING or profile.provisioning.stage is not None
