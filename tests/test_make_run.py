@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -27,7 +28,8 @@ def test_make_run_runs_the_example_flow_and_says_where_each_node_ran(tmp_path: P
     assert "Flow 'hello' saved with 4 node(s)." in out
     assert "of 'hello': succeeded" in out
     assert '-> {"count": 5, "sum_of_squares": 55}' in out
-    lines = [line.split() for line in out.splitlines() if line.startswith("  ")]
+    node_lines = [line for line in out.splitlines() if line.startswith("  ")]
+    lines = [line.split() for line in node_lines if not line.strip().startswith("on ")]
     where = {fields[0]: fields[2] for fields in lines}
     assert where == {
         "numbers": "engine",
@@ -35,6 +37,9 @@ def test_make_run_runs_the_example_flow_and_says_where_each_node_ran(tmp_path: P
         "summary": "engine",
         "host": "local-box/demo",
     }
+    # Under each node, where it ran: the worker's host too.
+    assert f"on local-box/demo (host {socket.gethostname()})" in out
+    assert f"on engine (host {socket.gethostname()})" in out
     worker_log = (tmp_path / "demo" / "worker.log").read_text()
     assert "attached to" in worker_log and "eyJ" not in worker_log
     password = (tmp_path / "demo" / "password").read_text().strip()

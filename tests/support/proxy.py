@@ -30,6 +30,7 @@ class PausableProxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._relays: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server = self._call(asyncio.start_server(self._relay, "127.0.0.1", 0))
         self.port: int = self._server.sockets[0].getsockname()[1]
 
@@ -53,17 +54,26 @@ class PausableProxy:
         self._server.close()
         for writer in list(self._writers):
             writer.close()
-        self._flowing.set()  # the pumps see their sockets closed and end
+        # Relays still connecting or paused end here, not after their loop is gone.
+        for relay in list(self._relays):
+            relay.cancel()
+        await asyncio.gather(*self._relays, return_exceptions=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await self._flowing.wait()
+        task = asyncio.current_task()
+        assert task is not None
+        self._relays.add(task)
         try:
-            upstream = await asyncio.open_connection("127.0.0.1", self._target_port)
-        except OSError:
-            writer.close()
-            return
-        self._writers.update((writer, upstream[1]))
-        await asyncio.gather(self._pump(reader, upstream[1]), self._pump(upstream[0], writer))
+            await self._flowing.wait()
+            try:
+                upstream = await asyncio.open_connection("127.0.0.1", self._target_port)
+            except OSError:
+                writer.close()
+                return
+            self._writers.update((writer, upstream[1]))
+            await asyncio.gather(self._pump(reader, upstream[1]), self._pump(upstream[0], writer))
+        finally:
+            self._relays.discard(task)
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
