@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from datetime import datetime
 
 import pytest
 
 from fluksio.agent.walltime import detect_job_end, parse_end_time
-from tests.support.engine import BIN
+from tests.support.worker import worker_cli
 
 
 def _no_squeue(job_id: str) -> str:
@@ -45,19 +43,8 @@ def test_slurms_words_for_no_end_are_none(text: str) -> None:
 
 
 def test_a_bad_ends_at_is_a_usage_error_in_one_sentence() -> None:
-    done = subprocess.run(
-        [
-            str(BIN / "fluksio-worker"),
-            "--url",
-            "ws://127.0.0.1:1/api/v1/workers/attach",
-            "--ends-at",
-            "tomorrow-ish",
-        ],
-        env={**os.environ, "FLUKSIO_WORKER_TOKEN": "x"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = worker_cli(
+        "--url", "ws://127.0.0.1:1/api/v1/workers/attach", "--ends-at", "tomorrow-ish"
     )
     assert done.returncode == 2
     assert "--ends-at: 'tomorrow-ish' is not a time (a Unix time, or ISO 8601)" in done.stderr

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from fluksio.agent import __version__
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.session import Agent, AgentConfig
-from fluksio.agent.urls import UrlError, parse_attach_url
+from fluksio.agent.urls import UrlError, parse_attach_url, tls_trust
 from fluksio.agent.walltime import detect_job_end
 
 __all__ = ["main"]
@@ -106,6 +107,12 @@ def _venv_digest(python: str) -> str:
 @click.option(
     "--insecure", is_flag=True, help="Allow ws:// and http:// to hosts other than this one."
 )
+@click.option(
+    "--ca-file",
+    envvar="FLUKSIO_WORKER_CA_FILE",
+    default=None,
+    help="Also trust the CAs in this PEM file (a private CA); SSL_CERT_FILE works too.",
+)
 @click.option("--heartbeat", type=click.FloatRange(0.05), default=10.0, hidden=True)
 @click.option(
     "--runner-mode", type=click.Choice(["auto", "fork", "spawn"]), default="auto", hidden=True
@@ -129,6 +136,7 @@ def main(
     max_idle: float | None,
     ends_at: str | None,
     insecure: bool,
+    ca_file: str | None,
     heartbeat: float,
     runner_mode: str,
     dev_dir: Path,
@@ -150,6 +158,13 @@ def main(
         raise _UsageError(
             f"--ends-at: {ends_at!r} is not a time (a Unix time, or ISO 8601)"
         ) from None
+    try:
+        trust = tls_trust(ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+        raise _UsageError(
+            f"--ca-file: {ca_file} cannot be read as PEM certificates ({reason})"
+        ) from None
     launcher = Launcher(python, mode=runner_mode)
     inventory = detect_inventory(dev_dir=dev_dir, cpus=cpus, gpus=gpus, ram_mb=ram_mb)
     config = AgentConfig(
@@ -163,7 +178,12 @@ def main(
         heartbeat_s=heartbeat,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         ends_at=job_end,
-        extra_env={"FLUKSIO_ARTIFACT_URL": attach_url.artifacts},
+        # The runner's artifact transfers trust what the agent trusts.
+        extra_env={
+            "FLUKSIO_ARTIFACT_URL": attach_url.artifacts,
+            **({"FLUKSIO_CA_FILE": str(Path(ca_file).resolve())} if ca_file else {}),
+        },
+        tls=trust,
         use_shared_store=artifact_transport == "auto",
     )
     sys.exit(asyncio.run(_serve(config, launcher)))

@@ -263,13 +263,23 @@ class _Http:
     ) -> Any:
         import http.client
 
-        kind = (
-            http.client.HTTPSConnection
-            if self.base.scheme == "https"
-            else http.client.HTTPConnection
-        )
         # 1 MiB blocks: http.client's default of 8 KiB makes a large upload mostly syscalls.
-        connection = kind(self.base.netloc, timeout=300, blocksize=1 << 20)
+        connection: http.client.HTTPConnection
+        if self.base.scheme == "https":
+            import ssl
+
+            # The agent's trust: the system's CAs, and its --ca-file if it has one.
+            context = ssl.create_default_context()
+            ca_file = os.environ.get("FLUKSIO_CA_FILE")
+            if ca_file:
+                context.load_verify_locations(cafile=ca_file)
+            connection = http.client.HTTPSConnection(
+                self.base.netloc, timeout=300, blocksize=1 << 20, context=context
+            )
+        else:
+            connection = http.client.HTTPConnection(
+                self.base.netloc, timeout=300, blocksize=1 << 20
+            )
         all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         connection.request(method, self.base.path + path, body=body, headers=all_headers)
         return connection.getresponse()

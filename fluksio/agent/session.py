@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,8 @@ class AgentConfig:
     slurm_job_id: str | None = None
     ends_at: float | None = None
     """When the batch job it runs in ends (a Unix time), if it does."""
+    tls: ssl.SSLContext | None = None
+    """Whom to trust for wss:// and https:// (None: the system's CAs, SSL_CERT_FILE)."""
     extra_env: dict[str, str] = field(default_factory=dict)
     use_shared_store: bool = True
     """Use the engine's store directly when this host provably shares it."""
@@ -142,7 +145,8 @@ class Agent:
     async def _session(self) -> bool:
         """One connection, until it ends; True if the engine welcomed us."""
         headers = {"Authorization": f"Bearer {self.config.token}"}
-        async with aiohttp.ClientSession() as http:
+        connector = aiohttp.TCPConnector(ssl=self.config.tls if self.config.tls else True)
+        async with aiohttp.ClientSession(connector=connector) as http:
             try:
                 ws = await http.ws_connect(
                     self.config.url.websocket,
@@ -364,7 +368,7 @@ def _untrusted(exc: aiohttp.ClientConnectorCertificateError) -> str:
     reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or cause
     return (
         f"the engine's TLS certificate at {host} is not trusted ({reason}): give the agent"
-        " its CA with SSL_CERT_FILE, or check the URL's host name"
+        " its CA with --ca-file (or SSL_CERT_FILE), or check the URL's host name"
     )
 
 

@@ -8,12 +8,19 @@ Elsewhere the URL must be ``wss://`` (or ``https://``, read as ``wss://``).
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from fluksio.agent.errors import AgentError
 
-__all__ = ["AttachUrl", "UrlError", "parse_attach_url"]
+__all__ = [
+    "AttachUrl",
+    "UrlError",
+    "is_loopback",
+    "parse_attach_url",
+    "tls_trust",
+]
 
 _SECURE = {"wss": "wss", "https": "wss"}
 _PLAIN = {"ws": "ws", "http": "ws"}
@@ -30,7 +37,7 @@ class AttachUrl:
     loopback: bool
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -49,7 +56,7 @@ def parse_attach_url(url: str, *, insecure: bool, artifact_url: str | None = Non
         raise UrlError(f"--url has no host: {url!r}")
     if not parts.path.rstrip("/").endswith("/workers/attach"):
         raise UrlError("--url must be the attach URL, ending in /api/v1/workers/attach")
-    loopback = _is_loopback(host)
+    loopback = is_loopback(host)
     if scheme in _PLAIN and not loopback and not insecure:
         raise UrlError(
             f"{scheme}:// to {host} would send the worker token unencrypted; use wss://, or"
@@ -63,3 +70,13 @@ def parse_attach_url(url: str, *, insecure: bool, artifact_url: str | None = Non
         (http_scheme, parts.netloc, path[: -len("/workers/attach")] + "/artifacts", "", "")
     )
     return AttachUrl(websocket=websocket, artifacts=artifact_url or derived, loopback=loopback)
+
+
+def tls_trust(ca_file: str | None) -> ssl.SSLContext | None:
+    """The client TLS context: the system's CAs (``SSL_CERT_FILE`` included) and, with
+    ``ca_file``, the CAs in it too; None when nothing is added to the defaults."""
+    if not ca_file:
+        return None
+    context = ssl.create_default_context()
+    context.load_verify_locations(cafile=ca_file)
+    return context

@@ -8,10 +8,12 @@ import fcntl
 import os
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Iterator
 
 from aiohttp import web
 
+from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
 from fluksio.api.datadir import DataDir
 from fluksio.api.logging import get_logger
@@ -19,7 +21,7 @@ from fluksio.api.provisioning import Configured
 from fluksio.api.settings import EngineSettings
 from fluksio.errors import ConfigError
 
-__all__ = ["data_dir_lock", "run_engine"]
+__all__ = ["data_dir_lock", "run_engine", "tls_context"]
 
 log = get_logger(__name__)
 
@@ -60,9 +62,37 @@ def _listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def _url(host: str, port: int) -> str:
+def _url(host: str, port: int, *, tls: bool) -> str:
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
+
+
+def tls_context(settings: EngineSettings) -> ssl.SSLContext | None:
+    """The server's TLS context, or None for plain HTTP; refuses what would be unsafe.
+
+    Plain HTTP is for loopback (a TLS proxy in front, or one machine): elsewhere tokens
+    would cross the network in the clear, so it takes ``--insecure`` to say so.
+    """
+    cert, key = settings.tls_cert, settings.tls_key
+    if (cert is None) != (key is None):
+        raise ConfigError("--tls-cert and --tls-key go together: give both, or neither")
+    if cert is None or key is None:
+        if not is_loopback(settings.host) and not settings.insecure:
+            raise ConfigError(
+                f"refusing to serve plain HTTP on {settings.host}: tokens would cross the"
+                " network unencrypted; give --tls-cert and --tls-key, or --insecure when a"
+                " TLS proxy in front of the engine terminates TLS"
+            )
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+        raise ConfigError(
+            f"--tls-cert {cert} / --tls-key {key}: cannot be used ({reason})"
+        ) from None
+    return context
 
 
 async def run_engine(
@@ -73,15 +103,16 @@ async def run_engine(
 ) -> None:
     """Serve until SIGINT or SIGTERM; ``on_ready`` gets the base URL once listening."""
     layout = settings.layout
+    context = tls_context(settings)  # a bad certificate is one sentence, before anything
     # Bind before anything starts, so a busy port is one sentence and nothing else.
     listener = _listen(settings.host, settings.port)
     app = create_app(settings, provisioners=provisioners)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()
-        await web.SockSite(runner, listener).start()
+        await web.SockSite(runner, listener, ssl_context=context).start()
         port = int(listener.getsockname()[1])
-        url = _url(settings.host, port)
+        url = _url(settings.host, port, tls=context is not None)
         layout.write_engine_info(pid=os.getpid(), url=url)
         log.info("engine.listening", url=url, data_dir=str(layout.root))
         on_ready(url)

@@ -16,6 +16,11 @@ class EngineSettings:
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 8080
+    tls_cert: Path | None = None
+    """The certificate chain (PEM) to serve HTTPS and WSS with; None: plain HTTP."""
+    tls_key: Path | None = None
+    insecure: bool = False
+    """Serve plain HTTP on an address other than loopback (a TLS proxy in front)."""
     access_token_ttl_s: float = ACCESS_TOKEN_TTL_S
     # Login slowdown (see fluksio.api.throttle): free failures, then doubling waits.
     login_free_failures: int = 5

@@ -17,7 +17,8 @@ from tests.support.process import ManagedProcess
 
 
 def attach_url(engine: EngineProcess) -> str:
-    return engine.url.replace("http://", "ws://") + "/api/v1/workers/attach"
+    scheme, rest = engine.url.split("://", 1)
+    return f"{'wss' if scheme == 'https' else 'ws'}://{rest}/api/v1/workers/attach"
 
 
 class WorkerProcess(ManagedProcess):
@@ -82,3 +83,15 @@ def hello_with_protocol(
     # In a thread of its own: a caller may already run an event loop (Playwright's does).
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, hello()).result(timeout=60)
+
+
+def worker_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``fluksio-worker ARGS`` with a placeholder token, for what it says before it dials."""
+    return subprocess.run(
+        [str(BIN / "fluksio-worker"), *args],
+        env={**os.environ, "FLUKSIO_WORKER_TOKEN": "x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )

@@ -23,6 +23,23 @@ __all__ = ["serve"]
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Certificate chain (PEM): serve HTTPS and WSS on the one port.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Serve plain HTTP on an address other than loopback (a TLS proxy in front).",
+)
+@click.option(
     "--port",
     type=click.IntRange(0, 65535),
     default=8080,
@@ -89,6 +106,9 @@ __all__ = ["serve"]
 def serve(
     *,
     host: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    insecure: bool,
     port: int,
     data_dir: Path,
     engine_slots: int | None,
@@ -119,6 +139,9 @@ def serve(
             data_dir=data_dir,
             host=host,
             port=port,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            insecure=insecure,
             engine_slots=engine_slots,
             node_python=node_python,
             runner_mode=runner_mode,
