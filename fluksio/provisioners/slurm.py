@@ -183,11 +183,16 @@ class SlurmProfile(ProfileSettings):
 
 
 class SlurmSettings(ProvisionerSettings[SlurmProfile]):
-    login: str = Field(pattern=r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+(:[0-9]{1,5})?$")
-    """``user@host`` or ``user@host:port`` of the login node."""
-    ssh_key: str = Field(min_length=1)
+    login: str = Field(pattern=r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+(:[0-9]{1,5})?$")
+    """``user@host[:port]`` of the login node, or a ``Host`` alias of ``ssh_config``."""
+    ssh_key: str | None = Field(default=None, min_length=1)
+    """The private key to log in with (default: the config's ``IdentityFile``, the
+    ssh-agent's keys, and the user's default keys)."""
     known_hosts: str | None = None
-    """Host keys to check against (default: the user's ``~/.ssh/known_hosts``)."""
+    """Host keys to check against (default: the config's ``UserKnownHostsFile``, else
+    ``~/.ssh/known_hosts``)."""
+    ssh_config: str | None = None
+    """The OpenSSH client config to read (default: ``~/.ssh/config`` if it exists)."""
     trust_on_first_use: bool = False
     """Accept and remember an unknown host key once; off by default."""
     worker_command: str = "fluksio-worker"
@@ -387,6 +392,7 @@ def _ssh_shell(settings: SlurmSettings) -> RemoteShell:
         settings.ssh_key,
         known_hosts=settings.known_hosts,
         trust_on_first_use=settings.trust_on_first_use,
+        ssh_config=settings.ssh_config,
     )
 
 

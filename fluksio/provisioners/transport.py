@@ -6,9 +6,15 @@ The only module that imports asyncssh. One connection is opened on first use and
 a poll costs one channel, not a login (asyncssh: ~50 ms per command on an open connection
 against ~200 ms for a new OpenSSH process). A dropped connection is reopened once per
 command, unless the command must run at most once (``sbatch``). Host keys are checked
-against ``known_hosts`` (the user's by default); with ``trust_on_first_use`` a host that
-file does not know yet is accepted once and written there, and a host whose key *changed*
-is refused either way.
+against ``known_hosts`` (the config's ``UserKnownHostsFile``, else the user's, by default);
+with ``trust_on_first_use`` a host that file does not know yet is accepted once and
+written there, and a host whose key *changed* is refused either way.
+
+The user's OpenSSH config is read (``ssh_config``, default ``~/.ssh/config``): ``login``
+may be a ``Host`` alias, and its ``User``, ``Port``, ``IdentityFile`` and ``ProxyJump``
+apply (a jump host is connected to with its own entry). Keys in the ssh-agent
+(``SSH_AUTH_SOCK``) are offered. ``ssh_key`` and ``known_hosts``, when given, override
+the config.
 
 Commands travel as argv, quoted for the remote shell here and nowhere else; anything secret
 travels on stdin, never in argv (``ps`` on the login node shows argv to every user).
@@ -34,11 +40,12 @@ CONNECT_TIMEOUT_S = 15.0
 COMMAND_TIMEOUT_S = 60.0
 
 
-def parse_login(login: str) -> tuple[str, str, int]:
-    """``user@host[:port]`` as (user, host, port)."""
-    user, _, rest = login.partition("@")
+def parse_login(login: str) -> tuple[str | None, str, int | None]:
+    """``[user@]host[:port]`` (``host`` may be a ``Host`` alias of the user's SSH config)
+    as (user, host, port); what it leaves out is None, for the config to say."""
+    user, at, rest = login.rpartition("@")
     host, _, port = rest.partition(":")
-    return user, host, int(port) if port else 22
+    return (user if at else None), host, (int(port) if port else None)
 
 
 class _TrustOnFirstUse(asyncssh.SSHClient):
@@ -70,17 +77,21 @@ class SSHTransport:
     def __init__(
         self,
         login: str,
-        key: str,
+        key: str | None = None,
         *,
         known_hosts: str | None = None,
         trust_on_first_use: bool = False,
+        ssh_config: str | None = None,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self.login = login
         self._user, self._host, self._port = parse_login(login)
-        self._key = Path(key).expanduser()
+        self._key = Path(key).expanduser() if key else None
+        self._explicit_known_hosts = known_hosts is not None
         self._known_hosts = Path(known_hosts or "~/.ssh/known_hosts").expanduser()
+        self._ssh_config = Path(ssh_config or "~/.ssh/config").expanduser()
+        self._config_named = ssh_config is not None
         self._trust_on_first_use = trust_on_first_use
         self._command_timeout_s = command_timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -153,13 +164,14 @@ class SSHTransport:
     def _unverified_key_message(self) -> str:
         """Why the host key was refused: unknown (add it), or changed (check it)."""
         known = self._known_hosts
+        port = self._port or 22
         if known.exists():
-            name = self._host if self._port == 22 else f"[{self._host}]:{self._port}"
-            if asyncssh.read_known_hosts(str(known)).match(self._host, "", self._port)[0]:
+            name = self._host if port == 22 else f"[{self._host}]:{port}"
+            if asyncssh.read_known_hosts(str(known)).match(self._host, "", port)[0]:
                 return (
                     f"{self.login}: the host key CHANGED since it was recorded in {known}: the"
                     " login node was reinstalled, or someone is in the middle. Ask its admins"
-                    f" for its key fingerprint, compare (ssh-keyscan -p {self._port}"
+                    f" for its key fingerprint, compare (ssh-keyscan -p {port}"
                     f" {self._host} | ssh-keygen -lf -), then replace the line for {name}"
                 )
         return (
@@ -173,29 +185,9 @@ class SSHTransport:
                 self._connection = None  # dropped while idle: noticed before any command
             if self._connection is not None:
                 return self._connection
-            if not self._key.is_file():
-                raise TransportError(f"{self.login}: ssh_key {self._key} does not exist")
-            if not self._trust_on_first_use and not self._known_hosts.is_file():
-                raise TransportError(
-                    f"{self.login}: known_hosts file {self._known_hosts} does not exist (name"
-                    " one with known_hosts, or set trust_on_first_use)"
-                )
-            options: dict[str, Any] = {
-                "username": self._user,
-                "client_keys": [str(self._key)],
-                "agent_path": None,
-                "config": [],
-                "connect_timeout": self._connect_timeout_s,
-                "keepalive_interval": 30,
-            }
-            if self._trust_on_first_use:
-                known = self._known_hosts
-                options["known_hosts"] = str(known) if known.exists() else ([], [], [])
-                options["client_factory"] = lambda: _TrustOnFirstUse(known)
-            else:
-                options["known_hosts"] = str(self._known_hosts)
+            options = self._options()
             try:
-                self._connection = await asyncssh.connect(self._host, self._port, **options)
+                self._connection = await asyncssh.connect(self._host, self._port or (), **options)
             except asyncssh.HostKeyNotVerifiable:
                 raise TransportError(self._unverified_key_message()) from None
             except TimeoutError:
@@ -209,13 +201,43 @@ class SSHTransport:
                     f" without a passphrase ({exc})"
                 ) from None
             except asyncssh.PermissionDenied:
-                raise TransportError(
-                    f"{self.login}: the login node refused the key {self._key}"
-                ) from None
+                which = f"the key {self._key}" if self._key else "every key offered"
+                raise TransportError(f"{self.login}: the login node refused {which}") from None
             except (OSError, asyncssh.Error) as exc:
                 reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
                 raise TransportError(f"cannot reach {self.login}: {reason}") from None
             return self._connection
+
+    def _options(self) -> dict[str, Any]:
+        """asyncssh's options: the user's OpenSSH config (``Host`` aliases, ``User``,
+        ``Port``, ``IdentityFile``, ``ProxyJump``, ``UserKnownHostsFile``) and ssh-agent
+        (``SSH_AUTH_SOCK``), with what ``provisioners.json`` names explicitly on top."""
+        if self._config_named and not self._ssh_config.is_file():
+            raise TransportError(f"{self.login}: ssh_config {self._ssh_config} does not exist")
+        if self._key is not None and not self._key.is_file():
+            raise TransportError(f"{self.login}: ssh_key {self._key} does not exist")
+        options: dict[str, Any] = {
+            "config": [str(self._ssh_config)] if self._ssh_config.is_file() else [],
+            "connect_timeout": self._connect_timeout_s,
+            "keepalive_interval": 30,
+        }
+        if self._user:
+            options["username"] = self._user
+        if self._key is not None:
+            options["client_keys"] = [str(self._key)]
+        known = self._known_hosts
+        if self._trust_on_first_use:
+            options["known_hosts"] = str(known) if known.exists() else ([], [], [])
+            options["client_factory"] = lambda: _TrustOnFirstUse(known)
+        elif self._explicit_known_hosts:
+            if not known.is_file():
+                raise TransportError(
+                    f"{self.login}: known_hosts file {known} does not exist (name one with"
+                    " known_hosts, or set trust_on_first_use)"
+                )
+            options["known_hosts"] = str(known)
+        # Else the config's UserKnownHostsFile, or ~/.ssh/known_hosts: checked either way.
+        return options
 
 
 def _text(value: object) -> str:
