@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import pytest
@@ -48,3 +49,11 @@ def test_a_bad_ends_at_is_a_usage_error_in_one_sentence() -> None:
     )
     assert done.returncode == 2
     assert "--ends-at: 'tomorrow-ish' is not a time (a Unix time, or ISO 8601)" in done.stderr
+
+
+def test_slurms_year_for_a_job_without_a_limit_is_no_end() -> None:
+    # sched/backfill starts an unlimited job with a 365-day limit; squeue shows that end.
+    in_a_year = datetime.fromtimestamp(time.time() + 365 * 86400).strftime("%Y-%m-%dT%H:%M:%S")
+    assert detect_job_end({"SLURM_JOB_ID": "270"}, squeue=lambda _j: in_a_year) is None
+    in_a_week = datetime.fromtimestamp(time.time() + 7 * 86400).strftime("%Y-%m-%dT%H:%M:%S")
+    assert detect_job_end({"SLURM_JOB_ID": "271"}, squeue=lambda _j: in_a_week) is not None

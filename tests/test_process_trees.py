@@ -54,7 +54,11 @@ def _start_tree(engine: EngineProcess, marks: Path, worker: str | None) -> list[
 
 
 def _all_gone_within_5_s(pids: list[int], since: float) -> None:
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="the tree to die")
+    try:
+        wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="the tree to die")
+    except AssertionError:
+        left = {name: pid for name, pid in zip(PIDS, pids, strict=True) if alive(pid)}
+        raise AssertionError(f"still alive after 10 s: {left}") from None
     assert time.monotonic() - since <= 5, "every process of the call is gone within 5 s"
 
 

@@ -806,6 +806,9 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
                     _kill_group(header["pid"])
             _reap(sock, live)
     finally:
+        # The client's death may deliver SIGTERM now (PDEATHSIG) while its EOF already
+        # brought us here: nothing may cut the cleanup short and orphan a setsid'd process.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for pid in live:
             _kill_group(pid)
         _kill_tree(os.getpid())  # what left the calls' groups (setsid) or was orphaned

@@ -8,12 +8,16 @@ worker go when too little is left; so no call is cut off by the walltime. In ord
 2. ``SLURM_JOB_END_TIME`` (Unix seconds; newer Slurm sets it);
 3. inside a Slurm job (``SLURM_JOB_ID``): ``squeue -h -j ID -o %e``, the job's end time in
    the cluster's local time (``NONE`` or ``Unknown`` when it has no limit).
+
+An end more than 300 days away counts as none: a job without a limit that Slurm's
+backfill scheduler started shows one of 365 days.
 """
 
 from __future__ import annotations
 
 import logging
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
@@ -21,6 +25,9 @@ __all__ = ["detect_job_end", "parse_end_time"]
 
 log = logging.getLogger("fluksio.agent")
 SQUEUE_TIMEOUT_S = 10.0
+NO_END_BEYOND_S = 300 * 86400
+"""An end further away than this is none: Slurm's backfill scheduler starts a job that has
+no limit with one of 365 days, and squeue then shows that as its end."""
 
 Squeue = Callable[[str], str]
 """Runs ``squeue`` for a job id and returns its output."""
@@ -55,6 +62,13 @@ def detect_job_end(
     environ: Mapping[str, str], explicit: str | None = None, squeue: Squeue = _squeue
 ) -> float | None:
     """When this worker's job ends, or None when it does not (or nobody can tell)."""
+    end = _job_end(environ, explicit, squeue)
+    if end is not None and end - time.time() > NO_END_BEYOND_S:
+        return None
+    return end
+
+
+def _job_end(environ: Mapping[str, str], explicit: str | None, squeue: Squeue) -> float | None:
     if explicit:
         return parse_end_time(explicit)  # a bad value is the user's to fix: it raises
     told = environ.get("SLURM_JOB_END_TIME")
