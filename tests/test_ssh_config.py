@@ -58,7 +58,7 @@ def bastion(tmp_path: Path, slurm: LocalSlurm) -> Iterator[tuple[int, Path, Path
     process.wait(timeout=10)
 
 
-def _config(tmp_path: Path, slurm: LocalSlurm, body: str) -> Path:
+def _config(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "ssh_config"
     path.write_text(body)
     return path
@@ -78,7 +78,6 @@ async def test_login_may_be_a_host_alias_of_the_users_config(
 ) -> None:
     config = _config(
         tmp_path,
-        slurm,
         f"Host hpc\n  HostName 127.0.0.1\n  Port {slurm.port}\n  User {slurm.login.split('@')[0]}\n"
         f"  IdentityFile {slurm.key}\n  UserKnownHostsFile {slurm.known_hosts}\n",
     )
@@ -94,7 +93,6 @@ async def test_a_proxyjump_bastion_is_used_and_its_log_shows_the_hop(
     both.write_text(Path(slurm.known_hosts).read_text() + known.read_text())
     config = _config(
         tmp_path,
-        slurm,
         f"Host jump\n  HostName 127.0.0.1\n  Port {port}\n  User hpcuser\n"
         f"  IdentityFile {slurm.key}\n  UserKnownHostsFile {both}\n"
         f"Host hpc\n  HostName 127.0.0.1\n  Port {slurm.port}\n  User hpcuser\n"

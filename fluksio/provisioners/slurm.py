@@ -366,7 +366,8 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         argv = ["sh", "-c", _CANCEL, "fluksio-cancel", job_id or "", token_file(request_id)]
         done = await self._run(argv)
         if not done.ok:
-            raise ProvisionError(f"scancel {job_id}: {done.error_text()}")
+            what = f"scancel {job_id}" if job_id else f"removing request {request_id}'s token file"
+            raise ProvisionError(f"{what}: {done.error_text()}")
 
     async def check(self) -> str:
         done = await self._run(["sinfo", "-h", "-o", "%P %a %D %t"])

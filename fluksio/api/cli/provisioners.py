@@ -57,17 +57,19 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if script is None:
-        for kind, settings in loaded:
-            click.echo(f"{settings.name} ({kind.type_name}):")
+        provisioners = [kind(settings) for kind, settings in loaded]
+        for provisioner in provisioners:
+            settings = provisioner.settings
+            click.echo(f"{settings.name} ({provisioner.type_name}):")
             for profile in settings.profiles:
                 amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
                 labels = ",".join(profile.labels) or "-"
                 scale = f"max_workers={profile.max_workers} parallel={profile.worker_parallel}"
-                walltime = kind(settings).walltime_s(profile)
+                walltime = provisioner.walltime_s(profile)
                 scale += f" walltime={walltime:g}s" if walltime is not None else " walltime=none"
                 click.echo(f"  {profile.name}: {amounts} labels={labels} {scale}")
         if prove_access:
-            asyncio.run(_prove_access([kind(settings) for kind, settings in loaded]))
+            asyncio.run(_prove_access(provisioners))
         return
     wanted, _, profile_name = script.partition("/")
     for kind, settings in loaded:
