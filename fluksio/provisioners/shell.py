@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from fluksio.errors import FluksioError
 
-__all__ = ["Completed", "RemoteShell", "TransportError"]
+Transport = Literal["asyncssh", "openssh"]
+"""The SSH implementations ``provisioners.json`` may choose between."""
+
+__all__ = ["Completed", "RemoteShell", "Route", "Transport", "TransportError"]
 
 
 class TransportError(FluksioError):
@@ -22,11 +25,16 @@ class TransportError(FluksioError):
 
     ``may_have_run`` is true when the command was sent and its answer lost (a timeout, a
     connection dropped mid-command): it may have acted, e.g. ``sbatch`` queued a job.
+    ``login_needed`` is true when nothing can run until a person logs in (a one-time
+    code); the command was not sent.
     """
 
-    def __init__(self, detail: str, *, may_have_run: bool = False) -> None:
+    def __init__(
+        self, detail: str, *, may_have_run: bool = False, login_needed: bool = False
+    ) -> None:
         super().__init__(detail)
         self.may_have_run = may_have_run
+        self.login_needed = login_needed
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,33 @@ class Completed:
         return text or f"{self.argv[0]} exited with status {self.exit_status}"
 
 
+@dataclass(frozen=True)
+class Route:
+    """How a transport reaches the login node, as ``provisioners check --ssh`` shows it."""
+
+    transport: Transport
+    config: str | None
+    """The OpenSSH config file read, if any."""
+    entries: tuple[str, ...]
+    """The ``Host`` entries of that file that apply: ``"Host hpc (line 1)"``."""
+    destination: str
+    """``user@host:port`` as the config resolves ``login``."""
+    jump: str | None
+    """The ``ProxyJump`` host(s), if any."""
+    shared: str | None = None
+    """OpenSSH: the shared connection's socket, and whether a master holds it."""
+
+    def lines(self) -> list[str]:
+        said = [f"transport: {self.transport}"]
+        said.append(f"config: {self.config or 'none'}")
+        said.append(f"config entry: {', '.join(self.entries) or 'none matches'}")
+        said.append(f"connects to: {self.destination}")
+        said.append(f"jump host: {self.jump or 'none'}")
+        if self.shared is not None:
+            said.append(f"shared connection: {self.shared}")
+        return said
+
+
 class RemoteShell(Protocol):
     """Runs commands on a login node; what a provisioner needs of SSH."""
 
@@ -67,4 +102,21 @@ class RemoteShell(Protocol):
 
     async def close(self) -> None:
         """Release the connection, if one is held open."""
+        ...
+
+    async def login_needed(self) -> bool:
+        """Whether commands wait for a person to log in; asks nothing of the login node."""
+        ...
+
+    async def logout(self) -> bool:
+        """Close a shared login, whoever opened it; False when there was none."""
+        ...
+
+    def login_argv(self) -> list[str] | None:
+        """The command a person runs in a terminal to log in once for every later command
+        (one-time codes); None when this shell cannot share a login."""
+        ...
+
+    async def describe(self) -> Route:
+        """How the login node is reached: transport, config entry, jump host."""
         ...
