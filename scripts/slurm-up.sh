@@ -48,19 +48,21 @@ install -d -m 0755 "$STATE" "$MARKS"
 
 # -- packages --------------------------------------------------------------------------
 need=""
-for bin in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sbatch /usr/sbin/munged /usr/sbin/sshd; do
+# oathtool and pam_oath: the tests' second login node asks for a TOTP code, as real sites do.
+for bin in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sbatch /usr/sbin/munged /usr/sbin/sshd \
+    /usr/bin/oathtool /lib/x86_64-linux-gnu/security/pam_oath.so; do
     [ -x "$bin" ] || need=1
 done
 /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || need=1
 if [ -n "$need" ]; then
-    say "installing slurm, munge, openssh-server, python3-venv"
+    say "installing slurm, munge, openssh-server, python3-venv, libpam-oath, oathtool"
     made_policy=""
     # Keep the packages' scripts from starting services (an sshd on 0.0.0.0:22).
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
         made_policy=1
     fi
-    pkgs="slurmctld slurmd slurm-client munge openssh-server openssh-client python3-venv"
+    pkgs="slurmctld slurmd slurm-client munge openssh-server openssh-client python3-venv libpam-oath oathtool"
     export DEBIAN_FRONTEND=noninteractive
     if ! apt-get install -y -q --no-install-recommends $pkgs >"$STATE/apt.log" 2>&1; then
         apt-get update -q >>"$STATE/apt.log" 2>&1 || true

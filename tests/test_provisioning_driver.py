@@ -150,6 +150,43 @@ async def test_failures_rest_the_profile_doubling_up_to_the_cap() -> None:
     await driver.close()
 
 
+async def test_a_login_needed_waits_for_a_person_without_backoff_or_tokens() -> None:
+    driver, provisioner, engine, clock = _driver(retry_base_s=10)
+    provisioner.logged_out = True
+    driver.want("box", "small")
+    await _settle()
+    state = _state(driver)
+    assert state.login_needed == "login needed: run 'fluksio provisioners login box'"
+    assert state.stage is None and state.last_error is None, "not a failure"
+    assert state.retry_at == clock.now() + 5, "looked at again after one poll interval"
+    (status,) = driver.profiles()
+    assert status.failures == 0 and status.login_needed == state.login_needed
+    minted = len(engine.revoked)
+    for _ in range(3):  # each rest ends, the next pass asks, nobody has logged in yet
+        clock.advance(5)
+        driver.want("box", "small")
+        await _settle()
+    assert provisioner.login_checks == 3, "asked the provisioner, locally, once per rest"
+    assert len(engine.revoked) == minted, "no token is minted while nobody can log in"
+    assert _state(driver).retry_at == clock.now() + 5, "the rest does not double"
+    provisioner.logged_out = False  # someone ran 'fluksio provisioners login box'
+    clock.advance(5)
+    driver.want("box", "small")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the submission")
+    assert _state(driver).login_needed is None
+    assert _state(driver).stage is RequestStage.QUEUED
+    provisioner.logged_out = True  # the shared connection closed while the job is queued
+    clock.advance(5)
+    await _settle()
+    assert _state(driver).login_needed == "login needed: run 'fluksio provisioners login box'"
+    assert _state(driver).stage is RequestStage.QUEUED, "the job is still watched"
+    provisioner.logged_out = False
+    clock.advance(5)
+    await _settle()
+    assert _state(driver).login_needed is None
+    await driver.close()
+
+
 async def test_a_job_that_leaves_before_its_worker_attached_fails_at_the_next_poll() -> None:
     driver, provisioner, engine, clock = _driver()
     driver.want("box", "small")

@@ -115,6 +115,12 @@ def test_provisioning_then_outstanding() -> None:
         "provisioning hpc/gpu-small, the last attempt failed (sbatch: invalid partition);"
         " trying again in 30 s"
     )
+    login = "login needed: run 'fluksio provisioners login hpc'"
+    waiting = Provisioning("Slurm job", retry_at=130.0, login_needed=login, last_error="old")
+    scheduler.set_profiles([replace(profiles[1], provisioning=waiting), profiles[0]])
+    assert scheduler.schedule().asks == (), "nobody has logged in: nothing to ask yet"
+    needs = scheduler.reason("r", now=100.4)
+    assert needs is not None and needs.text == f"provisioning hpc/gpu-small, {login}"
 
 
 def test_engine_busy_and_engine_too_small() -> None:

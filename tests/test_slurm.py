@@ -28,6 +28,7 @@ from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.http import call
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
+from tests.support.transports import both_transports
 from tests.support.wait import wait_for
 
 NODE = code(
@@ -83,10 +84,18 @@ def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
     yield start_with
     for engine in started:
         engine.stop()
+    for index in range(len(started)):  # what an engine killed mid-test left open
+        _log_out(tmp_path / f"data{index}")
     # Whatever a failed test left queued must not hold the cluster's CPUs for the next.
     leftovers = slurm.fluksio_jobs()
     if leftovers:
         slurm.ssh("scancel", *leftovers)
+
+
+def _log_out(data_dir: Path) -> None:
+    """Close an openssh provisioner's shared connection (an engine SIGKILLed leaves its own)."""
+    if '"openssh"' in (data_dir / "provisioners.json").read_text():
+        fluksio("provisioners", "logout", "hpc", "--data-dir", str(data_dir))
 
 
 def _resources(engine: EngineProcess, token: str) -> dict[str, Any]:
@@ -114,10 +123,11 @@ def _wait_error(engine: EngineProcess, token: str, what: str) -> dict[str, Any]:
     return wait_for(recorded, timeout=30, what=what)
 
 
+@both_transports
 def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
-    start: Any, slurm: LocalSlurm
+    start: Any, slurm: LocalSlurm, kind: str
 ) -> None:
-    engine, token = start()
+    engine, token = start(transport=kind)
     assert put_flow(engine, token, "on-hpc", [{"id": "n", "worker": "hpc", "code": NODE}])
     run_id = start_run(engine, token, "on-hpc")["id"]
 
@@ -166,11 +176,14 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     assert slurm.ssh("test", "-e", token_file).returncode == 1, "the job left its token file"
 
 
+@both_transports
 def test_many_queued_calls_still_make_one_job_and_stopping_the_engine_cancels_it(
-    start: Any, slurm: LocalSlurm
+    start: Any, slurm: LocalSlurm, kind: str
 ) -> None:
     # Held for an hour: it stays PENDING (BeginTime) however long the test looks at it.
-    engine, token = start(provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]})
+    engine, token = start(
+        transport=kind, provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]}
+    )
     nodes = [{"id": f"n{i}", "worker": "hpc", "code": NODE} for i in range(4)]
     assert put_flow(engine, token, "many", nodes)
     runs = [start_run(engine, token, "many")["id"] for _ in range(3)]
@@ -214,10 +227,11 @@ def test_a_job_that_never_starts_is_cancelled_after_provision_timeout(
     )
 
 
+@both_transports
 def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
-    start: Any, slurm: LocalSlurm
+    start: Any, slurm: LocalSlurm, kind: str
 ) -> None:
-    engine, token = start(profile={"sbatch": ["--partition=no-such-partition"]})
+    engine, token = start(transport=kind, profile={"sbatch": ["--partition=no-such-partition"]})
     assert put_flow(engine, token, "nowhere", [{"id": "n", "worker": "hpc", "code": NODE}])
     run_id = start_run(engine, token, "nowhere")["id"]
 
@@ -232,34 +246,55 @@ def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
     entry = _provisioner(slurm, 1, **changes)
     path = tmp_path / "provisioners.json"
     path.write_text(json.dumps([entry]))
-    return fluksio("provisioners", "check", "--file", str(path), "--ssh")
+    data = tmp_path / "data"
+    return fluksio("provisioners", "check", "--file", str(path), "--ssh", "--data-dir", str(data))
 
 
-def test_check_ssh_logs_in_and_shows_sinfo(slurm: LocalSlurm, tmp_path: Path) -> None:
-    done = _check(slurm, tmp_path)
+@both_transports
+def test_check_ssh_logs_in_and_says_how_then_shows_sinfo(
+    slurm: LocalSlurm, tmp_path: Path, kind: str
+) -> None:
+    done = _check(slurm, tmp_path, transport=kind)
     assert done.returncode == 0, done.stderr
-    assert "hpc: access works\n  debug* up 1 " in done.stdout
+    said = done.stdout.split("hpc: access works\n", 1)[1]
+    assert said.startswith(f"  transport: {kind}\n  config: "), said
+    assert f"\n  connects to: {slurm.login_with_port}\n  jump host: none\n" in said
+    assert "\n  sinfo:\n  debug* up 1 " in said
 
 
+def _known(path: Path, port: int) -> bool:
+    """Whether ``path`` holds a key for the login node (hashed or not: OpenSSH honours the
+    system's HashKnownHosts)."""
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[127.0.0.1]:{port}", "-f", str(path)],
+        check=False,
+        capture_output=True,
+    )
+    return found.returncode == 0
+
+
+@both_transports
 def test_an_unknown_host_key_is_refused_unless_trusted_on_first_use(
-    slurm: LocalSlurm, tmp_path: Path
+    slurm: LocalSlurm, tmp_path: Path, kind: str
 ) -> None:
     fresh = tmp_path / "known_hosts"
     fresh.write_text("")
-    refused = _check(slurm, tmp_path, known_hosts=str(fresh))
+    refused = _check(slurm, tmp_path, known_hosts=str(fresh), transport=kind)
     assert refused.returncode == 2
     assert f"the host key is not in {fresh}" in refused.stderr
     assert "Traceback" not in refused.stderr
-    trusted = _check(slurm, tmp_path, known_hosts=str(fresh), trust_on_first_use=True)
+    trusted = _check(
+        slurm, tmp_path, known_hosts=str(fresh), trust_on_first_use=True, transport=kind
+    )
     assert trusted.returncode == 0, trusted.stderr
-    remembered = fresh.read_text()
-    assert remembered.startswith(f"[127.0.0.1]:{slurm.port} ssh-ed25519 ")
+    assert _known(fresh, slurm.port) and " ssh-ed25519 " in fresh.read_text()
     # Remembered now: checked without trusting anything new.
-    assert _check(slurm, tmp_path, known_hosts=str(fresh)).returncode == 0
+    assert _check(slurm, tmp_path, known_hosts=str(fresh), transport=kind).returncode == 0
 
 
+@both_transports
 def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
-    slurm: LocalSlurm, tmp_path: Path
+    slurm: LocalSlurm, tmp_path: Path, kind: str
 ) -> None:
     other = tmp_path / "other_host_key"
     made = subprocess.run(
@@ -269,7 +304,9 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     other_key = other.with_suffix(".pub").read_text().split()[:2]
     lying = tmp_path / "known_hosts"
     lying.write_text(f"[127.0.0.1]:{slurm.port} {' '.join(other_key)}\n")
-    refused = _check(slurm, tmp_path, known_hosts=str(lying), trust_on_first_use=True)
+    refused = _check(
+        slurm, tmp_path, known_hosts=str(lying), trust_on_first_use=True, transport=kind
+    )
     assert refused.returncode == 2, refused.stdout
     assert "the host key CHANGED since it was recorded in" in refused.stderr
     assert f"ssh-keyscan -p {slurm.port} 127.0.0.1" in refused.stderr
@@ -287,10 +324,14 @@ def _data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, 
     return data_dir, port
 
 
-def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm) -> tuple[Path, int]:
+def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
     """For engines whose jobs stay PENDING."""
     return _data_dir(
-        tmp_path, slurm, provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]}
+        tmp_path,
+        slurm,
+        provision_timeout_s=0,
+        profile={"sbatch": ["--begin=now+1hour"]},
+        **changes,
     )
 
 
@@ -343,10 +384,11 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
     _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
 
 
+@both_transports
 def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
-    tmp_path: Path, slurm: LocalSlurm
+    tmp_path: Path, slurm: LocalSlurm, kind: str
 ) -> None:
-    data_dir, port = _held_jobs_data_dir(tmp_path, slurm)
+    data_dir, port = _held_jobs_data_dir(tmp_path, slurm, transport=kind)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -375,6 +417,7 @@ def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
         assert slurm.fluksio_jobs() == [job_id], "no second job"
     finally:
         engine.stop()
+        _log_out(data_dir)
     _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
-from fluksio.provisioners.shell import Completed, TransportError
+from fluksio.provisioners.shell import Completed, Route, TransportError
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "provisioners.example.json"
@@ -44,6 +44,18 @@ class ScriptedShell:
 
     async def close(self) -> None:
         self.closed = True
+
+    async def login_needed(self) -> bool:
+        return False
+
+    async def logout(self) -> bool:
+        return False
+
+    def login_argv(self) -> list[str] | None:
+        return None
+
+    async def describe(self) -> Route:
+        return Route("asyncssh", None, (), "hpc@login:22", None)
 
 
 def _provisioner(*replies: tuple[int, str, str] | Exception) -> tuple[SlurmProvisioner, Any]:

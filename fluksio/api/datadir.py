@@ -62,6 +62,10 @@ class DataDir:
     def provisioners(self) -> Path:
         return self.root / "provisioners.json"
 
+    def provisioner_state(self, name: str) -> Path:
+        """What one provisioner keeps between calls (its shared SSH connection)."""
+        return self.root / "provisioners" / name
+
     @property
     def secrets_key(self) -> Path:
         return self.root / "secrets.key"

@@ -19,11 +19,18 @@ from fluksio.api.tokens import TokenService
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import ProfileSettings, Provisioner
-from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.config import Loaded, load_provisioners
 from fluksio.provisioners.driver import MachineRequest
 from fluksio.provisioners.plugins import Plugins, build_plugins
 
-__all__ = ["CONFIGURED", "Configured", "TokensAndRequests", "load_configured", "log_ready"]
+__all__ = [
+    "CONFIGURED",
+    "Configured",
+    "TokensAndRequests",
+    "instantiate",
+    "load_configured",
+    "log_ready",
+]
 
 log = get_logger(__name__)
 # A provisioned worker's token outlives no job by much: a day, as the spec says.
@@ -53,7 +60,17 @@ def load_configured(layout: DataDir) -> Configured:
         loaded = load_provisioners(layout.provisioners, plugins.provisioner_types())
     except ValueError as exc:  # two plugins claiming one type
         raise ConfigError(str(exc)) from None
-    return Configured(plugins, [kind(settings) for kind, settings in loaded])
+    return Configured(plugins, instantiate(layout, loaded))
+
+
+def instantiate(layout: DataDir, loaded: list[Loaded]) -> list[Provisioner[Any, Any]]:
+    """One provisioner per configured entry, each given its state directory."""
+    provisioners = []
+    for kind, settings in loaded:
+        provisioner = kind(settings)
+        provisioner.state_dir = layout.provisioner_state(settings.name)
+        provisioners.append(provisioner)
+    return provisioners
 
 
 class TokensAndRequests:

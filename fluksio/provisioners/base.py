@@ -15,6 +15,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -145,12 +146,15 @@ class ProvisionError(FluksioError):
 
     ``uncertain`` is set when a submission was sent and its answer lost (a timeout, a
     dropped connection): the job may exist. The engine then looks for it with
-    :meth:`Provisioner.find` instead of submitting again.
+    :meth:`Provisioner.find` instead of submitting again. ``login_needed`` is set when
+    nothing reached the system because a person must log in first
+    (:meth:`Provisioner.login_command`): the engine waits for that, without backoff.
     """
 
-    def __init__(self, detail: str, *, uncertain: bool = False) -> None:
+    def __init__(self, detail: str, *, uncertain: bool = False, login_needed: bool = False) -> None:
         super().__init__(detail)
         self.uncertain = uncertain
+        self.login_needed = login_needed
 
 
 @dataclass(frozen=True)
@@ -213,6 +217,11 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     """The pydantic model each configured entry of this type is validated with."""
     job_noun: ClassVar[str] = "job"
     """How its requests are called in sentences: ``"Slurm job"`` gives "Slurm job 12"."""
+    state_dir: Path | None = None
+    """A directory of its own under the engine's data directory, for what it keeps between
+    calls (the Slurm provisioner's shared SSH connection). Set by the engine and the CLI
+    before any call; None where nothing is kept (a dry run, a test). Create it 0700 on
+    first use, not in the constructor."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
@@ -299,6 +308,29 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
 
     async def close(self) -> None:
         """Release what the provisioner holds open (connections); called at shutdown."""
+
+    def login_command(self) -> list[str] | None:
+        """The command a person runs in a terminal to log in once, where the system asks
+        for more than a key (a one-time code); later calls share that login.
+
+        ``fluksio provisioners login NAME`` runs it. None (the default): the provisioner
+        never needs a person.
+        """
+        return None
+
+    async def logout(self) -> bool:
+        """End the login :meth:`login_command` opened (``fluksio provisioners logout``);
+        False when none was open. The default has none."""
+        return False
+
+    async def login_needed(self) -> bool:
+        """Whether calls wait for a person to run :meth:`login_command`.
+
+        Asked before each submission once a call raised :class:`ProvisionError` with
+        ``login_needed``; must answer without contacting the system (no failed logins
+        piling up at a site that counts them). False by default.
+        """
+        return False
 
     def worker_attached(self, worker: WorkerEvent) -> None:
         """A worker attached; see :func:`~.hookspecs.fluksio_worker_attached`. Optional."""

@@ -18,7 +18,7 @@ from fluksio.validation import first_error
 
 Loaded = tuple[type[Provisioner[Any, Any]], ProvisionerSettings[Any]]
 
-__all__ = ["load_provisioners"]
+__all__ = ["Loaded", "load_provisioners"]
 
 
 def _where(path: Path, entry: Any, index: int) -> str:

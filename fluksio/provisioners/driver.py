@@ -60,6 +60,7 @@ __all__ = [
     "MachineRequest",
     "ProfileStatus",
     "ProvisioningDriver",
+    "login_sentence",
 ]
 
 log = structlog.get_logger(__name__)
@@ -129,6 +130,9 @@ class ProfileStatus:
     retry_at: float | None
     failures: int
     workers: tuple[BroughtWorker, ...]
+    login_needed: str | None = None
+    """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
+    submitted or polled until a person logs in."""
 
 
 @dataclass
@@ -154,6 +158,7 @@ class _Profile:
     resting_until: float | None = None
     rest_timer: Timer | None = None
     workers: dict[str, _Brought] = field(default_factory=dict)
+    login_needed: str | None = None
 
     @property
     def key(self) -> str:
@@ -219,6 +224,7 @@ class ProvisioningDriver:
             retry_at=entry.resting_until,
             jobs=_counted(entry),
             attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
+            login_needed=entry.login_needed,
         )
 
     # -- asked for capacity -------------------------------------------------------------
@@ -249,6 +255,9 @@ class ProvisioningDriver:
 
     async def _submit(self, entry: _Profile, request: MachineRequest) -> None:
         try:
+            if entry.login_needed is not None and await entry.provisioner.login_needed():
+                self._wait_for_login(entry, request, "still no login")
+                return
             token, request.token_jti = self._engine.mint_token(
                 entry.provisioner.name, entry.profile, request.id
             )
@@ -258,7 +267,9 @@ class ProvisioningDriver:
                 entry.profile, request_id=request.id, token=token
             )
         except ProvisionError as exc:
-            if exc.uncertain:
+            if exc.login_needed:
+                self._wait_for_login(entry, request, exc.detail)
+            elif exc.uncertain:
                 self._answer_lost(entry, request, exc.detail)
             else:
                 self._failed(entry, request, exc.detail)
@@ -266,6 +277,7 @@ class ProvisioningDriver:
         except Exception as exc:
             self._failed(entry, request, _words(exc))
             return
+        entry.login_needed = None
         request.job_id = submitted.job_id
         request.status_since = self._clock.now()
         if request.stage is RequestStage.ENDED:
@@ -374,6 +386,20 @@ class ProvisioningDriver:
             entry.rest_timer = self._clock.call_later(rest, lambda: self._rested(entry))
         self._changed()
 
+    def _wait_for_login(self, entry: _Profile, request: MachineRequest, detail: str) -> None:
+        """Nothing was sent: a person must log in. Not a failure (no backoff grows); the
+        profile is looked at again after one poll interval, locally, until they have."""
+        if entry.login_needed is None:
+            log.warning("provision.login_needed", profile=entry.key, detail=detail)
+        entry.login_needed = login_sentence(entry.provisioner.name)
+        self._ended(entry, request, entry.login_needed)
+        entry.resting_until = self._clock.now() + entry.provisioner.settings.poll_interval_s
+        if not self._closing:
+            entry.rest_timer = self._clock.call_later(
+                entry.provisioner.settings.poll_interval_s, lambda: self._rested(entry)
+            )
+        self._changed()
+
     def _rested(self, entry: _Profile) -> None:
         # Not a submission: the next scheduling pass asks again only if a call still needs it.
         entry.resting_until = None
@@ -450,12 +476,16 @@ class ProvisioningDriver:
         try:
             statuses: Mapping[str, JobStatus] = await provisioner.poll(job_ids)
         except Exception as exc:
+            login = isinstance(exc, ProvisionError) and exc.login_needed
             for entry, request in watched:
+                if login:
+                    entry.login_needed = login_sentence(provisioner.name)
                 if request.stage is not RequestStage.ATTACHED:
                     entry.last_error = (self._clock.now(), f"polling failed: {_words(exc)}")
             self._changed()
             return
         for entry, request in watched:
+            entry.login_needed = None
             if request.stage is RequestStage.ENDED:
                 continue
             status = statuses.get(str(request.job_id))
@@ -588,6 +618,7 @@ class ProvisioningDriver:
                 last_error=entry.last_error,
                 retry_at=entry.resting_until,
                 failures=entry.failures,
+                login_needed=entry.login_needed,
                 workers=tuple(
                     BroughtWorker(
                         worker_id=worker_id,
@@ -663,6 +694,11 @@ def _status_text(entry: _Profile, request: MachineRequest | None) -> str | None:
         noun = entry.provisioner.job_noun
         return f"its answer was lost ({request.answer_lost}); looking for the {noun} by its mark"
     return request.status.describe() if request.status else None
+
+
+def login_sentence(provisioner: str) -> str:
+    """What a profile shows while it waits for a person to log in."""
+    return f"login needed: run 'fluksio provisioners login {provisioner}'"
 
 
 def _words(exc: BaseException) -> str:

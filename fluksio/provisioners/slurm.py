@@ -38,8 +38,8 @@ from fluksio.provisioners.base import (
     worker_argv,
 )
 from fluksio.provisioners.hookspecs import hookimpl
-from fluksio.provisioners.shell import Completed, RemoteShell, TransportError
-from fluksio.provisioners.transport import SSHTransport
+from fluksio.provisioners.shell import Completed, RemoteShell, Transport, TransportError
+from fluksio.provisioners.transport import open_transport
 
 __all__ = [
     "SLURM_STATES",
@@ -195,6 +195,10 @@ class SlurmSettings(ProvisionerSettings[SlurmProfile]):
     """The OpenSSH client config to read (default: ``~/.ssh/config`` if it exists)."""
     trust_on_first_use: bool = False
     """Accept and remember an unknown host key once; off by default."""
+    transport: Transport = "asyncssh"
+    """How SSH is spoken: ``asyncssh`` (in the engine, the default) or ``openssh`` (the
+    system ``ssh``: everything the user's OpenSSH does, one shared connection, and
+    ``fluksio provisioners login`` for sites that ask for a one-time code)."""
     worker_command: str = "fluksio-worker"
 
     @field_validator("engine_url", "worker_command")
@@ -313,7 +317,27 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
 
     def __init__(self, settings: SlurmSettings, shell: RemoteShell | None = None) -> None:
         super().__init__(settings)
-        self._shell = shell if shell is not None else _ssh_shell(settings)
+        self._given_shell = shell
+        self._opened_shell: RemoteShell | None = None
+
+    @property
+    def shell(self) -> RemoteShell:
+        """Where its commands run; SSH is opened on first use, once :attr:`state_dir` is
+        known (the shared connection's socket lives there)."""
+        if self._given_shell is not None:
+            return self._given_shell
+        if self._opened_shell is None:
+            settings = self.settings
+            self._opened_shell = open_transport(
+                settings.transport,
+                settings.login,
+                settings.ssh_key,
+                known_hosts=settings.known_hosts,
+                trust_on_first_use=settings.trust_on_first_use,
+                ssh_config=settings.ssh_config,
+                control_path=self.state_dir / "ssh" if self.state_dir is not None else None,
+            )
+        return self._opened_shell
 
     def render(self, profile: SlurmProfile, *, request_id: str) -> str:
         return render_script(self.settings, profile, request_id=request_id)
@@ -370,31 +394,37 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             raise ProvisionError(f"{what}: {done.error_text()}")
 
     async def check(self) -> str:
+        try:
+            route = await self.shell.describe()
+        except TransportError as exc:
+            raise ProvisionError(exc.detail) from None
         done = await self._run(["sinfo", "-h", "-o", "%P %a %D %t"])
         if not done.ok:
             raise ProvisionError(f"sinfo: {done.error_text()}")
-        return done.stdout
+        return "\n".join([*route.lines(), "sinfo:", done.stdout.rstrip("\n")]) + "\n"
+
+    def login_command(self) -> list[str] | None:
+        return self.shell.login_argv()
+
+    async def login_needed(self) -> bool:
+        return await self.shell.login_needed()
+
+    async def logout(self) -> bool:
+        return await self.shell.logout()
 
     async def close(self) -> None:
-        await self._shell.close()
+        if self._given_shell is not None or self._opened_shell is not None:
+            await self.shell.close()
 
     async def _run(
         self, argv: list[str], stdin: str | None = None, *, once: bool = False
     ) -> Completed:
         try:
-            return await self._shell.run(argv, stdin, once=once)
+            return await self.shell.run(argv, stdin, once=once)
         except TransportError as exc:
-            raise ProvisionError(exc.detail, uncertain=exc.may_have_run) from None
-
-
-def _ssh_shell(settings: SlurmSettings) -> RemoteShell:
-    return SSHTransport(
-        settings.login,
-        settings.ssh_key,
-        known_hosts=settings.known_hosts,
-        trust_on_first_use=settings.trust_on_first_use,
-        ssh_config=settings.ssh_config,
-    )
+            raise ProvisionError(
+                exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
+            ) from None
 
 
 @hookimpl

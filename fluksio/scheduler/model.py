@@ -139,6 +139,8 @@ class Provisioning:
     attached (until their job ends)."""
     attached: int = 0
     """How many of those have their worker attached."""
+    login_needed: str | None = None
+    """While a person must log in before anything can be submitted: what to run."""
 
     @property
     def outstanding(self) -> bool:

@@ -8,6 +8,7 @@ Examples of each kind (``tests/test_scheduler_reasons.py`` holds them all)::
     provisioning hpc/gpu-small (outstanding): no attached worker carries label 'gpu'
     provisioning hpc/gpu-small, Slurm job 41 PENDING (Priority)
     provisioning hpc/gpu-small, the last attempt failed (sbatch: ...); trying again in 20 s
+    provisioning hpc/gpu-small, login needed: run 'fluksio provisioners login hpc'
     waiting for the engine: all 4 slots busy
     needs up to 7200 s; hpc-small's job ends in 1800 s
 """
@@ -213,6 +214,8 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
         said = f"{noun} {job} {state.status or 'submitted'}, waiting for its worker to attach"
     elif state.stage is not None:
         said = f"{noun} {job} {state.status or 'submitted'}"
+    elif state.login_needed is not None:
+        said = state.login_needed
     elif state.last_error is not None:
         said = f"the last attempt failed ({state.last_error})"
         if state.retry_at is not None and now is not None:

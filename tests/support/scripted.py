@@ -25,7 +25,9 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
     """Jobs are entries of ``self.jobs``; ``gate`` holds submissions until it is set.
 
     ``lose_answer`` makes the next submission queue its job and then fail as a timeout
-    would (uncertain); ``marks`` is what :meth:`find` sees: request id -> job id.
+    would (uncertain); ``marks`` is what :meth:`find` sees: request id -> job id. While
+    ``logged_out``, every call fails as a login node asking for a one-time code would;
+    ``login_checks`` counts how often the driver asked whether that is still so.
     """
 
     type_name = "scripted"
@@ -44,6 +46,8 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         self.tokens: list[str] = []
         self.refuse: str | None = None
         self.poll_error: str | None = None
+        self.logged_out = False
+        self.login_checks = 0
         self.gate = asyncio.Event()
         self.gate.set()
 
@@ -52,6 +56,7 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
 
     async def submit(self, profile: ProfileSettings, *, request_id: str, token: str) -> Submission:
         await self.gate.wait()
+        self._logged_in()
         if self.refuse:
             raise ProvisionError(self.refuse)
         job_id = str(100 + len(self.submitted))
@@ -66,6 +71,7 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         self.polls += 1
+        self._logged_in()
         if self.poll_error:
             raise ProvisionError(self.poll_error)
         return {job_id: self.jobs[job_id] for job_id in job_ids if job_id in self.jobs}
@@ -74,6 +80,14 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         if self.find_error:
             raise ProvisionError(self.find_error)
         return {r: self.marks[r] for r in request_ids if self.marks.get(r) in self.jobs}
+
+    async def login_needed(self) -> bool:
+        self.login_checks += 1
+        return self.logged_out
+
+    def _logged_in(self) -> None:
+        if self.logged_out:
+            raise ProvisionError("box: a login without a person was refused", login_needed=True)
 
     async def cancel(self, job_id: str | None, *, request_id: str) -> None:
         self.cancelled.append(job_id)

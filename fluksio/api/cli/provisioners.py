@@ -1,8 +1,15 @@
-"""``fluksio provisioners check``: validate provisioners.json and show what it would submit."""
+"""``fluksio provisioners``: check provisioners.json, and log in where a site asks for a code.
+
+``check`` validates the file, lists its profiles, prints a job script, or (``--ssh``)
+proves access and shows how the login node was reached. ``login`` opens the shared
+connection the engine then uses, in the person's own terminal.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +17,7 @@ import click
 
 from fluksio.api.cli.options import data_dir_option
 from fluksio.api.datadir import DataDir
+from fluksio.api.provisioning import instantiate
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import Provisioner, ProvisionError
 from fluksio.provisioners.config import load_provisioners
@@ -42,22 +50,13 @@ def provisioners() -> None:
     "--ssh",
     "prove_access",
     is_flag=True,
-    help="Also log in to each provisioner's system and show what it says (Slurm: sinfo).",
+    help="Also log in to each provisioner's system, show how (transport, config entry,"
+    " jump host) and what it says (Slurm: sinfo).",
 )
 def check(data_dir: Path, file: Path | None, script: str | None, prove_access: bool) -> None:
     """Validate provisioners.json, list its profiles, optionally print a job script."""
-    plugins = build_plugins()
-    for failure in plugins.failures:
-        click.echo(f"plugin {failure.name!r} was left out: {failure.error}", err=True)
-    path = file or DataDir(data_dir).provisioners
-    if not path.exists():
-        raise ConfigError(f"{path} does not exist")
-    try:
-        loaded = load_provisioners(path, plugins.provisioner_types())
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    path, provisioners = _configured(data_dir, file)
     if script is None:
-        provisioners = [kind(settings) for kind, settings in loaded]
         for provisioner in provisioners:
             settings = provisioner.settings
             click.echo(f"{settings.name} ({provisioner.type_name}):")
@@ -72,20 +71,88 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
             asyncio.run(_prove_access(provisioners))
         return
     wanted, _, profile_name = script.partition("/")
-    for kind, settings in loaded:
-        if settings.name == wanted:
-            provisioner = kind(settings)
-            try:
-                profile = provisioner.profile(profile_name)
-            except KeyError as exc:
-                raise ConfigError(str(exc.args[0])) from None
-            # A real request's id is random, one per job.
-            click.echo(provisioner.render(profile, request_id="EXAMPLE"), nl=False)
-            return
-    raise ConfigError(f"--script: no provisioner named {wanted!r} in {path}")
+    provisioner = _named(provisioners, wanted, path, "--script")
+    try:
+        profile = provisioner.profile(profile_name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    # A real request's id is random, one per job.
+    click.echo(provisioner.render(profile, request_id="EXAMPLE"), nl=False)
 
 
-async def _prove_access(provisioners: list[Provisioner[Any, Any]]) -> None:
+@provisioners.command()
+@data_dir_option
+@click.argument("name")
+def login(data_dir: Path, name: str) -> None:
+    """Log in to provisioner NAME's login node here, once, for the engine to share.
+
+    For sites that ask for a one-time code: the code is typed here, and the engine (with
+    the same data directory) then submits and polls through this connection without
+    asking. Needs "transport": "openssh".
+    """
+    path, provisioners = _configured(data_dir, None)
+    provisioner = _named(provisioners, name, path, "NAME")
+    argv = provisioner.login_command()
+    if argv is None:
+        raise ConfigError(
+            f'provisioner {name!r} cannot share a login; set "transport": "openssh" in'
+            f" {path} (the asyncssh transport logs in by itself, with keys)"
+        )
+    # The person's terminal: ssh asks there for what the login node wants. SIGHUP ignored
+    # (and so in ssh): where this command leads its terminal's session (ssh -t host
+    # fluksio ...), its exit hangs the terminal up before ssh's background half has left it.
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        status = subprocess.run(argv, check=False).returncode
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    if status != 0:
+        raise ProvisionError(f"{name}: the login did not succeed (ssh said why above)")
+    asyncio.run(_prove_access([provisioner], quiet=True))
+    click.echo(
+        f"{name}: logged in; the engine shares this connection until it drops"
+        f" (run 'fluksio provisioners check --ssh' to see it)"
+    )
+
+
+@provisioners.command()
+@data_dir_option
+@click.argument("name")
+def logout(data_dir: Path, name: str) -> None:
+    """Close provisioner NAME's shared connection; the engine then needs a new login
+    (where a key alone will not do) before it can submit again."""
+    path, provisioners = _configured(data_dir, None)
+    provisioner = _named(provisioners, name, path, "NAME")
+    closed = asyncio.run(provisioner.logout())
+    click.echo(f"{name}: logged out" if closed else f"{name}: no shared connection was open")
+
+
+def _configured(data_dir: Path, file: Path | None) -> tuple[Path, list[Provisioner[Any, Any]]]:
+    plugins = build_plugins()
+    for failure in plugins.failures:
+        click.echo(f"plugin {failure.name!r} was left out: {failure.error}", err=True)
+    layout = DataDir(data_dir)
+    path = file or layout.provisioners
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist")
+    try:
+        loaded = load_provisioners(path, plugins.provisioner_types())
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return path, instantiate(layout, loaded)
+
+
+def _named(
+    provisioners: list[Provisioner[Any, Any]], name: str, path: Path, what: str
+) -> Provisioner[Any, Any]:
+    for provisioner in provisioners:
+        if provisioner.name == name:
+            return provisioner
+    known = ", ".join(p.name for p in provisioners) or "none"
+    raise ConfigError(f"{what}: no provisioner named {name!r} in {path} (configured: {known})")
+
+
+async def _prove_access(provisioners: list[Provisioner[Any, Any]], *, quiet: bool = False) -> None:
     failed = []
     for provisioner in provisioners:
         try:
@@ -95,6 +162,8 @@ async def _prove_access(provisioners: list[Provisioner[Any, Any]]) -> None:
             continue
         finally:
             await provisioner.close()
+        if quiet:
+            continue
         click.echo(f"{provisioner.name}: access works")
         for line in said.strip().splitlines():
             click.echo(f"  {line}")

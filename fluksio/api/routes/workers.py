@@ -155,6 +155,9 @@ class ProfileBody(BaseModel):
     last_error: ErrorAt | None
     retry_at: datetime | None
     failures: int
+    login_needed: str | None
+    """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
+    submitted until a person logs in (a one-time code); else null."""
     workers: list[BroughtWorkerBody]
 
 
@@ -316,6 +319,7 @@ def _provisioners(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
                 else None,
                 retry_at=utc(status.retry_at),
                 failures=status.failures,
+                login_needed=status.login_needed,
                 workers=[
                     BroughtWorkerBody(
                         id=w.worker_id, name=w.name, job_id=w.job_id, attached_at=utc(w.attached_at)

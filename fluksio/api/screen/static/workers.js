@@ -304,7 +304,13 @@ function renderProvisioners(provisioners) {
           el("td", {}, el("strong", {}, `${provisioner.name}/${profile.name}`), el("br"), el("span", { class: "muted small" }, provisioner.type)),
           el("td", {}, chips(profile.labels), el("br"), el("span", { class: "muted small" }, amounts.join(", ") || "resources not set")),
           el("td", {}, jobsText(profile)),
-          el("td", {}, jobText(profile.outstanding)),
+          el(
+            "td",
+            {},
+            profile.login_needed
+              ? [el("span", { class: "badge login-needed" }, "login needed"), el("br"), el("code", { class: "small" }, profile.login_needed.replace(/^login needed: run /, ""))]
+              : jobText(profile.outstanding),
+          ),
           el(
             "td",
             { class: error ? "error-cell" : null },
