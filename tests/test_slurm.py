@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.certs import CertificateAuthority, KeyPair
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.http import call
@@ -71,13 +72,19 @@ def _provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str, Any]
 def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
     started: list[EngineProcess] = []
 
-    def start_with(**changes: Any) -> tuple[EngineProcess, str]:
+    def start_with(tls: KeyPair | None = None, **changes: Any) -> tuple[EngineProcess, str]:
+        """An engine with one Slurm provisioner; with ``tls`` it serves HTTPS and WSS, and
+        its jobs' workers dial ``wss://``."""
         port = free_port()
         data_dir = tmp_path / f"data{len(started)}"
         data_dir.mkdir(mode=0o700)
+        args: tuple[str, ...] = ()
+        if tls is not None:
+            args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+            changes.setdefault("engine_url", f"wss://127.0.0.1:{port}/api/v1/workers/attach")
         config = [_provisioner(slurm, port, **changes)]
         (data_dir / "provisioners.json").write_text(json.dumps(config))
-        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port)
+        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port, args=args)
         started.append(engine)
         return engine, engine.login()
 
@@ -174,6 +181,39 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     assert not re.search(r"eyJ[\w-]{10,}\.eyJ", shown)
     token_file = f".fluksio/tokens/{outstanding['request_id']}"
     assert slurm.ssh("test", "-e", token_file).returncode == 1, "the job left its token file"
+
+
+ARTIFACT_NODE = code(
+    """
+    import fluksio
+
+    def process():
+        ref = fluksio.save_artifact(b"from the cluster " * 100, name="c.bin")
+        with open(fluksio.load_artifact(ref), "rb") as back:
+            return {"size": len(back.read()), "digest": ref["digest"]}
+    """
+)
+
+
+def test_a_job_trusts_the_engines_private_ca_from_ca_file_over_wss(
+    start: Any, slurm: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ca").mkdir()
+    ca = CertificateAuthority(tmp_path / "ca")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.pem))  # this test's own REST calls
+    engine, token = start(tls=ca.issue("engine", ["127.0.0.1"]), ca_file=str(ca.pem))
+    assert engine.api.startswith("https://")
+    nodes = [{"id": "n", "worker": "hpc", "code": ARTIFACT_NODE}]
+    assert put_flow(engine, token, "tls", nodes)
+    run = wait_run(engine, token, start_run(engine, token, "tls")["id"], timeout=90)
+    assert run["state"] == "succeeded", run
+    (node,) = run["nodes"]
+    assert node["result"]["size"] == len(b"from the cluster " * 100)
+    assert node["provenance"]["slurm_job_id"], "it ran in a Slurm job"
+    shown = slurm.ssh("scontrol", "show", "job", "-dd", node["provenance"]["slurm_job_id"])
+    assert "BEGIN CERTIFICATE" not in shown.stdout, "the script names the CA, never holds it"
+    copied = slurm.ssh("cat", ".fluksio/ca/hpc.pem").stdout
+    assert copied == ca.pem.read_text()
 
 
 @both_transports

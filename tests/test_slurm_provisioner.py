@@ -8,12 +8,14 @@ tests/test_slurm.py runs the same code against a real Slurm over real SSH.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.shell import Completed, Route, TransportError
@@ -58,10 +60,36 @@ class ScriptedShell:
         return Route("asyncssh", None, (), "hpc@login:22", None)
 
 
-def _provisioner(*replies: tuple[int, str, str] | Exception) -> tuple[SlurmProvisioner, Any]:
-    settings = SlurmSettings.model_validate(json.loads(EXAMPLE.read_text())[0])
+def _provisioner(
+    *replies: tuple[int, str, str] | Exception, **changes: Any
+) -> tuple[SlurmProvisioner, Any]:
+    settings = SlurmSettings.model_validate({**json.loads(EXAMPLE.read_text())[0], **changes})
     shell = ScriptedShell(*replies)
     return SlurmProvisioner(settings, shell), shell
+
+
+async def test_a_ca_file_travels_on_stdin_beside_the_token_and_the_script_names_it(
+    tmp_path: Path,
+) -> None:
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n")
+    slurm, shell = _provisioner((0, "7\n", ""), ca_file=str(pem))
+    profile = slurm.profile("gpu-small")
+    await slurm.submit(profile, request_id="r2", token="SECRET-TOKEN")
+    ((argv, stdin),) = shell.sent
+    assert argv[-2:] == (".fluksio/tokens/r2", ".fluksio/ca/hpc.pem")
+    token_line, ca_line, script = stdin.split("\n", 2)
+    assert token_line == "SECRET-TOKEN"
+    assert base64.b64decode(ca_line) == pem.read_bytes()
+    assert script == slurm.render(profile, request_id="r2")
+    assert 'export FLUKSIO_WORKER_CA_FILE="$HOME"/.fluksio/ca/hpc.pem\n' in script
+    assert "BEGIN CERTIFICATE" not in script + " ".join(argv), "named, never printed"
+    note = tmp_path / "note.txt"
+    note.write_text("not a certificate\n")
+    with pytest.raises(ValidationError, match="holds no PEM certificate"):
+        _provisioner(ca_file=str(note))
+    with pytest.raises(ValidationError, match="cannot be read"):
+        _provisioner(ca_file=str(tmp_path / "missing.pem"))
 
 
 async def test_submit_sends_the_token_on_stdin_and_reads_the_job_id() -> None:
@@ -71,7 +99,7 @@ async def test_submit_sends_the_token_on_stdin_and_reads_the_job_id() -> None:
     assert submitted.job_id == "4242" and submitted.profile == "gpu-small"
     ((argv, stdin),) = shell.sent
     assert "SECRET-TOKEN" not in " ".join(argv), "never in argv"
-    assert argv[-1] == ".fluksio/tokens/r1"
+    assert argv[-2:] == (".fluksio/tokens/r1", ""), "the token's file; no CA to write"
     assert stdin is not None
     token_line, script = stdin.split("\n", 1)
     assert token_line == "SECRET-TOKEN"

@@ -6,7 +6,8 @@ lines are commands by design (``module load``, ``source venv/bin/activate``); no
 may contain a control character, so nothing can add a line to the script. The worker's
 token never appears in the script, argv or the job's recorded environment: it is written
 to a 0600 file in the same SSH command that runs ``sbatch`` (token on stdin), and the
-script reads it from there and deletes it.
+script reads it from there and deletes it. A ``ca_file`` travels the same way (the script
+only names where it was put).
 
 Every job is marked with its request id (``--comment=fluksio-request=<id>``, shown by
 ``squeue -o %k``): a submission whose answer was lost (a hung ``sbatch``, an engine
@@ -17,11 +18,13 @@ what a cancelled job left behind.
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -47,6 +50,7 @@ __all__ = [
     "SlurmProfile",
     "SlurmProvisioner",
     "SlurmSettings",
+    "ca_file",
     "fluksio_provisioner_types",
     "job_mark",
     "parse_sbatch_parsable",
@@ -200,6 +204,22 @@ class SlurmSettings(ProvisionerSettings[SlurmProfile]):
     system ``ssh``: everything the user's OpenSSH does, one shared connection, and
     ``fluksio provisioners login`` for sites that ask for a one-time code)."""
     worker_command: str = "fluksio-worker"
+    ca_file: str | None = Field(default=None, min_length=1)
+    """PEM certificates of a private CA the workers must trust for ``engine_url``. Read at
+    each submission and written beside the token on the login node; the job script only
+    names that file."""
+
+    @field_validator("ca_file")
+    @classmethod
+    def _readable_pem(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                text = Path(value).expanduser().read_text(errors="replace")
+            except OSError as exc:
+                raise ValueError(f"{value} cannot be read ({exc.strerror})") from None
+            if "-----BEGIN CERTIFICATE-----" not in text:
+                raise ValueError(f"{value} holds no PEM certificate")
+        return value
 
     @field_validator("engine_url", "worker_command")
     @classmethod
@@ -211,6 +231,12 @@ class SlurmSettings(ProvisionerSettings[SlurmProfile]):
 def token_file(request_id: str) -> str:
     """Where a request's job finds its token, relative to the login user's home."""
     return f".fluksio/tokens/{request_id}"
+
+
+def ca_file(provisioner: str) -> str:
+    """Where a provisioner's jobs find its ``ca_file``, relative to the login user's home
+    (one per provisioner, replaced at each submission: a CA is public, and may rotate)."""
+    return f".fluksio/ca/{provisioner}.pem"
 
 
 _MARK = "fluksio-request="
@@ -248,6 +274,8 @@ def render_script(settings: SlurmSettings, profile: SlurmProfile, *, request_id:
         f"rm -f -- {token_path}",
         "export FLUKSIO_WORKER_TOKEN",
     ]
+    if settings.ca_file is not None:
+        lines.append(f'export FLUKSIO_WORKER_CA_FILE="$HOME"/{shlex.quote(ca_file(settings.name))}')
     # Resources the profile leaves unset the worker reads from SLURM_* itself.
     worker = worker_argv(settings.worker_command, settings, profile)
     quoted = " ".join(shlex.quote(part) for part in worker[1:])
@@ -264,11 +292,14 @@ def parse_sbatch_parsable(stdout: str) -> str:
     return match.group(1)
 
 
-# Writes the token (the first line of stdin) to a 0600 file, then hands the rest of stdin,
-# the script, to sbatch: one round trip, and the token is never in an argv. ``read`` takes
-# stdin a byte at a time, so nothing of the script is consumed with the token.
+# Writes the token (the first line of stdin) to a 0600 file and, when ``$2`` names one, the
+# CA (the next line, base64) to its file; then hands the rest of stdin, the script, to
+# sbatch: one round trip, and neither is ever in an argv or the script. ``read`` takes
+# stdin a byte at a time, so nothing of the script is consumed with them.
 _SUBMIT = (
     'umask 077 && mkdir -p -- "$HOME/.fluksio/tokens" && IFS= read -r token'
+    ' && { [ -z "$2" ] || { IFS= read -r ca && mkdir -p -- "$HOME/.fluksio/ca"'
+    ' && printf "%s" "$ca" | base64 -d > "$HOME/$2.new" && mv -f -- "$HOME/$2.new" "$HOME/$2"; }; }'
     ' && printf "%s\\n" "$token" > "$HOME/$1" && unset token'
     ' && { sbatch --parsable; status=$?; [ "$status" = 0 ] || rm -f -- "$HOME/$1";'
     ' exit "$status"; }'
@@ -347,8 +378,12 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
 
     async def submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
         script = self.render(profile, request_id=request_id)
-        argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file(request_id)]
-        done = await self._run(argv, stdin=f"{token}\n{script}", once=True)
+        carried = f"{token}\n"
+        if self.settings.ca_file is not None:
+            carried += f"{self._ca_base64()}\n"
+        ca_path = ca_file(self.name) if self.settings.ca_file is not None else ""
+        argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file(request_id), ca_path]
+        done = await self._run(argv, stdin=carried + script, once=True)
         if not done.ok:
             said = done.error_text().replace("sbatch: error: ", "")
             raise ProvisionError(f"sbatch refused the job: {said}")
@@ -357,6 +392,13 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         except ValueError as exc:
             raise ProvisionError(str(exc)) from None
         return Submission(job_id=job_id, profile=profile.name)
+
+    def _ca_base64(self) -> str:
+        path = Path(str(self.settings.ca_file)).expanduser()
+        try:
+            return base64.b64encode(path.read_bytes()).decode()
+        except OSError as exc:
+            raise ProvisionError(f"ca_file {path} cannot be read ({exc.strerror})") from None
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         wanted = set(job_ids)
