@@ -1,7 +1,8 @@
 """The published fluksio-worker 0.1.6 from PyPI, unchanged, against our engine.
 
 It is installed into its own Python 3.12 virtual environment (it needs 3.12 or later),
-attaches with its token in the query string, and runs, reports and cancels nodes. On a
+attaches with its token in the query string, and runs, reports and cancels nodes, over
+``wss://`` too (trusting a private CA through ``SSL_CERT_FILE``). On a
 laptop without Python 3.12 under pyenv the module skips; under CI=true it fails instead.
 """
 
@@ -16,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine import EngineProcess
+from tests.support.certs import CertificateAuthority
+from tests.support.engine import EngineProcess, start_engine
 from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
-from tests.support.worker import WorkerProcess, start_worker
+from tests.support.worker import WorkerProcess, attach_url, start_worker
 
 PUBLISHED = "fluksio-worker==0.1.6"
 PYENV = Path.home() / ".pyenv" / "versions"
@@ -152,6 +154,56 @@ def test_cancel_reaches_it_and_kills_the_node(
     assert run["state"] == "cancelled", run
     assert run["nodes"][0]["state"] == "cancelled"
     wait_for(lambda: not alive(pid), timeout=20, what="the node's process to be killed")
+
+
+def test_over_wss_it_trusts_a_private_ca_through_ssl_cert_file(
+    published_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = CertificateAuthority(tmp_path)
+    pair = ca.issue("engine", ["127.0.0.1", "localhost"])
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.pem))  # this test's own REST calls
+    engine = start_engine(
+        tmp_path / "data",
+        tmp_path / "logs",
+        args=("--tls-cert", str(pair.cert), "--tls-key", str(pair.key)),
+    )
+    worker = None
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "published", ["gpu"])["token"]
+        url = attach_url(engine)
+        assert url.startswith("wss://")
+        worker = start_worker(
+            engine,
+            token,
+            tmp_path / "w",
+            "--labels",
+            "gpu",
+            "--name",
+            "pub",
+            executable=published_agent,
+            env={"SSL_CERT_FILE": str(ca.pem)},
+        )
+        wait_for(lambda: _worker(engine, admin), timeout=30, what="the agent over wss")
+        # Its artifacts go over https, derived from the wss URL, with the same trust.
+        run_id = run_flow(
+            engine, admin, "pub-tls", [{"id": "n", "worker": "gpu", "code": ROUND_TRIP}]
+        )
+        run = wait_run(engine, admin, run_id, timeout=60)
+        assert run["state"] == "succeeded", run
+        assert run["nodes"][0]["result"] == "over tls"
+    finally:
+        if worker is not None:
+            worker.stop()
+        engine.stop()
+
+
+ROUND_TRIP = textwrap.dedent("""
+    import fluksio
+    def process():
+        ref = fluksio.save_artifact(b"over tls", name="t.txt")
+        return open(fluksio.load_artifact(ref), "rb").read().decode()
+""")
 
 
 def test_its_artifact_helpers_work_against_this_engine(
