@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR := .fluksio-run
 
-.PHONY: install run test lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests
+.PHONY: install run test lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests nginx-for-tests
 
 install: $(STAMP)
 
@@ -31,18 +31,24 @@ lint: install
 typecheck: install
 	$(BIN)/mypy fluksio tests/support plugins/local/fluksio_local
 
-test: install lint typecheck slurm-for-tests browser-for-tests
+test: install lint typecheck slurm-for-tests browser-for-tests nginx-for-tests
 	$(BIN)/python -m pytest
 
 # Debian's Chromium for the Workers screen's tests (Playwright drives it; it never downloads
 # a browser). Like Slurm: installed as root, else those tests skip, and fail under CI=true.
 browser-for-tests:
 	@if command -v chromium >/dev/null; then :; \
-	elif [ "$$(id -u)" = 0 ]; then export DEBIAN_FRONTEND=noninteractive; \
-		(apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
-		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; }) \
+	elif [ "$$(id -u)" = 0 ]; then bash scripts/apt-install.sh chromium \
 		&& echo "installed chromium for the browser tests"; \
 	else echo "no chromium and not root: the browser tests will skip (and fail under CI=true)"; fi
+
+# Debian's nginx for the reverse-proxy test (docs/deploying.md's configuration). The test
+# runs its own nginx from a directory of its own; no service is started here.
+nginx-for-tests:
+	@if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then bash scripts/apt-install.sh nginx-light \
+		&& echo "installed nginx-light for the deployment test"; \
+	else echo "no nginx and not root: the deployment test will skip (and fail under CI=true)"; fi
 
 # A single-node Slurm and an SSH login node on 127.0.0.1 (see scripts/slurm-up.sh).
 slurm-up:

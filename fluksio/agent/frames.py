@@ -128,6 +128,9 @@ class WelcomeFrame:
     name: str
     """The worker's name as the engine shows it."""
     store: StoreOffer | None = None
+    artifacts: str | None = None
+    """(ours) The artifact URL behind the engine's ``--public-url``; the agent uses it
+    unless told one (``--artifact-url``), and only under the same TLS rule as ``--url``."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -178,6 +178,7 @@ class Agent:
                 )
                 if self._session_env:
                     log.info("this host shares the engine's artifact store: calls use it directly")
+                self._session_env.update(self._offered_artifacts(reply.get("artifacts")))
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
                 pinger = asyncio.get_running_loop().create_task(self._ping(ws))
                 try:
@@ -201,6 +202,16 @@ class Agent:
             finally:
                 self._ws = None
                 await ws.close()
+
+    def _offered_artifacts(self, offered: object) -> dict[str, str]:
+        """The engine's public artifact URL for calls, unless ``--artifact-url`` was given."""
+        if not isinstance(offered, str) or self.config.url.artifacts_given:
+            return {}
+        url = self.config.url.offered_artifacts(offered)
+        if url is None:
+            log.warning("the engine offered artifacts at %s over plain HTTP; not used", offered)
+            return {}
+        return {"FLUKSIO_ARTIFACT_URL": url}
 
     async def _why_refused(self, http: aiohttp.ClientSession, status: int) -> str:
         """The engine's sentence for a refused token, asked of the token endpoint."""

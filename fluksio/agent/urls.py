@@ -35,6 +35,20 @@ class AttachUrl:
     websocket: str
     artifacts: str
     loopback: bool
+    artifacts_given: bool = False
+    """``--artifact-url`` was given: what the engine offers does not replace it."""
+
+    def offered_artifacts(self, url: str) -> str | None:
+        """The artifact URL the engine's welcome offers, if it keeps the rule of ``--url``:
+        ``https://``; ``http://`` only to loopback, or where the attach URL is already
+        plain off loopback (``--insecure``). None: keep the derived one."""
+        parts = urlsplit(url)
+        if parts.scheme == "https" and parts.hostname:
+            return url
+        plain_already = self.websocket.startswith("ws://") and not self.loopback
+        host = parts.hostname or ""
+        plain_allowed = bool(host) and (is_loopback(host) or plain_already)
+        return url if parts.scheme == "http" and plain_allowed else None
 
 
 def is_loopback(host: str) -> bool:
@@ -69,7 +83,12 @@ def parse_attach_url(url: str, *, insecure: bool, artifact_url: str | None = Non
     derived = urlunsplit(
         (http_scheme, parts.netloc, path[: -len("/workers/attach")] + "/artifacts", "", "")
     )
-    return AttachUrl(websocket=websocket, artifacts=artifact_url or derived, loopback=loopback)
+    return AttachUrl(
+        websocket=websocket,
+        artifacts=artifact_url or derived,
+        loopback=loopback,
+        artifacts_given=artifact_url is not None,
+    )
 
 
 def tls_trust(ca_file: str | None) -> ssl.SSLContext | None:

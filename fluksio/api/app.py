@@ -27,6 +27,7 @@ from fluksio.api.provisioning import (
     load_configured,
     log_ready,
 )
+from fluksio.api.proxies import forwarded_middleware, parse_trusted_proxies
 from fluksio.api.routes import add_routes
 from fluksio.api.runs.local import LocalExecutor, engine_place
 from fluksio.api.runs.store import FlowStore, RunStore
@@ -55,8 +56,13 @@ def create_app(
 
     ``clock`` times provisioning (timeouts, polls, backoff); tests pass one they advance.
     """
+    proxies = parse_trusted_proxies(settings.trusted_proxies)
     app = web.Application(
-        middlewares=[request_context_middleware, error_middleware],
+        middlewares=[
+            *([forwarded_middleware(proxies)] if proxies else []),
+            request_context_middleware,
+            error_middleware,
+        ],
         client_max_size=settings.client_max_size,
     )
     app[appkeys.SETTINGS] = settings

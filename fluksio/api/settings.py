@@ -20,6 +20,10 @@ class EngineSettings:
     """The certificate chain (PEM) to serve HTTPS and WSS with; None: plain HTTP."""
     tls_key: Path | None = None
     insecure: bool = False
+    public_url: str | None = None
+    """The engine as workers and browsers reach it (behind a proxy); None: as they dial it."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks whose ``X-Forwarded-For``/``-Proto`` the engine believes."""
     """Serve plain HTTP on an address other than loopback (a TLS proxy in front)."""
     access_token_ttl_s: float = ACCESS_TOKEN_TTL_S
     # Login slowdown (see fluksio.api.throttle): free failures, then doubling waits.

@@ -13,6 +13,7 @@ from fluksio.api.datadir import DataDir
 from fluksio.api.db import open_database
 from fluksio.api.logging import configure_logging, register_secret
 from fluksio.api.provisioning import load_configured
+from fluksio.api.proxies import parse_public_url, parse_trusted_proxies
 from fluksio.api.server import data_dir_lock, run_engine
 from fluksio.api.settings import EngineSettings
 from fluksio.api.users import NewSuperuser, UserStore, bootstrap_superuser
@@ -38,6 +39,22 @@ __all__ = ["serve"]
     "--insecure",
     is_flag=True,
     help="Serve plain HTTP on an address other than loopback (a TLS proxy in front).",
+)
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The engine as workers and browsers reach it, behind a proxy"
+    " (https://fluksio.example.com): the attach command shown, and where workers find"
+    " artifacts.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDRESS",
+    help="A reverse proxy (address or network, repeatable) whose X-Forwarded-For names"
+    " the real client, for login throttling and logs.",
 )
 @click.option(
     "--port",
@@ -109,6 +126,8 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     insecure: bool,
+    public_url: str | None,
+    trusted_proxies: tuple[str, ...],
     port: int,
     data_dir: Path,
     engine_slots: int | None,
@@ -123,6 +142,14 @@ def serve(
     log_level: str,
 ) -> None:
     """Run the engine until interrupted."""
+    try:
+        public_url = parse_public_url(public_url) if public_url is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--public-url") from None
+    try:
+        parse_trusted_proxies(trusted_proxies)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trusted-proxy") from None
     configure_logging(level=log_level)
     # Known secrets are blanked wherever they would appear in a log line.
     register_secret(os.environ.get("FLUKSIO_SUPERUSER_PASSWORD"))
@@ -142,6 +169,8 @@ def serve(
             tls_cert=tls_cert,
             tls_key=tls_key,
             insecure=insecure,
+            public_url=public_url,
+            trusted_proxies=trusted_proxies,
             engine_slots=engine_slots,
             node_python=node_python,
             runner_mode=runner_mode,

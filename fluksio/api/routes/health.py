@@ -7,6 +7,7 @@ from importlib.metadata import version
 from aiohttp import web
 from pydantic import BaseModel
 
+from fluksio.api.appkeys import SETTINGS
 from fluksio.api.responses import model_response
 
 __all__ = ["routes"]
@@ -15,10 +16,13 @@ __all__ = ["routes"]
 class Health(BaseModel):
     status: str = "ok"
     version: str
+    public_url: str | None
+    """The engine as the world reaches it (``--public-url``), or null: as dialled."""
 
 
-async def _health(_request: web.Request) -> web.Response:
-    return model_response(Health(version=version("fluksio")))
+async def _health(request: web.Request) -> web.Response:
+    public = request.app[SETTINGS].public_url
+    return model_response(Health(version=version("fluksio"), public_url=public))
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

@@ -180,7 +180,9 @@ async def attach(request: web.Request) -> web.StreamResponse:
     # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
     # such a worker's calls use the store directly instead of HTTP. Never assumed.
     shared = StoreOffer(path=str(store.root), probe=f"probes/{session.id}", nonce=nonce)
-    await ws.send_str(encode(WelcomeFrame(name=name, store=shared)))
+    public = request.app[SETTINGS].public_url
+    artifacts = f"{public}/api/v1/artifacts" if public is not None else None
+    await ws.send_str(encode(WelcomeFrame(name=name, store=shared, artifacts=artifacts)))
     inventory = hello.inventory
     event = _event(session)
     dispatcher.worker_attached(

@@ -196,8 +196,11 @@ async function refresh() {
 
 // -- sections ------------------------------------------------------------------------------
 
+// The engine's --public-url when it has one (the screen may be open through a tunnel).
+let publicOrigin = location.origin;
+
 function attachCommand() {
-  return `FLUKSIO_WORKER_TOKEN=<token> fluksio-worker --url ${location.origin}${API}/workers/attach`;
+  return `FLUKSIO_WORKER_TOKEN=<token> fluksio-worker --url ${publicOrigin}${API}/workers/attach`;
 }
 
 function renderWorkers(workers) {
@@ -406,6 +409,12 @@ function confirmRevoke(token) {
 // -- start -----------------------------------------------------------------------------------
 
 document.addEventListener("DOMContentLoaded", () => {
+  fetch(API + "/health", { cache: "no-store" })
+    .then((response) => response.json())
+    .then((health) => {
+      if (health.public_url) publicOrigin = health.public_url;
+    })
+    .catch(() => {}); // the attach command then shows this page's own origin
   $("login-form").addEventListener("submit", logIn);
   $("mint-form").addEventListener("submit", mint);
   $("copy-token").addEventListener("click", copyToken);
