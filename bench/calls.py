@@ -22,6 +22,7 @@ import asyncio
 import http.client
 import json
 import os
+import ssl
 import statistics
 import subprocess
 import sys
@@ -55,9 +56,18 @@ def _percentile(samples: list[float], fraction: float) -> float:
 
 
 class Api:
-    def __init__(self, url: str, token: str | None = None) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        self._connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    """One keep-alive connection to the engine's API; ``https://`` trusts ``ca_file``."""
+
+    def __init__(self, url: str, token: str | None = None, ca_file: str | None = None) -> None:
+        secure = url.startswith("https://")
+        host, port = url.split("://", 1)[1].split(":")
+        self._connection: http.client.HTTPConnection = (
+            http.client.HTTPSConnection(
+                host, int(port), timeout=120, context=ssl.create_default_context(cafile=ca_file)
+            )
+            if secure
+            else http.client.HTTPConnection(host, int(port), timeout=120)
+        )
         self.token = token
 
     def call(

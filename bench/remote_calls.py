@@ -50,7 +50,7 @@ def _login(url: str) -> Api:
     return api
 
 
-def _start_agent(url: str, token: str, parallel: int) -> subprocess.Popen[bytes]:
+def _start_agent(url: str, token: str, parallel: int, *options: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, FLUKSIO_WORKER_TOKEN=token)
     return subprocess.Popen(
         [
@@ -63,6 +63,7 @@ def _start_agent(url: str, token: str, parallel: int) -> subprocess.Popen[bytes]
             str(parallel),
             "--name",
             f"p{parallel}",
+            *options,
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -77,6 +78,22 @@ def _wait_attached(api: Api, name: str) -> None:
             return
         time.sleep(0.05)
     raise RuntimeError(f"agent {name} did not attach")
+
+
+def one_node_latency(api: Api, runs: int) -> dict[str, float]:
+    """p50 and p99 (s) of flow ``one`` from POST to finished, after 20 to warm up."""
+    for _ in range(20):
+        api.run_to_end("one")
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        assert api.run_to_end("one")["state"] == "succeeded"
+        samples.append(time.perf_counter() - started)
+    samples.sort()
+    return {
+        "run_p50": samples[len(samples) // 2],
+        "run_p99": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+    }
 
 
 def measure_remote(args: argparse.Namespace) -> dict[str, float]:
@@ -98,18 +115,7 @@ def measure_remote(args: argparse.Namespace) -> dict[str, float]:
                 try:
                     _wait_attached(api, f"p{parallel}")
                     if parallel == 1:
-                        for _ in range(20):
-                            api.run_to_end("one")
-                        samples = []
-                        for _ in range(args.runs):
-                            started = time.perf_counter()
-                            assert api.run_to_end("one")["state"] == "succeeded"
-                            samples.append(time.perf_counter() - started)
-                        samples.sort()
-                        results["run_p50"] = samples[len(samples) // 2]
-                        results["run_p99"] = samples[
-                            min(len(samples) - 1, int(len(samples) * 0.99))
-                        ]
+                        results.update(one_node_latency(api, args.runs))
                     started = time.perf_counter()
                     assert api.run_to_end("fanout")["state"] == "succeeded"
                     results[f"fanout_{parallel}"] = args.fanout / (time.perf_counter() - started)

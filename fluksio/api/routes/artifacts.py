@@ -12,8 +12,10 @@ or a superuser's access token: revoking a worker token blocks its artifacts at o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO, Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 from aiohttp.helpers import ETag
 from pydantic import BaseModel
 
@@ -49,6 +51,11 @@ class _Artifact(web.FileResponse):
 
     aiohttp's file response sets the tag from the file's mtime and size while it sends the
     headers; the digest names the bytes themselves, on every engine and after a restart.
+
+    Over TLS the bytes go in ``chunk_size`` writes. The kernel cannot encrypt for
+    ``sendfile``, and asyncio's own fallback for TLS moves 16 KiB per thread-pool round
+    trip: 0.07 GB/s here, against 0.57 GB/s in 1 MiB writes (``bench/tls.py``). Plain
+    connections keep the real ``sendfile``.
     """
 
     def __init__(self, path: Path, digest: str, *, chunk_size: int) -> None:
@@ -62,6 +69,16 @@ class _Artifact(web.FileResponse):
     @etag.setter
     def etag(self, _value: ETag | str | None) -> None:
         web.StreamResponse.etag.fset(self, self._digest)  # type: ignore[attr-defined]
+
+    async def _sendfile(
+        self, request: web.BaseRequest, fobj: IO[Any], offset: int, count: int
+    ) -> AbstractStreamWriter:
+        transport = request.transport
+        if transport is None or transport.get_extra_info("sslcontext") is None:
+            return await super()._sendfile(request, fobj, offset, count)
+        writer = await web.StreamResponse.prepare(self, request)
+        assert writer is not None
+        return await self._sendfile_fallback(writer, fobj, offset, count)
 
 
 def _authorize(request: web.Request) -> str:
