@@ -31,6 +31,7 @@ from tests.support.engine import (
     start_engine,
 )
 from tests.support.http import call
+from tests.support.otp import otp_login_node
 from tests.support.runs import code, run_flow
 from tests.support.slurm import local_slurm
 from tests.support.worker import hello_with_protocol, start_worker
@@ -333,3 +334,42 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
     finally:
         engine.stop()
     assert slurm.fluksio_jobs() == [], "stopping the engine cancels the pending job"
+
+
+def test_a_profile_waiting_for_a_one_time_code_says_login_needed(
+    browser: Any, tmp_path: Path
+) -> None:
+    slurm = local_slurm()
+    user = slurm.login.split("@")[0]
+    with otp_login_node(tmp_path / "otp", user) as node:
+        port = free_port()
+        data_dir = tmp_path / "data"
+        data_dir.mkdir(mode=0o700)
+        entry = {
+            "type": "slurm",
+            "name": "hpc",
+            "transport": "openssh",
+            "login": f"{user}@127.0.0.1:{node.port}",
+            "ssh_key": slurm.key,
+            "known_hosts": str(node.known_hosts),
+            "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+            "poll_interval_s": 0.3,
+            "profiles": [{"name": "small", "labels": ["hpc"]}],
+        }
+        (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+        engine = start_engine(data_dir, tmp_path / "logs", port=port)
+        try:
+            page = _log_in(browser, engine)
+            noop = code("def process():\n    return 1\n")
+            run_flow(engine, engine.login(), "on-hpc", [{"id": "a", "worker": "hpc", "code": noop}])
+            expect = playwright.expect
+            row = page.locator('#provisioners tr[data-profile="hpc/small"]')
+            expect(row).to_contain_text("login needed", timeout=15000)
+            expect(row).to_contain_text("'fluksio provisioners login hpc'")
+            waiting = page.locator("#queued tr").filter(has_text="on-hpc / a")
+            expect(waiting).to_contain_text(
+                "provisioning hpc/small, login needed: run 'fluksio provisioners login hpc'"
+            )
+            _shot(page, "10-login-needed")
+        finally:
+            engine.stop()
