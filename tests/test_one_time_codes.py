@@ -120,6 +120,9 @@ def test_a_code_is_typed_once_then_the_engine_submits_through_that_login(
             what="four more rests of the profile",
         )
         assert node.connections() == asked, "nothing reached the login node meanwhile"
+        refused = fluksio("provisioners", "check", "--ssh", "--data-dir", str(data_dir))
+        assert refused.returncode == 2
+        assert refused.stderr.strip().endswith(f"; {LOGIN_NEEDED}"), refused.stderr
 
         # A person logs in at a terminal and types the code the login node asks for.
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
@@ -140,6 +143,13 @@ def test_a_code_is_typed_once_then_the_engine_submits_through_that_login(
         assert checked.returncode == 0, checked.stderr
         assert "transport: openssh" in checked.stdout
         assert "(open)" in checked.stdout and "hpc: access works" in checked.stdout
+
+        # Logging in again while the connection is open asks nothing and opens nothing.
+        before = node.connections()
+        again = fluksio("provisioners", "login", "hpc", "--data-dir", str(data_dir))
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.startswith("hpc: already logged in")
+        assert node.connections() == before
 
         # The shared connection closes (here by logout; a dropped network is the same).
         closed = fluksio("provisioners", "logout", "hpc", "--data-dir", str(data_dir))

@@ -50,6 +50,9 @@ class ScriptedShell:
     async def login_needed(self) -> bool:
         return False
 
+    async def logged_in(self) -> bool:
+        return False
+
     async def logout(self) -> bool:
         return False
 

@@ -134,6 +134,7 @@ async def test_a_peer_that_sends_no_banner_fails_within_the_connect_timeout(
 async def test_a_key_file_that_is_no_key_is_a_sentence(tmp_path: Path, kind: str) -> None:
     key = tmp_path / "id_ed25519"
     key.write_text("this is a note, not a key\n")
+    key.chmod(0o600)  # as a key's would be: this test is about what is in it
     known = tmp_path / "known_hosts"
     known.write_text("")
     transport = make_transport(
@@ -142,3 +143,22 @@ async def test_a_key_file_that_is_no_key_is_a_sentence(tmp_path: Path, kind: str
     with pytest.raises(TransportError) as raised:
         await transport.run(["true"])
     assert raised.value.detail.startswith(f"user@127.0.0.1:9: ssh_key {key} cannot be read as")
+
+
+async def test_openssh_says_a_key_others_may_read_is_refused_and_how_to_mend_it(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "id_ed25519"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
+    key.chmod(0o644)
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    transport = make_transport(
+        "openssh", "user@127.0.0.1:9", str(key), shared=tmp_path / "ssh", known_hosts=str(known)
+    )
+    with pytest.raises(TransportError) as raised:
+        await transport.run(["true"])
+    assert raised.value.detail == (
+        f"user@127.0.0.1:9: ssh_key {key} may be read by others (mode 0644); OpenSSH refuses"
+        f" such a key: chmod 600 {key}"
+    )

@@ -318,6 +318,11 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         """
         return None
 
+    async def logged_in(self) -> bool:
+        """Whether a login :meth:`login_command` opened is still there, answered locally;
+        ``fluksio provisioners login`` then has nothing to do. False by default."""
+        return False
+
     async def logout(self) -> bool:
         """End the login :meth:`login_command` opened (``fluksio provisioners logout``);
         False when none was open. The default has none."""

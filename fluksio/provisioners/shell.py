@@ -108,6 +108,10 @@ class RemoteShell(Protocol):
         """Whether commands wait for a person to log in; asks nothing of the login node."""
         ...
 
+    async def logged_in(self) -> bool:
+        """Whether a shared login is open; asks nothing of the login node."""
+        ...
+
     async def logout(self) -> bool:
         """Close a shared login, whoever opened it; False when there was none."""
         ...

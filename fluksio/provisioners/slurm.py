@@ -451,6 +451,9 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
     async def login_needed(self) -> bool:
         return await self.shell.login_needed()
 
+    async def logged_in(self) -> bool:
+        return await self.shell.logged_in()
+
     async def logout(self) -> bool:
         return await self.shell.logout()
 

@@ -43,7 +43,7 @@ import tempfile
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 import asyncssh
 from asyncssh.config import SSHClientConfig
@@ -117,10 +117,20 @@ class _TrustOnFirstUse(asyncssh.SSHClient):
         return True
 
 
-class SSHTransport:
-    """asyncssh: runs commands as ``login``; keeps one connection open between them."""
+class Options(TypedDict, total=False):
+    """The keyword options both transports take."""
 
-    name: ClassVar[Transport] = "asyncssh"
+    known_hosts: str | None
+    trust_on_first_use: bool
+    ssh_config: str | None
+    command_timeout_s: float
+    connect_timeout_s: float
+
+
+class _Transport:
+    """What both transports take, the same fields of ``provisioners.json`` for both."""
+
+    name: ClassVar[Transport]
 
     def __init__(
         self,
@@ -136,13 +146,22 @@ class SSHTransport:
         self.login = login
         self._user, self._host, self._port = parse_login(login)
         self._key = Path(key).expanduser() if key else None
-        self._explicit_known_hosts = known_hosts is not None
-        self._known_hosts = Path(known_hosts or "~/.ssh/known_hosts").expanduser()
-        self._ssh_config = Path(ssh_config or "~/.ssh/config").expanduser()
-        self._config_named = ssh_config is not None
+        self._given_known_hosts = Path(known_hosts).expanduser() if known_hosts else None
+        self._given_ssh_config = Path(ssh_config).expanduser() if ssh_config else None
         self._trust_on_first_use = trust_on_first_use
         self._command_timeout_s = command_timeout_s
         self._connect_timeout_s = connect_timeout_s
+
+
+class SSHTransport(_Transport):
+    """asyncssh: runs commands as ``login``; keeps one connection open between them."""
+
+    name: ClassVar[Transport] = "asyncssh"
+
+    def __init__(self, login: str, key: str | None = None, **options: Unpack[Options]) -> None:
+        super().__init__(login, key, **options)
+        self._known_hosts = self._given_known_hosts or Path("~/.ssh/known_hosts").expanduser()
+        self._ssh_config = self._given_ssh_config or Path("~/.ssh/config").expanduser()
         self._connection: asyncssh.SSHClientConnection | None = None
         self._connecting = asyncio.Lock()
 
@@ -219,6 +238,9 @@ class SSHTransport:
     async def login_needed(self) -> bool:
         return False  # it logs in by itself, or fails with a reason
 
+    async def logged_in(self) -> bool:
+        return False  # no login is shared
+
     async def logout(self) -> bool:
         return False  # nothing outlives the engine's own connection
 
@@ -282,7 +304,7 @@ class SSHTransport:
         """asyncssh's options: the user's OpenSSH config (``Host`` aliases, ``User``,
         ``Port``, ``IdentityFile``, ``ProxyJump``, ``UserKnownHostsFile``) and ssh-agent
         (``SSH_AUTH_SOCK``), with what ``provisioners.json`` names explicitly on top."""
-        if self._config_named and not self._ssh_config.is_file():
+        if self._given_ssh_config is not None and not self._ssh_config.is_file():
             raise TransportError(f"{self.login}: ssh_config {self._ssh_config} does not exist")
         if self._key is not None and not self._key.is_file():
             raise TransportError(f"{self.login}: ssh_key {self._key} does not exist")
@@ -299,7 +321,7 @@ class SSHTransport:
         if self._trust_on_first_use:
             options["known_hosts"] = str(known) if known.exists() else ([], [], [])
             options["client_factory"] = lambda: _TrustOnFirstUse(known)
-        elif self._explicit_known_hosts:
+        elif self._given_known_hosts is not None:
             if not known.is_file():
                 raise TransportError(
                     f"{self.login}: known_hosts file {known} does not exist (name one with"
@@ -321,7 +343,7 @@ _REFUSED = re.compile(r"Permission denied \(([^)]*)\)")
 _INTERACTIVE = frozenset({"keyboard-interactive", "password"})
 
 
-class OpenSSHTransport:
+class OpenSSHTransport(_Transport):
     """The system ``ssh``: batch mode always, one shared master connection per login.
 
     ``control_path`` is the master's socket, in a directory the engine owns (created
@@ -337,23 +359,14 @@ class OpenSSHTransport:
         login: str,
         key: str | None = None,
         *,
-        known_hosts: str | None = None,
-        trust_on_first_use: bool = False,
-        ssh_config: str | None = None,
         control_path: Path | None = None,
-        command_timeout_s: float = COMMAND_TIMEOUT_S,
-        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         ssh: str = "ssh",
+        **options: Unpack[Options],
     ) -> None:
-        self.login = login
-        self._user, self._host, self._port = parse_login(login)
-        self._key = Path(key).expanduser() if key else None
-        self._known_hosts = Path(known_hosts).expanduser() if known_hosts else None
-        self._ssh_config = Path(ssh_config).expanduser() if ssh_config else None
-        self._trust_on_first_use = trust_on_first_use
+        super().__init__(login, key, **options)
+        self._known_hosts = self._given_known_hosts  # else ssh's own: the config's, or ~/.ssh
+        self._ssh_config = self._given_ssh_config
         self._wanted_control_path = control_path
-        self._command_timeout_s = command_timeout_s
-        self._connect_timeout_s = connect_timeout_s
         self._ssh = ssh
         self._own_master = False
         self._key_checked = False
@@ -396,6 +409,10 @@ class OpenSSHTransport:
             self._own_master = False
             await self._ssh_command(["-O", "exit", "--", self._host], what="ssh -O exit")
 
+    async def logged_in(self) -> bool:
+        """Whether a shared connection is open (asks only the local socket)."""
+        return self._wanted_control_path is not None and await self._master_running()
+
     async def logout(self) -> bool:
         """Close the shared connection, whoever opened it; False if none was open."""
         if self._wanted_control_path is None or not await self._master_running():
@@ -433,14 +450,14 @@ class OpenSSHTransport:
         ]
 
     async def describe(self) -> Route:
-        status, _out, said = await self._ssh_command(
+        status, out, said = await self._ssh_command(
             ["-G", "-v", "--", self._host], what="ssh -G", batch=False
         )
         said = said.replace("\r", "")
         if status != 0:
             raise TransportError(f"{self.login}: ssh -G failed: {_last_line(said)}")
         resolved: dict[str, str] = {}
-        for line in _out.splitlines():
+        for line in out.splitlines():
             key, _, value = line.partition(" ")
             resolved.setdefault(key, value)
         entries = tuple(
@@ -510,6 +527,12 @@ class OpenSSHTransport:
         )  # fmt: skip
         _out, err = await process.communicate()
         if process.returncode != 0:
+            if "are too open" in _text(err):  # OpenSSH refuses a key others may read
+                mode = self._key.stat().st_mode & 0o777
+                raise TransportError(
+                    f"{self.login}: ssh_key {self._key} may be read by others (mode"
+                    f" {mode:04o}); OpenSSH refuses such a key: chmod 600 {self._key}"
+                )
             said = _last_line(_text(err)).removeprefix(f'Load key "{self._key}": ')
             raise TransportError(
                 f"{self.login}: ssh_key {self._key} cannot be read as a private key"

@@ -21,6 +21,7 @@ from fluksio.api.provisioning import instantiate
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import Provisioner, ProvisionError
 from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.driver import login_sentence
 from fluksio.provisioners.plugins import build_plugins
 
 __all__ = ["provisioners"]
@@ -98,6 +99,9 @@ def login(data_dir: Path, name: str) -> None:
             f'provisioner {name!r} cannot share a login; set "transport": "openssh" in'
             f" {path} (the asyncssh transport logs in by itself, with keys)"
         )
+    if asyncio.run(provisioner.logged_in()):
+        click.echo(f"{name}: already logged in; 'fluksio provisioners logout {name}' ends it")
+        return
     # The person's terminal: ssh asks there for what the login node wants. SIGHUP ignored
     # (and so in ssh): where this command leads its terminal's session (ssh -t host
     # fluksio ...), its exit hangs the terminal up before ssh's background half has left it.
@@ -158,7 +162,10 @@ async def _prove_access(provisioners: list[Provisioner[Any, Any]], *, quiet: boo
         try:
             said = await provisioner.check()
         except ProvisionError as exc:
-            failed.append(f"{provisioner.name}: {exc}")
+            said = f"{provisioner.name}: {exc}"
+            failed.append(
+                f"{said}; {login_sentence(provisioner.name)}" if exc.login_needed else said
+            )
             continue
         finally:
             await provisioner.close()
