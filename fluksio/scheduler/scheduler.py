@@ -45,6 +45,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fluksio.scheduler import reasons
 from fluksio.scheduler.model import (
@@ -111,9 +112,9 @@ class Snapshot:
     walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S
 
 
-@dataclass(frozen=True)
-class _Verdict:
-    """Why a shape stopped in the last pass; rendered into text only when asked."""
+class _Verdict(NamedTuple):
+    """Why a shape stopped in the last pass; rendered into text only when asked (one is
+    made per waiting shape per pass: a NamedTuple, cheap to make)."""
 
     kind: WaitKind
     group: GroupKey
@@ -291,26 +292,36 @@ class Scheduler:
         holds: dict[str, str] = {}
         heap = [(queue.head(), n, shape) for n, (shape, queue) in enumerate(self._queues.items())]
         heapq.heapify(heap)
-        while heap:
-            (_queued_at, request_id), n, shape = heapq.heappop(heap)
-            queue = self._queues[shape]
-            label, policy, need, timeout = shape
-            in_time = self._in_time(timeout)
-            group_key = self._group_for(label, policy, need, in_time)
-            group = self._groups.get(group_key)
+        # Within a pass a shape's group and time filter stay what they were: found once.
+        where: dict[Shape, tuple[Callable[[PlaceKey], bool], GroupKey, Group | None]] = {}
+        item = heapq.heappop(heap) if heap else None
+        while item is not None:
+            (_queued_at, request_id), n, shape = item
+            need = shape[2]
+            found = where.get(shape)
+            if found is None:
+                label, policy, _need, timeout = shape
+                in_time = self._in_time(timeout)
+                group_key = self._group_for(label, policy, need, in_time)
+                found = where[shape] = (in_time, group_key, self._groups.get(group_key))
+            in_time, group_key, group = found
             place_id = group.free.first(need, in_time) if group is not None else None
             if place_id is None:
                 verdict = self._blocked(shape, group_key, request_id, asks)
                 self._verdicts[shape] = verdict
                 if verdict.held_on is not None:
                     holds[request_id] = verdict.held_on
+                item = heapq.heappop(heap) if heap else None
                 continue
             placements.append(self._allocate(place_id, request_id, need))
+            queue = self._queues[shape]
             queue.pop_head()
             if queue:
-                heapq.heappush(heap, (queue.head(), n, shape))
+                # Its next request, unless another shape's head comes first: one heap step.
+                item = heapq.heappushpop(heap, (queue.head(), n, shape))
             else:
                 del self._queues[shape]
+                item = heapq.heappop(heap) if heap else None
         return Plan(tuple(placements), tuple(asks.values()), holds)
 
     def _group_for(
@@ -349,10 +360,12 @@ class Scheduler:
     def _allocate(self, place_id: str, request_id: str, need: Amounts) -> Placement:
         place = self._places[place_id]
         taken = place.known(need)
-        gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
+        gpu_ids: tuple[int, ...] = ()
+        if taken.gpus:
+            gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
+            del place.free_gpu_ids[: taken.gpus]
         self._unindex_free(place)
         place.used = place.used.plus(taken)
-        del place.free_gpu_ids[: taken.gpus]
         self._index_free(place)
         self._running[request_id] = Allocation(place_id, taken, gpu_ids)
         self._targets.pop(request_id, None)
@@ -455,12 +468,17 @@ class Scheduler:
         if key.slots > 0 and not place.paused:
             for group_key in place.groups:
                 self._groups[group_key].free.add(key)
+            place.indexed = key
+        else:
+            place.indexed = None
 
     def _unindex_free(self, place: PlaceState) -> None:
-        key = place.free_key()
-        if key.slots > 0:
+        # The key it was indexed under, remembered: not computed again from its amounts.
+        key = place.indexed
+        if key is not None:
             for group_key in place.groups:
                 self._groups[group_key].free.discard(key)
+            place.indexed = None
 
     # -- questions ---------------------------------------------------------------------
 

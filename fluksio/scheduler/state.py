@@ -7,7 +7,7 @@ reports, the :class:`~.model.Placement` it is handed and the read-only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fluksio.scheduler.model import ENGINE_ID, CallRequest, Worker
 from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, PlaceIndex, PlaceKey
@@ -27,8 +27,7 @@ def need_of(request: CallRequest) -> Amounts:
     return Amounts(request.gpus or 0, request.cpus or 0, request.ram_mb or 0, 1)
 
 
-@dataclass(frozen=True)
-class Allocation:
+class Allocation(NamedTuple):
     """Exactly what a placement took, so that release gives back exactly that."""
 
     place_id: str
@@ -39,7 +38,18 @@ class Allocation:
 class PlaceState:
     """One place's capacity and its allocated and held (reserved) amounts."""
 
-    __slots__ = ("capacity", "free_gpu_ids", "groups", "held", "paused", "used", "worker")
+    __slots__ = (
+        "_capacity_key",
+        "all_known",
+        "capacity",
+        "free_gpu_ids",
+        "groups",
+        "held",
+        "indexed",
+        "paused",
+        "used",
+        "worker",
+    )
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -54,6 +64,11 @@ class PlaceState:
         self.groups: tuple[GroupKey, ...] = (
             (None,) if worker.id == ENGINE_ID else tuple(sorted(worker.labels))
         )
+        self.all_known = UNKNOWN not in self.capacity
+        """It reported every amount: what a request needs is what it takes."""
+        self.indexed: PlaceKey | None = None
+        """The free key its groups' indexes hold it under, if they hold it."""
+        self._capacity_key = PlaceKey(*self.capacity, worker.id)
 
     @property
     def id(self) -> str:
@@ -61,6 +76,8 @@ class PlaceState:
 
     def known(self, need: Amounts) -> Amounts:
         """``need`` with the amounts this place did not report zeroed: nothing is taken there."""
+        if self.all_known:
+            return need
         c = self.capacity
         return Amounts(
             0 if c.gpus == UNKNOWN else need.gpus,
@@ -75,12 +92,21 @@ class PlaceState:
         A hold is taken against capacity, so it may exceed what is free now; a request
         that asks none of that resource must not be turned away by it.
         """
+        return Amounts(*self._free())
+
+    def _free(self) -> tuple[int, int, int, int]:
+        # Conditional expressions, not max(): this is the scheduler's innermost step.
+        # (UNKNOWN is a large positive number, so the clamp leaves it as it is.)
         c, u, h = self.capacity, self.used, self.held
-        return Amounts(
-            c.gpus if c.gpus == UNKNOWN else max(0, c.gpus - u.gpus - h.gpus),
-            c.cpus if c.cpus == UNKNOWN else max(0, c.cpus - u.cpus - h.cpus),
-            c.ram_mb if c.ram_mb == UNKNOWN else max(0, c.ram_mb - u.ram_mb - h.ram_mb),
-            max(0, c.slots - u.slots - h.slots),
+        gpus = c.gpus if c.gpus == UNKNOWN else c.gpus - u.gpus - h.gpus
+        cpus = c.cpus if c.cpus == UNKNOWN else c.cpus - u.cpus - h.cpus
+        ram = c.ram_mb if c.ram_mb == UNKNOWN else c.ram_mb - u.ram_mb - h.ram_mb
+        slots = c.slots - u.slots - h.slots
+        return (
+            gpus if gpus > 0 else 0,
+            cpus if cpus > 0 else 0,
+            ram if ram > 0 else 0,
+            slots if slots > 0 else 0,
         )
 
     def unheld(self) -> Amounts:
@@ -88,10 +114,11 @@ class PlaceState:
         return self.capacity.minus(self.held)
 
     def free_key(self) -> PlaceKey:
-        return PlaceKey(*self.free(), self.worker.id)
+        gpus, cpus, ram_mb, slots = self._free()  # no Amounts made only to be unpacked
+        return PlaceKey(gpus, cpus, ram_mb, slots, self.worker.id)
 
     def capacity_key(self) -> PlaceKey:
-        return PlaceKey(*self.capacity, self.worker.id)
+        return self._capacity_key  # a capacity never changes
 
     def threads_for(self, need: Amounts) -> int | None:
         """Thread cap for a call: its cores if it asked, else a fair share of the place's."""
