@@ -48,16 +48,18 @@ SILENT = code(
 )
 MAKES_BIG = code(
     f"""
-    import hashlib, os, fluksio
+    import hashlib, os, tempfile, fluksio
 
     def process():
         digest = hashlib.sha256()
-        with open("big.bin", "wb") as out:
-            for _ in range({SIZE // CHUNK}):
-                chunk = os.urandom({CHUNK})
-                digest.update(chunk)
-                out.write(chunk)
-        ref = fluksio.save_artifact("big.bin", name="big.bin")
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "big.bin")
+            with open(path, "wb") as out:
+                for _ in range({SIZE // CHUNK}):
+                    chunk = os.urandom({CHUNK})
+                    digest.update(chunk)
+                    out.write(chunk)
+            ref = fluksio.save_artifact(path, name="big.bin")
         return {{"ref": ref, "sha256": digest.hexdigest()}}
     """
 )

@@ -93,6 +93,7 @@ def start_engine(
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=env or engine_env(),
+            cwd=log_dir,  # calls on the engine write here, never into the checkout
         )
     info_path = data_dir / "engine.json"
 

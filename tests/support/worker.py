@@ -53,7 +53,8 @@ def start_worker(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=full_env,
-            cwd=cwd,
+            # In the test's own directory: what a call writes must never land in the checkout.
+            cwd=cwd or log_dir,
         )
     return WorkerProcess(process, log_path)
 
