@@ -13,6 +13,8 @@ import asyncio
 import time
 from typing import Any
 
+import structlog.testing
+
 from fluksio.provisioners.base import JobState, JobStatus, ProfileSettings, WorkerEvent
 from fluksio.provisioners.driver import MachineRequest, ProvisioningDriver
 from fluksio.scheduler import Provisioning, RequestStage
@@ -162,10 +164,12 @@ async def test_a_login_needed_waits_for_a_person_without_backoff_or_tokens() -> 
     (status,) = driver.profiles()
     assert status.failures == 0 and status.login_needed == state.login_needed
     minted = len(engine.revoked)
-    for _ in range(3):  # each rest ends, the next pass asks, nobody has logged in yet
-        clock.advance(5)
-        driver.want("box", "small")
-        await _settle()
+    with structlog.testing.capture_logs() as logged:
+        for _ in range(3):  # each rest ends, the next pass asks, nobody has logged in yet
+            clock.advance(5)
+            driver.want("box", "small")
+            await _settle()
+    assert logged == [], "waiting for a person fills no log, one line per rest"
     assert provisioner.login_checks == 3, "asked the provisioner, locally, once per rest"
     assert len(engine.revoked) == minted, "no token is minted while nobody can log in"
     assert _state(driver).retry_at == clock.now() + 5, "the rest does not double"

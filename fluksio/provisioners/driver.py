@@ -380,11 +380,8 @@ class ProvisioningDriver:
         entry.failures += 1
         settings = entry.provisioner.settings
         rest = min(settings.retry_max_s, settings.retry_base_s * 2 ** (entry.failures - 1))
-        entry.resting_until = self._clock.now() + rest
         log.warning("provision.failed", profile=entry.key, error=message, retry_in_s=rest)
-        if not self._closing:
-            entry.rest_timer = self._clock.call_later(rest, lambda: self._rested(entry))
-        self._changed()
+        self._rest(entry, rest)
 
     def _wait_for_login(self, entry: _Profile, request: MachineRequest, detail: str) -> None:
         """Nothing was sent: a person must log in. Not a failure (no backoff grows); the
@@ -392,12 +389,20 @@ class ProvisioningDriver:
         if entry.login_needed is None:
             log.warning("provision.login_needed", profile=entry.key, detail=detail)
         entry.login_needed = login_sentence(entry.provisioner.name)
-        self._ended(entry, request, entry.login_needed)
-        entry.resting_until = self._clock.now() + entry.provisioner.settings.poll_interval_s
+        if request.token_jti is not None:
+            self._ended(entry, request, entry.login_needed)  # its token is revoked
+        else:  # minted nothing, wrote nothing, reached nothing: no trace to leave
+            entry.live.pop(request.id, None)
+            if entry.outstanding is request:
+                entry.outstanding = None
+            request.stage = RequestStage.ENDED
+        self._rest(entry, entry.provisioner.settings.poll_interval_s)
+
+    def _rest(self, entry: _Profile, seconds: float) -> None:
+        """The profile is not asked for again for ``seconds``; then the next pass may."""
+        entry.resting_until = self._clock.now() + seconds
         if not self._closing:
-            entry.rest_timer = self._clock.call_later(
-                entry.provisioner.settings.poll_interval_s, lambda: self._rested(entry)
-            )
+            entry.rest_timer = self._clock.call_later(seconds, lambda: self._rested(entry))
         self._changed()
 
     def _rested(self, entry: _Profile) -> None:
