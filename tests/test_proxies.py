@@ -17,7 +17,8 @@ from fluksio.api.proxies import (
     parse_trusted_proxies,
 )
 from tests.support.cli import fluksio
-from tests.support.inprocess import SUPERUSER, SUPERUSER_PASSWORD, ClientFactory, start_in_process
+from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 
 PROXY = parse_trusted_proxies(["127.0.0.1", "10.0.0.0/8"])
 
@@ -46,10 +47,10 @@ def test_bad_proxy_and_public_url_options_are_one_sentence() -> None:
     assert bad.returncode == 2 and "'10.0.0.0/99' is not an IP address" in bad.stderr
 
 
-async def _fail_logins(api: object, address: str, count: int) -> list[int]:
+async def _fail_logins(api: InProcessEngine, address: str, count: int) -> list[int]:
     statuses = []
     for attempt in range(count):
-        answer = await api.client.post(  # type: ignore[attr-defined]
+        answer = await api.client.post(
             "/api/v1/login/access-token",
             data={"username": f"nobody{attempt}", "password": "wrong"},
             headers={"X-Forwarded-For": address},
@@ -58,8 +59,8 @@ async def _fail_logins(api: object, address: str, count: int) -> list[int]:
     return statuses
 
 
-async def _login_from(api: object, address: str) -> int:
-    answer = await api.client.post(  # type: ignore[attr-defined]
+async def _login_from(api: InProcessEngine, address: str) -> int:
+    answer = await api.client.post(
         "/api/v1/login/access-token",
         data={"username": SUPERUSER, "password": SUPERUSER_PASSWORD},
         headers={"X-Forwarded-For": address},

@@ -52,24 +52,33 @@ def attached_published(
     engine: EngineProcess, published_agent: Path, tmp_path: Path
 ) -> Iterator[tuple[str, WorkerProcess]]:
     admin = engine.login()
-    token = engine.mint(admin, "published", ["gpu"])["token"]
-    worker = start_worker(
-        engine,
-        token,
-        tmp_path / "w",
-        "--labels",
-        "gpu",
-        "--gpus",
-        "2",
-        "--name",
-        "pub",
-        executable=published_agent,
-    )
+    worker = _attach_published(engine, admin, published_agent, tmp_path, "--gpus", "2")
     try:
-        wait_for(lambda: _worker(engine, admin), timeout=30, what="the published agent to attach")
         yield admin, worker
     finally:
         worker.stop()
+
+
+def _attach_published(
+    engine: EngineProcess,
+    admin: str,
+    agent: Path,
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> WorkerProcess:
+    """The published agent as ``published/pub`` with label ``gpu``, once it is listed."""
+    token = engine.mint(admin, "published", ["gpu"])["token"]
+    worker = start_worker(
+        engine, token, tmp_path / "w", "--labels", "gpu", "--name", "pub", *args,
+        executable=agent, env=env,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: _worker(engine, admin), timeout=30, what="the published agent to attach")
+    except BaseException:
+        worker.stop()
+        raise
+    return worker
 
 
 def _worker(engine: EngineProcess, admin: str) -> dict[str, Any] | None:
@@ -170,21 +179,10 @@ def test_over_wss_it_trusts_a_private_ca_through_ssl_cert_file(
     worker = None
     try:
         admin = engine.login()
-        token = engine.mint(admin, "published", ["gpu"])["token"]
-        url = attach_url(engine)
-        assert url.startswith("wss://")
-        worker = start_worker(
-            engine,
-            token,
-            tmp_path / "w",
-            "--labels",
-            "gpu",
-            "--name",
-            "pub",
-            executable=published_agent,
-            env={"SSL_CERT_FILE": str(ca.pem)},
+        assert attach_url(engine).startswith("wss://")
+        worker = _attach_published(
+            engine, admin, published_agent, tmp_path, env={"SSL_CERT_FILE": str(ca.pem)}
         )
-        wait_for(lambda: _worker(engine, admin), timeout=30, what="the agent over wss")
         # Its artifacts go over https, derived from the wss URL, with the same trust.
         run_id = run_flow(
             engine, admin, "pub-tls", [{"id": "n", "worker": "gpu", "code": ROUND_TRIP}]

@@ -378,10 +378,10 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
 
     async def submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
         script = self.render(profile, request_id=request_id)
-        carried = f"{token}\n"
+        carried, ca_path = f"{token}\n", ""
         if self.settings.ca_file is not None:
-            carried += f"{self._ca_base64()}\n"
-        ca_path = ca_file(self.name) if self.settings.ca_file is not None else ""
+            carried += f"{_base64_of(self.settings.ca_file)}\n"
+            ca_path = ca_file(self.name)
         argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file(request_id), ca_path]
         done = await self._run(argv, stdin=carried + script, once=True)
         if not done.ok:
@@ -392,13 +392,6 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         except ValueError as exc:
             raise ProvisionError(str(exc)) from None
         return Submission(job_id=job_id, profile=profile.name)
-
-    def _ca_base64(self) -> str:
-        path = Path(str(self.settings.ca_file)).expanduser()
-        try:
-            return base64.b64encode(path.read_bytes()).decode()
-        except OSError as exc:
-            raise ProvisionError(f"ca_file {path} cannot be read ({exc.strerror})") from None
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         wanted = set(job_ids)
@@ -470,6 +463,15 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             raise ProvisionError(
                 exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
             ) from None
+
+
+def _base64_of(ca_path: str) -> str:
+    """The ``ca_file`` as one line for stdin, read afresh: a CA may be rotated."""
+    path = Path(ca_path).expanduser()
+    try:
+        return base64.b64encode(path.read_bytes()).decode()
+    except OSError as exc:
+        raise ProvisionError(f"ca_file {path} cannot be read ({exc.strerror})") from None
 
 
 @hookimpl
