@@ -7,7 +7,8 @@ measures, over one keep-alive HTTP connection:
   (``GET /runs/{id}?wait=``), p50 and p99;
 * a fan-out of 1,000 independent no-op nodes in one run: calls per second, each call in
   a fresh process;
-* the launcher alone (no HTTP, no database): one call, p50.
+* the launcher alone (no HTTP, no database): one call, p50; and the CPU time per call of
+  the launcher, its fork server and the calls, 2,000 calls with 8 in flight.
 
 Floors measured in the same run: spawning ``python -I -S -c pass`` per call, and a bare
 ``fork`` + exit + wait from a small ``python -I -S`` process.
@@ -22,6 +23,7 @@ import asyncio
 import http.client
 import json
 import os
+import resource
 import ssl
 import statistics
 import subprocess
@@ -178,6 +180,36 @@ def measure_launcher(mode: str, count: int) -> float:
     return asyncio.run(main())
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of every descendant it has waited for, so far."""
+    own, reaped = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def measure_launcher_cpu(mode: str, count: int, at_once: int) -> float:
+    """CPU seconds per call of the launcher, its fork server and the calls, ``at_once``
+    in flight: the fork server's children are reaped by it, and it by us on close."""
+
+    async def main() -> float:
+        started = _cpu_seconds()
+        launcher = Launcher(mode=mode)
+        await launcher.start()
+        gate = asyncio.Semaphore(at_once)
+
+        async def one(n: int) -> None:
+            async with gate:
+                await launcher.run(CallSpec(f"c{n}", NOOP, "noop"))
+
+        await asyncio.gather(*(one(n) for n in range(count)))
+        await launcher.close()
+        return (_cpu_seconds() - started) / count
+
+    return asyncio.run(main())
+
+
 def measure_floors(count: int) -> dict[str, float]:
     python = os.path.realpath(sys.base_prefix + "/bin/python3")
     spawn = []
@@ -185,13 +217,19 @@ def measure_floors(count: int) -> dict[str, float]:
         started = time.perf_counter()
         subprocess.run([python, "-I", "-S", "-c", "pass"], check=True)
         spawn.append(time.perf_counter() - started)
+    cpu_before = _cpu_seconds()
     fork = subprocess.run(
         [python, "-I", "-S", "-c", FORK_FLOOR.replace("N", str(count * 5))],
         capture_output=True,
         text=True,
         check=True,
     )
-    return {"spawn_p50": statistics.median(spawn), "fork_p50": float(fork.stdout)}
+    return {
+        "spawn_p50": statistics.median(spawn),
+        "fork_p50": float(fork.stdout),
+        # The whole floor process, its start included, over its forks: a slight overcount.
+        "fork_cpu": (_cpu_seconds() - cpu_before) / (count * 5),
+    }
 
 
 def main() -> None:
@@ -203,6 +241,7 @@ def main() -> None:
 
     floors = measure_floors(100)
     launcher_p50 = measure_launcher(args.mode, 200)
+    launcher_cpu = measure_launcher_cpu(args.mode, 2000, 8)
     engine = measure_engine(args)
 
     ms = 1e3
@@ -213,6 +252,11 @@ def main() -> None:
     print(
         f"{'launcher alone: one no-op call, p50 (ms)':58} {launcher_p50 * ms:10.2f}"
         f" {launcher_p50 / floors['fork_p50']:8.1f}"
+    )
+    print(f"{'floor: CPU of a bare fork + exit + wait (ms)':58} {floors['fork_cpu'] * ms:10.2f}")
+    print(
+        f"{'launcher alone: CPU per call, 8 at once, all processes (ms)':58}"
+        f" {launcher_cpu * ms:10.2f} {launcher_cpu / floors['fork_cpu']:8.1f}"
     )
     print(
         f"{'one-node run, POST to finished, p50 (ms)':58} {engine['run_p50'] * ms:10.2f}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -268,6 +269,87 @@ async def test_a_process_that_dies_says_how(launcher: Launcher) -> None:
     assert "SIGKILL" in outcome.error["message"]
     exited, _ = await run(launcher, "import os\ndef process():\n    os._exit(3)\n", call_id="c2")
     assert "status 3" in exited.error["message"]
+
+
+async def test_each_call_is_a_fresh_process_that_no_earlier_call_touched(
+    launcher: Launcher,
+) -> None:
+    meddler = """
+        import json, os, sys
+        def process():
+            json.left_by_an_earlier_call = True
+            os.environ["LEFT_BY_AN_EARLIER_CALL"] = "1"
+            sys.path.append("/left/by/an/earlier/call")
+            return os.getpid()
+    """
+    inspector = """
+        import json, linecache, os, sys
+        def process():
+            return {
+                "pid": os.getpid(),
+                "module attribute": hasattr(json, "left_by_an_earlier_call"),
+                "variable": sorted(k for k in os.environ if "EARLIER" in k or "REHEARSAL" in k),
+                "path": [p for p in sys.path if "earlier" in p],
+                "sources": [name for name in linecache.cache if name.startswith("<node")],
+                "module": sys.modules["fluksio_node"].__file__,
+            }
+    """
+    pids = set()
+    for index in range(4):  # in fork mode, more calls than the server keeps forked ahead
+        meddled, _ = await run(launcher, meddler, call_id=f"meddler-{index}")
+        inspected, _ = await run(launcher, inspector, call_id=f"inspector-{index}")
+        assert meddled.ok and inspected.ok, (meddled.error, inspected.error)
+        seen = inspected.result
+        pids |= {meddled.result, seen.pop("pid")}
+        assert seen == {
+            "module attribute": False,
+            "variable": [],
+            "path": [],
+            "sources": ["<node f/n>"],
+            "module": "<node f/n>",
+        }
+    assert len(pids) == 8, "every call had a process of its own"
+
+
+def _children_of(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2 :].split()[1]) == parent:
+                found.append(int(entry))
+    return found
+
+
+async def test_calls_still_run_after_the_processes_forked_ahead_were_killed() -> None:
+    launched = Launcher(mode="fork")
+    await launched.start()
+    try:
+        first, _ = await run(launched, "def process():\n    return 1\n", call_id="first")
+        assert first.ok
+        (server,) = [
+            pid
+            for pid in _children_of(os.getpid())
+            if b"serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        waiting = _children_of(server)
+        assert waiting, "the fork server keeps call processes forked ahead of need"
+        for pid in waiting:
+            os.kill(pid, signal.SIGKILL)
+        await async_wait_for(
+            lambda: not any(alive(pid) for pid in waiting), timeout=10, what="them to die"
+        )
+        for index in range(5):
+            outcome, _ = await run(
+                launched, "import os\ndef process():\n    return os.getpid()\n", call_id=f"c{index}"
+            )
+            assert outcome.ok, outcome.error
+            assert outcome.result not in waiting
+    finally:
+        await launched.close()
 
 
 async def test_compile_loads_the_module_without_calling_it(launcher: Launcher) -> None:

@@ -517,6 +517,7 @@ class _ForkServer:
         self._process: asyncio.subprocess.Process | None = None
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._forks: dict[int, asyncio.Future[int]] = {}
+        self._spares: dict[int, socket.socket] = {}  # pid: the socket its request goes to
         self._next_id = 0
         self.alive = False
 
@@ -549,27 +550,36 @@ class _ForkServer:
             await self.close()
             raise LauncherError("the fork server speaks another runner protocol")
 
-    def _on_message(self) -> None:
+    def _on_message(self) -> bool:
+        """Handle one message from the server; False if none was waiting."""
         assert self._sock is not None
         try:
-            data = self._sock.recv(65536)
+            data, fds, _flags, _address = socket.recv_fds(self._sock, 65536, 1)
         except BlockingIOError:
-            return
+            return False
         except OSError:
-            data = b""
+            data, fds = b"", []
         if not data:
+            for fd in fds:
+                os.close(fd)
             self._lost()
-            return
+            return False
         message = json.loads(data)
         op = message.get("op")
-        if op == "ready" and self._ready is not None and not self._ready.done():
+        if op == "spare" and fds:
+            self._spares[message["pid"]] = socket.socket(fileno=fds[0])
+        elif op == "ready" and self._ready is not None and not self._ready.done():
             self._ready.set_result(message)
         elif op == "forked":
             future = self._forks.pop(message["id"], None)
             if future is not None and not future.done():
                 future.set_result(message["pid"])
         elif op == "exit":
+            spare = self._spares.pop(message["pid"], None)
+            if spare is not None:
+                spare.close()  # it was killed before it had a call
             self._on_exit(message["pid"], message["status"])
+        return True
 
     def _lost(self) -> None:
         self.alive = False
@@ -579,6 +589,7 @@ class _ForkServer:
             if not future.done():
                 future.set_exception(OSError("the fork server went away"))
         self._forks.clear()
+        self._close_spares()
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(OSError("the fork server did not start"))
 
@@ -587,21 +598,44 @@ class _ForkServer:
         return len(spec) + 64 <= runner.MAX_MESSAGE_BYTES
 
     async def fork(self, spec: bytes | None, fds: list[int]) -> int:
-        """Fork a call: ``spec`` inline with ``fds`` = [output, records], or ``spec`` None
-        with ``fds`` = [spec pipe, output, records]."""
+        """Start a call: ``spec`` inline with ``fds`` = [output, records], or ``spec`` None
+        with ``fds`` = [spec pipe, output, records]. Its pid."""
         assert self._sock is not None
         self._next_id += 1
         request_id = self._next_id
+        payload = json.dumps({"op": "fork", "id": request_id}).encode() + b"\n" + (spec or b"")
+        # The next spare's offer may be waiting unread behind the last call's result.
+        while not self._spares and self.alive and self._on_message():
+            pass
+        while self._spares:
+            pid = next(iter(self._spares))  # the oldest: it has had the most time to get ready
+            inbox = self._spares.pop(pid)
+            try:
+                socket.send_fds(inbox, [payload], fds)
+            except OSError:
+                continue  # it ended meanwhile (its exit is on the way); the server forks anew
+            finally:
+                inbox.close()
+            await self._send(json.dumps({"op": "took", "pid": pid}).encode(), [])
+            return pid
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._forks[request_id] = future
-        payload = json.dumps({"op": "fork", "id": request_id}).encode() + b"\n" + (spec or b"")
+        await self._send(payload, fds)
+        return await future
+
+    async def _send(self, payload: bytes, fds: list[int]) -> None:
+        assert self._sock is not None
         while True:
             try:
                 socket.send_fds(self._sock, [payload], fds)
-                break
+                return
             except BlockingIOError:
                 await asyncio.sleep(0.001)
-        return await future
+
+    def _close_spares(self) -> None:
+        for inbox in self._spares.values():
+            inbox.close()  # the spare reads the end of its socket and exits
+        self._spares.clear()
 
     def kill(self, pid: int) -> None:
         if self._sock is not None and self.alive:
@@ -609,6 +643,7 @@ class _ForkServer:
                 self._sock.send(json.dumps({"op": "kill", "pid": pid}).encode())
 
     async def close(self) -> None:
+        self._close_spares()
         if self._sock is not None:
             if self.alive:
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())

@@ -20,9 +20,10 @@ Two ways to start a call process:
 
 * ``python runner.py call``: a fresh interpreter per call (the fallback);
 * ``python runner.py serve FD``: a **fork server**. It imports only this module and the
-  standard library, reads fork requests on the Unix socket FD, and forks one child per
-  call. Forking a small process costs well under a millisecond where starting an
-  interpreter costs several.
+  standard library, and forks one child per call, ahead of need: the client sends each
+  call to a child that is waiting for it (see :func:`serve`). Forking costs about a
+  millisecond where starting an interpreter costs several, and forked ahead it costs the
+  call nothing.
 
 The fork server reads no thread-cap or device variable and starts no thread, so a child
 that sets them before importing the node's code is indistinguishable from a fresh
@@ -54,12 +55,15 @@ if TYPE_CHECKING:  # annotations only: nothing here is imported when the runner 
 
     Source = bytes | bytearray | memoryview | str | os.PathLike[str]
 
-PROTOCOL = 2
+PROTOCOL = 3
 """Version of the launcher <-> runner conversation (fork requests, records)."""
 
 MAX_MESSAGE_BYTES = 1 << 17
 """Largest fork request; a spec that does not fit comes through a pipe instead."""
 REAP_INTERVAL_MS = 200
+SPARES = 2
+"""Call processes the fork server keeps forked ahead: the next call's, and one for the
+call after it while the server forks a replacement."""
 
 SPEC_FD = 0
 RECORD_FD = 3
@@ -688,11 +692,15 @@ def run_child(
     the fork server for its children); here only the call's own variables are added.
     """
     _die_with_parent(parent_pid, death_signal)
-    os.set_inheritable(record_fd, False)  # the node's own subprocesses never get it
-    records = _Records(record_fd)
     if spec_bytes is None:
         with os.fdopen(SPEC_FD, "rb", closefd=False) as handle:
             spec_bytes = handle.read()
+    return _run_spec(spec_bytes, record_fd)
+
+
+def _run_spec(spec_bytes: bytes, record_fd: int) -> int:
+    os.set_inheritable(record_fd, False)  # the node's own subprocesses never get it
+    records = _Records(record_fd)
     spec = json.loads(spec_bytes)
     os.environ.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
     sys.modules["fluksio"] = _reporter_module(records)
@@ -721,18 +729,18 @@ def run_child(
 
 def _recv_request(
     sock: socket.socket,
-) -> tuple[dict[str, Any] | None, bytes | None, list[int]]:
-    """A request's header, the spec carried inline (if any) and the descriptors."""
+) -> tuple[bytes, dict[str, Any] | None, bytes | None, list[int]]:
+    """A request as received, its header, the spec carried inline (if any), its descriptors."""
     import socket
 
     try:
         message, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 4)
     except ConnectionError:
-        return None, None, []
+        return b"", None, None, []
     if not message:
-        return None, None, []
+        return b"", None, None, []
     header, _, spec = message.partition(b"\n")
-    return json.loads(header), (spec or None), fds
+    return message, json.loads(header), (spec or None), fds
 
 
 def _send(sock: socket.socket, payload: object) -> None:
@@ -740,15 +748,22 @@ def _send(sock: socket.socket, payload: object) -> None:
 
 
 def serve(control_fd: int, parent_pid: int = 0) -> None:
-    """Fork one child per request on ``control_fd`` (an AF_UNIX SOCK_SEQPACKET socket).
+    """Fork one child per call for the client on ``control_fd`` (AF_UNIX, SOCK_SEQPACKET).
 
-    A fork request is one message: a JSON header line ``{"op": "fork", "id": n}`` followed
-    by the call's spec, with two descriptors (output, records); a spec too large for one
-    message comes through a pipe instead, as a third descriptor first. It is answered
-    ``{"op": "forked", "id", "pid"}``. ``{"op": "kill", "pid"}`` kills that call's process
-    group. Each child's exit is reported as ``{"op": "exit", "pid", "status"}`` (``status``
-    is the exit code, or minus the signal number). On EOF every live child's group is
-    killed and the server exits: a client that dies takes its calls with it.
+    A call's request is one message: a JSON header line (``{"op": "fork", "id": n}``)
+    followed by the call's spec, with two descriptors (output, records); a spec too large
+    for one message comes through a pipe instead, as a third descriptor first.
+
+    The server keeps one child forked ahead and offers it as ``{"op": "spare", "pid"}``
+    with the spare's own socket as a descriptor. The client sends a request straight to
+    that socket, then tells the server ``{"op": "took", "pid"}``, and the server forks the
+    next spare. A client with no spare at hand sends the request to the server itself,
+    which answers ``{"op": "forked", "id", "pid"}``.
+
+    ``{"op": "kill", "pid"}`` kills that call's process group. Each child's exit is
+    reported as ``{"op": "exit", "pid", "status"}`` (``status`` is the exit code, or minus
+    the signal number), a spare's too. On EOF every child's group is killed and the server
+    exits: a client that dies takes its calls with it.
     """
     # What every call needs, imported once here rather than in each child. None of these
     # reads a thread-cap or device variable or starts a thread; threading is left out on
@@ -769,11 +784,11 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
     # counts as the node reporting (the silence timeout) as soon as it is printed.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    # The first compile() and JSON round trip of a process initialise internals worth a
-    # millisecond; pay it here once. Then freeze what exists so that no child's collector
-    # walks (and so copies) the server's pages.
-    compile("def process(x=1):\n    return {'a': [x, 1.5, None]}\n", "<warm-up>", "exec")
-    json.loads(json.dumps({"a": [1, 1.5, None, "s"]}))
+    # A process's first call initialises internals (compile, JSON, the interpreter's
+    # specialised bytecode of every function on the path) worth a millisecond; rehearse
+    # one here, so that children inherit the result. Then freeze what exists so that no
+    # child's collector walks (and so copies) the server's pages.
+    _rehearse()
     gc.collect()
     gc.freeze()
     sock = socket.socket(fileno=control_fd)
@@ -790,57 +805,153 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
             "executable": sys.executable,
         },
     )
+    spares: set[int] = set()  # forked ahead, offered to the client, not yet taken
+    for _ in range(SPARES):
+        _offer_spare(sock, spares, live)
     try:
         while True:
             # No SIGCHLD handler: children are reaped here, after each request and at
             # least every REAP_INTERVAL_MS, which costs the busy path nothing.
-            if poller.poll(REAP_INTERVAL_MS if live else None):
-                header, spec, fds = _recv_request(sock)
+            if poller.poll(REAP_INTERVAL_MS if live or spares else None):
+                message, header, _spec, fds = _recv_request(sock)
                 if header is None:
                     return
-                if header["op"] == "fork":
-                    pid = _fork_child(fds, spec, sock)
+                if header["op"] == "took" and header["pid"] in spares:
+                    spares.discard(header["pid"])
+                    live.add(header["pid"])
+                    _offer_spare(sock, spares, live)
+                elif header["op"] == "fork":  # the client had no spare at hand
+                    pid = _fork_for(sock, message, fds)
                     live.add(pid)
                     _send(sock, {"op": "forked", "id": header["id"], "pid": pid})
                 elif header["op"] == "kill" and header["pid"] in live:
                     _kill_group(header["pid"])
-            _reap(sock, live)
+            if _reap(sock, live, spares):
+                _offer_spare(sock, spares, live)  # a spare was killed before it was taken
     finally:
         # The client's death may deliver SIGTERM now (PDEATHSIG) while its EOF already
         # brought us here: nothing may cut the cleanup short and orphan a setsid'd process.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for pid in live:
+        for pid in live | spares:
             _kill_group(pid)
         _kill_tree(os.getpid())  # what left the calls' groups (setsid) or was orphaned
 
 
-def _fork_child(fds: list[int], spec: bytes | None, sock: socket.socket) -> int:
+# Forking costs the server more than a millisecond here (its page tables, then the faults
+# of the pages it shares with the child), and so do a new process's first writes. So the
+# server keeps one call process forked ahead, a *spare*, and hands the client the spare's
+# own socket: a call's request then crosses one socket, to a process that is ready. A
+# spare runs exactly one call, like any call process; none is ever reused.
+
+
+def _fork_spare(control: socket.socket, rehearse: bool) -> tuple[int, socket.socket]:
+    """A call process waiting for its one request on a socket of its own: (pid, inbox)."""
+    import socket
+
+    inbox, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         try:
-            import gc
-
-            gc.disable()  # a call is short-lived; a collection would only copy pages
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handler is not its
-            os.setpgid(0, 0)
-            os.close(sock.fileno())
-            if spec is None:
-                spec_fd, output_fd, record_fd = fds
-                os.dup2(spec_fd, SPEC_FD)
-            else:
-                output_fd, record_fd = fds
-            os.dup2(output_fd, 1)
-            os.dup2(output_fd, 2)
-            os.dup2(record_fd, RECORD_FD)
-            for fd in set(fds) - {SPEC_FD, 1, 2, RECORD_FD}:
-                os.close(fd)
-            code = run_child(parent_pid=os.getppid(), spec_bytes=spec)
+            os.close(control.fileno())
+            os.close(inbox.fileno())
+            code = _wait_for_call(theirs, rehearse)
         except BaseException:  # a child must never return into the server
             code = 70
         os._exit(code)
-    for fd in fds:
-        os.close(fd)
+    theirs.close()
+    return pid, inbox
+
+
+def _offer_spare(control: socket.socket, spares: set[int], live: set[int]) -> None:
+    import socket
+
+    # A rehearsal saves a call's latency but not its work: worth it while calls come one
+    # at a time (the last one may still be exiting), not in a burst, where the spare is
+    # taken at once and the rehearsal would make its call wait.
+    pid, inbox = _fork_spare(control, rehearse=len(live) <= 2)
+    spares.add(pid)
+    try:
+        offer = json.dumps({"op": "spare", "pid": pid}).encode()
+        socket.send_fds(control, [offer], [inbox.fileno()])
+    finally:
+        inbox.close()
+
+
+def _fork_for(control: socket.socket, message: bytes, fds: list[int]) -> int:
+    """A call process for a request that came to the server itself; its pid."""
+    import socket
+
+    pid, inbox = _fork_spare(control, rehearse=False)
+    try:
+        socket.send_fds(inbox, [message], fds)
+    finally:
+        inbox.close()
+        for fd in fds:
+            os.close(fd)
     return pid
+
+
+_REHEARSAL = json.dumps(
+    {
+        "op": "run",
+        "source": "def process(x=1):\n    return {'a': [x, 1.5, None, 'text']}\n",
+        "node": "rehearsal",
+        "flow": "",
+        "kwargs": {"x": 2},
+        "env": {"FLUKSIO_REHEARSAL": "1"},
+    }
+).encode()
+
+
+def _rehearse() -> None:
+    """Run a call whose records go nowhere, then undo what it left.
+
+    A process's first writes to pages it shares with the server fault and copy them (the
+    interpreter writes reference counts and its specialised bytecode as it runs), and a
+    call's path writes hundreds. Made here, before the request, they are off its path.
+    """
+    import linecache
+
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        _run_spec(_REHEARSAL, sink)
+    finally:
+        os.close(sink)
+        os.environ.pop("FLUKSIO_REHEARSAL", None)
+        sys.modules.pop("fluksio", None)
+        sys.modules.pop("fluksio_node", None)
+        linecache.cache.pop("<node /rehearsal>", None)
+
+
+def _wait_for_call(inbox: socket.socket, rehearse: bool) -> int:
+    """The life of a call process: what needs no spec, then the one request it is for."""
+    import gc
+    import select
+
+    gc.disable()  # a call is short-lived; a collection would only copy pages
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handler is not its
+    os.setpgid(0, 0)
+    _die_with_parent(os.getppid())
+    waiting = select.poll()
+    waiting.register(inbox, select.POLLIN)
+    if rehearse and not waiting.poll(0):
+        _rehearse()  # not when a request waits already: it would only delay it
+    _message, header, spec, fds = _recv_request(inbox)
+    if header is None:
+        return 0  # nobody will send a call: the client or the server ended
+    inbox.close()
+    if spec is None:
+        spec_fd, output_fd, record_fd = fds
+        with os.fdopen(spec_fd, "rb") as handle:
+            spec = handle.read()
+    else:
+        output_fd, record_fd = fds
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.dup2(record_fd, RECORD_FD)
+    for fd in {output_fd, record_fd} - {1, 2, RECORD_FD}:
+        os.close(fd)
+    return _run_spec(spec, RECORD_FD)
 
 
 def _kill_group(pid: int) -> None:
@@ -850,17 +961,23 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _reap(sock: socket.socket, live: set[int]) -> None:
-    while live:
+def _reap(sock: socket.socket, live: set[int], spares: set[int]) -> bool:
+    """Collect ended children and report the calls among them; True if a spare ended."""
+    spare_ended = False
+    while live or spares:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
+            break
+        if pid in spares:
+            spares.discard(pid)
+            spare_ended = True
         live.discard(pid)
         code = os.waitstatus_to_exitcode(status)
         _send(sock, {"op": "exit", "pid": pid, "status": code})
+    return spare_ended
 
 
 def main(argv: list[str]) -> int:
