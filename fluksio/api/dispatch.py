@@ -73,6 +73,10 @@ class Dispatcher:
         self._pass_pending = False
         self._closing = False
         self._plugin_events = plugin_events
+        self.version = 0
+        """Counts the changes to what the read-only questions below answer (places, the
+        queue, placements, provisioning), so that an unchanged view is known unchanged
+        without being built."""
         self.runs = RunManager(runs=runs, flows=flows, secrets=secrets, dispatch=self)
         self.provisioning: ProvisioningDriver | None = None
         if provisioners:
@@ -105,15 +109,18 @@ class Dispatcher:
 
     def submit(self, request: CallRequest) -> None:
         """A call is ready to run."""
+        self.version += 1
         self._scheduler.submit(request)
         self.kick()
 
     def withdraw(self, call_id: str) -> bool:
         """Take a waiting call out of the queue; False when it is not waiting."""
+        self.version += 1
         return self._scheduler.withdraw(call_id)
 
     def finished(self, call_id: str) -> None:
         """A placed call ended: give back what it took (unless its worker went meanwhile)."""
+        self.version += 1
         if self._scheduler.allocation(call_id) is not None:
             self._scheduler.finish(call_id)
         self.kick()
@@ -127,6 +134,7 @@ class Dispatcher:
 
     def worker_attached(self, worker: Worker, executor: Executor, event: WorkerEvent) -> None:
         """A worker attached: it can take calls from the next pass on."""
+        self.version += 1
         self._executors[worker.id] = executor
         self._scheduler.add_worker(worker)
         if self.provisioning is not None:
@@ -137,6 +145,7 @@ class Dispatcher:
 
     def worker_gone(self, event: WorkerEvent) -> None:
         """A worker is gone; its executor has already failed its calls in flight."""
+        self.version += 1
         self._executors.pop(event.worker_id, None)
         if self._scheduler.has_place(event.worker_id):
             self._scheduler.remove_worker(event.worker_id)
@@ -148,6 +157,7 @@ class Dispatcher:
 
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""
+        self.version += 1
         if self._scheduler.has_place(worker_id):
             self._scheduler.set_paused(worker_id, not answering)
             log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
@@ -156,6 +166,7 @@ class Dispatcher:
     # -- events from the provisioning driver ---------------------------------------------
 
     def _provisioning_changed(self) -> None:
+        self.version += 1
         assert self.provisioning is not None
         before = {p.key: p.outstanding for p in self._scheduler.profiles()}
         profiles = self.provisioning.scheduler_profiles()
@@ -175,6 +186,7 @@ class Dispatcher:
 
     def run_pass(self) -> None:
         """One pass now: start what fits, ask for machines for what never could."""
+        self.version += 1
         self._pass_pending = False
         if self._closing:
             return
@@ -202,6 +214,9 @@ class Dispatcher:
     def waiting(self) -> list[str]:
         """Ids of the waiting calls, in the order they will be served."""
         return self._scheduler.waiting()
+
+    def has_waiting(self) -> bool:
+        return self._scheduler.has_waiting()
 
     def placed_on(self, call_id: str) -> str:
         allocation = self._scheduler.allocation(call_id)

@@ -536,6 +536,9 @@ class Scheduler:
         place = self._places[worker_id]
         return reasons.explain_place(request, need_of(request), place)
 
+    def has_waiting(self) -> bool:
+        return bool(self._queues)  # a shape's queue goes when its last request does
+
     def waiting(self) -> list[str]:
         """Ids of the waiting requests, in the order they will be served."""
         keys = [key for queue in self._queues.values() for key in queue]

@@ -20,7 +20,7 @@ from fluksio.api.bodies import read_json
 from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
-from fluksio.api.responses import model_response
+from fluksio.api.responses import conditional_response, model_response
 from fluksio.api.timefmt import utc
 from fluksio.api.worker_tokens import WorkerTokenRecord
 
@@ -89,7 +89,10 @@ async def _mint(request: web.Request) -> web.Response:
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     now = time.time()
-    return model_response([_describe(r, now) for r in request.app[WORKER_TOKENS].list()])
+    records = request.app[WORKER_TOKENS].list()
+    return conditional_response(
+        request, lambda: model_response([_describe(r, now) for r in records])
+    )
 
 
 async def _revoke(request: web.Request) -> web.Response:

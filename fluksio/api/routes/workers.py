@@ -3,6 +3,10 @@
 ``GET /workers/attach``      the WebSocket (see ``fluksio.api.workers.attach``)
 ``GET /workers``             attached workers and those refused for their protocol
 ``GET /workers/resources``   every place's inventory and what is free, the queue, provisioning
+
+Both carry an ``ETag`` and answer ``If-None-Match`` with ``304`` while nothing changed,
+without building the view, which is what keeps an open Workers screen cheap however many
+workers are attached.
 ``GET /workers/runtime``     the runner module, for a host that cannot pip install
 ``GET /workers/agent.py``    the agent in one file, to run beside the runner
 
@@ -12,6 +16,7 @@ The shapes of these answers are declared here, once, as pydantic models.
 from __future__ import annotations
 
 import functools
+import time
 from collections import Counter
 from datetime import datetime
 from typing import Any, Literal
@@ -24,7 +29,7 @@ from fluksio.agent.standalone import build_standalone_agent
 from fluksio.api.appkeys import DISPATCHER, RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
-from fluksio.api.responses import model_response
+from fluksio.api.responses import conditional_response, model_response
 from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
 from fluksio.api.workers.registry import NeedsUpgrade
@@ -235,12 +240,27 @@ async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     dispatcher = request.app[DISPATCHER]
     registry = request.app[WORKERS]
-    attached: list[BaseModel] = [_worker(s, dispatcher) for s in registry.sessions()]
-    return model_response(attached + [_refused(e) for e in registry.needs_upgrade()])
+
+    def render() -> web.Response:
+        attached: list[BaseModel] = [_worker(s, dispatcher) for s in registry.sessions()]
+        return model_response(attached + [_refused(e) for e in registry.needs_upgrade()])
+
+    # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
+    # (a worker that stops answering changes its status, and so the tag).
+    return conditional_response(request, render, f"w{registry.version}.{dispatcher.version}")
 
 
 async def _resources(request: web.Request) -> web.Response:
     require_superuser(request)
+    dispatcher = request.app[DISPATCHER]
+    version = f"r{request.app[WORKERS].version}.{dispatcher.version}"
+    if dispatcher.has_waiting():
+        # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
+        version += f".{int(time.time())}"
+    return conditional_response(request, lambda: _resources_body(request), version)
+
+
+def _resources_body(request: web.Request) -> web.Response:
     dispatcher = request.app[DISPATCHER]
     views = [dispatcher.place(s.id) for s in request.app[WORKERS].sessions()]
     workers = [_place(view) for view in views if view is not None]

@@ -35,9 +35,17 @@ class WorkerRegistry:
         self._by_id: dict[str, WorkerSession] = {}
         self._by_identity: dict[tuple[str, str], WorkerSession] = {}
         self._needs_upgrade: dict[str, NeedsUpgrade] = {}
+        self.version = 0
+        """Counts the changes to who is attached or refused and to each one's calls in
+        flight; a heartbeat alone (``last_seen``) is not one."""
+
+    def changed(self) -> None:
+        self.version += 1
 
     def add(self, session: WorkerSession) -> WorkerSession | None:
         """Register ``session``; returns the session it supersedes, if any."""
+        self.changed()
+        session.on_change = self.changed
         previous = self._by_identity.get(session.identity)
         if previous is not None:
             self._by_id.pop(previous.id, None)
@@ -50,6 +58,7 @@ class WorkerRegistry:
         """Forget ``session`` unless another one has taken its identity since."""
         if self._by_identity.get(session.identity) is not session:
             return False
+        self.changed()
         del self._by_identity[session.identity]
         self._by_id.pop(session.id, None)
         return True
@@ -64,6 +73,7 @@ class WorkerRegistry:
         return [s for s in self._by_id.values() if s.token.jti == jti]
 
     def refused_for_protocol(self, entry: NeedsUpgrade) -> None:
+        self.changed()
         self._needs_upgrade[entry.name] = entry
 
     def needs_upgrade(self) -> list[NeedsUpgrade]:

@@ -60,6 +60,8 @@ class WorkerSession:
     """False while it has missed a ping: the scheduler gives it nothing new."""
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
+    on_change: Callable[[], None] = lambda: None
+    """Told when its calls in flight change (the registry counts it as a change)."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _unknown_frames: int = 0
 
@@ -93,6 +95,7 @@ class WorkerSession:
             return CallOutcome(False, error=error_record("WorkerGone", self.closed_reason))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._pending[spec.call_id] = _Pending(future, on_event)
+        self.on_change()
         frame = RunFrame(
             op="compile" if spec.op == "compile" else "run",
             call_id=spec.call_id,
@@ -113,6 +116,7 @@ class WorkerSession:
             )
         finally:
             self._pending.pop(spec.call_id, None)
+            self.on_change()
 
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:

@@ -9,6 +9,7 @@ const TOKEN_KEY = "fluksio.access-token";
 const $ = (id) => document.getElementById(id);
 let polling = null;
 let lastGood = null;
+const lastAnswers = new Map(); // path: { etag, data }, the last answer to each GET
 
 // -- small DOM helpers ---------------------------------------------------------------------
 
@@ -45,6 +46,14 @@ function until(iso) {
 
 function time(iso) {
   return el("time", { datetime: iso || "", title: iso || "" }, ago(iso));
+}
+
+// A worker that answers was heard from within the last ping: its exact time changes every
+// few seconds without changing the view, so only a silent worker's last contact is shown.
+function seenCell(worker) {
+  const cell = [time(worker.attached_at)];
+  if (worker.status === "not answering") cell.push(el("br"), el("span", { class: "muted small" }, "last heard "), time(worker.last_seen));
+  return cell;
 }
 
 function chips(labels) {
@@ -98,9 +107,15 @@ async function api(method, path, { form, json } = {}) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(json);
   }
+  // The engine answers an unchanged view with 304: what it said last time still holds.
+  const kept = method === "GET" ? lastAnswers.get(path) : undefined;
+  if (kept) headers["If-None-Match"] = kept.etag;
   const response = await fetch(API + path, { method, headers, body, cache: "no-store" });
+  if (response.status === 304 && kept) return kept.data;
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
+  const etag = response.headers.get("ETag");
+  if (method === "GET" && response.ok && etag) lastAnswers.set(path, { etag, data });
   if (response.status === 401 && path !== "/login/access-token") throw new Unauthorized();
   if (response.status === 403) throw new Unauthorized((data && data.detail) || "Only the superuser may use this screen.");
   if (!response.ok) throw new Error((data && data.detail) || `${response.status} ${response.statusText}`);
@@ -111,6 +126,7 @@ async function api(method, path, { form, json } = {}) {
 
 function showLogin(message) {
   sessionStorage.removeItem(TOKEN_KEY);
+  lastAnswers.clear();
   stopPolling();
   $("screen").hidden = true;
   $("logout").hidden = true;
@@ -240,7 +256,7 @@ function renderWorkers(workers) {
           : [bar("cores", inventory.cpus, free.cpus, ""), bar("GPUs", inventory.gpus, free.gpus, ""), bar("memory", inventory.ram_mb, free.ram_mb, "MB")],
       ),
       el("td", {}, upgrade ? "—" : `${worker.in_flight} of ${worker.parallel}`),
-      el("td", {}, upgrade ? ["refused ", time(worker.refused_at)] : [time(worker.attached_at), el("br"), el("span", { class: "muted small" }, "seen "), time(worker.last_seen)]),
+      el("td", {}, upgrade ? ["refused ", time(worker.refused_at)] : seenCell(worker)),
     );
   });
   $("workers").replaceChildren(table(["Worker", "Status", "Version", "Python", "Resources", "Calls", "Attached"], rows));
