@@ -3,12 +3,12 @@
 ``GET /workers/attach``      the WebSocket (see ``fluksio.api.workers.attach``)
 ``GET /workers``             attached workers and those refused for their protocol
 ``GET /workers/resources``   every place's inventory and what is free, the queue, provisioning
-
-Both carry an ``ETag`` and answer ``If-None-Match`` with ``304`` while nothing changed,
-without building the view, which is what keeps an open Workers screen cheap however many
-workers are attached.
 ``GET /workers/runtime``     the runner module, for a host that cannot pip install
 ``GET /workers/agent.py``    the agent in one file, to run beside the runner
+
+``/workers`` and ``/workers/resources`` carry an ``ETag`` and answer ``If-None-Match`` with
+``304`` while nothing changed, without building the view: an open Workers screen stays
+cheap however many workers are attached.
 
 The shapes of these answers are declared here, once, as pydantic models.
 """
