@@ -72,21 +72,30 @@ def parse_digest(text: str) -> str:
 class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._probe: tuple[str, str] | None = None
         (root / "sha256").mkdir(parents=True, exist_ok=True, mode=0o700)
         (root / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
         for leftover in (root / "tmp").iterdir():
             leftover.unlink(missing_ok=True)  # uploads a killed engine never finished
 
-    def write_probe(self, name: str) -> str:
-        """Write a probe file a worker on the same filesystem can prove it sees; its nonce."""
-        folder = self.root / "probes"
-        folder.mkdir(exist_ok=True, mode=0o700)
-        nonce = secrets.token_hex(16)
-        (folder / name).write_text(nonce)
-        return nonce
+    def probe(self) -> tuple[str, str]:
+        """A probe file a worker on the same filesystem can prove it sees: (its path under
+        the store, the nonce it holds).
 
-    def remove_probe(self, name: str) -> None:
-        (self.root / "probes" / name).unlink(missing_ok=True)
+        One per engine process, written on first use, for every worker: a file per attach
+        cost a millisecond each (20,000 workers attaching wrote 20,000 files). Its nonce
+        is no secret; it only shows that a worker reads the file this engine wrote. Those
+        of earlier engine processes are removed.
+        """
+        if self._probe is None:
+            folder = self.root / "probes"
+            folder.mkdir(exist_ok=True, mode=0o700)
+            for earlier in folder.iterdir():
+                earlier.unlink(missing_ok=True)
+            name, nonce = f"engine-{secrets.token_hex(8)}", secrets.token_hex(16)
+            (folder / name).write_text(nonce)
+            self._probe = (f"probes/{name}", nonce)
+        return self._probe
 
     def path_of(self, digest: str) -> Path:
         hex_digest = parse_digest(digest)

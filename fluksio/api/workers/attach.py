@@ -176,10 +176,10 @@ async def attach(request: web.Request) -> web.StreamResponse:
             "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
         )
     store = request.app[ARTIFACTS]
-    nonce = store.write_probe(session.id)
+    probe, nonce = store.probe()
     # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
     # such a worker's calls use the store directly instead of HTTP. Never assumed.
-    shared = StoreOffer(path=str(store.root), probe=f"probes/{session.id}", nonce=nonce)
+    shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
     public = request.app[SETTINGS].public_url
     artifacts = f"{public}/api/v1/artifacts" if public is not None else None
     await ws.send_str(encode(WelcomeFrame(name=name, store=shared, artifacts=artifacts)))
@@ -213,7 +213,6 @@ async def attach(request: web.Request) -> web.StreamResponse:
         await _serve(session, budget)
     finally:
         pinger.cancel()
-        store.remove_probe(session.id)
         registry.remove(session)
         session.fail_all("worker went away mid-call")
         dispatcher.worker_gone(event)
