@@ -21,6 +21,7 @@ import pytest
 import structlog
 
 from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
+from fluksio.api import appkeys
 from fluksio.api.provisioning import Configured
 from fluksio.provisioners import WorkerEvent, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus
@@ -556,3 +557,27 @@ async def test_an_idle_worker_near_its_job_end_is_drained_with_4010(
     assert not lasting.socket.closed
     names = [w["name"] for w in (await api.request("GET", "/workers")).body]
     assert names == ["hpc-small/lasting"]
+
+
+async def test_a_token_revoked_or_lost_behind_the_engines_back_cuts_only_its_workers(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", worker_check_s=0.05)
+    tokens = {name: await api.mint(name, ["cpu"]) for name in ("kept", "revoked", "lost")}
+    workers = {
+        name: await api.attach(token, name=name, labels=["cpu"]) for name, token in tokens.items()
+    }
+    jtis = {w["name"]: w["token"]["jti"] for w in (await api.request("GET", "/workers")).body}
+    # As another process would (``fluksio`` commands share the database): no API call, so
+    # nothing disconnects at once and only the watcher can notice.
+    store = api.app[appkeys.WORKER_TOKENS]
+    store.revoke(jtis["revoked"], "revoked elsewhere")
+    api.app[appkeys.DATABASE].execute("DELETE FROM worker_tokens WHERE jti = ?", (jtis["lost"],))
+
+    def names() -> list[str] | None:
+        closed = {name for name, worker in workers.items() if worker.socket.closed}
+        return sorted(closed) if closed == {"revoked", "lost"} else None
+
+    await async_wait_for(names, timeout=10, what="the two workers to be cut off")
+    listed = (await api.request("GET", "/workers")).body
+    assert [w["name"] for w in listed] == ["kept"]

@@ -66,6 +66,16 @@ class WorkerTokenStore:
         row = self._db.execute("SELECT * FROM worker_tokens WHERE jti = ?", (jti,)).fetchone()
         return None if row is None else _record(row)
 
+    def unusable(self, jtis: set[str]) -> set[str]:
+        """Those of ``jtis`` that are revoked or unknown here, in one query: the watcher
+        asks for every attached worker every few seconds."""
+        rows = self._db.execute(
+            "SELECT jti FROM worker_tokens"
+            " WHERE revoked_at IS NULL AND jti IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(jtis)),),
+        )
+        return jtis - {row["jti"] for row in rows}
+
     def list(self) -> list[WorkerTokenRecord]:
         rows = self._db.execute("SELECT * FROM worker_tokens ORDER BY created_at, jti")
         return [_record(row) for row in rows]

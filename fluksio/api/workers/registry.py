@@ -69,6 +69,10 @@ class WorkerRegistry:
     def sessions(self) -> list[WorkerSession]:
         return sorted(self._by_id.values(), key=lambda s: (s.name, s.id))
 
+    def attached(self) -> list[WorkerSession]:
+        """Every session, in no particular order: for a look at each, without a sort."""
+        return list(self._by_id.values())
+
     def with_jti(self, jti: str) -> list[WorkerSession]:
         return [s for s in self._by_id.values() if s.token.jti == jti]
 

@@ -50,7 +50,9 @@ async def check_once(
     answering, so the scheduler gives a silent worker nothing new."""
     now = time.time()
     key_id = tokens.current_key_id()
-    for session in registry.sessions():
+    sessions = registry.attached()
+    unusable = store.unusable({session.token.jti for session in sessions})
+    for session in sessions:
         answering = _answering(session, now, settings)
         if answering != session.answering:
             session.answering = answering
@@ -69,10 +71,8 @@ async def check_once(
             reason = "the engine's signing key was replaced; mint a new worker token"
         elif session.token.expires_at <= now:
             reason = "the worker token expired; mint a new one"
-        else:
-            record = store.get(session.token.jti)
-            if record is None or record.revoked_at is not None:
-                reason = "the worker token was revoked"
+        elif session.token.jti in unusable:
+            reason = "the worker token was revoked"
         if reason is not None:
             await session.close(reason)
             continue
