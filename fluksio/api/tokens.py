@@ -29,7 +29,7 @@ from typing import Any
 import jwt
 
 from fluksio.api.errors import Forbidden, NotAuthenticated
-from fluksio.api.keys import KeyRing
+from fluksio.api.keys import KeyRing, SigningKey
 from fluksio.api.users import User, UserStore
 from fluksio.api.worker_tokens import WorkerTokenRecord, WorkerTokenStore
 
@@ -46,6 +46,11 @@ ACCESS_TOKEN_TTL_S = 24 * 3600
 WORKER_TOKEN_TTL_S = 365 * 24 * 3600
 # A real token is well under 1 KB; anything this long is not worth parsing.
 _MAX_TOKEN_CHARS = 4096
+_VERIFIED_KEPT = 4096
+"""Tokens whose signature was checked, kept with their claims: the screen, a script or
+a worker presents the same token again and again, and Ed25519 with pyjwt's parsing is
+most of what a request costs. Only tokens that verified are kept, so at most this many
+of them, and never past their expiry."""
 _MINT_NEW = "mint a new one with POST /api/v1/workers/tokens"
 
 
@@ -80,6 +85,7 @@ class TokenService:
         self._users = users
         self._worker_tokens = worker_tokens
         self._access_ttl_s = access_ttl_s
+        self._verified: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- minting -----------------------------------------------------------------------
 
@@ -219,17 +225,33 @@ class TokenService:
             provisioned_by=provisioned_by,
         )
 
+    def _verified_claims(self, token: str, key: SigningKey) -> dict[str, Any]:
+        """The claims of ``token`` once its signature, algorithm and claims check out;
+        what pyjwt raises otherwise. A token checked before with the same key is not
+        checked again, but its expiry is."""
+        kept = self._verified.get((key.kid, token))
+        if kept is not None:
+            if kept["exp"] <= time.time():
+                del self._verified[(key.kid, token)]
+                raise jwt.ExpiredSignatureError("Signature has expired")
+            return dict(kept)
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key.public,
+            algorithms=[ALGORITHM],
+            options={"require": ["sub", "type", "iat", "exp"]},
+        )
+        if len(self._verified) >= _VERIFIED_KEPT:
+            self._verified.clear()  # a rotation's leftovers and the long tail go together
+        self._verified[(key.kid, token)] = claims
+        return dict(claims)
+
     def _decode(self, token: str, *, expected_type: str) -> dict[str, Any]:
         if not token or len(token) > _MAX_TOKEN_CHARS:
             raise NotAuthenticated("the bearer token is not a valid Fluksio token")
         key = self._keys.current()
         try:
-            claims: dict[str, Any] = jwt.decode(
-                token,
-                key.public,
-                algorithms=[ALGORITHM],
-                options={"require": ["sub", "type", "iat", "exp"]},
-            )
+            claims = self._verified_claims(token, key)
         except jwt.ExpiredSignatureError as exc:
             raise NotAuthenticated(f"the {expected_type} token has expired") from exc
         except jwt.InvalidSignatureError as exc:
