@@ -149,6 +149,8 @@ class _Run:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     dirty: dict[str, NodeRow] = field(default_factory=dict)
     """Nodes changed since the last write; written together once per loop iteration."""
+    state_changed: bool = False
+    """Its own state changed since the last write; written with its nodes."""
     unfinished: int = 0
     """How many nodes are not yet in a terminal state (kept by :meth:`RunManager._ended`)."""
 
@@ -342,9 +344,7 @@ class RunManager:
         if run.row.state is RunState.QUEUED:
             run.row.state = RunState.RUNNING
             run.row.started_at = node.row.started_at
-            self._runs_store.set_run_state(
-                run.row.id, RunState.RUNNING, started_at=run.row.started_at
-            )
+            run.state_changed = True
         self._save(run, [node])
         spec = CallSpec(
             call_id=placement.request_id,
@@ -494,8 +494,9 @@ class RunManager:
             final = RunState.SUCCEEDED
         run.row.state = final
         run.row.ended_at = time.time()
-        self._flush()  # the nodes' final states before the run's
-        self._runs_store.set_run_state(run.row.id, final, ended_at=run.row.ended_at)
+        run.state_changed = True
+        self._dirty_runs[run.row.id] = run
+        self._flush()  # now: a waiter reads the ended run from the store
         self._runs.pop(run.row.id, None)
         run.done.set()
         log.info("run.ended", run_id=run.row.id, state=final)
@@ -517,10 +518,12 @@ class RunManager:
         self._flush_pending = False
         runs, self._dirty_runs = self._dirty_runs, {}
         self._runs_store.save_many(
-            [(run.row.id, list(run.dirty.values())) for run in runs.values()]
+            [(run.row.id, list(run.dirty.values())) for run in runs.values()],
+            [run.row for run in runs.values() if run.state_changed],
         )
         for run in runs.values():
             run.dirty.clear()
+            run.state_changed = False
 
     # -- describing -------------------------------------------------------------------
 

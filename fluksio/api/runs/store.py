@@ -158,26 +158,16 @@ class RunStore:
                 [(run.id, node.node_id, node.state) for node in nodes],
             )
 
-    def set_run_state(
-        self,
-        run_id: str,
-        state: RunState,
-        *,
-        started_at: float | None = None,
-        ended_at: float | None = None,
-    ) -> None:
-        self._db.execute(
-            "UPDATE runs SET state = ?, started_at = COALESCE(?, started_at),"
-            " ended_at = COALESCE(?, ended_at) WHERE id = ?",
-            (state, started_at, ended_at, run_id),
-        )
-
     def save_nodes(self, run_id: str, nodes: Iterable[NodeRow]) -> None:
         """Write the given nodes' state (all columns) in one transaction."""
         self.save_many([(run_id, list(nodes))])
 
-    def save_many(self, batches: Iterable[tuple[str, list[NodeRow]]]) -> None:
-        """Write the nodes of several runs in one transaction."""
+    def save_many(
+        self, batches: Iterable[tuple[str, list[NodeRow]]], runs: Iterable[RunRow] = ()
+    ) -> None:
+        """Write the nodes of several runs, and the state of ``runs``, in one transaction:
+        a run's end becomes visible with its nodes' final states, never before them."""
+        run_rows = [(run.state, run.started_at, run.ended_at, run.id) for run in runs]
         rows = [
             (
                 n.state,
@@ -197,13 +187,16 @@ class RunStore:
             for run_id, nodes in batches
             for n in nodes
         ]
-        if not rows:
+        if not rows and not run_rows:
             return
         assignments = ", ".join(f"{column} = ?" for column in _NODE_COLUMNS)
         with self._db.transaction() as connection:
             connection.executemany(
                 f"UPDATE node_runs SET {assignments} WHERE run_id = ? AND node_id = ?",  # noqa: S608
                 rows,
+            )
+            connection.executemany(
+                "UPDATE runs SET state = ?, started_at = ?, ended_at = ? WHERE id = ?", run_rows
             )
 
     def get(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
