@@ -8,6 +8,7 @@ started again, the command line) is at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import socket
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from fluksio.api.runs.provenance import Provenance
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, start_engine
 from tests.support.http import call
@@ -257,6 +259,20 @@ async def test_each_call_records_the_worker_host_job_and_gpus_it_ran_on(
         "provisioner": None,
         "request_id": None,
     }
+
+
+def test_provenance_is_stored_whole_and_read_back_the_same() -> None:
+    full = Provenance(
+        worker="gpu-box",
+        host="n1",
+        slurm_job_id="41",
+        gpu_ids=(0, 1),
+        provisioner="hpc/gpu",
+        request_id="r1",
+    )
+    stored = json.loads(json.dumps(full.to_json()))
+    assert set(stored) == {f.name for f in dataclasses.fields(Provenance)}, "no field is lost"
+    assert Provenance.from_json(stored) == full
 
 
 async def test_a_secret_a_node_prints_emits_or_raises_is_redacted_before_it_is_stored(

@@ -8,7 +8,7 @@ manager adds the GPUs the placement granted, and the record is stored with the n
 from __future__ import annotations
 
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Provenance", "engine_provenance"]
@@ -30,9 +30,15 @@ class Provenance:
     """That request's id (as in ``GET /workers/resources``)."""
 
     def to_json(self) -> dict[str, Any]:
-        record = asdict(self)
-        record["gpu_ids"] = list(self.gpu_ids)
-        return record
+        # Not asdict(): it deep-copies each field, and this runs at every write of a node.
+        return {
+            "worker": self.worker,
+            "host": self.host,
+            "slurm_job_id": self.slurm_job_id,
+            "gpu_ids": list(self.gpu_ids),
+            "provisioner": self.provisioner,
+            "request_id": self.request_id,
+        }
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> Provenance:
