@@ -151,6 +151,9 @@ class Scheduler:
         """How many places have a job end: while none does, time costs nothing."""
         self._places: dict[str, PlaceState] = {}
         self._groups: dict[GroupKey, Group] = {}
+        # Whether a group's whole capacity could ever hold a need: asked for every blocked
+        # request on every pass, and changed only when a place comes or goes.
+        self._capacity_fits: dict[tuple[GroupKey, Amounts], bool] = {}
         self._queues: dict[Shape, ShapeQueue] = {}
         self._requests: dict[str, CallRequest] = {}
         self._running: dict[str, Allocation] = {}
@@ -202,6 +205,7 @@ class Scheduler:
             raise ValueError(f"place {worker.id!r} is already attached")
         place = PlaceState(worker)
         self._places[worker.id] = place
+        self._capacity_fits.clear()
         if worker.ends_at is not None:
             self._ending += 1
         for key in place.groups:
@@ -213,6 +217,7 @@ class Scheduler:
     def remove_worker(self, worker_id: str) -> tuple[str, ...]:
         """Forget a place; returns the ids of the requests that were running on it."""
         place = self._places.pop(worker_id)
+        self._capacity_fits.clear()
         if place.worker.ends_at is not None:
             self._ending -= 1
         self._unindex_free(place)
@@ -307,7 +312,9 @@ class Scheduler:
             in_time, group_key, group = found
             place_id = group.free.first(need, in_time) if group is not None else None
             if place_id is None:
-                verdict = self._blocked(shape, group_key, request_id, asks)
+                verdict = self._blocked(
+                    shape, group_key, group, in_time, request_id=request_id, asks=asks
+                )
                 self._verdicts[shape] = verdict
                 if verdict.held_on is not None:
                     holds[request_id] = verdict.held_on
@@ -380,15 +387,20 @@ class Scheduler:
         )
 
     def _blocked(
-        self, shape: Shape, group_key: GroupKey, request_id: str, asks: dict[str, ProvisionAsk]
+        self,
+        shape: Shape,
+        group_key: GroupKey,
+        group: Group | None,
+        in_time: Callable[[PlaceKey], bool],
+        *,
+        request_id: str,
+        asks: dict[str, ProvisionAsk],
     ) -> _Verdict:
         label, _policy, need, timeout = shape
-        group = self._groups.get(group_key)
-        in_time = self._in_time(timeout)
         profile = self._fitting_profile(label, need, timeout)
         if profile is not None and profile.can_grow and profile.key not in asks:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
-        if group is not None and group.capacity.first(need, in_time) is not None:
+        if group is not None and self._could_hold(group_key, group, need, in_time):
             held_on = self._hold(request_id, group_key, group, need, in_time)
             # Busy: a request of the profile under way will add room, and it says so.
             growing = profile is not None and (
@@ -408,10 +420,25 @@ class Scheduler:
             return _Verdict(kind, group_key)
         return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
+    def _could_hold(
+        self,
+        group_key: GroupKey,
+        group: Group,
+        need: Amounts,
+        in_time: Callable[[PlaceKey], bool],
+    ) -> bool:
+        if in_time is not _always:
+            return group.capacity.first(need, in_time) is not None
+        key = (group_key, need)
+        fits = self._capacity_fits.get(key)
+        if fits is None:
+            fits = self._capacity_fits[key] = group.capacity.first(need) is not None
+        return fits
+
     def _fitting_profile(
         self, label: str | None, need: Amounts, timeout: float | None, *, by_time: bool = True
     ) -> Profile | None:
-        if label is None:
+        if label is None or not self._profiles:
             return None
         fitting = [
             (profile_amounts(p), p.key, p)
@@ -430,20 +457,19 @@ class Scheduler:
         need: Amounts,
         in_time: Callable[[PlaceKey], bool],
     ) -> str | None:
-        def can_hold(place: PlaceState) -> bool:
-            return covers(place.unheld(), need)
-
         previous = self._places.get(self._targets.get(request_id, ""))
         if (
             previous is not None
             and group_key in previous.groups
-            and can_hold(previous)
+            and covers(previous.unheld(), need)
             and in_time(previous.capacity_key())
         ):
             target: str | None = previous.id
         else:
+            places = self._places
             target = group.capacity.first(
-                need, lambda key: in_time(key) and can_hold(self._places[key.place_id])
+                need,
+                lambda key: in_time(key) and covers(places[key.place_id].unheld(), need),
             )
         if target is None:
             return None
