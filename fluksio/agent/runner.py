@@ -754,11 +754,11 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
     followed by the call's spec, with two descriptors (output, records); a spec too large
     for one message comes through a pipe instead, as a third descriptor first.
 
-    The server keeps one child forked ahead and offers it as ``{"op": "spare", "pid"}``
-    with the spare's own socket as a descriptor. The client sends a request straight to
-    that socket, then tells the server ``{"op": "took", "pid"}``, and the server forks the
-    next spare. A client with no spare at hand sends the request to the server itself,
-    which answers ``{"op": "forked", "id", "pid"}``.
+    The server keeps :data:`SPARES` children forked ahead and offers each as ``{"op":
+    "spare", "pid"}`` with the spare's own socket as a descriptor. The client sends a
+    request straight to the oldest one's socket, then tells the server ``{"op": "took",
+    "pid"}``, and the server forks a replacement. A client with no spare at hand sends
+    the request to the server itself, which answers ``{"op": "forked", "id", "pid"}``.
 
     ``{"op": "kill", "pid"}`` kills that call's process group. Each child's exit is
     reported as ``{"op": "exit", "pid", "status"}`` (``status`` is the exit code, or minus
@@ -839,7 +839,7 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
 
 # Forking costs the server more than a millisecond here (its page tables, then the faults
 # of the pages it shares with the child), and so do a new process's first writes. So the
-# server keeps one call process forked ahead, a *spare*, and hands the client the spare's
+# server keeps call processes forked ahead, *spares*, and hands the client each spare's
 # own socket: a call's request then crosses one socket, to a process that is ready. A
 # spare runs exactly one call, like any call process; none is ever reused.
 
