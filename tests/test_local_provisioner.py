@@ -6,13 +6,18 @@ through the hooks, a worker dials back with the request's token and runs the nod
 
 from __future__ import annotations
 
-import json
 import re
 from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
-from tests.support.engine import EngineProcess, free_port, start_engine
+from tests.support.engine import (
+    EngineProcess,
+    attach_url_on,
+    free_port,
+    start_engine,
+    write_provisioners,
+)
 from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
@@ -26,18 +31,17 @@ GUIDE = ROOT / "docs" / "writing-a-provisioner.md"
 def _engine(tmp_path: Path, **changes: Any) -> tuple[EngineProcess, str]:
     port = free_port()
     data_dir = tmp_path / "data"
-    data_dir.mkdir(mode=0o700)
     entry = {
         "type": "local",
         "name": "here",
-        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "engine_url": attach_url_on(port),
         "max_idle_s": 1,
         "poll_interval_s": 0.2,
         "log_dir": str(tmp_path / "workers"),
         "profiles": [{"name": "box", "cpus": 1, "labels": ["laptop"]}],
         **changes,
     }
-    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    write_provisioners(data_dir, [entry])
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     return engine, engine.login()
 

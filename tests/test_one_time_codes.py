@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 from tests.support.cli import fluksio
-from tests.support.engine import BIN, EngineProcess, free_port, start_engine
+from tests.support.engine import (
+    BIN,
+    EngineProcess,
+    attach_url_on,
+    free_port,
+    start_engine,
+    write_provisioners,
+)
 from tests.support.http import call
 from tests.support.otp import OtpLoginNode, otp_login_node
 from tests.support.runs import code, put_flow, start_run, wait_run
@@ -69,14 +76,14 @@ def _write_config(data: Path, slurm: LocalSlurm, node: OtpLoginNode, port: int) 
         "login": f"{slurm.login.split('@')[0]}@127.0.0.1:{node.port}",
         "ssh_key": slurm.key,
         "known_hosts": str(node.known_hosts),
-        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "engine_url": attach_url_on(port),
         "worker_command": slurm.worker,
         "max_idle_s": 2,
         "provision_timeout_s": 60,
         "poll_interval_s": 0.3,
         "profiles": [{"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"]}],
     }
-    (data / "provisioners.json").write_text(json.dumps([entry]))
+    write_provisioners(data, [entry])
 
 
 def _profile(engine: EngineProcess, token: str) -> dict[str, Any]:

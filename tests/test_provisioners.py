@@ -30,6 +30,7 @@ from fluksio.provisioners.slurm import (
     slurm_state,
 )
 from tests.support.cli import fluksio
+from tests.support.engine import write_provisioners
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "provisioners.example.json"
@@ -291,9 +292,8 @@ def test_slurm_states_map_onto_ours(text: str, state: JobState) -> None:
 
 def test_serve_refuses_a_bad_provisioners_json_in_one_sentence(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    data_dir.mkdir(mode=0o700)
     entry = {**_example()[0], "profiles": [{"name": "gpu-small", "cpus": 0}]}
-    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    write_provisioners(data_dir, [entry])
     refused = fluksio("serve", "--port", "0", "--data-dir", str(data_dir), timeout=30)
     assert refused.returncode == 2, refused.stderr
     assert "Traceback" not in refused.stderr

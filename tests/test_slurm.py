@@ -25,7 +25,13 @@ import pytest
 
 from tests.support.certs import CertificateAuthority, KeyPair
 from tests.support.cli import fluksio
-from tests.support.engine import EngineProcess, free_port, start_engine
+from tests.support.engine import (
+    EngineProcess,
+    attach_url_on,
+    free_port,
+    start_engine,
+    write_provisioners,
+)
 from tests.support.http import call
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
@@ -56,7 +62,7 @@ def _provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str, Any]
         "login": slurm.login_with_port,
         "ssh_key": slurm.key,
         "known_hosts": slurm.known_hosts,
-        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "engine_url": attach_url_on(port),
         "worker_command": slurm.worker,
         "max_idle_s": 2,
         "provision_timeout_s": 60,
@@ -77,13 +83,12 @@ def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
         its jobs' workers dial ``wss://``."""
         port = free_port()
         data_dir = tmp_path / f"data{len(started)}"
-        data_dir.mkdir(mode=0o700)
         args: tuple[str, ...] = ()
         if tls is not None:
             args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
-            changes.setdefault("engine_url", f"wss://127.0.0.1:{port}/api/v1/workers/attach")
+            changes.setdefault("engine_url", attach_url_on(port, "wss"))
         config = [_provisioner(slurm, port, **changes)]
-        (data_dir / "provisioners.json").write_text(json.dumps(config))
+        write_provisioners(data_dir, config)
         engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port, args=args)
         started.append(engine)
         return engine, engine.login()
@@ -358,9 +363,7 @@ def _data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, 
     """A data directory (for an engine, then perhaps its restart) and the engine's port."""
     port = free_port()
     data_dir = tmp_path / "data"
-    data_dir.mkdir(mode=0o700)
-    entry = _provisioner(slurm, port, **changes)
-    (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+    write_provisioners(data_dir, [_provisioner(slurm, port, **changes)])
     return data_dir, port
 
 

@@ -8,7 +8,6 @@ listed as needing an upgrade, live through an engine restart. Screenshots go to
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -27,8 +26,10 @@ from tests.support.engine import (
     SUPERUSER,
     SUPERUSER_PASSWORD,
     EngineProcess,
+    attach_url_on,
     free_port,
     start_engine,
+    write_provisioners,
 )
 from tests.support.http import call
 from tests.support.otp import otp_login_node
@@ -291,13 +292,12 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
     slurm = local_slurm()
     port = free_port()
     data_dir = tmp_path / "data"
-    data_dir.mkdir(mode=0o700)
     common = {
         "type": "slurm",
         "login": slurm.login_with_port,
         "ssh_key": slurm.key,
         "known_hosts": slurm.known_hosts,
-        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "engine_url": attach_url_on(port),
         "worker_command": slurm.worker,
         "poll_interval_s": 0.3,
         "retry_base_s": 60,
@@ -310,7 +310,7 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
         {**common, "name": "hpc", "profiles": [held]},
         {**common, "name": "cluster", "profiles": [nowhere]},
     ]
-    (data_dir / "provisioners.json").write_text(json.dumps(config))
+    write_provisioners(data_dir, config)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         page = _log_in(browser, engine)
@@ -344,7 +344,6 @@ def test_a_profile_waiting_for_a_one_time_code_says_login_needed(
     with otp_login_node(tmp_path / "otp", user) as node:
         port = free_port()
         data_dir = tmp_path / "data"
-        data_dir.mkdir(mode=0o700)
         entry = {
             "type": "slurm",
             "name": "hpc",
@@ -352,11 +351,11 @@ def test_a_profile_waiting_for_a_one_time_code_says_login_needed(
             "login": f"{user}@127.0.0.1:{node.port}",
             "ssh_key": slurm.key,
             "known_hosts": str(node.known_hosts),
-            "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+            "engine_url": attach_url_on(port),
             "poll_interval_s": 0.3,
             "profiles": [{"name": "small", "labels": ["hpc"]}],
         }
-        (data_dir / "provisioners.json").write_text(json.dumps([entry]))
+        write_provisioners(data_dir, [entry])
         engine = start_engine(data_dir, tmp_path / "logs", port=port)
         try:
             page = _log_in(browser, engine)

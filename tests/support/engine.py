@@ -118,6 +118,19 @@ def start_engine(
     return EngineProcess(process, stderr_path, data_dir, url, stdout_path)
 
 
+def attach_url_on(port: int, scheme: str = "ws") -> str:
+    """The attach URL of an engine that will listen on ``port``: a provisioner's
+    ``engine_url``, written before the engine starts."""
+    return f"{scheme}://127.0.0.1:{port}/api/v1/workers/attach"
+
+
+def write_provisioners(data_dir: Path, entries: list[dict[str, Any]]) -> None:
+    """``entries`` as ``data_dir/provisioners.json``; a new ``data_dir`` is made private
+    (0700), as the engine requires."""
+    data_dir.mkdir(mode=0o700, exist_ok=True)
+    (data_dir / "provisioners.json").write_text(json.dumps(entries))
+
+
 def free_port() -> int:
     """A port nothing listens on now, for an engine whose URL must be known before it starts
     (a provisioners.json names it) or that must come back on the same one."""
