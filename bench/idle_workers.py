@@ -31,30 +31,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 from calls import start_engine
 from remote_calls import _login, _rss_mb
 
+HERE = Path(__file__).parent
+
 CLIENT = r"""
-import asyncio, json, resource, sys, aiohttp
+import asyncio, resource, sys
+sys.path.insert(0, sys.argv[1])
+from remote_calls import _simulated_agents
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-url, token, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+url, token, first, count = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 
 async def main():
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-    gate = asyncio.Semaphore(64)
-    sockets = []
-
-    async def one(index):
-        async with gate:
-            ws = await session.ws_connect(url, headers={"Authorization": f"Bearer {token}"})
-            hello = {"op": "hello", "protocol": 2, "name": f"sim{index}", "labels": ["sim"],
-                     "max_parallel": 1, "inventory": {"cpus": 4, "gpus": 0, "ram_mb": 8192}}
-            await ws.send_str(json.dumps(hello))
-            reply = json.loads((await ws.receive(timeout=300)).data)
-            assert reply["op"] == "welcome", reply
-            sockets.append(ws)
-
-    await asyncio.gather(*(one(i) for i in range(first, first + count)))
+    await _simulated_agents(url, token, count, first)
     print("attached", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    session, _sockets = _simulated_agents.sockets
     await session.close()
 
 asyncio.run(main())
@@ -73,7 +64,7 @@ async def attach(request):
     return ws
 
 app = web.Application()
-app.router.add_get("/attach", attach)
+app.router.add_get("/api/v1/workers/attach", attach)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
 """
 
@@ -90,7 +81,7 @@ def _attach_all(pid: int, url: str, token: str, workers: int, clients: int) -> d
     started = time.perf_counter()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", CLIENT, url, token, str(k * each), str(each)],
+            [sys.executable, "-c", CLIENT, str(HERE), url, token, str(k * each), str(each)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -129,8 +120,7 @@ def measure_engine(workers: int, clients: int) -> dict[str, float]:
             api = _login(url)
             token = api.call("POST", "/workers/tokens", {"name": "sim", "labels": ["sim"]})
             time.sleep(0.5)
-            attach = url.replace("http", "ws") + "/api/v1/workers/attach"
-            return _attach_all(engine.pid, attach, token["token"], workers, clients)
+            return _attach_all(engine.pid, url, token["token"], workers, clients)
         finally:
             engine.terminate()
             engine.wait(timeout=300)
@@ -149,7 +139,7 @@ def measure_bare(workers: int, clients: int) -> dict[str, float]:
                 break
             except OSError:
                 time.sleep(0.05)
-        return _attach_all(server.pid, f"ws://127.0.0.1:{port}/attach", "x", workers, clients)
+        return _attach_all(server.pid, f"http://127.0.0.1:{port}", "x", workers, clients)
     finally:
         server.terminate()
         server.wait(timeout=60)

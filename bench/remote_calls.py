@@ -128,8 +128,9 @@ def measure_remote(args: argparse.Namespace) -> dict[str, float]:
     return results
 
 
-async def _simulated_agents(url: str, token: str, count: int) -> float:
-    """Attach ``count`` plain WebSocket clients; seconds until all were welcomed."""
+async def _simulated_agents(url: str, token: str, count: int, first: int = 0) -> float:
+    """Attach ``count`` plain WebSocket clients, named from ``sim{first}`` on; seconds until
+    all were welcomed. They stay attached in ``_simulated_agents.sockets``."""
     attach = url.replace("http", "ws") + "/api/v1/workers/attach"
     connector = aiohttp.TCPConnector(limit=0)
     session = aiohttp.ClientSession(connector=connector)
@@ -156,7 +157,7 @@ async def _simulated_agents(url: str, token: str, count: int) -> float:
             sockets.append(ws)
 
     started = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(count)))
+    await asyncio.gather(*(one(i) for i in range(first, first + count)))
     elapsed = time.perf_counter() - started
     _simulated_agents.sockets = (session, sockets)  # type: ignore[attr-defined]
     return elapsed
