@@ -75,18 +75,27 @@ class Api:
     def call(
         self, method: str, path: str, body: object | None = None, form: str | None = None
     ) -> Any:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        """The parsed JSON answer; an error status raises."""
+        headers: dict[str, str] = {}
         data = None
         if form is not None:
             data, headers["Content-Type"] = form, "application/x-www-form-urlencoded"
         elif body is not None:
             data, headers["Content-Type"] = json.dumps(body), "application/json"
-        self._connection.request(method, f"/api/v1{path}", body=data, headers=headers)
-        response = self._connection.getresponse()
-        payload = response.read()
+        response, payload = self.request(method, path, data, headers)
         if response.status >= 400:
             raise RuntimeError(f"{method} {path}: {response.status} {payload[:200]!r}")
         return json.loads(payload)
+
+    def request(
+        self, method: str, path: str, data: str | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        """The answer as it came (status and headers) and its body, whatever the status."""
+        sent = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        sent.update(headers or {})
+        self._connection.request(method, f"/api/v1{path}", body=data, headers=sent)
+        response = self._connection.getresponse()
+        return response, response.read()
 
     def run_to_end(self, flow: str) -> dict[str, Any]:
         run = self.call("POST", f"/flows/{flow}/runs", {"params": {}})

@@ -42,12 +42,7 @@ def _median_ms(api: Api, paths: tuple[str, ...], polls: int) -> tuple[float, int
 
 def _get(api: Api, path: str, tag: str | None) -> tuple[int, str, int]:
     """(status, ETag, bytes received: the status line and headers as sent, and the body)."""
-    headers = {"Authorization": f"Bearer {api.token}"}
-    if tag:
-        headers["If-None-Match"] = tag
-    api._connection.request("GET", f"/api/v1{path}", headers=headers)
-    response = api._connection.getresponse()
-    body = response.read()
+    response, body = api.request("GET", path, headers={"If-None-Match": tag} if tag else None)
     head = len(f"HTTP/1.1 {response.status} {response.reason}\r\n") + len(str(response.msg))
     return response.status, response.getheader("ETag") or "", head + len(body)
 
