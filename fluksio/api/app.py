@@ -16,8 +16,11 @@ from fluksio.api import appkeys
 from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.db import open_database
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.events import EventFeed
 from fluksio.api.keys import KeyRing
+from fluksio.api.live import LiveEvents
 from fluksio.api.logging import get_logger
+from fluksio.api.metrics import EngineMetrics
 from fluksio.api.middlewares import error_middleware, request_context_middleware
 from fluksio.api.provision_requests import ProvisionRequestStore
 from fluksio.api.provisioning import (
@@ -31,6 +34,7 @@ from fluksio.api.proxies import forwarded_middleware, parse_trusted_proxies
 from fluksio.api.routes import add_routes
 from fluksio.api.runs.local import LocalExecutor, engine_place
 from fluksio.api.runs.store import FlowStore, RunStore
+from fluksio.api.scrape_tokens import ScrapeTokenStore
 from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
 from fluksio.api.throttle import LoginGuard
@@ -71,6 +75,8 @@ def create_app(
     if clock is not None:
         app[appkeys.CLOCK] = clock
     app[appkeys.WORKERS] = WorkerRegistry()
+    app[appkeys.EVENTS] = EventFeed(settings.event_buffer)
+    app[appkeys.METRICS] = EngineMetrics()
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(
         free_failures=settings.login_free_failures,
@@ -80,6 +86,7 @@ def create_app(
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_dispatch)
     app.cleanup_ctx.append(_workers)
+    app.on_shutdown.append(_end_event_streams)
     app.on_shutdown.append(_tell_workers_it_is_going)
     add_routes(app)
     return app
@@ -94,6 +101,7 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.DATABASE] = database
     app[appkeys.USERS] = users
     app[appkeys.WORKER_TOKENS] = worker_tokens
+    app[appkeys.SCRAPE_TOKENS] = ScrapeTokenStore(database)
     keys = KeyRing(layout)
     keys.current()  # created on first start, so a fresh data dir is complete at once
     app[appkeys.TOKENS] = TokenService(
@@ -136,12 +144,20 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         plugin_events=configured.plugins.manager.hook,
         clock=app.get(appkeys.CLOCK),
         walltime_margin_s=settings.walltime_margin_s,
+        provisioning_observer=app[appkeys.METRICS],
     )
     app[appkeys.DISPATCHER] = dispatcher
     app[appkeys.RUN_MANAGER] = dispatcher.runs
+    metrics = app[appkeys.METRICS]
+    for provisioner in configured.provisioners:
+        provisioner.on_command = metrics.ssh_observer(provisioner.name)
+    metrics.watch(app[appkeys.WORKERS], dispatcher, app[appkeys.EVENTS])
+    live = LiveEvents(app[appkeys.EVENTS], app[appkeys.WORKERS], dispatcher)
+    live.connect()
     log_ready(configured)
     dispatcher.recover(requests.load())
     yield
+    live.close()
     await dispatcher.close()
     await launcher.close()
 
@@ -160,6 +176,11 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
     )
     yield
     watcher.cancel()
+
+
+async def _end_event_streams(app: web.Application) -> None:
+    # Like the workers' sockets: an open stream is a handler aiohttp would wait for.
+    app[appkeys.EVENTS].close()
 
 
 async def _tell_workers_it_is_going(app: web.Application) -> None:

@@ -8,8 +8,11 @@ from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import Database
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.events import EventFeed
+from fluksio.api.metrics import EngineMetrics
 from fluksio.api.runs.manager import RunManager
 from fluksio.api.runs.store import FlowStore, RunStore
+from fluksio.api.scrape_tokens import ScrapeTokenStore
 from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
 from fluksio.api.throttle import LoginGuard
@@ -25,10 +28,13 @@ __all__ = [
     "DATABASE",
     "DATA_DIR",
     "DISPATCHER",
+    "EVENTS",
     "FLOWS",
     "LOGIN_GUARD",
+    "METRICS",
     "RUNS",
     "RUN_MANAGER",
+    "SCRAPE_TOKENS",
     "SECRETS",
     "SETTINGS",
     "TOKENS",
@@ -52,6 +58,10 @@ DISPATCHER = web.AppKey("dispatcher", Dispatcher)
 RUN_MANAGER = web.AppKey("run_manager", RunManager)
 """The runs: started, cancelled, waited for (the dispatcher's, shared under its own key)."""
 WORKERS = web.AppKey("workers", WorkerRegistry)
+EVENTS = web.AppKey("events", EventFeed)
+METRICS = web.AppKey("metrics", EngineMetrics)
+SCRAPE_TOKENS = web.AppKey("scrape_tokens", ScrapeTokenStore)
+"""The live feed ``GET /events`` streams (``fluksio.api.live`` says what goes in)."""
 ARTIFACTS = web.AppKey("artifacts", ArtifactStore)
 CLOCK: web.AppKey[Clock] = web.AppKey("clock")
 """Optional: the clock provisioning is timed by (tests set one they advance)."""

@@ -120,6 +120,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE node_runs ADD COLUMN provenance TEXT;
     """,
+    # v6: scrape tokens for GET /metrics, kept as digests only (the text is shown once).
+    """
+    CREATE TABLE scrape_tokens (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        digest      TEXT NOT NULL UNIQUE,
+        created_at  REAL NOT NULL,
+        created_by  TEXT NOT NULL,
+        revoked_at  REAL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

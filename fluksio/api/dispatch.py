@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -33,6 +33,7 @@ from fluksio.provisioners.driver import (
     MachineRequest,
     ProfileStatus,
     ProvisioningDriver,
+    ProvisioningObserver,
 )
 from fluksio.scheduler import (
     DEFAULT_WALLTIME_MARGIN_S,
@@ -67,6 +68,7 @@ class Dispatcher:
         plugin_events: pluggy.HookRelay | None = None,
         clock: Clock | None = None,
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
+        provisioning_observer: ProvisioningObserver | None = None,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
@@ -77,6 +79,11 @@ class Dispatcher:
         """Counts the changes to what the read-only questions below answer (places, the
         queue, placements, provisioning), so that an unchanged view is known unchanged
         without being built."""
+        self.on_change: Callable[[], None] = lambda: None
+        """Told whenever :attr:`version` moves (the live feed looks at the views then)."""
+        self.on_place_change: Callable[[str], None] = lambda _place_id: None
+        """Told of a place whose free amounts or standing changed (a call placed or done,
+        a worker attached, silent or answering again)."""
         self.runs = RunManager(runs=runs, flows=flows, secrets=secrets, dispatch=self)
         self.provisioning: ProvisioningDriver | None = None
         if provisioners:
@@ -87,6 +94,7 @@ class Dispatcher:
                 engine_side,
                 on_change=self._provisioning_changed,
                 clock=clock,
+                observer=provisioning_observer,
             )
             self._scheduler.set_profiles(self.provisioning.scheduler_profiles())
 
@@ -105,24 +113,30 @@ class Dispatcher:
             await self.provisioning.close()
         await self.runs.close()
 
+    def _changed(self) -> None:
+        self.version += 1
+        self.on_change()
+
     # -- events from the run manager ---------------------------------------------------
 
     def submit(self, request: CallRequest) -> None:
         """A call is ready to run."""
-        self.version += 1
+        self._changed()
         self._scheduler.submit(request)
         self.kick()
 
     def withdraw(self, call_id: str) -> bool:
         """Take a waiting call out of the queue; False when it is not waiting."""
-        self.version += 1
+        self._changed()
         return self._scheduler.withdraw(call_id)
 
     def finished(self, call_id: str) -> None:
         """A placed call ended: give back what it took (unless its worker went meanwhile)."""
-        self.version += 1
-        if self._scheduler.allocation(call_id) is not None:
+        self._changed()
+        allocation = self._scheduler.allocation(call_id)
+        if allocation is not None:
             self._scheduler.finish(call_id)
+            self.on_place_change(allocation.place_id)
         self.kick()
 
     def cancel_running(self, call_id: str) -> bool:
@@ -134,9 +148,10 @@ class Dispatcher:
 
     def worker_attached(self, worker: Worker, executor: Executor, event: WorkerEvent) -> None:
         """A worker attached: it can take calls from the next pass on."""
-        self.version += 1
+        self._changed()
         self._executors[worker.id] = executor
         self._scheduler.add_worker(worker)
+        self.on_place_change(worker.id)
         if self.provisioning is not None:
             self.provisioning.worker_attached(event)
         if self._plugin_events is not None:
@@ -145,7 +160,7 @@ class Dispatcher:
 
     def worker_gone(self, event: WorkerEvent) -> None:
         """A worker is gone; its executor has already failed its calls in flight."""
-        self.version += 1
+        self._changed()
         self._executors.pop(event.worker_id, None)
         if self._scheduler.has_place(event.worker_id):
             self._scheduler.remove_worker(event.worker_id)
@@ -157,16 +172,17 @@ class Dispatcher:
 
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""
-        self.version += 1
+        self._changed()
         if self._scheduler.has_place(worker_id):
             self._scheduler.set_paused(worker_id, not answering)
+            self.on_place_change(worker_id)
             log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
             self.kick()
 
     # -- events from the provisioning driver ---------------------------------------------
 
     def _provisioning_changed(self) -> None:
-        self.version += 1
+        self._changed()
         assert self.provisioning is not None
         before = {p.key: p.outstanding for p in self._scheduler.profiles()}
         profiles = self.provisioning.scheduler_profiles()
@@ -186,7 +202,7 @@ class Dispatcher:
 
     def run_pass(self) -> None:
         """One pass now: start what fits, ask for machines for what never could."""
-        self.version += 1
+        self._changed()
         self._pass_pending = False
         if self._closing:
             return
@@ -194,6 +210,7 @@ class Dispatcher:
         plan = self._scheduler.schedule(time.time())
         for placement in plan.placements:
             self.runs.launch(placement, self._executors[placement.worker_id])
+            self.on_place_change(placement.worker_id)
         for ask in plan.asks:
             log.info(
                 "provision.wanted",

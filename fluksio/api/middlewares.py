@@ -6,6 +6,7 @@ with the request id and answered 500 without internals.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -86,6 +87,11 @@ async def request_context_middleware(request: web.Request, handler: Handler) -> 
             return response
         except web.HTTPException as exc:
             status = exc.status
+            raise
+        except asyncio.CancelledError:
+            # The client went away (or the engine stops) mid-answer: nginx's "closed
+            # request", not a server error.
+            status = 499
             raise
         finally:
             log.info(

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from fluksio.names import Name
 
-__all__ = ["Label", "Name", "WorkerTokenRequest"]
+__all__ = ["Label", "Name", "ScrapeTokenRequest", "WorkerTokenRequest"]
 
 MAX_LABELS = 32
 
@@ -31,3 +31,11 @@ class WorkerTokenRequest(BaseModel):
     labels: Annotated[
         list[Label], Field(max_length=MAX_LABELS), AfterValidator(_fold_duplicates)
     ] = Field(default_factory=list)
+
+
+class ScrapeTokenRequest(BaseModel):
+    """``POST /metrics/tokens``: a name for the scrape token (who scrapes with it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Name

@@ -56,6 +56,10 @@ class EngineSettings:
     """Time to spare before a worker's batch job ends: a call is placed there only if its
     timeout and this fit, and an idle worker with less than this left is let go."""
 
+    event_buffer: int = 10_000
+    """Events the live feed keeps for subscribers that reconnect (``--event-buffer``); one
+    further behind is told to refetch."""
+
     @property
     def layout(self) -> DataDir:
         return DataDir(self.data_dir)

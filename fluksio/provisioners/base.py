@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -222,6 +222,9 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     calls (the Slurm provisioner's shared SSH connection). Set by the engine and the CLI
     before any call; None where nothing is kept (a dry run, a test). Create it 0700 on
     first use, not in the constructor."""
+    on_command: Callable[[str, float, bool], None] | None = None
+    """Set by the engine to time the commands it runs remotely (``program, seconds,
+    reached``): the Slurm provisioner hands it to its SSH transport. Optional for others."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings

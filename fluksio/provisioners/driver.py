@@ -60,6 +60,7 @@ __all__ = [
     "MachineRequest",
     "ProfileStatus",
     "ProvisioningDriver",
+    "ProvisioningObserver",
     "login_sentence",
 ]
 
@@ -165,6 +166,30 @@ class _Profile:
         return f"{self.provisioner.name}/{self.profile.name}"
 
 
+class ProvisioningObserver(Protocol):
+    """Told what happens to machine requests, for the engine's metrics."""
+
+    def submitted(self, provisioner: str, profile: str) -> None:
+        """A request was submitted and its system took it (a job id came back)."""
+
+    def failed(self, provisioner: str, profile: str) -> None:
+        """A request ended without bringing a worker (refused, timed out, job ended)."""
+
+    def attached(self, provisioner: str, profile: str, seconds: float) -> None:
+        """A request's worker attached, ``seconds`` after the request was made."""
+
+
+class _Unobserved:
+    def submitted(self, provisioner: str, profile: str) -> None:
+        pass
+
+    def failed(self, provisioner: str, profile: str) -> None:
+        pass
+
+    def attached(self, provisioner: str, profile: str, seconds: float) -> None:
+        pass
+
+
 class ProvisioningDriver:
     """Submits, polls, times out and cancels machine requests for the configured profiles.
 
@@ -178,9 +203,11 @@ class ProvisioningDriver:
         *,
         on_change: Callable[[], None],
         clock: Clock | None = None,
+        observer: ProvisioningObserver | None = None,
     ) -> None:
         self._engine = engine
         self._on_change = on_change
+        self._observer: ProvisioningObserver = observer or _Unobserved()
         self._clock: Clock = clock or LoopClock()
         self._provisioners = {p.name: p for p in provisioners}
         self._profiles: dict[str, _Profile] = {}
@@ -290,6 +317,7 @@ class ProvisioningDriver:
         # (else its worker was quicker than the submission's answer, and attached already)
         self._engine.remember(request)
         log.info("provision.submitted", profile=entry.key, request=request.id, job=request.job_id)
+        self._observer.submitted(entry.provisioner.name, entry.profile.name)
         self._ensure_poller(entry.provisioner)
         self._changed()
         if self._closing:
@@ -376,6 +404,7 @@ class ProvisioningDriver:
     def _failed(self, entry: _Profile, request: MachineRequest, message: str) -> None:
         """A request that did not bring a worker: record why, rest, then ask again."""
         self._ended(entry, request, message)
+        self._observer.failed(entry.provisioner.name, entry.profile.name)
         entry.last_error = (self._clock.now(), message)
         entry.failures += 1
         settings = entry.provisioner.settings
@@ -573,6 +602,8 @@ class ProvisioningDriver:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = RequestStage.ATTACHED
         request.attached_at = self._clock.now()
+        waited = request.attached_at - request.created_at
+        self._observer.attached(entry.provisioner.name, entry.profile.name, waited)
         self._engine.remember(request)
         if request.timer is not None:
             request.timer.cancel()

@@ -368,7 +368,12 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
                 ssh_config=settings.ssh_config,
                 control_path=self.state_dir / "ssh" if self.state_dir is not None else None,
             )
+            self._opened_shell.on_command = self._command_done
         return self._opened_shell
+
+    def _command_done(self, program: str, seconds: float, reached: bool) -> None:
+        if self.on_command is not None:
+            self.on_command(program, seconds, reached)
 
     def render(self, profile: SlurmProfile, *, request_id: str) -> str:
         return render_script(self.settings, profile, request_id=request_id)

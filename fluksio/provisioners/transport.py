@@ -40,7 +40,8 @@ import re
 import shlex
 import signal
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict, Unpack
@@ -151,6 +152,28 @@ class _Transport:
         self._trust_on_first_use = trust_on_first_use
         self._command_timeout_s = command_timeout_s
         self._connect_timeout_s = connect_timeout_s
+        self.on_command: Callable[[str, float, bool], None] | None = None
+        """Told of each command: its program, its seconds (connecting included), and
+        whether it reached the login node (any exit status) or the transport failed."""
+
+    async def run(
+        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
+        """Run ``argv`` on the login node (see each transport's ``_run``), timed."""
+        started = time.monotonic()
+        reached = False
+        try:
+            completed = await self._run(argv, stdin, once=once)
+            reached = True
+            return completed
+        finally:
+            if self.on_command is not None:
+                self.on_command(argv[0], time.monotonic() - started, reached)
+
+    async def _run(
+        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
+        raise NotImplementedError
 
 
 class SSHTransport(_Transport):
@@ -165,7 +188,7 @@ class SSHTransport(_Transport):
         self._connection: asyncssh.SSHClientConnection | None = None
         self._connecting = asyncio.Lock()
 
-    async def run(
+    async def _run(
         self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
     ) -> Completed:
         """Run ``argv`` on the login node, ``stdin`` fed to it; raise only if unreachable.
@@ -376,7 +399,7 @@ class OpenSSHTransport(_Transport):
 
     # -- the RemoteShell interface ------------------------------------------------------
 
-    async def run(
+    async def _run(
         self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
     ) -> Completed:
         """Run ``argv`` there, through the shared connection when there is one."""

@@ -115,6 +115,14 @@ __all__ = ["serve"]
     help="The largest artifact upload the engine takes; a larger one is refused (413).",
 )
 @click.option(
+    "--event-buffer",
+    type=click.IntRange(10),
+    default=10_000,
+    show_default=True,
+    help="Events the live feed keeps for subscribers that reconnect; one further behind"
+    " is told to fetch its views again.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -139,6 +147,7 @@ def serve(
     max_frame_bytes: int,
     worker_frames_per_s: float,
     max_artifact_bytes: int,
+    event_buffer: int,
     log_level: str,
 ) -> None:
     """Run the engine until interrupted."""
@@ -181,6 +190,7 @@ def serve(
             worker_frames_per_s=worker_frames_per_s,
             worker_frame_burst=10 * worker_frames_per_s,
             max_artifact_bytes=max_artifact_bytes,
+            event_buffer=event_buffer,
         )
         asyncio.run(
             run_engine(

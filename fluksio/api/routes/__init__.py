@@ -7,21 +7,35 @@ from aiohttp import web
 from fluksio.api import screen
 from fluksio.api.routes import (
     artifacts,
+    events,
     flows,
     health,
     login,
+    metrics,
     runs,
     secrets,
     worker_tokens,
     workers,
 )
 
-__all__ = ["API_PREFIX", "add_routes"]
+__all__ = ["API_PREFIX", "ROUTE_MODULES", "add_routes"]
 
 API_PREFIX = "/api/v1"
+ROUTE_MODULES = (
+    health,
+    login,
+    worker_tokens,
+    workers,
+    flows,
+    runs,
+    secrets,
+    artifacts,
+    events,
+    metrics,
+    screen,
+)
 
 
 def add_routes(app: web.Application) -> None:
-    for module in (health, login, worker_tokens, workers, flows, runs, secrets, artifacts):
+    for module in ROUTE_MODULES:
         app.router.add_routes(module.routes(API_PREFIX))
-    app.router.add_routes(screen.routes(API_PREFIX))

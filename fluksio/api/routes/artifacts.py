@@ -11,6 +11,7 @@ or a superuser's access token: revoking a worker token blocks its artifacts at o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,7 +20,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.helpers import ETag
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import ARTIFACTS, SETTINGS, TOKENS
+from fluksio.api.appkeys import ARTIFACTS, METRICS, SETTINGS, TOKENS
 from fluksio.api.artifacts.store import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.api.auth import bearer_token
 from fluksio.api.errors import InvalidInput, NotFound, StorageFull, TooLarge
@@ -58,9 +59,12 @@ class _Artifact(web.FileResponse):
     connections keep the real ``sendfile``.
     """
 
-    def __init__(self, path: Path, digest: str, *, chunk_size: int) -> None:
+    def __init__(
+        self, path: Path, digest: str, *, chunk_size: int, on_sent: Callable[[int], None]
+    ) -> None:
         super().__init__(path, chunk_size=chunk_size)
         self._digest = digest
+        self._on_sent = on_sent
 
     @property
     def etag(self) -> ETag | None:
@@ -73,6 +77,9 @@ class _Artifact(web.FileResponse):
     async def _sendfile(
         self, request: web.BaseRequest, fobj: IO[Any], offset: int, count: int
     ) -> AbstractStreamWriter:
+        # Called only for a body that goes (not for HEAD or 304), with its length: the
+        # bytes of a range, not the whole file.
+        self._on_sent(count)
         transport = request.transport
         if transport is None or transport.get_extra_info("sslcontext") is None:
             return await super()._sendfile(request, fobj, offset, count)
@@ -108,6 +115,7 @@ async def _put(request: web.Request) -> web.Response:
     except ArtifactError as error:
         raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
+    request.app[METRICS].artifact_bytes.labels("in").inc(stored.size)
     body = ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
     return model_response(body, status=201)
 
@@ -123,7 +131,8 @@ def _stored(request: web.Request) -> web.StreamResponse:
         raise NotFound(f"no artifact {digest}")
     if any(tag.value == digest for tag in request.if_none_match or ()):
         return web.Response(status=304, headers={"ETag": f'"{digest}"', **_IMMUTABLE})
-    response = _Artifact(found.path, digest, chunk_size=_CHUNK)
+    sent = request.app[METRICS].artifact_bytes.labels("out").inc
+    response = _Artifact(found.path, digest, chunk_size=_CHUNK, on_sent=sent)
     response.headers.update(_IMMUTABLE)
     response.content_type = "application/octet-stream"
     return response

@@ -14,13 +14,14 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import TOKENS, WORKER_TOKENS, WORKERS
+from fluksio.api.appkeys import EVENTS, TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.auth import require_superuser, require_worker
 from fluksio.api.bodies import read_json
 from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
 from fluksio.api.responses import conditional_response, model_response
+from fluksio.api.routes.events import EVENT_ID_HEADER
 from fluksio.api.timefmt import utc
 from fluksio.api.worker_tokens import WorkerTokenRecord
 
@@ -83,6 +84,8 @@ async def _mint(request: web.Request) -> web.Response:
     log.info("worker_token.minted", jti=minted.record.jti, name=body.name, labels=body.labels)
     fields = _fields(minted.record, time.time())
     answer = MintedToken.model_validate({"token": minted.token, **fields})
+    shown = WorkerTokenBody.model_validate(fields).model_dump(mode="json")
+    request.app[EVENTS].publish("token.minted", {"token": shown})
     return model_response(answer, status=201)
 
 
@@ -90,9 +93,11 @@ async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     now = time.time()
     records = request.app[WORKER_TOKENS].list()
-    return conditional_response(
+    response = conditional_response(
         request, lambda: model_response([_describe(r, now) for r in records])
     )
+    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
+    return response
 
 
 async def _revoke(request: web.Request) -> web.Response:
@@ -102,9 +107,11 @@ async def _revoke(request: web.Request) -> web.Response:
     if record is None:
         raise NotFound(f"no worker token with jti {jti!r}")
     log.info("worker_token.revoked", jti=jti, name=record.name)
+    described = _describe(record, time.time())
+    request.app[EVENTS].publish("token.revoked", {"token": described.model_dump(mode="json")})
     for session in request.app[WORKERS].with_jti(jti):
         await session.close("the worker token was revoked")
-    return model_response(_describe(record, time.time()))
+    return model_response(described)
 
 
 async def _self(request: web.Request) -> web.Response:

@@ -26,10 +26,12 @@ from pydantic import BaseModel, Field
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.appkeys import DISPATCHER, RUN_MANAGER, WORKERS
+from fluksio.api.appkeys import DISPATCHER, EVENTS, RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.responses import conditional_response, model_response
+from fluksio.api.routes.events import EVENT_ID_HEADER
+from fluksio.api.runs.manager import RunManager
 from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
 from fluksio.api.workers.registry import NeedsUpgrade
@@ -37,7 +39,13 @@ from fluksio.api.workers.session import WorkerSession
 from fluksio.provisioners.driver import MachineRequest, ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, RequestStage, Resources, WaitKind
 
-__all__ = ["routes"]
+__all__ = [
+    "provisioner_bodies",
+    "refused_body",
+    "routes",
+    "waiting_bodies",
+    "worker_body",
+]
 
 
 class AmountsBody(BaseModel):
@@ -193,7 +201,7 @@ def _place(view: PlaceView) -> PlaceBody:
     )
 
 
-def _worker(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
+def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
     hello = session.hello
     view = dispatcher.place(session.id)
     return WorkerBody(
@@ -225,7 +233,7 @@ def _status(session: WorkerSession) -> Literal["busy", "idle", "not answering"]:
     return "busy" if session.in_flight else "idle"
 
 
-def _refused(entry: NeedsUpgrade) -> RefusedWorkerBody:
+def refused_body(entry: NeedsUpgrade) -> RefusedWorkerBody:
     return RefusedWorkerBody(
         name=entry.name,
         protocol=entry.protocol,
@@ -242,12 +250,14 @@ async def _list(request: web.Request) -> web.Response:
     registry = request.app[WORKERS]
 
     def render() -> web.Response:
-        attached: list[BaseModel] = [_worker(s, dispatcher) for s in registry.sessions()]
-        return model_response(attached + [_refused(e) for e in registry.needs_upgrade()])
+        attached: list[BaseModel] = [worker_body(s, dispatcher) for s in registry.sessions()]
+        return model_response(attached + [refused_body(e) for e in registry.needs_upgrade()])
 
     # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
     # (a worker that stops answering changes its status, and so the tag).
-    return conditional_response(request, render, f"w{registry.version}.{dispatcher.version}")
+    response = conditional_response(request, render, f"w{registry.version}.{dispatcher.version}")
+    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
+    return response
 
 
 async def _resources(request: web.Request) -> web.Response:
@@ -257,7 +267,9 @@ async def _resources(request: web.Request) -> web.Response:
     if dispatcher.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
         version += f".{int(time.time())}"
-    return conditional_response(request, lambda: _resources_body(request), version)
+    response = conditional_response(request, lambda: _resources_body(request), version)
+    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
+    return response
 
 
 def _resources_body(request: web.Request) -> web.Response:
@@ -266,7 +278,18 @@ def _resources_body(request: web.Request) -> web.Response:
     workers = [_place(view) for view in views if view is not None]
     engine = dispatcher.place(ENGINE_ID)
     assert engine is not None
-    waiting = [
+    body = ResourcesBody(
+        places=[_place(engine), *workers],
+        labels=_by_label(workers),
+        queued=waiting_bodies(request.app[RUN_MANAGER]),
+        provisioners=provisioner_bodies(dispatcher.profiles()),
+    )
+    return model_response(body)
+
+
+def waiting_bodies(runs: RunManager) -> list[WaitingBody]:
+    """Every waiting call, in the order it will be served, with why it waits."""
+    return [
         WaitingBody(
             call_id=call.call_id,
             run_id=call.run_id,
@@ -277,15 +300,8 @@ def _resources_body(request: web.Request) -> web.Response:
             reason=call.reason.text if call.reason is not None else None,
             kind=call.reason.kind if call.reason is not None else None,
         )
-        for call in request.app[RUN_MANAGER].waiting_calls()
+        for call in runs.waiting_calls()
     ]
-    body = ResourcesBody(
-        places=[_place(engine), *workers],
-        labels=_by_label(workers),
-        queued=waiting,
-        provisioners=_provisioners(dispatcher.profiles()),
-    )
-    return model_response(body)
 
 
 def _by_label(workers: list[PlaceBody]) -> dict[str, LabelCapacity]:
@@ -314,7 +330,7 @@ def _machine_request(request: MachineRequest) -> MachineRequestBody:
     )
 
 
-def _provisioners(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
+def provisioner_bodies(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
     by_name: dict[str, ProvisionerBody] = {}
     for status in statuses:
         block = by_name.setdefault(

@@ -18,9 +18,9 @@ import contextlib
 import dataclasses
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.runner import THREAD_VARIABLES
@@ -47,10 +47,27 @@ from fluksio.scheduler import (
     WaitReason,
 )
 
-__all__ = ["Dispatch", "Executor", "NodeView", "RunManager", "RunView", "WaitingCall"]
+__all__ = [
+    "Dispatch",
+    "Executor",
+    "NodeView",
+    "RunChange",
+    "RunManager",
+    "RunView",
+    "WaitingCall",
+]
 
 log = get_logger(__name__)
 EVENTS_KEPT = 100
+
+
+class RunChange(NamedTuple):
+    """What one write recorded of a run: its row, the nodes that changed, and whether the
+    run itself is new or changed state."""
+
+    row: RunRow
+    nodes: Sequence[NodeRow]
+    run_changed: bool
 
 
 class Dispatch(Protocol):
@@ -151,6 +168,8 @@ class _Run:
     """Nodes changed since the last write; written together once per loop iteration."""
     state_changed: bool = False
     """Its own state changed since the last write; written with its nodes."""
+    announced: bool = False
+    """Its first write was seen by the observers (a new run counts as a change)."""
     unfinished: int = 0
     """How many nodes are not yet in a terminal state (kept by :meth:`RunManager._ended`)."""
 
@@ -169,6 +188,8 @@ class RunManager:
         self._flush_pending = False
         self._dirty_runs: dict[str, _Run] = {}
         self._closing = False
+        self.observers: list[Callable[[Sequence[RunChange]], None]] = []
+        """Told of every write, as it happens: the live feed and the metrics."""
 
     # -- starting, cancelling, recovering ------------------------------------------------
 
@@ -190,6 +211,10 @@ class RunManager:
         self._runs[row.id] = run
         changed = [self._queue(run, node) for node in run.nodes.values() if not node.spec.after]
         self._save(run, changed)
+        if self.observers:
+            # Told as it is now, queued: the pass below may start it before the write.
+            self._tell([RunChange(row, [node.row for node in changed], True)])
+            run.announced = True
         log.info("run.started", run_id=row.id, flow=flow_name, nodes=len(run.nodes))
         # Now, so that the answer already says where it runs or why it waits.
         self._dispatch.run_pass()
@@ -521,9 +546,23 @@ class RunManager:
             [(run.row.id, list(run.dirty.values())) for run in runs.values()],
             [run.row for run in runs.values() if run.state_changed],
         )
+        if self.observers:
+            self._tell(
+                [
+                    RunChange(
+                        run.row, list(run.dirty.values()), run.state_changed or not run.announced
+                    )
+                    for run in runs.values()
+                ]
+            )
         for run in runs.values():
             run.dirty.clear()
             run.state_changed = False
+            run.announced = True
+
+    def _tell(self, changes: list[RunChange]) -> None:
+        for observer in self.observers:
+            observer(changes)
 
     # -- describing -------------------------------------------------------------------
 
@@ -565,6 +604,15 @@ class RunManager:
                 )
             )
         return found
+
+    def waiting_labels(self) -> collections.Counter[str]:
+        """How many calls wait, by the label each wants (``""``: any place will do)."""
+        wanted: collections.Counter[str] = collections.Counter()
+        for call_id in self._dispatch.waiting():
+            entry = self._calls.get(call_id)
+            if entry is not None:
+                wanted[entry[1].spec.worker or ""] += 1
+        return wanted
 
     def _view_active(self, run: _Run) -> RunView:
         nodes = []

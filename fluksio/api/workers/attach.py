@@ -69,6 +69,7 @@ async def _hello(
     settings = request.app[SETTINGS]
     try:
         message = await ws.receive(timeout=settings.worker_hello_timeout_s)
+        request.app[WORKERS].frames.received += 1
     except TimeoutError:
         raise _Refused(
             f"no hello within {settings.worker_hello_timeout_s:g} s of connecting"
@@ -165,6 +166,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         key_id=request.app[TOKENS].current_key_id(),
         hello=hello,
         ws=ws,
+        frames=registry.frames,
     )
     tokens = request.app[TOKENS]
     session.mint_artifact_token = lambda: tokens.mint_artifact(
@@ -182,6 +184,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
     shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
     public = request.app[SETTINGS].public_url
     artifacts = f"{public}/api/v1/artifacts" if public is not None else None
+    registry.frames.sent += 1
     await ws.send_str(encode(WelcomeFrame(name=name, store=shared, artifacts=artifacts)))
     inventory = hello.inventory
     event = _event(session)
@@ -245,11 +248,14 @@ async def _ping(session: WorkerSession, every_s: float) -> None:
     while not session.ws.closed:
         await asyncio.sleep(every_s)
         with contextlib.suppress(ConnectionError, RuntimeError):
+            session.frames.sent += 1
             await session.ws.ping()
 
 
 async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
+    frames = session.frames
     async for message in session.ws:
+        frames.received += 1
         if not budget.spend():
             await session.close(
                 "flooding: more frames a second than any worker needs; disconnected",
@@ -286,6 +292,7 @@ async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
         elif message.type == WSMsgType.PING:
             session.touch()
             with contextlib.suppress(ConnectionError, RuntimeError):
+                frames.sent += 1
                 await session.ws.pong(message.data)
         else:
             session.touch()

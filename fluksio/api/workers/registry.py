@@ -9,9 +9,10 @@ another token signs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from fluksio.api.workers.session import WorkerSession
+from fluksio.api.workers.session import FrameCounts, WorkerSession
 
 __all__ = ["NeedsUpgrade", "WorkerRegistry", "display_name"]
 
@@ -38,29 +39,37 @@ class WorkerRegistry:
         self.version = 0
         """Counts the changes to who is attached or refused and to each one's calls in
         flight; a heartbeat alone (``last_seen``) is not one."""
+        self.frames = FrameCounts()
+        """WebSocket frames to and from every worker, since the engine started."""
+        self.on_session_change: Callable[[WorkerSession], None] = lambda _session: None
+        """Told of a session that attached, went, or changed its calls in flight."""
+        self.on_refused: Callable[[NeedsUpgrade], None] = lambda _entry: None
 
-    def changed(self) -> None:
+    def changed(self, session: WorkerSession) -> None:
         self.version += 1
+        self.on_session_change(session)
 
     def add(self, session: WorkerSession) -> WorkerSession | None:
         """Register ``session``; returns the session it supersedes, if any."""
-        self.changed()
-        session.on_change = self.changed
+        session.on_change = lambda: self.changed(session)
         previous = self._by_identity.get(session.identity)
         if previous is not None:
             self._by_id.pop(previous.id, None)
         self._by_identity[session.identity] = session
         self._by_id[session.id] = session
         self._needs_upgrade.pop(session.name, None)
+        self.changed(session)
+        if previous is not None:
+            self.on_session_change(previous)
         return previous
 
     def remove(self, session: WorkerSession) -> bool:
         """Forget ``session`` unless another one has taken its identity since."""
         if self._by_identity.get(session.identity) is not session:
             return False
-        self.changed()
         del self._by_identity[session.identity]
         self._by_id.pop(session.id, None)
+        self.changed(session)
         return True
 
     def get(self, worker_id: str) -> WorkerSession | None:
@@ -77,8 +86,9 @@ class WorkerRegistry:
         return [s for s in self._by_id.values() if s.token.jti == jti]
 
     def refused_for_protocol(self, entry: NeedsUpgrade) -> None:
-        self.changed()
+        self.version += 1
         self._needs_upgrade[entry.name] = entry
+        self.on_refused(entry)
 
     def needs_upgrade(self) -> list[NeedsUpgrade]:
         return sorted(self._needs_upgrade.values(), key=lambda e: e.name)

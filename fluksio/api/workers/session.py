@@ -31,12 +31,20 @@ from fluksio.api.logging import get_logger
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
 
-__all__ = ["WorkerSession"]
+__all__ = ["FrameCounts", "WorkerSession"]
 
 log = get_logger(__name__)
 EventCallback = Callable[[dict[str, Any]], None]
 _UNKNOWN_FRAMES_LOGGED = 10
 ARTIFACT_TOKEN_RENEW_S = 3600.0
+
+
+@dataclass
+class FrameCounts:
+    """WebSocket frames received from and sent to workers (pings included)."""
+
+    received: int = 0
+    sent: int = 0
 
 
 @dataclass
@@ -63,6 +71,8 @@ class WorkerSession:
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
     on_change: Callable[[], None] = lambda: None
     """Told when its calls in flight change (the registry counts it as a change)."""
+    frames: FrameCounts = field(default_factory=FrameCounts)
+    """Where its frames are counted: the registry's, shared by every session."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _artifact_token: tuple[str, float] | None = None
     """The artifact token calls here get, and when it was minted (monotonic)."""
@@ -117,6 +127,7 @@ class WorkerSession:
             env=spec.env,
         )
         try:
+            self.frames.sent += 1
             await self.ws.send_str(encode(frame))
             return await future
         except (ConnectionError, RuntimeError) as exc:
@@ -131,6 +142,7 @@ class WorkerSession:
         if call_id not in self._pending or self.ws.closed:
             return False
         frame = encode(CancelFrame(call_id=call_id))
+        self.frames.sent += 1
         task = asyncio.get_running_loop().create_task(self.ws.send_str(frame))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
         return True

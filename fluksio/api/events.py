@@ -1,0 +1,129 @@
+"""The engine's live event feed: numbered events in a bounded buffer, read by subscribers.
+
+Every event gets the next number of this engine process; its id is ``EPOCH.NUMBER``, so
+an id from before a restart is never mistaken for one after it. A subscriber that comes
+back with the last id it saw gets every event after it, provided they are still in the
+buffer; otherwise (too far behind, or another engine process) it is told to refetch what
+it shows. Publishing is synchronous and cheap: the SSE text of an event is made once,
+when the first subscriber reads it, and shared by all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+__all__ = ["DEFAULT_CAPACITY", "EventFeed", "FeedEvent", "Position"]
+
+DEFAULT_CAPACITY = 10_000
+
+
+@dataclass(eq=False)
+class FeedEvent:
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    event_id: str
+    _frame: bytes | None = field(default=None, repr=False)
+
+    def frame(self) -> bytes:
+        """The event as server-sent-events text: ``id``, ``event`` and one ``data`` line."""
+        if self._frame is None:
+            text = json.dumps(self.data, separators=(",", ":"), default=str)
+            self._frame = f"id: {self.event_id}\nevent: {self.kind}\ndata: {text}\n\n".encode()
+        return self._frame
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a subscriber resumes: after ``seq``, or nowhere (``refetch`` says why)."""
+
+    seq: int
+    refetch: str | None = None
+
+
+class EventFeed:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.epoch = secrets.token_hex(4)
+        self._events: deque[FeedEvent] = deque(maxlen=capacity)
+        self._seq = 0
+        self._arrived: asyncio.Event | None = None
+        self.subscribers = 0
+        """How many streams are open now (for the metrics)."""
+        self.closed = False
+        """Set when the engine stops: every stream ends."""
+
+    @property
+    def seq(self) -> int:
+        """The number of the newest event (0 before the first)."""
+        return self._seq
+
+    @property
+    def last_id(self) -> str:
+        """The id of the newest event (``EPOCH.0`` before the first)."""
+        return f"{self.epoch}.{self._seq}"
+
+    def publish(self, kind: str, data: dict[str, Any]) -> FeedEvent:
+        self._seq += 1
+        event = FeedEvent(self._seq, kind, data, f"{self.epoch}.{self._seq}")
+        self._events.append(event)
+        if self._arrived is not None:
+            self._arrived.set()
+            self._arrived = None
+        return event
+
+    def position(self, last_event_id: str | None) -> Position:
+        """Where a subscriber that last saw ``last_event_id`` resumes.
+
+        ``None`` is a new subscriber: from now on. ValueError for an id that is not one
+        of this feed's form at all.
+        """
+        if last_event_id is None:
+            return Position(self._seq)
+        epoch, dot, number = last_event_id.strip().partition(".")
+        if not dot or not number.isdigit():
+            raise ValueError("must be an event id this feed sent, EPOCH.NUMBER")
+        seq = int(number)
+        if epoch != self.epoch or seq > self._seq:
+            return Position(self._seq, "the engine restarted since that event")
+        oldest = self._events[0].seq if self._events else self._seq + 1
+        if seq < oldest - 1:
+            return Position(self._seq, "too far behind: the events after that one are gone")
+        return Position(seq)
+
+    def after(self, seq: int) -> list[FeedEvent]:
+        """The buffered events after ``seq`` (all of them, once :meth:`position` allowed it)."""
+        if seq >= self._seq or not self._events:
+            return []
+        start = max(0, seq + 1 - self._events[0].seq)
+        return list(islice(self._events, start, None))
+
+    def fell_behind(self, seq: int) -> bool:
+        """Whether events after ``seq`` have already left the buffer."""
+        return bool(self._events) and seq < self._events[0].seq - 1
+
+    def close(self) -> None:
+        self.closed = True
+        if self._arrived is not None:
+            self._arrived.set()
+            self._arrived = None
+
+    async def wait_after(self, seq: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an event after ``seq`` (or the feed's end);
+        whether one came."""
+        if seq < self._seq or self.closed:
+            return True
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
+        arrived = self._arrived
+        try:
+            async with asyncio.timeout(timeout):
+                await arrived.wait()
+        except TimeoutError:
+            return False
+        return True

@@ -1,0 +1,158 @@
+"""What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
+
+Runs and calls are published as they are written (the run manager's observers); workers
+as their sessions change, a few milliseconds later, so that one event carries what the
+scheduler made of the change too (an attach shows its inventory, a finished call its
+freed amounts) and a burst of changes to one worker is one event. The queue and the
+provisioners are views: each is published whole when it differs from the last one
+published, looked at after the dispatcher changed, at most four times a second while
+someone listens (once a second otherwise), and each second while calls wait, since their
+reasons count down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from fluksio.api.dispatch import Dispatcher
+from fluksio.api.events import EventFeed
+from fluksio.api.routes.workers import (
+    provisioner_bodies,
+    refused_body,
+    waiting_bodies,
+    worker_body,
+)
+from fluksio.api.runs.manager import RunChange
+from fluksio.api.workers.registry import NeedsUpgrade, WorkerRegistry
+from fluksio.api.workers.session import WorkerSession
+from fluksio.scheduler import ENGINE_ID
+
+__all__ = ["LiveEvents"]
+
+WORKER_SETTLE_S = 0.01
+VIEWS_EVERY_S = 0.25
+VIEWS_EVERY_UNWATCHED_S = 1.0
+COUNTDOWN_EVERY_S = 1.0
+
+
+class LiveEvents:
+    def __init__(self, feed: EventFeed, registry: WorkerRegistry, dispatcher: Dispatcher) -> None:
+        self._feed = feed
+        self._registry = registry
+        self._dispatcher = dispatcher
+        self._dirty: dict[str, WorkerSession | None] = {}
+        self._announced: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Each worker the feed has shown: its name and the body it last showed."""
+        self._workers_due: asyncio.TimerHandle | None = None
+        self._views_due: asyncio.TimerHandle | None = None
+        self._last_views: dict[str, Any] = {}
+        self._closed = False
+
+    def connect(self) -> None:
+        self._registry.on_session_change = self._session_changed
+        self._registry.on_refused = self._refused
+        self._dispatcher.on_place_change = self._place_changed
+        self._dispatcher.on_change = self._views_changed
+        self._dispatcher.runs.observers.append(self._runs_written)
+        # What the views are now is what a subscriber fetches; only changes are news.
+        self._last_views = self._views()
+
+    def close(self) -> None:
+        self._closed = True
+        for handle in (self._workers_due, self._views_due):
+            if handle is not None:
+                handle.cancel()
+
+    # -- runs and calls ----------------------------------------------------------------
+
+    def _runs_written(self, changes: Sequence[RunChange]) -> None:
+        publish = self._feed.publish
+        for change in changes:
+            row = change.row
+            for node in change.nodes:
+                publish(
+                    "call.state",
+                    {
+                        "run_id": row.id,
+                        "flow": row.flow,
+                        "node": node.node_id,
+                        "call_id": node.call_id,
+                        "state": node.state.value,
+                        "place": node.place,
+                    },
+                )
+            if change.run_changed:
+                publish("run.state", {"run_id": row.id, "flow": row.flow, "state": row.state.value})
+
+    # -- workers -----------------------------------------------------------------------
+
+    def _session_changed(self, session: WorkerSession) -> None:
+        self._dirty[session.id] = session
+        self._workers_soon()
+
+    def _place_changed(self, place_id: str) -> None:
+        if place_id != ENGINE_ID:
+            self._dirty.setdefault(place_id, None)
+            self._workers_soon()
+
+    def _workers_soon(self) -> None:
+        if self._workers_due is None and not self._closed:
+            loop = asyncio.get_running_loop()
+            self._workers_due = loop.call_later(WORKER_SETTLE_S, self._publish_workers)
+
+    def _publish_workers(self) -> None:
+        self._workers_due = None
+        dirty, self._dirty = self._dirty, {}
+        for worker_id, session in dirty.items():
+            attached = self._registry.get(worker_id)
+            if attached is not None and self._dispatcher.place(worker_id) is not None:
+                body = worker_body(attached, self._dispatcher).model_dump(mode="json")
+                shown = self._announced.get(worker_id)
+                if shown is None or shown[1] != body:
+                    kind = "worker.changed" if shown is not None else "worker.attached"
+                    self._feed.publish(kind, {"worker": body})
+                    self._announced[worker_id] = (attached.name, body)
+            elif attached is None and worker_id in self._announced:
+                name, _body = self._announced.pop(worker_id)
+                gone = session.closed_reason if session is not None else None
+                self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": gone})
+
+    def _refused(self, entry: NeedsUpgrade) -> None:
+        body = refused_body(entry).model_dump(mode="json")
+        self._feed.publish("worker.refused", {"worker": body})
+
+    # -- the queue and provisioning ------------------------------------------------------
+
+    def _views_changed(self) -> None:
+        if self._views_due is None and not self._closed:
+            every = VIEWS_EVERY_S if self._feed.subscribers else VIEWS_EVERY_UNWATCHED_S
+            self._views_due = asyncio.get_running_loop().call_later(every, self._publish_views)
+
+    def _views(self) -> dict[str, Any]:
+        return {
+            "queue": {
+                "queued": [
+                    body.model_dump(mode="json") for body in waiting_bodies(self._dispatcher.runs)
+                ]
+            },
+            "provisioning": {
+                "provisioners": [
+                    body.model_dump(mode="json")
+                    for body in provisioner_bodies(self._dispatcher.profiles())
+                ]
+            },
+        }
+
+    def _publish_views(self) -> None:
+        self._views_due = None
+        if self._closed:
+            return
+        for kind, data in self._views().items():
+            if self._last_views.get(kind) != data:
+                self._feed.publish(kind, data)
+                self._last_views[kind] = data
+        if self._dispatcher.has_waiting():
+            loop = asyncio.get_running_loop()
+            self._views_due = loop.call_later(COUNTDOWN_EVERY_S, self._publish_views)

@@ -1,0 +1,226 @@
+"""The engine's Prometheus metrics, through ``prometheus_client``, one registry per engine.
+
+What happens is counted as it happens (calls ending, requests submitted, bytes moved,
+SSH commands); what *is* (workers attached, calls waiting, requests by stage, frames so
+far) is read from the engine's own state at each scrape, so an idle engine does nothing
+for its metrics between scrapes.
+
+Every label value comes from a bounded set: where a call ran (``engine`` or ``worker``),
+its outcome, worker labels and versions, provisioner and profile names from
+``provisioners.json``, request stages, and the remote programs the Slurm provisioner
+runs. Never a run id, a call id, a worker id or a token.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fluksio.api.dispatch import Dispatcher
+from fluksio.api.events import EventFeed
+from fluksio.api.runs.manager import RunChange
+from fluksio.api.runs.states import TERMINAL_NODE_STATES, NodeState
+from fluksio.api.workers.registry import WorkerRegistry
+
+__all__ = ["CONTENT_TYPE", "EngineMetrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
+_ATTACH_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200)
+_SSH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_PROGRAMS = frozenset({"sbatch", "squeue", "scancel", "sacct", "scontrol", "sh", "bash"})
+"""Remote programs named as they are; any other is ``other`` (a plugin's own)."""
+
+
+def _place_kind(place: str | None) -> str:
+    return "engine" if place == "engine" else "worker"
+
+
+class EngineMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.calls = Counter(
+            "fluksio_node_calls",
+            "Node calls that ended, by where they ran and how they ended.",
+            ["place", "outcome"],
+            registry=registry,
+        )
+        self.call_seconds = Histogram(
+            "fluksio_node_call_duration_seconds",
+            "How long node calls ran, from start to end.",
+            ["place"],
+            buckets=_CALL_BUCKETS,
+            registry=registry,
+        )
+        self.queue_seconds = Histogram(
+            "fluksio_node_call_queue_wait_seconds",
+            "How long node calls waited for a place, from queued to started.",
+            ["place"],
+            buckets=_CALL_BUCKETS,
+            registry=registry,
+        )
+        self.submissions = Counter(
+            "fluksio_provisioning_submissions",
+            "Machine requests submitted and taken by their system.",
+            ["provisioner", "profile"],
+            registry=registry,
+        )
+        self.failures = Counter(
+            "fluksio_provisioning_failures",
+            "Machine requests that ended without bringing a worker.",
+            ["provisioner", "profile"],
+            registry=registry,
+        )
+        self.attach_seconds = Histogram(
+            "fluksio_provisioning_submit_to_attach_seconds",
+            "From a machine request to its worker attaching.",
+            ["provisioner", "profile"],
+            buckets=_ATTACH_BUCKETS,
+            registry=registry,
+        )
+        self.artifact_bytes = Counter(
+            "fluksio_artifact_bytes",
+            "Artifact bytes received (in) and sent (out) over HTTP.",
+            ["direction"],
+            registry=registry,
+        )
+        for direction in ("in", "out"):
+            self.artifact_bytes.labels(direction)
+        self.ssh_seconds = Histogram(
+            "fluksio_ssh_command_duration_seconds",
+            "Commands run on login nodes, connecting included, by whether they got there.",
+            ["provisioner", "program", "outcome"],
+            buckets=_SSH_BUCKETS,
+            registry=registry,
+        )
+        self._started: set[str] = set()
+        """Calls whose start was counted (their queue wait), until they end."""
+
+    def watch(self, registry: WorkerRegistry, dispatcher: Dispatcher, feed: EventFeed) -> None:
+        """Count the dispatcher's runs as they are written; read the rest at each scrape."""
+        dispatcher.runs.observers.append(self.runs_written)
+        self.registry.register(_EngineState(registry, dispatcher, feed))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # -- what is counted as it happens ---------------------------------------------------
+
+    def runs_written(self, changes: Sequence[RunChange]) -> None:
+        for change in changes:
+            for node in change.nodes:
+                if node.call_id is None or node.started_at is None:
+                    continue  # never started: not a call (a skipped node, say)
+                place = _place_kind(node.place)
+                if node.call_id not in self._started and node.queued_at is not None:
+                    self.queue_seconds.labels(place).observe(
+                        max(0.0, node.started_at - node.queued_at)
+                    )
+                if node.state in TERMINAL_NODE_STATES:
+                    self._started.discard(node.call_id)
+                    self.calls.labels(place, node.state.value).inc()
+                    if node.ended_at is not None:
+                        self.call_seconds.labels(place).observe(
+                            max(0.0, node.ended_at - node.started_at)
+                        )
+                elif node.state is NodeState.RUNNING:
+                    self._started.add(node.call_id)
+
+    def submitted(self, provisioner: str, profile: str) -> None:
+        self.submissions.labels(provisioner, profile).inc()
+
+    def failed(self, provisioner: str, profile: str) -> None:
+        self.failures.labels(provisioner, profile).inc()
+
+    def attached(self, provisioner: str, profile: str, seconds: float) -> None:
+        self.attach_seconds.labels(provisioner, profile).observe(max(0.0, seconds))
+
+    def ssh_observer(self, provisioner: str) -> Callable[[str, float, bool], None]:
+        def observe(program: str, seconds: float, reached: bool) -> None:
+            name = program.rsplit("/", 1)[-1]
+            named = name if name in _PROGRAMS else "other"
+            outcome = "reached" if reached else "failed"
+            self.ssh_seconds.labels(provisioner, named, outcome).observe(seconds)
+
+        return observe
+
+
+class _EngineState(Collector):
+    """What the engine holds now, read at each scrape."""
+
+    def __init__(self, registry: WorkerRegistry, dispatcher: Dispatcher, feed: EventFeed) -> None:
+        self._registry = registry
+        self._dispatcher = dispatcher
+        self._feed = feed
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # the families are built at collection; nothing to check ahead
+
+    def collect(self) -> Iterator[Metric]:
+        attached = GaugeMetricFamily(
+            "fluksio_workers_attached",
+            'Workers attached now, by each label they carry ("" for none), version and'
+            " protocol; a worker with two labels counts under both.",
+            labels=["label", "version", "protocol"],
+        )
+        by_kind: Tally[tuple[str, str, str]] = Tally()
+        for session in self._registry.attached():
+            hello = session.hello
+            version, protocol = hello.version or "0.1.x", str(hello.protocol)
+            for label in hello.labels or [""]:
+                by_kind[(label, version, protocol)] += 1
+        for key, count in sorted(by_kind.items()):
+            attached.add_metric(list(key), count)
+        yield attached
+
+        refused = GaugeMetricFamily(
+            "fluksio_workers_refused",
+            "Workers refused for their protocol (they need an upgrade), by version.",
+            labels=["version"],
+        )
+        refused_by: Tally[str] = Tally(
+            entry.version or "unknown" for entry in self._registry.needs_upgrade()
+        )
+        for version, count in sorted(refused_by.items()):
+            refused.add_metric([version], count)
+        yield refused
+
+        waiting = GaugeMetricFamily(
+            "fluksio_calls_waiting",
+            'Node calls waiting for a place, by the label they want ("" for any).',
+            labels=["label"],
+        )
+        for label, count in sorted(self._dispatcher.runs.waiting_labels().items()):
+            waiting.add_metric([label], count)
+        yield waiting
+
+        requests = GaugeMetricFamily(
+            "fluksio_provisioning_requests",
+            "Live machine requests, by provisioner, profile and stage.",
+            labels=["provisioner", "profile", "stage"],
+        )
+        for status in self._dispatcher.profiles():
+            stages = Tally(job.stage.value for job in status.jobs)
+            for stage, count in sorted(stages.items()):
+                requests.add_metric([status.provisioner, status.profile.name, stage], count)
+        yield requests
+
+        frames = CounterMetricFamily(
+            "fluksio_websocket_frames",
+            "WebSocket frames on the workers' attach sockets, pings included.",
+            labels=["direction"],
+        )
+        frames.add_metric(["in"], self._registry.frames.received)
+        frames.add_metric(["out"], self._registry.frames.sent)
+        yield frames
+
+        yield GaugeMetricFamily(
+            "fluksio_event_subscribers",
+            "Streams of the live event feed open now.",
+            value=self._feed.subscribers,
+        )

@@ -1,0 +1,98 @@
+"""``GET /events``: the engine's live feed as server-sent events (superuser).
+
+Each event has an ``id``, a kind (``event:``) and one line of JSON (``data:``):
+
+``run.state``        {run_id, flow, state}
+``call.state``       {run_id, flow, node, call_id, state, place}
+``worker.attached``  {worker}  (as ``GET /workers`` shows one), and ``worker.changed``
+``worker.gone``      {id, name, reason}
+``worker.refused``   {worker}  (a worker refused for its protocol)
+``queue``            {queued}  (as ``GET /workers/resources`` shows it), when it changes
+``provisioning``     {provisioners}, when it changes
+``token.minted``     {token}, and ``token.revoked`` (never the token's text)
+
+A stream opens with ``ready`` {last_id}. Sent ``Last-Event-ID`` (the header a browser's
+``EventSource`` sends on reconnecting, or ``?last_event_id=``), it first replays every
+event after that one; when those are gone (too far behind, or the engine restarted) it
+sends ``refetch`` {reason} instead: fetch the views again, then read on. ``?run=ID``
+keeps only that run's events. A comment line every 15 s keeps proxies from closing it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from fluksio.api.appkeys import EVENTS
+from fluksio.api.auth import require_superuser
+from fluksio.api.errors import InvalidInput
+from fluksio.api.events import FeedEvent
+
+__all__ = ["EVENT_ID_HEADER", "routes"]
+
+KEEPALIVE_S = 15.0
+RETRY_MS = 1000
+EVENT_ID_HEADER = "X-Fluksio-Event-Id"
+"""On the views the feed keeps current: the newest event they already include."""
+
+
+def _frame(kind: str, event_id: str, data: dict[str, object]) -> bytes:
+    text = json.dumps(data, separators=(",", ":"))
+    return f"id: {event_id}\nevent: {kind}\ndata: {text}\n\n".encode()
+
+
+def _selected(run_id: str | None, event: FeedEvent) -> bool:
+    return run_id is None or event.data.get("run_id") == run_id
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    require_superuser(request)
+    feed = request.app[EVENTS]
+    last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
+    try:
+        position = feed.position(last)
+    except ValueError as exc:
+        raise InvalidInput("Last-Event-ID", str(exc)) from None
+    run_id = request.query.get("run") or None
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            # nginx would otherwise hold events back until its buffer fills.
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    feed.subscribers += 1
+    try:
+        seq = position.seq
+        opening = f"retry: {RETRY_MS}\n\n".encode()
+        if position.refetch is not None:
+            opening += _frame("refetch", feed.last_id, {"reason": position.refetch})
+        opening += _frame("ready", f"{feed.epoch}.{seq}", {"last_id": f"{feed.epoch}.{seq}"})
+        await response.write(opening)
+        while not feed.closed:
+            if feed.fell_behind(seq):
+                # Too slow to read what the engine says: skip to now, and say so.
+                seq = feed.seq
+                reason = "too far behind: events were lost while this stream lagged"
+                await response.write(_frame("refetch", feed.last_id, {"reason": reason}))
+                continue
+            events = feed.after(seq)
+            if events:
+                seq = events[-1].seq
+                chunk = b"".join(e.frame() for e in events if _selected(run_id, e))
+                if chunk:
+                    await response.write(chunk)
+            elif not await feed.wait_after(seq, KEEPALIVE_S):
+                await response.write(b": keepalive\n\n")
+    except (ConnectionError, RuntimeError):
+        pass  # the subscriber went away
+    finally:
+        feed.subscribers -= 1
+    return response
+
+
+def routes(prefix: str) -> list[web.RouteDef]:
+    return [web.get(f"{prefix}/events", _events)]

@@ -1,0 +1,85 @@
+"""A reader of the engine's event feed for tests: parses server-sent events as they come."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+__all__ = ["Event", "EventReader"]
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str | None
+    kind: str
+    data: Any
+
+
+class EventReader:
+    """Reads one open ``GET /events`` response into :attr:`events`, in the background."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.response = response
+        self.events: list[Event] = []
+        self.ended = False
+        self._arrived = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        fields: dict[str, str] = {}
+        try:
+            async for raw in self.response.content:
+                line = raw.decode().rstrip("\r\n")
+                if line:
+                    if not line.startswith(":"):
+                        name, _, value = line.partition(":")
+                        fields[name] = value.removeprefix(" ")
+                    continue
+                if "event" in fields or "data" in fields:
+                    data = json.loads(fields["data"]) if "data" in fields else None
+                    kind = fields.get("event", "message")
+                    self.events.append(Event(fields.get("id"), kind, data))
+                    self._arrived.set()
+                fields = {}
+        except (aiohttp.ClientError, asyncio.CancelledError):
+            pass
+        finally:
+            self.ended = True
+            self._arrived.set()
+
+    def kinds(self) -> list[str]:
+        return [event.kind for event in self.events]
+
+    async def until(
+        self, found: Callable[[list[Event]], bool], *, timeout: float = 10, what: str
+    ) -> list[Event]:
+        """Wait until ``found(events)`` holds; the events so far. Fails after ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not found(self.events):
+            left = deadline - loop.time()
+            if left <= 0 or self.ended:
+                raise AssertionError(f"no {what} within {timeout} s; got {self.kinds()}")
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                continue
+        return self.events
+
+    async def first(self, kind: str, *, where: Callable[[Any], bool] = lambda _d: True) -> Event:
+        def match(events: list[Event]) -> bool:
+            return any(e.kind == kind and where(e.data) for e in events)
+
+        await self.until(match, what=f"{kind} event")
+        return next(e for e in self.events if e.kind == kind and where(e.data))
+
+    async def close(self) -> None:
+        self.response.close()
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)

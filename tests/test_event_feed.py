@@ -1,0 +1,174 @@
+"""``GET /events``: what a script or the Workers screen reads instead of polling.
+
+Checked as a subscriber sees it: the events of a run on a worker, in order; a reconnect
+with ``Last-Event-ID`` that misses nothing; a subscriber too far behind (or from before a
+restart) told to refetch; the queue with its reasons; tokens without their text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.sse import Event, EventReader
+
+NODE = "def process():\n    return 1\n"
+
+
+@asynccontextmanager
+async def feed(
+    api: InProcessEngine, *, last_id: str | None = None, query: str = ""
+) -> AsyncIterator[EventReader]:
+    headers = {"Authorization": f"Bearer {api.token}"}
+    if last_id is not None:
+        headers["Last-Event-ID"] = last_id
+    response = await api.client.get(f"/api/v1/events{query}", headers=headers)
+    assert response.status == 200, await response.text()
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    reader = EventReader(response)
+    await reader.first("ready")
+    try:
+        yield reader
+    finally:
+        await reader.close()
+
+
+def _numbers(events: list[Event]) -> list[int]:
+    return [int(str(e.id).rpartition(".")[2]) for e in events if e.kind not in ("ready",)]
+
+
+def _states(events: list[Event], kind: str) -> list[str]:
+    return [e.data["state"] for e in events if e.kind == kind]
+
+
+async def test_a_run_on_a_worker_is_told_as_it_happens(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    async with feed(api) as events:
+        token = await api.mint("box", ["cpu"])
+        minted = await events.first("token.minted")
+        assert minted.data["token"]["name"] == "box"
+        assert token not in str(minted.data), "the feed must never carry a token's text"
+
+        worker = await api.attach(token, name="box", labels=["cpu"], cpus=4)
+        attached = (await events.first("worker.attached")).data["worker"]
+        assert attached["name"] == "box" and attached["inventory"]["cpus"] == 4
+        assert attached["free"]["slots"] == 1
+
+        await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+        run = await api.start_run("cpu")
+        call = await worker.next_call()
+        busy = await events.first("worker.changed", where=lambda d: d["worker"]["in_flight"] == 1)
+        assert busy.data["worker"]["free"]["slots"] == 0
+        await worker.answer(call["call_id"], 1)
+        await events.first("run.state", where=lambda d: d["state"] == "succeeded")
+        idle = await events.first(
+            "worker.changed",
+            where=lambda d: d["worker"]["in_flight"] == 0 and d["worker"]["free"]["slots"] == 1,
+        )
+        assert idle.data["worker"]["status"] == "idle"
+
+        mine = [e for e in events.events if e.data and e.data.get("run_id") == run["id"]]
+        assert _states(mine, "run.state") == ["queued", "running", "succeeded"]
+        calls = [e.data for e in mine if e.kind == "call.state"]
+        assert [c["state"] for c in calls] == ["queued", "running", "succeeded"]
+        assert calls[-1]["place"] == "box" and calls[-1]["node"] == "n"
+
+        await worker.close()
+        gone = await events.first("worker.gone")
+        assert gone.data["id"] == attached["id"] and gone.data["name"] == "box"
+        numbers = _numbers(events.events)
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), "a gap in ids"
+
+
+async def test_a_reconnect_with_the_last_id_misses_nothing(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    await api.put_flow("here", [{"id": "n", "code": NODE}])
+    async with feed(api) as events:
+        first = await api.start_run("here")
+        await events.first("run.state", where=lambda d: d["state"] == "succeeded")
+        last_seen = events.events[-1].id
+    # While nobody listens: two more runs, and a token.
+    missed = [await api.start_run("here") for _ in range(2)]
+    await api.wait_run(missed[-1]["id"])
+    await api.mint("later", [])
+    async with feed(api, last_id=last_seen) as events:
+        await events.first("token.minted")
+        assert events.kinds()[0] == "ready"
+        replayed = events.events[1:]
+        run_ids = [e.data["run_id"] for e in replayed if e.kind == "run.state"]
+        assert first["id"] not in run_ids
+        assert {r["id"] for r in missed} <= set(run_ids)
+        numbers = _numbers(events.events)
+        assert numbers[0] == int(str(last_seen).rpartition(".")[2]) + 1
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+
+
+async def test_a_subscriber_too_far_behind_or_from_before_a_restart_refetches(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", event_buffer=10)
+    await api.put_flow("here", [{"id": "n", "code": NODE}])
+    async with feed(api) as events:
+        await api.start_run("here")
+        await events.first("run.state", where=lambda d: d["state"] == "succeeded")
+        early = events.events[0].id
+    for _ in range(4):  # each run is five events: more than the ten kept
+        await api.wait_run((await api.start_run("here"))["id"])
+    for stale, why in ((early, "too far behind"), ("0badc0de.1", "restarted")):
+        async with feed(api, last_id=stale) as events:
+            assert events.kinds()[0] == "refetch", events.kinds()
+            assert why in events.events[0].data["reason"]
+            # ...and then it reads on from now.
+            run_id = (await api.start_run("here"))["id"]
+            await events.first("run.state", where=lambda d, r=run_id: d["run_id"] == r)
+
+    for bad in ("nonsense", "abc.def"):
+        answer = await api.client.get(
+            "/api/v1/events",
+            headers={"Authorization": f"Bearer {api.token}", "Last-Event-ID": bad},
+        )
+        assert answer.status == 422
+        assert "Last-Event-ID" in (await answer.json())["detail"]
+
+
+async def test_the_feed_is_for_superusers_and_can_follow_one_run(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+        answer = await api.client.get("/api/v1/events", headers=headers)
+        assert answer.status == 401, answer.status
+    await api.put_flow("here", [{"id": "n", "code": NODE}])
+    await api.put_flow("gpu", [{"id": "n", "code": NODE, "worker": "gpu"}])
+    waiting = await api.start_run("gpu")
+    async with feed(api, query=f"?run={waiting['id']}") as events:
+        other = await api.start_run("here")
+        await api.wait_run(other["id"])
+        await api.request("POST", f"/runs/{waiting['id']}/cancel")
+        await events.first("run.state", where=lambda d: d["state"] == "cancelled")
+        seen = {e.data.get("run_id") for e in events.events if e.kind != "ready"}
+        assert seen == {waiting["id"]}
+
+
+async def test_the_queue_is_told_with_why_each_call_waits(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    await api.put_flow("gpu", [{"id": "n", "code": NODE, "worker": "gpu"}])
+    async with feed(api) as events:
+        run = await api.start_run("gpu")
+
+        def waiting(data: Any) -> bool:
+            return [q["run_id"] for q in data["queued"]] == [run["id"]]
+
+        queued = (await events.first("queue", where=waiting)).data["queued"][0]
+        assert "gpu" in queued["reason"], queued
+        await api.request("POST", f"/runs/{run['id']}/cancel")
+        await events.first("queue", where=lambda d: d["queued"] == [])
