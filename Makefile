@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR := .fluksio-run
 
-.PHONY: install run test lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests nginx-for-tests
+.PHONY: install run test lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests nginx-for-tests \
+	prometheus-for-tests
 
 install: $(STAMP)
 
@@ -31,7 +32,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy fluksio tests/support plugins/local/fluksio_local
 
-test: install lint typecheck slurm-for-tests browser-for-tests nginx-for-tests
+test: install lint typecheck slurm-for-tests browser-for-tests nginx-for-tests prometheus-for-tests
 	$(BIN)/python -m pytest
 
 # Debian's Chromium for the Workers screen's tests (Playwright drives it; it never downloads
@@ -49,6 +50,14 @@ nginx-for-tests:
 	elif [ "$$(id -u)" = 0 ]; then bash scripts/apt-install.sh nginx-light \
 		&& echo "installed nginx-light for the deployment test"; \
 	else echo "no nginx and not root: the deployment test will skip (and fail under CI=true)"; fi
+
+# Debian's Prometheus for the metrics test: the test runs its own server, on its own port,
+# from a directory of its own; the package's service is never started.
+prometheus-for-tests:
+	@if command -v prometheus >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then bash scripts/apt-install.sh prometheus \
+		&& echo "installed prometheus for the metrics test"; \
+	else echo "no prometheus and not root: the scrape test will skip (and fail under CI=true)"; fi
 
 # A single-node Slurm and an SSH login node on 127.0.0.1 (see scripts/slurm-up.sh).
 slurm-up:

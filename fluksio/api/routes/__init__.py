@@ -7,6 +7,7 @@ from aiohttp import web
 from fluksio.api import screen
 from fluksio.api.routes import (
     artifacts,
+    description,
     events,
     flows,
     health,
@@ -32,6 +33,7 @@ ROUTE_MODULES = (
     artifacts,
     events,
     metrics,
+    description,
     screen,
 )
 
@@ -39,3 +41,4 @@ ROUTE_MODULES = (
 def add_routes(app: web.Application) -> None:
     for module in ROUTE_MODULES:
         app.router.add_routes(module.routes(API_PREFIX))
+    app[description.DOCUMENT] = {}

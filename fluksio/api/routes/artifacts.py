@@ -25,6 +25,7 @@ from fluksio.api.artifacts.store import ArtifactError, ArtifactTooLarge, StoreFu
 from fluksio.api.auth import bearer_token
 from fluksio.api.errors import InvalidInput, NotFound, StorageFull, TooLarge
 from fluksio.api.logging import get_logger
+from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.responses import model_response
 
 __all__ = ["routes"]
@@ -92,6 +93,25 @@ def _authorize(request: web.Request) -> str:
     return request.app[TOKENS].verify_artifact_access(bearer_token(request))
 
 
+@documented(
+    Operation(
+        summary="Store an artifact: the raw bytes, hashed as they arrive",
+        auth="artifact",
+        answer=ArtifactRef,
+        status=201,
+        raw_body="application/octet-stream",
+        errors=(413, 422, 507),
+        params=(
+            Param("name", "The file name it is known by (at most 255 characters, no /)."),
+            Param("media_type", "Its media type (default application/octet-stream)."),
+            Param(
+                DIGEST_HEADER,
+                "sha256:<hex> the bytes must have; a mismatch is a 422.",
+                where="header",
+            ),
+        ),
+    )
+)
 async def _put(request: web.Request) -> web.Response:
     who = _authorize(request)
     name = request.query.get("name", "")
@@ -138,6 +158,18 @@ def _stored(request: web.Request) -> web.StreamResponse:
     return response
 
 
+@documented(
+    Operation(
+        summary="An artifact's bytes (Range supported; the ETag is its digest)",
+        auth="artifact",
+        media="application/octet-stream",
+        errors=(404, 422),
+        other_answers={
+            206: "The range asked for.",
+            304: "The digest sent in If-None-Match: unchanged.",
+        },
+    )
+)
 async def _get(request: web.Request) -> web.StreamResponse:
     return _stored(request)
 

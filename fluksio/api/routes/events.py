@@ -28,6 +28,7 @@ from fluksio.api.appkeys import EVENTS
 from fluksio.api.auth import require_superuser
 from fluksio.api.errors import InvalidInput
 from fluksio.api.events import FeedEvent
+from fluksio.api.openapi import Operation, Param, documented
 
 __all__ = ["EVENT_ID_HEADER", "routes"]
 
@@ -46,6 +47,24 @@ def _selected(run_id: str | None, event: FeedEvent) -> bool:
     return run_id is None or event.data.get("run_id") == run_id
 
 
+@documented(
+    Operation(
+        summary="The live feed: changes to runs, calls, workers, queue, provisioning (SSE)",
+        auth="superuser",
+        media="text/event-stream",
+        errors=(422,),
+        params=(
+            Param(
+                "Last-Event-ID",
+                "The last event id seen: replay what came after it.",
+                where="header",
+            ),
+            Param("last_event_id", "The same, for a client that cannot set headers."),
+            Param("run", "Only this run's events."),
+        ),
+        description=__doc__,
+    )
+)
 async def _events(request: web.Request) -> web.StreamResponse:
     require_superuser(request)
     feed = request.app[EVENTS]

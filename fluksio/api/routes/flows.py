@@ -13,8 +13,9 @@ from fluksio.api.appkeys import FLOWS, RUN_MANAGER
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
 from fluksio.api.errors import NotFound
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import Deleted, model_response
-from fluksio.api.routes.runs import run_body
+from fluksio.api.routes.runs import RunBody, run_body
 from fluksio.api.runs.models import FlowSpec, RunRequest
 from fluksio.api.runs.store import FlowRecord
 from fluksio.api.runs.validation import check_flow
@@ -46,6 +47,16 @@ def _view(record: FlowRecord) -> FlowBody:
     )
 
 
+@documented(
+    Operation(
+        summary="Create or replace a flow (201 when new)",
+        auth="superuser",
+        answer=FlowBody,
+        body=FlowSpec,
+        errors=(422,),
+        other_answers={201: "Created."},
+    )
+)
 async def _put(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)
@@ -58,6 +69,14 @@ async def _put(request: web.Request) -> web.Response:
     return model_response(_view(record), status=201 if created else 200)
 
 
+@documented(
+    Operation(
+        summary="One flow",
+        auth="superuser",
+        answer=FlowBody,
+        errors=(404, 422),
+    )
+)
 async def _get(request: web.Request) -> web.Response:
     require_superuser(request)
     record = request.app[FLOWS].get(path_name(request))
@@ -66,6 +85,14 @@ async def _get(request: web.Request) -> web.Response:
     return model_response(_view(record))
 
 
+@documented(
+    Operation(
+        summary="Delete a flow",
+        auth="superuser",
+        answer=Deleted,
+        errors=(404, 422),
+    )
+)
 async def _delete(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)
@@ -74,6 +101,14 @@ async def _delete(request: web.Request) -> web.Response:
     return model_response(Deleted(deleted=name))
 
 
+@documented(
+    Operation(
+        summary="Every flow",
+        auth="superuser",
+        answer=FlowSummary,
+        many=True,
+    )
+)
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     return model_response(
@@ -84,6 +119,16 @@ async def _list(request: web.Request) -> web.Response:
     )
 
 
+@documented(
+    Operation(
+        summary="Start a run of a flow",
+        auth="superuser",
+        answer=RunBody,
+        status=201,
+        body=RunRequest,
+        errors=(404, 422),
+    )
+)
 async def _start_run(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)

@@ -8,6 +8,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import SETTINGS
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
 
 __all__ = ["routes"]
@@ -20,6 +21,13 @@ class Health(BaseModel):
     """The engine as the world reaches it (``--public-url``), or null: as dialled."""
 
 
+@documented(
+    Operation(
+        summary="Liveness, and the engine's version",
+        auth="none",
+        answer=Health,
+    )
+)
 async def _health(request: web.Request) -> web.Response:
     public = request.app[SETTINGS].public_url
     return model_response(Health(version=version("fluksio"), public_url=public))

@@ -16,6 +16,7 @@ from fluksio.api.appkeys import LOGIN_GUARD, TOKENS, USERS
 from fluksio.api.bodies import required_form_field
 from fluksio.api.errors import NotAuthenticated, TooManyAttempts
 from fluksio.api.logging import get_logger
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
 from fluksio.api.users import check_password
 
@@ -24,15 +25,32 @@ __all__ = ["routes"]
 log = get_logger(__name__)
 
 
+class LoginForm(BaseModel):
+    """The form (``application/x-www-form-urlencoded``), as OAuth2's password flow has it;
+    each field is required."""
+
+    username: str
+    password: str
+
+
 class AccessToken(BaseModel):
     access_token: str
     token_type: str = "bearer"  # noqa: S105 - the OAuth2 token type, not a secret
 
 
+@documented(
+    Operation(
+        summary="Log in: a bearer access token for a username and password",
+        auth="none",
+        answer=AccessToken,
+        form=LoginForm,
+        errors=(401, 422, 429),
+    )
+)
 async def _access_token(request: web.Request) -> web.Response:
     form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
-    username = required_form_field(form, "username")
-    password = required_form_field(form, "password")
+    fields = LoginForm(**{name: required_form_field(form, name) for name in LoginForm.model_fields})
+    username, password = fields.username, fields.password
 
     guard = request.app[LOGIN_GUARD]
     address = request.remote or "unknown"

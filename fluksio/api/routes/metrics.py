@@ -21,6 +21,7 @@ from fluksio.api.errors import NotAuthenticated, NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.metrics import CONTENT_TYPE
 from fluksio.api.models import ScrapeTokenRequest
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
 from fluksio.api.scrape_tokens import PREFIX, ScrapeTokenRecord
 from fluksio.api.timefmt import utc
@@ -57,6 +58,13 @@ def _body(record: ScrapeTokenRecord) -> ScrapeTokenBody:
     )
 
 
+@documented(
+    Operation(
+        summary="Prometheus metrics, in the text exposition format",
+        auth="scrape",
+        media="text/plain",
+    )
+)
 async def _metrics(request: web.Request) -> web.Response:
     token = bearer_token(request)
     if token.startswith(PREFIX):
@@ -67,6 +75,16 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
 
+@documented(
+    Operation(
+        summary="Mint a scrape token (its text is in this answer only)",
+        auth="superuser",
+        answer=MintedScrapeToken,
+        status=201,
+        body=ScrapeTokenRequest,
+        errors=(422,),
+    )
+)
 async def _mint(request: web.Request) -> web.Response:
     user = require_superuser(request)
     body = await read_json(request, ScrapeTokenRequest)
@@ -76,11 +94,27 @@ async def _mint(request: web.Request) -> web.Response:
     return model_response(answer, status=201)
 
 
+@documented(
+    Operation(
+        summary="Every scrape token, never its text",
+        auth="superuser",
+        answer=ScrapeTokenBody,
+        many=True,
+    )
+)
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     return model_response([_body(record) for record in request.app[SCRAPE_TOKENS].list()])
 
 
+@documented(
+    Operation(
+        summary="Revoke a scrape token",
+        auth="superuser",
+        answer=ScrapeTokenBody,
+        errors=(404,),
+    )
+)
 async def _revoke(request: web.Request) -> web.Response:
     require_superuser(request)
     token_id = request.match_info["token_id"]

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from fluksio.api.appkeys import RUN_MANAGER, RUNS
 from fluksio.api.auth import require_superuser
 from fluksio.api.errors import InvalidInput, NotFound
+from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.responses import model_response
 from fluksio.api.runs.manager import RunView
 from fluksio.api.runs.states import NodeState, RunState
@@ -153,6 +154,21 @@ def _number(request: web.Request, name: str, default: float, low: float, high: f
     return value
 
 
+@documented(
+    Operation(
+        summary="One run with its nodes",
+        auth="superuser",
+        answer=RunBody,
+        errors=(404, 422),
+        params=(
+            Param(
+                "wait",
+                "Hold the answer up to this many seconds (at most 60) until the run ends.",
+                schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
+            ),
+        ),
+    )
+)
 async def _get(request: web.Request) -> web.Response:
     require_superuser(request)
     run_id = request.match_info["run_id"]
@@ -163,6 +179,26 @@ async def _get(request: web.Request) -> web.Response:
     return model_response(run_body(view))
 
 
+@documented(
+    Operation(
+        summary="Recent runs, newest first",
+        auth="superuser",
+        answer=RunSummary,
+        many=True,
+        errors=(422,),
+        params=(
+            Param("flow", "Only runs of this flow."),
+            Param(
+                "state", "Only runs in this state.", schema={"enum": [s.value for s in RunState]}
+            ),
+            Param(
+                "limit",
+                "At most this many (1 to 1000, default 100).",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+            ),
+        ),
+    )
+)
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     raw_state = request.query.get("state")
@@ -187,6 +223,14 @@ async def _list(request: web.Request) -> web.Response:
     )
 
 
+@documented(
+    Operation(
+        summary="Cancel a run: what it executes is killed",
+        auth="superuser",
+        answer=RunBody,
+        errors=(404, 409),
+    )
+)
 async def _cancel(request: web.Request) -> web.Response:
     require_superuser(request)
     return model_response(run_body(request.app[RUN_MANAGER].cancel(request.match_info["run_id"])))

@@ -11,6 +11,7 @@ from fluksio.api.appkeys import SECRETS
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
 from fluksio.api.errors import NotFound
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import Deleted, model_response
 from fluksio.api.runs.models import SecretRequest
 from fluksio.api.secrets import SecretInfo
@@ -37,6 +38,15 @@ def _view(info: SecretInfo) -> SecretBody:
     )
 
 
+@documented(
+    Operation(
+        summary="Create or replace a secret",
+        auth="superuser",
+        answer=SecretBody,
+        body=SecretRequest,
+        errors=(422,),
+    )
+)
 async def _put(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)
@@ -44,11 +54,27 @@ async def _put(request: web.Request) -> web.Response:
     return model_response(_view(request.app[SECRETS].put(name, body.value, body.labels)))
 
 
+@documented(
+    Operation(
+        summary="Every secret, never its value",
+        auth="superuser",
+        answer=SecretBody,
+        many=True,
+    )
+)
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     return model_response([_view(info) for info in request.app[SECRETS].list()])
 
 
+@documented(
+    Operation(
+        summary="Delete a secret",
+        auth="superuser",
+        answer=Deleted,
+        errors=(404, 422),
+    )
+)
 async def _delete(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)

@@ -20,6 +20,7 @@ from fluksio.api.bodies import read_json
 from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import conditional_response, model_response
 from fluksio.api.routes.events import EVENT_ID_HEADER
 from fluksio.api.timefmt import utc
@@ -75,6 +76,16 @@ def _describe(record: WorkerTokenRecord, now: float) -> WorkerTokenBody:
     return WorkerTokenBody.model_validate(_fields(record, now))
 
 
+@documented(
+    Operation(
+        summary="Mint a worker token (its text is in this answer only)",
+        auth="superuser",
+        answer=MintedToken,
+        status=201,
+        body=WorkerTokenRequest,
+        errors=(422,),
+    )
+)
 async def _mint(request: web.Request) -> web.Response:
     user = require_superuser(request)
     body = await read_json(request, WorkerTokenRequest)
@@ -89,6 +100,15 @@ async def _mint(request: web.Request) -> web.Response:
     return model_response(answer, status=201)
 
 
+@documented(
+    Operation(
+        summary="Every worker token, never its text",
+        auth="superuser",
+        answer=WorkerTokenBody,
+        many=True,
+        other_answers={304: "Unchanged since the ETag sent in If-None-Match."},
+    )
+)
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     now = time.time()
@@ -100,6 +120,14 @@ async def _list(request: web.Request) -> web.Response:
     return response
 
 
+@documented(
+    Operation(
+        summary="Revoke a worker token; workers using it are disconnected at once",
+        auth="superuser",
+        answer=WorkerTokenBody,
+        errors=(404,),
+    )
+)
 async def _revoke(request: web.Request) -> web.Response:
     user = require_superuser(request)
     jti = request.match_info["jti"]
@@ -114,6 +142,13 @@ async def _revoke(request: web.Request) -> web.Response:
     return model_response(described)
 
 
+@documented(
+    Operation(
+        summary="What the presented worker token signs",
+        auth="worker",
+        answer=OwnToken,
+    )
+)
 async def _self(request: web.Request) -> web.Response:
     identity = require_worker(request)
     return model_response(

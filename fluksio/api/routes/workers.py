@@ -22,13 +22,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
 from fluksio.api.appkeys import DISPATCHER, EVENTS, RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import conditional_response, model_response
 from fluksio.api.routes.events import EVENT_ID_HEADER
 from fluksio.api.runs.manager import RunManager
@@ -97,6 +98,10 @@ class RefusedWorkerBody(BaseModel):
     python: str | None
     refused_at: datetime
     reason: str
+
+
+class WorkerList(RootModel[list[WorkerBody | RefusedWorkerBody]]):
+    """``GET /workers``: the attached workers, then those refused for their protocol."""
 
 
 class PlaceBody(BaseModel):
@@ -244,6 +249,14 @@ def refused_body(entry: NeedsUpgrade) -> RefusedWorkerBody:
     )
 
 
+@documented(
+    Operation(
+        summary="Attached workers, and those refused for their protocol",
+        auth="superuser",
+        answer=WorkerList,
+        other_answers={304: "Unchanged since the ETag sent in If-None-Match."},
+    )
+)
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     dispatcher = request.app[DISPATCHER]
@@ -260,6 +273,14 @@ async def _list(request: web.Request) -> web.Response:
     return response
 
 
+@documented(
+    Operation(
+        summary="Every place's amounts, the queue with why each call waits, provisioning",
+        auth="superuser",
+        answer=ResourcesBody,
+        other_answers={304: "Unchanged since the ETag sent in If-None-Match."},
+    )
+)
 async def _resources(request: web.Request) -> web.Response:
     require_superuser(request)
     dispatcher = request.app[DISPATCHER]
@@ -367,6 +388,13 @@ def provisioner_bodies(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
     return list(by_name.values())
 
 
+@documented(
+    Operation(
+        summary="The agent in one file, for a host that cannot pip install",
+        auth="none",
+        media="text/x-python",
+    )
+)
 async def _standalone_agent(_request: web.Request) -> web.Response:
     return web.Response(text=build_standalone_agent(), content_type="text/x-python")
 
@@ -377,6 +405,13 @@ def _runner_source() -> str:
         return handle.read()
 
 
+@documented(
+    Operation(
+        summary="The runner module the agent runs each call with",
+        auth="none",
+        media="text/x-python",
+    )
+)
 async def _runtime(_request: web.Request) -> web.Response:
     return web.Response(text=_runner_source(), content_type="text/x-python")
 

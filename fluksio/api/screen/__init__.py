@@ -17,6 +17,8 @@ from importlib.resources import files
 
 from aiohttp import web
 
+from fluksio.api.openapi import Operation, documented
+
 __all__ = ["routes"]
 
 _STATIC = files(__package__) / "static"
@@ -48,14 +50,37 @@ def _file(name: str) -> web.Response:
     )
 
 
+@documented(
+    Operation(
+        summary="The Workers screen (HTML)",
+        auth="none",
+        media="text/html",
+    )
+)
 async def _page(_request: web.Request) -> web.Response:
     return _file("workers.html")
 
 
+@documented(
+    Operation(
+        summary="The screen's script and style sheet",
+        auth="none",
+        media="text/*",
+        errors=(404,),
+    )
+)
 async def _static(request: web.Request) -> web.Response:
     return _file(request.match_info["name"])
 
 
+@documented(
+    Operation(
+        summary="Redirects to the Workers screen",
+        auth="none",
+        status=302,
+        media="none",
+    )
+)
 async def _home(_request: web.Request) -> web.Response:
     raise web.HTTPFound("/workers")
 

@@ -27,6 +27,7 @@ from fluksio.api.auth import require_worker
 from fluksio.api.bodies import parse_json
 from fluksio.api.errors import Forbidden
 from fluksio.api.logging import get_logger
+from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.tokens import WorkerIdentity
 from fluksio.api.workers.budget import FrameBudget
 from fluksio.api.workers.protocol import (
@@ -133,6 +134,15 @@ def _check_origin(request: web.Request) -> None:
         )
 
 
+@documented(
+    Operation(
+        summary="The attach WebSocket a worker dials (docs: protocol.md)",
+        auth="worker",
+        status=101,
+        media="none",
+        params=(Param("token", "The worker token, for the published agent, which sends it so."),),
+    )
+)
 async def attach(request: web.Request) -> web.StreamResponse:
     _check_origin(request)
     token = require_worker(request, allow_query=True)

@@ -1,0 +1,259 @@
+"""The engine's OpenAPI 3.1 description, built from its routes and their pydantic models.
+
+Each handler says what it is with :func:`documented`, next to its code: who may call it,
+the model its body is read with, the model its answer is made from, its parameters and
+its errors. :func:`openapi_document` walks the app's router and puts those together, with
+JSON Schema from the same models (pydantic's own), so the description cannot drift from
+what validates a request or shapes an answer. A route without a description is an error
+at build time, which a test turns into a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any, Literal, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from fluksio.api.middlewares import ErrorBody
+
+__all__ = ["Operation", "Param", "documented", "openapi_document"]
+
+Auth = Literal["none", "superuser", "worker", "artifact", "scrape"]
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+_SCHEMES: dict[str, dict[str, str]] = {
+    "accessToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "A user's access token, from POST /api/v1/login/access-token.",
+    },
+    "workerToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "A worker token, minted by a superuser (POST /api/v1/workers/tokens).",
+    },
+    "artifactToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "The artifact token a node call gets ($FLUKSIO_ARTIFACT_TOKEN).",
+    },
+    "scrapeToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A scrape token (fks_...), minted by a superuser for Prometheus.",
+    },
+}
+_SECURITY: dict[Auth, list[dict[str, list[str]]]] = {
+    "none": [],
+    "superuser": [{"accessToken": []}],
+    "worker": [{"workerToken": []}],
+    "artifact": [{"workerToken": []}, {"artifactToken": []}, {"accessToken": []}],
+    "scrape": [{"scrapeToken": []}, {"accessToken": []}],
+}
+_AUTH_ERRORS: dict[Auth, tuple[int, ...]] = {
+    "none": (),
+    "superuser": (401, 403),
+    "worker": (401,),
+    "artifact": (401,),
+    "scrape": (401,),
+}
+_ERROR_TEXT = {
+    400: "The request contradicts the engine's configuration.",
+    401: "No credentials, or credentials that do not verify.",
+    403: "Valid credentials that may not do this (not a superuser).",
+    404: "No such thing.",
+    409: "The request contradicts the current state.",
+    413: "Larger than the operator allows.",
+    422: "A field is malformed: `field` names it.",
+    429: "Slowed down after repeated failures; see Retry-After.",
+    507: "The engine's disk has no room; nothing was kept.",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query, path or header parameter (path parameters are found in the route too)."""
+
+    name: str
+    description: str
+    where: Literal["query", "path", "header"] = "query"
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    auth: Auth
+    answer: type[BaseModel] | None = None
+    """The model the answer is made from (JSON), or None for another media type."""
+    many: bool = False
+    """The answer is a JSON array of ``answer``."""
+    status: int = 200
+    media: str = "application/json"
+    body: type[BaseModel] | None = None
+    """The model a JSON body is read with."""
+    form: type[BaseModel] | None = None
+    """The model an ``application/x-www-form-urlencoded`` body is described by."""
+    raw_body: str | None = None
+    """A body taken as raw bytes of this media type (an artifact upload)."""
+    params: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = ()
+    other_answers: dict[int, str] = field(default_factory=dict)
+    description: str | None = None
+
+
+def documented(operation: Operation) -> Callable[[Handler], Handler]:
+    """Attach ``operation`` to a handler, for :func:`openapi_document`."""
+
+    def attach(handler: Handler) -> Handler:
+        handler.__openapi__ = operation  # type: ignore[attr-defined]
+        return handler
+
+    return attach
+
+
+def _operation_of(route: web.AbstractRoute) -> Operation:
+    found = getattr(route.handler, "__openapi__", None)
+    if not isinstance(found, Operation):
+        where = f"{route.method} {route.resource.canonical if route.resource else '?'}"
+        raise LookupError(f"{where} has no OpenAPI description (fluksio.api.openapi)")
+    return found
+
+
+def _routes(app: web.Application) -> list[tuple[str, str, Operation]]:
+    """(path, method, operation) for every route but the HEAD twins aiohttp adds."""
+    found = []
+    for route in app.router.routes():
+        if route.method == "HEAD" or route.resource is None:
+            continue
+        found.append((route.resource.canonical, route.method.lower(), _operation_of(route)))
+    return found
+
+
+def openapi_document(app: web.Application) -> dict[str, Any]:
+    routes = _routes(app)
+    wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ErrorBody, "serialization")]
+    for _path, _method, operation in routes:
+        if operation.answer is not None:
+            wanted.append((operation.answer, "serialization"))
+        for model in (operation.body, operation.form):
+            if model is not None:
+                wanted.append((model, "validation"))
+    refs, definitions = models_json_schema(
+        list(dict.fromkeys(wanted)), ref_template="#/components/schemas/{model}"
+    )
+
+    def ref(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
+        return dict(refs[(model, mode)])
+
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, operation in routes:
+        paths.setdefault(path, {})[method] = _path_item(method, path, operation, ref)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Fluksio engine",
+            "version": version("fluksio"),
+            "description": "One engine, many workers: node code runs where the hardware "
+            "lives. See docs/operating.md.",
+        },
+        "servers": [{"url": "/"}],
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "schemas": definitions.get("$defs", {}),
+            "securitySchemes": _SCHEMES,
+        },
+    }
+
+
+def _path_item(
+    method: str,
+    path: str,
+    operation: Operation,
+    ref: Callable[[type[BaseModel], JsonSchemaMode], Any],
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "summary": operation.summary,
+        "operationId": _operation_id(method, path),
+        "security": _SECURITY[operation.auth],
+    }
+    if operation.description:
+        item["description"] = operation.description
+    given = {param.name for param in operation.params if param.where == "path"}
+    params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _path_names(path)
+        if name not in given
+    ]
+    for param in operation.params:
+        entry: dict[str, Any] = {
+            "name": param.name,
+            "in": param.where,
+            "description": param.description,
+            "schema": param.schema,
+        }
+        if param.required or param.where == "path":
+            entry["required"] = True
+        params.append(entry)
+    if params:
+        item["parameters"] = params
+    if operation.body is not None:
+        item["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": ref(operation.body, "validation")}},
+        }
+    elif operation.form is not None:
+        form_schema = ref(operation.form, "validation")
+        item["requestBody"] = {
+            "required": True,
+            "content": {"application/x-www-form-urlencoded": {"schema": form_schema}},
+        }
+    elif operation.raw_body is not None:
+        item["requestBody"] = {
+            "required": True,
+            "content": {operation.raw_body: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    answers: dict[str, Any] = {str(operation.status): _answer(operation, ref)}
+    for status, text in operation.other_answers.items():
+        answers[str(status)] = {"description": text}
+    error_schema = {"application/json": {"schema": ref(ErrorBody, "serialization")}}
+    for status in sorted({*_AUTH_ERRORS[operation.auth], *operation.errors}):
+        answers[str(status)] = {"description": _ERROR_TEXT[status], "content": error_schema}
+    item["responses"] = answers
+    return item
+
+
+def _answer(operation: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode], Any]) -> Any:
+    if operation.answer is None:
+        if operation.media == "none":
+            return {"description": operation.summary}
+        kind = "object" if operation.media == "application/json" else "string"
+        return {
+            "description": operation.summary,
+            "content": {operation.media: {"schema": {"type": kind}}},
+        }
+    schema = ref(operation.answer, "serialization")
+    if operation.many:
+        schema = {"type": "array", "items": schema}
+    return {"description": operation.summary, "content": {operation.media: {"schema": schema}}}
+
+
+def _path_names(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+
+
+def _operation_id(method: str, path: str) -> str:
+    """``get_runs_run_id`` for ``GET /api/v1/runs/{run_id}``: unique, as OpenAPI wants."""
+    words = [p.strip("{}").replace(".", "_").replace("-", "_") for p in path.split("/") if p]
+    # Outside the API: the screen's pages and /metrics (``get_site_workers``, the page).
+    words = words[2:] if words[:2] == ["api", "v1"] else ["site", *words]
+    return "_".join([method, *words])
