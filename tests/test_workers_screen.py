@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from tests.support.engine import (
 )
 from tests.support.http import call
 from tests.support.otp import otp_login_node
+from tests.support.proxy import PausableProxy
 from tests.support.runs import code, run_flow
 from tests.support.slurm import local_slurm
 from tests.support.worker import hello_with_protocol, start_worker
@@ -264,6 +266,86 @@ def test_the_page_lives_through_an_engine_restart(
         expect(page.locator("#problem")).to_be_hidden()
     finally:
         restarted.stop()
+
+
+def _requests_made(page: Any) -> list[str]:
+    """Every request the page makes from now on (method and path), as it makes it."""
+    made: list[str] = []
+    page.on("request", lambda request: made.append(f"{request.method} {request.url}"))
+    return made
+
+
+def test_the_screen_follows_the_feed_and_makes_no_polling_requests(
+    browser: Any, engine_on_port: tuple[EngineProcess, int], tmp_path: Path
+) -> None:
+    engine, _port = engine_on_port
+    admin = engine.login()
+    token = engine.mint(admin, "feed-box", ["cpu"])["token"]
+    page = _log_in(browser, engine)
+    expect = playwright.expect
+    expect(page.locator("#live")).to_have_text("Live", timeout=LIVE_MS)
+    expect(page.locator('#tokens tr[data-token="feed-box"]')).to_be_visible()
+    # The moment the worker's row appears, by the browser's clock (the engine's is the same).
+    page.evaluate(
+        """() => new MutationObserver((_changes, observer) => {
+            if (document.querySelector('#workers tr[data-worker="feed-box"]')) {
+                window.rowAppearedAt = Date.now();
+                observer.disconnect();
+            }
+        }).observe(document.getElementById("workers"), { childList: true, subtree: true })"""
+    )
+    made = _requests_made(page)
+    worker = start_worker(engine, token, tmp_path / "worker", "--name", "feed-box", "--cpus", "2")
+    try:
+        row = page.locator('#workers tr[data-worker="feed-box"]')
+        expect(row).to_contain_text("idle", timeout=LIVE_MS)
+        (listed,) = call("GET", f"{engine.api}/workers", token=admin).body
+        attached_ms = datetime.fromisoformat(listed["attached_at"]).timestamp() * 1000
+        shown_after_ms = page.evaluate("() => window.rowAppearedAt") - attached_ms
+        assert shown_after_ms < 1000, f"the row appeared {shown_after_ms:.0f} ms after attaching"
+        # The old page asked three endpoints every second; nothing may be asked now. (A
+        # window of time is the only way to see that nothing happens in it.)
+        page.wait_for_timeout(2500)
+        assert made == [], f"the page polled: {made[:6]}"
+        expect(row).to_contain_text("cores: 0 of 2 used")
+    finally:
+        worker.stop()
+    expect(page.locator('#workers tr[data-worker="feed-box"]')).to_have_count(0, timeout=LIVE_MS)
+    assert made == []
+
+
+def test_a_dropped_feed_says_so_and_resumes_without_a_gap(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, port = engine_on_port
+    proxy = PausableProxy(port)
+    try:
+        page = browser.new_context().new_page()
+        page.goto(f"http://127.0.0.1:{proxy.port}/workers")
+        page.get_by_label("User name").fill(SUPERUSER)
+        page.get_by_label("Password").fill(SUPERUSER_PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        expect = playwright.expect
+        live = page.locator("#live")
+        expect(live).to_have_text("Live", timeout=LIVE_MS)
+        made = _requests_made(page)
+
+        proxy.pause()
+        proxy.cut()
+        expect(live).to_contain_text("Feed down", timeout=LIVE_MS)
+        expect(page.get_by_role("alert")).to_contain_text("live feed is down")
+        _shot(page, "9-feed-down")
+        # Meanwhile, on the engine (not through the dropped link): a token is minted.
+        engine.mint(engine.login(), "while-away", [])
+        proxy.resume()
+        expect(page.locator('#tokens tr[data-token="while-away"]')).to_be_visible(timeout=LIVE_MS)
+        expect(live).to_have_text("Live")
+        expect(page.locator("#problem")).to_be_hidden()
+        views = [r for r in made if "/api/v1/workers" in r]
+        assert views == [], f"a resumed feed needs no refetch: {views}"
+        assert any(r.endswith("/api/v1/events") for r in made), made
+    finally:
+        proxy.close()
 
 
 def test_a_phone_sees_every_section_without_sideways_scrolling(

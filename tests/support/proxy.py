@@ -41,6 +41,15 @@ class PausableProxy:
     def resume(self) -> None:
         self._loop.call_soon_threadsafe(self._flowing.set)
 
+    def cut(self) -> None:
+        """Close every connection now, as a dropped link would end them; new ones are
+        taken as before (unless paused)."""
+        self._call(self._cut())
+
+    async def _cut(self) -> None:
+        for writer in list(self._writers):
+            writer.close()
+
     def close(self) -> None:
         self._call(self._close())
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -1,7 +1,7 @@
 """The Workers screen: one static page, served by the engine, that reads the public API.
 
 ``GET /``                 redirects to ``/workers``
-``GET /workers``          the page (HTML; it logs in and polls the API itself)
+``GET /workers``          the page (HTML; it logs in and follows the API's event feed itself)
 ``GET /static/{name}``    its script and style sheet, shipped in this package
 
 No build step and nothing from a CDN: the page works offline. It talks only to

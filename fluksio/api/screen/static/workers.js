@@ -1,14 +1,12 @@
-// The Workers screen: polls the engine's API once a second and redraws what changed.
+// The Workers screen: follows the engine's live feed and redraws what changed.
 // Every value from the API is set as text (never as HTML), so nothing it holds can run.
 "use strict";
 
 const API = "/api/v1";
-const POLL_MS = 1000;
+const RETRY_MS = 1000;
 const TOKEN_KEY = "fluksio.access-token";
 
 const $ = (id) => document.getElementById(id);
-let polling = null;
-let lastGood = null;
 const lastAnswers = new Map(); // path: { etag, data }, the last answer to each GET
 
 // -- small DOM helpers ---------------------------------------------------------------------
@@ -127,7 +125,8 @@ async function api(method, path, { form, json } = {}) {
 function showLogin(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   lastAnswers.clear();
-  stopPolling();
+  lastEventId = null;
+  stopFeed();
   $("screen").hidden = true;
   $("logout").hidden = true;
   $("login").hidden = false;
@@ -160,55 +159,205 @@ function showScreen() {
   $("login").hidden = true;
   $("screen").hidden = false;
   $("logout").hidden = false;
-  startPolling();
+  startFeed();
 }
 
-// -- polling -------------------------------------------------------------------------------
+// -- the live feed ---------------------------------------------------------------------------
+// The page opens GET /events (through fetch, so the token stays in a header, never in a
+// URL as EventSource would need), fetches its three views once, then only applies events.
+// A reconnect sends Last-Event-ID and gets exactly what it missed; it fetches the views
+// again only when the engine says "refetch" (too far behind, or the engine restarted).
 
-function startPolling() {
-  stopPolling();
-  refresh();
-  polling = setInterval(refresh, POLL_MS);
+let feed = null; // { stop: AbortController } while a stream is open or being opened
+let lastEventId = null;
+let lastLive = null;
+const view = { workers: new Map(), refused: new Map(), queued: [], provisioners: [], tokens: new Map() };
+const seen = { workers: 0, resources: 0, tokens: 0 }; // the newest event each view includes
+const dirty = new Set();
+let held = null; // events that came while the views were being fetched, applied after
+
+function startFeed() {
+  stopFeed();
+  const stop = new AbortController();
+  feed = { stop };
+  runFeed(stop.signal);
 }
 
-function stopPolling() {
-  if (polling !== null) clearInterval(polling);
-  polling = null;
+function stopFeed() {
+  if (feed) feed.stop.abort();
+  feed = null;
 }
 
-let inFlight = false;
-async function refresh() {
-  if (inFlight) return;
-  inFlight = true;
-  try {
-    const [workers, resources, tokens] = await Promise.all([
-      api("GET", "/workers"),
-      api("GET", "/workers/resources"),
-      api("GET", "/workers/tokens"),
-    ]);
-    lastGood = Date.now();
-    $("problem").hidden = true;
-    renderWorkers(workers);
-    renderQueued(resources.queued);
-    renderProvisioners(resources.provisioners);
-    renderTokens(tokens);
-    $("live").textContent = "Live: updated every second";
-    $("live").className = "live ok";
-  } catch (exc) {
-    if (exc instanceof Unauthorized) {
-      showLogin(exc.message || "Your session has ended: log in again.");
-    } else {
-      // An engine restart lands here: keep polling, and say since when it has been away.
-      const since = lastGood ? ` since ${ago(new Date(lastGood).toISOString())}` : "";
-      $("problem").textContent = `Cannot reach the engine${since}: ${exc.message}. Retrying every second.`;
-      $("problem").hidden = false;
-      $("live").textContent = "Reconnecting…";
-      $("live").className = "live down";
+const eventNumber = (id) => Number(String(id || "").split(".")[1] || 0);
+
+async function runFeed(signal) {
+  let needViews = lastEventId === null;
+  while (!signal.aborted) {
+    try {
+      const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY)}` };
+      if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+      const response = await fetch(`${API}/events`, { headers, signal, cache: "no-store" });
+      if (response.status === 401 || response.status === 403) {
+        const data = await response.json().catch(() => null);
+        return showLogin(response.status === 403 ? (data && data.detail) || "Only the superuser may use this screen." : "Your session has ended: log in again.");
+      }
+      if (!response.ok || !response.body) throw new Error(`${response.status} ${response.statusText}`);
+      await readEvents(response.body.getReader(), (kind, id, data) => {
+        if (kind === "refetch") needViews = true;
+        if (kind === "ready") {
+          feedUp();
+          if (needViews) {
+            needViews = false;
+            loadViews().catch(feedTrouble);
+          }
+        } else if (kind !== "refetch") {
+          apply(kind, eventNumber(id), data);
+        }
+        if (id) lastEventId = id;
+      });
+      throw new Error("the engine closed the live feed");
+    } catch (exc) {
+      if (signal.aborted) return;
+      if (exc instanceof Unauthorized) return showLogin(exc.message || "Your session has ended: log in again.");
+      feedTrouble(exc);
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
     }
-  } finally {
-    inFlight = false;
   }
 }
+
+// Server-sent events from a fetch body: blank-line separated blocks of "field: value".
+async function readEvents(reader, onEvent) {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const fields = {};
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const name = colon < 0 ? line : line.slice(0, colon);
+        fields[name] = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      }
+      if (fields.event || fields.data) onEvent(fields.event || "message", fields.id, fields.data ? JSON.parse(fields.data) : null);
+    }
+  }
+}
+
+async function loadViews() {
+  held = [];
+  let answers;
+  try {
+    answers = await Promise.all([
+      getView("/workers", "workers"),
+      getView("/workers/resources", "resources"),
+      getView("/workers/tokens", "tokens"),
+    ]);
+  } catch (exc) {
+    held = null;
+    throw exc;
+  }
+  const [workers, resources, tokens] = answers;
+  const waiting = held;
+  held = null;
+  view.workers = new Map(workers.filter((w) => w.status !== "needs upgrade").map((w) => [w.id, w]));
+  view.refused = new Map(workers.filter((w) => w.status === "needs upgrade").map((w) => [w.name, w]));
+  view.queued = resources.queued;
+  view.provisioners = resources.provisioners;
+  view.tokens = new Map(tokens.map((t) => [t.jti, t]));
+  for (const section of ["workers", "queued", "provisioners", "tokens"]) dirty.add(section);
+  for (const [kind, number, data] of waiting) apply(kind, number, data);
+  render();
+}
+
+async function getView(path, name) {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY)}` };
+  const response = await fetch(API + path, { headers, cache: "no-store" });
+  if (response.status === 401 || response.status === 403) throw new Unauthorized();
+  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+  seen[name] = eventNumber(response.headers.get("X-Fluksio-Event-Id"));
+  return response.json();
+}
+
+// One event: what it changes in the page's copy of the views, unless the view already
+// holds it (an event older than the view's fetch).
+function apply(kind, number, data) {
+  if (held) return void held.push([kind, number, data]);
+  const section = kind.split(".")[0];
+  const viewOf = { worker: "workers", queue: "resources", provisioning: "resources", token: "tokens" }[section];
+  if (!viewOf || number <= seen[viewOf]) return;
+  if (kind === "worker.attached" || kind === "worker.changed") {
+    view.workers.set(data.worker.id, data.worker);
+    view.refused.delete(data.worker.name);
+    dirty.add("workers");
+  } else if (kind === "worker.gone") {
+    view.workers.delete(data.id);
+    dirty.add("workers");
+  } else if (kind === "worker.refused") {
+    view.refused.set(data.worker.name, data.worker);
+    dirty.add("workers");
+  } else if (kind === "queue") {
+    view.queued = data.queued;
+    dirty.add("queued");
+  } else if (kind === "provisioning") {
+    view.provisioners = data.provisioners;
+    dirty.add("provisioners");
+  } else if (section === "token") {
+    view.tokens.set(data.token.jti, data.token);
+    dirty.add("tokens");
+  }
+  scheduleRender();
+}
+
+let renderDue = false;
+function scheduleRender() {
+  if (renderDue) return;
+  renderDue = true;
+  setTimeout(render, 20); // a burst of events is drawn once
+}
+
+function byName(a, b) {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+function render() {
+  renderDue = false;
+  if (dirty.has("workers")) renderWorkers([...[...view.workers.values()].sort(byName), ...[...view.refused.values()].sort(byName)]);
+  if (dirty.has("queued")) renderQueued(view.queued);
+  if (dirty.has("provisioners")) renderProvisioners(view.provisioners);
+  if (dirty.has("tokens")) renderTokens([...view.tokens.values()].sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0)));
+  dirty.clear();
+}
+
+function feedUp() {
+  lastLive = Date.now();
+  $("problem").hidden = true;
+  $("live").textContent = "Live";
+  $("live").className = "live ok";
+}
+
+function feedTrouble(exc) {
+  // An engine restart lands here: keep trying, and say since when it has been away.
+  if (exc instanceof Unauthorized) return showLogin(exc.message || "Your session has ended: log in again.");
+  const since = lastLive ? ` since ${ago(new Date(lastLive).toISOString())}` : "";
+  $("problem").textContent = `Cannot reach the engine${since}: ${exc.message}. The live feed is down; reconnecting every second.`;
+  $("problem").hidden = false;
+  $("live").textContent = "Feed down: reconnecting…";
+  $("live").className = "live down";
+}
+
+// "3 s ago" grows while nothing happens: redrawn here, with no request.
+setInterval(() => {
+  for (const node of document.querySelectorAll("time[datetime]")) {
+    const iso = node.getAttribute("datetime");
+    if (iso) node.textContent = ago(iso);
+  }
+}, RETRY_MS);
 
 // -- sections ------------------------------------------------------------------------------
 
@@ -380,7 +529,6 @@ async function mint(event) {
     $("minted").hidden = false;
     $("copy-token").textContent = "Copy";
     $("minted-token").select();
-    refresh();
   } catch (exc) {
     if (exc instanceof Unauthorized) return showLogin("Your session has ended: log in again.");
     error.textContent = exc.message;
@@ -412,7 +560,6 @@ function confirmRevoke(token) {
     if (dialog.returnValue !== "revoke") return;
     try {
       await api("POST", `/workers/tokens/${encodeURIComponent(token.jti)}/revoke`);
-      refresh();
     } catch (exc) {
       if (exc instanceof Unauthorized) return showLogin("Your session has ended: log in again.");
       $("problem").textContent = `Could not revoke ${token.name}: ${exc.message}`;
