@@ -1,20 +1,27 @@
-"""The `fluksio` command line against a real engine; every user error is one sentence, exit 2."""
+"""The `fluksio` command line against a real engine; every user error is one sentence, with
+exit code 2 (usage, or no engine) or 3 (the engine refused)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.cli import fluksio
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
 from tests.support.http import call
+from tests.support.runs import code, run_flow
+from tests.support.wait import wait_for
+from tests.support.worker import start_worker
 
 
-def _assert_one_sentence_exit_2(done: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert done.returncode == 2, (done.stdout, done.stderr)
+def _assert_one_sentence_exit_2(
+    done: subprocess.CompletedProcess[str], *needles: str, code: int = 2
+) -> None:
+    assert done.returncode == code, (done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     assert "Traceback" not in done.stderr
@@ -68,15 +75,28 @@ def test_errors_are_one_sentence_and_exit_2(engine: EngineProcess, tmp_path: Pat
     _assert_one_sentence_exit_2(
         fluksio("tokens", "mint", "bad name", env={"FLUKSIO_URL": engine.api, **creds}),
         "name:",
+        code=3,
     )
     _assert_one_sentence_exit_2(
         fluksio("tokens", "revoke", "f" * 32, env={"FLUKSIO_URL": engine.api, **creds}),
         "no worker token",
+        code=3,
     )
     wrong = {"FLUKSIO_USERNAME": SUPERUSER, "FLUKSIO_PASSWORD": "nope-nope"}
     _assert_one_sentence_exit_2(
         fluksio("tokens", "list", env={"FLUKSIO_URL": engine.api, **wrong}),
         "incorrect username or password",
+        code=3,
+    )
+    _assert_one_sentence_exit_2(
+        fluksio("workers", "list", env={"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": "x.y.z"}),
+        "the engine refused",
+        code=3,
+    )
+    _assert_one_sentence_exit_2(
+        fluksio("metrics", "token", "revoke", "nope", env={"FLUKSIO_URL": engine.api, **creds}),
+        "no scrape token",
+        code=3,
     )
     _assert_one_sentence_exit_2(
         fluksio("keys", "rotate", "--yes", "--data-dir", str(tmp_path / "empty")),
@@ -119,3 +139,73 @@ def test_serve_refuses_a_port_in_use(engine: EngineProcess, tmp_path: Path) -> N
     port = engine.url.rsplit(":", 1)[1]
     done = fluksio("serve", "--port", port, "--data-dir", str(tmp_path / "other"))
     _assert_one_sentence_exit_2(done, f"cannot listen on 127.0.0.1:{port}")
+
+
+def test_every_screen_action_has_a_command(engine: EngineProcess, tmp_path: Path) -> None:
+    env = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": engine.login()}
+    assert fluksio("workers", "list", env=env).stdout.strip() == "No workers attached."
+    token = fluksio("tokens", "mint", "cli-box", "--labels", "cpu", env=env).stdout.strip()
+    worker = start_worker(
+        engine, token, tmp_path / "worker", "--name", "cli-box", "--labels", "cpu", "--cpus", "2"
+    )
+    try:
+
+        def listed() -> list[dict[str, Any]] | None:
+            done = fluksio("workers", "list", "--json", env=env)
+            assert done.returncode == 0, done.stderr
+            found: list[dict[str, Any]] = json.loads(done.stdout)
+            return found or None
+
+        (shown,) = wait_for(listed, timeout=30, what="the worker in `workers list --json`")
+        assert shown["name"] == "cli-box" and shown["labels"] == ["cpu"]
+        human = fluksio("workers", "list", env=env).stdout
+        assert "cli-box" in human and "idle" in human and "cpus 2/2" in human
+
+        resources = fluksio("workers", "resources", env=env)
+        assert resources.returncode == 0, resources.stderr
+        assert "cli-box" in resources.stdout and "engine" in resources.stdout
+        assert json.loads(fluksio("workers", "resources", "--json", env=env).stdout)["places"]
+
+        nowhere = {"id": "n", "worker": "tpu", "code": code("def process():\n    return 1\n")}
+        run_id = run_flow(engine, env["FLUKSIO_TOKEN"], "needs-tpu", [nowhere])
+        waiting = fluksio("workers", "waiting", env=env).stdout
+        assert "needs-tpu/n" in waiting and "no attached worker carries label 'tpu'" in waiting
+        (queued,) = json.loads(fluksio("workers", "waiting", "--json", env=env).stdout)
+        assert queued["run_id"] == run_id
+        assert fluksio("runs", "cancel", run_id, env=env).returncode == 0
+    finally:
+        worker.stop()
+
+    status = fluksio("provisioners", "status", env=env)
+    assert status.returncode == 0 and "No provisioners configured." in status.stdout
+    assert json.loads(fluksio("provisioners", "status", "--json", env=env).stdout) == []
+
+    minted = fluksio("metrics", "token", "mint", "prometheus", env=env)
+    assert minted.returncode == 0, minted.stderr
+    scrape = minted.stdout.strip()
+    assert call("GET", f"{engine.url}/metrics", token=scrape).status == 200
+    rows = json.loads(fluksio("metrics", "token", "list", "--json", env=env).stdout)
+    assert [r["name"] for r in rows] == ["prometheus"] and scrape not in str(rows)
+    revoked = fluksio("metrics", "token", "revoke", rows[0]["id"], env=env)
+    assert revoked.returncode == 0 and "Revoked scrape token 'prometheus'" in revoked.stdout
+    assert call("GET", f"{engine.url}/metrics", token=scrape).status == 401
+
+
+def test_runs_show_follow_reads_the_live_feed(engine: EngineProcess) -> None:
+    env = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": engine.login()}
+    slow = "import time\n\ndef process():\n    time.sleep(1.5)\n    return 7\n"
+    run_id = run_flow(engine, env["FLUKSIO_TOKEN"], "slow", [{"id": "n", "code": code(slow)}])
+    followed = fluksio("runs", "show", run_id, "--follow", env=env)
+    assert followed.returncode == 0, followed.stderr
+    assert "succeeded" in followed.stdout and "-> 7" in followed.stdout
+
+    def requests() -> list[str] | None:
+        lines = [json.loads(line) for line in engine.log_path.read_text().splitlines()]
+        paths = [line["path"] for line in lines if line.get("event") == "http.request"]
+        return paths if "/api/v1/events" in paths else None
+
+    paths = wait_for(requests, timeout=10, what="the feed's request in the engine's log")
+    fetched = paths.count(f"/api/v1/runs/{run_id}")
+    assert fetched <= 4, f"{fetched} fetches of a run with three changes: it polled"
+    as_json = fluksio("runs", "show", run_id, "--follow", "--json", env=env)
+    assert json.loads(as_json.stdout)["state"] == "succeeded"

@@ -12,8 +12,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from fluksio.api.appkeys import EVENTS
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.sse import Event, EventReader
+from tests.support.wait import async_wait_for
 
 NODE = "def process():\n    return 1\n"
 
@@ -155,6 +157,11 @@ async def test_the_feed_is_for_superusers_and_can_follow_one_run(
         await events.first("run.state", where=lambda d: d["state"] == "cancelled")
         seen = {e.data.get("run_id") for e in events.events if e.kind != "ready"}
         assert seen == {waiting["id"]}
+        assert api.app[EVENTS].subscribers == 1
+    # A quiet stream whose subscriber left lets go within seconds, not at its next event.
+    await async_wait_for(
+        lambda: api.app[EVENTS].subscribers == 0, timeout=5, what="the stream to end"
+    )
 
 
 async def test_the_queue_is_told_with_why_each_call_waits(

@@ -1,7 +1,8 @@
 """``fluksio``: the engine's command line.
 
-Every failure a user can cause is one sentence on stderr and exit code 2; tracebacks are
-for bugs only.
+Every failure a user can cause is one sentence on stderr, with exit code 2 (a usage
+error, or an engine that cannot be reached) or 3 (the engine refused: not logged in,
+not allowed, no such thing, a bad field); tracebacks are for bugs only.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from typing import Any
 
 import click
 
+from fluksio.api.cli.client import EngineRefused
 from fluksio.errors import FluksioError
 
-__all__ = ["UserError", "cli", "main"]
+__all__ = ["Refused", "UserError", "cli", "main"]
 
 
 class UserError(click.ClickException):
@@ -22,12 +24,20 @@ class UserError(click.ClickException):
     exit_code = 2
 
 
+class Refused(UserError):
+    """The engine refused: one sentence on stderr, exit code 3."""
+
+    exit_code = 3
+
+
 _COMMANDS = {
     "serve": "fluksio.api.cli.serve:serve",
     "keys": "fluksio.api.cli.keys:keys",
     "tokens": "fluksio.api.cli.tokens:tokens",
     "flows": "fluksio.api.cli.flows:flows",
     "runs": "fluksio.api.cli.runs:runs",
+    "workers": "fluksio.api.cli.workers:workers",
+    "metrics": "fluksio.api.cli.metrics:metrics",
     "provisioners": "fluksio.api.cli.provisioners:provisioners",
     "users": "fluksio.api.cli.users:users",
     "worker": "fluksio.agent.cli:main",
@@ -53,6 +63,8 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except EngineRefused as error:
+            raise Refused(error.detail) from None
         except FluksioError as error:
             raise UserError(error.detail) from None
 

@@ -13,6 +13,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,28 @@ from typing import Any
 from fluksio.api.datadir import DataDir
 from fluksio.errors import FluksioError
 
-__all__ = ["ApiClient", "ApiError", "resolve_api_url"]
+__all__ = ["ApiClient", "ApiError", "EngineRefused", "FeedEvent", "resolve_api_url"]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080/api/v1"
 _TIMEOUT_S = 90  # above the longest server-side wait a request may ask for
+_FEED_SILENCE_S = 45  # three of the feed's keepalive comments
 
 
 class ApiError(FluksioError):
-    """The engine could not be reached or answered with an error."""
+    """The engine could not be reached (exit code 2)."""
+
+
+class EngineRefused(ApiError):
+    """The engine answered with a refusal: its ``detail`` says why (exit code 3)."""
+
+
+@dataclass(frozen=True)
+class FeedEvent:
+    """One event of ``GET /events``: its id, kind and data."""
+
+    id: str | None
+    kind: str
+    data: Any
 
 
 def resolve_api_url(explicit: str | None, data_dir: Path | None) -> str:
@@ -73,6 +88,27 @@ class ApiClient:
     def put(self, path: str, body: object) -> Any:
         return self._send("PUT", path, json.dumps(body).encode(), "application/json")
 
+    def events(self, query: str = "", last_id: str | None = None) -> Iterator[FeedEvent]:
+        """The live feed, as it comes, until the engine ends it (see ``GET /events``).
+
+        The engine sends a comment every 15 s, so a read that waits much longer than
+        that means the connection is gone: :class:`ApiError`, as for any drop.
+        """
+        request = urllib.request.Request(f"{self.base_url}/events{query}")  # noqa: S310
+        request.add_header("Accept", "text/event-stream")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        if last_id:
+            request.add_header("Last-Event-ID", last_id)
+        try:
+            with urllib.request.urlopen(request, timeout=_FEED_SILENCE_S) as response:  # noqa: S310
+                yield from _parse_events(response)
+        except urllib.error.HTTPError as exc:
+            raise EngineRefused(f"the engine refused: {_detail(exc)}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiError(f"the live feed from {self.base_url} broke off: {reason}") from None
+
     def _send(
         self, method: str, path: str, data: bytes | None = None, content_type: str | None = None
     ) -> Any:
@@ -85,10 +121,25 @@ class ApiClient:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
-            raise ApiError(f"the engine refused: {_detail(exc)}") from None
+            raise EngineRefused(f"the engine refused: {_detail(exc)}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(f"cannot reach the engine at {self.base_url}: {reason}") from None
+
+
+def _parse_events(lines: Iterable[bytes]) -> Iterator[FeedEvent]:
+    fields: dict[str, str] = {}
+    for raw in lines:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line:
+            if not line.startswith(":"):
+                name, _, value = line.partition(":")
+                fields[name] = value.removeprefix(" ")
+            continue
+        if "event" in fields or "data" in fields:
+            data = json.loads(fields["data"]) if "data" in fields else None
+            yield FeedEvent(fields.get("id"), fields.get("event", "message"), data)
+        fields = {}
 
 
 def _detail(error: urllib.error.HTTPError) -> str:

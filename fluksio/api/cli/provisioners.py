@@ -2,12 +2,14 @@
 
 ``check`` validates the file, lists its profiles, prints a job script, or (``--ssh``)
 proves access and shows how the login node was reached. ``login`` opens the shared
-connection the engine then uses, in the person's own terminal.
+connection the engine then uses, in the person's own terminal. ``status`` asks the
+running engine how each profile stands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 from pathlib import Path
@@ -15,7 +17,9 @@ from typing import Any
 
 import click
 
+from fluksio.api.cli.client import ApiClient, resolve_api_url
 from fluksio.api.cli.options import data_dir_option
+from fluksio.api.cli.tables import table
 from fluksio.api.datadir import DataDir
 from fluksio.api.provisioning import instantiate
 from fluksio.errors import ConfigError
@@ -129,6 +133,46 @@ def logout(data_dir: Path, name: str) -> None:
     provisioner = _named(provisioners, name, path, "NAME")
     closed = asyncio.run(provisioner.logout())
     click.echo(f"{name}: logged out" if closed else f"{name}: no shared connection was open")
+
+
+@provisioners.command()
+@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@data_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print what the engine answered, as JSON.")
+def status(url: str | None, data_dir: Path, as_json: bool) -> None:
+    """How each profile stands on the running engine: its jobs, its pending request, its
+    last error (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/PASSWORD)."""
+    client = ApiClient(resolve_api_url(url, data_dir))
+    client.login_from_environment()
+    blocks = client.get("/workers/resources")["provisioners"]
+    if as_json:
+        click.echo(json.dumps(blocks, indent=2))
+        return
+    if not blocks:
+        click.echo("No provisioners configured.")
+        return
+    rows = []
+    for block in blocks:
+        for profile in block["profiles"]:
+            pending = profile["outstanding"]
+            if profile["login_needed"]:
+                standing = profile["login_needed"]
+            elif pending is not None:
+                job = f"job {pending['job_id']} " if pending["job_id"] else ""
+                standing = f"{job}{pending['state'] or pending['stage']}"
+            else:
+                standing = "-"
+            error = profile["last_error"]
+            rows.append(
+                [
+                    f"{block['name']}/{profile['name']}",
+                    f"{len(profile['jobs'])}/{profile['max_workers']}",
+                    str(len(profile["workers"])),
+                    standing,
+                    error["message"] if error else "-",
+                ]
+            )
+    table(rows, ["PROFILE", "JOBS", "WORKERS", "PENDING", "LAST ERROR"])
 
 
 def _configured(data_dir: Path, file: Path | None) -> tuple[Path, list[Provisioner[Any, Any]]]:

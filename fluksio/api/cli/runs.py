@@ -1,18 +1,22 @@
 """``fluksio runs start FLOW`` and ``fluksio runs show ID [--follow]``: a live view.
 
-Exit codes: 0 when the run succeeded (or, without ``--follow``, was started or shown);
-1 when a followed run failed or was cancelled; 2 for a usage error.
+``--follow`` reads the engine's live feed (``GET /events?run=ID``) and fetches the run
+after each change of it: nothing is polled. Exit codes: 0 when the run succeeded (or,
+without ``--follow``, was started or shown); 1 when a followed run failed or was
+cancelled; 2 for a usage error or an engine out of reach; 3 when the engine refused.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from fluksio.api.cli.client import ApiClient
+from fluksio.api.cli.client import ApiClient, ApiError, EngineRefused
 from fluksio.api.cli.context import api_group, client_of
 from fluksio.api.runs.provenance import Provenance
 from fluksio.errors import ConfigError
@@ -20,6 +24,10 @@ from fluksio.errors import ConfigError
 __all__ = ["render_run", "runs"]
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
+_RUN_NEWS = {"ready", "refetch", "run.state", "call.state"}
+"""Events after which the followed run is fetched again."""
+_RECONNECTS = 30
+_RECONNECT_S = 1.0
 _PREVIEW = 70
 
 
@@ -71,31 +79,55 @@ def render_run(run: dict[str, Any]) -> list[str]:
     return [head, *(_node_line(node) for node in run["nodes"])]
 
 
-def _follow(client: ApiClient, run_id: str) -> dict[str, Any]:
-    live = sys.stdout.isatty()
-    shown: list[str] = []
+def _changes(client: ApiClient, run_id: str) -> Iterator[dict[str, Any]]:
+    """The run now, then again after each change the live feed reports of it.
+
+    Once the feed is open (``ready``) the run is fetched, so no change falls between the
+    two. A dropped feed is reopened with the last event id, so none is missed then either.
+    """
+    last_id: str | None = None
+    failures = 0
     while True:
-        run: dict[str, Any] = client.get(f"/runs/{run_id}?wait=1")
-        lines = render_run(run)
-        if live:
-            if shown:
-                click.echo(f"\x1b[{len(shown)}F\x1b[J", nl=False)
-            click.echo("\n".join(lines))
-        else:
-            for line in lines:
-                if line not in shown:
-                    click.echo(line)
-        shown = lines
+        try:
+            for event in client.events(f"?run={run_id}", last_id):
+                failures = 0
+                if event.id:
+                    last_id = event.id
+                if event.kind in _RUN_NEWS:
+                    yield client.get(f"/runs/{run_id}")
+            raise ApiError("the engine closed the live feed")
+        except EngineRefused:
+            raise
+        except ApiError:
+            failures += 1
+            if failures > _RECONNECTS:
+                raise
+            time.sleep(_RECONNECT_S)
+
+
+def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> dict[str, Any]:
+    live = live_view and sys.stdout.isatty()
+    shown: list[str] = []
+    for run in _changes(client, run_id):
+        if live_view:
+            lines = render_run(run)
+            if live:
+                if shown:
+                    click.echo(f"\x1b[{len(shown)}F\x1b[J", nl=False)
+                click.echo("\n".join(lines))
+            else:
+                for line in lines:
+                    if line not in shown:
+                        click.echo(line)
+            shown = lines
         if run["state"] in TERMINAL:
             return run
+    raise AssertionError("unreachable: the feed is reopened until the run ends")
 
 
 def _finish(run: dict[str, Any], follow: bool, as_json: bool, client: ApiClient) -> None:
-    if follow and as_json:
-        while run["state"] not in TERMINAL:
-            run = client.get(f"/runs/{run['id']}?wait=30")
-    elif follow:
-        run = _follow(client, run["id"])
+    if follow:
+        run = _follow(client, run["id"], live_view=not as_json)
     if as_json:
         click.echo(json.dumps(run, indent=2))
     elif not follow:

@@ -33,6 +33,9 @@ from fluksio.api.openapi import Operation, Param, documented
 __all__ = ["EVENT_ID_HEADER", "routes"]
 
 KEEPALIVE_S = 15.0
+GONE_CHECK_S = 1.0
+"""How soon a quiet stream notices its subscriber left (aiohttp tells a handler only when
+it writes): the subscriber count and the buffer's reader then let go."""
 RETRY_MS = 1000
 EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 """On the views the feed keeps current: the newest event they already include."""
@@ -41,6 +44,11 @@ EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 def _frame(kind: str, event_id: str, data: dict[str, object]) -> bytes:
     text = json.dumps(data, separators=(",", ":"))
     return f"id: {event_id}\nevent: {kind}\ndata: {text}\n\n".encode()
+
+
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _selected(run_id: str | None, event: FeedEvent) -> bool:
@@ -91,6 +99,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
             opening += _frame("refetch", feed.last_id, {"reason": position.refetch})
         opening += _frame("ready", f"{feed.epoch}.{seq}", {"last_id": f"{feed.epoch}.{seq}"})
         await response.write(opening)
+        quiet_s = 0.0
         while not feed.closed:
             if feed.fell_behind(seq):
                 # Too slow to read what the engine says: skip to now, and say so.
@@ -104,8 +113,15 @@ async def _events(request: web.Request) -> web.StreamResponse:
                 chunk = b"".join(e.frame() for e in events if _selected(run_id, e))
                 if chunk:
                     await response.write(chunk)
-            elif not await feed.wait_after(seq, KEEPALIVE_S):
-                await response.write(b": keepalive\n\n")
+            elif await feed.wait_after(seq, GONE_CHECK_S):
+                quiet_s = 0.0
+            elif _gone(request):
+                break
+            else:
+                quiet_s += GONE_CHECK_S
+                if quiet_s >= KEEPALIVE_S:
+                    quiet_s = 0.0
+                    await response.write(b": keepalive\n\n")
     except (ConnectionError, RuntimeError):
         pass  # the subscriber went away
     finally:
