@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.certs import CertificateAuthority, KeyPair
 from tests.support.cli import fluksio
@@ -186,6 +187,21 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     assert not re.search(r"eyJ[\w-]{10,}\.eyJ", shown)
     token_file = f".fluksio/tokens/{outstanding['request_id']}"
     assert slurm.ssh("test", "-e", token_file).returncode == 1, "the job left its token file"
+    # What an operator graphs: the submission, its time to attach, and the SSH commands.
+    scraped = call("GET", f"{engine.url}/metrics", token=token).body
+    families = {family.name: family for family in text_string_to_metric_families(scraped)}
+    box = {"provisioner": "hpc", "profile": "small"}
+    (submitted_total,) = [
+        s.value for s in families["fluksio_provisioning_submissions"].samples if s.labels == box
+    ]
+    assert submitted_total == 1
+    attached = families["fluksio_provisioning_submit_to_attach_seconds"].samples
+    assert [s.value for s in attached if s.name.endswith("_count") and s.labels == box] == [1]
+    ssh = families["fluksio_ssh_command_duration_seconds"].samples
+    sbatch = {"provisioner": "hpc", "program": "fluksio-submit", "outcome": "reached"}
+    assert [s.value for s in ssh if s.name.endswith("_count") and s.labels == sbatch] == [1]
+    polls = {"provisioner": "hpc", "program": "squeue", "outcome": "reached"}
+    assert next(s.value for s in ssh if s.name.endswith("_count") and s.labels == polls) >= 1
 
 
 ARTIFACT_NODE = code(

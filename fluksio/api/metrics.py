@@ -32,8 +32,22 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
 _ATTACH_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200)
 _SSH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-_PROGRAMS = frozenset({"sbatch", "squeue", "scancel", "sacct", "scontrol", "sh", "bash"})
-"""Remote programs named as they are; any other is ``other`` (a plugin's own)."""
+_PROGRAMS = frozenset(
+    {
+        "fluksio-submit",
+        "fluksio-cancel",
+        "sbatch",
+        "squeue",
+        "scancel",
+        "sacct",
+        "scontrol",
+        "sinfo",
+        "sh",
+        "bash",
+    }
+)
+"""Remote commands named as they are (a script run with ``sh -c`` by its name, as
+``fluksio-submit``); any other is ``other`` (a plugin's own)."""
 
 
 def _place_kind(place: str | None) -> str:

@@ -168,7 +168,7 @@ class _Transport:
             return completed
         finally:
             if self.on_command is not None:
-                self.on_command(argv[0], time.monotonic() - started, reached)
+                self.on_command(_program(argv), time.monotonic() - started, reached)
 
     async def _run(
         self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
@@ -688,6 +688,14 @@ class OpenSSHTransport(_Transport):
                 f" {self._connect_timeout_s:g} s (is it an SSH server, and up?)"
             )
         return f"cannot reach {self.login}: {_last_line(stderr) or 'ssh failed'}"
+
+
+def _program(argv: Sequence[str]) -> str:
+    """What a command is, for timing: ``sh -c SCRIPT NAME ...`` is its script's ``NAME``
+    (``fluksio-submit``), anything else its program."""
+    if len(argv) > 3 and argv[0] in ("sh", "bash") and argv[1] == "-c":
+        return argv[3]
+    return argv[0]
 
 
 def open_transport(
