@@ -7,7 +7,6 @@ const RETRY_MS = 1000;
 const TOKEN_KEY = "fluksio.access-token";
 
 const $ = (id) => document.getElementById(id);
-const lastAnswers = new Map(); // path: { etag, data }, the last answer to each GET
 
 // -- small DOM helpers ---------------------------------------------------------------------
 
@@ -105,15 +104,9 @@ async function api(method, path, { form, json } = {}) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(json);
   }
-  // The engine answers an unchanged view with 304: what it said last time still holds.
-  const kept = method === "GET" ? lastAnswers.get(path) : undefined;
-  if (kept) headers["If-None-Match"] = kept.etag;
   const response = await fetch(API + path, { method, headers, body, cache: "no-store" });
-  if (response.status === 304 && kept) return kept.data;
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
-  const etag = response.headers.get("ETag");
-  if (method === "GET" && response.ok && etag) lastAnswers.set(path, { etag, data });
   if (response.status === 401 && path !== "/login/access-token") throw new Unauthorized();
   if (response.status === 403) throw new Unauthorized((data && data.detail) || "Only the superuser may use this screen.");
   if (!response.ok) throw new Error((data && data.detail) || `${response.status} ${response.statusText}`);
@@ -124,7 +117,6 @@ async function api(method, path, { form, json } = {}) {
 
 function showLogin(message) {
   sessionStorage.removeItem(TOKEN_KEY);
-  lastAnswers.clear();
   lastEventId = null;
   stopFeed();
   $("screen").hidden = true;
