@@ -1,9 +1,10 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
 Runs and calls are published as they are written (the run manager's observers); workers
-as their sessions change, a few milliseconds later, so that one event carries what the
-scheduler made of the change too (an attach shows its inventory, a finished call its
-freed amounts) and a burst of changes to one worker is one event. The queue and the
+as their sessions change, a few milliseconds later (a second while nobody listens), so
+that one event carries what the scheduler made of the change too (an attach shows its
+inventory, a finished call its freed amounts) and a burst of changes to one worker is
+one event. The queue and the
 provisioners are views: each is published whole when it differs from the last one
 published, looked at after the dispatcher changed, at most four times a second while
 someone listens (once a second otherwise), and each second while calls wait, since their
@@ -99,8 +100,11 @@ class LiveEvents:
 
     def _workers_soon(self) -> None:
         if self._workers_due is None and not self._closed:
+            # Nobody listening: a burst's changes to a worker become one event a second,
+            # still there for a subscriber that comes back with its last id.
+            settle = WORKER_SETTLE_S if self._feed.subscribers else VIEWS_EVERY_UNWATCHED_S
             loop = asyncio.get_running_loop()
-            self._workers_due = loop.call_later(WORKER_SETTLE_S, self._publish_workers)
+            self._workers_due = loop.call_later(settle, self._publish_workers)
 
     def _publish_workers(self) -> None:
         self._workers_due = None
