@@ -64,6 +64,12 @@ async def test_a_run_on_a_worker_is_told_as_it_happens(
         await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
         run = await api.start_run("cpu")
         call = await worker.next_call()
+        for step in range(3):
+            await worker.emit(call["call_id"], {"step": step})
+        progress = await events.first("call.progress", where=lambda d: d["events"] == 3)
+        assert progress.data["run_id"] == run["id"] and progress.data["node"] == "n"
+        told = [e.data["events"] for e in events.events if e.kind == "call.progress"]
+        assert len(told) < 3, f"three quick events are told at once, not each: {told}"
         busy = await events.first("worker.changed", where=lambda d: d["worker"]["in_flight"] == 1)
         assert busy.data["worker"]["free"]["slots"] == 0
         await worker.answer(call["call_id"], 1)

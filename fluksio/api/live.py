@@ -1,6 +1,7 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
-Runs and calls are published as they are written (the run manager's observers); workers
+Runs and calls are published as they are written (the run manager's observers), and a
+running call's reported events (``fluksio.emit``) as a count, at most twice a second; workers
 as their sessions change, a few milliseconds later (a second while nobody listens), so
 that one event carries what the scheduler made of the change too (an attach shows its
 inventory, a finished call its freed amounts) and a burst of changes to one worker is
@@ -26,6 +27,7 @@ from fluksio.api.routes.workers import (
     worker_body,
 )
 from fluksio.api.runs.manager import RunChange
+from fluksio.api.runs.store import NodeRow, RunRow
 from fluksio.api.workers.registry import NeedsUpgrade, WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
 from fluksio.scheduler import ENGINE_ID
@@ -33,6 +35,8 @@ from fluksio.scheduler import ENGINE_ID
 __all__ = ["LiveEvents"]
 
 WORKER_SETTLE_S = 0.01
+PROGRESS_EVERY_S = 0.5
+"""A call that reports events (``fluksio.emit``) is told at most this often."""
 VIEWS_EVERY_S = 0.25
 VIEWS_EVERY_UNWATCHED_S = 1.0
 COUNTDOWN_EVERY_S = 1.0
@@ -49,6 +53,8 @@ class LiveEvents:
         self._workers_due: asyncio.TimerHandle | None = None
         self._views_due: asyncio.TimerHandle | None = None
         self._last_views: dict[str, Any] = {}
+        self._progress: dict[str, tuple[RunRow, NodeRow, int]] = {}
+        self._progress_due: asyncio.TimerHandle | None = None
         self._closed = False
 
     def connect(self) -> None:
@@ -57,12 +63,13 @@ class LiveEvents:
         self._dispatcher.on_place_change = self._place_changed
         self._dispatcher.on_change = self._views_changed
         self._dispatcher.runs.observers.append(self._runs_written)
+        self._dispatcher.runs.progress_observers.append(self._progressed)
         # What the views are now is what a subscriber fetches; only changes are news.
         self._last_views = self._views()
 
     def close(self) -> None:
         self._closed = True
-        for handle in (self._workers_due, self._views_due):
+        for handle in (self._workers_due, self._views_due, self._progress_due):
             if handle is not None:
                 handle.cancel()
 
@@ -86,6 +93,29 @@ class LiveEvents:
                 )
             if change.run_changed:
                 publish("run.state", {"run_id": row.id, "flow": row.flow, "state": row.state.value})
+
+    def _progressed(self, run: RunRow, node: NodeRow, count: int) -> None:
+        if node.call_id is None:
+            return
+        self._progress[node.call_id] = (run, node, count)
+        if self._progress_due is None and not self._closed:
+            loop = asyncio.get_running_loop()
+            self._progress_due = loop.call_later(PROGRESS_EVERY_S, self._publish_progress)
+
+    def _publish_progress(self) -> None:
+        self._progress_due = None
+        progressed, self._progress = self._progress, {}
+        for call_id, (run, node, count) in progressed.items():
+            self._feed.publish(
+                "call.progress",
+                {
+                    "run_id": run.id,
+                    "flow": run.flow,
+                    "node": node.node_id,
+                    "call_id": call_id,
+                    "events": count,
+                },
+            )
 
     # -- workers -----------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from fluksio.errors import ConfigError
 __all__ = ["render_run", "runs"]
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
-_RUN_NEWS = {"ready", "refetch", "run.state", "call.state"}
+_RUN_NEWS = {"ready", "refetch", "run.state", "call.state", "call.progress"}
 """Events after which the followed run is fetched again."""
 _RECONNECTS = 30
 _RECONNECT_S = 1.0

@@ -190,6 +190,8 @@ class RunManager:
         self._closing = False
         self.observers: list[Callable[[Sequence[RunChange]], None]] = []
         """Told of every write, as it happens: the live feed and the metrics."""
+        self.progress_observers: list[Callable[[RunRow, NodeRow, int], None]] = []
+        """Told of each event a running call reports (its run, its node, how many so far)."""
 
     # -- starting, cancelling, recovering ------------------------------------------------
 
@@ -415,6 +417,8 @@ class RunManager:
             record.pop("kind", None)
             node.events.append(redact(record, node.secrets))
             node.event_count += 1
+            for observer in self.progress_observers:
+                observer(run.row, node.row, node.event_count)
 
         try:
             outcome = await executor.run(spec, on_event)
