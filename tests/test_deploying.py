@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.certs import CertificateAuthority
 from tests.support.engine import (
@@ -248,3 +249,59 @@ def _download_sha256(through: Through, digest: object, token: str) -> str:
         return hashed.hexdigest()
     finally:
         connection.close()
+
+
+def test_the_live_feed_and_the_metrics_through_the_documented_nginx(
+    deployed: tuple[EngineProcess, Nginx, CertificateAuthority],
+) -> None:
+    engine, nginx, ca = deployed
+    admin = engine.login()
+    through = Through(nginx, ca.pem)
+    feed = through.connection()
+    feed.request("GET", "/api/v1/events", headers={"Authorization": f"Bearer {admin}"})
+    stream = feed.getresponse()
+    assert stream.status == 200
+    assert stream.headers["Content-Type"].startswith("text/event-stream")
+    assert feed.sock is not None
+    feed.sock.settimeout(20)  # every read below is bounded
+
+    def next_event() -> tuple[str, dict[str, object]]:
+        kind, data = "", ""
+        for raw in stream:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                data = line.removeprefix("data: ")
+            elif not line and kind:
+                return kind, json.loads(data)
+        raise AssertionError("the stream ended")
+
+    try:
+        assert next_event()[0] == "ready"
+        # An event reaches the subscriber at once: nginx does not hold it back.
+        assert put_flow(
+            engine, admin, "quick", [{"id": "n", "code": "def process():\n    return 1\n"}]
+        )
+        run_id = start_run(engine, admin, "quick")["id"]
+        seen: list[tuple[str, dict[str, object]]] = []
+        while not any(k == "run.state" and d.get("state") == "succeeded" for k, d in seen):
+            seen.append(next_event())
+        assert all(d.get("run_id") == run_id for k, d in seen if k.startswith(("run.", "call.")))
+    finally:
+        feed.close()
+
+    scrape = through.connection()
+    try:
+        scrape.request("GET", "/metrics", headers={"Authorization": f"Bearer {admin}"})
+        answer = scrape.getresponse()
+        assert answer.status == 200
+        samples = [
+            (sample.labels, sample.value)
+            for family in text_string_to_metric_families(answer.read().decode())
+            for sample in family.samples
+            if sample.name == "fluksio_node_calls_total"
+        ]
+        assert samples == [({"place": "engine", "outcome": "succeeded"}, 1.0)]
+    finally:
+        scrape.close()
