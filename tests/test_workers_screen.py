@@ -83,8 +83,12 @@ def engine_on_port(tmp_path: Path) -> Iterator[tuple[EngineProcess, int]]:
     engine.stop()
 
 
-def _log_in(browser: Any, engine: EngineProcess, **context: Any) -> Any:
+def _log_in(
+    browser: Any, engine: EngineProcess, *, fake_clock: bool = False, **context: Any
+) -> Any:
     page = browser.new_context(**context).new_page()
+    if fake_clock:
+        page.clock.install()  # the page's own time, moved by the test; the engine's is real
     page.goto(engine.url + "/")
     assert page.url == engine.url + "/workers"
     page.get_by_label("User name").fill(SUPERUSER)
@@ -346,6 +350,20 @@ def test_a_dropped_feed_says_so_and_resumes_without_a_gap(
         assert any(r.endswith("/api/v1/events") for r in made), made
     finally:
         proxy.close()
+
+
+def test_a_token_that_expires_is_shown_expired_without_a_request(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    engine.mint(engine.login(), "short-lived", [])
+    page = _log_in(browser, engine, fake_clock=True)
+    row = page.locator('#tokens tr[data-token="short-lived"]')
+    playwright.expect(row).to_contain_text("active", timeout=LIVE_MS)
+    made = _requests_made(page)
+    page.clock.fast_forward(366 * 24 * 3600 * 1000)  # a year and a day: past its expiry
+    playwright.expect(row).to_contain_text("expired", timeout=LIVE_MS)
+    assert made == []
 
 
 def test_a_phone_sees_every_section_without_sideways_scrolling(

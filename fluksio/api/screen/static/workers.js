@@ -343,12 +343,21 @@ function feedTrouble(exc) {
   $("live").className = "live down";
 }
 
-// "3 s ago" grows while nothing happens: redrawn here, with no request.
+// "3 s ago" grows while nothing happens, and a token expires without an event: both are
+// redrawn here, with no request.
 setInterval(() => {
   for (const node of document.querySelectorAll("time[datetime]")) {
     const iso = node.getAttribute("datetime");
     if (iso) node.textContent = ago(iso);
   }
+  const now = Date.now();
+  for (const token of view.tokens.values()) {
+    if (token.status === "active" && Date.parse(token.expires_at) <= now) {
+      token.status = "expired";
+      dirty.add("tokens");
+    }
+  }
+  if (dirty.size) scheduleRender();
 }, RETRY_MS);
 
 // -- sections ------------------------------------------------------------------------------
