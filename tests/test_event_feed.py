@@ -185,3 +185,19 @@ async def test_the_queue_is_told_with_why_each_call_waits(
         assert "gpu" in queued["reason"], queued
         await api.request("POST", f"/runs/{run['id']}/cancel")
         await events.first("queue", where=lambda d: d["queued"] == [])
+
+
+async def test_a_stream_that_falls_behind_is_told_to_refetch_and_reads_on(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", event_buffer=10)
+    # Twelve nodes queued at once: thirteen events in one moment, more than are kept.
+    nodes = [{"id": f"n{i}", "code": NODE} for i in range(12)]
+    await api.put_flow("wide", nodes)
+    async with feed(api) as events:
+        run = await api.start_run("wide")
+        lagged = await events.first("refetch")
+        assert "lagged" in lagged.data["reason"]
+        await events.first(
+            "run.state", where=lambda d: d["run_id"] == run["id"] and d["state"] == "succeeded"
+        )
