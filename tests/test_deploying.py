@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fluksio.api.events import EventParser
 from tests.support.certs import CertificateAuthority
 from tests.support.engine import (
     SUPERUSER,
@@ -265,16 +266,13 @@ def test_the_live_feed_and_the_metrics_through_the_documented_nginx(
     assert feed.sock is not None
     feed.sock.settimeout(20)  # every read below is bounded
 
+    parser = EventParser()
+
     def next_event() -> tuple[str, dict[str, object]]:
-        kind, data = "", ""
-        for raw in stream:
-            line = raw.decode().rstrip("\n")
-            if line.startswith("event: "):
-                kind = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                data = line.removeprefix("data: ")
-            elif not line and kind:
-                return kind, json.loads(data)
+        for line in stream:
+            event = parser.feed(line)
+            if event is not None:
+                return event.kind, event.data
         raise AssertionError("the stream ended")
 
     try:

@@ -18,9 +18,23 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-__all__ = ["DEFAULT_CAPACITY", "EventFeed", "FeedEvent", "Position"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "EventFeed",
+    "EventParser",
+    "FeedEvent",
+    "Position",
+    "ReceivedEvent",
+    "sse_frame",
+]
 
 DEFAULT_CAPACITY = 10_000
+
+
+def sse_frame(event_id: str, kind: str, data: object) -> bytes:
+    """One server-sent event: ``id``, ``event`` and one ``data`` line of JSON."""
+    text = json.dumps(data, separators=(",", ":"), default=str)
+    return f"id: {event_id}\nevent: {kind}\ndata: {text}\n\n".encode()
 
 
 @dataclass(eq=False)
@@ -32,10 +46,9 @@ class FeedEvent:
     _frame: bytes | None = field(default=None, repr=False)
 
     def frame(self) -> bytes:
-        """The event as server-sent-events text: ``id``, ``event`` and one ``data`` line."""
+        """The event as server-sent-events text, made once for every subscriber."""
         if self._frame is None:
-            text = json.dumps(self.data, separators=(",", ":"), default=str)
-            self._frame = f"id: {self.event_id}\nevent: {self.kind}\ndata: {text}\n\n".encode()
+            self._frame = sse_frame(self.event_id, self.kind, self.data)
         return self._frame
 
 
@@ -127,3 +140,34 @@ class EventFeed:
         except TimeoutError:
             return False
         return True
+
+
+@dataclass(frozen=True)
+class ReceivedEvent:
+    """An event as a subscriber reads it back."""
+
+    id: str | None
+    kind: str
+    data: Any
+
+
+class EventParser:
+    """Server-sent events back from their text, fed one line at a time (a subscriber's
+    side: the CLI's ``--follow``, and the tests)."""
+
+    def __init__(self) -> None:
+        self._fields: dict[str, str] = {}
+
+    def feed(self, raw: bytes | str) -> ReceivedEvent | None:
+        """The event a blank line completes, else None (comments are skipped)."""
+        line = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).rstrip("\r\n")
+        if line:
+            if not line.startswith(":"):
+                name, _, value = line.partition(":")
+                self._fields[name] = value.removeprefix(" ")
+            return None
+        fields, self._fields = self._fields, {}
+        if "event" not in fields and "data" not in fields:
+            return None
+        data = json.loads(fields["data"]) if "data" in fields else None
+        return ReceivedEvent(fields.get("id"), fields.get("event", "message"), data)

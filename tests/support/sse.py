@@ -1,23 +1,18 @@
-"""A reader of the engine's event feed for tests: parses server-sent events as they come."""
+"""A reader of the engine's event feed for tests: parses server-sent events as they come
+(with the one parser the CLI uses too)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
+from fluksio.api.events import EventParser
+from fluksio.api.events import ReceivedEvent as Event
+
 __all__ = ["Event", "EventReader"]
-
-
-@dataclass(frozen=True)
-class Event:
-    id: str | None
-    kind: str
-    data: Any
 
 
 class EventReader:
@@ -31,21 +26,13 @@ class EventReader:
         self._task = asyncio.get_running_loop().create_task(self._read())
 
     async def _read(self) -> None:
-        fields: dict[str, str] = {}
+        parser = EventParser()
         try:
-            async for raw in self.response.content:
-                line = raw.decode().rstrip("\r\n")
-                if line:
-                    if not line.startswith(":"):
-                        name, _, value = line.partition(":")
-                        fields[name] = value.removeprefix(" ")
-                    continue
-                if "event" in fields or "data" in fields:
-                    data = json.loads(fields["data"]) if "data" in fields else None
-                    kind = fields.get("event", "message")
-                    self.events.append(Event(fields.get("id"), kind, data))
+            async for line in self.response.content:
+                event = parser.feed(line)
+                if event is not None:
+                    self.events.append(event)
                     self._arrived.set()
-                fields = {}
         except (aiohttp.ClientError, asyncio.CancelledError):
             pass
         finally:

@@ -13,15 +13,16 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fluksio.api.datadir import DataDir
+from fluksio.api.events import EventParser, ReceivedEvent
 from fluksio.errors import FluksioError
 
-__all__ = ["ApiClient", "ApiError", "EngineRefused", "FeedEvent", "resolve_api_url"]
+__all__ = ["ApiClient", "ApiError", "EngineRefused", "resolve_api_url"]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080/api/v1"
 _TIMEOUT_S = 90  # above the longest server-side wait a request may ask for
@@ -34,15 +35,6 @@ class ApiError(FluksioError):
 
 class EngineRefused(ApiError):
     """The engine answered with a refusal: its ``detail`` says why (exit code 3)."""
-
-
-@dataclass(frozen=True)
-class FeedEvent:
-    """One event of ``GET /events``: its id, kind and data."""
-
-    id: str | None
-    kind: str
-    data: Any
 
 
 def resolve_api_url(explicit: str | None, data_dir: Path | None) -> str:
@@ -88,7 +80,7 @@ class ApiClient:
     def put(self, path: str, body: object) -> Any:
         return self._send("PUT", path, json.dumps(body).encode(), "application/json")
 
-    def events(self, query: str = "", last_id: str | None = None) -> Iterator[FeedEvent]:
+    def events(self, query: str = "", last_id: str | None = None) -> Iterator[ReceivedEvent]:
         """The live feed, as it comes, until the engine ends it (see ``GET /events``).
 
         The engine sends a comment every 15 s, so a read that waits much longer than
@@ -102,7 +94,11 @@ class ApiClient:
             request.add_header("Last-Event-ID", last_id)
         try:
             with urllib.request.urlopen(request, timeout=_FEED_SILENCE_S) as response:  # noqa: S310
-                yield from _parse_events(response)
+                parser = EventParser()
+                for line in response:
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
         except urllib.error.HTTPError as exc:
             raise EngineRefused(f"the engine refused: {_detail(exc)}") from None
         except (urllib.error.URLError, OSError) as exc:
@@ -125,21 +121,6 @@ class ApiClient:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(f"cannot reach the engine at {self.base_url}: {reason}") from None
-
-
-def _parse_events(lines: Iterable[bytes]) -> Iterator[FeedEvent]:
-    fields: dict[str, str] = {}
-    for raw in lines:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if line:
-            if not line.startswith(":"):
-                name, _, value = line.partition(":")
-                fields[name] = value.removeprefix(" ")
-            continue
-        if "event" in fields or "data" in fields:
-            data = json.loads(fields["data"]) if "data" in fields else None
-            yield FeedEvent(fields.get("id"), fields.get("event", "message"), data)
-        fields = {}
 
 
 def _detail(error: urllib.error.HTTPError) -> str:

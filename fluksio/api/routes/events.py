@@ -21,17 +21,18 @@ keeps only that run's events. A comment line every 15 s keeps proxies from closi
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 
 from aiohttp import web
 
 from fluksio.api.appkeys import EVENTS
 from fluksio.api.auth import require_superuser
 from fluksio.api.errors import InvalidInput
-from fluksio.api.events import FeedEvent
+from fluksio.api.events import FeedEvent, sse_frame
 from fluksio.api.openapi import Operation, Param, documented
+from fluksio.api.responses import conditional_response
 
-__all__ = ["EVENT_ID_HEADER", "routes"]
+__all__ = ["EVENT_ID_HEADER", "routes", "view_response"]
 
 KEEPALIVE_S = 15.0
 GONE_CHECK_S = 1.0
@@ -42,9 +43,14 @@ EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 """On the views the feed keeps current: the newest event they already include."""
 
 
-def _frame(kind: str, event_id: str, data: dict[str, object]) -> bytes:
-    text = json.dumps(data, separators=(",", ":"))
-    return f"id: {event_id}\nevent: {kind}\ndata: {text}\n\n".encode()
+def view_response(
+    request: web.Request, render: Callable[[], web.Response], version: str | None = None
+) -> web.Response:
+    """A view the feed keeps current (``conditional_response``, tagged by ``version``),
+    saying in :data:`EVENT_ID_HEADER` the newest event it already includes."""
+    response = conditional_response(request, render, version)
+    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
+    return response
 
 
 def _gone(request: web.Request) -> bool:
@@ -97,8 +103,8 @@ async def _events(request: web.Request) -> web.StreamResponse:
         seq = position.seq
         opening = f"retry: {RETRY_MS}\n\n".encode()
         if position.refetch is not None:
-            opening += _frame("refetch", feed.last_id, {"reason": position.refetch})
-        opening += _frame("ready", f"{feed.epoch}.{seq}", {"last_id": f"{feed.epoch}.{seq}"})
+            opening += sse_frame(feed.last_id, "refetch", {"reason": position.refetch})
+        opening += sse_frame(f"{feed.epoch}.{seq}", "ready", {"last_id": f"{feed.epoch}.{seq}"})
         await response.write(opening)
         quiet_s = 0.0
         while not feed.closed:
@@ -106,7 +112,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
                 # Too slow to read what the engine says: skip to now, and say so.
                 seq = feed.seq
                 reason = "too far behind: events were lost while this stream lagged"
-                await response.write(_frame("refetch", feed.last_id, {"reason": reason}))
+                await response.write(sse_frame(feed.last_id, "refetch", {"reason": reason}))
                 continue
             events = feed.after(seq)
             if events:
