@@ -21,8 +21,8 @@ from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
 from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import conditional_response, model_response
-from fluksio.api.routes.events import EVENT_ID_HEADER
+from fluksio.api.responses import model_response
+from fluksio.api.routes.events import view_response
 from fluksio.api.timefmt import utc
 from fluksio.api.worker_tokens import WorkerTokenRecord
 
@@ -113,11 +113,7 @@ async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
     now = time.time()
     records = request.app[WORKER_TOKENS].list()
-    response = conditional_response(
-        request, lambda: model_response([_describe(r, now) for r in records])
-    )
-    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
-    return response
+    return view_response(request, lambda: model_response([_describe(r, now) for r in records]))
 
 
 @documented(

@@ -26,12 +26,12 @@ from pydantic import BaseModel, Field, RootModel
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.appkeys import DISPATCHER, EVENTS, RUN_MANAGER, WORKERS
+from fluksio.api.appkeys import DISPATCHER, RUN_MANAGER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import conditional_response, model_response
-from fluksio.api.routes.events import EVENT_ID_HEADER
+from fluksio.api.responses import model_response
+from fluksio.api.routes.events import view_response
 from fluksio.api.runs.manager import RunManager
 from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
@@ -268,9 +268,7 @@ async def _list(request: web.Request) -> web.Response:
 
     # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
     # (a worker that stops answering changes its status, and so the tag).
-    response = conditional_response(request, render, f"w{registry.version}.{dispatcher.version}")
-    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
-    return response
+    return view_response(request, render, f"w{registry.version}.{dispatcher.version}")
 
 
 @documented(
@@ -288,9 +286,7 @@ async def _resources(request: web.Request) -> web.Response:
     if dispatcher.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
         version += f".{int(time.time())}"
-    response = conditional_response(request, lambda: _resources_body(request), version)
-    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
-    return response
+    return view_response(request, lambda: _resources_body(request), version)
 
 
 def _resources_body(request: web.Request) -> web.Response:
