@@ -1,15 +1,15 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
-Runs and calls are published as they are written (the run manager's observers), and a
-running call's reported events (``fluksio.emit``) as a count, at most twice a second; workers
-as their sessions change, a few milliseconds later (a second while nobody listens), so
-that one event carries what the scheduler made of the change too (an attach shows its
-inventory, a finished call its freed amounts) and a burst of changes to one worker is
-one event. The queue and the
-provisioners are views: each is published whole when it differs from the last one
-published, looked at after the dispatcher changed, at most four times a second while
-someone listens (once a second otherwise), and each second while calls wait, since their
-reasons count down.
+- **Runs and calls** as they are written (the run manager's observers); a running call's
+  reported events (``fluksio.emit``) as a count, at most twice a second.
+- **Workers** as their sessions change, a few milliseconds later (a second while nobody
+  listens), so that one event carries what the scheduler made of the change too (an
+  attach shows its inventory, a finished call its freed amounts) and a burst of changes
+  to one worker is one event.
+- **The queue and the provisioners** are views: each is published whole when it differs
+  from the last one published, looked at after the dispatcher changed (at most four
+  times a second while someone listens, once a second otherwise), and each second while
+  calls wait, since their reasons count down.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class LiveEvents:
         self._registry = registry
         self._dispatcher = dispatcher
         self._dirty: dict[str, WorkerSession | None] = {}
-        self._announced: dict[str, tuple[str, dict[str, Any]]] = {}
-        """Each worker the feed has shown: its name and the body it last showed."""
+        self._announced: dict[str, dict[str, Any]] = {}
+        """Each worker the feed has shown, with the body it last showed."""
         self._workers_due: asyncio.TimerHandle | None = None
         self._views_due: asyncio.TimerHandle | None = None
         self._last_views: dict[str, Any] = {}
@@ -144,12 +144,12 @@ class LiveEvents:
             if attached is not None and self._dispatcher.place(worker_id) is not None:
                 body = worker_body(attached, self._dispatcher).model_dump(mode="json")
                 shown = self._announced.get(worker_id)
-                if shown is None or shown[1] != body:
+                if shown != body:
                     kind = "worker.changed" if shown is not None else "worker.attached"
                     self._feed.publish(kind, {"worker": body})
-                    self._announced[worker_id] = (attached.name, body)
+                    self._announced[worker_id] = body
             elif attached is None and worker_id in self._announced:
-                name, _body = self._announced.pop(worker_id)
+                name = self._announced.pop(worker_id)["name"]
                 gone = session.closed_reason if session is not None else None
                 self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": gone})
 
