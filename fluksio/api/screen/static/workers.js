@@ -94,10 +94,21 @@ function bar(name, total, free, unit) {
 
 class Unauthorized extends Error {}
 
-async function api(method, path, { form, json } = {}) {
-  const headers = {};
+function authorized(headers = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
+  return headers;
+}
+
+// An answer the engine refused to this user: log in again, or not allowed at all.
+function refusal(response, data, path) {
+  if (response.status === 401 && path !== "/login/access-token") return new Unauthorized();
+  if (response.status === 403) return new Unauthorized((data && data.detail) || "Only the superuser may use this screen.");
+  return null;
+}
+
+async function api(method, path, { form, json } = {}) {
+  const headers = authorized();
   let body;
   if (form) body = new URLSearchParams(form);
   if (json) {
@@ -107,8 +118,8 @@ async function api(method, path, { form, json } = {}) {
   const response = await fetch(API + path, { method, headers, body, cache: "no-store" });
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
-  if (response.status === 401 && path !== "/login/access-token") throw new Unauthorized();
-  if (response.status === 403) throw new Unauthorized((data && data.detail) || "Only the superuser may use this screen.");
+  const refused = refusal(response, data, path);
+  if (refused) throw refused;
   if (!response.ok) throw new Error((data && data.detail) || `${response.status} ${response.statusText}`);
   return data;
 }
@@ -186,13 +197,10 @@ async function runFeed(signal) {
   let needViews = lastEventId === null;
   while (!signal.aborted) {
     try {
-      const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY)}` };
-      if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+      const headers = authorized(lastEventId ? { "Last-Event-ID": lastEventId } : {});
       const response = await fetch(`${API}/events`, { headers, signal, cache: "no-store" });
-      if (response.status === 401 || response.status === 403) {
-        const data = await response.json().catch(() => null);
-        return showLogin(response.status === 403 ? (data && data.detail) || "Only the superuser may use this screen." : "Your session has ended: log in again.");
-      }
+      const refused = refusal(response, response.ok ? null : await response.json().catch(() => null), "/events");
+      if (refused) throw refused;
       if (!response.ok || !response.body) throw new Error(`${response.status} ${response.statusText}`);
       await readEvents(response.body.getReader(), (kind, id, data) => {
         if (kind === "refetch") needViews = true;
@@ -200,7 +208,12 @@ async function runFeed(signal) {
           feedUp();
           if (needViews) {
             needViews = false;
-            loadViews().catch(feedTrouble);
+            // Views that could not be fetched are fetched again on a new stream.
+            loadViews().catch((exc) => {
+              feedTrouble(exc);
+              lastEventId = null;
+              setTimeout(() => feed && feed.stop.signal === signal && startFeed(), RETRY_MS);
+            });
           }
         } else if (kind !== "refetch") {
           apply(kind, eventNumber(id), data);
@@ -268,9 +281,9 @@ async function loadViews() {
 }
 
 async function getView(path, name) {
-  const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY)}` };
-  const response = await fetch(API + path, { headers, cache: "no-store" });
-  if (response.status === 401 || response.status === 403) throw new Unauthorized();
+  const response = await fetch(API + path, { headers: authorized(), cache: "no-store" });
+  const refused = refusal(response, response.ok ? null : await response.json().catch(() => null), path);
+  if (refused) throw refused;
   if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
   seen[name] = eventNumber(response.headers.get("X-Fluksio-Event-Id"));
   return response.json();
