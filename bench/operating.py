@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import socket
 import statistics
 import subprocess
 import sys
@@ -80,6 +81,8 @@ class Subscriber(threading.Thread):
     def stop(self) -> None:
         sock = self._connection.sock
         if sock is not None:
+            # shutdown, not just close: the response being read holds the socket open.
+            sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
 
@@ -112,6 +115,19 @@ def _polling_screen(api: Api, seconds: float) -> None:
         time.sleep(max(0.0, 1 - (time.monotonic() - tick)))
 
 
+def _until_unsubscribed(url: str, token: str) -> None:
+    """Wait until the engine's metrics show no open stream (it notices within a second)."""
+    host, port = url.split("://", 1)[1].split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+        if b"\nfluksio_event_subscribers 0.0\n" in connection.getresponse().read():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the engine still counts a subscriber after 30 s")
+
+
 def _feed_under_load(pid: int, api: Api, url: str) -> dict[str, float]:
     """Runs with one subscriber and with none, alternately, so drift hits both alike."""
     with_feed: list[float] = []
@@ -124,7 +140,7 @@ def _feed_under_load(pid: int, api: Api, url: str) -> dict[str, float]:
         with_feed.append(_cpu_per(pid, RUNS, lambda: api.run_to_end("one")))
         subscriber.stop()
         subscriber.join(timeout=30)
-        time.sleep(2)  # the engine notices the subscriber left within a second
+        _until_unsubscribed(url, str(api.token))
     return {
         "feed_per_run_ms": statistics.median(with_feed) - statistics.median(without),
         "run_ms": statistics.median(without),
