@@ -517,9 +517,10 @@ async def test_calls_go_only_where_their_timeout_fits_before_the_job_ends(
     worker = await api.attach(
         token, name="n1", labels=["hpc"], parallel=4, ends_at=time.time() + 1800
     )
-    short = {"id": "short", "worker": "hpc", "timeout": 20, "code": NODE}
-    long = {"id": "long", "worker": "hpc", "timeout": 7200, "code": NODE}
-    untimed = {"id": "untimed", "worker": "hpc", "code": NODE}
+    short = {"id": "short", "worker": "hpc", "limit": 20, "code": NODE}
+    long = {"id": "long", "worker": "hpc", "limit": 7200, "code": NODE}
+    # A silence timeout says nothing of how long a call runs: it places nothing.
+    untimed = {"id": "untimed", "worker": "hpc", "timeout": 20, "code": NODE}
     await api.put_flow("walltime", [short, long, untimed])
     run = await api.start_run("walltime")
     call = await worker.next_call()
@@ -537,7 +538,8 @@ async def test_calls_go_only_where_their_timeout_fits_before_the_job_ends(
         r"needs up to 7200 s \(\+60 s to spare\); hpc-small/n1's job ends in 1[78]\d\d s",
         reasons["long"],
     ), reasons
-    assert reasons["untimed"].startswith("sets no timeout, so it cannot run where jobs end")
+    assert reasons["untimed"].startswith("sets no limit, so it cannot run where jobs end")
+    assert reasons["untimed"].endswith("; give the node a limit")
     assert len(worker.calls) == 1, "nothing else was sent to the worker"
     listed = (await api.request("GET", "/workers")).body
     assert listed[0]["ends_at"] is not None

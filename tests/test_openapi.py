@@ -62,6 +62,12 @@ async def test_the_description_is_valid_and_covers_every_route(
     assert runs["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/RunRequest"
     }
+    # A node's two bounds are told apart where a client reads the fields.
+    node = document["components"]["schemas"]["NodeSpec"]["properties"]
+    assert "without reporting anything" in node["timeout"]["description"]
+    assert "bounds silence, not duration" in node["timeout"]["description"]
+    assert "longest a call of this node may run" in node["limit"]["description"]
+    assert node["limit"]["anyOf"][0]["exclusiveMinimum"] == 0
 
 
 async def test_real_answers_have_the_shapes_it_describes(

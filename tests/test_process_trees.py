@@ -3,7 +3,9 @@
 The node starts a child that backgrounds a grandchild (``sh -c 'sleep 300 & ...'``) and a
 process that leaves the call's process group with ``setsid``. Then its agent is SIGKILLed
 or SIGTERMed (fork server and spawn modes), or the engine running it itself is SIGKILLed;
-every one of those processes must be gone within 5 s. Real processes throughout.
+every one of those processes must be gone within 5 s. And while agent and engine live, a
+call that returns or is cancelled leaves nothing either: not a ``setsid sleep``, not a
+``nohup sleep &``, not a double fork. Real processes throughout.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine import EngineProcess, start_engine
+from tests.support.escapees import ESCAPEES, ESCAPING
+from tests.support.http import call
 from tests.support.process import alive
-from tests.support.runs import code, put_flow, start_run
+from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
@@ -38,7 +42,7 @@ TREE = code("""
 PIDS = ("call", "child", "grandchild", "escaped")
 
 
-def _start_tree(engine: EngineProcess, marks: Path, worker: str | None) -> list[int]:
+def _start_tree(engine: EngineProcess, marks: Path, worker: str | None) -> dict[str, int]:
     admin = engine.login()
     node = {"id": "tree", "code": TREE, **({"worker": worker} if worker else {})}
     assert put_flow(engine, admin, "tree", [node]).status == 201
@@ -48,16 +52,18 @@ def _start_tree(engine: EngineProcess, marks: Path, worker: str | None) -> list[
         timeout=30,
         what="the node's whole tree to start",
     )
-    pids = [int((marks / name).read_text()) for name in PIDS]
-    assert all(alive(pid) for pid in pids)
+    pids = {name: int((marks / name).read_text()) for name in PIDS}
+    assert all(alive(pid) for pid in pids.values())
     return pids
 
 
-def _all_gone_within_5_s(pids: list[int], since: float) -> None:
+def _all_gone_within_5_s(pids: dict[str, int], since: float) -> None:
     try:
-        wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="the tree to die")
+        wait_for(
+            lambda: not any(alive(p) for p in pids.values()), timeout=10, what="the tree to die"
+        )
     except AssertionError:
-        left = {name: pid for name, pid in zip(PIDS, pids, strict=True) if alive(pid)}
+        left = {name: pid for name, pid in pids.items() if alive(pid)}
         raise AssertionError(f"still alive after 10 s: {left}") from None
     assert time.monotonic() - since <= 5, "every process of the call is gone within 5 s"
 
@@ -97,4 +103,42 @@ def test_a_killed_engine_takes_every_process_of_its_own_calls_along(tmp_path: Pa
         engine.process.send_signal(signal.SIGKILL)
         _all_gone_within_5_s(pids, time.monotonic())
     finally:
+        engine.stop()
+
+
+@pytest.mark.parametrize(
+    ("where", "then"),
+    [("worker", "return"), ("worker", "cancel"), ("engine", "return"), ("engine", "cancel")],
+)
+def test_no_process_outlives_a_call_that_returned_or_was_cancelled(
+    tmp_path: Path, where: str, then: str
+) -> None:
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    worker: WorkerProcess | None = None
+    try:
+        admin = engine.login()
+        node: dict[str, object] = {"id": "escaping", "code": ESCAPING}
+        if where == "worker":
+            token = engine.mint(admin, "box", ["box"])["token"]
+            worker = start_worker(engine, token, tmp_path / "w", "--labels", "box")
+            node["worker"] = "box"
+        marks = tmp_path / "marks"
+        marks.mkdir()
+        assert put_flow(engine, admin, "escaping", [node]).status == 201
+        run = start_run(engine, admin, "escaping", marks=str(marks), then=then)
+        wait_for(
+            lambda: all((marks / name).exists() for name in ESCAPEES),
+            timeout=30,
+            what="the node to start its escapees",
+        )
+        pids = {name: int((marks / name).read_text()) for name in ESCAPEES}
+        if then == "cancel":
+            cancel = call("POST", f"{engine.api}/runs/{run['id']}/cancel", token=admin)
+            assert cancel.status == 200, cancel
+        ended = wait_run(engine, admin, run["id"])
+        assert ended["state"] == ("succeeded" if then == "return" else "cancelled")
+        _all_gone_within_5_s(pids, time.monotonic())
+    finally:
+        if worker is not None:
+            worker.stop()
         engine.stop()

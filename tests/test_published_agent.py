@@ -241,3 +241,56 @@ def test_its_artifact_helpers_work_against_this_engine(
     digest = by_id["save"]["result"]["digest"]
     stored = call("GET", f"{engine.api}/artifacts/{digest}", token=admin)
     assert stored.status == 200 and stored.body == "made by the published agent"
+
+
+def test_the_engine_stops_its_call_at_the_limit_it_ignores(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess], tmp_path: Path
+) -> None:
+    # The published agent knows no "limit" in the run frame: the engine cancels the call
+    # there itself, and fails it as past its limit, not as cancelled.
+    admin, worker = attached_published
+    pid_file = tmp_path / "node.pid"
+    run_id = run_flow(
+        engine,
+        admin,
+        "pub-limit",
+        [
+            {
+                "id": "chatty",
+                "worker": "gpu",
+                "timeout": 1,
+                "limit": 2,
+                "code": textwrap.dedent(f"""
+        import os, time, fluksio
+        def process():
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            while True:
+                fluksio.emit(alive=True)
+                time.sleep(0.2)
+    """),
+            }
+        ],
+    )
+    run = wait_run(engine, admin, run_id, timeout=30)
+    node = run["nodes"][0]
+    assert node["state"] == "failed", run
+    assert node["error"]["type"] == "NodeLimit"
+    assert node["error"]["message"] == "ran for 2 s, its limit, and was stopped"
+    pid = int(pid_file.read_text())
+    wait_for(lambda: not alive(pid), timeout=20, what="the node's process to be killed")
+    assert worker.process.poll() is None
+
+
+def test_code_in_its_newer_python_is_saved_and_runs_there(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    admin, _worker = attached_published
+    newer = textwrap.dedent("""
+        type Pair = tuple[int, int]
+        def process(**given):
+            return f"{"from 3.12"} {sorted(given)}"
+    """)
+    run_id = run_flow(engine, admin, "pub-newer", [{"id": "new", "worker": "gpu", "code": newer}])
+    run = wait_run(engine, admin, run_id, timeout=30)
+    assert run["state"] == "succeeded", run
+    assert run["nodes"][0]["result"] == "from 3.12 []"

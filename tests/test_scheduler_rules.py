@@ -286,14 +286,14 @@ def test_a_place_that_stopped_answering_keeps_its_calls_and_gets_nothing_new() -
 NOW = 50_000.0
 
 
-def test_a_call_lands_only_where_its_timeout_fits_before_the_job_ends() -> None:
+def test_a_call_lands_only_where_its_limit_fits_before_the_job_ends() -> None:
     scheduler = Scheduler(ENGINE, walltime_margin_s=60)
     scheduler.add_worker(replace(worker("hpc-1", "hpc", slots=4), ends_at=NOW + 1800))
-    scheduler.submit(CallRequest("short", 1.0, label="hpc", timeout=20))
-    scheduler.submit(CallRequest("long", 2.0, label="hpc", timeout=7200))
+    scheduler.submit(CallRequest("short", 1.0, label="hpc", limit=20))
+    scheduler.submit(CallRequest("long", 2.0, label="hpc", limit=7200))
     scheduler.submit(CallRequest("untimed", 3.0, label="hpc"))
-    scheduler.submit(CallRequest("just", 4.0, label="hpc", timeout=1740))
-    scheduler.submit(CallRequest("over", 5.0, label="hpc", timeout=1741))
+    scheduler.submit(CallRequest("just", 4.0, label="hpc", limit=1740))
+    scheduler.submit(CallRequest("over", 5.0, label="hpc", limit=1741))
     plan = scheduler.schedule(NOW)
     assert sorted(p.request_id for p in plan.placements) == ["just", "short"]
     assert plan.holds == {}, "a place too near its end holds nothing for it"
@@ -303,11 +303,11 @@ def test_a_call_lands_only_where_its_timeout_fits_before_the_job_ends() -> None:
     )
     untimed = scheduler.reason("untimed")
     assert untimed is not None and untimed.text == (
-        "sets no timeout, so it cannot run where jobs end (hpc-1's job ends in 1800 s);"
-        " give the node a timeout"
+        "sets no limit, so it cannot run where jobs end (hpc-1's job ends in 1800 s);"
+        " give the node a limit"
     )
     # Later, less is left: what fitted at first may not.
-    scheduler.submit(CallRequest("late", 6.0, label="hpc", timeout=1000))
+    scheduler.submit(CallRequest("late", 6.0, label="hpc", limit=1000))
     assert [p.request_id for p in scheduler.schedule(NOW + 1000).placements] == []
 
 
@@ -318,8 +318,8 @@ def test_a_call_that_no_job_outlives_asks_for_a_profile_whose_walltime_fits() ->
     ]
     scheduler = Scheduler(ENGINE, profiles=profiles, walltime_margin_s=60)
     scheduler.add_worker(replace(worker("hpc-1", "hpc", slots=4), ends_at=NOW + 1800))
-    scheduler.submit(CallRequest("two-hours", 1.0, label="hpc", timeout=7200))
-    scheduler.submit(CallRequest("ten-minutes", 2.0, label="hpc", timeout=600))
+    scheduler.submit(CallRequest("two-hours", 1.0, label="hpc", limit=7200))
+    scheduler.submit(CallRequest("ten-minutes", 2.0, label="hpc", limit=600))
     scheduler.submit(CallRequest("untimed", 3.0, label="hpc"))
     plan = scheduler.schedule(NOW)
     assert [p.request_id for p in plan.placements] == ["ten-minutes"]
@@ -333,7 +333,7 @@ def test_a_call_that_no_job_outlives_asks_for_a_profile_whose_walltime_fits() ->
 def test_with_no_worker_a_call_longer_than_any_profiles_walltime_says_so() -> None:
     profiles = [Profile("hpc", "short", frozenset({"hpc"}), cpus=1, walltime_s=3600)]
     scheduler = Scheduler(ENGINE, profiles=profiles, walltime_margin_s=60)
-    scheduler.submit(CallRequest("two-hours", 1.0, label="hpc", timeout=7200))
+    scheduler.submit(CallRequest("two-hours", 1.0, label="hpc", limit=7200))
     assert scheduler.schedule(NOW).asks == ()
     assert scheduler.reason("two-hours") == WaitReason(
         WaitKind.WALLTIME,

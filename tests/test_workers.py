@@ -447,3 +447,34 @@ def test_python_selects_the_interpreter_node_code_runs_on(
     assert result[0] == [3, 12] and result[1] == str(candidates[-1])
     worker = next(w for w in listed(engine, admin) if w["name"].startswith("py312"))
     assert worker["python"] == str(candidates[-1]) and worker["python_version"] == "3.12"
+    # Code only a newer Python parses is saved, runs there, and gets its arguments by its
+    # signature although the engine could not read it; an error names the worker's Python.
+    newer = code("""
+        type Pair = tuple[int, int]
+        def process[T](x: T, factor) -> str:
+            return f"{"twice"} {x * factor}"
+    """)
+    broken = "def process(:\n    pass\n"
+    assert (
+        call(
+            "PUT",
+            f"{engine.api}/flows/newer",
+            token=admin,
+            json_body={
+                "nodes": [
+                    {"id": "new", "worker": "py", "code": newer, "params": {"factor": 2}},
+                    {"id": "broken", "worker": "py", "code": broken},
+                ]
+            },
+        ).status
+        == 201
+    )
+    answer = call(
+        "POST", f"{engine.api}/flows/newer/runs", token=admin, json_body={"params": {"x": 21}}
+    )
+    nodes = nodes_of(wait_run(engine, admin, answer.body["id"]))
+    assert nodes["new"]["state"] == "succeeded", nodes["new"]
+    assert nodes["new"]["result"] == "twice 42"
+    error = nodes["broken"]["error"]
+    assert error["type"] == "SyntaxError", error
+    assert error["message"].endswith(f"(compiled on worker {worker['name']} with Python 3.12)")

@@ -162,6 +162,11 @@ class RunFrame:
     """Silence seconds: the call is stopped after this long without a sign of life."""
     env: dict[str, str] = field(default_factory=dict)
     """Thread caps and ``CUDA_VISIBLE_DEVICES``, and what the call needs for artifacts."""
+    limit: float | None = None
+    """(ours) The longest the call may run, in seconds, however much it reports: the agent
+    stops it then. The published agent ignores it; the engine stops such a call itself."""
+
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"limit"})
 
 
 @dataclass(frozen=True, kw_only=True)

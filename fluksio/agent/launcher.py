@@ -38,6 +38,7 @@ __all__ = [
     "Launcher",
     "LauncherError",
     "error_record",
+    "limit_error",
     "resolve_interpreter",
 ]
 
@@ -47,18 +48,22 @@ LOG_LIMIT_BYTES = 1 << 20
 RECORD_LIMIT_BYTES = 64 << 20
 _READ_CHUNK = 1 << 16
 _EXIT_GRACE_S = 2.0
+LIMIT_GRACE_S = 3.0
+"""A call past its ``limit`` is sent SIGTERM, its whole tree; what still runs this many
+seconds later is killed."""
 
 EventCallback = Callable[[dict[str, Any]], None]
 
 
 class _Watchdog:
-    """Stops a call's silence timer, whichever of its re-armed handles is current."""
+    """Stops a call's timers (its silence timer, whichever re-armed handle is current)."""
 
-    def __init__(self, handle: list[asyncio.TimerHandle]) -> None:
-        self._handle = handle
+    def __init__(self, handles: list[asyncio.TimerHandle]) -> None:
+        self._handles = handles
 
     def cancel(self) -> None:
-        self._handle[0].cancel()
+        for handle in self._handles:
+            handle.cancel()
 
 
 class LauncherError(AgentError):
@@ -67,7 +72,12 @@ class LauncherError(AgentError):
 
 @dataclass(frozen=True)
 class CallSpec:
-    """One call: what to run and what it may use. ``timeout`` is silence seconds (0: none)."""
+    """One call: what to run and what it may use.
+
+    ``timeout`` is silence seconds: the call is stopped after this long without reporting
+    anything. ``limit`` is the longest it may run at all, however much it reports. 0 is
+    "none" for both.
+    """
 
     call_id: str
     source: str
@@ -77,6 +87,7 @@ class CallSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 0.0
+    limit: float = 0.0
     run_id: str = ""
 
 
@@ -95,6 +106,11 @@ class CallOutcome:
 def error_record(kind: str, message: str) -> dict[str, str]:
     """An error in the protocol's shape: type, message, short, traceback."""
     return {"type": kind, "message": message, "short": f"{kind}: {message}", "traceback": ""}
+
+
+def limit_error(limit: float) -> dict[str, str]:
+    """The error of a call stopped at its ``limit`` (wherever it was stopped)."""
+    return error_record("NodeLimit", f"ran for {limit:g} s, its limit, and was stopped")
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:
@@ -152,12 +168,14 @@ class _Call:
         self.spec = spec
         self.on_event = on_event
         self.pid: int | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        """Set when spawned (not forked): then this process reaps it."""
         self.output = _Bounded(LOG_LIMIT_BYTES)
         self.pending = bytearray()
         self.result: dict[str, Any] | None = None
         self.failure: dict[str, str] | None = None
         self.last_activity = time.monotonic()
-        self.ended_by: str | None = None  # "cancel" or "timeout" when we killed it
+        self.ended_by: str | None = None  # "cancel", "timeout" or "limit" when we stopped it
         loop = asyncio.get_running_loop()
         self.output_fd = -1
         self.output_done: asyncio.Future[None] = loop.create_future()
@@ -256,14 +274,34 @@ class Launcher:
         self._kill(call)
         return True
 
+    @staticmethod
+    def _ended(call: _Call) -> bool:
+        """Whether the call's process is gone, so that its pid may already be another's."""
+        if call.process is not None:
+            return call.process.returncode is not None
+        return call.exit_status.done()
+
     def _kill(self, call: _Call) -> None:
-        if call.pid is None:
-            return
+        """Kill the call's process and everything it started."""
+        self._signal(call, "kill")
+
+    def _terminate(self, call: _Call) -> None:
+        """SIGTERM the call's whole tree; kill what still runs after :data:`LIMIT_GRACE_S`."""
+        if self._signal(call, "term"):
+            asyncio.get_running_loop().call_later(LIMIT_GRACE_S, self._kill, call)
+
+    def _signal(self, call: _Call, op: str) -> bool:
+        """``kill`` or ``term`` the call's tree, through the fork server that forked it or
+        here (a spawned call is ours until reaped, so its pid is never another's)."""
+        if call.pid is None or self._ended(call):
+            return False
         if self._server is not None and call.pid in self._by_pid and self.mode == "fork":
-            self._server.kill(call.pid)
+            self._server.signal(call.pid, op)
+        elif op == "kill":
+            runner.kill_call(call.pid)
         else:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(call.pid, signal.SIGKILL)
+            runner.signal_tree(call.pid, signal.SIGTERM)
+        return True
 
     def _on_exit(self, pid: int, status: int) -> None:
         call = self._by_pid.pop(pid, None)
@@ -308,7 +346,7 @@ class Launcher:
         call.output_fd = out_r
         self._read(out_r, call.output.add, call.output_done, call)
         self._read(rec_r, call.take_records, call.records_done, call)
-        watchdog = self._watch_silence(call) if call.spec.timeout > 0 else None
+        watchdog = self._watch(call)
         try:
             await asyncio.wait(
                 (call.result_arrived, call.records_done), return_when=asyncio.FIRST_COMPLETED
@@ -384,6 +422,7 @@ class Launcher:
         finally:
             os.close(spec_r)
         call.pid = process.pid
+        call.process = process
         return spec_w, process
 
     async def _restart_server(self) -> None:
@@ -441,20 +480,29 @@ class Launcher:
 
         loop.add_reader(fd, on_readable)
 
-    def _watch_silence(self, call: _Call) -> _Watchdog:
+    def _watch(self, call: _Call) -> _Watchdog | None:
+        """Arm the call's silence timeout and its limit, those it has."""
         loop = asyncio.get_running_loop()
         timeout = call.spec.timeout
+        handles: list[asyncio.TimerHandle] = []
 
-        def check() -> None:
+        def check_silence() -> None:
             quiet = time.monotonic() - call.last_activity
             if quiet >= timeout:
                 call.ended_by = call.ended_by or "timeout"
                 self._kill(call)
                 return
-            handle[0] = loop.call_later(timeout - quiet, check)
+            handles[0] = loop.call_later(timeout - quiet, check_silence)
 
-        handle = [loop.call_later(timeout, check)]
-        return _Watchdog(handle)
+        def reach_limit() -> None:
+            call.ended_by = call.ended_by or "limit"
+            self._terminate(call)
+
+        if timeout > 0:
+            handles.append(loop.call_later(timeout, check_silence))
+        if call.spec.limit > 0:
+            handles.append(loop.call_later(call.spec.limit, reach_limit))
+        return _Watchdog(handles) if handles else None
 
     def _outcome(self, call: _Call) -> CallOutcome:
         status = call.exit_status.result() if call.exit_status.done() else None
@@ -466,8 +514,11 @@ class Launcher:
             error = error_record(
                 "NodeTimeout",
                 f"the node reported nothing (no result, event or log line) for"
-                f" {call.spec.timeout:g} s and was stopped",
+                f" {call.spec.timeout:g} s, its silence timeout, and was stopped",
             )
+            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
+        if call.ended_by == "limit":
+            error = limit_error(call.spec.limit)
             return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
         if call.failure is not None:
             return CallOutcome(
@@ -637,10 +688,11 @@ class _ForkServer:
             inbox.close()  # the spare reads the end of its socket and exits
         self._spares.clear()
 
-    def kill(self, pid: int) -> None:
+    def signal(self, pid: int, op: str) -> None:
+        """Ask the server to ``kill`` a call's tree, or to send it SIGTERM (``term``)."""
         if self._sock is not None and self.alive:
             with contextlib.suppress(OSError):
-                self._sock.send(json.dumps({"op": "kill", "pid": pid}).encode())
+                self._sock.send(json.dumps({"op": op, "pid": pid}).encode())
 
     async def close(self) -> None:
         self._close_spares()

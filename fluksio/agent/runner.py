@@ -27,11 +27,14 @@ Two ways to start a call process:
 
 The fork server reads no thread-cap or device variable and starts no thread, so a child
 that sets them before importing the node's code is indistinguishable from a fresh
-interpreter. Every call process gets its own process group (cancel kills the group) and
-dies with its parent (``PR_SET_PDEATHSIG``). The fork server, and a spawned call, is a
-subreaper and is sent SIGTERM when its parent dies, however that dies: it then SIGKILLs
-its whole tree, found through ``/proc``, so nothing a node started (grandchildren, or a
-process that left the group with ``setsid``) outlives the call.
+interpreter. Every call process gets its own process group, dies with its parent
+(``PR_SET_PDEATHSIG``) and is a subreaper, so what it starts stays below it. Nothing a
+node started outlives its call: not a grandchild, not a process that left the group with
+``setsid``, not a double fork. A call that returns kills what is left below it; a call
+that is cancelled or stopped is killed with its whole tree, found through ``/proc``; the
+fork server kills what a call process that died anyway left orphaned to it; and the fork
+server, or a spawned call, is sent SIGTERM when its parent dies, however that dies, and
+then SIGKILLs its whole tree.
 """
 
 from __future__ import annotations
@@ -525,7 +528,8 @@ def _become_subreaper() -> None:
     """Adopt this process's orphaned descendants (Linux), instead of letting init have them.
 
     A node's grandchild whose parent exits, or that left the call's process group with
-    ``setsid``, stays in this process's tree, where :func:`_kill_tree` finds it.
+    ``setsid``, stays in this process's tree, where :func:`_kill_below` finds it. Not
+    inherited across ``fork``: each call process asks for itself.
     """
     prctl = _load_prctl()
     if prctl:
@@ -533,13 +537,36 @@ def _become_subreaper() -> None:
         prctl(pr_set_child_subreaper, 1, 0, 0, 0)
 
 
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root``, from ``/proc`` (empty where there is none)."""
+def _children(pid: int) -> list[int] | None:
+    """``pid``'s children, each thread's included (Linux); None where ``/proc`` cannot say.
+
+    Reads ``/proc/PID/task/TID/children``: one small file per thread, where a scan of
+    every process costs milliseconds, so asking at the end of every call is cheap.
+    """
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    found: list[int] = []
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children", "rb") as handle:
+                found.extend(int(child) for child in handle.read().split())
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{thread}"):
+                return None  # a kernel built without CONFIG_PROC_CHILDREN
+        except OSError:
+            continue  # the thread ended meanwhile
+    return found
+
+
+def _parent_map() -> dict[int, list[int]]:
+    """Every process's children, by a scan of ``/proc`` (kernels without ``children``)."""
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return children
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -551,28 +578,93 @@ def _descendants(root: int) -> list[int]:
         # "pid (comm) state ppid ...": comm may hold spaces or parentheses.
         fields = stat[stat.rfind(b")") + 2 :].split()
         children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root``, from ``/proc`` (empty where there is none)."""
+    scanned: dict[int, list[int]] | None = None
     found: list[int] = []
     pending = [root]
     while pending:
-        for child in children.get(pending.pop(), []):
-            found.append(child)
-            pending.append(child)
+        pid = pending.pop()
+        below = _children(pid) if scanned is None else None
+        if below is None:
+            if scanned is None:
+                scanned = _parent_map()
+            below = scanned.get(pid, [])
+        found.extend(below)
+        pending.extend(below)
     return found
 
 
-def _kill_tree(root: int) -> None:
-    """SIGKILL everything below ``root`` (it is a subreaper, so orphans stay below it)."""
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and has not ended (a zombie has ended: it only awaits reaping)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def signal_tree(root: int, signum: int) -> None:
+    """Send ``signum`` to ``root`` and to every process below it."""
     import contextlib
 
-    for _ in range(50):  # a tree still forking is outrun within a few rounds
-        below = _descendants(root)
+    for pid in [root, *_descendants(root)]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _kill_below(root: int) -> None:
+    """SIGKILL every process below ``root`` and wait until none is running; no reaping.
+
+    ``root`` is a subreaper (or stopped), so what it started stays below it however it
+    forked, and a process that forks while this runs is found in the next round. Reaping
+    is the caller's: the fork server must report each call's exit, not lose it here.
+    """
+    import contextlib
+
+    for _ in range(200):  # a tree still forking is outrun within a few rounds
+        below = [pid for pid in _descendants(root) if _running(pid)]
         if not below:
             return
         for pid in below:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        _reap_any()
-        time.sleep(0.01)
+        time.sleep(0.005)
+
+
+def kill_call(pid: int) -> None:
+    """End a call process and everything it started, however it left its group.
+
+    Stopped first, it forks nothing more; what it started is killed while it still holds
+    them as a subreaper; then the process itself.
+    """
+    import contextlib
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGSTOP)
+    _kill_below(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # a group of its own, spawned or forked
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _end_descendants() -> None:
+    """At the end of a call, in its process: nothing it started outlives it."""
+    children = _children(os.getpid())
+    if children == []:
+        return  # the usual case: one small read, nothing to do
+    _kill_below(os.getpid())
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL everything below ``root`` and reap what is ours (its own exit, not a call's)."""
+    _kill_below(root)
+    _reap_any()
 
 
 def _reap_any() -> None:
@@ -657,7 +749,7 @@ def _error(exc: BaseException) -> dict[str, str]:
 def _call(function: Callable[..., object], kwargs: dict[str, Any], records: _Records) -> object:
     import types
 
-    result = function(**kwargs)
+    result = function(**_accepted(function, kwargs))
     if isinstance(result, types.GeneratorType):
         last = None
         while True:
@@ -667,6 +759,21 @@ def _call(function: Callable[..., object], kwargs: dict[str, Any], records: _Rec
                 return stop.value if stop.value is not None else last
             records.write({"kind": "event", "event": "yield", "outputs": last, "ts": time.time()})
     return result
+
+
+def _accepted(function: Callable[..., object], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments ``function`` takes by keyword, read off its code object.
+
+    The engine selects them from the source already, unless its Python cannot parse that
+    source (a worker's may be newer): then it sends every name it could, and this picks.
+    """
+    code = getattr(function, "__code__", None)
+    var_keyword = 0x08  # CO_VARKEYWORDS: it takes **kwargs
+    if code is None or code.co_flags & var_keyword:
+        return kwargs
+    first = getattr(code, "co_posonlyargcount", 0)
+    names = code.co_varnames[first : code.co_argcount + code.co_kwonlyargcount]
+    return {name: value for name, value in kwargs.items() if name in names}
 
 
 def _drop_credentials() -> None:
@@ -760,10 +867,19 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
     "pid"}``, and the server forks a replacement. A client with no spare at hand sends
     the request to the server itself, which answers ``{"op": "forked", "id", "pid"}``.
 
-    ``{"op": "kill", "pid"}`` kills that call's process group. Each child's exit is
-    reported as ``{"op": "exit", "pid", "status"}`` (``status`` is the exit code, or minus
-    the signal number), a spare's too. On EOF every child's group is killed and the server
-    exits: a client that dies takes its calls with it.
+    ``{"op": "kill", "pid"}`` kills that call and everything it started (:func:`kill_call`);
+    ``{"op": "term", "pid"}`` sends SIGTERM to all of them, the client following up with a
+    kill after a grace. Each child's exit is reported as ``{"op": "exit", "pid",
+    "status"}`` (``status`` is the exit code, or minus the signal number), a spare's too.
+    On EOF every call's tree is killed and the server exits: a client that dies takes its
+    calls with it.
+
+    **No process outlives its call.** Each call process is a subreaper, so whatever it
+    starts stays below it however it forks (``setsid``, a double fork). A call that
+    returns kills what is left below it before it exits (:func:`_end_descendants`); one
+    that is killed takes its tree along (:func:`kill_call`); and what escapes a call
+    process that died anyway (SIGTERM, out of memory) is orphaned to this server, a
+    subreaper too, which kills every child of its own that is no call when a call ends.
     """
     # What every call needs, imported once here rather than in each child. None of these
     # reads a thread-cap or device variable or starts a thread; threading is left out on
@@ -825,16 +941,21 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
                     live.add(pid)
                     _send(sock, {"op": "forked", "id": header["id"], "pid": pid})
                 elif header["op"] == "kill" and header["pid"] in live:
-                    _kill_group(header["pid"])
-            if _reap(sock, live, spares):
+                    kill_call(header["pid"])
+                elif header["op"] == "term" and header["pid"] in live:
+                    signal_tree(header["pid"], signal.SIGTERM)
+            spare_ended, call_ended = _reap(sock, live, spares)
+            if call_ended:
+                _sweep_orphans(live | spares)
+            if spare_ended:
                 _offer_spare(sock, spares, live)  # a spare was killed before it was taken
     finally:
         # The client's death may deliver SIGTERM now (PDEATHSIG) while its EOF already
         # brought us here: nothing may cut the cleanup short and orphan a setsid'd process.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for pid in live | spares:
-            _kill_group(pid)
-        _kill_tree(os.getpid())  # what left the calls' groups (setsid) or was orphaned
+            kill_call(pid)
+        _kill_tree(os.getpid())  # what a call that ended earlier left is orphaned here
 
 
 # Forking costs the server more than a millisecond here (its page tables, then the faults
@@ -932,6 +1053,7 @@ def _wait_for_call(inbox: socket.socket, rehearse: bool) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's handler is not its
     os.setpgid(0, 0)
     _die_with_parent(os.getppid())
+    _become_subreaper()
     waiting = select.poll()
     waiting.register(inbox, select.POLLIN)
     if rehearse and not waiting.poll(0):
@@ -951,20 +1073,27 @@ def _wait_for_call(inbox: socket.socket, rehearse: bool) -> int:
     os.dup2(record_fd, RECORD_FD)
     for fd in {output_fd, record_fd} - {1, 2, RECORD_FD}:
         os.close(fd)
-    return _run_spec(spec, RECORD_FD)
+    code = _run_spec(spec, RECORD_FD)
+    _end_descendants()
+    return code
 
 
-def _kill_group(pid: int) -> None:
-    import contextlib
+def _sweep_orphans(calls: set[int]) -> None:
+    """Kill every child of this server that is not one of ``calls``: what a call process
+    that died left behind, orphaned here (this server is a subreaper)."""
+    children = _children(os.getpid())
+    if children is None:
+        children = _parent_map().get(os.getpid(), [])
+    for pid in children:
+        if pid not in calls and _running(pid):
+            kill_call(pid)
 
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
-
-def _reap(sock: socket.socket, live: set[int], spares: set[int]) -> bool:
-    """Collect ended children and report the calls among them; True if a spare ended."""
-    spare_ended = False
-    while live or spares:
+def _reap(sock: socket.socket, live: set[int], spares: set[int]) -> tuple[bool, bool]:
+    """Collect ended children and report the calls and spares among them (adopted orphans
+    are only collected); whether a spare ended, and whether a call did."""
+    spare_ended = call_ended = False
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -974,10 +1103,14 @@ def _reap(sock: socket.socket, live: set[int], spares: set[int]) -> bool:
         if pid in spares:
             spares.discard(pid)
             spare_ended = True
-        live.discard(pid)
+        elif pid in live:
+            live.discard(pid)
+            call_ended = True
+        else:
+            continue  # an orphan a call left, killed by _sweep_orphans
         code = os.waitstatus_to_exitcode(status)
         _send(sock, {"op": "exit", "pid": pid, "status": code})
-    return spare_ended
+    return spare_ended, call_ended
 
 
 def main(argv: list[str]) -> int:
@@ -996,6 +1129,7 @@ def main(argv: list[str]) -> int:
             int(argv[3]) if len(argv) > 3 else RECORD_FD,
             death_signal=signal.SIGTERM,
         )
+        _end_descendants()
         os._exit(code)  # the result is written; do not wait for threads the node left
     if len(argv) >= 3 and argv[1] == "serve":
         serve(int(argv[2]), parent_pid=int(argv[3]) if len(argv) > 3 else 0)

@@ -291,6 +291,7 @@ class Agent:
                 **{str(k): str(v) for k, v in (frame.get("env") or {}).items()},
             },
             timeout=float(frame.get("timeout") or 0),
+            limit=float(frame.get("limit") or 0),
         )
         task = asyncio.get_running_loop().create_task(self._call(ws, spec))
         self._calls[call_id] = task

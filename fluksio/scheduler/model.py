@@ -52,16 +52,19 @@ class CallRequest:
     cpus: int | None = None
     gpus: int | None = None
     ram_mb: int | None = None
-    timeout: float | None = None
-    """How long it may run, in seconds (its node's ``timeout``); None: it does not say."""
+    limit: float | None = None
+    """The longest it may run, in seconds (its node's ``limit``); None: it does not say.
+
+    Not the node's ``timeout``, which bounds silence, not duration, and so says nothing of
+    when a call ends."""
 
     def __post_init__(self) -> None:
         for name in ("cpus", "gpus", "ram_mb"):
             amount = getattr(self, name)
             if amount is not None and amount < 0:
                 raise ValueError(f"{name} must not be negative, got {amount}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be positive or None, got {self.timeout}")
+        if self.limit is not None and self.limit <= 0:
+            raise ValueError(f"limit must be positive or None, got {self.limit}")
 
 
 @dataclass(frozen=True)

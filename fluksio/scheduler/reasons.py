@@ -231,7 +231,7 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
 
 def walltime(
     label: str | None,
-    timeout: float | None,
+    limit: float | None,
     *,
     places: Sequence[PlaceState],
     profiles: Sequence[Profile],
@@ -250,18 +250,16 @@ def walltime(
     ]
     if len(ending) > _MAX_DETAILS:
         lefts.append(f"and {len(ending) - _MAX_DETAILS} more")
-    limits = [p.walltime_s for p in profiles if p.walltime_s is not None]
-    if limits and len(limits) == len(profiles):
-        which = "profile" if len(limits) == 1 else "profiles"
-        allow = "allows" if len(limits) == 1 else "allow"
-        lefts.append(f"the {which} with {label!r} {allow} at most {max(limits):g} s")
+    walltimes = [p.walltime_s for p in profiles if p.walltime_s is not None]
+    if walltimes and len(walltimes) == len(profiles):
+        which = "profile" if len(walltimes) == 1 else "profiles"
+        allow = "allows" if len(walltimes) == 1 else "allow"
+        lefts.append(f"the {which} with {label!r} {allow} at most {max(walltimes):g} s")
     where = "; ".join(lefts) or f"every worker with {label!r} runs in a job that ends"
-    if timeout is None:
-        text = (
-            f"sets no timeout, so it cannot run where jobs end ({where}); give the node a timeout"
-        )
+    if limit is None:
+        text = f"sets no limit, so it cannot run where jobs end ({where}); give the node a limit"
     else:
-        text = f"needs up to {timeout:g} s (+{margin:g} s to spare); {where}"
+        text = f"needs up to {limit:g} s (+{margin:g} s to spare); {where}"
     return WaitReason(WaitKind.WALLTIME, text)
 
 

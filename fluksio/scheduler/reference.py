@@ -19,9 +19,9 @@ def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> boo
     ends_at = place.worker.ends_at
     if ends_at is None:
         return True
-    if request.timeout is None or snapshot.now is None:
+    if request.limit is None or snapshot.now is None:
         return False
-    return snapshot.now + request.timeout + snapshot.walltime_margin_s <= ends_at
+    return snapshot.now + request.limit + snapshot.walltime_margin_s <= ends_at
 
 
 def _candidates(
@@ -58,7 +58,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
     asked: set[str] = set()
     for request in sorted(snapshot.waiting, key=lambda r: (r.queued_at, r.id)):
         need = need_of(request)
-        shape = (request.label, request.policy, need, request.timeout)
+        shape = (request.label, request.policy, need, request.limit)
         candidates = _candidates(request, places, need, snapshot)
         fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
         if fitting:
@@ -89,7 +89,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                 for p in profiles.values()
                 if request.label in p.labels
                 and covers(profile_amounts(p), need)
-                and long_enough(p, request.timeout, snapshot.walltime_margin_s)
+                and long_enough(p, request.limit, snapshot.walltime_margin_s)
             ]
             if fitting_profiles:
                 smallest = min(fitting_profiles, key=lambda p: (profile_amounts(p), p.key))

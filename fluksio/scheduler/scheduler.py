@@ -28,10 +28,10 @@ Rules of a pass (the contract the property tests hold it to):
    (:meth:`Scheduler.set_profiles`); the scheduler never changes it.
 
 6. **Walltime.** A place whose batch job ends (``Worker.ends_at``) takes a request only if
-   the request's ``timeout`` fits in the time left, with ``walltime_margin_s`` to spare:
-   ``now + timeout + margin <= ends_at``. A request without a timeout never runs there (it
+   the request's ``limit`` fits in the time left, with ``walltime_margin_s`` to spare:
+   ``now + limit + margin <= ends_at``. A request without a limit never runs there (it
    could not be known to finish), and a profile takes it only if its ``walltime_s``
-   allows ``timeout + margin``. Time only runs out, so a place too near its end is, for
+   allows ``limit + margin``. Time only runs out, so a place too near its end is, for
    that request, a place that could never run it: it holds nothing there and counts as
    demand for a profile whose walltime fits.
 
@@ -76,10 +76,10 @@ __all__ = [
 ]
 
 Shape = tuple[str | None, Policy, Amounts, float | None]
-"""Requests alike in label, policy, amounts and timeout: they are served strictly in order."""
+"""Requests alike in label, policy, amounts and limit: they are served strictly in order."""
 
 DEFAULT_WALLTIME_MARGIN_S = 60.0
-"""Time to spare between a call's timeout and its worker's job end (it starts, reports)."""
+"""Time to spare between a call's limit and its worker's job end (it starts, reports)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class _Verdict(NamedTuple):
 
 
 def _shape(request: CallRequest) -> Shape:
-    return (request.label, request.policy, need_of(request), request.timeout)
+    return (request.label, request.policy, need_of(request), request.limit)
 
 
 def _always(_key: PlaceKey) -> bool:
@@ -305,8 +305,8 @@ class Scheduler:
             need = shape[2]
             found = where.get(shape)
             if found is None:
-                label, policy, _need, timeout = shape
-                in_time = self._in_time(timeout)
+                label, policy, _need, limit = shape
+                in_time = self._in_time(limit)
                 group_key = self._group_for(label, policy, need, in_time)
                 found = where[shape] = (in_time, group_key, self._groups.get(group_key))
             in_time, group_key, group = found
@@ -346,23 +346,23 @@ class Scheduler:
                 return None
         return label
 
-    def _in_time(self, timeout: float | None) -> Callable[[PlaceKey], bool]:
-        """Which places a request of ``timeout`` could finish on before their job ends."""
+    def _in_time(self, limit: float | None) -> Callable[[PlaceKey], bool]:
+        """Which places a request of ``limit`` could finish on before their job ends."""
         if not self._ending:
             return _always
         places = self._places
 
         def fits(key: PlaceKey) -> bool:
-            return self._fits(places[key.place_id].worker.ends_at, timeout)
+            return self._fits(places[key.place_id].worker.ends_at, limit)
 
         return fits
 
-    def _fits(self, ends_at: float | None, timeout: float | None) -> bool:
+    def _fits(self, ends_at: float | None, limit: float | None) -> bool:
         if ends_at is None:
             return True
-        if timeout is None or self._now is None:
+        if limit is None or self._now is None:
             return False
-        return self._now + timeout + self._margin <= ends_at
+        return self._now + limit + self._margin <= ends_at
 
     def _allocate(self, place_id: str, request_id: str, need: Amounts) -> Placement:
         place = self._places[place_id]
@@ -396,8 +396,8 @@ class Scheduler:
         request_id: str,
         asks: dict[str, ProvisionAsk],
     ) -> _Verdict:
-        label, _policy, need, timeout = shape
-        profile = self._fitting_profile(label, need, timeout)
+        label, _policy, need, limit = shape
+        profile = self._fitting_profile(label, need, limit)
         if profile is not None and profile.can_grow and profile.key not in asks:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
         if group is not None and self._could_hold(group_key, group, need, in_time):
@@ -410,7 +410,7 @@ class Scheduler:
             return _Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
         if profile is None:
             if (group is not None and group.capacity.first(need) is not None) or (
-                self._fitting_profile(label, need, timeout, by_time=False) is not None
+                self._fitting_profile(label, need, limit, by_time=False) is not None
             ):
                 # The resources exist; only the time is short.
                 return _Verdict(WaitKind.WALLTIME, group_key)
@@ -436,7 +436,7 @@ class Scheduler:
         return fits
 
     def _fitting_profile(
-        self, label: str | None, need: Amounts, timeout: float | None, *, by_time: bool = True
+        self, label: str | None, need: Amounts, limit: float | None, *, by_time: bool = True
     ) -> Profile | None:
         if label is None or not self._profiles:
             return None
@@ -445,7 +445,7 @@ class Scheduler:
             for p in self._profiles.values()
             if label in p.labels
             and covers(profile_amounts(p), need)
-            and (not by_time or long_enough(p, timeout, self._margin))
+            and (not by_time or long_enough(p, limit, self._margin))
         ]
         return min(fitting)[2] if fitting else None
 
@@ -521,13 +521,13 @@ class Scheduler:
         verdict = self._verdicts.get(shape)
         if verdict is None:
             return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
-        label, _policy, need, timeout = shape
+        label, _policy, need, limit = shape
         is_holder = verdict.holder == request_id
         if verdict.kind is WaitKind.WALLTIME:
             places = [self._places[i] for i in self._candidates(verdict.group)]
             profiles = [p for p in self._profiles.values() if label in p.labels]
             return reasons.walltime(
-                label, timeout, places=places, profiles=profiles, now=self._now, margin=self._margin
+                label, limit, places=places, profiles=profiles, now=self._now, margin=self._margin
             )
         profile = self._profiles.get(verdict.profile or "")
         if profile is not None and (
@@ -538,15 +538,15 @@ class Scheduler:
                 return told
         cached = self._reason_cache.get((shape, is_holder))
         if cached is None:
+            # The place held in the last pass may have gone since (until the next pass).
+            held = self._places.get(verdict.held_on) if is_holder and verdict.held_on else None
             cached = reasons.render(
                 kind=verdict.kind,
                 label=label,
                 need=need,
                 places=[self._places[i] for i in self._candidates(verdict.group)],
                 profiles=[p for p in self._profiles.values() if label in p.labels],
-                held_on=self._places[verdict.held_on].worker.name
-                if is_holder and verdict.held_on
-                else None,
+                held_on=held.worker.name if held is not None else None,
                 profile=verdict.profile,
             )
             self._reason_cache[(shape, is_holder)] = cached
@@ -623,8 +623,8 @@ def plan(snapshot: Snapshot) -> Plan:
     return Scheduler.from_snapshot(snapshot).schedule(snapshot.now)
 
 
-def long_enough(profile: Profile, timeout: float | None, margin: float) -> bool:
-    """Whether a job of ``profile`` lives long enough for a request of ``timeout``."""
+def long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
+    """Whether a job of ``profile`` lives long enough for a request of ``limit``."""
     if profile.walltime_s is None:
         return True
-    return timeout is not None and timeout + margin <= profile.walltime_s
+    return limit is not None and limit + margin <= profile.walltime_s

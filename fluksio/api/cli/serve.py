@@ -90,7 +90,7 @@ __all__ = ["serve"]
     default=60.0,
     show_default=True,
     help="Time to spare before a worker's batch job ends: a call goes there only if its"
-    " timeout and this fit; an idle worker with less left is let go.",
+    " limit and this fit; an idle worker with less left is let go.",
 )
 @click.option(
     "--max-frame-bytes",

@@ -346,7 +346,7 @@ class RunManager:
                 cpus=resources.cpus,
                 gpus=resources.gpus,
                 ram_mb=resources.ram_mb,
-                timeout=node.spec.timeout or None,
+                limit=node.spec.limit,
             )
         )
         return node
@@ -381,6 +381,7 @@ class RunManager:
             kwargs=kwargs,
             env={**self._call_env(placement), **executor.call_env()},
             timeout=node.spec.timeout,
+            limit=node.spec.limit or 0.0,
             run_id=run.row.id,
         )
         task = asyncio.get_running_loop().create_task(self._execute(run, node, executor, spec))

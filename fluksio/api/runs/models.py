@@ -23,6 +23,9 @@ from fluksio.api.models import Label
 
 __all__ = ["FlowSpec", "NodeResources", "NodeSpec", "RunRequest", "SecretRequest", "find_cycle"]
 
+LIMIT_MAX_S = 366 * 86400.0
+"""A year and a day: beyond any batch walltime, and still a number a timer can hold."""
+
 NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
 """A node id is also the keyword its result is passed under downstream: an identifier."""
 
@@ -36,7 +39,10 @@ class NodeResources(BaseModel):
 
 
 class NodeSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+    # Attribute docstrings are the fields' descriptions in the OpenAPI document.
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, strict=True, use_attribute_docstrings=True
+    )
 
     id: NodeId
     code: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000)]
@@ -47,13 +53,18 @@ class NodeSpec(BaseModel):
         default="require", validation_alias=AliasChoices("worker_policy", "device_policy")
     )
     timeout: float = Field(default=0, ge=0)
-    """Silence seconds: the node is stopped after this long without reporting (0: never)."""
+    """Silence seconds: the node is stopped after this long without reporting anything
+    (a result, an event, a log line); 0: never. It bounds silence, not duration."""
+    limit: float | None = Field(default=None, gt=0, le=LIMIT_MAX_S)
+    """The longest a call of this node may run, in seconds, however much it reports; it
+    is stopped then. Also what places it on a batch job's worker: only where it fits
+    before the job ends. None: no bound, and never on a worker whose job ends."""
     resources: NodeResources = Field(default_factory=NodeResources)
     retry_on_restart: bool = False
+    """Re-run (rather than fail) this node when the engine restarts while it executes."""
     retries: int = Field(default=0, ge=0, le=10)
     """Run it again, up to this many times, when its worker is lost mid-call (it may then
     run twice: the first answer counts). Off by default."""
-    """Re-run (rather than fail) this node when the engine restarts while it executes."""
 
     @model_validator(mode="after")
     def _secret_references_are_well_formed(self) -> NodeSpec:

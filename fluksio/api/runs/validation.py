@@ -12,7 +12,10 @@ __all__ = ["check_flow"]
 
 
 def check_flow(flow: FlowSpec) -> None:
-    """Duplicate ids, unknown dependencies, cycles, and every node's syntax.
+    """Duplicate ids, unknown dependencies, cycles, and the syntax of engine-bound nodes.
+
+    A node bound to a worker (``worker`` set) is compiled where it runs, by that worker's
+    Python: a syntax error there fails its call, naming that Python.
 
     Parsing is CPU work proportional to the flow's code: the caller runs this off the
     event loop, so a large flow never stalls the engine.
@@ -37,16 +40,19 @@ def check_flow(flow: FlowSpec) -> None:
     if cycle is not None:
         raise InvalidInput("nodes", f"dependency cycle: {' -> '.join(cycle)}")
     for index, node in enumerate(flow.nodes):
+        if node.worker is not None:
+            # Compiled by the Python of the worker it runs on, which may be newer than the
+            # engine's: refusing here what this Python cannot parse would refuse valid code.
+            continue
         try:
             # Parsed, not compiled to bytecode nor imported: nothing of it runs here.
             ast.parse(node.code, filename=f"<node {node.id}>")
         except SyntaxError as exc:
-            where = f"node {node.id!r}"
-            if node.worker is not None:
-                version = ".".join(map(str, sys.version_info[:2]))
-                where += f", checked with the engine's Python {version}"
+            version = ".".join(map(str, sys.version_info[:2]))
             raise InvalidInput(
-                f"nodes.{index}.code", f"line {exc.lineno}: {exc.msg} ({where})"
+                f"nodes.{index}.code",
+                f"line {exc.lineno}: {exc.msg} (node {node.id!r}, checked with the engine's"
+                f" Python {version})",
             ) from exc
         except ValueError as exc:  # null bytes in the source
             raise InvalidInput(f"nodes.{index}.code", str(exc)) from exc

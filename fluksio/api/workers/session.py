@@ -3,6 +3,12 @@
 A session is the run manager's executor for that worker. Calls fail with ``WorkerGone``
 when the socket closes ("worker went away mid-call") or when nothing at all has come from
 the worker for ``gone_after_s`` while it executes.
+
+A call's ``limit`` travels in the run frame and our agent enforces it where the call runs.
+The published agent 0.1.6 ignores that field, so for a worker whose hello names no
+version the engine enforces it: at the limit it sends ``cancel`` and fails the call with
+``NodeLimit`` at once. For our agent the engine only keeps a backstop, the limit plus the
+agent's grace plus :data:`LIMIT_BACKSTOP_S`.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from fluksio.agent.frames import (
     RunRef,
     encode,
 )
-from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.launcher import LIMIT_GRACE_S, CallOutcome, CallSpec, error_record, limit_error
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
@@ -37,6 +43,9 @@ log = get_logger(__name__)
 EventCallback = Callable[[dict[str, Any]], None]
 _UNKNOWN_FRAMES_LOGGED = 10
 ARTIFACT_TOKEN_RENEW_S = 3600.0
+LIMIT_BACKSTOP_S = 10.0
+"""How long after a call's ``limit`` and the agent's grace the engine stops waiting for our
+agent to stop it (it would have answered by then, unless something is wrong there)."""
 
 
 @dataclass
@@ -125,7 +134,9 @@ class WorkerSession:
             run=RunRef(id=spec.run_id) if spec.run_id else None,
             timeout=spec.timeout,
             env=spec.env,
+            limit=spec.limit or None,
         )
+        stopper = self._enforce_limit(spec) if spec.limit > 0 else None
         try:
             self.frames.sent += 1
             await self.ws.send_str(encode(frame))
@@ -135,8 +146,24 @@ class WorkerSession:
                 False, error=error_record("WorkerGone", f"worker went away mid-call ({exc})")
             )
         finally:
+            if stopper is not None:
+                stopper.cancel()
             self._pending.pop(spec.call_id, None)
             self.on_change()
+
+    def _enforce_limit(self, spec: CallSpec) -> asyncio.TimerHandle:
+        """Stop the call at its limit if the worker will not (see the module docstring)."""
+        published = self.hello.version is None
+        delay = spec.limit if published else spec.limit + LIMIT_GRACE_S + LIMIT_BACKSTOP_S
+
+        def stop() -> None:
+            pending = self._pending.get(spec.call_id)
+            if pending is None or pending.future.done():
+                return
+            self.cancel(spec.call_id)
+            pending.future.set_result(CallOutcome(False, error=limit_error(spec.limit)))
+
+        return asyncio.get_running_loop().call_later(delay, stop)
 
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:
@@ -174,10 +201,26 @@ class WorkerSession:
         error = dataclasses.asdict(frame.error) if frame.error is not None else None
         if not frame.ok and error is None:
             error = error_record("RemoteError", "the worker reported a failure without details")
+        if error is not None and error.get("type") == "SyntaxError":
+            error = self._compiled_here(error)
         if not pending.future.done():
             pending.future.set_result(
                 CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
             )
+
+    def _compiled_here(self, error: dict[str, str]) -> dict[str, str]:
+        """A syntax error names the Python that found it: the worker's, not the engine's."""
+        python = (
+            f"Python {self.hello.python_version}"
+            if self.hello.python_version
+            else f"its Python ({self.hello.python or 'unknown'})"
+        )
+        where = f" (compiled on worker {self.name} with {python})"
+        return {
+            **error,
+            "message": error.get("message", "") + where,
+            "short": error.get("short", "SyntaxError") + where,
+        }
 
     def touch(self) -> None:
         self.last_seen = time.time()

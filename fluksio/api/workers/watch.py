@@ -80,7 +80,7 @@ async def check_once(
         if ends_at is not None and not session.in_flight:
             left = ends_at - now
             if left < settings.walltime_margin_s:
-                # Nothing can be placed there any more (no timeout fits): let it go now, so
+                # Nothing can be placed there any more (no limit fits): let it go now, so
                 # its job ends by itself rather than at its limit.
                 drained = f"drained: its job ends in {max(0.0, left):.0f} s"
                 await session.close(drained, code=CLOSE_DRAINED)
