@@ -15,38 +15,13 @@ from typing import Any
 
 import structlog.testing
 
-from fluksio.provisioners.base import JobState, JobStatus, ProfileSettings, WorkerEvent
+from fluksio.provisioners.base import JobState, JobStatus, WorkerEvent
 from fluksio.provisioners.driver import MachineRequest, ProvisioningDriver
 from fluksio.scheduler import Provisioning, RequestStage
 from tests.support.clock import ManualClock
+from tests.support.scripted import RecordingEngine as Engine
 from tests.support.scripted import Scripted, scripted_settings
 from tests.support.wait import async_wait_for
-
-
-class Engine:
-    def __init__(self) -> None:
-        self.revoked: list[str] = []
-        self.stored: dict[str, MachineRequest] = {}
-        self.written: list[tuple[str, str | None, RequestStage]] = []
-        self.changes = 0
-
-    def mint_token(
-        self, provisioner: str, profile: ProfileSettings, request_id: str
-    ) -> tuple[str, str]:
-        return f"token-{request_id}", f"jti-{request_id}"
-
-    def revoke_token(self, jti: str, reason: str) -> None:
-        self.revoked.append(jti)
-
-    def remember(self, request: MachineRequest) -> None:
-        self.stored[request.id] = request
-        self.written.append((request.id, request.job_id, request.stage))
-
-    def forget(self, request_id: str) -> None:
-        self.stored.pop(request_id, None)
-
-    def changed(self) -> None:
-        self.changes += 1
 
 
 def _driver(**settings: Any) -> tuple[ProvisioningDriver, Scripted, Engine, ManualClock]:
@@ -381,25 +356,31 @@ async def test_up_to_max_workers_jobs_one_pending_at_a_time() -> None:
     await driver.close()
 
 
-async def test_a_worker_near_its_job_end_is_replaced_ahead_of_time() -> None:
-    driver, provisioner, _engine, clock = _driver(replace_before_end_s=300)
+async def test_a_worker_near_its_job_end_holds_its_slot_until_its_job_ends() -> None:
+    # max_workers is a cap at every instant: a job counts until it is known to have ended,
+    # however soon it ends. Its replacement goes out once it has (polled at once after its
+    # worker leaves), never beside it.
+    driver, provisioner, _engine, clock = _driver(poll_interval_s=30)
     driver.want("box", "small")
     await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the first job")
     (request_id,) = provisioner.submitted
     ends = WorkerEvent(
-        "w1", "box-small", ("hpc",), "box", "small", request_id, "100", time.time() + 400
+        "w1", "box-small", ("hpc",), "box", "small", request_id, "100", time.time() + 40
     )
     driver.worker_attached(ends)
-    driver.want("box", "small")
+    for _ in range(3):
+        clock.advance(15)
+        driver.want("box", "small")
+        await _settle()
+    assert len(provisioner.submitted) == 1, "max_workers 1: no replacement beside it"
+    assert _state(driver).jobs == 1
+    driver.worker_gone(ends)  # drained: the agent exits, then its job ends
+    provisioner.jobs["100"] = JobStatus(JobState.COMPLETED, "COMPLETED")
+    polls = provisioner.polls
+    clock.advance(1)
     await _settle()
-    assert len(provisioner.submitted) == 1, "max_workers 1, and 400 s are left"
-    clock.advance(99)
-    await _settle()
-    driver.want("box", "small")
-    await _settle()
-    assert len(provisioner.submitted) == 1
-    clock.advance(2)  # now under 300 s are left: it no longer counts
-    assert _state(driver).jobs == 0 and _state(driver).attached == 1
+    assert provisioner.polls == polls + 1, "polled a second after its worker left"
+    assert _state(driver).jobs == 0
     driver.want("box", "small")
     await async_wait_for(lambda: len(provisioner.submitted) == 2, timeout=5, what="the replacement")
     await driver.close()

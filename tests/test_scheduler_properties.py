@@ -39,10 +39,10 @@ maybe = st.one_of(st.none(), st.integers(0, 8))
 
 
 def _in_time(worker: Worker, request: CallRequest) -> bool:
-    """The rule as a user states it: the call's timeout, and a margin, fit before the end."""
+    """The rule as a user states it: the call's limit, and a margin, fit before the end."""
     if worker.ends_at is None:
         return True
-    return request.timeout is not None and NOW + request.timeout + MARGIN <= worker.ends_at
+    return request.limit is not None and NOW + request.limit + MARGIN <= worker.ends_at
 
 
 def _engine() -> Worker:
@@ -113,7 +113,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         ram=st.sampled_from([None, 256, 8192]),
         copies=st.integers(1, 4),
         earlier=st.booleans(),
-        timeout=st.sampled_from([None, None, 30.0, 5_000.0]),
+        limit=st.sampled_from([None, None, 30.0, 5_000.0]),
     )
     def submit(
         self,
@@ -125,7 +125,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         ram: int | None,
         copies: int,
         earlier: bool,
-        timeout: float | None,
+        limit: float | None,
     ) -> None:
         # Bursts of alike requests, so shapes repeat; mostly in time order, sometimes
         # older (an engine restart re-submits old work).
@@ -142,7 +142,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                     cpus=cpus,
                     gpus=gpus,
                     ram_mb=ram,
-                    timeout=timeout,
+                    limit=limit,
                 )
             )
             self.since_last_pass.add(request_id)
@@ -181,13 +181,40 @@ class SchedulerMachine(RuleBasedStateMachine):
         labels=labels_strategy,
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         cpus=st.one_of(st.none(), st.integers(1, 16)),
-        walltime=st.sampled_from([None, 3_600.0]),
+        walltime=st.sampled_from([None, 120.0, 3_600.0]),
+        max_workers=st.integers(1, 3),
     )
     def add_profile(
-        self, labels: frozenset[str], gpus: int | None, cpus: int | None, walltime: float | None
+        self,
+        labels: frozenset[str],
+        gpus: int | None,
+        cpus: int | None,
+        walltime: float | None,
+        max_workers: int,
     ) -> None:
-        profile = Profile("p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus)
+        profile = Profile(
+            "p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus, max_workers=max_workers
+        )
         self.profiles.append(replace(profile, walltime_s=walltime))
+        self.scheduler.set_profiles(self.profiles)
+
+    @rule(index=st.integers(0, 5), ends=st.booleans())
+    def a_job_attaches_or_ends(self, index: int, ends: bool) -> None:
+        """The driver's part: a pending job's worker attaches (the job still counts), or a
+        job ends (it no longer does), as the profile's provisioning then says."""
+        if not self.profiles:
+            return
+        profile = self.profiles[index % len(self.profiles)]
+        jobs = profile.provisioning.jobs
+        if ends and jobs > 0:
+            changed = Provisioning(stage=None, jobs=jobs - 1)
+        elif profile.provisioning.stage is not None:
+            changed = Provisioning(stage=None, jobs=jobs, attached=1)
+        else:
+            return
+        self.profiles = [
+            replace(p, provisioning=changed) if p.key == profile.key else p for p in self.profiles
+        ]
         self.scheduler.set_profiles(self.profiles)
 
     @rule()
@@ -198,10 +225,16 @@ class SchedulerMachine(RuleBasedStateMachine):
         result = self.scheduler.schedule(NOW)
         assert result == expected
         assert not {p.worker_id for p in result.placements} & set(snapshot.paused)
-        # The driver's part: a profile asked for is outstanding until its request ends.
+        # The driver's part: a profile asked for is outstanding until its request ends,
+        # and its job counts from the moment it is asked for.
         asked = {f"{ask.provisioner}/{ask.profile}" for ask in result.asks}
         self.profiles = [
-            replace(p, provisioning=Provisioning(stage=RequestStage.SUBMITTING))
+            replace(
+                p,
+                provisioning=Provisioning(
+                    stage=RequestStage.SUBMITTING, jobs=p.provisioning.jobs + 1
+                ),
+            )
             if p.key in asked
             else p
             for p in self.profiles
@@ -223,6 +256,13 @@ class SchedulerMachine(RuleBasedStateMachine):
             granted = [i for a in running.values() if a.place_id == place.id for i in a.gpu_ids]
             assert len(granted) == len(set(granted)), "two calls share a GPU"
             assert sorted(granted + place.free_gpu_ids) == sorted(place.worker.device_ids)
+
+    @invariant()
+    def max_workers_is_a_cap(self) -> None:
+        # Asks follow the scheduler's plan, which the reference planner's equals (checked at
+        # every pass): neither asks for a profile whose jobs alive reached max_workers.
+        for profile in self.profiles:
+            assert profile.provisioning.jobs <= profile.max_workers, profile
 
     @invariant()
     def labels_respected(self) -> None:

@@ -112,9 +112,10 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     """After a failed request the profile rests this long, doubling per failure in a row."""
     retry_max_s: float = Field(default=600, gt=0)
     """The longest rest between attempts."""
-    replace_before_end_s: float = Field(default=300, ge=0)
-    """A worker whose job ends within this no longer counts against ``max_workers``: if
-    calls still wait, its replacement is asked for ahead of time."""
+    replace_before_end_s: float | None = Field(default=None, ge=0, deprecated=True)
+    """No longer used, still accepted so that existing files load: ``max_workers`` is a
+    hard cap, and a job near its end frees its slot only when it ends (its idle worker is
+    drained within ``--walltime-margin-s`` of the end)."""
     profiles: list[ProfileT] = Field(min_length=1)
 
 

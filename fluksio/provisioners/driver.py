@@ -5,7 +5,11 @@ everything that happens next, by awaiting the provisioners' own methods
 (:class:`~fluksio.provisioners.base.Provisioner`):
 
 - at most one request per profile is pending (submitted, its worker not attached),
-  however often it is asked for, and at most ``max_workers`` exist at once; it is
+  however often it is asked for, and at most ``max_workers`` are alive at once, at every
+  instant: a request counts from the moment it is made until its provisioner says its
+  job ended (or it is known never to have been submitted), whatever its walltime, its
+  worker or an engine restart. A worker that retires (drained before its job's end)
+  frees its slot when its job ends, which the driver polls for at once; it is
   written down before it is submitted, and a submission is sent once: one whose answer
   was lost (a timeout, an engine killed mid-submission) is looked for by the mark its job
   carries (:meth:`~fluksio.provisioners.base.Provisioner.find`) at the next poll, adopted
@@ -35,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -67,6 +70,9 @@ __all__ = [
 log = structlog.get_logger(__name__)
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.
 SHUTDOWN_CANCEL_S = 20.0
+POLL_SOON_S = 1.0
+"""After a worker of a request leaves, its job is polled this soon: its slot under
+``max_workers`` is free once the job has ended, and a replacement may be waiting."""
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
 
 
@@ -143,9 +149,6 @@ class _Brought:
     request: MachineRequest | None
     """None for a worker whose request an earlier engine run made and this one never saw."""
     reported_job_id: str | None
-    ending: bool = False
-    """Its job ends within ``replace_before_end_s``: it no longer counts against the cap."""
-    timer: Timer | None = None
 
 
 @dataclass
@@ -481,6 +484,19 @@ class ProvisioningDriver:
             provisioner.settings.poll_interval_s, lambda: self._poll_due(provisioner)
         )
 
+    def _poll_soon(self, provisioner: Provisioner[Any, Any]) -> None:
+        """Poll in :data:`POLL_SOON_S` instead of at the interval (once one is due anyway)."""
+        name = provisioner.name
+        if self._closing or name in self._polling:
+            return
+        timer = self._poll_timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        self._poll_timers[name] = self._clock.call_later(
+            min(POLL_SOON_S, provisioner.settings.poll_interval_s),
+            lambda: self._poll_due(provisioner),
+        )
+
     def _poll_due(self, provisioner: Provisioner[Any, Any]) -> None:
         self._poll_timers.pop(provisioner.name, None)
         watched = self._watched(provisioner)
@@ -588,16 +604,9 @@ class ProvisioningDriver:
         if entry is None:
             return
         request = entry.live.get(str(event.request_id))
-        brought = _Brought(event.name, self._clock.now(), request, event.job_id)
-        entry.workers[event.worker_id] = brought
-        if event.ends_at is not None:
-            # Wall-clock: the worker says when its job ends as a Unix time.
-            ahead = entry.provisioner.settings.replace_before_end_s
-            delay = event.ends_at - ahead - time.time()
-            if delay <= 0:
-                brought.ending = True
-            else:
-                brought.timer = self._clock.call_later(delay, lambda: self._ending(brought))
+        entry.workers[event.worker_id] = _Brought(
+            event.name, self._clock.now(), request, event.job_id
+        )
         if request is None:
             return  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = RequestStage.ATTACHED
@@ -613,20 +622,17 @@ class ProvisioningDriver:
         entry.failures = 0
         self._changed()
 
-    def _ending(self, brought: _Brought) -> None:
-        """Its job is about to end: a replacement may be asked for if calls still wait."""
-        brought.ending = True
-        brought.timer = None
-        log.info("provision.worker_ending", worker=brought.name)
-        self._changed()
-
     def worker_gone(self, event: WorkerEvent) -> None:
         self._tell_provisioners(event, attached=False)
         entry = self._entry_of(event)
-        if entry is not None:
-            brought = entry.workers.pop(event.worker_id, None)
-            if brought is not None and brought.timer is not None:
-                brought.timer.cancel()
+        if entry is None:
+            return
+        brought = entry.workers.pop(event.worker_id, None)
+        if brought is not None and brought.request is not None:
+            # Its job is likely ending (drained, idle, or the job itself ended): its slot
+            # is free once the provisioner says so, so ask soon rather than at the
+            # interval, lest a replacement wait for nothing.
+            self._poll_soon(entry.provisioner)
 
     def _tell_provisioners(self, event: WorkerEvent, *, attached: bool) -> None:
         for provisioner in self._provisioners.values():
@@ -717,10 +723,9 @@ class ProvisioningDriver:
 
 
 def _counted(entry: _Profile) -> int:
-    """The profile's live jobs that count against ``max_workers``: not those whose worker's
-    job ends soon (their replacement may go out ahead of time)."""
-    ending = {b.request.id for b in entry.workers.values() if b.ending and b.request is not None}
-    return sum(1 for request_id in entry.live if request_id not in ending)
+    """The profile's jobs alive, every one of which counts against ``max_workers``: from the
+    moment a request is made until its job is known to have ended."""
+    return len(entry.live)
 
 
 def _status_text(entry: _Profile, request: MachineRequest | None) -> str | None:

@@ -15,8 +15,10 @@ from fluksio.provisioners import (
     ProvisionerSettings,
     Submission,
 )
+from fluksio.provisioners.driver import MachineRequest
+from fluksio.scheduler import RequestStage
 
-__all__ = ["Scripted", "Settings", "scripted_settings"]
+__all__ = ["RecordingEngine", "Scripted", "Settings", "scripted_settings"]
 
 Settings = ProvisionerSettings[ProfileSettings]
 
@@ -106,3 +108,31 @@ def scripted_settings(**changes: Any) -> Settings:
         **changes,
     }
     return Settings.model_validate(config)
+
+
+class RecordingEngine:
+    """The engine's side of the driver, recording what it was told."""
+
+    def __init__(self) -> None:
+        self.revoked: list[str] = []
+        self.stored: dict[str, MachineRequest] = {}
+        self.written: list[tuple[str, str | None, RequestStage]] = []
+        self.changes = 0
+
+    def mint_token(
+        self, provisioner: str, profile: ProfileSettings, request_id: str
+    ) -> tuple[str, str]:
+        return f"token-{request_id}", f"jti-{request_id}"
+
+    def revoke_token(self, jti: str, reason: str) -> None:
+        self.revoked.append(jti)
+
+    def remember(self, request: MachineRequest) -> None:
+        self.stored[request.id] = request
+        self.written.append((request.id, request.job_id, request.stage))
+
+    def forget(self, request_id: str) -> None:
+        self.stored.pop(request_id, None)
+
+    def changed(self) -> None:
+        self.changes += 1
