@@ -431,6 +431,44 @@ async def test_a_call_for_a_profile_brings_one_machine_whose_worker_runs_it(
     assert listener.heard == [("attached", "box-small"), ("gone", "box-small")]
 
 
+async def _settle_passes() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_job_that_ends_while_calls_wait_frees_its_slot_for_the_next_job(
+    provisioned: tuple[InProcessEngine, Scripted, ManualClock, Listener],
+) -> None:
+    # max_workers 1: the waiting call cannot bring a second job beside the first. Once the
+    # first has ended (its worker drained, then the poll says so), a pass asks at once;
+    # nothing else has to happen for the call to get its job.
+    api, provisioner, clock, _listener = provisioned
+    await api.put_flow("hpc", [{"id": "n", "code": NODE, "worker": "hpc"}])
+    first = await api.start_run("hpc")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="a submission")
+    (token,) = provisioner.tokens
+    worker = await api.attach(token, name="box-small", labels=["hpc"])
+    call = await worker.next_call()
+    await worker.answer(call["call_id"], "done")
+    assert (await api.wait_run(first["id"]))["state"] == "succeeded"
+    await worker.close()  # as a drained worker leaves; its job has yet to end
+    await async_wait_for(
+        lambda: not api.app[appkeys.WORKERS].attached(), timeout=5, what="it to go"
+    )
+    second = await api.start_run("hpc")
+    await _settle_passes()
+    assert len(provisioner.submitted) == 1, "its job is still alive: no second beside it"
+    provisioner.jobs["100"] = JobStatus(JobState.COMPLETED, "COMPLETED")
+    clock.advance(1)  # polled a second after its worker left
+    await async_wait_for(
+        lambda: len(provisioner.submitted) == 2, timeout=5, what="the next job, at once"
+    )
+    worker = await api.attach(provisioner.tokens[1], name="box-small", labels=["hpc"])
+    call = await worker.next_call()
+    await worker.answer(call["call_id"], "done")
+    assert (await api.wait_run(second["id"]))["state"] == "succeeded"
+
+
 async def test_a_burst_spreads_over_max_workers_jobs_one_pending_at_a_time(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
@@ -509,7 +547,7 @@ async def test_a_machine_that_never_attaches_is_cancelled_and_the_profile_rests(
 # -- walltime ------------------------------------------------------------------------------
 
 
-async def test_calls_go_only_where_their_timeout_fits_before_the_job_ends(
+async def test_calls_go_only_where_their_limit_fits_before_the_job_ends(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api = await start_in_process(aiohttp_client, tmp_path / "data", walltime_margin_s=60)

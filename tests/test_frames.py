@@ -79,8 +79,11 @@ def test_the_published_agents_hello_is_accepted_as_it_is() -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"name": "x" * 129}, "name"),
+        ({"name": "x" * 64}, "name"),
         ({"name": ""}, "name"),
+        ({"name": "gpu box"}, "name"),
+        ({"name": "-box"}, "name"),
+        ({"name": "box/../x"}, "name"),
         ({"labels": [f"l{i}" for i in range(65)]}, "labels"),
         ({"max_parallel": 0}, "max_parallel"),
         ({"inventory": {"gpus": -1}}, "inventory.gpus"),
@@ -89,8 +92,13 @@ def test_the_published_agents_hello_is_accepted_as_it_is() -> None:
 def test_a_hello_out_of_bounds_is_refused_naming_the_field(
     change: dict[str, object], field: str
 ) -> None:
-    with pytest.raises(FrameError, match=f"^{re.escape(field)}:"):
+    with pytest.raises(FrameError, match=f"^{re.escape(field)}:") as raised:
         parse_hello({"op": "hello", "protocol": 2, "name": "box", **change})
+    if field == "name":
+        assert str(raised.value).endswith(
+            "must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or"
+            " digit; pass another --name"
+        )
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.support.engine import engine_env, start_engine
 from tests.support.http import call
+from tests.support.wait import wait_for
 
 
 def test_tokens_revocations_and_superuser_survive_a_restart(tmp_path: Path) -> None:
@@ -47,7 +48,14 @@ def test_first_start_without_a_password_generates_one_and_prints_it_once(tmp_pat
     data_dir = tmp_path / "data"
     engine = start_engine(data_dir, tmp_path / "logs", env=env)
     try:
-        lines = [line for line in engine.stdout().splitlines() if "shown only this once" in line]
+        # The banner may reach the log a moment after the engine answers (a loaded machine).
+        lines = wait_for(
+            lambda: [
+                line for line in engine.stdout().splitlines() if "shown only this once" in line
+            ],
+            timeout=10,
+            what="the first start's password banner",
+        )
         assert len(lines) == 1
         password = lines[0].rsplit(": ", 1)[1]
         assert len(password) >= 16
@@ -57,6 +65,13 @@ def test_first_start_without_a_password_generates_one_and_prints_it_once(tmp_pat
         engine.stop()
     again = start_engine(data_dir, tmp_path / "logs", env=env)
     try:
+        # Both engines' banners go to the same log: once the second's is there, its
+        # password line would be too.
+        wait_for(
+            lambda: again.stdout().count("Fluksio engine listening") == 2,
+            timeout=10,
+            what="the second engine's banner",
+        )
         assert again.stdout().count("shown only this once") == 1, "never printed a second time"
     finally:
         again.stop()

@@ -24,6 +24,7 @@ from fluksio.provisioners.slurm import (
     SlurmProfile,
     SlurmProvisioner,
     SlurmSettings,
+    missing_partitions,
     parse_sbatch_parsable,
     parse_slurm_time,
     render_script,
@@ -332,3 +333,14 @@ def test_a_profiles_walltime_comes_from_sbatch_or_is_set_and_then_submitted() ->
     assert "#SBATCH --time=90\n" in render_script(settings, explicit, request_id="r")
     with pytest.raises(ValueError, match="'soon' is not a Slurm time limit"):
         _settings(profile={"sbatch": ["--time=soon"]})
+
+
+def test_the_partitions_a_profile_asks_for_are_read_and_missing_ones_named() -> None:
+    _, one = _settings(profile={"sbatch": ["-p debug", "--partition=gpu,cpu"]})
+    _, plain = _settings(profile={"sbatch": ["--time=10"]})
+    assert missing_partitions([plain], ["debug*"]) == [], "no partition: the default"
+    assert missing_partitions([one], ["debug*", "gpu", "cpu"]) == [], "the last one wins"
+    assert missing_partitions([one], ["debug*", "gpu"]) == [
+        f"profile {one.name!r} asks for partition 'cpu', which the cluster does not have"
+        " (sinfo lists: debug, gpu)"
+    ]

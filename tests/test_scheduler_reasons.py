@@ -121,6 +121,16 @@ def test_provisioning_then_outstanding() -> None:
     assert scheduler.schedule().asks == (), "nobody has logged in: nothing to ask yet"
     needs = scheduler.reason("r", now=100.4)
     assert needs is not None and needs.text == f"provisioning hpc/gpu-small, {login}"
+    # At the cap, with no worker of it able to take the call: it says what it waits for.
+    capped = Provisioning("Slurm job", jobs=2, attached=1)
+    two = replace(profiles[1], provisioning=capped, max_workers=2)
+    scheduler.set_profiles([two, profiles[0]])
+    assert scheduler.schedule().asks == (), "never past max_workers"
+    full = scheduler.reason("r")
+    assert full is not None and full.text == (
+        "provisioning hpc/gpu-small, max_workers reached: 2 Slurm jobs are alive (1 with a"
+        " worker); the next goes out when one ends"
+    )
 
 
 def test_engine_busy_and_engine_too_small() -> None:

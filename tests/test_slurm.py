@@ -323,6 +323,18 @@ def test_check_ssh_logs_in_and_says_how_then_shows_sinfo(
     assert "\n  sinfo:\n  debug* up 1 " in said
 
 
+def test_check_ssh_names_a_partition_the_cluster_does_not_have(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    done = _check(slurm, tmp_path, profile={"sbatch": ["--partition=gpu-nowhere"]})
+    assert done.returncode == 2, done.stdout
+    assert (
+        "profile 'small' asks for partition 'gpu-nowhere', which the cluster does not have"
+        " (sinfo lists: debug)"
+    ) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def _known(path: Path, port: int) -> bool:
     """Whether ``path`` holds a key for the login node (hashed or not: OpenSSH honours the
     system's HashKnownHosts)."""
@@ -601,6 +613,46 @@ def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
         shutil.rmtree(shared)
 
 
+def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_need(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    # Two-minute jobs: each worker is near its end from the moment it attaches. Before,
+    # such a worker stopped counting and eight calls brought six jobs at once.
+    shared = _shared_dir()
+    ran = shared / "ran"
+    data_dir, port = _data_dir(
+        tmp_path,
+        slurm,
+        max_idle_s=2,
+        provision_timeout_s=120,
+        profile={"max_workers": 2, "sbatch": ["--time=00:02:00"]},
+    )
+    engine = start_engine(
+        data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
+    )
+    watch: _Watch | None = None
+    try:
+        token = engine.login()
+        nodes = _burst(ran, 12, limit=30)
+        for node in nodes:
+            node["code"] = node["code"].replace("time.sleep(1)", "time.sleep(20)")
+        assert put_flow(engine, token, "capped", nodes)
+        watch = _Watch(engine, token, slurm)
+        watch.start()
+        run = wait_run(engine, token, start_run(engine, token, "capped")["id"], timeout=420)
+        watch.stop.set()
+        watch.join(timeout=30)
+        assert run["state"] == "succeeded", run
+        assert sorted(ran.read_text().split()) == sorted(n["id"] for n in nodes), "each once"
+        assert watch.most_jobs <= 2, f"squeue showed {watch.most_jobs} of the profile's jobs"
+        assert len(watch.job_ids) >= 3, "jobs ended at their walltime and were replaced"
+    finally:
+        if watch is not None:
+            watch.stop.set()
+        engine.stop()
+        shutil.rmtree(shared)
+
+
 def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
     tmp_path: Path, slurm: LocalSlurm
 ) -> None:
@@ -648,7 +700,6 @@ def test_walltime_no_call_lands_past_its_job_end_and_the_replacement_takes_the_q
         tmp_path,
         slurm,
         max_idle_s=300,  # it leaves by draining, not by idling
-        replace_before_end_s=30,
         profile={"sbatch": ["--time=00:01:00"]},
     )
     engine = start_engine(
@@ -662,9 +713,9 @@ def test_walltime_no_call_lands_past_its_job_end_and_the_replacement_takes_the_q
                 return os.environ.get("SLURM_JOB_ID")
         """)
         assert put_flow(
-            engine, token, "fits", [{"id": "n", "worker": "hpc", "timeout": 20, "code": fits}]
+            engine, token, "fits", [{"id": "n", "worker": "hpc", "limit": 20, "code": fits}]
         )
-        too_long = [{"id": "n", "worker": "hpc", "timeout": 120, "code": fits}]
+        too_long = [{"id": "n", "worker": "hpc", "limit": 120, "code": fits}]
         assert put_flow(engine, token, "too-long", too_long)
         first = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
         assert first["state"] == "succeeded", first

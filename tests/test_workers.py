@@ -276,6 +276,17 @@ def test_labels_the_token_does_not_sign_are_refused(
     assert "labels gpu are not signed by this worker's token (it signs cpu)" in worker.logs()
 
 
+def test_a_name_outside_the_name_rule_is_refused_in_a_sentence(
+    engine: EngineProcess, admin: str, tmp_path: Path
+) -> None:
+    token = engine.mint(admin, "named", ["cpu"])["token"]
+    worker = start_worker(engine, token, tmp_path / "w", "--name", "gpu box #1")
+    assert worker.process.wait(timeout=30) == 3
+    assert "the worker's name 'gpu box #1' must be 1 to 63 letters, digits" in worker.logs()
+    assert "pass another --name" in worker.logs()
+    assert [w for w in listed(engine, admin) if "gpu box" in w["name"]] == []
+
+
 def test_another_protocol_is_refused_and_listed_as_needing_an_upgrade(
     engine: EngineProcess, admin: str
 ) -> None:

@@ -170,7 +170,8 @@ def main(
     config = AgentConfig(
         url=attach_url,
         token=token,
-        name=name or socket.gethostname(),
+        # The host's short name: a fully qualified one may be longer than a name can be.
+        name=name or socket.gethostname().split(".")[0][:63],
         labels=_labels(labels),
         parallel=parallel,
         inventory=inventory,

@@ -58,26 +58,67 @@ def _host_ram_mb(meminfo: Path) -> int | None:
     return None
 
 
+def _cgroup_limit_mb(proc_cgroup: Path, cgroup_root: Path) -> int | None:
+    """The memory limit of the control group this process runs in, the tightest of it and
+    its ancestors (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``); None: none."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    limits: list[int] = []
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "":
+            base, name = cgroup_root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = cgroup_root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        level = Path(path.strip() or "/")
+        for directory in (level, *level.parents):
+            try:
+                text = (base / str(directory).lstrip("/") / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit():
+                limits.append(int(text) // (1024 * 1024))
+    return min(limits) if limits else None
+
+
 def detect_inventory(
     *,
     environ: Mapping[str, str] | None = None,
     dev_dir: Path = Path("/dev"),
     meminfo: Path = Path("/proc/meminfo"),
+    proc_cgroup: Path = Path("/proc/self/cgroup"),
+    cgroup_root: Path = Path("/sys/fs/cgroup"),
     cpus: int | None = None,
     gpus: int | None = None,
     ram_mb: int | None = None,
 ) -> Inventory:
     """The job's allocation if any, else the host's; explicit values override both.
 
-    GPUs: ``SLURM_GPUS_ON_NODE``, else ``SLURM_JOB_GPUS`` (a list), else
-    ``FLUKSIO_WORKER_GPUS`` (a count or a list), else NVIDIA device nodes counted.
+    Memory: ``SLURM_MEM_PER_NODE``, else ``SLURM_MEM_PER_CPU`` times the job's cores,
+    else the host's; never more than the control group's memory limit, where one is set
+    (a job's cgroup, a container). GPUs: ``SLURM_GPUS_ON_NODE``, else ``SLURM_JOB_GPUS``
+    (a list), else ``FLUKSIO_WORKER_GPUS`` (a count or a list), else NVIDIA device nodes
+    counted.
     """
     env = os.environ if environ is None else environ
     detected_cpus = _int(env.get("SLURM_CPUS_ON_NODE"))
     if detected_cpus is None:
         affinity = getattr(os, "sched_getaffinity", None)
         detected_cpus = len(affinity(0)) if affinity else os.cpu_count()
-    detected_ram = _int(env.get("SLURM_MEM_PER_NODE")) or _host_ram_mb(meminfo)
+    per_cpu = _int(env.get("SLURM_MEM_PER_CPU"))
+    detected_ram = (
+        _int(env.get("SLURM_MEM_PER_NODE"))
+        or (per_cpu * detected_cpus if per_cpu and detected_cpus else None)
+        or _host_ram_mb(meminfo)
+    )
+    limit = _cgroup_limit_mb(proc_cgroup, cgroup_root)
+    if limit is not None and (detected_ram is None or limit < detected_ram):
+        detected_ram = limit
     detected_gpus = _slurm_gpus(env)
     if detected_gpus is None:
         try:

@@ -13,6 +13,7 @@ runs. Never a run id, a call id, a worker id or a token.
 
 from __future__ import annotations
 
+import re
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 
@@ -198,7 +199,7 @@ class _EngineState(Collector):
             labels=["version"],
         )
         refused_by: Tally[str] = Tally(
-            entry.version or "unknown" for entry in self._registry.needs_upgrade()
+            _version_label(entry.version) for entry in self._registry.needs_upgrade()
         )
         for version, count in sorted(refused_by.items()):
             refused.add_metric([version], count)
@@ -238,3 +239,15 @@ class _EngineState(Collector):
             "Streams of the live event feed open now.",
             value=self._feed.subscribers,
         )
+
+
+_MAJOR_MINOR = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\D|$)")
+
+
+def _version_label(version: str | None) -> str:
+    """A refused worker's version as a label value from a bounded set: ``major.minor``
+    (``0.1`` for 0.1.6), ``unknown`` without one, ``other`` for anything else."""
+    if version is None:
+        return "unknown"
+    match = _MAJOR_MINOR.match(version)
+    return f"{int(match.group(1))}.{int(match.group(2))}" if match else "other"

@@ -134,6 +134,33 @@ def sbatch_time_limit(options: list[str]) -> str | None:
     return found
 
 
+_PARTITION_OPTION = re.compile(r"^(?:--partition=|--partition\s+|-p\s*)(\S+)$")
+
+
+def sbatch_partitions(options: list[str]) -> list[str]:
+    """The partitions the last ``--partition``/``-p`` among ``sbatch`` options names (a
+    comma-separated list: the job may run in any of them); empty: the cluster's default."""
+    found: list[str] = []
+    for option in options:
+        match = _PARTITION_OPTION.match(option.strip())
+        if match is not None:
+            found = [part for part in match.group(1).split(",") if part]
+    return found
+
+
+def missing_partitions(profiles: list[SlurmProfile], sinfo_partitions: list[str]) -> list[str]:
+    """A sentence for each profile naming a partition ``sinfo`` does not list."""
+    known = {name.rstrip("*") for name in sinfo_partitions}
+    shown = ", ".join(sorted(known)) or "none"
+    return [
+        f"profile {profile.name!r} asks for partition {partition!r}, which the cluster"
+        f" does not have (sinfo lists: {shown})"
+        for profile in profiles
+        for partition in sbatch_partitions(profile.sbatch)
+        if partition not in known
+    ]
+
+
 def slurm_state(text: str) -> JobState:
     state = SLURM_STATES.get(text.strip().split(" ")[0].rstrip("+"))
     if state is None:
@@ -441,6 +468,10 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         done = await self._run(["sinfo", "-h", "-o", "%P %a %D %t"])
         if not done.ok:
             raise ProvisionError(f"sinfo: {done.error_text()}")
+        partitions = [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
+        missing = missing_partitions(self.settings.profiles, partitions)
+        if missing:
+            raise ProvisionError("; ".join(missing))
         return "\n".join([*route.lines(), "sinfo:", done.stdout.rstrip("\n")]) + "\n"
 
     def login_command(self) -> list[str] | None:

@@ -220,6 +220,15 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
         said = f"the last attempt failed ({state.last_error})"
         if state.retry_at is not None and now is not None:
             said += f"; trying again in {max(0.0, state.retry_at - now):.0f} s"
+    elif state.jobs >= profile.max_workers:
+        # At the cap with none of them able to take it (their workers gone, or their
+        # time too short): it waits for one of them to end.
+        alive = f"{state.jobs} {noun}" + ("s are" if state.jobs != 1 else " is")
+        said = (
+            f"max_workers reached: {alive} alive ({state.attached} with a worker);"
+            f" the next goes out when one ends"
+        )
+        count = ""
     else:
         return None
     return WaitReason(

@@ -19,7 +19,7 @@ import functools
 import time
 from collections import Counter
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from aiohttp import web
 from pydantic import BaseModel, Field, RootModel
@@ -93,7 +93,7 @@ class WorkerBody(BaseModel):
 class RefusedWorkerBody(BaseModel):
     name: str
     status: Literal["needs upgrade"] = "needs upgrade"
-    protocol: Any
+    protocol: int | None
     version: str | None
     python: str | None
     refused_at: datetime

@@ -41,6 +41,7 @@ from fluksio.api.workers.protocol import (
 from fluksio.api.workers.registry import NeedsUpgrade, display_name
 from fluksio.api.workers.session import WorkerSession
 from fluksio.api.workers.watch import ping_every_s
+from fluksio.names import is_name
 from fluksio.provisioners.base import WorkerEvent
 from fluksio.scheduler import Worker
 from fluksio.validation import one_sentence
@@ -86,15 +87,19 @@ async def _hello(
     protocol = raw.get("protocol")
     reason = protocol_refusal(protocol)
     if reason is not None:
-        name = display_name(token.name, str(raw.get("name") or token.name))
+        # Kept until the worker attaches or the engine restarts, so only bounded fields
+        # are: a name by the name rule (else the token's), short texts, a number.
+        hello_name = raw.get("name")
+        name = hello_name if isinstance(hello_name, str) and is_name(hello_name) else token.name
         request.app[WORKERS].refused_for_protocol(
             NeedsUpgrade(
-                name=name,
-                protocol=protocol,
-                version=_text(raw.get("version")),
-                python=_text(raw.get("python")),
+                name=display_name(token.name, name),
+                protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
+                version=_text(raw.get("version"), 32),
+                python=_text(raw.get("python"), 256),
                 refused_at=time.time(),
                 reason=reason,
+                jti=token.jti,
             )
         )
         raise _Refused(reason)
@@ -114,8 +119,11 @@ async def _hello(
     return hello
 
 
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+def _text(value: object, limit: int) -> str | None:
+    """A hello's text field as kept: a string, cut to ``limit`` characters."""
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
 def _check_origin(request: web.Request) -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from fluksio.agent.frames import PROTOCOL, AnswerFrame, HelloFrame, ProgressFrame
+from fluksio.names import NAME_RULE, is_name
 
 __all__ = [
     "CLOSE_SUPERSEDED",
@@ -48,7 +49,6 @@ _CALL_FRAME: TypeAdapter[ProgressFrame | AnswerFrame] = TypeAdapter(
 )
 
 _TEXT_LIMITS = {
-    "name": 128,
     "python": 4096,
     "python_version": 32,
     "venv_digest": 256,
@@ -71,9 +71,11 @@ def protocol_refusal(protocol: object) -> str | None:
     The protocol is a whole number, compared strictly: ``2.0`` or ``"2"`` is not 2.
     """
     if type(protocol) is not int:
+        shown = repr(protocol)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return (
             f"the hello's protocol must be a whole number (this engine speaks {PROTOCOL});"
-            f" it was {protocol!r}"
+            f" it was {shown}"
         )
     if protocol == PROTOCOL:
         return None
@@ -102,8 +104,9 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
         value = getattr(hello, name)
         if value is not None and len(value) > limit:
             raise FrameError(f"{name}: must be at most {limit} characters")
-    if not hello.name:
-        raise FrameError("name: must not be empty")
+    if not is_name(hello.name):
+        shown = hello.name if len(hello.name) <= 64 else hello.name[:64] + "..."
+        raise FrameError(f"name: the worker's name {shown!r} {NAME_RULE}; pass another --name")
     if len(hello.labels) > _MAX_LABELS:
         raise FrameError(f"labels: at most {_MAX_LABELS}")
     if not 1 <= hello.max_parallel <= _MAX_PARALLEL:

@@ -21,14 +21,23 @@ def display_name(token_name: str, hello_name: str) -> str:
     return token_name if hello_name == token_name else f"{token_name}/{hello_name}"
 
 
+REFUSED_PER_TOKEN = 8
+"""Workers remembered as needing an upgrade per token: the most recently refused."""
+
+
 @dataclass(frozen=True)
 class NeedsUpgrade:
+    """A worker refused for its protocol, from bounded fields of its hello only (the
+    caller bounds them: a name by the name rule, short texts, the protocol a number)."""
+
     name: str
-    protocol: object
+    protocol: int | None
     version: str | None
     python: str | None
     refused_at: float
     reason: str
+    jti: str = ""
+    """The token it used: each token may fill at most :data:`REFUSED_PER_TOKEN` entries."""
 
 
 class WorkerRegistry:
@@ -87,7 +96,11 @@ class WorkerRegistry:
 
     def refused_for_protocol(self, entry: NeedsUpgrade) -> None:
         self.version += 1
+        self._needs_upgrade.pop(entry.name, None)
         self._needs_upgrade[entry.name] = entry
+        same_token = [e for e in self._needs_upgrade.values() if e.jti == entry.jti]
+        for oldest in same_token[: max(0, len(same_token) - REFUSED_PER_TOKEN)]:
+            del self._needs_upgrade[oldest.name]  # insertion order: the oldest first
         self.on_refused(entry)
 
     def needs_upgrade(self) -> list[NeedsUpgrade]:
