@@ -10,6 +10,7 @@ produced on demand and asserted as a user sees it through the API.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from datetime import datetime
@@ -148,6 +149,42 @@ async def test_a_protocol_other_than_2_is_told_which_side_to_upgrade(
     assert worker.greeting["op"] == "refused" and says in worker.greeting["reason"]
     (listed,) = (await api.request("GET", "/workers")).body
     assert listed["status"] == "needs upgrade" and says in listed["reason"]
+
+
+async def test_what_refused_hellos_make_the_engine_keep_is_bounded(api: InProcessEngine) -> None:
+    token = await api.mint("box", [])
+
+    async def refused(hello: dict[str, Any]) -> str:
+        socket = await api.client.ws_connect(
+            "/api/v1/workers/attach", headers={"Authorization": f"Bearer {token}"}
+        )
+        await socket.send_str(json.dumps({"op": "hello", **hello}))
+        greeting = json.loads((await socket.receive(timeout=5)).data)
+        await socket.close()
+        assert greeting["op"] == "refused"
+        return str(greeting["reason"])
+
+    for index in range(40):
+        await refused({"protocol": 1, "name": f"host-{index}", "version": "9" * 1000})
+    huge = await refused({"protocol": "2" * (2 << 20), "name": "x" * 5000})
+    assert len(huge) < 200, "the refusal quotes a bounded part of what was sent"
+    listed = (await api.request("GET", "/workers")).body
+    assert len(listed) == 8, "at most 8 refused workers per token, the latest"
+    # The latest 8; a name outside the name rule is kept as the token's name.
+    assert {w["name"] for w in listed} == {"box"} | {f"box/host-{i}" for i in range(33, 40)}
+    assert max(len(w["version"] or "") for w in listed) <= 32
+    assert all(w["protocol"] in (1, None) for w in listed)
+    assert len(json.dumps(listed)) < 8 * 1024
+    auth = {"Authorization": f"Bearer {api.token}"}
+    async with api.client.get("/metrics", headers=auth) as scraped:
+        series = [
+            line for line in (await scraped.text()).splitlines()
+            if line.startswith("fluksio_workers_refused{")
+        ]  # fmt: skip
+    assert series == [
+        'fluksio_workers_refused{version="other"} 7.0',
+        'fluksio_workers_refused{version="unknown"} 1.0',
+    ], "label values from a bounded set, never what a hello sent"
 
 
 async def test_a_second_attach_of_the_same_worker_supersedes_the_first(
