@@ -7,12 +7,16 @@ restart) told to refetch; the queue with its reasons; tokens without their text.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fluksio.api.appkeys import EVENTS
+from fluksio.api.datadir import DataDir
+from fluksio.api.events import EventFeed
+from fluksio.api.keys import KeyRing
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.sse import Event, EventReader
 from tests.support.wait import async_wait_for
@@ -201,3 +205,45 @@ async def test_a_stream_that_falls_behind_is_told_to_refetch_and_reads_on(
         await events.first(
             "run.state", where=lambda d: d["run_id"] == run["id"] and d["state"] == "succeeded"
         )
+
+
+async def test_a_stream_ends_within_seconds_once_its_key_is_rotated(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # As `fluksio keys rotate` does beside a running engine: every token stops verifying,
+    # and a stream opened before must not go on receiving events.
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    async with feed(api) as events:
+        rotated_at = time.monotonic()
+        KeyRing(DataDir(tmp_path / "data")).rotate()
+        closed = await events.first("closed")
+        assert closed.data["reason"].startswith(
+            "the token's signature does not match this engine's signing key"
+        )
+        assert time.monotonic() - rotated_at <= 10
+        await events.until(lambda _events: events.ended, what="the stream's end")
+    await async_wait_for(
+        lambda: api.app[EVENTS].subscribers == 0, timeout=5, what="the stream to let go"
+    )
+
+
+def test_the_buffer_is_bounded_by_bytes_and_keeps_one_snapshot_of_each_view() -> None:
+    feed = EventFeed(capacity=10_000, max_bytes=2 << 20)
+    queued = [
+        {"call_id": f"c{i}", "reason": "provisioning box/small, " + "x" * 200} for i in range(400)
+    ]
+    for second in range(300):  # calls waiting on a failing provisioner, a view a second
+        feed.publish("queue", {"queued": queued, "second": second}, view="queue")
+        feed.publish("call.state", {"run_id": f"r{second}", "state": "queued"})
+    one_view = len(feed.after(feed.seq - 2)[0].frame())
+    assert one_view > 90_000
+    assert feed.buffered_bytes < one_view + 300 * 200, "one queue view, not 300"
+    assert len(feed.after(0)) == 600, "every event is still numbered, none lost"
+    shown = [e for e in feed.after(0) if e.kind == "queue" and e.frame()]
+    assert [e.seq for e in shown] == [feed.seq - 1], "only the newest snapshot is replayed"
+
+    for index in range(100):  # big events that are no view: the byte budget holds
+        feed.publish("worker.changed", {"worker": {"name": f"w{index}", "pad": "y" * 100_000}})
+    assert feed.buffered_bytes <= 2 << 20
+    assert feed.fell_behind(0), "a subscriber from the start is told to refetch"
+    assert feed.position(f"{feed.epoch}.1").refetch is not None

@@ -75,7 +75,7 @@ def create_app(
     if clock is not None:
         app[appkeys.CLOCK] = clock
     app[appkeys.WORKERS] = WorkerRegistry()
-    app[appkeys.EVENTS] = EventFeed(settings.event_buffer)
+    app[appkeys.EVENTS] = EventFeed(settings.event_buffer, settings.event_buffer_bytes)
     app[appkeys.METRICS] = EngineMetrics()
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(

@@ -4,8 +4,15 @@ Every event gets the next number of this engine process; its id is ``EPOCH.NUMBE
 an id from before a restart is never mistaken for one after it. A subscriber that comes
 back with the last id it saw gets every event after it, provided they are still in the
 buffer; otherwise (too far behind, or another engine process) it is told to refetch what
-it shows. Publishing is synchronous and cheap: the SSE text of an event is made once,
-when the first subscriber reads it, and shared by all.
+it shows. Publishing is synchronous: the SSE text of an event is made once, when it is
+published, and shared by every subscriber.
+
+**Bounded by count and by bytes.** The buffer keeps at most ``capacity`` events and at
+most ``max_bytes`` of their text, the oldest leaving first; only the text is kept (and a
+run id to filter by). A *view* (the whole queue, the whole provisioning state) is
+published under a key, and a newer view of the same key empties the older one in the
+buffer: replaying a stale snapshot before the current one tells a subscriber nothing, and
+it was these (up to a megabyte each, once a second while calls wait) that filled memory.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ __all__ = [
 ]
 
 DEFAULT_CAPACITY = 10_000
+DEFAULT_MAX_BYTES = 64 << 20
 
 
 def sse_frame(event_id: str, kind: str, data: object) -> bytes:
@@ -41,15 +49,15 @@ def sse_frame(event_id: str, kind: str, data: object) -> bytes:
 class FeedEvent:
     seq: int
     kind: str
-    data: dict[str, Any]
     event_id: str
-    _frame: bytes | None = field(default=None, repr=False)
+    run_id: str | None
+    """The run it is about, if any (``?run=`` keeps only those)."""
+    text: bytes = field(repr=False)
+    """The event as server-sent-events text; empty once a newer view superseded it."""
+    view: str | None = None
 
     def frame(self) -> bytes:
-        """The event as server-sent-events text, made once for every subscriber."""
-        if self._frame is None:
-            self._frame = sse_frame(self.event_id, self.kind, self.data)
-        return self._frame
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -61,9 +69,15 @@ class Position:
 
 
 class EventFeed:
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(
+        self, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.epoch = secrets.token_hex(4)
-        self._events: deque[FeedEvent] = deque(maxlen=capacity)
+        self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._events: deque[FeedEvent] = deque()
+        self._bytes = 0
+        self._views: dict[str, FeedEvent] = {}
         self._seq = 0
         self._arrived: asyncio.Event | None = None
         self.subscribers = 0
@@ -81,10 +95,36 @@ class EventFeed:
         """The id of the newest event (``EPOCH.0`` before the first)."""
         return f"{self.epoch}.{self._seq}"
 
-    def publish(self, kind: str, data: dict[str, Any]) -> FeedEvent:
+    @property
+    def buffered_bytes(self) -> int:
+        """The text the buffer holds now."""
+        return self._bytes
+
+    def publish(self, kind: str, data: dict[str, Any], *, view: str | None = None) -> FeedEvent:
+        """Publish an event; ``view`` names what it is a whole snapshot of, so that it
+        supersedes the previous snapshot of the same name."""
         self._seq += 1
-        event = FeedEvent(self._seq, kind, data, f"{self.epoch}.{self._seq}")
+        event_id = f"{self.epoch}.{self._seq}"
+        run_id = data.get("run_id")
+        text = sse_frame(event_id, kind, data)
+        event = FeedEvent(
+            self._seq, kind, event_id, run_id if isinstance(run_id, str) else None, text, view
+        )
+        if view is not None:
+            previous = self._views.get(view)
+            if previous is not None:
+                self._bytes -= len(previous.text)
+                previous.text = b""
+            self._views[view] = event
         self._events.append(event)
+        self._bytes += len(text)
+        while len(self._events) > 1 and (
+            len(self._events) > self._capacity or self._bytes > self._max_bytes
+        ):
+            oldest = self._events.popleft()
+            self._bytes -= len(oldest.text)
+            if oldest.view is not None and self._views.get(oldest.view) is oldest:
+                del self._views[oldest.view]
         if self._arrived is not None:
             self._arrived.set()
             self._arrived = None

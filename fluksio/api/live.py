@@ -185,7 +185,7 @@ class LiveEvents:
             return
         for kind, data in self._views().items():
             if self._last_views.get(kind) != data:
-                self._feed.publish(kind, data)
+                self._feed.publish(kind, data, view=kind)
                 self._last_views[kind] = data
         if self._dispatcher.has_waiting():
             loop = asyncio.get_running_loop()

@@ -54,11 +54,13 @@ class EngineSettings:
     """The largest artifact upload taken (``--max-artifact-bytes``); larger is a 413."""
     walltime_margin_s: float = 60.0
     """Time to spare before a worker's batch job ends: a call is placed there only if its
-    timeout and this fit, and an idle worker with less than this left is let go."""
+    limit and this fit, and an idle worker with less than this left is let go."""
 
     event_buffer: int = 10_000
     """Events the live feed keeps for subscribers that reconnect (``--event-buffer``); one
     further behind is told to refetch."""
+    event_buffer_bytes: int = 64 << 20
+    """The most text the live feed keeps (``--event-buffer-bytes``), whatever the count."""
 
     @property
     def layout(self) -> DataDir:

@@ -123,6 +123,14 @@ __all__ = ["serve"]
     " is told to fetch its views again.",
 )
 @click.option(
+    "--event-buffer-bytes",
+    type=click.IntRange(1 << 20),
+    default=64 << 20,
+    show_default=True,
+    help="The most text (bytes) the live feed keeps, however few events that is; the"
+    " oldest leave first.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -148,6 +156,7 @@ def serve(
     worker_frames_per_s: float,
     max_artifact_bytes: int,
     event_buffer: int,
+    event_buffer_bytes: int,
     log_level: str,
 ) -> None:
     """Run the engine until interrupted."""
@@ -191,6 +200,7 @@ def serve(
             worker_frame_burst=10 * worker_frames_per_s,
             max_artifact_bytes=max_artifact_bytes,
             event_buffer=event_buffer,
+            event_buffer_bytes=event_buffer_bytes,
         )
         asyncio.run(
             run_engine(

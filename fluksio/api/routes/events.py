@@ -17,17 +17,23 @@ A stream opens with ``ready`` {last_id}. Sent ``Last-Event-ID`` (the header a br
 event after that one; when those are gone (too far behind, or the engine restarted) it
 sends ``refetch`` {reason} instead: fetch the views again, then read on. ``?run=ID``
 keeps only that run's events. A comment line every 15 s keeps proxies from closing it.
+
+A stream lives only as long as its credential: its access token is checked again every
+few seconds, and once it no longer verifies (the signing key was rotated, the token
+expired, the user was removed or is no longer a superuser) the stream sends ``closed``
+{reason} and ends.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from aiohttp import web
 
 from fluksio.api.appkeys import EVENTS
 from fluksio.api.auth import require_superuser
-from fluksio.api.errors import InvalidInput
+from fluksio.api.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.api.events import FeedEvent, sse_frame
 from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.responses import conditional_response
@@ -39,6 +45,9 @@ GONE_CHECK_S = 1.0
 """How soon a quiet stream notices its subscriber left (aiohttp tells a handler only when
 it writes): the subscriber count and the buffer's reader then let go."""
 RETRY_MS = 1000
+CREDENTIAL_CHECK_S = 3.0
+"""How often an open stream's access token is verified again (it ends within this, plus
+the time to notice, once the token no longer verifies)."""
 EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 """On the views the feed keeps current: the newest event they already include."""
 
@@ -58,8 +67,17 @@ def _gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
+def _revoked(request: web.Request) -> str | None:
+    """Why the stream's credential no longer holds, or None while it does."""
+    try:
+        require_superuser(request)
+    except (NotAuthenticated, Forbidden) as exc:
+        return str(exc)
+    return None
+
+
 def _selected(run_id: str | None, event: FeedEvent) -> bool:
-    return run_id is None or event.data.get("run_id") == run_id
+    return run_id is None or event.run_id == run_id
 
 
 @documented(
@@ -106,34 +124,50 @@ async def _events(request: web.Request) -> web.StreamResponse:
             opening += sse_frame(feed.last_id, "refetch", {"reason": position.refetch})
         opening += sse_frame(f"{feed.epoch}.{seq}", "ready", {"last_id": f"{feed.epoch}.{seq}"})
         await response.write(opening)
-        quiet_s = 0.0
-        while not feed.closed:
-            if feed.fell_behind(seq):
-                # Too slow to read what the engine says: skip to now, and say so.
-                seq = feed.seq
-                reason = "too far behind: events were lost while this stream lagged"
-                await response.write(sse_frame(feed.last_id, "refetch", {"reason": reason}))
-                continue
-            events = feed.after(seq)
-            if events:
-                seq = events[-1].seq
-                chunk = b"".join(e.frame() for e in events if _selected(run_id, e))
-                if chunk:
-                    await response.write(chunk)
-            elif await feed.wait_after(seq, GONE_CHECK_S):
-                quiet_s = 0.0
-            elif _gone(request):
-                break
-            else:
-                quiet_s += GONE_CHECK_S
-                if quiet_s >= KEEPALIVE_S:
-                    quiet_s = 0.0
-                    await response.write(b": keepalive\n\n")
+        await _follow(request, response, seq, run_id)
     except (ConnectionError, RuntimeError):
         pass  # the subscriber went away
     finally:
         feed.subscribers -= 1
     return response
+
+
+async def _follow(
+    request: web.Request, response: web.StreamResponse, seq: int, run_id: str | None
+) -> None:
+    """Write the feed's events after ``seq`` as they come, until the engine closes, the
+    subscriber leaves or its credential ends."""
+    feed = request.app[EVENTS]
+    quiet_s = 0.0
+    checked_at = time.monotonic()
+    while not feed.closed:
+        if time.monotonic() - checked_at >= CREDENTIAL_CHECK_S:
+            checked_at = time.monotonic()
+            reason = _revoked(request)
+            if reason is not None:
+                await response.write(sse_frame(feed.last_id, "closed", {"reason": reason}))
+                return
+        if feed.fell_behind(seq):
+            # Too slow to read what the engine says: skip to now, and say so.
+            seq = feed.seq
+            reason = "too far behind: events were lost while this stream lagged"
+            await response.write(sse_frame(feed.last_id, "refetch", {"reason": reason}))
+            continue
+        events = feed.after(seq)
+        if events:
+            seq = events[-1].seq
+            chunk = b"".join(e.frame() for e in events if _selected(run_id, e))
+            if chunk:
+                await response.write(chunk)
+        elif await feed.wait_after(seq, GONE_CHECK_S):
+            quiet_s = 0.0
+        elif _gone(request):
+            return
+        else:
+            quiet_s += GONE_CHECK_S
+            if quiet_s >= KEEPALIVE_S:
+                quiet_s = 0.0
+                await response.write(b": keepalive\n\n")
 
 
 def routes(prefix: str) -> list[web.RouteDef]:
