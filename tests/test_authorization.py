@@ -116,3 +116,27 @@ async def test_duplicate_labels_are_folded(api: InProcessEngine) -> None:
         "POST", "/workers/tokens", json_body={"name": "dupes", "labels": ["gpu", "cuda12", "gpu"]}
     )
     assert answer.status == 201 and answer.body["labels"] == ["gpu", "cuda12"]
+
+
+async def test_refused_tokens_slow_their_client_down_on_every_endpoint(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # Before, 200 attach attempts with a bad token were all answered 401 in 0.3 s: the
+    # socket and the bearer endpoints had no slowdown, only the login form did.
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    statuses = []
+    for attempt in range(30):
+        path = "/api/v1/workers/attach" if attempt % 2 else "/api/v1/workers"
+        headers = {"Authorization": "Bearer forged"}
+        if attempt % 3 == 0:  # the published agent's way
+            path, headers = "/api/v1/workers/attach?token=forged", {}
+        async with api.client.get(path, headers=headers) as answer:
+            statuses.append(answer.status)
+            if answer.status == 429:
+                assert int(answer.headers["Retry-After"]) >= 1
+                assert "too many refused credentials" in (await answer.json())["detail"]
+    assert statuses[:20] == [401] * 20, "the first failures are free"
+    assert set(statuses[20:]) == {429}, statuses
+    # Requests without a credential (what needs none) are not slowed.
+    async with api.client.get("/api/v1/health") as health:
+        assert health.status == 200

@@ -21,7 +21,11 @@ from fluksio.api.keys import KeyRing
 from fluksio.api.live import LiveEvents
 from fluksio.api.logging import get_logger
 from fluksio.api.metrics import EngineMetrics
-from fluksio.api.middlewares import error_middleware, request_context_middleware
+from fluksio.api.middlewares import (
+    credential_throttle_middleware,
+    error_middleware,
+    request_context_middleware,
+)
 from fluksio.api.provision_requests import ProvisionRequestStore
 from fluksio.api.provisioning import (
     CONFIGURED,
@@ -37,7 +41,7 @@ from fluksio.api.runs.store import FlowStore, RunStore
 from fluksio.api.scrape_tokens import ScrapeTokenStore
 from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
-from fluksio.api.throttle import LoginGuard
+from fluksio.api.throttle import LoginGuard, LoginThrottle
 from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
@@ -66,6 +70,7 @@ def create_app(
             *([forwarded_middleware(proxies)] if proxies else []),
             request_context_middleware,
             error_middleware,
+            credential_throttle_middleware,
         ],
         client_max_size=settings.client_max_size,
     )
@@ -80,6 +85,12 @@ def create_app(
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(
         free_failures=settings.login_free_failures,
+        base_delay_s=settings.login_base_delay_s,
+        max_delay_s=settings.login_max_delay_s,
+    )
+    # An address may host many clients (a NAT, a cluster's login node), as for logins.
+    app[appkeys.CREDENTIAL_THROTTLE] = LoginThrottle(
+        free_failures=settings.login_free_failures * 4,
         base_delay_s=settings.login_base_delay_s,
         max_delay_s=settings.login_max_delay_s,
     )

@@ -15,7 +15,7 @@ from fluksio.api.runs.store import FlowStore, RunStore
 from fluksio.api.scrape_tokens import ScrapeTokenStore
 from fluksio.api.secrets import SecretStore
 from fluksio.api.settings import EngineSettings
-from fluksio.api.throttle import LoginGuard
+from fluksio.api.throttle import LoginGuard, LoginThrottle
 from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
@@ -25,6 +25,7 @@ from fluksio.provisioners.clock import Clock
 __all__ = [
     "ARTIFACTS",
     "CLOCK",
+    "CREDENTIAL_THROTTLE",
     "DATABASE",
     "DATA_DIR",
     "DISPATCHER",
@@ -50,6 +51,8 @@ USERS = web.AppKey("users", UserStore)
 WORKER_TOKENS = web.AppKey("worker_tokens", WorkerTokenStore)
 TOKENS = web.AppKey("tokens", TokenService)
 LOGIN_GUARD = web.AppKey("login_guard", LoginGuard)
+CREDENTIAL_THROTTLE = web.AppKey("credential_throttle", LoginThrottle)
+"""Refused bearer tokens by client address, on every endpoint that takes one."""
 FLOWS = web.AppKey("flows", FlowStore)
 RUNS = web.AppKey("runs", RunStore)
 SECRETS = web.AppKey("secrets", SecretStore)

@@ -16,6 +16,7 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel
 
+from fluksio.api.appkeys import CREDENTIAL_THROTTLE
 from fluksio.api.errors import (
     Conflict,
     Forbidden,
@@ -30,7 +31,7 @@ from fluksio.api.logging import get_logger
 from fluksio.api.responses import model_response
 from fluksio.errors import ConfigError, FluksioError
 
-__all__ = ["error_middleware", "request_context_middleware"]
+__all__ = ["credential_throttle_middleware", "error_middleware", "request_context_middleware"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 log = get_logger(__name__)
@@ -131,3 +132,32 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception:
         log.exception("request.crashed")
         return _json_error(500, "internal error; the engine log has the details")
+
+
+@web.middleware
+async def credential_throttle_middleware(
+    request: web.Request, handler: Handler
+) -> web.StreamResponse:
+    """Failed credentials slow their client down, on every endpoint that takes a token.
+
+    A request presenting a bearer token (or ``?token=``, the published agent's way on the
+    attach socket) that is refused counts as a failure of its client's address; after
+    the free ones, that address waits a doubling delay before a token of it is looked at
+    again (429 with ``Retry-After``). The login form has its own guard, by username too.
+    """
+    presented = "Authorization" in request.headers or "token" in request.query
+    if not presented:
+        return await handler(request)
+    throttle = request.app[CREDENTIAL_THROTTLE]
+    address = request.remote or "unknown"
+    wait = throttle.retry_after(address, time.monotonic())
+    if wait > 0:
+        raise TooManyAttempts(
+            f"too many refused credentials from this address; try again in {max(1, round(wait))} s",
+            retry_after=wait,
+        )
+    try:
+        return await handler(request)
+    except NotAuthenticated:
+        throttle.failed(address, time.monotonic())
+        raise
