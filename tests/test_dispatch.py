@@ -187,6 +187,41 @@ async def test_what_refused_hellos_make_the_engine_keep_is_bounded(api: InProces
     ], "label values from a bounded set, never what a hello sent"
 
 
+async def test_a_result_over_the_frame_limit_fails_its_call_naming_the_size(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data", max_frame_bytes=1 << 20)
+    await api.put_flow("big", [{"id": "n", "code": NODE, "worker": "cpu", "retries": 2}])
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    run = await api.start_run("big")
+    call = await worker.next_call()
+    await worker.answer(call["call_id"], "x" * (2 << 20))
+    node = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert node["state"] == "failed", node
+    assert node["error"]["type"] == "FrameTooLarge", "not a lost worker: never retried"
+    assert "larger than the engine's --max-frame-bytes (1048576 bytes)" in node["error"]["message"]
+    await async_wait_for(lambda: worker.socket.closed, timeout=5, what="the socket to close")
+    assert worker.socket.close_code == 1009
+
+
+async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcessEngine) -> None:
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    (session,) = api.app[appkeys.WORKERS].attached()
+    # Unread: not even parsed (this one would not parse: it is cut off), so it costs
+    # the engine its bytes once, not a parse's twice more.
+    await worker.socket.send_str(
+        '{"call_id": "never-sent", "ok": true, "result": "' + "x" * (8 << 20)
+    )
+    await async_wait_for(lambda: session._unknown_frames == 1, timeout=10, what="the drop")
+    # The socket goes on: the same worker still takes and answers a call.
+    await api.put_flow("after", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    run = await api.start_run("after")
+    call = await worker.next_call()
+    await worker.answer(call["call_id"], "still here")
+    assert nodes_of(await api.wait_run(run["id"]))["n"]["result"] == "still here"
+    assert not worker.socket.closed
+
+
 async def test_a_second_attach_of_the_same_worker_supersedes_the_first(
     api: InProcessEngine,
 ) -> None:

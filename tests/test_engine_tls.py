@@ -13,11 +13,13 @@ from __future__ import annotations
 import datetime
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from fluksio.api.server import certificate_warning
 from tests.support.certs import CertificateAuthority, KeyPair
 from tests.support.cli import fluksio
 from tests.support.engine import BIN, EngineProcess, start_engine
@@ -132,6 +134,8 @@ def test_a_certificate_the_agent_cannot_trust_ends_it_with_a_sentence(
         args=("--tls-cert", str(pair.cert), "--tls-key", str(pair.key)),
     )
     cleanup.append(engine)
+    if make == "expired":  # served, but not without a word at start
+        assert f"--tls-cert {pair.cert} expired on " in engine.logs()
     port = engine.url.rsplit(":", 1)[1]
     done = subprocess.run(
         [str(BIN / "fluksio-worker"), "--url", attach_url(engine), "--ca-file", str(ca.pem)],
@@ -179,3 +183,15 @@ def test_a_bad_ca_file_is_a_usage_error(tmp_path: Path) -> None:
     done = worker_cli("--url", "wss://127.0.0.1:1/api/v1/workers/attach", "--ca-file", str(junk))
     assert done.returncode == 2
     assert f"--ca-file: {junk} cannot be read as PEM certificates" in done.stderr
+
+
+def test_a_certificate_near_its_end_or_not_yet_valid_is_named_at_start(
+    tmp_path: Path, ca: CertificateAuthority
+) -> None:
+    now = time.time()
+    soon = ca.issue("soon", ["127.0.0.1"], valid_for=datetime.timedelta(days=3))
+    assert certificate_warning(soon.cert, now).startswith(f"--tls-cert {soon.cert} expires on ")
+    assert "in 3.0 days" in str(certificate_warning(soon.cert, now))
+    lasting = ca.issue("lasting", ["127.0.0.1"], valid_for=datetime.timedelta(days=90))
+    assert certificate_warning(lasting.cert, now) is None
+    assert "is not valid before" in str(certificate_warning(lasting.cert, now - 86400))

@@ -302,7 +302,7 @@ def test_provenance_is_stored_whole_and_read_back_the_same() -> None:
     assert Provenance.from_json(stored) == full
 
 
-async def test_a_secret_a_node_prints_emits_or_raises_is_redacted_before_it_is_stored(
+async def test_a_secret_a_node_prints_emits_raises_or_returns_is_redacted_before_it_is_stored(
     api: InProcessEngine,
 ) -> None:
     value = "s3cr3t-value-for-the-db"
@@ -315,17 +315,24 @@ async def test_a_secret_a_node_prints_emits_or_raises_is_redacted_before_it_is_s
             fluksio.emit(dsn=f"postgres://app:{password}@db/app", nested=[{"p": password}])
             if fail:
                 raise RuntimeError(f"login failed for {password}")
-            return len(password)
+            return {"length": len(password), "dsn": f"app:{password}@db", password: 1}
     """)
+    downstream = "def process(leak):\n    return leak['dsn']\n"
     params = {"password": {"$secret": "db"}}
     nodes = [
         {"id": "leak", "code": leaky, "params": params},
         {"id": "fails", "code": leaky, "params": {**params, "fail": True}},
+        {"id": "after", "code": downstream, "after": ["leak"]},
     ]
     await api.put_flow("leaky", nodes)
     run = await api.wait_run((await api.start_run("leaky"))["id"])
     by_id = nodes_of(run)
-    assert by_id["leak"]["result"] == len(value), "the call itself had the real value"
+    assert by_id["leak"]["result"] == {
+        "length": len(value),  # the call itself had the real value
+        "dsn": "app:[redacted]@db",
+        "[redacted]": 1,
+    }
+    assert by_id["after"]["result"] == "app:[redacted]@db", "downstream gets what was stored"
     assert "connecting with [redacted]" in by_id["leak"]["logs"]
     assert by_id["leak"]["events"][0]["outputs"] == {
         "dsn": "postgres://app:[redacted]@db/app",

@@ -9,9 +9,12 @@ import os
 import signal
 import socket
 import ssl
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from aiohttp import web
+from cryptography import x509
 
 from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
@@ -84,6 +87,9 @@ def tls_context(settings: EngineSettings) -> ssl.SSLContext | None:
                 " TLS proxy in front of the engine terminates TLS"
             )
         return None
+    warning = certificate_warning(cert, time.time())
+    if warning is not None:
+        log.warning("engine.certificate", problem=warning)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(cert, key)
@@ -93,6 +99,38 @@ def tls_context(settings: EngineSettings) -> ssl.SSLContext | None:
             f"--tls-cert {cert} / --tls-key {key}: cannot be used ({reason})"
         ) from None
     return context
+
+
+CERT_WARN_DAYS = 14
+"""A certificate that expires sooner than this is warned about at start."""
+
+
+def certificate_warning(cert: Path, now: float) -> str | None:
+    """What is wrong with the certificate's dates, in a sentence, or None.
+
+    Served all the same (whether to trust it is each client's call, and a test of the
+    agent's refusal needs an engine that serves one), but never without a word.
+    """
+    try:
+        leaf = x509.load_pem_x509_certificate(cert.read_bytes())
+    except (OSError, ValueError):
+        return None  # not readable as PEM here: load_cert_chain says why, in one sentence
+    ends = leaf.not_valid_after_utc
+    starts = leaf.not_valid_before_utc
+    if ends.timestamp() <= now:
+        return (
+            f"--tls-cert {cert} expired on {ends:%Y-%m-%d %H:%M} UTC: workers and browsers"
+            " will refuse it; renew it"
+        )
+    if starts.timestamp() > now:
+        return (
+            f"--tls-cert {cert} is not valid before {starts:%Y-%m-%d %H:%M} UTC: is this"
+            " machine's clock right?"
+        )
+    if ends.timestamp() - now < CERT_WARN_DAYS * 86400:
+        days = (ends.timestamp() - now) / 86400
+        return f"--tls-cert {cert} expires on {ends:%Y-%m-%d %H:%M} UTC, in {days:.1f} days"
+    return None
 
 
 async def run_engine(

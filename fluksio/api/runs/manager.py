@@ -439,7 +439,7 @@ class RunManager:
         row.logs = redact(outcome.logs, node.secrets)
         row.events = list(node.events)
         if outcome.ok:
-            row.result = outcome.result
+            row.result = redact(outcome.result, node.secrets)
             self._ended(run, node, NodeState.SUCCEEDED)
         else:
             cancelled = run.cancelling and (outcome.error or {}).get("type") == "NodeCancelled"

@@ -1,11 +1,12 @@
-"""Secret values a call was given, blanked in what it printed, emitted or raised.
+"""Secret values a call was given, blanked in what it printed, emitted, raised or returned.
 
-A node that receives a secret as a parameter may print it, emit it or put it in an
-exception; the run keeps its logs, events and error for anyone who may read runs. Each
-value released to the call is replaced with ``[redacted]`` there before it is stored.
-Values shorter than :data:`MIN_SECRET_LENGTH` are left alone: blanking every ``1`` in a
-log would destroy it and protect nothing. A node's result is its deliberate output and
-is kept as returned.
+A node that receives a secret as a parameter may print it, emit it, put it in an
+exception or return it; the run keeps its logs, events, error and result for anyone who
+may read runs. Each value released to the call is replaced with ``[redacted]`` there
+before it is stored (in keys too). So a node downstream receives a returned secret as
+``[redacted]``: one that needs it takes it as a ``{"$secret": name}`` parameter of its
+own. Values shorter than :data:`MIN_SECRET_LENGTH` are left alone: blanking every ``1``
+in a log would destroy it and protect nothing.
 """
 
 from __future__ import annotations
@@ -42,5 +43,5 @@ def redact(value: Any, secrets: Iterable[str]) -> Any:
     if isinstance(value, list):
         return [redact(item, secrets) for item in value]
     if isinstance(value, dict):
-        return {key: redact(item, secrets) for key, item in value.items()}
+        return {redact(key, secrets): redact(item, secrets) for key, item in value.items()}
     return value

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import time
 from typing import Any
@@ -231,7 +232,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
     budget = FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst)
     pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings)))
     try:
-        await _serve(session, budget)
+        await _serve(session, budget, settings.max_frame_bytes)
     finally:
         pinger.cancel()
         registry.remove(session)
@@ -270,7 +271,28 @@ async def _ping(session: WorkerSession, every_s: float) -> None:
             await session.ws.ping()
 
 
-async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
+_LEADING_CALL_ID = re.compile(rb'\A\s*\{\s*"call_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
+_PEEK_ABOVE_BYTES = 64 * 1024
+"""A frame this large is first checked for a call this worker was sent, before parsing."""
+
+
+def _unexpected_call(session: WorkerSession, data: bytes) -> str | None:
+    """The call id a large frame leads with, when no call of that id is in flight here.
+
+    Parsing a large answer costs twice its size again; one that no call waits for (a late
+    answer after a limit, or one made up) is dropped unread instead. Our agent and the
+    published one both write ``call_id`` first; a frame that does not is parsed as usual.
+    """
+    if len(data) <= _PEEK_ABOVE_BYTES:
+        return None
+    match = _LEADING_CALL_ID.match(data[:256])
+    if match is None:
+        return None
+    call_id = match.group(1).decode()
+    return None if session.expects(call_id) else call_id
+
+
+async def _serve(session: WorkerSession, budget: FrameBudget, max_frame_bytes: int) -> None:
     frames = session.frames
     async for message in session.ws:
         frames.received += 1
@@ -281,31 +303,25 @@ async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
             )
             return
         if message.type == WSMsgType.TEXT:
+            data = message.data
+            del message  # a large answer's text is held once, and not past its parsing
+            unexpected = _unexpected_call(session, data)
+            if unexpected is not None:
+                session.unknown(unexpected, f"answer of {len(data)} bytes, unread")
+                continue
             try:
-                frame = parse_worker_frame(message.data)
-            except ValidationError as exc:
-                if is_unreadable(exc):
-                    # 1007: the frame's text itself is unusable (no JSON, nested too deeply).
-                    reason = f"a frame is not usable JSON: {exc.errors()[0]['msg']}"
-                    await session.close(reason[:120], code=WSCloseCode.INVALID_TEXT)
-                    return
-                detail = one_sentence(exc, whole="frame")
-                await session.close(
-                    f"malformed frame: {detail}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
-                )
+                frame = parse_worker_frame(data)
+            except (ValidationError, FrameError) as exc:
+                await _malformed(session, exc)
                 return
-            except FrameError as exc:
-                await session.close(
-                    f"malformed frame: {exc}"[:200], code=WSCloseCode.UNSUPPORTED_DATA
-                )
-                return
-            # Parsed, a large answer's text is not needed: held once while it is stored,
-            # not twice, and neither copy waits in this loop for the next frame.
-            del message
+            del data
             session.handle(frame)
             del frame
         elif message.type == WSMsgType.BINARY:
             await session.close("frames are JSON text", code=WSCloseCode.UNSUPPORTED_DATA)
+            return
+        elif message.type == WSMsgType.ERROR:
+            await _unreadable(session, message.data, max_frame_bytes)
             return
         elif message.type == WSMsgType.PING:
             session.touch()
@@ -314,3 +330,28 @@ async def _serve(session: WorkerSession, budget: FrameBudget) -> None:
                 await session.ws.pong(message.data)
         else:
             session.touch()
+
+
+async def _malformed(session: WorkerSession, exc: ValidationError | FrameError) -> None:
+    """Close the socket of a worker that sent a frame it should not have, saying why."""
+    if isinstance(exc, ValidationError) and is_unreadable(exc):
+        # 1007: the frame's text itself is unusable (no JSON, nested too deeply).
+        reason = f"a frame is not usable JSON: {exc.errors()[0]['msg']}"
+        await session.close(reason[:120], code=WSCloseCode.INVALID_TEXT)
+        return
+    detail = one_sentence(exc, whole="frame") if isinstance(exc, ValidationError) else str(exc)
+    await session.close(f"malformed frame: {detail}"[:200], code=WSCloseCode.UNSUPPORTED_DATA)
+
+
+async def _unreadable(session: WorkerSession, error: object, max_frame_bytes: int) -> None:
+    """aiohttp reads a frame whole before handing it over; past ``--max-frame-bytes`` it
+    stops and says so. Then the calls in flight fail naming the size, not as a lost
+    worker (that would retry them, to the same end)."""
+    if getattr(error, "code", None) == WSCloseCode.MESSAGE_TOO_BIG:
+        reason = (
+            f"the worker sent a frame larger than the engine's --max-frame-bytes"
+            f" ({max_frame_bytes} bytes); a result that large must be saved as an artifact"
+        )
+        await session.close(reason, code=WSCloseCode.MESSAGE_TOO_BIG, kind="FrameTooLarge")
+    else:
+        await session.close(f"the worker's frames could not be read ({error})")

@@ -180,19 +180,7 @@ class WorkerSession:
         self.last_seen = time.time()
         pending = self._pending.get(frame.call_id)
         if pending is None:
-            # A call already failed here (late answers are normal after a timeout), or one
-            # never sent to this worker: another worker's, or made up. Nothing changes; the
-            # first few are logged, so a worker cannot flood the log with them.
-            self._unknown_frames += 1
-            if self._unknown_frames <= _UNKNOWN_FRAMES_LOGGED:
-                log.warning(
-                    "worker.unknown_call",
-                    worker=self.name,
-                    worker_id=self.id,
-                    call_id=frame.call_id[:64],
-                    frame="answer" if isinstance(frame, AnswerFrame) else frame.event,
-                    seen=self._unknown_frames,
-                )
+            self.unknown(frame.call_id, "answer" if isinstance(frame, AnswerFrame) else frame.event)
             return
         if isinstance(frame, ProgressFrame):
             if frame.event != "heartbeat":
@@ -206,6 +194,26 @@ class WorkerSession:
         if not pending.future.done():
             pending.future.set_result(
                 CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
+            )
+
+    def expects(self, call_id: str) -> bool:
+        """Whether a call of this id is in flight here (its answer is awaited)."""
+        return call_id in self._pending
+
+    def unknown(self, call_id: str, frame: str) -> None:
+        """A frame for a call not in flight here: one that already failed (late answers
+        are normal after a limit), or one never sent to this worker. Nothing changes; the
+        first few are logged, so a worker cannot flood the log with them."""
+        self.last_seen = time.time()
+        self._unknown_frames += 1
+        if self._unknown_frames <= _UNKNOWN_FRAMES_LOGGED:
+            log.warning(
+                "worker.unknown_call",
+                worker=self.name,
+                worker_id=self.id,
+                call_id=call_id[:64],
+                frame=frame,
+                seen=self._unknown_frames,
             )
 
     def _compiled_here(self, error: dict[str, str]) -> dict[str, str]:
@@ -225,18 +233,19 @@ class WorkerSession:
     def touch(self) -> None:
         self.last_seen = time.time()
 
-    def fail_all(self, reason: str) -> None:
-        """Fail every call in flight (the socket is gone, or the worker went silent)."""
+    def fail_all(self, reason: str, kind: str = "WorkerGone") -> None:
+        """Fail every call in flight (the socket is gone, or the worker went silent), as
+        ``kind``: ``WorkerGone`` unless the cause is known to be something else."""
         self.closed_reason = self.closed_reason or reason
         for pending in list(self._pending.values()):
             if not pending.future.done():
-                pending.future.set_result(
-                    CallOutcome(False, error=error_record("WorkerGone", reason))
-                )
+                pending.future.set_result(CallOutcome(False, error=error_record(kind, reason)))
 
-    async def close(self, reason: str, code: int = WSCloseCode.POLICY_VIOLATION) -> None:
-        """Close the socket saying why; its calls fail with that reason."""
-        self.fail_all(reason)
+    async def close(
+        self, reason: str, code: int = WSCloseCode.POLICY_VIOLATION, kind: str = "WorkerGone"
+    ) -> None:
+        """Close the socket saying why; its calls fail with that reason, as ``kind``."""
+        self.fail_all(reason, kind)
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.ws.close(code=code, message=reason.encode()[:120])
         log.info("worker.closed", worker=self.name, worker_id=self.id, reason=reason)
