@@ -323,6 +323,39 @@ async def test_a_frozen_worker_fails_its_call_after_worker_gone_s_and_not_before
     )
 
 
+async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_there(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # Before, it waited out the 90-s rule and failed, while a healthy worker idled.
+    api = await start_in_process(aiohttp_client, tmp_path / "data", worker_take_s=0.5)
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    frozen = await api.attach(await api.mint("frozen", ["cpu"]), name="frozen", labels=["cpu"])
+    await frozen.freeze()
+    run = await api.start_run("cpu")
+    healthy = await api.attach(await api.mint("healthy", ["cpu"]), name="healthy", labels=["cpu"])
+    call = await healthy.next_call(timeout=10)
+    await healthy.answer(call["call_id"], "ran once, here")
+    node = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert (node["state"], node["ran_on"]) == ("succeeded", "healthy")
+    assert node["result"] == "ran once, here"
+    assert [e["event"] for e in node["events"]] == ["requeued"]
+    assert "frozen sent nothing for 0.5 s" in node["events"][0]["outputs"]["after"]
+    # It wakes: it finds the call, and the engine's word to drop it, behind it.
+    frozen.thaw()
+    await async_wait_for(lambda: frozen.cancelled, timeout=5, what="the cancel to be read")
+    (first,) = frozen.calls
+    assert frozen.cancelled == [first] and first != call["call_id"]
+    await frozen.answer(first, "too late")  # if it ran anyway: ignored, one result kept
+    sessions = {s.name: s for s in api.app[appkeys.WORKERS].attached()}
+    await async_wait_for(
+        lambda: sessions["frozen"]._unknown_frames == 1, timeout=5, what="the late answer"
+    )
+    await async_wait_for(
+        lambda: sessions["frozen"].answering, timeout=10, what="it to answer again"
+    )
+    assert nodes_of(await api.run(run["id"]))["n"]["result"] == "ran once, here"
+
+
 async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:

@@ -455,6 +455,31 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
     _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
 
 
+def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_restart(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    # Before, the restarted engine still counted the dead job against max_workers, learnt
+    # at its first poll that it had ended, and planned nothing: a new run stayed queued
+    # ("(outstanding)") until some other event, 150 s in the audit.
+    data_dir, port = _data_dir(tmp_path, slurm, max_idle_s=2, provision_timeout_s=120)
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        token = engine.login()
+        node = [{"id": "n", "worker": "hpc", "code": NODE}]
+        assert put_flow(engine, token, "again", node)
+        first = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
+        assert first["state"] == "succeeded", first
+        (job_id,) = slurm.fluksio_jobs()
+        assert engine.stop(signal.SIGKILL) != 0  # its worker idles out meanwhile
+        wait_for(lambda: job_id not in slurm.fluksio_jobs(), timeout=60, what="the job to end")
+        engine, token = _restart(data_dir, tmp_path, port)
+        second = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
+        assert second["state"] == "succeeded", second
+        assert second["nodes"][0]["result"]["job"] != job_id, "it ran in a new job"
+    finally:
+        engine.stop()
+
+
 @both_transports
 def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
     tmp_path: Path, slurm: LocalSlurm, kind: str

@@ -245,6 +245,53 @@ def test_a_stopped_worker_is_failed_as_gone_after_the_silence_interval(
         engine.stop()
 
 
+def test_a_call_sent_to_a_stopped_agent_runs_elsewhere_and_never_where_it_wakes(
+    tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    engine = start_engine(tmp_path / "data", tmp_path / "logs", args=("--worker-take-s", "2"))
+    try:
+        admin = engine.login()
+        ran = tmp_path / "ran"
+        token = engine.mint(admin, "pair", ["gpu"])["token"]
+        stopped = start_worker(engine, token, tmp_path / "a", "--labels", "gpu", "--name", "a")
+        workers.append(stopped)
+        wait_for(lambda: attached(engine, admin, "pair/a"), timeout=30, what="a to attach")
+        stopped.process.send_signal(signal.SIGSTOP)  # frozen before it takes anything
+        try:
+            node = {
+                "id": "once",
+                "worker": "gpu",
+                "code": code(f"""
+            def process():
+                with open({str(ran)!r}, "a") as marks:
+                    marks.write("ran\\n")
+                return "done"
+        """),
+            }
+            run_id = run_flow(engine, admin, "once", [node])
+            workers.append(
+                start_worker(engine, token, tmp_path / "b", "--labels", "gpu", "--name", "b")
+            )
+            run = wait_run(engine, admin, run_id, timeout=30)
+            assert run["state"] == "succeeded", run
+            assert nodes_of(run)["once"]["ran_on"] == "pair/b"
+        finally:
+            stopped.process.send_signal(signal.SIGCONT)
+        # It wakes to the run frame and the engine's cancel behind it: it answers that it
+        # dropped the call (an answer the engine no longer waits for), and never runs it.
+        wait_for(
+            lambda: (
+                "cancelled before it started" in stopped.logs()
+                or "worker.unknown_call" in engine.logs()
+            ),
+            timeout=30,
+            what="the woken agent to answer for the dropped call",
+        )
+        assert ran.read_text() == "ran\n", "it ran once, on b"
+    finally:
+        engine.stop()
+
+
 # -- refusals ------------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ from fluksio.agent.frames import (
     encode,
 )
 from fluksio.agent.inventory import Inventory
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.urls import AttachUrl
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
@@ -86,6 +86,9 @@ class Agent:
         self.config = config
         self.launcher = launcher
         self._calls: dict[str, asyncio.Task[None]] = {}
+        self._dropped: set[str] = set()
+        """Calls cancelled before they started (a frozen agent wakes to a run frame and the
+        engine's cancel behind it): never started."""
         self._idle_since = time.monotonic()
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._stop = asyncio.Event()
@@ -274,7 +277,9 @@ class Agent:
             if op in ("run", "compile"):
                 self._start(ws, frame)
             elif op == "cancel":
-                self.launcher.cancel(str(frame.get("call_id")))
+                call_id = str(frame.get("call_id"))
+                if not self.launcher.cancel(call_id) and call_id in self._calls:
+                    self._dropped.add(call_id)
 
     def _start(self, ws: aiohttp.ClientWebSocketResponse, frame: dict[str, Any]) -> None:
         call_id = str(frame["call_id"])
@@ -312,7 +317,12 @@ class Agent:
             )
             asyncio.get_running_loop().create_task(_send(ws, event))
 
-        outcome = await self.launcher.run(spec, on_event)
+        if spec.call_id in self._dropped:
+            self._dropped.discard(spec.call_id)
+            dropped = error_record("NodeCancelled", "the call was cancelled before it started")
+            outcome = CallOutcome(False, error=dropped)
+        else:
+            outcome = await self.launcher.run(spec, on_event)
         error = None
         if not outcome.ok:
             fields = {k: str(v) for k, v in (outcome.error or {}).items() if k in _ERROR_FIELDS}

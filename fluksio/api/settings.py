@@ -44,6 +44,10 @@ class EngineSettings:
     worker_check_s: float = 2.0
     """How often attached workers are checked (silence, revocation, key rotation)."""
     worker_ping_s: float = 15.0
+    worker_take_s: float = 15.0
+    """A call sent to a worker that has sent nothing at all since, for this long, was never
+    taken (the worker froze first): it goes back to the queue, and the worker is told to
+    drop it."""
     """How often the engine pings each worker, so a healthy idle one is seen to be alive."""
     max_frame_bytes: int = 64 * 1024 * 1024
     worker_frames_per_s: float = 5000.0

@@ -83,6 +83,7 @@ __all__ = ["serve"]
     help="How call processes start: a fork server where it works, or a fresh interpreter.",
 )
 @click.option("--worker-gone-s", type=click.FloatRange(0.1), default=90.0, hidden=True)
+@click.option("--worker-take-s", type=click.FloatRange(0.1), default=15.0, hidden=True)
 @click.option("--worker-check-s", type=click.FloatRange(0.05), default=2.0, hidden=True)
 @click.option(
     "--walltime-margin-s",
@@ -150,6 +151,7 @@ def serve(
     node_python: str | None,
     runner_mode: str,
     worker_gone_s: float,
+    worker_take_s: float,
     worker_check_s: float,
     walltime_margin_s: float,
     max_frame_bytes: int,
@@ -193,6 +195,7 @@ def serve(
             node_python=node_python,
             runner_mode=runner_mode,
             worker_gone_s=worker_gone_s,
+            worker_take_s=worker_take_s,
             worker_check_s=worker_check_s,
             walltime_margin_s=walltime_margin_s,
             max_frame_bytes=max_frame_bytes,

@@ -463,30 +463,35 @@ class RunManager:
         self._dispatch.kick()
 
     def _retry(self, run: _Run, node: _Node, outcome: CallOutcome) -> bool:
-        """Queue the node again when its worker was lost and it allows a retry.
+        """Queue the node again when its worker never took it, or was lost and it allows a
+        retry.
 
         The lost call's late answer, if its worker ever sends one, is ignored: the node
         keeps exactly one result, the first its run receives.
         """
         error = outcome.error or {}
-        if (
-            outcome.ok
-            or error.get("type") != "WorkerGone"
-            or node.retried >= node.spec.retries
-            or run.cancelling
+        if outcome.ok or run.cancelling:
+            return False
+        # A call its worker never took (it froze first) never ran: it simply goes back in
+        # line, whatever its retries. A lost call may have run: only with retries left.
+        never_ran = error.get("type") == "NotTaken"
+        if not never_ran and (
+            error.get("type") != "WorkerGone" or node.retried >= node.spec.retries
         ):
             return False
-        node.retried += 1
+        if not never_ran:
+            node.retried += 1
         node.secrets = ()
         log.info(
-            "call.retried",
+            "call.requeued" if never_ran else "call.retried",
             run_id=run.row.id,
             node=node.spec.id,
             attempt=node.retried + 1,
             reason=error.get("message"),
         )
+        event = "requeued" if never_ran else "retried"
         node.events.append(
-            {"event": "retried", "outputs": {"after": error.get("message")}, "ts": time.time()}
+            {"event": event, "outputs": {"after": error.get("message")}, "ts": time.time()}
         )
         node.event_count += 1
         self._save(run, [self._queue(run, node, queued_at=node.row.queued_at)])  # its place in line

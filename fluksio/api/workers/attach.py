@@ -175,7 +175,6 @@ async def attach(request: web.Request) -> web.StreamResponse:
         return await _refuse(ws, refused.reason)
 
     registry = request.app[WORKERS]
-    dispatcher = request.app[DISPATCHER]
     name = display_name(token.name, hello.name)
     session = WorkerSession(
         id=f"w{secrets.token_hex(6)}",
@@ -186,7 +185,10 @@ async def attach(request: web.Request) -> web.StreamResponse:
         hello=hello,
         ws=ws,
         frames=registry.frames,
+        take_within_s=settings.worker_take_s,
     )
+    dispatcher = request.app[DISPATCHER]
+    session.on_not_taking = lambda: dispatcher.set_answering(session.id, False)
     tokens = request.app[TOKENS]
     session.mint_artifact_token = lambda: tokens.mint_artifact(
         name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S

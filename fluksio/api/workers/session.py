@@ -4,6 +4,13 @@ A session is the run manager's executor for that worker. Calls fail with ``Worke
 when the socket closes ("worker went away mid-call") or when nothing at all has come from
 the worker for ``gone_after_s`` while it executes.
 
+A call sent to a worker that then sends nothing at all (no frame, no pong) for
+``take_within_s`` was never taken: the worker froze before it could. It fails here as
+``NotTaken`` (the run manager queues it again, for another worker), the worker is paused
+in the scheduler until it is heard again, and it is sent ``cancel``, so that if it wakes
+it drops the call rather than run it (our agent never starts a call cancelled before it
+started; the published agent 0.1.6 may start it and then kill it).
+
 A call's ``limit`` travels in the run frame and our agent enforces it where the call runs.
 The published agent 0.1.6 ignores that field, so for a worker whose hello names no
 version the engine enforces it: at the limit it sends ``cancel`` and fails the call with
@@ -82,6 +89,12 @@ class WorkerSession:
     """Told when its calls in flight change (the registry counts it as a change)."""
     frames: FrameCounts = field(default_factory=FrameCounts)
     """Where its frames are counted: the registry's, shared by every session."""
+    take_within_s: float = 15.0
+    """A call sent here with nothing at all heard since, this long, was never taken."""
+    on_not_taking: Callable[[], None] = lambda: None
+    """Told when a call was not taken: the scheduler gives this worker nothing new."""
+    not_taking_since: float | None = None
+    """When a call was sent that it never took: it answers again only once heard after."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _artifact_token: tuple[str, float] | None = None
     """The artifact token calls here get, and when it was minted (monotonic)."""
@@ -137,9 +150,11 @@ class WorkerSession:
             limit=spec.limit or None,
         )
         stopper = self._enforce_limit(spec) if spec.limit > 0 else None
+        taken: asyncio.TimerHandle | None = None
         try:
             self.frames.sent += 1
             await self.ws.send_str(encode(frame))
+            taken = self._expect_taken(spec.call_id, time.time())
             return await future
         except (ConnectionError, RuntimeError) as exc:
             return CallOutcome(
@@ -148,8 +163,30 @@ class WorkerSession:
         finally:
             if stopper is not None:
                 stopper.cancel()
+            if taken is not None:
+                taken.cancel()
             self._pending.pop(spec.call_id, None)
             self.on_change()
+
+    def _expect_taken(self, call_id: str, sent_at: float) -> asyncio.TimerHandle:
+        """Give the call back if the worker sends nothing at all within ``take_within_s``."""
+
+        def check() -> None:
+            pending = self._pending.get(call_id)
+            if pending is None or pending.future.done() or self.last_seen >= sent_at:
+                return
+            log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
+            self.answering = False
+            self.not_taking_since = sent_at
+            self.on_not_taking()
+            self.cancel(call_id)
+            said = (
+                f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"
+                " sent the call, so never took it; queued again for another worker"
+            )
+            pending.future.set_result(CallOutcome(False, error=error_record("NotTaken", said)))
+
+        return asyncio.get_running_loop().call_later(self.take_within_s, check)
 
     def _enforce_limit(self, spec: CallSpec) -> asyncio.TimerHandle:
         """Stop the call at its limit if the worker will not (see the module docstring)."""

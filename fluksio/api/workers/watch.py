@@ -35,7 +35,11 @@ def ping_every_s(settings: EngineSettings) -> float:
 
 def _answering(session: WorkerSession, now: float, settings: EngineSettings) -> bool:
     # A healthy worker answers each ping within moments: one ping left unanswered (with
-    # half an interval to spare) means it is frozen or cut off for now.
+    # half an interval to spare) means it is frozen or cut off for now. One that never
+    # took a call sent to it answers again only once something came from it after.
+    stalled = session.not_taking_since
+    if stalled is not None and session.last_seen <= stalled:
+        return False
     return now - session.last_seen <= 1.5 * ping_every_s(settings)
 
 
