@@ -4,6 +4,10 @@ The schema version is SQLite's ``user_version``. ``MIGRATIONS[i]`` takes a datab
 version ``i`` to ``i + 1``; each runs in its own transaction, so a crash mid-migration
 leaves the previous version intact. A database newer than this code is refused rather
 than half-understood.
+
+A write the disk has no room for raises :class:`~fluksio.api.errors.StorageFull` (507 to
+a client) and leaves nothing of itself: a transaction is rolled back whole. Reads go on
+working, and a write after space has returned succeeds; nothing needs restarting.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fluksio.api.errors import StorageFull
 from fluksio.errors import ConfigError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Database", "open_database"]
@@ -148,20 +153,43 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
-        self.connection.execute("BEGIN IMMEDIATE")
+        """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception; a full disk is
+        :class:`StorageFull`."""
         try:
-            yield self.connection
-        except BaseException:
-            self.connection.execute("ROLLBACK")
-            raise
-        self.connection.execute("COMMIT")
+            self.connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.connection
+                self.connection.execute("COMMIT")
+            except BaseException:
+                if self.connection.in_transaction:
+                    self.connection.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            raise _storage_error(exc) from exc
 
     def execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
-        return self.connection.execute(sql, params)
+        try:
+            return self.connection.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            raise _storage_error(exc) from exc
 
     def close(self) -> None:
         self.connection.close()
+
+
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+
+
+def _storage_error(exc: sqlite3.OperationalError) -> Exception:
+    """A write the disk had no room for, as :class:`StorageFull`; anything else as it is."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    if code in (_SQLITE_FULL, _SQLITE_IOERR):
+        return StorageFull(
+            f"the engine could not write its state ({exc}): its disk is full; nothing of"
+            " this change was kept. Free space under the data directory and try again"
+        )
+    return exc
 
 
 def open_database(path: Path, migrations: tuple[str, ...] = MIGRATIONS) -> Database:

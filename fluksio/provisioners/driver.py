@@ -318,7 +318,7 @@ class ProvisioningDriver:
             request.stage = RequestStage.QUEUED
             self._arm_timeout(entry, request)
         # (else its worker was quicker than the submission's answer, and attached already)
-        self._engine.remember(request)
+        self._record("remember", self._engine.remember, request)
         log.info("provision.submitted", profile=entry.key, request=request.id, job=request.job_id)
         self._observer.submitted(entry.provisioner.name, entry.profile.name)
         self._ensure_poller(entry.provisioner)
@@ -350,8 +350,10 @@ class ProvisioningDriver:
                 # Nothing configured can poll or cancel it any more; its worker must not attach.
                 if request.token_jti is not None:
                     reason = "its provisioner profile is no longer configured"
-                    self._engine.revoke_token(request.token_jti, reason)
-                self._engine.forget(request.id)
+                    self._record(
+                        "revoke_token", self._engine.revoke_token, request.token_jti, reason
+                    )
+                self._record("forget", self._engine.forget, request.id)
                 log.warning(
                     "provision.orphaned",
                     profile=f"{request.provisioner}/{request.profile}",
@@ -453,8 +455,8 @@ class ProvisioningDriver:
         if entry.outstanding is request:
             entry.outstanding = None
         if request.token_jti is not None:
-            self._engine.revoke_token(request.token_jti, outcome)
-        self._engine.forget(request.id)
+            self._record("revoke_token", self._engine.revoke_token, request.token_jti, outcome)
+        self._record("forget", self._engine.forget, request.id)
         log.info(
             "provision.ended",
             profile=entry.key,
@@ -570,7 +572,7 @@ class ProvisioningDriver:
                 request.status_since = self._clock.now()
                 if request.stage is RequestStage.SUBMITTING:
                     request.stage = RequestStage.QUEUED
-                self._engine.remember(request)
+                self._record("remember", self._engine.remember, request)
                 log.info("provision.found", profile=entry.key, request=request.id, job=job_id)
             elif request.stage is not RequestStage.ATTACHED:
                 noun = provisioner.job_noun
@@ -613,7 +615,7 @@ class ProvisioningDriver:
         request.attached_at = self._clock.now()
         waited = request.attached_at - request.created_at
         self._observer.attached(entry.provisioner.name, entry.profile.name, waited)
-        self._engine.remember(request)
+        self._record("remember", self._engine.remember, request)
         if request.timer is not None:
             request.timer.cancel()
         if entry.outstanding is request:
@@ -681,6 +683,18 @@ class ProvisioningDriver:
         return self._clock.now()
 
     # -- plumbing -----------------------------------------------------------------------
+
+    def _record(self, what: str, write: Callable[..., None], *args: Any) -> None:
+        """Write down a change to a request already under way, or say it could not be.
+
+        Memory stays the truth while the engine runs; a write the engine's disk refused
+        (it is full) must not stop the request being polled, timed out or ended. Only the
+        first write, before anything is submitted, is allowed to fail a request.
+        """
+        try:
+            write(*args)
+        except Exception as exc:
+            log.error("provision.not_recorded", what=what, error=_words(exc))
 
     def _changed(self) -> None:
         # While closing, what ends must not make the engine plan (and ask) again.

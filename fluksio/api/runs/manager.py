@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.runner import THREAD_VARIABLES
-from fluksio.api.errors import Conflict, NotFound
+from fluksio.api.errors import Conflict, NotFound, StorageFull
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.models import FlowSpec, NodeSpec
 from fluksio.api.runs.provenance import Provenance
@@ -59,6 +59,8 @@ __all__ = [
 
 log = get_logger(__name__)
 EVENTS_KEPT = 100
+FLUSH_RETRY_S = 1.0
+"""While the disk is full, how often the runs' changes kept in memory are tried again."""
 
 
 class RunChange(NamedTuple):
@@ -187,6 +189,8 @@ class RunManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._flush_pending = False
         self._dirty_runs: dict[str, _Run] = {}
+        self._store_full = False
+        """The last write found the disk full: changes wait in memory, retried each second."""
         self._closing = False
         self.observers: list[Callable[[Sequence[RunChange]], None]] = []
         """Told of every write, as it happens: the live feed and the metrics."""
@@ -531,8 +535,8 @@ class RunManager:
         run.row.ended_at = time.time()
         run.state_changed = True
         self._dirty_runs[run.row.id] = run
-        self._flush()  # now: a waiter reads the ended run from the store
-        self._runs.pop(run.row.id, None)
+        self._flush()  # now: a waiter reads the ended run from the store (or, while the
+        # disk is full, from memory: it stays an active run until it is written)
         run.done.set()
         log.info("run.ended", run_id=run.row.id, state=final)
 
@@ -552,10 +556,25 @@ class RunManager:
     def _flush(self) -> None:
         self._flush_pending = False
         runs, self._dirty_runs = self._dirty_runs, {}
-        self._runs_store.save_many(
-            [(run.row.id, list(run.dirty.values())) for run in runs.values()],
-            [run.row for run in runs.values() if run.state_changed],
-        )
+        try:
+            self._runs_store.save_many(
+                [(run.row.id, list(run.dirty.values())) for run in runs.values()],
+                [run.row for run in runs.values() if run.state_changed],
+            )
+        except StorageFull as full:
+            # Nothing was written. The runs go on in memory (what the API shows), and
+            # their changes are written together once the disk has room again.
+            self._dirty_runs = {**runs, **self._dirty_runs}
+            if not self._store_full:
+                log.error("store.full", error=full.detail, runs=len(runs))
+            self._store_full = True
+            if not self._closing:
+                self._flush_pending = True
+                asyncio.get_running_loop().call_later(FLUSH_RETRY_S, self._flush)
+            return
+        if self._store_full:
+            self._store_full = False
+            log.info("store.writable", runs=len(runs))
         if self.observers:
             self._tell(
                 [
@@ -569,6 +588,8 @@ class RunManager:
             run.dirty.clear()
             run.state_changed = False
             run.announced = True
+            if run.row.state in TERMINAL_RUN_STATES:
+                self._runs.pop(run.row.id, None)  # ended, and now in the store
 
     def _tell(self, changes: list[RunChange]) -> None:
         for observer in self.observers:
