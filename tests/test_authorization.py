@@ -124,6 +124,7 @@ async def test_refused_tokens_slow_their_client_down_on_every_endpoint(
     # Before, 200 attach attempts with a bad token were all answered 401 in 0.3 s: the
     # socket and the bearer endpoints had no slowdown, only the login form did.
     api = await start_in_process(aiohttp_client, tmp_path / "data")
+    assert (await api.request("GET", "/workers")).status == 200  # a session in use
     statuses = []
     for attempt in range(30):
         path = "/api/v1/workers/attach" if attempt % 2 else "/api/v1/workers"
@@ -137,6 +138,8 @@ async def test_refused_tokens_slow_their_client_down_on_every_endpoint(
                 assert "too many refused credentials" in (await answer.json())["detail"]
     assert statuses[:20] == [401] * 20, "the first failures are free"
     assert set(statuses[20:]) == {429}, statuses
+    # A session in use at that address (a token verified before) is not held up.
+    assert (await api.request("GET", "/workers")).status == 200
     # Requests without a credential (what needs none) are not slowed.
     async with api.client.get("/api/v1/health") as health:
         assert health.status == 200

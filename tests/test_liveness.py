@@ -29,7 +29,8 @@ from tests.support.worker import WorkerProcess, start_worker
 
 NODE = code("""
     import time
-    def process():
+    def process(started):
+        open(started, "w").close()
         time.sleep(70)
         return "slept through"
 """)
@@ -76,12 +77,14 @@ def test_lost_contact_fails_between_85_and_100_s_and_a_shorter_loss_loses_nothin
         setup.workers[name] = start_worker(
             engine, token, tmp_path / name, "--labels", name, url=url
         )
-        runs[name] = run_flow(engine, admin, name, [{"id": "n", "worker": name, "code": NODE}])
-    for name, run_id in runs.items():
+        started = str(tmp_path / f"started-{name}")
+        node = {"id": "n", "worker": name, "code": NODE, "params": {"started": started}}
+        runs[name] = run_flow(engine, admin, name, [node])
+    for name in runs:
+        # Contact is lost once each call has started on its worker (which said it took it):
+        # a worker that froze before taking a call is another story, told in 15 s.
         wait_for(
-            lambda run_id=run_id: (
-                nodes_of(get_run(engine, admin, run_id))["n"]["state"] == "running"
-            ),
+            lambda name=name: (tmp_path / f"started-{name}").exists(),
             timeout=30,
             what=f"the {name} worker's call to start",
         )

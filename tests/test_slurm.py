@@ -478,6 +478,8 @@ def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_rest
         assert second["nodes"][0]["result"]["job"] != job_id, "it ran in a new job"
     finally:
         engine.stop()
+    # Its worker idles out: nothing of it is left for the next test.
+    wait_for(lambda: not slurm.fluksio_jobs(), timeout=60, what="the last job to end")
 
 
 @both_transports
@@ -676,6 +678,7 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
             watch.stop.set()
         engine.stop()
         shutil.rmtree(shared)
+    wait_for(lambda: not slurm.fluksio_jobs(), timeout=60, what="the last jobs to end")
 
 
 def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(

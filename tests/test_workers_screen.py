@@ -272,6 +272,18 @@ def test_the_page_lives_through_an_engine_restart(
         restarted.stop()
 
 
+def test_a_key_rotation_ends_the_screens_session_in_seconds(
+    browser: Any, engine_on_port: tuple[EngineProcess, int]
+) -> None:
+    engine, _port = engine_on_port
+    page = _log_in(browser, engine)
+    rotated = fluksio("keys", "rotate", "--yes", "--data-dir", str(engine.data_dir))
+    assert rotated.returncode == 0, rotated.stderr
+    # The feed ends with its credential and says why; the page asks to log in again.
+    playwright.expect(page.locator("#login-error")).to_contain_text("signing key", timeout=10_000)
+    playwright.expect(page.locator("#screen")).to_be_hidden()
+
+
 def _requests_made(page: Any) -> list[str]:
     """Every request the page makes from now on (method and path), as it makes it."""
     made: list[str] = []

@@ -317,6 +317,9 @@ class Agent:
             )
             asyncio.get_running_loop().create_task(_send(ws, event))
 
+        # Taken: said at once, so that the engine never gives a call this agent has away
+        # as one a frozen worker never took (it waits 15 s for a word after sending).
+        await _send(ws, ProgressFrame(call_id=spec.call_id, event="heartbeat"))
         if spec.call_id in self._dropped:
             self._dropped.discard(spec.call_id)
             dropped = error_record("NodeCancelled", "the call was cancelled before it started")

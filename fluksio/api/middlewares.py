@@ -16,7 +16,7 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import CREDENTIAL_THROTTLE
+from fluksio.api.appkeys import CREDENTIAL_THROTTLE, TOKENS
 from fluksio.api.errors import (
     Conflict,
     Forbidden,
@@ -142,16 +142,17 @@ async def credential_throttle_middleware(
 
     A request presenting a bearer token (or ``?token=``, the published agent's way on the
     attach socket) that is refused counts as a failure of its client's address; after
-    the free ones, that address waits a doubling delay before a token of it is looked at
-    again (429 with ``Retry-After``). The login form has its own guard, by username too.
+    the free ones, that address waits a doubling delay before a token it presents is
+    looked at again (429 with ``Retry-After``), unless that token was verified before (a
+    session in use there goes on). The login form has its own guard, by username too.
     """
-    presented = "Authorization" in request.headers or "token" in request.query
-    if not presented:
+    presented = _presented(request)
+    if presented is None:
         return await handler(request)
     throttle = request.app[CREDENTIAL_THROTTLE]
     address = request.remote or "unknown"
     wait = throttle.retry_after(address, time.monotonic())
-    if wait > 0:
+    if wait > 0 and not request.app[TOKENS].verified_before(presented):
         raise TooManyAttempts(
             f"too many refused credentials from this address; try again in {max(1, round(wait))} s",
             retry_after=wait,
@@ -161,3 +162,11 @@ async def credential_throttle_middleware(
     except NotAuthenticated:
         throttle.failed(address, time.monotonic())
         raise
+
+
+def _presented(request: web.Request) -> str | None:
+    """The credential a request presents (as sent, unverified), if any."""
+    header = request.headers.get("Authorization")
+    if header is not None:
+        return header.partition(" ")[2].strip()
+    return request.query.get("token")

@@ -225,6 +225,11 @@ class TokenService:
             provisioned_by=provisioned_by,
         )
 
+    def verified_before(self, token: str) -> bool:
+        """Whether ``token`` was verified with the current key already (a session in use):
+        a throttled address's known-good tokens are not held up with the guesses."""
+        return (self._keys.current().kid, token) in self._verified
+
     def _verified_claims(self, token: str, key: SigningKey) -> dict[str, Any]:
         """The claims of ``token`` once its signature, algorithm and claims check out;
         what pyjwt raises otherwise. A token checked before with the same key is not

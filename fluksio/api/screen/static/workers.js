@@ -202,7 +202,9 @@ async function runFeed(signal) {
       const refused = refusal(response, response.ok ? null : await response.json().catch(() => null), "/events");
       if (refused) throw refused;
       if (!response.ok || !response.body) throw new Error(`${response.status} ${response.statusText}`);
+      let closed = null; // the engine ended the stream: its credential no longer holds
       await readEvents(response.body.getReader(), (kind, id, data) => {
+        if (kind === "closed") closed = (data && data.reason) || "the session ended";
         if (kind === "refetch") needViews = true;
         if (kind === "ready") {
           feedUp();
@@ -215,11 +217,12 @@ async function runFeed(signal) {
               setTimeout(() => feed && feed.stop.signal === signal && startFeed(), RETRY_MS);
             });
           }
-        } else if (kind !== "refetch") {
+        } else if (kind !== "refetch" && kind !== "closed") {
           apply(kind, eventNumber(id), data);
         }
         if (id) lastEventId = id;
       });
+      if (closed) throw new Unauthorized(`Your session has ended (${closed}): log in again.`);
       throw new Error("the engine closed the live feed");
     } catch (exc) {
       if (signal.aborted) return;
