@@ -588,13 +588,15 @@ class _Watch(threading.Thread):
             self.stop.wait(0.1)
 
 
-def _burst(ran: Path, count: int = 48, **fields: Any) -> list[dict[str, Any]]:
-    """Nodes of one second each, for label hpc; each appends its id to ``ran``."""
+def _burst(
+    ran: Path, count: int = 48, *, seconds: float = 1, **fields: Any
+) -> list[dict[str, Any]]:
+    """Nodes of ``seconds`` each, for label hpc; each appends its id to ``ran``."""
     node = code(f"""
         import os, time
 
         def process(node_id):
-            time.sleep(1)
+            time.sleep({seconds})
             with open({str(ran)!r}, "a") as out:
                 out.write(node_id + "\\n")
             return os.environ.get("SLURM_JOB_ID")
@@ -603,6 +605,13 @@ def _burst(ran: Path, count: int = 48, **fields: Any) -> list[dict[str, Any]]:
         {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, **fields}
         for i in range(count)
     ]
+
+
+def _burst_setup(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, Path, int]:
+    """For a burst: a directory its jobs write to, and an engine's data directory and port
+    (jobs get 120 s to attach)."""
+    data_dir, port = _data_dir(tmp_path, slurm, provision_timeout_s=120, **changes)
+    return _shared_dir(), data_dir, port
 
 
 def _shared_dir() -> Path:
@@ -645,24 +654,17 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
 ) -> None:
     # Two-minute jobs: each worker is near its end from the moment it attaches. Before,
     # such a worker stopped counting and eight calls brought six jobs at once.
-    shared = _shared_dir()
-    ran = shared / "ran"
-    data_dir, port = _data_dir(
-        tmp_path,
-        slurm,
-        max_idle_s=2,
-        provision_timeout_s=120,
-        profile={"max_workers": 2, "sbatch": ["--time=00:02:00"]},
+    shared, data_dir, port = _burst_setup(
+        tmp_path, slurm, max_idle_s=2, profile={"max_workers": 2, "sbatch": ["--time=00:02:00"]}
     )
+    ran = shared / "ran"
     engine = start_engine(
         data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
     )
     watch: _Watch | None = None
     try:
         token = engine.login()
-        nodes = _burst(ran, 12, limit=30)
-        for node in nodes:
-            node["code"] = node["code"].replace("time.sleep(1)", "time.sleep(20)")
+        nodes = _burst(ran, 12, seconds=20, limit=30)
         assert put_flow(engine, token, "capped", nodes)
         watch = _Watch(engine, token, slurm)
         watch.start()
@@ -684,15 +686,10 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
 def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
     tmp_path: Path, slurm: LocalSlurm
 ) -> None:
-    shared = _shared_dir()
-    ran = shared / "ran"
-    data_dir, port = _data_dir(
-        tmp_path,
-        slurm,
-        max_idle_s=5,
-        provision_timeout_s=120,
-        profile={"max_workers": 3, "parallel": 2},
+    shared, data_dir, port = _burst_setup(
+        tmp_path, slurm, max_idle_s=5, profile={"max_workers": 3, "parallel": 2}
     )
+    ran = shared / "ran"
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
