@@ -294,3 +294,27 @@ def test_code_in_its_newer_python_is_saved_and_runs_there(
     run = wait_run(engine, admin, run_id, timeout=30)
     assert run["state"] == "succeeded", run
     assert run["nodes"][0]["result"] == "from 3.12 []"
+
+
+def test_a_call_longer_than_the_take_bound_is_not_taken_from_it(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    # It says nothing when it takes a call, and its first heartbeat comes 10 s later: its
+    # pong to the engine's ping after the run frame is what shows it took it, awake.
+    admin, _worker = attached_published
+    run_id = run_flow(
+        engine,
+        admin,
+        "pub-long",
+        [
+            {
+                "id": "long",
+                "worker": "gpu",
+                "code": "import time\ndef process():\n    time.sleep(18)\n    return 'once'\n",
+            }
+        ],
+    )
+    run = wait_run(engine, admin, run_id, timeout=60)
+    node = run["nodes"][0]
+    assert (node["state"], node["result"], node["ran_on"]) == ("succeeded", "once", "published/pub")
+    assert node["events"] == [], "never requeued"

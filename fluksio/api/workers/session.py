@@ -9,7 +9,9 @@ A call sent to a worker that then sends nothing at all (no frame, no pong) for
 ``NotTaken`` (the run manager queues it again, for another worker), the worker is paused
 in the scheduler until it is heard again, and it is sent ``cancel``, so that if it wakes
 it drops the call rather than run it (our agent never starts a call cancelled before it
-started; the published agent 0.1.6 may start it and then kill it).
+started; the published agent 0.1.6 may start it and then kill it). Our agent says at once
+that it took a call (a heartbeat); the published agent is pinged after each call sent,
+and its pong says it is awake.
 
 A call's ``limit`` travels in the run frame and our agent enforces it where the call runs.
 The published agent 0.1.6 ignores that field, so for a worker whose hello names no
@@ -152,9 +154,15 @@ class WorkerSession:
         stopper = self._enforce_limit(spec) if spec.limit > 0 else None
         taken: asyncio.TimerHandle | None = None
         try:
+            sent_at = time.time()
             self.frames.sent += 1
             await self.ws.send_str(encode(frame))
-            taken = self._expect_taken(spec.call_id, time.time())
+            if self.hello.version is None:
+                # The published agent says nothing when it takes a call (its first heartbeat
+                # comes 10 s later): its pong to this ping shows it was not frozen.
+                self.frames.sent += 1
+                await self.ws.ping()
+            taken = self._expect_taken(spec.call_id, sent_at)
             return await future
         except (ConnectionError, RuntimeError) as exc:
             return CallOutcome(
