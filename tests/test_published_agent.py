@@ -81,6 +81,16 @@ def _attach_published(
     return worker
 
 
+def _run_on_it(
+    engine: EngineProcess, admin: str, flow: str, source: str, **fields: Any
+) -> dict[str, Any]:
+    """Run one node bound to the published agent (label ``gpu``); the node once it ended."""
+    node = {"id": "n", "worker": "gpu", "code": textwrap.dedent(source), **fields}
+    run = wait_run(engine, admin, run_flow(engine, admin, flow, [node]), timeout=60)
+    nodes: list[dict[str, Any]] = run["nodes"]
+    return nodes[0]
+
+
 def _worker(engine: EngineProcess, admin: str) -> dict[str, Any] | None:
     workers = call("GET", f"{engine.api}/workers", token=admin).body
     return next((w for w in workers if w["name"] == "published/pub"), None)
@@ -250,30 +260,16 @@ def test_the_engine_stops_its_call_at_the_limit_it_ignores(
     # there itself, and fails it as past its limit, not as cancelled.
     admin, worker = attached_published
     pid_file = tmp_path / "node.pid"
-    run_id = run_flow(
-        engine,
-        admin,
-        "pub-limit",
-        [
-            {
-                "id": "chatty",
-                "worker": "gpu",
-                "timeout": 1,
-                "limit": 2,
-                "code": textwrap.dedent(f"""
+    chatty = f"""
         import os, time, fluksio
         def process():
             open({str(pid_file)!r}, "w").write(str(os.getpid()))
             while True:
                 fluksio.emit(alive=True)
                 time.sleep(0.2)
-    """),
-            }
-        ],
-    )
-    run = wait_run(engine, admin, run_id, timeout=30)
-    node = run["nodes"][0]
-    assert node["state"] == "failed", run
+    """
+    node = _run_on_it(engine, admin, "pub-limit", chatty, timeout=1, limit=2)
+    assert node["state"] == "failed", node
     assert node["error"]["type"] == "NodeLimit"
     assert node["error"]["message"] == "ran for 2 s, its limit, and was stopped"
     pid = int(pid_file.read_text())
@@ -285,15 +281,13 @@ def test_code_in_its_newer_python_is_saved_and_runs_there(
     engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
 ) -> None:
     admin, _worker = attached_published
-    newer = textwrap.dedent("""
+    newer = """
         type Pair = tuple[int, int]
         def process(**given):
             return f"{"from 3.12"} {sorted(given)}"
-    """)
-    run_id = run_flow(engine, admin, "pub-newer", [{"id": "new", "worker": "gpu", "code": newer}])
-    run = wait_run(engine, admin, run_id, timeout=30)
-    assert run["state"] == "succeeded", run
-    assert run["nodes"][0]["result"] == "from 3.12 []"
+    """
+    node = _run_on_it(engine, admin, "pub-newer", newer)
+    assert (node["state"], node["result"]) == ("succeeded", "from 3.12 []"), node
 
 
 def test_a_call_longer_than_the_take_bound_is_not_taken_from_it(
@@ -302,19 +296,7 @@ def test_a_call_longer_than_the_take_bound_is_not_taken_from_it(
     # It says nothing when it takes a call, and its first heartbeat comes 10 s later: its
     # pong to the engine's ping after the run frame is what shows it took it, awake.
     admin, _worker = attached_published
-    run_id = run_flow(
-        engine,
-        admin,
-        "pub-long",
-        [
-            {
-                "id": "long",
-                "worker": "gpu",
-                "code": "import time\ndef process():\n    time.sleep(18)\n    return 'once'\n",
-            }
-        ],
-    )
-    run = wait_run(engine, admin, run_id, timeout=60)
-    node = run["nodes"][0]
+    long = "import time\ndef process():\n    time.sleep(18)\n    return 'once'\n"
+    node = _run_on_it(engine, admin, "pub-long", long)
     assert (node["state"], node["result"], node["ran_on"]) == ("succeeded", "once", "published/pub")
     assert node["events"] == [], "never requeued"

@@ -191,6 +191,7 @@ class RunManager:
         self._dirty_runs: dict[str, _Run] = {}
         self._store_full = False
         """The last write found the disk full: changes wait in memory, retried each second."""
+        self._flush_retry: asyncio.TimerHandle | None = None
         self._closing = False
         self.observers: list[Callable[[Sequence[RunChange]], None]] = []
         """Told of every write, as it happens: the live feed and the metrics."""
@@ -569,8 +570,11 @@ class RunManager:
                 log.error("store.full", error=full.detail, runs=len(runs))
             self._store_full = True
             if not self._closing:
+                # One retry at a time, however many runs end (and flush) meanwhile.
                 self._flush_pending = True
-                asyncio.get_running_loop().call_later(FLUSH_RETRY_S, self._flush)
+                if self._flush_retry is None:
+                    loop = asyncio.get_running_loop()
+                    self._flush_retry = loop.call_later(FLUSH_RETRY_S, self._retry_flush)
             return
         if self._store_full:
             self._store_full = False
@@ -590,6 +594,10 @@ class RunManager:
             run.announced = True
             if run.row.state in TERMINAL_RUN_STATES:
                 self._runs.pop(run.row.id, None)  # ended, and now in the store
+
+    def _retry_flush(self) -> None:
+        self._flush_retry = None
+        self._flush()
 
     def _tell(self, changes: list[RunChange]) -> None:
         for observer in self.observers:
