@@ -184,12 +184,14 @@ _SQLITE_IOERR = 10
 def _storage_error(exc: sqlite3.OperationalError) -> Exception:
     """A write the disk had no room for, as :class:`StorageFull`; anything else as it is."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
-    if code in (_SQLITE_FULL, _SQLITE_IOERR):
-        return StorageFull(
-            f"the engine could not write its state ({exc}): its disk is full; nothing of"
-            " this change was kept. Free space under the data directory and try again"
-        )
-    return exc
+    if code not in (_SQLITE_FULL, _SQLITE_IOERR):
+        return exc
+    # SQLite reports a full disk as an I/O error where the write itself failed: say both.
+    disk = "its disk is full" if code == _SQLITE_FULL else "its disk is full or failing"
+    return StorageFull(
+        f"the engine could not write its state ({exc}): {disk}; nothing of this change was"
+        " kept. Free space under the data directory and try again"
+    )
 
 
 def open_database(path: Path, migrations: tuple[str, ...] = MIGRATIONS) -> Database:
