@@ -54,6 +54,13 @@ def slurm() -> LocalSlurm:
     return local_slurm()
 
 
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test(slurm: LocalSlurm) -> Iterator[None]:
+    # Set up first, so torn down last: after the test's engines have stopped.
+    yield
+    slurm.cancel_leftovers()
+
+
 def _provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str, Any]:
     profile = {"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
     profile.update(changes.pop("profile", {}))
@@ -99,10 +106,6 @@ def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
         engine.stop()
     for index in range(len(started)):  # what an engine killed mid-test left open
         _log_out(tmp_path / f"data{index}")
-    # Whatever a failed test left queued must not hold the cluster's CPUs for the next.
-    leftovers = slurm.fluksio_jobs()
-    if leftovers:
-        slurm.ssh("scancel", *leftovers)
 
 
 def _log_out(data_dir: Path) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.wait import wait_for
+
 STATE = Path(os.environ.get("FLUKSIO_SLURM_STATE", "/var/lib/fluksio-slurm"))
 
 
@@ -75,6 +77,20 @@ class LocalSlurm:
         return [
             line.split()[0] for line in done.stdout.splitlines() if "fluksio-" in line.split()[1]
         ]
+
+    def cancel_leftovers(self, timeout: float = 60) -> None:
+        """Cancel the Fluksio jobs a test left queued or running, and wait until Slurm has let
+        them go: a job a stopped engine did not own (its worker had attached) lives on, and
+        would hold the cluster's CPUs, and show in ``squeue``, during the next test."""
+        leftovers = self.fluksio_jobs()
+        if not leftovers:
+            return
+        self.ssh("scancel", *leftovers)
+        wait_for(
+            lambda: not set(leftovers) & set(self.fluksio_jobs()),
+            timeout=timeout,
+            what=f"cancelled jobs {leftovers} to leave squeue",
+        )
 
     def token_files(self) -> set[str]:
         """Names of the token files Fluksio's submissions left in the login user's home."""
