@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 from fluksio.agent.frames import RunFrame, RunRef, encode
 from fluksio.api.routes.runs import run_body
-from fluksio.api.runs.manager import NodeView, RunView
+from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.states import NodeState, RunState
-from fluksio.api.runs.store import NodeRow, RunRow
+from fluksio.api.runs.views import NodeView, RunView
 from fluksio.api.workers.protocol import parse_worker_frame
 
 

@@ -80,6 +80,27 @@ def scheduler_may_import(name: str) -> bool:
     return (_top(name) in STDLIB and _top(name) not in IMPURE) or _within(name, "fluksio.scheduler")
 
 
+MACHINE_IMPURE = IMPURE | {"secrets", "sqlite3", "logging", "aiohttp", "structlog"}
+"""What would give a state machine of the engine's core I/O, a clock, chance or a log."""
+PURE_CORE = (
+    "fluksio.api.runs.machine",
+    "fluksio.api.runs.models",
+    "fluksio.api.runs.rows",
+    "fluksio.api.runs.states",
+    "fluksio.api.runs.provenance",
+    "fluksio.api.runs.redact",
+    "fluksio.api.models",
+    "fluksio.agent.outcome",
+)
+"""The engine core's state machines and the plain data they speak in."""
+
+
+def machine_may_import(name: str) -> bool:
+    if _within(name, "fluksio"):
+        return any(_within(name, p) for p in (*PURE_CORE, "fluksio.scheduler", *SHARED))
+    return _top(name) == "pydantic" or (_top(name) in STDLIB and _top(name) not in MACHINE_IMPURE)
+
+
 def agent_may_import(name: str) -> bool:
     return (
         _top(name) in STDLIB or _top(name) in {"aiohttp", "click"} or _within(name, "fluksio.agent")
@@ -120,6 +141,8 @@ def outside_engine_may_import(name: str) -> bool:
 
 RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "scheduler": (scheduler_may_import, "import time"),
+    "machines": (machine_may_import, "from fluksio.api.runs.store import RunStore"),
+    "machines' chance": (machine_may_import, "import secrets"),
     "agent": (agent_may_import, "from fluksio.api import app"),
     "runner": (runner_may_import, "import aiohttp"),
     "provisioners": (provisioners_may_import, "from fluksio.api.tokens import TokenService"),
@@ -139,6 +162,12 @@ def test_scheduler_imports_only_pure_parts_of_the_standard_library() -> None:
     files = _files(PACKAGE / "scheduler")
     assert files
     assert _violations(files, scheduler_may_import) == []
+
+
+def test_the_cores_state_machines_and_their_data_do_no_io_read_no_clock_and_log_nothing() -> None:
+    files = [ROOT / (name.replace(".", "/") + ".py") for name in PURE_CORE]
+    assert all(path.exists() for path in files)
+    assert _violations(files, machine_may_import) == []
 
 
 def test_agent_imports_nothing_of_the_engine() -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from fluksio.agent import runner
 from fluksio.agent.errors import AgentError
+from fluksio.agent.outcome import CallOutcome, error_record, limit_error
 
 __all__ = [
     "CallOutcome",
@@ -89,28 +90,6 @@ class CallSpec:
     timeout: float = 0.0
     limit: float = 0.0
     run_id: str = ""
-
-
-@dataclass
-class CallOutcome:
-    """How a call ended: its result or error (the protocol's error dict), and its logs."""
-
-    ok: bool
-    result: Any = None
-    error: dict[str, str] | None = None
-    logs: str = ""
-    pid: int | None = None
-    exit_status: int | None = None
-
-
-def error_record(kind: str, message: str) -> dict[str, str]:
-    """An error in the protocol's shape: type, message, short, traceback."""
-    return {"type": kind, "message": message, "short": f"{kind}: {message}", "traceback": ""}
-
-
-def limit_error(limit: float) -> dict[str, str]:
-    """The error of a call stopped at its ``limit`` (wherever it was stopped)."""
-    return error_record("NodeLimit", f"ran for {limit:g} s, its limit, and was stopped")
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:

@@ -158,7 +158,6 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         provisioning_observer=app[appkeys.METRICS],
     )
     app[appkeys.DISPATCHER] = dispatcher
-    app[appkeys.RUN_MANAGER] = dispatcher.runs
     metrics = app[appkeys.METRICS]
     for provisioner in configured.provisioners:
         provisioner.on_command = metrics.ssh_observer(provisioner.name)

@@ -10,7 +10,6 @@ from fluksio.api.db import Database
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.events import EventFeed
 from fluksio.api.metrics import EngineMetrics
-from fluksio.api.runs.manager import RunManager
 from fluksio.api.runs.store import FlowStore, RunStore
 from fluksio.api.scrape_tokens import ScrapeTokenStore
 from fluksio.api.secrets import SecretStore
@@ -34,7 +33,6 @@ __all__ = [
     "LOGIN_GUARD",
     "METRICS",
     "RUNS",
-    "RUN_MANAGER",
     "SCRAPE_TOKENS",
     "SECRETS",
     "SETTINGS",
@@ -58,7 +56,6 @@ RUNS = web.AppKey("runs", RunStore)
 SECRETS = web.AppKey("secrets", SecretStore)
 DISPATCHER = web.AppKey("dispatcher", Dispatcher)
 """The owner of the scheduling loop: places, waiting calls, provisioning."""
-RUN_MANAGER = web.AppKey("run_manager", RunManager)
 """The runs: started, cancelled, waited for (the dispatcher's, shared under its own key)."""
 WORKERS = web.AppKey("workers", WorkerRegistry)
 EVENTS = web.AppKey("events", EventFeed)

@@ -1,31 +1,57 @@
-"""The dispatcher: the one owner of the scheduling loop.
+"""The dispatcher: the engine core's one asynchronous shell.
 
-It owns the :class:`~fluksio.scheduler.Scheduler`, every place's executor (the engine's
-launcher and each attached worker's session), the provisioning driver and the run
-manager. Everything else hands it events, and it runs one scheduling pass for all the
-events of a moment:
+It owns the :class:`~fluksio.scheduler.Scheduler`, the run machine
+(:class:`~fluksio.api.runs.machine.RunMachine`), every place's executor (the engine's
+launcher and each attached worker's session), the run store's writer and the
+provisioning driver. Everything else hands it events:
 
-- from the run manager: a call is ready (:meth:`submit`), withdrawn, or finished;
-- from the attach socket: a worker attached or went away;
+- from the API: a run is started or cancelled;
+- from executors: a call reported an event or ended;
+- from the attach socket: a worker attached, went away, stopped or resumed answering;
 - from the provisioning driver: how a profile's request stands changed.
 
-A pass starts the placements on their executors (through the run manager, which knows
-the calls) and hands the plan's asks for machines to the driver. Nothing reaches through
-the dispatcher to its scheduler: the API reads places, waiting calls and profiles through
-the read-only questions at the end of this class.
+The run machine decides what follows from each (queue this call, write these rows, stop
+that one) and the dispatcher carries the effects out. One scheduling pass runs for all the
+events of a moment: it starts the placements on their executors and hands the plan's asks
+for machines to the driver. Nothing reaches through the dispatcher to its scheduler or
+machine: the API reads runs, places, waiting calls and profiles through the read-only
+questions at the end of this class.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
+import dataclasses
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.api.errors import Conflict, NotFound
 from fluksio.api.logging import get_logger
-from fluksio.api.runs.manager import Executor, RunManager
+from fluksio.api.runs.calls import call_spec
+from fluksio.api.runs.machine import (
+    Create,
+    Effect,
+    Ended,
+    Log,
+    Progress,
+    Queue,
+    Release,
+    RunMachine,
+    Save,
+    Stop,
+    Withdraw,
+)
+from fluksio.api.runs.rows import NodeRow, RunRow
+from fluksio.api.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
+from fluksio.api.runs.writer import RunWriter
+from fluksio.api.secrets import SecretDenied
 from fluksio.provisioners.base import Provisioner, WorkerEvent
 from fluksio.provisioners.clock import Clock
 from fluksio.provisioners.driver import (
@@ -38,7 +64,7 @@ from fluksio.provisioners.driver import (
 from fluksio.scheduler import (
     DEFAULT_WALLTIME_MARGIN_S,
     ENGINE_ID,
-    CallRequest,
+    Placement,
     PlaceView,
     Scheduler,
     WaitReason,
@@ -52,6 +78,12 @@ if TYPE_CHECKING:
 __all__ = ["Dispatcher"]
 
 log = get_logger(__name__)
+CLOSE_CALLS_S = 10.0
+"""At shutdown, how long the calls being stopped get to end."""
+
+
+def _new_call_id() -> str:
+    return secrets.token_hex(8)
 
 
 class Dispatcher:
@@ -72,6 +104,14 @@ class Dispatcher:
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
+        self._machine = RunMachine(_new_call_id)
+        self._runs_store = runs
+        self._flows = flows
+        self._secrets = secrets
+        self._writer = RunWriter(runs, self._written)
+        self._carry_out = self._effect_handlers()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._waiters: dict[str, asyncio.Event] = {}
         self._pass_pending = False
         self._closing = False
         self._plugin_events = plugin_events
@@ -84,7 +124,10 @@ class Dispatcher:
         self.on_place_change: Callable[[str], None] = lambda _place_id: None
         """Told of a place whose free amounts or standing changed (a call placed or done,
         a worker attached, silent or answering again)."""
-        self.runs = RunManager(runs=runs, flows=flows, secrets=secrets, dispatch=self)
+        self.run_observers: list[Callable[[Sequence[RunChange]], None]] = []
+        """Told of every write of runs, as it happens: the live feed and the metrics."""
+        self.progress_observers: list[Callable[[RunRow, NodeRow, int], None]] = []
+        """Told of each event a running call reports (its run, its node, how many so far)."""
         self.provisioning: ProvisioningDriver | None = None
         if provisioners:
             if engine_side is None:
@@ -104,45 +147,226 @@ class Dispatcher:
         """Resume what an earlier engine left: machine requests first, then runs."""
         if self.provisioning is not None:
             self.provisioning.recover(machine_requests)
-        return self.runs.recover()
+        found = self._runs_store.unfinished()
+        self._apply(self._machine.recover(found, self._now()))
+        if found:
+            log.info("runs.recovered", count=len(found))
+        self.kick()
+        return len(found)
 
     async def close(self) -> None:
-        """Cancel pending machine requests, then stop what executes (recovery decides)."""
+        """Cancel pending machine requests, then stop what executes, recording nothing of
+        how it ended: a graceful stop leaves the state exactly as a crash would, so that
+        the next engine's recovery treats both alike (``EngineRestarted``, or a retry)."""
         self._closing = True
+        self._writer.closing = True
         if self.provisioning is not None:
             await self.provisioning.close()
-        await self.runs.close()
+        for call_id in list(self._machine.running_calls()):
+            self._stop(call_id)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=CLOSE_CALLS_S)
+        self._writer.flush()
 
     def _changed(self) -> None:
         self.version += 1
         self.on_change()
 
-    # -- events from the run manager ---------------------------------------------------
+    @staticmethod
+    def _now() -> float:
+        # Wall-clock time: rows keep it, and workers report their batch job's end in it.
+        return time.time()
 
-    def submit(self, request: CallRequest) -> None:
-        """A call is ready to run."""
-        self._changed()
-        self._scheduler.submit(request)
-        self.kick()
+    # -- runs --------------------------------------------------------------------------
 
-    def withdraw(self, call_id: str) -> bool:
-        """Take a waiting call out of the queue; False when it is not waiting."""
-        self._changed()
-        return self._scheduler.withdraw(call_id)
+    def start_run(self, flow_name: str, params: dict[str, Any]) -> RunView:
+        """Start a run of a saved flow; the answer already says where it runs or why it
+        waits."""
+        record = self._flows.get(flow_name)
+        if record is None:
+            raise NotFound(f"no flow named {flow_name!r}")
+        run_id = secrets.token_hex(8)
+        self._apply(self._machine.start(run_id, flow_name, record.spec, params, self._now()))
+        self.run_pass()
+        view = self.view_run(run_id)
+        assert view is not None
+        return view
 
-    def finished(self, call_id: str) -> None:
-        """A placed call ended: give back what it took (unless its worker went meanwhile)."""
+    def cancel_run(self, run_id: str) -> RunView:
+        if not self._machine.has(run_id) or self._machine.is_over(run_id):
+            found = self._runs_store.get(run_id)
+            if found is None:
+                raise NotFound(f"no run with id {run_id!r}")
+            raise Conflict(f"run {run_id} has already ended ({found[0].state})")
+        self._apply(self._machine.cancel(run_id, self._now()))
+        log.info("run.cancelling", run_id=run_id)
+        view = self.view_run(run_id)
+        assert view is not None
+        return view
+
+    def view_run(self, run_id: str) -> RunView | None:
+        live = self._machine.snapshot(run_id)
+        if live is not None:
+            row, nodes = live
+            views = []
+            for node in nodes:
+                reason = None
+                if node.queued_call is not None:
+                    found = self.reason(node.queued_call)
+                    reason = found.text if found is not None else None
+                views.append(NodeView(node.row, reason, node.event_count))
+            return RunView(row, tuple(views))
+        stored = self._runs_store.get(run_id)
+        if stored is None:
+            return None
+        row, node_rows = stored
+        return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in node_rows))
+
+    async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
+        """The run once it has ended, or as it is after ``timeout`` seconds."""
+        if timeout > 0 and not self._machine.is_over(run_id):
+            done = self._waiters.setdefault(run_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout)
+        return self.view_run(run_id)
+
+    def waiting_calls(self) -> list[WaitingCall]:
+        """Every waiting node call, in the order it will be served, with its reason."""
+        found = []
+        for call_id in self._scheduler.waiting():
+            call = self._machine.call(call_id)
+            if call is None:
+                continue
+            run, spec, row = call
+            found.append(
+                WaitingCall(
+                    call_id=call_id,
+                    run_id=run.id,
+                    flow=run.flow,
+                    node=spec.id,
+                    worker=spec.worker,
+                    queued_at=row.queued_at,
+                    reason=self.reason(call_id),
+                )
+            )
+        return found
+
+    def waiting_labels(self) -> collections.Counter[str]:
+        """How many calls wait, by the label each wants (``""``: any place will do)."""
+        wanted: collections.Counter[str] = collections.Counter()
+        for call_id in self._scheduler.waiting():
+            call = self._machine.call(call_id)
+            if call is not None:
+                wanted[call[1].worker or ""] += 1
+        return wanted
+
+    # -- carrying the run machine's effects out ------------------------------------------
+
+    def _apply(self, effects: list[Effect]) -> None:
+        due = False
+        for effect in effects:
+            self._carry_out[type(effect)](effect)
+            due = due or isinstance(effect, Queue | Release | Withdraw)
+        if due:
+            self.kick()  # the queue or the free amounts changed: once for the moment
+
+    def _effect_handlers(self) -> dict[type, Callable[[Any], None]]:
+        return {
+            Save: lambda e: self._writer.save(e.row, e.nodes, e.run_changed),
+            Queue: self._queue,
+            Withdraw: self._withdraw,
+            Release: self._release,
+            Stop: lambda e: self._stop(e.call_id),
+            Progress: self._progressed,
+            Create: self._created,
+            Ended: self._ended,
+            Log: lambda e: log.info(e.event, **e.fields),
+        }
+
+    def _queue(self, effect: Queue) -> None:
+        self._scheduler.submit(effect.request)
         self._changed()
-        allocation = self._scheduler.allocation(call_id)
-        if allocation is not None:
-            self._scheduler.finish(call_id)
+
+    def _withdraw(self, effect: Withdraw) -> None:
+        self._scheduler.withdraw(effect.call_id)
+        self._changed()
+
+    def _release(self, effect: Release) -> None:
+        allocation = self._scheduler.allocation(effect.call_id)
+        if allocation is not None:  # unless its worker went meanwhile
+            self._scheduler.finish(effect.call_id)
             self.on_place_change(allocation.place_id)
-        self.kick()
+        self._changed()
 
-    def cancel_running(self, call_id: str) -> bool:
-        """Ask the executor running ``call_id`` to stop it."""
+    def _progressed(self, effect: Progress) -> None:
+        for observer in self.progress_observers:
+            observer(effect.row, effect.node, effect.count)
+
+    def _created(self, effect: Create) -> None:
+        row = effect.row
+        self._writer.create(row, effect.nodes)
+        log.info("run.started", run_id=row.id, flow=row.flow, nodes=len(effect.nodes))
+
+    def _ended(self, effect: Ended) -> None:
+        # Written now: a waiter reads the ended run from the store (or, while the disk is
+        # full, from memory: it stays live until it is written).
+        self._writer.flush()
+        done = self._waiters.pop(effect.row.id, None)
+        if done is not None:
+            done.set()
+        log.info("run.ended", run_id=effect.row.id, state=effect.row.state)
+
+    def _written(self, changes: Sequence[RunChange]) -> None:
+        for observer in self.run_observers:
+            observer(changes)
+        for change in changes:
+            self._machine.written(change.row.id)
+
+    def _stop(self, call_id: str) -> None:
         executor = self._executors.get(self.placed_on(call_id))
-        return executor.cancel(call_id) if executor is not None else False
+        if executor is not None:
+            executor.cancel(call_id)
+
+    def _start(self, placement: Placement, now: float) -> None:
+        """Hand a placed call to its place's executor (or fail it, if a secret it names
+        may not go there)."""
+        call_id = placement.request_id
+        executor = self._executors[placement.worker_id]
+        provenance = dataclasses.replace(executor.provenance(), gpu_ids=tuple(placement.gpu_ids))
+        inputs = self._machine.placed(
+            call_id, self._place_name(placement.worker_id), provenance, now
+        )
+        try:
+            spec, released = call_spec(inputs, placement, executor, self._secrets)
+        except SecretDenied as denied:
+            refused = CallOutcome(False, error=error_record("SecretDenied", denied.detail))
+            self._apply(self._machine.ended(call_id, refused, now))
+            return
+        self._apply(self._machine.running(call_id, released))
+        task = asyncio.get_running_loop().create_task(self._execute(executor, spec))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _place_name(self, place_id: str) -> str:
+        if place_id == ENGINE_ID:
+            return "engine"
+        view = self._scheduler.view(place_id)
+        return view.name if view is not None else place_id
+
+    async def _execute(self, executor: Executor, spec: CallSpec) -> None:
+        call_id = spec.call_id
+
+        def on_event(record: dict[str, Any]) -> None:
+            self._apply(self._machine.reported(call_id, record))
+
+        try:
+            outcome = await executor.run(spec, on_event)
+        except Exception as exc:
+            log.exception("call.crashed", call_id=call_id)
+            outcome = CallOutcome(False, error=error_record("EngineError", str(exc)))
+        if self._closing:
+            return  # stopped by the engine's shutdown: recovery decides, not this outcome
+        self._apply(self._machine.ended(call_id, outcome, self._now()))
 
     # -- events from attached workers ---------------------------------------------------
 
@@ -207,10 +431,10 @@ class Dispatcher:
         self._pass_pending = False
         if self._closing:
             return
-        # Wall-clock time: workers report when their batch job ends as a Unix time.
-        plan = self._scheduler.schedule(time.time())
+        now = self._now()
+        plan = self._scheduler.schedule(now)
         for placement in plan.placements:
-            self.runs.launch(placement, self._executors[placement.worker_id])
+            self._start(placement, now)
             self.on_place_change(placement.worker_id)
         for ask in plan.asks:
             log.info(

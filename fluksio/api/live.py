@@ -26,8 +26,8 @@ from fluksio.api.routes.workers import (
     waiting_bodies,
     worker_body,
 )
-from fluksio.api.runs.manager import RunChange
-from fluksio.api.runs.store import NodeRow, RunRow
+from fluksio.api.runs.rows import NodeRow, RunRow
+from fluksio.api.runs.views import RunChange
 from fluksio.api.workers.registry import NeedsUpgrade, WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
 from fluksio.scheduler import ENGINE_ID
@@ -62,8 +62,8 @@ class LiveEvents:
         self._registry.on_refused = self._refused
         self._dispatcher.on_place_change = self._place_changed
         self._dispatcher.on_change = self._views_changed
-        self._dispatcher.runs.observers.append(self._runs_written)
-        self._dispatcher.runs.progress_observers.append(self._progressed)
+        self._dispatcher.run_observers.append(self._runs_written)
+        self._dispatcher.progress_observers.append(self._progressed)
         # What the views are now is what a subscriber fetches; only changes are news.
         self._last_views = self._views()
 
@@ -168,7 +168,7 @@ class LiveEvents:
         return {
             "queue": {
                 "queued": [
-                    body.model_dump(mode="json") for body in waiting_bodies(self._dispatcher.runs)
+                    body.model_dump(mode="json") for body in waiting_bodies(self._dispatcher)
                 ]
             },
             "provisioning": {

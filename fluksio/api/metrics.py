@@ -23,8 +23,8 @@ from prometheus_client.registry import Collector
 
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.events import EventFeed
-from fluksio.api.runs.manager import RunChange
 from fluksio.api.runs.states import TERMINAL_NODE_STATES, NodeState
+from fluksio.api.runs.views import RunChange
 from fluksio.api.workers.registry import WorkerRegistry
 
 __all__ = ["CONTENT_TYPE", "EngineMetrics"]
@@ -118,7 +118,7 @@ class EngineMetrics:
 
     def watch(self, registry: WorkerRegistry, dispatcher: Dispatcher, feed: EventFeed) -> None:
         """Count the dispatcher's runs as they are written; read the rest at each scrape."""
-        dispatcher.runs.observers.append(self.runs_written)
+        dispatcher.run_observers.append(self.runs_written)
         self.registry.register(_EngineState(registry, dispatcher, feed))
 
     def render(self) -> bytes:
@@ -210,7 +210,7 @@ class _EngineState(Collector):
             'Node calls waiting for a place, by the label they want ("" for any).',
             labels=["label"],
         )
-        for label, count in sorted(self._dispatcher.runs.waiting_labels().items()):
+        for label, count in sorted(self._dispatcher.waiting_labels().items()):
             waiting.add_metric([label], count)
         yield waiting
 

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import FLOWS, RUN_MANAGER
+from fluksio.api.appkeys import DISPATCHER, FLOWS
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
 from fluksio.api.errors import NotFound
@@ -133,7 +133,7 @@ async def _start_run(request: web.Request) -> web.Response:
     require_superuser(request)
     name = path_name(request)
     body = await read_json(request, RunRequest) if request.can_read_body else RunRequest()
-    run = request.app[RUN_MANAGER].start_run(name, body.params)
+    run = request.app[DISPATCHER].start_run(name, body.params)
     return model_response(run_body(run), status=201)
 
 

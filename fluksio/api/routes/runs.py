@@ -11,14 +11,14 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import RUN_MANAGER, RUNS
+from fluksio.api.appkeys import DISPATCHER, RUNS
 from fluksio.api.auth import require_superuser
 from fluksio.api.errors import InvalidInput, NotFound
 from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.responses import model_response
-from fluksio.api.runs.manager import RunView
+from fluksio.api.runs.rows import NodeRow
 from fluksio.api.runs.states import NodeState, RunState
-from fluksio.api.runs.store import NodeRow
+from fluksio.api.runs.views import RunView
 from fluksio.api.timefmt import utc
 
 __all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
@@ -173,7 +173,7 @@ async def _get(request: web.Request) -> web.Response:
     require_superuser(request)
     run_id = request.match_info["run_id"]
     wait = _number(request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    view = await request.app[RUN_MANAGER].wait(run_id, wait)
+    view = await request.app[DISPATCHER].wait_run(run_id, wait)
     if view is None:
         raise NotFound(f"no run with id {run_id!r}")
     return model_response(run_body(view))
@@ -233,7 +233,9 @@ async def _list(request: web.Request) -> web.Response:
 )
 async def _cancel(request: web.Request) -> web.Response:
     require_superuser(request)
-    return model_response(run_body(request.app[RUN_MANAGER].cancel(request.match_info["run_id"])))
+    return model_response(
+        run_body(request.app[DISPATCHER].cancel_run(request.match_info["run_id"]))
+    )
 
 
 def routes(prefix: str) -> list[web.RouteDef]:

@@ -26,13 +26,12 @@ from pydantic import BaseModel, Field, RootModel
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.appkeys import DISPATCHER, RUN_MANAGER, WORKERS
+from fluksio.api.appkeys import DISPATCHER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
 from fluksio.api.routes.events import view_response
-from fluksio.api.runs.manager import RunManager
 from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
 from fluksio.api.workers.registry import NeedsUpgrade
@@ -298,13 +297,13 @@ def _resources_body(request: web.Request) -> web.Response:
     body = ResourcesBody(
         places=[_place(engine), *workers],
         labels=_by_label(workers),
-        queued=waiting_bodies(request.app[RUN_MANAGER]),
+        queued=waiting_bodies(dispatcher),
         provisioners=provisioner_bodies(dispatcher.profiles()),
     )
     return model_response(body)
 
 
-def waiting_bodies(runs: RunManager) -> list[WaitingBody]:
+def waiting_bodies(dispatcher: Dispatcher) -> list[WaitingBody]:
     """Every waiting call, in the order it will be served, with why it waits."""
     return [
         WaitingBody(
@@ -317,7 +316,7 @@ def waiting_bodies(runs: RunManager) -> list[WaitingBody]:
             reason=call.reason.text if call.reason is not None else None,
             kind=call.reason.kind if call.reason is not None else None,
         )
-        for call in runs.waiting_calls()
+        for call in dispatcher.waiting_calls()
     ]
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher
-from fluksio.api.runs.provenance import Provenance, engine_provenance
+from fluksio.api.runs.provenance import Provenance
 from fluksio.scheduler import ENGINE_ID, Worker
 
 __all__ = ["LocalExecutor", "engine_place"]
@@ -39,7 +40,7 @@ class LocalExecutor:
     def __init__(self, launcher: Launcher, artifact_dir: Path) -> None:
         self.launcher = launcher
         self._env = {"FLUKSIO_ARTIFACT_DIR": str(artifact_dir)}
-        self._provenance = engine_provenance()
+        self._provenance = Provenance(worker="engine", host=socket.gethostname())
 
     def call_env(self) -> dict[str, str]:
         return dict(self._env)

@@ -7,11 +7,10 @@ manager adds the GPUs the placement granted, and the record is stored with the n
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Provenance", "engine_provenance"]
+__all__ = ["Provenance"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,3 @@ class Provenance:
         if self.provisioner:
             parts.append(f"brought by {self.provisioner} request {self.request_id}")
         return f"{self.worker} ({', '.join(parts)})" if parts else self.worker
-
-
-def engine_provenance() -> Provenance:
-    return Provenance(worker="engine", host=socket.gethostname())

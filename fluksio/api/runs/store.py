@@ -11,9 +11,10 @@ from typing import Any
 
 from fluksio.api.db import Database
 from fluksio.api.runs.provenance import Provenance
+from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.states import NodeState, RunState
 
-__all__ = ["FlowRecord", "FlowStore", "NodeRow", "RunRow", "RunStore"]
+__all__ = ["FlowRecord", "FlowStore", "RunStore"]
 
 
 @dataclass(frozen=True)
@@ -57,35 +58,6 @@ class FlowStore:
 
     def delete(self, name: str) -> bool:
         return self._db.execute("DELETE FROM flows WHERE name = ?", (name,)).rowcount > 0
-
-
-@dataclass
-class NodeRow:
-    node_id: str
-    state: NodeState
-    call_id: str | None = None
-    place: str | None = None
-    queued_at: float | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-    result: Any = None
-    error: dict[str, Any] | None = None
-    logs: str = ""
-    events: list[dict[str, Any]] | None = None
-    provenance: Provenance | None = None
-    """Where it ran (set when it starts)."""
-
-
-@dataclass
-class RunRow:
-    id: str
-    flow: str
-    spec: dict[str, Any]
-    params: dict[str, Any]
-    state: RunState
-    created_at: float
-    started_at: float | None = None
-    ended_at: float | None = None
 
 
 _NODE_COLUMNS = (

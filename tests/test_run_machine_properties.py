@@ -1,0 +1,262 @@
+"""The run machine against its naive reference, over event sequences Hypothesis draws.
+
+Runs of random flows (dependencies, ``retries``, ``retry_on_restart``) are started,
+placed, refused a secret, ended every way a call ends, cancelled, and taken over by a new
+machine after a restart from what the effects wrote, never from the old machine's memory.
+After every event both must agree on every node's and run's state, and the effects must
+keep the promises the dispatcher relies on:
+
+- a call ends in exactly one terminal state, and stays there;
+- it is queued again only after ``WorkerGone`` with retries left, ``NotTaken``, or a
+  restart (the reference counts each);
+- the queue holds exactly the queued nodes' calls, each id new;
+- what the effects wrote is what the machine holds: nothing is lost at a restart;
+- a run's end is announced once, when its last node ends; each placed call is released
+  once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from fluksio.agent.outcome import CallOutcome, error_record
+from fluksio.api.runs.machine import (
+    Create,
+    Effect,
+    Ended,
+    Progress,
+    Queue,
+    Release,
+    RunMachine,
+    Save,
+    Stop,
+    Withdraw,
+)
+from fluksio.api.runs.provenance import Provenance
+from fluksio.api.runs.reference import ReferenceNode, ReferenceRun
+from fluksio.api.runs.rows import NodeRow, RunRow
+from fluksio.api.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
+
+CODE = "def process():\n    return 1\n"
+OUTCOMES = {
+    "ok": CallOutcome(True, result=1),
+    "error": CallOutcome(False, error=error_record("ValueError", "boom")),
+    "cancelled": CallOutcome(False, error=error_record("NodeCancelled", "the call was cancelled")),
+    "gone": CallOutcome(False, error=error_record("WorkerGone", "the worker went away")),
+    "not_taken": CallOutcome(False, error=error_record("NotTaken", "the worker never took it")),
+}
+
+
+@st.composite
+def flows(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 5))
+    nodes = []
+    for index in range(count):
+        earlier = st.sampled_from(range(max(index, 1)))
+        after = draw(st.lists(earlier, max_size=min(index, 2), unique=True))
+        nodes.append(
+            {
+                "id": f"n{index}",
+                "code": CODE,
+                "after": [f"n{i}" for i in after],
+                "retries": draw(st.integers(0, 2)),
+                "retry_on_restart": draw(st.booleans()),
+            }
+        )
+    return nodes
+
+
+class RunMachineComparison(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids = (f"c{i}" for i in itertools.count())
+        self.machine = RunMachine(lambda: next(self.ids))
+        self.now = 1_000.0
+        self.reference: dict[str, ReferenceRun] = {}
+        self.stored: dict[str, tuple[RunRow, dict[str, NodeRow]]] = {}
+        self.queue: dict[str, tuple[str, str]] = {}
+        """Call id -> (run, node), as the scheduler would hold them."""
+        self.running: dict[str, tuple[str, str]] = {}
+        self.seen_calls: set[str] = set()
+        self.queued_times: dict[str, int] = {}
+        self.ended: set[str] = set()
+        self.terminal: dict[tuple[str, str], NodeState] = {}
+        self.progress: dict[str, int] = {}
+
+    # -- carrying effects out, as the dispatcher would -----------------------------------
+
+    def apply(self, effects: list[Effect]) -> None:
+        saved: set[str] = set()
+        for effect in effects:
+            if isinstance(effect, Create):
+                self.stored[effect.row.id] = (
+                    dataclasses.replace(effect.row),
+                    {n.node_id: dataclasses.replace(n) for n in effect.nodes},
+                )
+            elif isinstance(effect, Save):
+                row, nodes = self.stored[effect.row.id]
+                if effect.run_changed:
+                    row = dataclasses.replace(effect.row)
+                nodes.update({n.node_id: dataclasses.replace(n) for n in effect.nodes})
+                self.stored[effect.row.id] = (row, nodes)
+                saved.add(effect.row.id)
+            elif isinstance(effect, Queue):
+                call_id = effect.request.id
+                assert call_id not in self.seen_calls, "a call id is never reused"
+                self.seen_calls.add(call_id)
+                found = self.machine.call(call_id)
+                assert found is not None
+                run, spec, _row = found
+                self.queue[call_id] = (run.id, spec.id)
+                self.queued_times[run.id] = self.queued_times.get(run.id, 0) + 1
+            elif isinstance(effect, Withdraw):
+                assert self.queue.pop(effect.call_id, None) is not None, "withdrawn while queued"
+            elif isinstance(effect, Release):
+                assert self.running.pop(effect.call_id, None) is not None, "released once"
+            elif isinstance(effect, Stop):
+                assert effect.call_id in self.running, "only a running call is stopped"
+            elif isinstance(effect, Ended):
+                assert effect.row.id not in self.ended, "a run ends once"
+                assert effect.row.state in TERMINAL_RUN_STATES
+                self.ended.add(effect.row.id)
+            elif isinstance(effect, Progress):
+                # A node's count goes on over its calls (a retry is an event of its own).
+                key = f"{effect.row.id}/{effect.node.node_id}"
+                assert effect.count > self.progress.get(key, 0)
+                self.progress[key] = effect.count
+        for run_id in saved:  # the dispatcher tells it once the rows are written
+            self.machine.written(run_id)
+
+    # -- events ------------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.reference) < 3)
+    @rule(nodes=flows())
+    def start_run(self, nodes: list[dict[str, Any]]) -> None:
+        run_id = f"r{len(self.reference)}"
+        self.now += 1
+        self.apply(self.machine.start(run_id, "flow", {"nodes": nodes}, {}, self.now))
+        self.reference[run_id] = ReferenceRun(
+            {
+                n["id"]: ReferenceNode(tuple(n["after"]), n["retries"], n["retry_on_restart"])
+                for n in nodes
+            }
+        )
+
+    @precondition(lambda self: bool(self.queue))
+    @rule(data=st.data(), refused=st.booleans())
+    def place(self, data: st.DataObject, refused: bool) -> None:
+        call_id = data.draw(st.sampled_from(sorted(self.queue)))
+        run_id, node_id = self.queue.pop(call_id)
+        self.running[call_id] = (run_id, node_id)  # placed: it holds its place until released
+        self.now += 1
+        inputs = self.machine.placed(call_id, "engine", Provenance(worker="engine"), self.now)
+        assert inputs.spec.id == node_id
+        if refused:
+            denied = CallOutcome(False, error=error_record("SecretDenied", "not here"))
+            self.apply(self.machine.ended(call_id, denied, self.now))
+            self.reference[run_id].refuse(node_id)
+        else:
+            self.apply(self.machine.running(call_id, ()))
+            self.reference[run_id].start(node_id)
+
+    @precondition(lambda self: bool(self.running))
+    @rule(data=st.data(), kind=st.sampled_from(sorted(OUTCOMES)))
+    def end(self, data: st.DataObject, kind: str) -> None:
+        call_id = data.draw(st.sampled_from(sorted(self.running)))
+        run_id, node_id = self.running[call_id]
+        self.now += 1
+        self.apply(self.machine.ended(call_id, OUTCOMES[kind], self.now))
+        assert call_id not in self.running, "an ended call gives its place back"
+        self.reference[run_id].end(node_id, kind)
+
+    @precondition(lambda self: bool(self.running))
+    @rule(data=st.data())
+    def report(self, data: st.DataObject) -> None:
+        call_id = data.draw(st.sampled_from(sorted(self.running)))
+        self.apply(self.machine.reported(call_id, {"event": "step", "outputs": {}}))
+
+    @precondition(lambda self: any(not self.machine.is_over(r) for r in self.reference))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        live = sorted(r for r in self.reference if not self.machine.is_over(r))
+        run_id = data.draw(st.sampled_from(live))
+        self.now += 1
+        self.apply(self.machine.cancel(run_id, self.now))
+        self.reference[run_id].cancel()
+
+    @rule()
+    def restart(self) -> None:
+        """A new engine: a new machine, an empty queue, and only what was written."""
+        self.machine = RunMachine(lambda: next(self.ids))
+        self.queue.clear()
+        self.running.clear()
+        self.progress.clear()  # a running call's reports are kept only once it ends
+        unfinished = [
+            (dataclasses.replace(row), [dataclasses.replace(n) for n in nodes.values()])
+            for row, nodes in self.stored.values()
+            if row.state not in TERMINAL_RUN_STATES
+        ]
+        self.now += 1
+        self.apply(self.machine.recover(unfinished, self.now))
+        for row, _nodes in unfinished:
+            self.reference[row.id].restart()
+
+    # -- what must always hold ---------------------------------------------------------
+
+    def _nodes_now(self, run_id: str) -> tuple[RunRow, dict[str, NodeRow]]:
+        live = self.machine.snapshot(run_id)
+        if live is None:
+            return self.stored[run_id]
+        row, nodes = live
+        return row, {n.row.node_id: n.row for n in nodes}
+
+    @invariant()
+    def both_agree_on_every_state(self) -> None:
+        for run_id, reference in self.reference.items():
+            row, nodes = self._nodes_now(run_id)
+            expected = {node_id: node.state for node_id, node in reference.nodes.items()}
+            assert {node_id: n.state for node_id, n in nodes.items()} == expected, run_id
+            assert row.state is reference.state(), run_id
+            assert (run_id in self.ended) is (row.state in TERMINAL_RUN_STATES), run_id
+            assert self.queued_times.get(run_id, 0) == reference.queued_times, run_id
+
+    @invariant()
+    def what_was_written_is_what_the_machine_holds(self) -> None:
+        for run_id in self.reference:
+            row, nodes = self._nodes_now(run_id)
+            stored_row, stored_nodes = self.stored[run_id]
+            assert stored_row.state is row.state, run_id
+            for node_id, node in nodes.items():
+                stored = stored_nodes[node_id]
+                assert (stored.state, stored.call_id) == (node.state, node.call_id), node_id
+
+    @invariant()
+    def a_terminal_state_is_final(self) -> None:
+        for run_id, reference in self.reference.items():
+            for node_id, node in reference.nodes.items():
+                if node.state in TERMINAL_NODE_STATES:
+                    first = self.terminal.setdefault((run_id, node_id), node.state)
+                    assert node.state is first, (run_id, node_id)
+
+    @invariant()
+    def the_queue_holds_exactly_the_queued_nodes(self) -> None:
+        queued = set()
+        for run_id in self.reference:
+            _row, nodes = self._nodes_now(run_id)
+            queued |= {n.call_id for n in nodes.values() if n.state is NodeState.QUEUED}
+        assert set(self.queue) == queued
+
+
+RunMachineComparison.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestRunMachineAgreesWithItsReference = RunMachineComparison.TestCase
