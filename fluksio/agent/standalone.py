@@ -17,7 +17,17 @@ from fluksio.agent import __version__
 
 __all__ = ["MODULES", "build_standalone_agent"]
 
-MODULES = ("errors", "frames", "inventory", "urls", "walltime", "launcher", "session", "cli")
+MODULES = (
+    "errors",
+    "frames",
+    "inventory",
+    "urls",
+    "walltime",
+    "outcome",
+    "launcher",
+    "session",
+    "cli",
+)
 """The agent's modules, each after those it imports."""
 
 _HERE = Path(__file__).resolve().parent
