@@ -140,6 +140,13 @@ def start_engine(
     raise RuntimeError("the engine did not start")
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of one process alone, not its children: the engine's own
+    work, without its fork server's or its calls'."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure_engine(args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         process, url = start_engine(Path(tmp) / "data", args.mode)
@@ -155,14 +162,18 @@ def measure_engine(args: argparse.Namespace) -> dict[str, float]:
             for _ in range(20):  # warm up the fork server and the connection
                 api.run_to_end("one")
             latencies = []
+            cpu_before = process_cpu_seconds(process.pid)
             for _ in range(args.runs):
                 started = time.perf_counter()
                 run = api.run_to_end("one")
                 latencies.append(time.perf_counter() - started)
                 assert run["state"] == "succeeded", run
+            run_cpu = (process_cpu_seconds(process.pid) - cpu_before) / args.runs
+            cpu_before = process_cpu_seconds(process.pid)
             started = time.perf_counter()
             run = api.run_to_end("fanout")
             fanout_s = time.perf_counter() - started
+            fanout_cpu = (process_cpu_seconds(process.pid) - cpu_before) / args.fanout
             assert run["state"] == "succeeded"
         finally:
             process.terminate()
@@ -171,6 +182,8 @@ def measure_engine(args: argparse.Namespace) -> dict[str, float]:
         "run_p50": _percentile(latencies, 0.5),
         "run_p99": _percentile(latencies, 0.99),
         "fanout_rate": args.fanout / fanout_s,
+        "run_cpu": run_cpu,
+        "fanout_cpu": fanout_cpu,
     }
 
 
@@ -272,7 +285,10 @@ def main() -> None:
         f" {engine['run_p50'] / floors['fork_p50']:8.1f}"
     )
     print(f"{'one-node run, POST to finished, p99 (ms)':58} {engine['run_p99'] * ms:10.2f}")
+    print(f"{'  engine process CPU per one-node run (ms)':58} {engine['run_cpu'] * ms:10.2f}")
     print(f"{f'fan-out of {args.fanout} no-op nodes (calls/s)':58} {engine['fanout_rate']:10.0f}")
+    fanout_cpu = engine["fanout_cpu"] * ms
+    print(f"{'  engine process CPU per call of the fan-out (ms)':58} {fanout_cpu:10.2f}")
     print(
         f"{'  the same work as spawned interpreters, serially (calls/s)':58}"
         f" {1 / floors['spawn_p50']:10.0f}"

@@ -31,7 +31,7 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import BIN, NOOP, Api, measure_launcher, start_engine
+from calls import BIN, NOOP, Api, measure_launcher, process_cpu_seconds, start_engine
 
 
 def _rss_mb(pid: int) -> float:
@@ -115,10 +115,16 @@ def measure_remote(args: argparse.Namespace) -> dict[str, float]:
                 try:
                     _wait_attached(api, f"p{parallel}")
                     if parallel == 1:
+                        cpu_before = process_cpu_seconds(engine.pid)
                         results.update(one_node_latency(api, args.runs))
+                        spent = process_cpu_seconds(engine.pid) - cpu_before
+                        results["run_cpu"] = spent / (args.runs + 20)  # with its warm-up
+                    cpu_before = process_cpu_seconds(engine.pid)
                     started = time.perf_counter()
                     assert api.run_to_end("fanout")["state"] == "succeeded"
                     results[f"fanout_{parallel}"] = args.fanout / (time.perf_counter() - started)
+                    spent = process_cpu_seconds(engine.pid) - cpu_before
+                    results[f"fanout_cpu_{parallel}"] = spent / args.fanout
                 finally:
                     agent.terminate()
                     agent.wait(timeout=30)
@@ -240,6 +246,7 @@ def main() -> None:
         ("floor: one call through the launcher alone, p50 (ms)", f"{launcher * 1e3:.2f}"),
         ("one-node run on a worker, POST to finished, p50 (ms)", f"{remote['run_p50'] * 1e3:.2f}"),
         ("one-node run on a worker, POST to finished, p99 (ms)", f"{remote['run_p99'] * 1e3:.2f}"),
+        ("  engine process CPU per one-node run (ms)", f"{remote['run_cpu'] * 1e3:.2f}"),
         *[
             (
                 f"fan-out of {args.fanout} no-op calls, --parallel {p} (calls/s)",
@@ -247,6 +254,7 @@ def main() -> None:
             )
             for p in (1, 4, 16)
         ],
+        ("  engine process CPU per call, --parallel 1 (ms)", f"{remote['fanout_cpu_1'] * 1e3:.2f}"),
         (f"{n} simulated agents: time to attach all (s)", f"{scale['attach_s']:.2f}"),
         (f"{n} simulated agents: engine RSS (MB)", f"{scale['engine_mb']:.0f}"),
         ("  engine memory per attached worker (KB)", f"{scale['kb_per_worker']:.1f}"),
