@@ -84,6 +84,10 @@ MACHINE_IMPURE = IMPURE | {"secrets", "sqlite3", "logging", "aiohttp", "structlo
 """What would give a state machine of the engine's core I/O, a clock, chance or a log."""
 PURE_CORE = (
     "fluksio.api.runs.machine",
+    "fluksio.api.runs.reference",
+    "fluksio.provisioners.machine",
+    "fluksio.provisioners.reference",
+    "fluksio.provisioners.base",
     "fluksio.api.runs.models",
     "fluksio.api.runs.rows",
     "fluksio.api.runs.states",

@@ -1,6 +1,6 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
-- **Runs and calls** as they are written (the run manager's observers); a running call's
+- **Runs and calls** as they are written (the dispatcher's run observers); a running call's
   reported events (``fluksio.emit``) as a count, at most twice a second.
 - **Workers** as their sessions change, a few milliseconds later (a second while nobody
   listens), so that one event carries what the scheduler made of the change too (an

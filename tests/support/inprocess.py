@@ -1,6 +1,6 @@
 """An engine in the test's own process: ``create_app(settings)`` behind pytest-aiohttp.
 
-For the logic of the REST and WebSocket layers, the run manager and the dispatcher:
+For the logic of the REST and WebSocket layers, the run machine and the dispatcher:
 failures point at a line, and nothing waits for a process to start. What only a real
 process shows (signals, restarts, the packaged commands) stays in the subprocess tests.
 

@@ -1,12 +1,12 @@
 """One attached worker: its socket, the calls in flight on it, and how it ends.
 
-A session is the run manager's executor for that worker. Calls fail with ``WorkerGone``
+A session is the dispatcher's executor for that worker. Calls fail with ``WorkerGone``
 when the socket closes ("worker went away mid-call") or when nothing at all has come from
 the worker for ``gone_after_s`` while it executes.
 
 A call sent to a worker that then sends nothing at all (no frame, no pong) for
 ``take_within_s`` was never taken: the worker froze before it could. It fails here as
-``NotTaken`` (the run manager queues it again, for another worker), the worker is paused
+``NotTaken`` (the run machine queues it again, for another worker), the worker is paused
 in the scheduler until it is heard again, and it is sent ``cancel``, so that if it wakes
 it drops the call rather than run it (our agent never starts a call cancelled before it
 started; the published agent 0.1.6 may start it and then kill it). Our agent says at once

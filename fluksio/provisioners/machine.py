@@ -1,0 +1,861 @@
+"""Provisioning as a pure state machine: what happened, with ``now``, in; what to do, out.
+
+The rules (one request pending per profile, ``max_workers`` as a cap at every instant,
+timeouts, backoff, login, lost answers, restarts) are in :mod:`fluksio.provisioners.driver`'s
+docstring, and each lives here once. Every input is a method named for what happened (a
+call wants a profile; a submission answered or failed; a poll or a search answered; a
+cancel finished; a timer is due; a worker attached or left; an engine restarted or is
+stopping) and returns the effects the driver carries out, in order:
+
+- :class:`Submit`, :class:`Cancel`, :class:`CleanUp`: the provisioner's own methods, awaited
+  by the driver, whose answers come back as inputs; :class:`StartPoll` a provisioner's
+  requests (and look for lost submissions);
+- :class:`Remember`, :class:`Forget`, :class:`Revoke`: the engine's records and tokens;
+- :class:`Wake` me at a time (a timeout, the end of a rest, the next poll), or
+  :class:`Unwake`;
+- :class:`Observe` (for the metrics), :class:`Log`, and :class:`Changed`: how a profile
+  stands has changed (the scheduler reads it anew).
+
+No clock, no I/O, no chance: ``now`` comes with each input and request ids from the
+``new_id`` it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fluksio.provisioners.base import (
+    TERMINAL_STATES,
+    JobState,
+    JobStatus,
+    ProfileSettings,
+    ProvisionerSettings,
+    WorkerEvent,
+)
+from fluksio.scheduler import Profile, Provisioning, RequestStage
+
+__all__ = [
+    "POLL_SOON_S",
+    "BroughtWorker",
+    "Cancel",
+    "Changed",
+    "CleanUp",
+    "Effect",
+    "Forget",
+    "Log",
+    "MachineRequest",
+    "Observe",
+    "ProfileRule",
+    "ProfileStatus",
+    "ProvisioningMachine",
+    "Remember",
+    "Revoke",
+    "StartPoll",
+    "Submit",
+    "Unwake",
+    "Wake",
+    "login_sentence",
+]
+
+POLL_SOON_S = 1.0
+"""After a worker of a request leaves, its job is polled this soon: its slot under
+``max_workers`` is free once the job has ended, and a replacement may be waiting."""
+_PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
+SHUTTING_DOWN = "the engine is shutting down"
+
+
+def login_sentence(provisioner: str) -> str:
+    """What a profile shows while it waits for a person to log in."""
+    return f"login needed: run 'fluksio provisioners login {provisioner}'"
+
+
+# -- plain data ----------------------------------------------------------------------------
+
+
+@dataclass
+class MachineRequest:
+    """One machine asked of a provisioner, and where it stands from the engine's side."""
+
+    id: str
+    provisioner: str
+    profile: str
+    created_at: float
+    stage: RequestStage = RequestStage.SUBMITTING
+    job_id: str | None = None
+    status: JobStatus | None = None
+    status_since: float | None = None
+    token_jti: str | None = None
+    attached_at: float | None = None
+    answer_lost: str | None = None
+    """Why the submission's answer never came (it may have queued a job): look for it."""
+
+
+@dataclass(frozen=True)
+class ProfileRule:
+    """A configured profile as the machine needs it, read once at start."""
+
+    provisioner: str
+    type_name: str
+    job_noun: str
+    settings: ProvisionerSettings[Any]
+    profile: ProfileSettings
+    walltime_s: float | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.provisioner}/{self.profile.name}"
+
+
+@dataclass(frozen=True)
+class BroughtWorker:
+    """A worker a request of a profile brought, while it is attached."""
+
+    worker_id: str
+    name: str
+    attached_at: float
+    job_id: str | None
+    """The request's job id, else what the worker itself reported (``SLURM_JOB_ID``)."""
+
+
+@dataclass(frozen=True)
+class ProfileStatus:
+    """How one profile stands, for the API to show: read-only."""
+
+    provisioner: str
+    type_name: str
+    profile: ProfileSettings
+    outstanding: MachineRequest | None
+    jobs: tuple[MachineRequest, ...]
+    last_error: tuple[float, str] | None
+    retry_at: float | None
+    failures: int
+    workers: tuple[BroughtWorker, ...]
+    login_needed: str | None = None
+    """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
+    submitted or polled until a person logs in."""
+
+
+# -- effects -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submit:
+    """Mint the request's token, write the request down, submit it; answer with
+    :meth:`~ProvisioningMachine.submitted` or :meth:`~ProvisioningMachine.submit_failed`.
+    With ``check_login``, first ask whether a login is still needed
+    (:meth:`~ProvisioningMachine.login_still_needed`)."""
+
+    profile: str
+    request_id: str
+    check_login: bool
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Cancel the request's job (after a last look for it when ``look_first``); answer with
+    :meth:`~ProvisioningMachine.cancelled`."""
+
+    profile: str
+    request_id: str
+    job_id: str | None
+    look_first: bool
+    message: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class CleanUp:
+    """Remove what a request left (its job, a token file); nothing is answered."""
+
+    provisioner: str
+    request_id: str
+    job_id: str | None
+
+
+@dataclass(frozen=True)
+class StartPoll:
+    """Poll the provisioner: look for its lost submissions, then read its jobs' states;
+    answer with :meth:`~ProvisioningMachine.found`, :meth:`~ProvisioningMachine.polled` and
+    at last :meth:`~ProvisioningMachine.poll_ended`."""
+
+    provisioner: str
+
+
+@dataclass(frozen=True)
+class Remember:
+    request: MachineRequest
+
+
+@dataclass(frozen=True)
+class Forget:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Revoke:
+    jti: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Call :meth:`~ProvisioningMachine.woke` with ``key`` at ``at`` (replacing a wake of
+    the same key)."""
+
+    key: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Unwake:
+    key: str
+
+
+@dataclass(frozen=True)
+class Observe:
+    what: Literal["submitted", "failed", "attached"]
+    provisioner: str
+    profile: str
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Log:
+    level: Literal["info", "warning"]
+    event: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Changed:
+    """How a profile stands changed."""
+
+
+Effect = (
+    Submit
+    | Cancel
+    | CleanUp
+    | StartPoll
+    | Remember
+    | Forget
+    | Revoke
+    | Wake
+    | Unwake
+    | Observe
+    | Log
+    | Changed
+)
+
+
+# -- the state -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Brought:
+    name: str
+    attached_at: float
+    request: MachineRequest | None
+    """None for a worker whose request an earlier engine run made and this one never saw."""
+    reported_job_id: str | None
+
+
+@dataclass
+class _Profile:
+    rule: ProfileRule
+    outstanding: MachineRequest | None = None
+    live: dict[str, MachineRequest] = field(default_factory=dict)
+    last_error: tuple[float, str] | None = None
+    failures: int = 0
+    resting_until: float | None = None
+    workers: dict[str, _Brought] = field(default_factory=dict)
+    login_needed: str | None = None
+
+
+@dataclass
+class _Poller:
+    interval_s: float
+    due_at: float | None = None
+    polling: bool = False
+
+
+class ProvisioningMachine:
+    def __init__(self, rules: Iterable[ProfileRule], new_id: Callable[[], str]) -> None:
+        self._new_id = new_id
+        self._profiles = {rule.key: _Profile(rule) for rule in rules}
+        self._pollers = {
+            entry.rule.provisioner: _Poller(entry.rule.settings.poll_interval_s)
+            for entry in self._profiles.values()
+        }
+        self._cancelling: set[str] = set()
+        self._closing = False
+
+    # -- inputs: asked for capacity, and the submission's answers ------------------------
+
+    def want(self, provisioner: str, profile: str, now: float) -> list[Effect]:
+        """A queued call needs a machine of this profile (from the scheduler's plan).
+
+        Asked for only while none is pending, the profile does not rest, and fewer than
+        its ``max_workers`` jobs are alive.
+        """
+        entry = self._profiles.get(f"{provisioner}/{profile}")
+        # The rule is the scheduler's own (Profile.can_grow), read here on the same data.
+        if entry is None or self._closing or not _as_scheduled(entry).can_grow:
+            return []
+        request = MachineRequest(
+            id=self._new_id(), provisioner=provisioner, profile=profile, created_at=now
+        )
+        entry.outstanding = request
+        entry.live[request.id] = request
+        check_login = entry.login_needed is not None
+        return [Submit(entry.rule.key, request.id, check_login), *self._changed()]
+
+    def minted(self, profile: str, request_id: str, jti: str) -> None:
+        """The request's worker token was minted (before anything was sent)."""
+        request = self._profiles[profile].live.get(request_id)
+        if request is not None:
+            request.token_jti = jti
+
+    def login_still_needed(self, profile: str, request_id: str, now: float) -> list[Effect]:
+        """Nothing was sent: the login the profile waits for has not happened."""
+        entry = self._profiles[profile]
+        effects: list[Effect] = []
+        request = entry.live.get(request_id)
+        if request is not None:
+            self._wait_for_login(entry, request, "still no login", now, effects)
+        return effects
+
+    def submitted(self, profile: str, request_id: str, job_id: str, now: float) -> list[Effect]:
+        """The outside system took the submission: ``job_id`` is its job."""
+        entry = self._profiles[profile]
+        entry.login_needed = None
+        request = entry.live.get(request_id)
+        if request is None:
+            # Given up on (timed out) before the answer came: its job must not run unwatched.
+            return [CleanUp(entry.rule.provisioner, request_id, job_id)]
+        request.job_id = job_id
+        request.status_since = now
+        effects: list[Effect] = []
+        if request.stage is RequestStage.SUBMITTING:
+            request.stage = RequestStage.QUEUED
+            self._arm_timeout(entry, request, effects)
+        # (else its worker was quicker than the submission's answer, and attached already)
+        effects += [
+            Remember(request),
+            Log(
+                "info",
+                "provision.submitted",
+                {"profile": profile, "request": request_id, "job": job_id},
+            ),
+            Observe("submitted", entry.rule.provisioner, entry.rule.profile.name),
+        ]
+        self._ensure_poll(entry.rule.provisioner, now, effects)
+        effects += self._changed()
+        if self._closing:
+            self._cancel(entry, request, SHUTTING_DOWN, effects)
+        return effects
+
+    def submit_failed(
+        self,
+        profile: str,
+        request_id: str,
+        detail: str,
+        now: float,
+        *,
+        uncertain: bool = False,
+        login: bool = False,
+    ) -> list[Effect]:
+        """The submission failed: refused, needing a login, or (``uncertain``) its answer
+        was lost and it may have queued a job."""
+        entry = self._profiles[profile]
+        request = entry.live.get(request_id)
+        effects: list[Effect] = []
+        if request is None:
+            return effects  # already ended (timed out): that counted already
+        if login:
+            self._wait_for_login(entry, request, detail, now, effects)
+        elif uncertain:
+            request.answer_lost = detail
+            if request.stage is RequestStage.SUBMITTING:
+                self._arm_timeout(entry, request, effects)
+            fields = {"profile": profile, "request": request_id, "error": detail}
+            effects.append(Log("warning", "provision.answer_lost", fields))
+            self._ensure_poll(entry.rule.provisioner, now, effects)
+            effects += self._changed()
+        else:
+            self._failed(entry, request, detail, now, effects)
+        return effects
+
+    # -- inputs: polls and searches -------------------------------------------------------
+
+    def found(
+        self,
+        provisioner: str,
+        request_ids: Iterable[str],
+        jobs: Mapping[str, str] | None,
+        now: float,
+        error: str | None = None,
+    ) -> list[Effect]:
+        """What a search for lost submissions found (``jobs``: request id -> job id), or
+        why it failed (``error``): adopted if found, submitted again if not."""
+        effects: list[Effect] = []
+        lost = [self._live(provisioner, rid) for rid in request_ids]
+        if jobs is None:
+            for entry, _request in filter(None, lost):  # looked for again at the next poll
+                entry.last_error = (now, f"looking for a job failed: {error}")
+            return self._changed()
+        for entry, request in filter(None, lost):
+            if request.job_id is not None:
+                continue
+            job_id = jobs.get(request.id)
+            if job_id is not None:
+                request.job_id, request.answer_lost = job_id, None
+                request.status_since = now
+                if request.stage is RequestStage.SUBMITTING:
+                    request.stage = RequestStage.QUEUED
+                fields = {"profile": entry.rule.key, "request": request.id, "job": job_id}
+                effects += [Remember(request), Log("info", "provision.found", fields)]
+            elif request.stage is not RequestStage.ATTACHED:
+                noun = entry.rule.job_noun
+                message = f"{request.answer_lost}; no {noun} of it was found, submitting again"
+                request.answer_lost = None  # looked for: the cancel only cleans up
+                self._cancel(entry, request, message, effects, failed=True)
+        return effects
+
+    def polled(
+        self,
+        provisioner: str,
+        job_ids: Iterable[str],
+        statuses: Mapping[str, JobStatus] | None,
+        now: float,
+        error: str | None = None,
+        *,
+        login: bool = False,
+    ) -> list[Effect]:
+        """The states of the provisioner's jobs (``statuses``; a job missing left the
+        queue), or why reading them failed (``error``; ``login`` when a person must log in)."""
+        polled = set(job_ids)
+        watched = [
+            (entry, request)
+            for entry in self._of(provisioner)
+            for request in list(entry.live.values())
+            if request.job_id in polled
+        ]
+        effects: list[Effect] = []
+        if statuses is None:
+            for entry, request in watched:
+                if login:
+                    entry.login_needed = login_sentence(provisioner)
+                if request.stage is not RequestStage.ATTACHED:
+                    entry.last_error = (now, f"polling failed: {error}")
+            return self._changed()
+        for entry, request in watched:
+            entry.login_needed = None
+            status = statuses.get(str(request.job_id))
+            if status is None or status.state in TERMINAL_STATES:
+                self._job_ended(entry, request, status, now, effects)
+                continue
+            if request.status != status:
+                request.status = status
+                request.status_since = now
+            if status.state is JobState.RUNNING and request.stage is RequestStage.QUEUED:
+                request.stage = RequestStage.STARTED
+        effects += self._changed()
+        return effects
+
+    def poll_ended(self, provisioner: str, now: float) -> list[Effect]:
+        """A poll finished (however it went): the next is due at the interval."""
+        self._pollers[provisioner].polling = False
+        effects: list[Effect] = []
+        if self.lost_requests(provisioner) or self.jobs_to_poll(provisioner):
+            self._ensure_poll(provisioner, now, effects)
+        return effects
+
+    def cancelled(
+        self,
+        profile: str,
+        request_id: str,
+        message: str,
+        now: float,
+        *,
+        failed: bool,
+        job_id: str | None,
+    ) -> list[Effect]:
+        """A cancel the machine asked for finished (``message`` says how)."""
+        self._cancelling.discard(request_id)
+        entry = self._profiles[profile]
+        request = entry.live.get(request_id)
+        effects: list[Effect] = []
+        if request is None:
+            return effects  # it ended meanwhile, and that was counted then
+        if request.job_id is None:
+            request.job_id = job_id  # found by the last look
+        if failed:
+            self._failed(entry, request, message, now, effects)
+        else:
+            self._ended(entry, request, message, effects)
+        return effects
+
+    def woke(self, key: str, now: float) -> list[Effect]:
+        """A wake the machine asked for is due."""
+        kind, _, name = key.partition(":")
+        effects: list[Effect] = []
+        if kind == "rest":
+            entry = self._profiles[name]
+            # Not a submission: the next scheduling pass asks again if a call still needs it.
+            entry.resting_until = None
+            effects += self._changed()
+        elif kind == "poll":
+            poller = self._pollers[name]
+            poller.due_at = None
+            watched = self.lost_requests(name) or self.jobs_to_poll(name)
+            if watched and not self._closing and not poller.polling:
+                poller.polling = True
+                effects.append(StartPoll(name))
+        elif kind == "timeout":
+            found = self._find(name)
+            if found is not None and found[1].stage in _PENDING_STAGES:
+                entry, request = found
+                timeout = entry.rule.settings.provision_timeout_s
+                noun = entry.rule.job_noun
+                job = f"{noun} {request.job_id}" if request.job_id else f"the {noun}"
+                message = f"{job} did not attach within {timeout:g} s; cancelled"
+                self._cancel(entry, request, message, effects, failed=True)
+        return effects
+
+    # -- inputs: workers -----------------------------------------------------------------
+
+    def worker_attached(self, event: WorkerEvent, now: float) -> list[Effect]:
+        entry = self._entry_of(event)
+        if entry is None:
+            return []
+        request = entry.live.get(str(event.request_id))
+        entry.workers[event.worker_id] = _Brought(event.name, now, request, event.job_id)
+        if request is None:
+            return []  # a request of an earlier engine run: welcome, nothing to fulfil
+        request.stage = RequestStage.ATTACHED
+        request.attached_at = now
+        rule = entry.rule
+        effects: list[Effect] = [
+            Observe("attached", rule.provisioner, rule.profile.name, now - request.created_at),
+            Remember(request),
+            Unwake(f"timeout:{request.id}"),
+        ]
+        if entry.outstanding is request:
+            entry.outstanding = None
+        entry.last_error = None
+        entry.failures = 0
+        effects += self._changed()
+        return effects
+
+    def worker_gone(self, event: WorkerEvent, now: float) -> list[Effect]:
+        entry = self._entry_of(event)
+        if entry is None:
+            return []
+        brought = entry.workers.pop(event.worker_id, None)
+        effects: list[Effect] = []
+        if brought is not None and brought.request is not None:
+            # Its job is likely ending (drained, idle, or the job itself ended): its slot
+            # is free once the provisioner says so, so ask soon rather than at the
+            # interval, lest a replacement wait for nothing.
+            poller = self._pollers[entry.rule.provisioner]
+            if not self._closing and not poller.polling:
+                poller.due_at = now + min(POLL_SOON_S, poller.interval_s)
+                effects.append(Wake(f"poll:{entry.rule.provisioner}", poller.due_at))
+        return effects
+
+    # -- inputs: starting and stopping ----------------------------------------------------
+
+    def recover(self, requests: Iterable[MachineRequest], now: float) -> list[Effect]:
+        """Requests an earlier run of the engine submitted: watched again where they left.
+
+        Each is polled, and timed out from when it was submitted; one whose worker has not
+        attached is its profile's outstanding request again, so nothing is submitted twice.
+        One whose submission never answered before the engine stopped is looked for.
+        """
+        effects: list[Effect] = []
+        for request in requests:
+            entry = self._profiles.get(f"{request.provisioner}/{request.profile}")
+            if entry is None:
+                # Nothing configured can poll or cancel it any more; its worker must not attach.
+                if request.token_jti is not None:
+                    reason = "its provisioner profile is no longer configured"
+                    effects.append(Revoke(request.token_jti, reason))
+                profile = f"{request.provisioner}/{request.profile}"
+                effects += [
+                    Forget(request.id),
+                    Log(
+                        "warning", "provision.orphaned", {"profile": profile, "job": request.job_id}
+                    ),
+                ]
+                continue
+            entry.live[request.id] = request
+            if request.job_id is None:
+                request.answer_lost = "the engine stopped before the submission answered"
+            if request.stage is not RequestStage.ATTACHED:
+                entry.outstanding = request
+                self._arm_timeout(entry, request, effects)
+            self._ensure_poll(entry.rule.provisioner, now, effects)
+        effects += self._changed()
+        return effects
+
+    def closing(self) -> list[Effect]:
+        """The engine is stopping: nothing new is asked for, polled or rested."""
+        self._closing = True
+        effects: list[Effect] = [Unwake(f"rest:{key}") for key in self._profiles]
+        effects += [Unwake(f"poll:{name}") for name in self._pollers]
+        return effects
+
+    def close(self) -> list[Effect]:
+        """Cancel every request whose worker has not attached (once its submission, if
+        any was under way, has answered)."""
+        effects: list[Effect] = []
+        for entry in self._profiles.values():
+            for request in list(entry.live.values()):
+                if request.stage is not RequestStage.ATTACHED:
+                    self._cancel(entry, request, SHUTTING_DOWN, effects)
+        return effects
+
+    # -- questions -----------------------------------------------------------------------
+
+    def rule(self, profile: str) -> ProfileRule:
+        return self._profiles[profile].rule
+
+    def request(self, request_id: str) -> MachineRequest | None:
+        found = self._find(request_id)
+        return found[1] if found is not None else None
+
+    def lost_requests(self, provisioner: str) -> list[str]:
+        """Live requests whose submission's answer was lost: to look for by their mark."""
+        return sorted(
+            request.id
+            for entry in self._of(provisioner)
+            for request in entry.live.values()
+            if request.job_id is None and request.answer_lost is not None
+        )
+
+    def jobs_to_poll(self, provisioner: str) -> list[str]:
+        return sorted(
+            {
+                request.job_id
+                for entry in self._of(provisioner)
+                for request in entry.live.values()
+                if request.job_id is not None
+            }
+        )
+
+    def scheduler_profiles(self) -> list[Profile]:
+        """Every profile as the scheduler knows it, with how its provisioning stands."""
+        return [_as_scheduled(entry) for entry in self._profiles.values()]
+
+    def profiles(self) -> list[ProfileStatus]:
+        """Every profile: its outstanding request, live jobs, last error and workers."""
+        return [
+            ProfileStatus(
+                provisioner=entry.rule.provisioner,
+                type_name=entry.rule.type_name,
+                profile=entry.rule.profile,
+                outstanding=entry.outstanding,
+                jobs=tuple(entry.live.values()),
+                last_error=entry.last_error,
+                retry_at=entry.resting_until,
+                failures=entry.failures,
+                login_needed=entry.login_needed,
+                workers=tuple(
+                    BroughtWorker(
+                        worker_id=worker_id,
+                        name=brought.name,
+                        attached_at=brought.attached_at,
+                        # The request's job id is known only once the submission answered.
+                        job_id=brought.request.job_id
+                        if brought.request is not None and brought.request.job_id
+                        else brought.reported_job_id,
+                    )
+                    for worker_id, brought in entry.workers.items()
+                ),
+            )
+            for entry in self._profiles.values()
+        ]
+
+    # -- the rules -----------------------------------------------------------------------
+
+    def _of(self, provisioner: str) -> list[_Profile]:
+        return [e for e in self._profiles.values() if e.rule.provisioner == provisioner]
+
+    def _find(self, request_id: str) -> tuple[_Profile, MachineRequest] | None:
+        for entry in self._profiles.values():
+            request = entry.live.get(request_id)
+            if request is not None:
+                return entry, request
+        return None
+
+    def _live(self, provisioner: str, request_id: str) -> tuple[_Profile, MachineRequest] | None:
+        found = self._find(request_id)
+        return found if found is not None and found[0].rule.provisioner == provisioner else None
+
+    def _entry_of(self, event: WorkerEvent) -> _Profile | None:
+        if event.provisioner is None or event.profile is None:
+            return None
+        return self._profiles.get(f"{event.provisioner}/{event.profile}")
+
+    def _changed(self) -> list[Effect]:
+        # While closing, what ends must not make the engine plan (and ask) again.
+        return [] if self._closing else [Changed()]
+
+    def _arm_timeout(self, entry: _Profile, request: MachineRequest, effects: list[Effect]) -> None:
+        """Cancel the request if its worker has not attached ``provision_timeout_s`` after
+        it was made (0: never)."""
+        timeout = entry.rule.settings.provision_timeout_s
+        if timeout > 0:
+            effects.append(Wake(f"timeout:{request.id}", request.created_at + timeout))
+
+    def _ensure_poll(self, provisioner: str, now: float, effects: list[Effect]) -> None:
+        poller = self._pollers[provisioner]
+        if self._closing or poller.due_at is not None or poller.polling:
+            return
+        poller.due_at = now + poller.interval_s
+        effects.append(Wake(f"poll:{provisioner}", poller.due_at))
+
+    def _cancel(
+        self,
+        entry: _Profile,
+        request: MachineRequest,
+        message: str,
+        effects: list[Effect],
+        *,
+        failed: bool = False,
+    ) -> None:
+        if request.id in self._cancelling:
+            return
+        self._cancelling.add(request.id)
+        look_first = request.job_id is None and request.answer_lost is not None
+        effects.append(
+            Cancel(entry.rule.key, request.id, request.job_id, look_first, message, failed)
+        )
+
+    def _failed(
+        self,
+        entry: _Profile,
+        request: MachineRequest,
+        message: str,
+        now: float,
+        effects: list[Effect],
+    ) -> None:
+        """A request that did not bring a worker: record why, rest, then ask again."""
+        self._ended(entry, request, message, effects)
+        rule = entry.rule
+        effects.append(Observe("failed", rule.provisioner, rule.profile.name))
+        entry.last_error = (now, message)
+        entry.failures += 1
+        settings = rule.settings
+        rest = min(settings.retry_max_s, settings.retry_base_s * 2 ** (entry.failures - 1))
+        fields = {"profile": rule.key, "error": message, "retry_in_s": rest}
+        effects.append(Log("warning", "provision.failed", fields))
+        self._rest(entry, rest, now, effects)
+
+    def _wait_for_login(
+        self,
+        entry: _Profile,
+        request: MachineRequest,
+        detail: str,
+        now: float,
+        effects: list[Effect],
+    ) -> None:
+        """Nothing was sent: a person must log in. Not a failure (no backoff grows); the
+        profile is looked at again after one poll interval, locally, until they have."""
+        if entry.login_needed is None:
+            fields = {"profile": entry.rule.key, "detail": detail}
+            effects.append(Log("warning", "provision.login_needed", fields))
+        entry.login_needed = login_sentence(entry.rule.provisioner)
+        if request.token_jti is not None:
+            self._ended(entry, request, entry.login_needed, effects)  # its token is revoked
+        else:  # minted nothing, wrote nothing, reached nothing: no trace to leave
+            entry.live.pop(request.id, None)
+            if entry.outstanding is request:
+                entry.outstanding = None
+            request.stage = RequestStage.ENDED
+        self._rest(entry, entry.rule.settings.poll_interval_s, now, effects)
+
+    def _rest(self, entry: _Profile, seconds: float, now: float, effects: list[Effect]) -> None:
+        """The profile is not asked for again for ``seconds``; then the next pass may."""
+        entry.resting_until = now + seconds
+        if not self._closing:
+            effects.append(Wake(f"rest:{entry.rule.key}", entry.resting_until))
+        effects += self._changed()
+
+    def _ended(
+        self, entry: _Profile, request: MachineRequest, outcome: str, effects: list[Effect]
+    ) -> None:
+        if request.stage is RequestStage.ENDED:
+            return
+        request.stage = RequestStage.ENDED
+        effects.append(Unwake(f"timeout:{request.id}"))
+        entry.live.pop(request.id, None)
+        if entry.outstanding is request:
+            entry.outstanding = None
+        if request.token_jti is not None:
+            effects.append(Revoke(request.token_jti, outcome))
+        fields = {
+            "profile": entry.rule.key,
+            "request": request.id,
+            "job": request.job_id,
+            "outcome": outcome,
+        }
+        effects += [Forget(request.id), Log("info", "provision.ended", fields), *self._changed()]
+
+    def _job_ended(
+        self,
+        entry: _Profile,
+        request: MachineRequest,
+        status: JobStatus | None,
+        now: float,
+        effects: list[Effect],
+    ) -> None:
+        how = f"ended {status.describe()}" if status is not None else "left the queue"
+        what = f"{entry.rule.job_noun} {request.job_id} {how}"
+        if request.stage is RequestStage.ATTACHED:
+            self._ended(entry, request, what, effects)
+        else:
+            self._failed(entry, request, f"{what} before its worker attached", now, effects)
+            # Ended before its worker read what the submission left for it (a token file).
+            effects.append(CleanUp(entry.rule.provisioner, request.id, request.job_id))
+
+
+def _as_scheduled(entry: _Profile) -> Profile:
+    settings = entry.rule.profile
+    return Profile(
+        provisioner=entry.rule.provisioner,
+        name=settings.name,
+        labels=frozenset(settings.labels),
+        cpus=settings.cpus,
+        gpus=settings.gpus,
+        ram_mb=settings.ram_mb,
+        provisioning=_provisioning(entry),
+        max_workers=settings.max_workers,
+        walltime_s=entry.rule.walltime_s,
+    )
+
+
+def _provisioning(entry: _Profile) -> Provisioning:
+    request = entry.outstanding
+    return Provisioning(
+        noun=entry.rule.job_noun,
+        stage=request.stage if request is not None else None,
+        job_id=request.job_id if request is not None else None,
+        status=_status_text(entry, request),
+        last_error=entry.last_error[1] if entry.last_error else None,
+        retry_at=entry.resting_until,
+        jobs=len(entry.live),
+        attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
+        login_needed=entry.login_needed,
+    )
+
+
+def _status_text(entry: _Profile, request: MachineRequest | None) -> str | None:
+    if request is None:
+        return None
+    if request.answer_lost is not None:
+        noun = entry.rule.job_noun
+        return f"its answer was lost ({request.answer_lost}); looking for the {noun} by its mark"
+    return request.status.describe() if request.status else None

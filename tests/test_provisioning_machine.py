@@ -1,0 +1,391 @@
+"""The provisioning machine against its naive reference, over what Hypothesis makes happen.
+
+Calls want machines of two profiles; submissions are taken, refused, lost (with or without
+a job queued) or stopped by a login; polls and searches answer or fail; jobs start and
+end by themselves; workers attach and leave; cancels succeed or fail; time passes and
+timers fire; the engine is killed and started again on what it wrote down, or shut down.
+Both implementations get the same inputs; after every step they must hold the same
+requests in the same stages, the same rests, failures, logins and last errors, and have
+made the same decisions. And the promises hold:
+
+- at most one pending request per profile, and never more jobs alive than ``max_workers``;
+- a request's token is revoked when it ends;
+- nothing is submitted while a login is needed (only asked whether one still is);
+- at shutdown every submitted request is adopted (its worker attached) or cancelled.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
+from fluksio.provisioners.machine import (
+    Cancel,
+    CleanUp,
+    Effect,
+    Forget,
+    MachineRequest,
+    ProfileRule,
+    ProvisioningMachine,
+    Remember,
+    Revoke,
+    StartPoll,
+    Submit,
+    Unwake,
+    Wake,
+)
+from fluksio.provisioners.reference import ReferenceProvisioning
+from fluksio.scheduler import RequestStage
+from tests.support.scripted import scripted_settings
+
+PROFILES = ("box/small", "box/big")
+
+
+def _rules(max_workers: int) -> list[ProfileRule]:
+    settings_ = scripted_settings(
+        poll_interval_s=5,
+        provision_timeout_s=60,
+        retry_base_s=2,
+        retry_max_s=30,
+        profiles=[
+            {"name": "small", "labels": ["hpc"], "max_workers": max_workers},
+            {"name": "big", "labels": ["gpu"], "max_workers": 1},
+        ],
+    )
+    return [
+        ProfileRule("box", "scripted", "job", settings_, profile, None)
+        for profile in settings_.profiles
+    ]
+
+
+@dataclasses.dataclass
+class _Job:
+    request_id: str
+    status: JobStatus
+
+
+class ProvisioningComparison(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1_000.0
+        self.max_workers = 2
+        self.stored: dict[str, MachineRequest] = {}
+        """What the engine wrote down (Remember, Forget): all a restarted engine has."""
+        self.jobs: dict[str, _Job] = {}
+        """The outside system: job id -> its request's mark and state."""
+        self.job_ids = (str(n) for n in itertools.count(100))
+        self.revoked: set[str] = set()
+        self.minted: dict[str, str] = {}
+        self.attached: dict[str, WorkerEvent] = {}
+        self.unreachable: set[str] = set()
+        """Requests whose cancel failed: their jobs may run on, unwatched (said in the log)."""
+        self.engines = 0
+        self._start()
+
+    def _start(self) -> None:
+        # Each engine numbers its requests from its own offset, the same for both.
+        rules = _rules(self.max_workers)
+        offset = 1_000 * self.engines
+        self.engines += 1
+        mine, theirs = itertools.count(offset), itertools.count(offset)
+        self.machine = ProvisioningMachine(rules, lambda: f"q{next(mine)}")
+        self.reference = ReferenceProvisioning(rules, lambda: f"q{next(theirs)}")
+        self.submits: dict[str, Submit] = {}
+        self.cancels: dict[str, Cancel] = {}
+        self.polls: set[str] = set()
+        self.wakes: dict[str, float] = {}
+        self.attached.clear()
+        self.closing = False
+
+    # -- carrying out, and comparing decisions -------------------------------------------
+
+    def both(self, method: str, *args: Any, **kwargs: Any) -> None:
+        effects = getattr(self.machine, method)(*args, **kwargs) or []
+        reference_method = "closing_down" if method == "closing" else method
+        getattr(self.reference, reference_method)(*args, **kwargs)
+        self.apply(effects)
+
+    def apply(self, effects: list[Effect]) -> None:
+        decided: list[tuple[object, ...]] = []
+        for effect in effects:
+            if isinstance(effect, Submit):
+                assert effect.request_id not in self.submits
+                profile = self._status(effect.profile)
+                # Nothing goes out while a login is needed: only the question whether it still is.
+                assert effect.check_login or profile.login_needed is None
+                self.submits[effect.request_id] = effect
+                decided.append(("submit", effect.request_id))
+            elif isinstance(effect, Cancel):
+                assert effect.request_id not in self.cancels, "one cancel at a time"
+                self.cancels[effect.request_id] = effect
+                decided.append(("cancel", effect.request_id, effect.failed))
+            elif isinstance(effect, CleanUp):
+                self._cancel_job(effect.request_id)
+                decided.append(("cleanup", effect.request_id))
+            elif isinstance(effect, Revoke):
+                self.revoked.add(effect.jti)
+                decided.append(("revoke", effect.jti))
+            elif isinstance(effect, Forget):
+                self.stored.pop(effect.request_id, None)
+                decided.append(("forget", effect.request_id))
+            elif isinstance(effect, Remember):
+                self.stored[effect.request.id] = dataclasses.replace(effect.request)
+            elif isinstance(effect, StartPoll):
+                self.polls.add(effect.provisioner)
+            elif isinstance(effect, Wake):
+                self.wakes[effect.key] = effect.at
+            elif isinstance(effect, Unwake):
+                self.wakes.pop(effect.key, None)
+        expected = self.reference.decisions
+        self.reference.decisions = []
+        assert collections.Counter(decided) == collections.Counter(expected), (decided, expected)
+
+    def _status(self, profile: str) -> Any:
+        (found,) = [
+            p for p in self.machine.profiles() if f"{p.provisioner}/{p.profile.name}" == profile
+        ]
+        return found
+
+    def _cancel_job(self, request_id: str) -> None:
+        for job in self.jobs.values():
+            if job.request_id == request_id and job.status.state not in TERMINAL_STATES:
+                job.status = JobStatus(JobState.CANCELLED, "CANCELLED")
+
+    def _queue_job(self, request_id: str) -> str:
+        job_id = next(self.job_ids)
+        self.jobs[job_id] = _Job(request_id, JobStatus(JobState.PENDING, "PENDING", "Priority"))
+        return job_id
+
+    # -- what happens --------------------------------------------------------------------
+
+    @precondition(lambda self: not self.closing)
+    @rule(profile=st.sampled_from(PROFILES))
+    def want(self, profile: str) -> None:
+        provisioner, name = profile.split("/")
+        self.both("want", provisioner, name, self.now)
+
+    @precondition(lambda self: bool(self.submits))
+    @rule(
+        data=st.data(),
+        answer=st.sampled_from(["taken", "refused", "lost-queued", "lost-nothing", "login"]),
+        still_logged_out=st.booleans(),
+    )
+    def answer_submission(self, data: st.DataObject, answer: str, still_logged_out: bool) -> None:
+        request_id = data.draw(st.sampled_from(sorted(self.submits)))
+        submit = self.submits.pop(request_id)
+        if self.machine.request(request_id) is None:
+            return  # the driver sends nothing for a request that ended first
+        if submit.check_login and still_logged_out:
+            self.both("login_still_needed", submit.profile, request_id, self.now)
+            return
+        jti = f"jti-{request_id}"
+        self.minted[request_id] = jti
+        self.both("minted", submit.profile, request_id, jti)
+        request = self.machine.request(request_id)
+        assert request is not None
+        self.stored[request_id] = dataclasses.replace(request)  # written before it is sent
+        if answer == "taken":
+            self.both(
+                "submitted", submit.profile, request_id, self._queue_job(request_id), self.now
+            )
+        elif answer == "refused":
+            self.both("submit_failed", submit.profile, request_id, "invalid account", self.now)
+        elif answer == "login":
+            self.both("submit_failed", submit.profile, request_id, "code?", self.now, login=True)
+        else:
+            if answer == "lost-queued":
+                self._queue_job(request_id)
+            lost = "sbatch did not answer"
+            self.both("submit_failed", submit.profile, request_id, lost, self.now, uncertain=True)
+
+    @precondition(lambda self: bool(self.cancels))
+    @rule(data=st.data(), works=st.booleans())
+    def answer_cancel(self, data: st.DataObject, works: bool) -> None:
+        request_id = data.draw(st.sampled_from(sorted(self.cancels)))
+        cancel = self.cancels.pop(request_id)
+        job_id = cancel.job_id
+        if cancel.look_first:
+            job_id = next((j for j, job in self.jobs.items() if job.request_id == request_id), None)
+        message = cancel.message
+        if works:
+            self._cancel_job(request_id)
+        else:
+            message += " (cancelling it failed: unreachable)"
+            self.unreachable.add(request_id)
+        self.both(
+            "cancelled",
+            cancel.profile,
+            request_id,
+            message,
+            self.now,
+            failed=cancel.failed,
+            job_id=job_id,
+        )
+
+    @precondition(lambda self: bool(self.polls))
+    @rule(search_fails=st.booleans(), poll=st.sampled_from(["answers", "fails", "login"]))
+    def answer_poll(self, search_fails: bool, poll: str) -> None:
+        self.polls.discard("box")
+        lost = self.machine.lost_requests("box")
+        assert lost == sorted(
+            r.id for r in self.reference.ledger.values()
+            if r.stage is not RequestStage.ENDED and r.job_id is None and r.answer_lost
+        )  # fmt: skip
+        if lost:
+            if search_fails:
+                self.both("found", "box", lost, None, self.now, "unreachable")
+            else:
+                marks = {
+                    job.request_id: j for j, job in self.jobs.items() if job.request_id in lost
+                }
+                self.both("found", "box", lost, marks, self.now)
+        job_ids = self.machine.jobs_to_poll("box")
+        if job_ids:
+            if poll == "answers":
+                states = {j: self.jobs[j].status for j in job_ids if j in self.jobs}
+                self.both("polled", "box", job_ids, states, self.now)
+            else:
+                login = poll == "login"
+                self.both("polled", "box", job_ids, None, self.now, "refused", login=login)
+        self.apply(self.machine.poll_ended("box", self.now))
+
+    @precondition(lambda self: bool(self.jobs))
+    @rule(data=st.data(), ends=st.booleans())
+    def a_job_moves(self, data: st.DataObject, ends: bool) -> None:
+        job = self.jobs[data.draw(st.sampled_from(sorted(self.jobs)))]
+        if job.status.state not in TERMINAL_STATES:
+            state = JobState.COMPLETED if ends else JobState.RUNNING
+            job.status = JobStatus(state, state.name)
+
+    @rule(data=st.data())
+    def a_worker_attaches(self, data: st.DataObject) -> None:
+        running = sorted(
+            (job.request_id, job_id)
+            for job_id, job in self.jobs.items()
+            if job.status.state is JobState.RUNNING and job.request_id in self.minted
+        )
+        if not running:
+            return
+        request_id, job_id = data.draw(st.sampled_from(running))
+        request = self.machine.request(request_id)
+        if request is None or request.stage is RequestStage.ATTACHED:
+            return
+        event = WorkerEvent(
+            f"w-{request_id}", "box", ("hpc",), "box", request.profile, request_id, job_id
+        )
+        self.attached[event.worker_id] = event
+        self.both("worker_attached", event, self.now)
+
+    @precondition(lambda self: bool(self.attached))
+    @rule(data=st.data())
+    def a_worker_leaves(self, data: st.DataObject) -> None:
+        event = self.attached.pop(data.draw(st.sampled_from(sorted(self.attached))))
+        self.apply(self.machine.worker_gone(event, self.now))  # only polls sooner
+
+    @rule(seconds=st.sampled_from([1.0, 5.0, 30.0, 90.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+        while True:
+            due = sorted((at, key) for key, at in self.wakes.items() if at <= self.now)
+            if not due:
+                return
+            _at, key = due[0]
+            del self.wakes[key]
+            self.both("woke", key, self.now)
+
+    @rule()
+    def engine_killed(self) -> None:
+        """Nothing is cancelled; what was written down and the outside system stay."""
+        self._start()
+        self.both("recover", [dataclasses.replace(r) for r in self.stored.values()], self.now)
+
+    @precondition(lambda self: not self.closing)
+    @rule()
+    def engine_stopped(self) -> None:
+        """Shut down: every request whose worker has not attached is cancelled."""
+        self.closing = True
+        self.both("closing")
+        for request_id in sorted(self.submits):  # submissions under way answer first
+            self.answer_submission_taken(request_id)
+        self.both("close")
+        while self.cancels:
+            request_id = min(self.cancels)
+            cancel = self.cancels.pop(request_id)
+            self._cancel_job(request_id)
+            self.both(
+                "cancelled", cancel.profile, request_id, cancel.message, self.now,
+                failed=cancel.failed, job_id=cancel.job_id,
+            )  # fmt: skip
+        for profile in self.machine.profiles():
+            for request in profile.jobs:
+                assert request.stage is RequestStage.ATTACHED, "adopted, or cancelled and ended"
+        for job in self.jobs.values():
+            request = self.machine.request(job.request_id)
+            alive = job.status.state not in TERMINAL_STATES
+            if alive and job.request_id not in self.unreachable:
+                assert request is not None and request.stage is RequestStage.ATTACHED
+        self.engine_killed()
+
+    def answer_submission_taken(self, request_id: str) -> None:
+        submit = self.submits.pop(request_id)
+        if self.machine.request(request_id) is None:
+            return
+        jti = f"jti-{request_id}"
+        self.minted[request_id] = jti
+        self.both("minted", submit.profile, request_id, jti)
+        job_id = self._queue_job(request_id)
+        self.both("submitted", submit.profile, request_id, job_id, self.now)
+
+    # -- what must always hold -------------------------------------------------------------
+
+    @invariant()
+    def both_hold_the_same_requests_and_profiles(self) -> None:
+        for status in self.machine.profiles():
+            key = f"{status.provisioner}/{status.profile.name}"
+            reference = self.reference
+            assert {r.id: (r.stage, r.job_id) for r in status.jobs} == {
+                r.id: (r.stage, r.job_id) for r in reference.alive(key)
+            }, key
+            pending = reference.pending(key)
+            assert len(pending) <= 1, "at most one pending request per profile"
+            outstanding = status.outstanding.id if status.outstanding is not None else None
+            assert outstanding == (pending[0].id if pending else None), key
+            assert status.retry_at == reference.rest_until[key], key
+            assert status.failures == reference.failures[key], key
+            assert (status.login_needed is not None) is reference.login[key], key
+            last = status.last_error[1] if status.last_error is not None else None
+            assert last == reference.last_error[key], key
+
+    @invariant()
+    def every_job_and_lost_submission_is_watched(self) -> None:
+        watched = self.machine.jobs_to_poll("box") or self.machine.lost_requests("box")
+        if watched and not self.closing:
+            assert "poll:box" in self.wakes or "box" in self.polls, "a poll is due"
+
+    @invariant()
+    def jobs_alive_never_exceed_max_workers(self) -> None:
+        for status in self.machine.profiles():
+            assert len(status.jobs) <= status.profile.max_workers
+
+    @invariant()
+    def an_ended_requests_token_is_revoked(self) -> None:
+        alive = {r.id for status in self.machine.profiles() for r in status.jobs}
+        for request_id, jti in self.minted.items():
+            if request_id not in alive and request_id not in self.stored:
+                assert jti in self.revoked, request_id
+
+
+ProvisioningComparison.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestProvisioningMachineAgreesWithItsReference = ProvisioningComparison.TestCase
