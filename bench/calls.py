@@ -105,13 +105,18 @@ class Api:
 
 
 def start_engine(
-    data_dir: Path, mode: str, port: int = 0, args: tuple[str, ...] = ()
+    data_dir: Path,
+    mode: str,
+    port: int = 0,
+    args: tuple[str, ...] = (),
+    bin_dir: Path = BIN,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``fluksio serve`` with the bench superuser; ``args`` are more of its options."""
+    """``fluksio serve`` (from ``bin_dir``: another build's venv) with the bench superuser;
+    ``args`` are more of its options."""
     env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-password")
     process = subprocess.Popen(
         [
-            str(BIN / "fluksio"),
+            str(bin_dir / "fluksio"),
             "serve",
             "--port",
             str(port),

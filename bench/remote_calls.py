@@ -50,11 +50,13 @@ def _login(url: str) -> Api:
     return api
 
 
-def _start_agent(url: str, token: str, parallel: int, *options: str) -> subprocess.Popen[bytes]:
+def _start_agent(
+    url: str, token: str, parallel: int, *options: str, bin_dir: Path = BIN
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ, FLUKSIO_WORKER_TOKEN=token)
     return subprocess.Popen(
         [
-            str(BIN / "fluksio-worker"),
+            str(bin_dir / "fluksio-worker"),
             "--url",
             url.replace("http", "ws") + "/api/v1/workers/attach",
             "--labels",

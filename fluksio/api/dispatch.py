@@ -214,7 +214,7 @@ class Dispatcher:
                 if node.queued_call is not None:
                     found = self.reason(node.queued_call)
                     reason = found.text if found is not None else None
-                views.append(NodeView(node.row, reason, node.event_count))
+                views.append(NodeView(node.row, reason, node.event_count, node.events))
             return RunView(row, tuple(views))
         stored = self._runs_store.get(run_id)
         if stored is None:
@@ -263,12 +263,8 @@ class Dispatcher:
     # -- carrying the run machine's effects out ------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:
-        due = False
         for effect in effects:
             self._carry_out[type(effect)](effect)
-            due = due or isinstance(effect, Queue | Release | Withdraw)
-        if due:
-            self.kick()  # the queue or the free amounts changed: once for the moment
 
     def _effect_handlers(self) -> dict[type, Callable[[Any], None]]:
         return {
@@ -283,13 +279,18 @@ class Dispatcher:
             Log: lambda e: log.info(e.event, **e.fields),
         }
 
+    # The queue or the free amounts changed: a pass, once for the moment, and before the
+    # moment's rows are written, so that what it starts is written with them.
+
     def _queue(self, effect: Queue) -> None:
         self._scheduler.submit(effect.request)
         self._changed()
+        self.kick()
 
     def _withdraw(self, effect: Withdraw) -> None:
         self._scheduler.withdraw(effect.call_id)
         self._changed()
+        self.kick()
 
     def _release(self, effect: Release) -> None:
         allocation = self._scheduler.allocation(effect.call_id)
@@ -297,6 +298,7 @@ class Dispatcher:
             self._scheduler.finish(effect.call_id)
             self.on_place_change(allocation.place_id)
         self._changed()
+        self.kick()
 
     def _progressed(self, effect: Progress) -> None:
         for observer in self.progress_observers:

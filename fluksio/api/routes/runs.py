@@ -107,7 +107,7 @@ def run_body(view: RunView) -> RunBody:
             result=node.row.result,
             error=node.row.error,
             logs=node.row.logs,
-            events=node.row.events or [],
+            events=node.events if node.events is not None else node.row.events or [],
             event_count=node.event_count,
         )
         for node in view.nodes

@@ -20,7 +20,6 @@ happens at a restart is :meth:`RunMachine.recover`'s.
 from __future__ import annotations
 
 import collections
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,10 +178,11 @@ class _Run:
 
 @dataclass(frozen=True)
 class NodeSnapshot:
-    """One node of a live run as it stands: its row (events included), how many events
-    its call reported, and its call id while queued."""
+    """One node of a live run as it stands: its row, the events its call reported (a
+    copy) and how many, and its call id while queued."""
 
     row: NodeRow
+    events: list[dict[str, Any]]
     event_count: int
     queued_call: str | None
 
@@ -359,13 +359,14 @@ class RunMachine:
         return run is None or run.row.state in TERMINAL_RUN_STATES
 
     def snapshot(self, run_id: str) -> tuple[RunRow, list[NodeSnapshot]] | None:
-        """A live run as it stands (rows copied: reading changes nothing)."""
+        """A live run as it stands (reading it changes nothing)."""
         run = self._runs.get(run_id)
         if run is None:
             return None
         nodes = [
             NodeSnapshot(
-                dataclasses.replace(node.row, events=list(node.events)),
+                node.row,
+                list(node.events),
                 node.event_count,
                 node.row.call_id if node.row.state is NodeState.QUEUED else None,
             )

@@ -30,6 +30,9 @@ class NodeView:
     row: NodeRow
     reason: str | None
     event_count: int
+    events: list[dict[str, Any]] | None = None
+    """The events its call reported (the newest kept), while its run is live: the row
+    holds them only once the call ended."""
 
 
 @dataclass(frozen=True)
