@@ -65,7 +65,7 @@ def test_the_installed_slurm_plugin_is_discovered_by_entry_point() -> None:
 
 
 HOOKS = ("fluksio_provisioner_types", "fluksio_worker_attached", "fluksio_worker_gone")
-METHODS = ("render", "submit", "poll", "cancel", "check", "close", "worker_attached", "worker_gone")
+METHODS = ("render", "submit", "poll", "cancel", "check", "close")
 
 
 def test_only_the_extension_points_are_hooks_each_documented_like_pytests() -> None:

@@ -16,6 +16,7 @@ from fluksio.api import appkeys
 from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.db import open_database
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.engine_events import EngineEvents
 from fluksio.api.events import EventFeed
 from fluksio.api.keys import KeyRing
 from fluksio.api.live import LiveEvents
@@ -31,6 +32,7 @@ from fluksio.api.provisioning import (
     CONFIGURED,
     Configured,
     TokensAndRequests,
+    forward_worker_events,
     load_configured,
     log_ready,
 )
@@ -79,7 +81,9 @@ def create_app(
         app[CONFIGURED] = provisioners
     if clock is not None:
         app[appkeys.CLOCK] = clock
-    app[appkeys.WORKERS] = WorkerRegistry()
+    events = EngineEvents()
+    app[appkeys.ENGINE_EVENTS] = events
+    app[appkeys.WORKERS] = WorkerRegistry(events)
     app[appkeys.EVENTS] = EventFeed(settings.event_buffer, settings.event_buffer_bytes)
     app[appkeys.METRICS] = EngineMetrics()
     app[appkeys.DATA_DIR] = settings.layout
@@ -133,6 +137,7 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
     requests are cancelled, then what executes is stopped for the next start to recover.
     """
     settings = app[appkeys.SETTINGS]
+    events = app[appkeys.ENGINE_EVENTS]
     launcher = Launcher(settings.node_python, mode=settings.runner_mode)
     await launcher.start()
     log.info(
@@ -150,20 +155,18 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         runs=app[appkeys.RUNS],
         flows=app[appkeys.FLOWS],
         secrets=app[appkeys.SECRETS],
+        events=events,
         provisioners=configured.provisioners,
         engine_side=TokensAndRequests(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
-        plugin_events=configured.plugins.manager.hook,
         clock=app.get(appkeys.CLOCK),
         walltime_margin_s=settings.walltime_margin_s,
-        provisioning_observer=app[appkeys.METRICS],
     )
     app[appkeys.DISPATCHER] = dispatcher
-    metrics = app[appkeys.METRICS]
-    for provisioner in configured.provisioners:
-        provisioner.on_command = metrics.ssh_observer(provisioner.name)
-    metrics.watch(app[appkeys.WORKERS], dispatcher, app[appkeys.EVENTS])
+    # The stream's subscribers: the metrics, the plugins' hooks, the live feed.
+    app[appkeys.METRICS].watch(events, app[appkeys.WORKERS], dispatcher, app[appkeys.EVENTS])
+    forward_worker_events(events, configured.plugins.manager.hook)
     live = LiveEvents(app[appkeys.EVENTS], app[appkeys.WORKERS], dispatcher)
-    live.connect()
+    live.connect(events)
     log_ready(configured)
     dispatcher.recover(requests.load())
     yield

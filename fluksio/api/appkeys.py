@@ -8,6 +8,7 @@ from fluksio.api.artifacts.store import ArtifactStore
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import Database
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.engine_events import EngineEvents
 from fluksio.api.events import EventFeed
 from fluksio.api.metrics import EngineMetrics
 from fluksio.api.runs.store import FlowStore, RunStore
@@ -28,6 +29,7 @@ __all__ = [
     "DATABASE",
     "DATA_DIR",
     "DISPATCHER",
+    "ENGINE_EVENTS",
     "EVENTS",
     "FLOWS",
     "LOGIN_GUARD",
@@ -55,13 +57,14 @@ FLOWS = web.AppKey("flows", FlowStore)
 RUNS = web.AppKey("runs", RunStore)
 SECRETS = web.AppKey("secrets", SecretStore)
 DISPATCHER = web.AppKey("dispatcher", Dispatcher)
-"""The owner of the scheduling loop: places, waiting calls, provisioning."""
-"""The runs: started, cancelled, waited for (the dispatcher's, shared under its own key)."""
+"""The core's shell: runs, places, waiting calls, provisioning."""
 WORKERS = web.AppKey("workers", WorkerRegistry)
+ENGINE_EVENTS = web.AppKey("engine_events", EngineEvents)
+"""The engine's one stream of typed events (``fluksio.api.engine_events``)."""
 EVENTS = web.AppKey("events", EventFeed)
+"""The live feed ``GET /events`` streams (``fluksio.api.live`` says what goes in)."""
 METRICS = web.AppKey("metrics", EngineMetrics)
 SCRAPE_TOKENS = web.AppKey("scrape_tokens", ScrapeTokenStore)
-"""The live feed ``GET /events`` streams (``fluksio.api.live`` says what goes in)."""
 ARTIFACTS = web.AppKey("artifacts", ArtifactStore)
 CLOCK: web.AppKey[Clock] = web.AppKey("clock")
 """Optional: the clock provisioning is timed by (tests set one they advance)."""

@@ -29,9 +29,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pluggy
-
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.api.engine_events import (
+    VIEWS_CHANGED,
+    CallProgressed,
+    EngineEvents,
+    RunsWritten,
+    WorkerChanged,
+    WorkerJoined,
+    WorkerLeft,
+)
 from fluksio.api.errors import Conflict, NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.calls import call_spec
@@ -48,7 +55,6 @@ from fluksio.api.runs.machine import (
     Stop,
     Withdraw,
 )
-from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
 from fluksio.api.runs.writer import RunWriter
 from fluksio.api.secrets import SecretDenied
@@ -59,7 +65,6 @@ from fluksio.provisioners.driver import (
     MachineRequest,
     ProfileStatus,
     ProvisioningDriver,
-    ProvisioningObserver,
 )
 from fluksio.scheduler import (
     DEFAULT_WALLTIME_MARGIN_S,
@@ -95,12 +100,11 @@ class Dispatcher:
         runs: RunStore,
         flows: FlowStore,
         secrets: SecretStore,
+        events: EngineEvents,
         provisioners: Sequence[Provisioner[Any, Any]] = (),
         engine_side: EngineSide | None = None,
-        plugin_events: pluggy.HookRelay | None = None,
         clock: Clock | None = None,
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
-        provisioning_observer: ProvisioningObserver | None = None,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
@@ -114,20 +118,11 @@ class Dispatcher:
         self._waiters: dict[str, asyncio.Event] = {}
         self._pass_pending = False
         self._closing = False
-        self._plugin_events = plugin_events
+        self._events = events
         self.version = 0
         """Counts the changes to what the read-only questions below answer (places, the
         queue, placements, provisioning), so that an unchanged view is known unchanged
         without being built."""
-        self.on_change: Callable[[], None] = lambda: None
-        """Told whenever :attr:`version` moves (the live feed looks at the views then)."""
-        self.on_place_change: Callable[[str], None] = lambda _place_id: None
-        """Told of a place whose free amounts or standing changed (a call placed or done,
-        a worker attached, silent or answering again)."""
-        self.run_observers: list[Callable[[Sequence[RunChange]], None]] = []
-        """Told of every write of runs, as it happens: the live feed and the metrics."""
-        self.progress_observers: list[Callable[[RunRow, NodeRow, int], None]] = []
-        """Told of each event a running call reports (its run, its node, how many so far)."""
         self.provisioning: ProvisioningDriver | None = None
         if provisioners:
             if engine_side is None:
@@ -136,8 +131,8 @@ class Dispatcher:
                 provisioners,
                 engine_side,
                 on_change=self._provisioning_changed,
+                emit=events.emit,
                 clock=clock,
-                observer=provisioning_observer,
             )
             self._scheduler.set_profiles(self.provisioning.scheduler_profiles())
 
@@ -170,7 +165,13 @@ class Dispatcher:
 
     def _changed(self) -> None:
         self.version += 1
-        self.on_change()
+        self._events.emit(VIEWS_CHANGED)
+
+    def _place_changed(self, place_id: str) -> None:
+        """A place's free amounts or standing changed (a call placed or done, a worker
+        attached, silent or answering again)."""
+        if place_id != ENGINE_ID:
+            self._events.emit(WorkerChanged(place_id))
 
     @staticmethod
     def _now() -> float:
@@ -296,13 +297,12 @@ class Dispatcher:
         allocation = self._scheduler.allocation(effect.call_id)
         if allocation is not None:  # unless its worker went meanwhile
             self._scheduler.finish(effect.call_id)
-            self.on_place_change(allocation.place_id)
+            self._place_changed(allocation.place_id)
         self._changed()
         self.kick()
 
     def _progressed(self, effect: Progress) -> None:
-        for observer in self.progress_observers:
-            observer(effect.row, effect.node, effect.count)
+        self._events.emit(CallProgressed(effect.row, effect.node, effect.count))
 
     def _created(self, effect: Create) -> None:
         row = effect.row
@@ -319,8 +319,7 @@ class Dispatcher:
         log.info("run.ended", run_id=effect.row.id, state=effect.row.state)
 
     def _written(self, changes: Sequence[RunChange]) -> None:
-        for observer in self.run_observers:
-            observer(changes)
+        self._events.emit(RunsWritten(changes))
         for change in changes:
             self._machine.written(change.row.id)
 
@@ -345,7 +344,9 @@ class Dispatcher:
             self._apply(self._machine.ended(call_id, refused, now))
             return
         self._apply(self._machine.running(call_id, released))
-        task = asyncio.get_running_loop().create_task(self._execute(executor, spec))
+        task = asyncio.get_running_loop().create_task(
+            self._execute(executor, spec, placement.worker_id)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -355,7 +356,7 @@ class Dispatcher:
         view = self._scheduler.view(place_id)
         return view.name if view is not None else place_id
 
-    async def _execute(self, executor: Executor, spec: CallSpec) -> None:
+    async def _execute(self, executor: Executor, spec: CallSpec, place_id: str) -> None:
         call_id = spec.call_id
 
         def on_event(record: dict[str, Any]) -> None:
@@ -368,6 +369,9 @@ class Dispatcher:
             outcome = CallOutcome(False, error=error_record("EngineError", str(exc)))
         if self._closing:
             return  # stopped by the engine's shutdown: recovery decides, not this outcome
+        if (outcome.error or {}).get("type") == "NotTaken":
+            # Its worker froze before it took the call: it gets nothing new until heard.
+            self.set_answering(place_id, False)
         self._apply(self._machine.ended(call_id, outcome, self._now()))
 
     # -- events from attached workers ---------------------------------------------------
@@ -377,11 +381,10 @@ class Dispatcher:
         self._changed()
         self._executors[worker.id] = executor
         self._scheduler.add_worker(worker)
-        self.on_place_change(worker.id)
+        self._place_changed(worker.id)
         if self.provisioning is not None:
             self.provisioning.worker_attached(event)
-        if self._plugin_events is not None:
-            self._plugin_events.fluksio_worker_attached(worker=event)
+        self._events.emit(WorkerJoined(event))
         self.kick()
 
     def worker_gone(self, event: WorkerEvent) -> None:
@@ -392,8 +395,7 @@ class Dispatcher:
             self._scheduler.remove_worker(event.worker_id)
         if self.provisioning is not None:
             self.provisioning.worker_gone(event)
-        if self._plugin_events is not None:
-            self._plugin_events.fluksio_worker_gone(worker=event)
+        self._events.emit(WorkerLeft(event))
         self.kick()
 
     def set_answering(self, worker_id: str, answering: bool) -> None:
@@ -401,7 +403,7 @@ class Dispatcher:
         self._changed()
         if self._scheduler.has_place(worker_id):
             self._scheduler.set_paused(worker_id, not answering)
-            self.on_place_change(worker_id)
+            self._place_changed(worker_id)
             log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
             self.kick()
 
@@ -437,7 +439,7 @@ class Dispatcher:
         plan = self._scheduler.schedule(now)
         for placement in plan.placements:
             self._start(placement, now)
-            self.on_place_change(placement.worker_id)
+            self._place_changed(placement.worker_id)
         for ask in plan.asks:
             log.info(
                 "provision.wanted",

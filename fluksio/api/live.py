@@ -1,6 +1,8 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
-- **Runs and calls** as they are written (the dispatcher's run observers); a running call's
+Everything comes from the engine's one stream (:mod:`fluksio.api.engine_events`):
+
+- **Runs and calls** as they are written; a running call's
   reported events (``fluksio.emit``) as a count, at most twice a second.
 - **Workers** as their sessions change, a few milliseconds later (a second while nobody
   listens), so that one event carries what the scheduler made of the change too (an
@@ -19,6 +21,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.engine_events import (
+    CallProgressed,
+    EngineEvents,
+    RunsWritten,
+    TokenMinted,
+    TokenRevoked,
+    ViewsChanged,
+    WorkerChanged,
+    WorkerRefused,
+)
 from fluksio.api.events import EventFeed
 from fluksio.api.routes.workers import (
     provisioner_bodies,
@@ -30,7 +42,6 @@ from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.views import RunChange
 from fluksio.api.workers.registry import NeedsUpgrade, WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
-from fluksio.scheduler import ENGINE_ID
 
 __all__ = ["LiveEvents"]
 
@@ -57,13 +68,15 @@ class LiveEvents:
         self._progress_due: asyncio.TimerHandle | None = None
         self._closed = False
 
-    def connect(self) -> None:
-        self._registry.on_session_change = self._session_changed
-        self._registry.on_refused = self._refused
-        self._dispatcher.on_place_change = self._place_changed
-        self._dispatcher.on_change = self._views_changed
-        self._dispatcher.run_observers.append(self._runs_written)
-        self._dispatcher.progress_observers.append(self._progressed)
+    def connect(self, events: EngineEvents) -> None:
+        """Subscribe to the engine's stream."""
+        events.subscribe(RunsWritten, lambda e: self._runs_written(e.changes))
+        events.subscribe(CallProgressed, self._progressed)
+        events.subscribe(WorkerChanged, self._worker_changed)
+        events.subscribe(WorkerRefused, lambda e: self._refused(e.entry))
+        events.subscribe(ViewsChanged, lambda _e: self._views_changed())
+        events.subscribe(TokenMinted, self._token)
+        events.subscribe(TokenRevoked, self._token)
         # What the views are now is what a subscriber fetches; only changes are news.
         self._last_views = self._views()
 
@@ -94,10 +107,15 @@ class LiveEvents:
             if change.run_changed:
                 publish("run.state", {"run_id": row.id, "flow": row.flow, "state": row.state.value})
 
-    def _progressed(self, run: RunRow, node: NodeRow, count: int) -> None:
+    def _token(self, event: TokenMinted | TokenRevoked) -> None:
+        kind = "token.minted" if isinstance(event, TokenMinted) else "token.revoked"
+        self._feed.publish(kind, {"token": event.token})
+
+    def _progressed(self, event: CallProgressed) -> None:
+        node = event.node
         if node.call_id is None:
             return
-        self._progress[node.call_id] = (run, node, count)
+        self._progress[node.call_id] = (event.run, node, event.count)
         if self._progress_due is None and not self._closed:
             loop = asyncio.get_running_loop()
             self._progress_due = loop.call_later(PROGRESS_EVERY_S, self._publish_progress)
@@ -119,14 +137,12 @@ class LiveEvents:
 
     # -- workers -----------------------------------------------------------------------
 
-    def _session_changed(self, session: WorkerSession) -> None:
-        self._dirty[session.id] = session
+    def _worker_changed(self, event: WorkerChanged) -> None:
+        if event.session is not None:
+            self._dirty[event.worker_id] = event.session
+        else:
+            self._dirty.setdefault(event.worker_id, None)
         self._workers_soon()
-
-    def _place_changed(self, place_id: str) -> None:
-        if place_id != ENGINE_ID:
-            self._dirty.setdefault(place_id, None)
-            self._workers_soon()
 
     def _workers_soon(self) -> None:
         if self._workers_due is None and not self._closed:

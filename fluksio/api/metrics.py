@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fluksio.api.dispatch import Dispatcher
+from fluksio.api.engine_events import (
+    CommandRan,
+    EngineEvents,
+    RequestAttached,
+    RequestFailed,
+    RequestSubmitted,
+    RunsWritten,
+)
 from fluksio.api.events import EventFeed
 from fluksio.api.runs.states import TERMINAL_NODE_STATES, NodeState
 from fluksio.api.runs.views import RunChange
@@ -116,9 +124,19 @@ class EngineMetrics:
         self._started: set[str] = set()
         """Calls whose start was counted (their queue wait), until they end."""
 
-    def watch(self, registry: WorkerRegistry, dispatcher: Dispatcher, feed: EventFeed) -> None:
-        """Count the dispatcher's runs as they are written; read the rest at each scrape."""
-        dispatcher.run_observers.append(self.runs_written)
+    def watch(
+        self,
+        events: EngineEvents,
+        registry: WorkerRegistry,
+        dispatcher: Dispatcher,
+        feed: EventFeed,
+    ) -> None:
+        """Count what the engine's stream tells as it happens; read the rest at each scrape."""
+        events.subscribe(RunsWritten, lambda e: self.runs_written(e.changes))
+        events.subscribe(RequestSubmitted, self._submitted)
+        events.subscribe(RequestFailed, self._failed)
+        events.subscribe(RequestAttached, self._attached)
+        events.subscribe(CommandRan, self._command_ran)
         self.registry.register(_EngineState(registry, dispatcher, feed))
 
     def render(self) -> bytes:
@@ -146,23 +164,22 @@ class EngineMetrics:
                 elif node.state is NodeState.RUNNING:
                     self._started.add(node.call_id)
 
-    def submitted(self, provisioner: str, profile: str) -> None:
-        self.submissions.labels(provisioner, profile).inc()
+    def _submitted(self, event: RequestSubmitted) -> None:
+        self.submissions.labels(event.provisioner, event.profile).inc()
 
-    def failed(self, provisioner: str, profile: str) -> None:
-        self.failures.labels(provisioner, profile).inc()
+    def _failed(self, event: RequestFailed) -> None:
+        self.failures.labels(event.provisioner, event.profile).inc()
 
-    def attached(self, provisioner: str, profile: str, seconds: float) -> None:
-        self.attach_seconds.labels(provisioner, profile).observe(max(0.0, seconds))
+    def _attached(self, event: RequestAttached) -> None:
+        self.attach_seconds.labels(event.provisioner, event.profile).observe(
+            max(0.0, event.seconds)
+        )
 
-    def ssh_observer(self, provisioner: str) -> Callable[[str, float, bool], None]:
-        def observe(program: str, seconds: float, reached: bool) -> None:
-            name = program.rsplit("/", 1)[-1]
-            named = name if name in _PROGRAMS else "other"
-            outcome = "reached" if reached else "failed"
-            self.ssh_seconds.labels(provisioner, named, outcome).observe(seconds)
-
-        return observe
+    def _command_ran(self, event: CommandRan) -> None:
+        name = event.program.rsplit("/", 1)[-1]
+        named = name if name in _PROGRAMS else "other"
+        outcome = "reached" if event.reached else "failed"
+        self.ssh_seconds.labels(event.provisioner, named, outcome).observe(event.seconds)
 
 
 class _EngineState(Collector):

@@ -109,6 +109,9 @@ class Operation:
     errors: tuple[int, ...] = ()
     other_answers: dict[int, str] = field(default_factory=dict)
     description: str | None = None
+    events: dict[str, type[BaseModel]] = field(default_factory=dict)
+    """For a stream of server-sent events: each kind, and the model of its ``data``
+    (described as ``x-events`` on the answer)."""
 
 
 def documented(operation: Operation) -> Callable[[Handler], Handler]:
@@ -148,6 +151,7 @@ def openapi_document(app: web.Application) -> dict[str, Any]:
         for model in (operation.body, operation.form):
             if model is not None:
                 wanted.append((model, "validation"))
+        wanted += [(model, "serialization") for model in operation.events.values()]
     refs, definitions = models_json_schema(
         list(dict.fromkeys(wanted)), ref_template="#/components/schemas/{model}"
     )
@@ -237,10 +241,12 @@ def _answer(operation: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode
         if operation.media == "none":
             return {"description": operation.summary}
         kind = "object" if operation.media == "application/json" else "string"
-        return {
-            "description": operation.summary,
-            "content": {operation.media: {"schema": {"type": kind}}},
-        }
+        media: dict[str, Any] = {"schema": {"type": kind}}
+        if operation.events:
+            media["x-events"] = {
+                name: ref(model, "serialization") for name, model in operation.events.items()
+            }
+        return {"description": operation.summary, "content": {operation.media: media}}
     schema = ref(operation.answer, "serialization")
     if operation.many:
         schema = {"type": "array", "items": schema}

@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pluggy
 from aiohttp import web
 
 from fluksio.api.datadir import DataDir
+from fluksio.api.engine_events import EngineEvents, WorkerJoined, WorkerLeft
 from fluksio.api.logging import get_logger
 from fluksio.api.provision_requests import ProvisionRequestStore
 from fluksio.api.tokens import TokenService
@@ -27,6 +29,7 @@ __all__ = [
     "CONFIGURED",
     "Configured",
     "TokensAndRequests",
+    "forward_worker_events",
     "instantiate",
     "load_configured",
     "log_ready",
@@ -106,6 +109,12 @@ class TokensAndRequests:
 
     def forget(self, request_id: str) -> None:
         self._requests.delete(request_id)
+
+
+def forward_worker_events(events: EngineEvents, hook: pluggy.HookRelay) -> None:
+    """The plugins' event hooks, as subscribers of the engine's stream."""
+    events.subscribe(WorkerJoined, lambda e: hook.fluksio_worker_attached(worker=e.worker))
+    events.subscribe(WorkerLeft, lambda e: hook.fluksio_worker_gone(worker=e.worker))
 
 
 def log_ready(configured: Configured) -> None:

@@ -224,8 +224,9 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     before any call; None where nothing is kept (a dry run, a test). Create it 0700 on
     first use, not in the constructor."""
     on_command: Callable[[str, float, bool], None] | None = None
-    """Set by the engine to time the commands it runs remotely (``program, seconds,
-    reached``): the Slurm provisioner hands it to its SSH transport. Optional for others."""
+    """Set by the engine's provisioning driver to time the commands run remotely
+    (``program, seconds, reached``; they become events of the engine's stream): the Slurm
+    provisioner hands it to its SSH transport. Optional for others to call."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
@@ -340,9 +341,3 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         piling up at a site that counts them). False by default.
         """
         return False
-
-    def worker_attached(self, worker: WorkerEvent) -> None:
-        """A worker attached; see :func:`~.hookspecs.fluksio_worker_attached`. Optional."""
-
-    def worker_gone(self, worker: WorkerEvent) -> None:
-        """A worker went away; see :func:`~.hookspecs.fluksio_worker_gone`. Optional."""

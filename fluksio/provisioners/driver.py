@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -49,6 +50,13 @@ import structlog
 
 from fluksio.provisioners.base import ProfileSettings, Provisioner, ProvisionError, WorkerEvent
 from fluksio.provisioners.clock import Clock, LoopClock, Timer
+from fluksio.provisioners.events import (
+    CommandRan,
+    ProvisioningEvent,
+    RequestAttached,
+    RequestFailed,
+    RequestSubmitted,
+)
 from fluksio.provisioners.machine import (
     POLL_SOON_S,
     BroughtWorker,
@@ -80,7 +88,6 @@ __all__ = [
     "MachineRequest",
     "ProfileStatus",
     "ProvisioningDriver",
-    "ProvisioningObserver",
     "login_sentence",
 ]
 
@@ -107,34 +114,11 @@ class EngineSide(Protocol):
     def forget(self, request_id: str) -> None: ...
 
 
-class ProvisioningObserver(Protocol):
-    """Told what happens to machine requests, for the engine's metrics."""
-
-    def submitted(self, provisioner: str, profile: str) -> None:
-        """A request was submitted and its system took it (a job id came back)."""
-
-    def failed(self, provisioner: str, profile: str) -> None:
-        """A request ended without bringing a worker (refused, timed out, job ended)."""
-
-    def attached(self, provisioner: str, profile: str, seconds: float) -> None:
-        """A request's worker attached, ``seconds`` after the request was made."""
-
-
-class _Unobserved:
-    def submitted(self, provisioner: str, profile: str) -> None:
-        pass
-
-    def failed(self, provisioner: str, profile: str) -> None:
-        pass
-
-    def attached(self, provisioner: str, profile: str, seconds: float) -> None:
-        pass
-
-
 class ProvisioningDriver:
     """Carries the provisioning machine's effects out: submits, polls, cancels, timers.
 
-    ``on_change`` is called after anything that changes how a profile stands.
+    ``on_change`` is called after anything that changes how a profile stands; what happens
+    to requests and remote commands is given to ``emit`` (the engine's event stream).
     """
 
     def __init__(
@@ -143,14 +127,16 @@ class ProvisioningDriver:
         engine: EngineSide,
         *,
         on_change: Callable[[], None],
+        emit: Callable[[ProvisioningEvent], None] = lambda _event: None,
         clock: Clock | None = None,
-        observer: ProvisioningObserver | None = None,
     ) -> None:
         self._engine = engine
         self._on_change = on_change
-        self._observer: ProvisioningObserver = observer or _Unobserved()
+        self._emit = emit
         self._clock: Clock = clock or LoopClock()
         self._provisioners = {p.name: p for p in provisioners}
+        for provisioner in provisioners:
+            provisioner.on_command = functools.partial(self._command_ran, provisioner.name)
         self._machine = ProvisioningMachine(
             [
                 ProfileRule(
@@ -211,11 +197,9 @@ class ProvisioningDriver:
         self._apply(self._machine.recover(requests, self._clock.now()))
 
     def worker_attached(self, event: WorkerEvent) -> None:
-        self._tell_provisioners(event, attached=True)
         self._apply(self._machine.worker_attached(event, self._clock.now()))
 
     def worker_gone(self, event: WorkerEvent) -> None:
-        self._tell_provisioners(event, attached=False)
         self._apply(self._machine.worker_gone(event, self._clock.now()))
 
     async def close(self) -> None:
@@ -353,18 +337,14 @@ class ProvisioningDriver:
 
     def _observe(self, effect: Observe) -> None:
         if effect.what == "submitted":
-            self._observer.submitted(effect.provisioner, effect.profile)
+            self._emit(RequestSubmitted(effect.provisioner, effect.profile))
         elif effect.what == "failed":
-            self._observer.failed(effect.provisioner, effect.profile)
+            self._emit(RequestFailed(effect.provisioner, effect.profile))
         else:
-            self._observer.attached(effect.provisioner, effect.profile, effect.seconds)
+            self._emit(RequestAttached(effect.provisioner, effect.profile, effect.seconds))
 
-    def _tell_provisioners(self, event: WorkerEvent, *, attached: bool) -> None:
-        for provisioner in self._provisioners.values():
-            if attached:
-                provisioner.worker_attached(event)
-            else:
-                provisioner.worker_gone(event)
+    def _command_ran(self, provisioner: str, program: str, seconds: float, reached: bool) -> None:
+        self._emit(CommandRan(provisioner, program, seconds, reached))
 
     def _record(self, what: str, write: Callable[..., None], *args: Any) -> None:
         """Write down a change to a request already under way, or say it could not be.

@@ -1,5 +1,7 @@
 """A reader of the engine's event feed for tests: parses server-sent events as they come
-(with the one parser the CLI uses too)."""
+(with the one parser the CLI uses too), and reads each event's data through the model
+``GET /openapi.json`` declares for its kind: an event the declaration does not describe
+fails the test that received it."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 
 from fluksio.api.events import EventParser
 from fluksio.api.events import ReceivedEvent as Event
+from fluksio.api.routes.feed import FEED_EVENTS
 
 __all__ = ["Event", "EventReader"]
 
@@ -22,6 +26,8 @@ class EventReader:
         self.response = response
         self.events: list[Event] = []
         self.ended = False
+        self.undeclared: list[str] = []
+        """Events whose data their kind's declared model does not describe."""
         self._arrived = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._read())
 
@@ -31,6 +37,7 @@ class EventReader:
             async for line in self.response.content:
                 event = parser.feed(line)
                 if event is not None:
+                    self._check(event)
                     self.events.append(event)
                     self._arrived.set()
         except (aiohttp.ClientError, asyncio.CancelledError):
@@ -38,6 +45,19 @@ class EventReader:
         finally:
             self.ended = True
             self._arrived.set()
+
+    def _check(self, event: Event) -> None:
+        model = FEED_EVENTS.get(event.kind)
+        if model is None:
+            self.undeclared.append(f"{event.kind}: no model declared for this kind")
+            return
+        try:
+            model.model_validate(event.data)
+        except ValidationError as exc:
+            self.undeclared.append(f"{event.kind}: {exc}")
+        extra = set(event.data) - set(model.model_fields)
+        if extra:
+            self.undeclared.append(f"{event.kind}: fields not declared: {sorted(extra)}")
 
     def kinds(self) -> list[str]:
         return [event.kind for event in self.events]
@@ -64,9 +84,11 @@ class EventReader:
             return any(e.kind == kind and where(e.data) for e in events)
 
         await self.until(match, what=f"{kind} event")
+        assert not self.undeclared, self.undeclared
         return next(e for e in self.events if e.kind == kind and where(e.data))
 
     async def close(self) -> None:
         self.response.close()
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        assert not self.undeclared, self.undeclared

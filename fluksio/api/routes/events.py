@@ -27,7 +27,6 @@ expired, the user was removed or is no longer a superuser) the stream sends ``cl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from aiohttp import web
 
@@ -36,9 +35,9 @@ from fluksio.api.auth import require_superuser
 from fluksio.api.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.api.events import FeedEvent, sse_frame
 from fluksio.api.openapi import Operation, Param, documented
-from fluksio.api.responses import conditional_response
+from fluksio.api.routes.feed import FEED_EVENTS
 
-__all__ = ["EVENT_ID_HEADER", "routes", "view_response"]
+__all__ = ["routes"]
 
 KEEPALIVE_S = 15.0
 GONE_CHECK_S = 1.0
@@ -48,18 +47,6 @@ RETRY_MS = 1000
 CREDENTIAL_CHECK_S = 3.0
 """How often an open stream's access token is verified again (it ends within this, plus
 the time to notice, once the token no longer verifies)."""
-EVENT_ID_HEADER = "X-Fluksio-Event-Id"
-"""On the views the feed keeps current: the newest event they already include."""
-
-
-def view_response(
-    request: web.Request, render: Callable[[], web.Response], version: str | None = None
-) -> web.Response:
-    """A view the feed keeps current (``conditional_response``, tagged by ``version``),
-    saying in :data:`EVENT_ID_HEADER` the newest event it already includes."""
-    response = conditional_response(request, render, version)
-    response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
-    return response
 
 
 def _gone(request: web.Request) -> bool:
@@ -96,6 +83,7 @@ def _selected(run_id: str | None, event: FeedEvent) -> bool:
             Param("run", "Only this run's events."),
         ),
         description=__doc__,
+        events=FEED_EVENTS,
     )
 )
 async def _events(request: web.Request) -> web.StreamResponse:

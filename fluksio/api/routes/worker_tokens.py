@@ -14,15 +14,16 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import EVENTS, TOKENS, WORKER_TOKENS, WORKERS
+from fluksio.api.appkeys import ENGINE_EVENTS, TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.auth import require_superuser, require_worker
 from fluksio.api.bodies import read_json
+from fluksio.api.engine_events import TokenMinted, TokenRevoked
 from fluksio.api.errors import NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.models import WorkerTokenRequest
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
-from fluksio.api.routes.events import view_response
+from fluksio.api.routes.views import view_response
 from fluksio.api.timefmt import utc
 from fluksio.api.worker_tokens import WorkerTokenRecord
 
@@ -96,7 +97,7 @@ async def _mint(request: web.Request) -> web.Response:
     fields = _fields(minted.record, time.time())
     answer = MintedToken.model_validate({"token": minted.token, **fields})
     shown = WorkerTokenBody.model_validate(fields).model_dump(mode="json")
-    request.app[EVENTS].publish("token.minted", {"token": shown})
+    request.app[ENGINE_EVENTS].emit(TokenMinted(shown))
     return model_response(answer, status=201)
 
 
@@ -132,7 +133,7 @@ async def _revoke(request: web.Request) -> web.Response:
         raise NotFound(f"no worker token with jti {jti!r}")
     log.info("worker_token.revoked", jti=jti, name=record.name)
     described = _describe(record, time.time())
-    request.app[EVENTS].publish("token.revoked", {"token": described.model_dump(mode="json")})
+    request.app[ENGINE_EVENTS].emit(TokenRevoked(described.model_dump(mode="json")))
     for session in request.app[WORKERS].with_jti(jti):
         await session.close("the worker token was revoked")
     return model_response(described)

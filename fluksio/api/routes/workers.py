@@ -31,7 +31,7 @@ from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
-from fluksio.api.routes.events import view_response
+from fluksio.api.routes.views import view_response
 from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
 from fluksio.api.workers.registry import NeedsUpgrade

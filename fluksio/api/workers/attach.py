@@ -23,7 +23,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFrame, encode
-from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, SETTINGS, TOKENS, WORKERS
+from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, ENGINE_EVENTS, SETTINGS, TOKENS, WORKERS
 from fluksio.api.auth import require_worker
 from fluksio.api.bodies import parse_json
 from fluksio.api.errors import Forbidden
@@ -186,9 +186,8 @@ async def attach(request: web.Request) -> web.StreamResponse:
         ws=ws,
         frames=registry.frames,
         take_within_s=settings.worker_take_s,
+        events=request.app[ENGINE_EVENTS],
     )
-    dispatcher = request.app[DISPATCHER]
-    session.on_not_taking = lambda: dispatcher.set_answering(session.id, False)
     tokens = request.app[TOKENS]
     session.mint_artifact_token = lambda: tokens.mint_artifact(
         name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S
@@ -209,6 +208,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
     await ws.send_str(encode(WelcomeFrame(name=name, store=shared, artifacts=artifacts)))
     inventory = hello.inventory
     event = _event(session)
+    dispatcher = request.app[DISPATCHER]
     dispatcher.worker_attached(
         Worker(
             id=session.id,

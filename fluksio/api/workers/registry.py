@@ -9,9 +9,9 @@ another token signs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from fluksio.api.engine_events import EngineEvents, WorkerChanged, WorkerRefused
 from fluksio.api.workers.session import FrameCounts, WorkerSession
 
 __all__ = ["NeedsUpgrade", "WorkerRegistry", "display_name"]
@@ -41,26 +41,27 @@ class NeedsUpgrade:
 
 
 class WorkerRegistry:
-    def __init__(self) -> None:
+    def __init__(self, events: EngineEvents) -> None:
+        self._events = events
         self._by_id: dict[str, WorkerSession] = {}
         self._by_identity: dict[tuple[str, str], WorkerSession] = {}
         self._needs_upgrade: dict[str, NeedsUpgrade] = {}
         self.version = 0
         """Counts the changes to who is attached or refused and to each one's calls in
-        flight; a heartbeat alone (``last_seen``) is not one."""
+        flight or standing; a heartbeat alone (``last_seen``) is not one."""
         self.frames = FrameCounts()
         """WebSocket frames to and from every worker, since the engine started."""
-        self.on_session_change: Callable[[WorkerSession], None] = lambda _session: None
-        """Told of a session that attached, went, or changed its calls in flight."""
-        self.on_refused: Callable[[NeedsUpgrade], None] = lambda _entry: None
+        events.subscribe(WorkerChanged, self._count)
+        events.subscribe(WorkerRefused, self._count)
+
+    def _count(self, _event: WorkerChanged | WorkerRefused) -> None:
+        self.version += 1
 
     def changed(self, session: WorkerSession) -> None:
-        self.version += 1
-        self.on_session_change(session)
+        self._events.emit(WorkerChanged(session.id, session))
 
     def add(self, session: WorkerSession) -> WorkerSession | None:
         """Register ``session``; returns the session it supersedes, if any."""
-        session.on_change = lambda: self.changed(session)
         previous = self._by_identity.get(session.identity)
         if previous is not None:
             self._by_id.pop(previous.id, None)
@@ -69,7 +70,7 @@ class WorkerRegistry:
         self._needs_upgrade.pop(session.name, None)
         self.changed(session)
         if previous is not None:
-            self.on_session_change(previous)
+            self.changed(previous)
         return previous
 
     def remove(self, session: WorkerSession) -> bool:
@@ -95,13 +96,12 @@ class WorkerRegistry:
         return [s for s in self._by_id.values() if s.token.jti == jti]
 
     def refused_for_protocol(self, entry: NeedsUpgrade) -> None:
-        self.version += 1
         self._needs_upgrade.pop(entry.name, None)
         self._needs_upgrade[entry.name] = entry
         same_token = [e for e in self._needs_upgrade.values() if e.jti == entry.jti]
         for oldest in same_token[: max(0, len(same_token) - REFUSED_PER_TOKEN)]:
             del self._needs_upgrade[oldest.name]  # insertion order: the oldest first
-        self.on_refused(entry)
+        self._events.emit(WorkerRefused(entry))
 
     def needs_upgrade(self) -> list[NeedsUpgrade]:
         return sorted(self._needs_upgrade.values(), key=lambda e: e.name)

@@ -42,6 +42,7 @@ from fluksio.agent.frames import (
     encode,
 )
 from fluksio.agent.launcher import LIMIT_GRACE_S, CallOutcome, CallSpec, error_record, limit_error
+from fluksio.api.engine_events import EngineEvents, WorkerChanged
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
@@ -87,14 +88,12 @@ class WorkerSession:
     """False while it has missed a ping: the scheduler gives it nothing new."""
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
-    on_change: Callable[[], None] = lambda: None
-    """Told when its calls in flight change (the registry counts it as a change)."""
+    events: EngineEvents | None = None
+    """The engine's stream: told when its calls in flight change."""
     frames: FrameCounts = field(default_factory=FrameCounts)
     """Where its frames are counted: the registry's, shared by every session."""
     take_within_s: float = 15.0
     """A call sent here with nothing at all heard since, this long, was never taken."""
-    on_not_taking: Callable[[], None] = lambda: None
-    """Told when a call was not taken: the scheduler gives this worker nothing new."""
     not_taking_since: float | None = None
     """When a call was sent that it never took: it answers again only once heard after."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
@@ -133,12 +132,16 @@ class WorkerSession:
             request_id=provisioned[2] if provisioned else None,
         )
 
+    def _changed(self) -> None:
+        if self.events is not None:
+            self.events.emit(WorkerChanged(self.id, self))
+
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         if self.closed_reason is not None:
             return CallOutcome(False, error=error_record("WorkerGone", self.closed_reason))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._pending[spec.call_id] = _Pending(future, on_event)
-        self.on_change()
+        self._changed()
         frame = RunFrame(
             op="compile" if spec.op == "compile" else "run",
             call_id=spec.call_id,
@@ -174,7 +177,7 @@ class WorkerSession:
             if taken is not None:
                 taken.cancel()
             self._pending.pop(spec.call_id, None)
-            self.on_change()
+            self._changed()
 
     def _expect_taken(self, call_id: str, sent_at: float) -> asyncio.TimerHandle:
         """Give the call back if the worker sends nothing at all within ``take_within_s``."""
@@ -186,7 +189,6 @@ class WorkerSession:
             log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
             self.answering = False
             self.not_taking_since = sent_at
-            self.on_not_taking()
             self.cancel(call_id)
             said = (
                 f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"

@@ -1,0 +1,115 @@
+"""What each event of the live feed (``GET /events``) carries: one model per kind.
+
+The feed (:mod:`fluksio.api.live`) builds each event's ``data`` to these models, and
+``GET /api/v1/openapi.json`` describes them (under the feed's operation, as
+``x-events``: kind -> schema). The tests read every event they receive through them.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from fluksio.api.routes.worker_tokens import WorkerTokenBody
+from fluksio.api.routes.workers import ProvisionerBody, RefusedWorkerBody, WaitingBody, WorkerBody
+from fluksio.api.runs.states import NodeState, RunState
+
+__all__ = ["FEED_EVENTS"]
+
+
+class RunStateData(BaseModel):
+    """A run was created or changed state."""
+
+    run_id: str
+    flow: str
+    state: RunState
+
+
+class CallStateData(BaseModel):
+    """A node's call was queued, started or ended (or its node was skipped, cancelled)."""
+
+    run_id: str
+    flow: str
+    node: str
+    call_id: str | None
+    state: NodeState
+    place: str | None
+    """Where it runs or ran: ``engine`` or a worker's name."""
+
+
+class CallProgressData(BaseModel):
+    """A running call reported events (``fluksio.emit``): told at most twice a second."""
+
+    run_id: str
+    flow: str
+    node: str
+    call_id: str
+    events: int
+    """How many it reported so far."""
+
+
+class WorkerData(BaseModel):
+    """A worker attached (``worker.attached``) or changed (``worker.changed``)."""
+
+    worker: WorkerBody
+
+
+class WorkerGoneData(BaseModel):
+    id: str
+    name: str
+    reason: str | None
+
+
+class WorkerRefusedData(BaseModel):
+    """A worker was refused for its protocol: it needs an upgrade."""
+
+    worker: RefusedWorkerBody
+
+
+class QueueData(BaseModel):
+    """The whole queue, when it reads differently (reasons count down each second)."""
+
+    queued: list[WaitingBody]
+
+
+class ProvisioningData(BaseModel):
+    """How every provisioner's profiles stand, when that reads differently."""
+
+    provisioners: list[ProvisionerBody]
+
+
+class TokenData(BaseModel):
+    """A worker token minted (``token.minted``) or revoked (``token.revoked``): never its
+    text."""
+
+    token: WorkerTokenBody
+
+
+class ReadyData(BaseModel):
+    """The stream is open; events after ``last_id`` follow."""
+
+    last_id: str
+
+
+class ReasonData(BaseModel):
+    """``refetch``: fetch the views again, then read on; ``closed``: the stream ends."""
+
+    reason: str
+
+
+FEED_EVENTS: dict[str, type[BaseModel]] = {
+    "ready": ReadyData,
+    "refetch": ReasonData,
+    "closed": ReasonData,
+    "run.state": RunStateData,
+    "call.state": CallStateData,
+    "call.progress": CallProgressData,
+    "worker.attached": WorkerData,
+    "worker.changed": WorkerData,
+    "worker.gone": WorkerGoneData,
+    "worker.refused": WorkerRefusedData,
+    "queue": QueueData,
+    "provisioning": ProvisioningData,
+    "token.minted": TokenData,
+    "token.revoked": TokenData,
+}
+"""Each kind of event the feed sends, and the model of its ``data``."""
