@@ -350,9 +350,12 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
     await async_wait_for(
         lambda: sessions["frozen"]._unknown_frames == 1, timeout=5, what="the late answer"
     )
-    await async_wait_for(
-        lambda: sessions["frozen"].answering, timeout=10, what="it to answer again"
-    )
+
+    async def answering_again() -> bool:
+        workers = (await api.request("GET", "/workers")).body
+        return any(w["name"] == "frozen" and w["status"] != "not answering" for w in workers)
+
+    await poll_async(answering_again, timeout=10, what="it to answer again")
     assert nodes_of(await api.run(run["id"]))["n"]["result"] == "ran once, here"
 
 

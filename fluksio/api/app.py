@@ -184,7 +184,7 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
             app[appkeys.TOKENS],
             app[appkeys.WORKER_TOKENS],
             app[appkeys.SETTINGS],
-            app[appkeys.DISPATCHER].set_answering,
+            app[appkeys.DISPATCHER],
         )
     )
     yield

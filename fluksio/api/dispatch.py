@@ -398,10 +398,15 @@ class Dispatcher:
         self._events.emit(WorkerLeft(event))
         self.kick()
 
+    def answering(self, worker_id: str) -> bool:
+        """Whether the worker answers (the one record of it: its place in the scheduler)."""
+        view = self._scheduler.view(worker_id)
+        return view is not None and not view.paused
+
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""
-        self._changed()
         if self._scheduler.has_place(worker_id):
+            self._changed()
             self._scheduler.set_paused(worker_id, not answering)
             self._place_changed(worker_id)
             log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)

@@ -259,3 +259,5 @@ class PlaceView:
     labels: frozenset[str]
     inventory: Resources
     free: Resources
+    paused: bool = False
+    """Not answering for now: it keeps what runs there, and is given nothing new."""

@@ -592,6 +592,7 @@ class Scheduler:
             worker.labels,
             _resources(place.capacity),
             _resources(place.free()),
+            place.paused,
         )
 
     def place(self, worker_id: str) -> PlaceState:

@@ -214,7 +214,7 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
         in_flight=session.in_flight,
-        status=_status(session),
+        status=_status(session, view),
         attached_at=utc(session.attached_at),
         last_seen=utc(session.last_seen),
         python=hello.python,
@@ -231,8 +231,10 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
     )
 
 
-def _status(session: WorkerSession) -> Literal["busy", "idle", "not answering"]:
-    if not session.answering:
+def _status(
+    session: WorkerSession, view: PlaceView | None
+) -> Literal["busy", "idle", "not answering"]:
+    if view is not None and view.paused:
         return "not answering"
     return "busy" if session.in_flight else "idle"
 
@@ -267,7 +269,9 @@ async def _list(request: web.Request) -> web.Response:
 
     # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
     # (a worker that stops answering changes its status, and so the tag).
-    return view_response(request, render, f"w{registry.version}.{dispatcher.version}")
+    # The registry counts every change a worker's body shows (the stream's WorkerChanged,
+    # its place's amounts and standing included): one counter.
+    return view_response(request, render, f"w{registry.version}")
 
 
 @documented(
@@ -281,7 +285,7 @@ async def _list(request: web.Request) -> web.Response:
 async def _resources(request: web.Request) -> web.Response:
     require_superuser(request)
     dispatcher = request.app[DISPATCHER]
-    version = f"r{request.app[WORKERS].version}.{dispatcher.version}"
+    version = f"r{dispatcher.version}"  # places, queue, provisioning: one counter
     if dispatcher.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
         version += f".{int(time.time())}"

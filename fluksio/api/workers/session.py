@@ -84,8 +84,6 @@ class WorkerSession:
     attached_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.time)
     closed_reason: str | None = None
-    answering: bool = True
-    """False while it has missed a ping: the scheduler gives it nothing new."""
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
     events: EngineEvents | None = None
@@ -187,7 +185,6 @@ class WorkerSession:
             if pending is None or pending.future.done() or self.last_seen >= sent_at:
                 return
             log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
-            self.answering = False
             self.not_taking_since = sent_at
             self.cancel(call_id)
             said = (

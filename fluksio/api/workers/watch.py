@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from typing import Protocol
 
 from fluksio.api.settings import EngineSettings
 from fluksio.api.tokens import TokenService
@@ -25,7 +25,16 @@ from fluksio.api.workers.protocol import CLOSE_DRAINED
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
 
-__all__ = ["check_once", "ping_every_s", "watch_workers"]
+__all__ = ["Standing", "check_once", "ping_every_s", "watch_workers"]
+
+
+class Standing(Protocol):
+    """Whether each worker answers: the dispatcher's to keep (its place is paused in the
+    scheduler while it does not)."""
+
+    def answering(self, worker_id: str) -> bool: ...
+
+    def set_answering(self, worker_id: str, answering: bool) -> None: ...
 
 
 def ping_every_s(settings: EngineSettings) -> float:
@@ -48,19 +57,18 @@ async def check_once(
     tokens: TokenService,
     store: WorkerTokenStore,
     settings: EngineSettings,
-    on_answering: Callable[[str, bool], None] = lambda _worker_id, _answering: None,
+    standing: Standing,
 ) -> None:
-    """Close the sessions that must end; tell ``on_answering`` who stopped or resumed
-    answering, so the scheduler gives a silent worker nothing new."""
+    """Close the sessions that must end; tell ``standing`` (the dispatcher) who stopped or
+    resumed answering, so the scheduler gives a silent worker nothing new."""
     now = time.time()
     key_id = tokens.current_key_id()
     sessions = registry.attached()
     unusable = store.unusable({session.token.jti for session in sessions})
     for session in sessions:
         answering = _answering(session, now, settings)
-        if answering != session.answering:
-            session.answering = answering
-            on_answering(session.id, answering)
+        if answering != standing.answering(session.id):
+            standing.set_answering(session.id, answering)
         reason = None
         if now - session.last_seen > settings.worker_gone_s:
             # The one liveness rule, for busy and idle workers alike: a healthy one answers
@@ -95,8 +103,8 @@ async def watch_workers(
     tokens: TokenService,
     store: WorkerTokenStore,
     settings: EngineSettings,
-    on_answering: Callable[[str, bool], None],
+    standing: Standing,
 ) -> None:
     while True:
         await asyncio.sleep(settings.worker_check_s)
-        await check_once(registry, tokens, store, settings, on_answering)
+        await check_once(registry, tokens, store, settings, standing)
