@@ -5,10 +5,11 @@ worktree of the commit before a change, and this checkout), each on its own fres
 directory, with a local worker of the same build attached to each; then alternates short
 rounds between them: ``--runs`` one-node runs on the engine, then ``--runs`` on the
 worker, and a fan-out of ``--fanout`` nodes on the engine, measuring each engine
-process's own CPU time (``/proc/PID/stat`` utime + stime; its children, the fork server
+process's own CPU time (its threads' ``schedstat``, in nanoseconds; its children, the fork server
 and the calls, excluded). Alternating within one session cancels the drift of a shared,
 noisy machine that separate runs suffer; the table gives each build's median per round
-and the ratio b / a of the medians.
+and the median (and quartiles) of the rounds' own ratios b / a. Run it with the same
+build on both sides first: the spread it shows is the floor of what it can resolve.
 
 Run: ``.venv/bin/python bench/engine_cpu_ab.py --a /tmp/base/.venv --b .venv``
 """
@@ -79,15 +80,24 @@ def main() -> None:
                 build.stop()
     a, b = builds
     print(f"a = {args.a}; b = {args.b}; {args.rounds} alternating rounds")
-    print(f"{'engine process CPU (ms)':44} {'a':>8} {'b':>8} {'b / a':>7}")
+    print(
+        f"{'engine process CPU (ms)':40} {'a':>7} {'b':>7}"
+        f" {'b / a, median of rounds':>24} {'quartiles':>12}"
+    )
     labels = {
         "local": "per one-node run on the engine",
         "remote": "per one-node run on a worker",
         "fanout": f"per call of a {args.fanout}-node fan-out",
     }
     for key, label in labels.items():
+        # Each round's own ratio: a drift of the machine between rounds cancels in it.
+        ratios = sorted(y / x for x, y in zip(a.samples[key], b.samples[key], strict=True))
+        low, _mid, high = statistics.quantiles(ratios, n=4)
         mid_a, mid_b = statistics.median(a.samples[key]), statistics.median(b.samples[key])
-        print(f"{label:44} {mid_a * 1e3:8.3f} {mid_b * 1e3:8.3f} {mid_b / mid_a:7.2f}")
+        print(
+            f"{label:40} {mid_a * 1e3:7.3f} {mid_b * 1e3:7.3f}"
+            f" {statistics.median(ratios):24.2f} {f'{low:.2f}-{high:.2f}':>12}"
+        )
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ from fluksio.api.runs.machine import (
     Stop,
     Withdraw,
 )
+from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
 from fluksio.api.runs.writer import RunWriter
 from fluksio.api.secrets import SecretDenied
@@ -87,8 +88,17 @@ CLOSE_CALLS_S = 10.0
 """At shutdown, how long the calls being stopped get to end."""
 
 
+ENDED_KEPT = 256
+"""Ended runs kept in memory as written, for the read that follows an end."""
+
+
 def _new_call_id() -> str:
     return secrets.token_hex(8)
+
+
+def _stored_view(row: RunRow, nodes: Sequence[NodeRow]) -> RunView:
+    """A run as the store holds it (an ended one's events are in its rows)."""
+    return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in nodes))
 
 
 class Dispatcher:
@@ -116,9 +126,13 @@ class Dispatcher:
         self._carry_out = self._effect_handlers()
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiters: dict[str, asyncio.Event] = {}
+        self._recently_ended: collections.OrderedDict[str, RunView] = collections.OrderedDict()
+        """The runs that ended last, as written: the newest :data:`ENDED_KEPT`."""
         self._pass_pending = False
         self._closing = False
         self._events = events
+        # Wall-clock time: rows keep it, and workers report their batch job's end in it.
+        self._now: Callable[[], float] = time.time
         self.version = 0
         """Counts the changes to what the read-only questions below answer (places, the
         queue, placements, provisioning), so that an unchanged view is known unchanged
@@ -173,11 +187,6 @@ class Dispatcher:
         if place_id != ENGINE_ID:
             self._events.emit(WorkerChanged(place_id))
 
-    @staticmethod
-    def _now() -> float:
-        # Wall-clock time: rows keep it, and workers report their batch job's end in it.
-        return time.time()
-
     # -- runs --------------------------------------------------------------------------
 
     def start_run(self, flow_name: str, params: dict[str, Any]) -> RunView:
@@ -217,11 +226,11 @@ class Dispatcher:
                     reason = found.text if found is not None else None
                 views.append(NodeView(node.row, reason, node.event_count, node.events))
             return RunView(row, tuple(views))
+        ended = self._recently_ended.get(run_id)
+        if ended is not None:
+            return ended
         stored = self._runs_store.get(run_id)
-        if stored is None:
-            return None
-        row, node_rows = stored
-        return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in node_rows))
+        return _stored_view(*stored) if stored is not None else None
 
     async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
         """The run once it has ended, or as it is after ``timeout`` seconds."""
@@ -269,7 +278,7 @@ class Dispatcher:
 
     def _effect_handlers(self) -> dict[type, Callable[[Any], None]]:
         return {
-            Save: lambda e: self._writer.save(e.row, e.nodes, e.run_changed),
+            Save: self._writer.save,
             Queue: self._queue,
             Withdraw: self._withdraw,
             Release: self._release,
@@ -321,7 +330,12 @@ class Dispatcher:
     def _written(self, changes: Sequence[RunChange]) -> None:
         self._events.emit(RunsWritten(changes))
         for change in changes:
-            self._machine.written(change.row.id)
+            ended = self._machine.written(change.row.id)
+            if ended is not None:
+                # Kept as written, for who reads it next (a waiter, mostly): no SQLite read.
+                self._recently_ended[change.row.id] = _stored_view(*ended)
+                if len(self._recently_ended) > ENDED_KEPT:
+                    self._recently_ended.popitem(last=False)
 
     def _stop(self, call_id: str) -> None:
         executor = self._executors.get(self.placed_on(call_id))

@@ -17,7 +17,6 @@ Everything comes from the engine's one stream (:mod:`fluksio.api.engine_events`)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 from fluksio.api.dispatch import Dispatcher
@@ -39,8 +38,7 @@ from fluksio.api.routes.workers import (
     worker_body,
 )
 from fluksio.api.runs.rows import NodeRow, RunRow
-from fluksio.api.runs.views import RunChange
-from fluksio.api.workers.registry import NeedsUpgrade, WorkerRegistry
+from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
 
 __all__ = ["LiveEvents"]
@@ -70,11 +68,11 @@ class LiveEvents:
 
     def connect(self, events: EngineEvents) -> None:
         """Subscribe to the engine's stream."""
-        events.subscribe(RunsWritten, lambda e: self._runs_written(e.changes))
+        events.subscribe(RunsWritten, self._runs_written)
         events.subscribe(CallProgressed, self._progressed)
         events.subscribe(WorkerChanged, self._worker_changed)
-        events.subscribe(WorkerRefused, lambda e: self._refused(e.entry))
-        events.subscribe(ViewsChanged, lambda _e: self._views_changed())
+        events.subscribe(WorkerRefused, self._refused)
+        events.subscribe(ViewsChanged, self._views_changed)
         events.subscribe(TokenMinted, self._token)
         events.subscribe(TokenRevoked, self._token)
         # What the views are now is what a subscriber fetches; only changes are news.
@@ -88,9 +86,9 @@ class LiveEvents:
 
     # -- runs and calls ----------------------------------------------------------------
 
-    def _runs_written(self, changes: Sequence[RunChange]) -> None:
+    def _runs_written(self, event: RunsWritten) -> None:
         publish = self._feed.publish
-        for change in changes:
+        for change in event.changes:
             row = change.row
             for node in change.nodes:
                 publish(
@@ -169,13 +167,13 @@ class LiveEvents:
                 gone = session.closed_reason if session is not None else None
                 self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": gone})
 
-    def _refused(self, entry: NeedsUpgrade) -> None:
-        body = refused_body(entry).model_dump(mode="json")
+    def _refused(self, event: WorkerRefused) -> None:
+        body = refused_body(event.entry).model_dump(mode="json")
         self._feed.publish("worker.refused", {"worker": body})
 
     # -- the queue and provisioning ------------------------------------------------------
 
-    def _views_changed(self) -> None:
+    def _views_changed(self, _event: ViewsChanged | None = None) -> None:
         if self._views_due is None and not self._closed:
             every = VIEWS_EVERY_S if self._feed.subscribers else VIEWS_EVERY_UNWATCHED_S
             self._views_due = asyncio.get_running_loop().call_later(every, self._publish_views)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter as Tally
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -32,7 +32,6 @@ from fluksio.api.engine_events import (
 )
 from fluksio.api.events import EventFeed
 from fluksio.api.runs.states import TERMINAL_NODE_STATES, NodeState
-from fluksio.api.runs.views import RunChange
 from fluksio.api.workers.registry import WorkerRegistry
 
 __all__ = ["CONTENT_TYPE", "EngineMetrics"]
@@ -132,7 +131,7 @@ class EngineMetrics:
         feed: EventFeed,
     ) -> None:
         """Count what the engine's stream tells as it happens; read the rest at each scrape."""
-        events.subscribe(RunsWritten, lambda e: self.runs_written(e.changes))
+        events.subscribe(RunsWritten, self.runs_written)
         events.subscribe(RequestSubmitted, self._submitted)
         events.subscribe(RequestFailed, self._failed)
         events.subscribe(RequestAttached, self._attached)
@@ -144,8 +143,8 @@ class EngineMetrics:
 
     # -- what is counted as it happens ---------------------------------------------------
 
-    def runs_written(self, changes: Sequence[RunChange]) -> None:
-        for change in changes:
+    def runs_written(self, event: RunsWritten) -> None:
+        for change in event.changes:
             for node in change.nodes:
                 if node.call_id is None or node.started_at is None:
                     continue  # never started: not a call (a skipped node, say)

@@ -210,9 +210,9 @@ class RunMachine:
         )
         run = self._build(row, flow, [NodeRow(node.id, NodeState.PENDING) for node in flow.nodes])
         self._runs[run_id] = run
-        effects: list[Effect] = [Create(row, tuple(n.row for n in run.nodes.values()))]
+        effects: list[Effect] = [Create(row, tuple([n.row for n in run.nodes.values()]))]
         queued = [self._queue(run, n, now, effects) for n in run.nodes.values() if not n.spec.after]
-        effects.append(Save(row, tuple(n.row for n in queued)))
+        effects.append(Save(row, tuple([n.row for n in queued])))
         return effects
 
     def cancel(self, run_id: str, now: float) -> list[Effect]:
@@ -343,11 +343,14 @@ class RunMachine:
         self._finish(run, changed, now, effects)
         return effects
 
-    def written(self, run_id: str) -> None:
-        """The run's rows are written; an ended run now lives in the store alone."""
+    def written(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
+        """The run's rows are written; an ended run is let go (its final rows returned):
+        it lives in the store now."""
         run = self._runs.get(run_id)
-        if run is not None and run.row.state in TERMINAL_RUN_STATES:
-            del self._runs[run_id]
+        if run is None or run.row.state not in TERMINAL_RUN_STATES:
+            return None
+        del self._runs[run_id]
+        return run.row, [node.row for node in run.nodes.values()]
 
     # -- questions -------------------------------------------------------------------------
 
@@ -522,6 +525,6 @@ class RunMachine:
                 run.row.state = RunState.SUCCEEDED
             run.row.ended_at = now
         if changed or ends or announce:
-            effects.append(Save(run.row, tuple(n.row for n in changed), ends or announce))
+            effects.append(Save(run.row, tuple([n.row for n in changed]), ends or announce))
         if ends:
             effects.append(Ended(run.row))

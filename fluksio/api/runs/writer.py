@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from fluksio.api.errors import StorageFull
 from fluksio.api.logging import get_logger
+from fluksio.api.runs.machine import Save
 from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.states import NodeState
 from fluksio.api.runs.store import RunStore
@@ -51,14 +52,16 @@ class RunWriter:
             [RunChange(row, [n for n in nodes if n.state is not NodeState.PENDING], True)]
         )
 
-    def save(self, row: RunRow, nodes: Sequence[NodeRow], run_changed: bool) -> None:
-        """Mark rows changed; they are written with the moment's others."""
+    def save(self, effect: Save) -> None:
+        """Mark the rows the run machine changed; they are written with the moment's
+        others."""
+        row = effect.row
         dirty = self._dirty.get(row.id)
         if dirty is None:
             dirty = self._dirty[row.id] = _Dirty(row)
-        for node in nodes:
+        for node in effect.nodes:
             dirty.nodes[node.node_id] = node
-        dirty.run_changed |= run_changed
+        dirty.run_changed |= effect.run_changed
         if not self._flush_pending:
             self._flush_pending = True
             asyncio.get_running_loop().call_soon(self.flush)
