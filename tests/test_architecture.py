@@ -174,6 +174,45 @@ def test_the_cores_state_machines_and_their_data_do_no_io_read_no_clock_and_log_
     assert _violations(files, machine_may_import) == []
 
 
+def _late_listeners(files: list[Path]) -> list[str]:
+    """Callbacks hung on another object after it was built (``x.on_change = ...``), or
+    observers appended to its lists: the ways of listening the engine's one stream of
+    events replaced."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr.startswith("on_")
+                    and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+                ):
+                    found.append(f"{path.name}:{node.lineno} sets .{target.attr}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr.endswith("observers")
+            ):
+                found.append(f"{path.name}:{node.lineno} appends to .{node.func.value.attr}")
+    return found
+
+
+def test_the_engine_listens_only_through_its_one_stream_of_events() -> None:
+    assert _late_listeners(_files(PACKAGE / "api")) == []
+
+
+def test_the_listener_rule_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("registry.on_session_change = feed.changed\nruns.observers.append(f)\n")
+    assert _late_listeners([probe]) == [
+        "probe.py:1 sets .on_session_change",
+        "probe.py:2 appends to .observers",
+    ]
+
+
 def test_agent_imports_nothing_of_the_engine() -> None:
     assert _violations(_files(PACKAGE / "agent"), agent_may_import) == []
 
