@@ -110,13 +110,18 @@ def start_engine(
     mode: str,
     port: int = 0,
     args: tuple[str, ...] = (),
+    *,
     bin_dir: Path = BIN,
+    profile: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``fluksio serve`` (from ``bin_dir``: another build's venv) with the bench superuser;
-    ``args`` are more of its options."""
+    ``args`` are more of its options. With ``profile``, it runs under ``cProfile``, which
+    writes there when the engine stops on SIGINT."""
     env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-password")
+    profiled = [str(bin_dir / "python"), "-m", "cProfile", "-o", str(profile)] if profile else []
     process = subprocess.Popen(
         [
+            *profiled,
             str(bin_dir / "fluksio"),
             "serve",
             "--port",

@@ -16,16 +16,12 @@ Run: ``.venv/bin/python bench/engine_calls_ab.py --a /tmp/base/.venv --b .venv``
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import pstats
 import signal
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from calls import NOOP, Api
+from calls import NOOP, Api, start_engine
 from remote_calls import _login, _start_agent, _wait_attached
 
 WORKLOADS = {
@@ -35,30 +31,13 @@ WORKLOADS = {
 }
 
 
-def _profiled_engine(venv: Path, data: Path, profile: Path) -> tuple[subprocess.Popen[bytes], str]:
-    env = dict(os.environ, FLUKSIO_SUPERUSER="bench", FLUKSIO_SUPERUSER_PASSWORD="bench-password")
-    fluksio = str(venv / "bin" / "fluksio")
-    argv = [str(venv / "bin" / "python"), "-m", "cProfile", "-o", str(profile), fluksio]
-    argv += ["serve", "--port", "0", "--data-dir", str(data), "--log-level", "warning"]
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            info = json.loads((data / "engine.json").read_text())
-            if info.get("pid") == process.pid:
-                return process, str(info["url"])
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("the engine did not start")
-
-
 def count_calls(venv: Path, workload: str, units: int) -> int:
     """Every Python function call an engine made, start to stop, doing ``units`` of it."""
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "engine.prof"
-        engine, url = _profiled_engine(venv, Path(tmp) / "data", profile)
+        engine, url = start_engine(
+            Path(tmp) / "data", "auto", bin_dir=venv / "bin", profile=profile
+        )
         agent = None
         try:
             api: Api = _login(url)
