@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from calls import NOOP, Api, process_cpu_seconds, start_engine
+from engine_calls_ab import WORKLOADS
 from remote_calls import _login, _start_agent, _wait_attached
 
 
@@ -79,17 +80,14 @@ def main() -> None:
             for build in builds:
                 build.stop()
     a, b = builds
-    print(f"a = {args.a}; b = {args.b}; {args.rounds} alternating rounds")
     print(
-        f"{'engine process CPU (ms)':40} {'a':>7} {'b':>7}"
+        f"a = {args.a}; b = {args.b}; {args.rounds} alternating rounds; {args.fanout}-node fan-out"
+    )
+    print(
+        f"{'engine process CPU (ms), per':40} {'a':>7} {'b':>7}"
         f" {'b / a, median of rounds':>24} {'quartiles':>12}"
     )
-    labels = {
-        "local": "per one-node run on the engine",
-        "remote": "per one-node run on a worker",
-        "fanout": f"per call of a {args.fanout}-node fan-out",
-    }
-    for key, label in labels.items():
+    for key, label in WORKLOADS.items():
         # Each round's own ratio: a drift of the machine between rounds cancels in it.
         ratios = sorted(y / x for x, y in zip(a.samples[key], b.samples[key], strict=True))
         low, _mid, high = statistics.quantiles(ratios, n=4)

@@ -84,8 +84,11 @@ MACHINE_IMPURE = IMPURE | {"secrets", "sqlite3", "logging", "aiohttp", "structlo
 """What would give a state machine of the engine's core I/O, a clock, chance or a log."""
 PURE_CORE = (
     "fluksio.api.runs.machine",
+    "fluksio.api.runs.effects",
     "fluksio.api.runs.reference",
     "fluksio.provisioners.machine",
+    "fluksio.provisioners.effects",
+    "fluksio.provisioners.requests",
     "fluksio.provisioners.reference",
     "fluksio.provisioners.base",
     "fluksio.api.runs.models",

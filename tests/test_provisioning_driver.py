@@ -16,7 +16,8 @@ from typing import Any
 import structlog.testing
 
 from fluksio.provisioners.base import JobState, JobStatus, WorkerEvent
-from fluksio.provisioners.driver import MachineRequest, ProvisioningDriver
+from fluksio.provisioners.driver import ProvisioningDriver
+from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import Provisioning, RequestStage
 from tests.support.clock import ManualClock
 from tests.support.scripted import RecordingEngine as Engine

@@ -26,14 +26,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
-from fluksio.provisioners.machine import (
+from fluksio.provisioners.effects import (
     Cancel,
     CleanUp,
     Effect,
     Forget,
-    MachineRequest,
-    ProfileRule,
-    ProvisioningMachine,
     Remember,
     Revoke,
     StartPoll,
@@ -41,7 +38,9 @@ from fluksio.provisioners.machine import (
     Unwake,
     Wake,
 )
+from fluksio.provisioners.machine import ProvisioningMachine
 from fluksio.provisioners.reference import ReferenceProvisioning
+from fluksio.provisioners.requests import MachineRequest, ProfileRule
 from fluksio.scheduler import RequestStage
 from tests.support.scripted import scripted_settings
 

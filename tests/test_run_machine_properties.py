@@ -26,18 +26,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fluksio.agent.outcome import CallOutcome, error_record
-from fluksio.api.runs.machine import (
+from fluksio.api.runs.effects import (
     Create,
     Effect,
     Ended,
     Progress,
     Queue,
     Release,
-    RunMachine,
     Save,
     Stop,
     Withdraw,
 )
+from fluksio.api.runs.machine import RunMachine
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.runs.reference import ReferenceNode, ReferenceRun
 from fluksio.api.runs.rows import NodeRow, RunRow

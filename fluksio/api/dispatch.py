@@ -42,7 +42,7 @@ from fluksio.api.engine_events import (
 from fluksio.api.errors import Conflict, NotFound
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.calls import call_spec
-from fluksio.api.runs.machine import (
+from fluksio.api.runs.effects import (
     Create,
     Effect,
     Ended,
@@ -50,23 +50,19 @@ from fluksio.api.runs.machine import (
     Progress,
     Queue,
     Release,
-    RunMachine,
     Save,
     Stop,
     Withdraw,
 )
+from fluksio.api.runs.machine import RunMachine
 from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
 from fluksio.api.runs.writer import RunWriter
 from fluksio.api.secrets import SecretDenied
 from fluksio.provisioners.base import Provisioner, WorkerEvent
 from fluksio.provisioners.clock import Clock
-from fluksio.provisioners.driver import (
-    EngineSide,
-    MachineRequest,
-    ProfileStatus,
-    ProvisioningDriver,
-)
+from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
+from fluksio.provisioners.requests import MachineRequest, ProfileStatus
 from fluksio.scheduler import (
     DEFAULT_WALLTIME_MARGIN_S,
     ENGINE_ID,

@@ -8,7 +8,7 @@ login node (the Slurm token file), so a restarted engine can clean that up.
 from __future__ import annotations
 
 from fluksio.api.db import Database
-from fluksio.provisioners.driver import MachineRequest
+from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import RequestStage
 
 __all__ = ["ProvisionRequestStore"]

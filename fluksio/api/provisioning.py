@@ -22,8 +22,8 @@ from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import ProfileSettings, Provisioner
 from fluksio.provisioners.config import Loaded, load_provisioners
-from fluksio.provisioners.driver import MachineRequest
 from fluksio.provisioners.plugins import Plugins, build_plugins
+from fluksio.provisioners.requests import MachineRequest
 
 __all__ = [
     "CONFIGURED",

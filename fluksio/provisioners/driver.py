@@ -50,6 +50,21 @@ import structlog
 
 from fluksio.provisioners.base import ProfileSettings, Provisioner, ProvisionError, WorkerEvent
 from fluksio.provisioners.clock import Clock, LoopClock, Timer
+from fluksio.provisioners.effects import (
+    Cancel,
+    Changed,
+    CleanUp,
+    Effect,
+    Forget,
+    Log,
+    Observe,
+    Remember,
+    Revoke,
+    StartPoll,
+    Submit,
+    Unwake,
+    Wake,
+)
 from fluksio.provisioners.events import (
     CommandRan,
     ProvisioningEvent,
@@ -57,39 +72,11 @@ from fluksio.provisioners.events import (
     RequestFailed,
     RequestSubmitted,
 )
-from fluksio.provisioners.machine import (
-    POLL_SOON_S,
-    BroughtWorker,
-    Cancel,
-    Changed,
-    CleanUp,
-    Effect,
-    Forget,
-    Log,
-    MachineRequest,
-    Observe,
-    ProfileRule,
-    ProfileStatus,
-    ProvisioningMachine,
-    Remember,
-    Revoke,
-    StartPoll,
-    Submit,
-    Unwake,
-    Wake,
-    login_sentence,
-)
+from fluksio.provisioners.machine import ProvisioningMachine
+from fluksio.provisioners.requests import MachineRequest, ProfileRule, ProfileStatus
 from fluksio.scheduler import Profile
 
-__all__ = [
-    "POLL_SOON_S",
-    "BroughtWorker",
-    "EngineSide",
-    "MachineRequest",
-    "ProfileStatus",
-    "ProvisioningDriver",
-    "login_sentence",
-]
+__all__ = ["EngineSide", "ProvisioningDriver"]
 
 log = structlog.get_logger(__name__)
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.

@@ -24,229 +24,44 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from fluksio.provisioners.base import (
     TERMINAL_STATES,
     JobState,
     JobStatus,
-    ProfileSettings,
-    ProvisionerSettings,
     WorkerEvent,
+)
+from fluksio.provisioners.effects import (
+    Cancel,
+    Changed,
+    CleanUp,
+    Effect,
+    Forget,
+    Log,
+    Observe,
+    Remember,
+    Revoke,
+    StartPoll,
+    Submit,
+    Unwake,
+    Wake,
+)
+from fluksio.provisioners.requests import (
+    BroughtWorker,
+    MachineRequest,
+    ProfileRule,
+    ProfileStatus,
+    login_sentence,
 )
 from fluksio.scheduler import Profile, Provisioning, RequestStage
 
-__all__ = [
-    "POLL_SOON_S",
-    "BroughtWorker",
-    "Cancel",
-    "Changed",
-    "CleanUp",
-    "Effect",
-    "Forget",
-    "Log",
-    "MachineRequest",
-    "Observe",
-    "ProfileRule",
-    "ProfileStatus",
-    "ProvisioningMachine",
-    "Remember",
-    "Revoke",
-    "StartPoll",
-    "Submit",
-    "Unwake",
-    "Wake",
-    "login_sentence",
-]
+__all__ = ["POLL_SOON_S", "ProvisioningMachine"]
 
 POLL_SOON_S = 1.0
 """After a worker of a request leaves, its job is polled this soon: its slot under
 ``max_workers`` is free once the job has ended, and a replacement may be waiting."""
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
 SHUTTING_DOWN = "the engine is shutting down"
-
-
-def login_sentence(provisioner: str) -> str:
-    """What a profile shows while it waits for a person to log in."""
-    return f"login needed: run 'fluksio provisioners login {provisioner}'"
-
-
-# -- plain data ----------------------------------------------------------------------------
-
-
-@dataclass
-class MachineRequest:
-    """One machine asked of a provisioner, and where it stands from the engine's side."""
-
-    id: str
-    provisioner: str
-    profile: str
-    created_at: float
-    stage: RequestStage = RequestStage.SUBMITTING
-    job_id: str | None = None
-    status: JobStatus | None = None
-    status_since: float | None = None
-    token_jti: str | None = None
-    attached_at: float | None = None
-    answer_lost: str | None = None
-    """Why the submission's answer never came (it may have queued a job): look for it."""
-
-
-@dataclass(frozen=True)
-class ProfileRule:
-    """A configured profile as the machine needs it, read once at start."""
-
-    provisioner: str
-    type_name: str
-    job_noun: str
-    settings: ProvisionerSettings[Any]
-    profile: ProfileSettings
-    walltime_s: float | None
-
-    @property
-    def key(self) -> str:
-        return f"{self.provisioner}/{self.profile.name}"
-
-
-@dataclass(frozen=True)
-class BroughtWorker:
-    """A worker a request of a profile brought, while it is attached."""
-
-    worker_id: str
-    name: str
-    attached_at: float
-    job_id: str | None
-    """The request's job id, else what the worker itself reported (``SLURM_JOB_ID``)."""
-
-
-@dataclass(frozen=True)
-class ProfileStatus:
-    """How one profile stands, for the API to show: read-only."""
-
-    provisioner: str
-    type_name: str
-    profile: ProfileSettings
-    outstanding: MachineRequest | None
-    jobs: tuple[MachineRequest, ...]
-    last_error: tuple[float, str] | None
-    retry_at: float | None
-    failures: int
-    workers: tuple[BroughtWorker, ...]
-    login_needed: str | None = None
-    """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
-    submitted or polled until a person logs in."""
-
-
-# -- effects -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Submit:
-    """Mint the request's token, write the request down, submit it; answer with
-    :meth:`~ProvisioningMachine.submitted` or :meth:`~ProvisioningMachine.submit_failed`.
-    With ``check_login``, first ask whether a login is still needed
-    (:meth:`~ProvisioningMachine.login_still_needed`)."""
-
-    profile: str
-    request_id: str
-    check_login: bool
-
-
-@dataclass(frozen=True)
-class Cancel:
-    """Cancel the request's job (after a last look for it when ``look_first``); answer with
-    :meth:`~ProvisioningMachine.cancelled`."""
-
-    profile: str
-    request_id: str
-    job_id: str | None
-    look_first: bool
-    message: str
-    failed: bool
-
-
-@dataclass(frozen=True)
-class CleanUp:
-    """Remove what a request left (its job, a token file); nothing is answered."""
-
-    provisioner: str
-    request_id: str
-    job_id: str | None
-
-
-@dataclass(frozen=True)
-class StartPoll:
-    """Poll the provisioner: look for its lost submissions, then read its jobs' states;
-    answer with :meth:`~ProvisioningMachine.found`, :meth:`~ProvisioningMachine.polled` and
-    at last :meth:`~ProvisioningMachine.poll_ended`."""
-
-    provisioner: str
-
-
-@dataclass(frozen=True)
-class Remember:
-    request: MachineRequest
-
-
-@dataclass(frozen=True)
-class Forget:
-    request_id: str
-
-
-@dataclass(frozen=True)
-class Revoke:
-    jti: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Wake:
-    """Call :meth:`~ProvisioningMachine.woke` with ``key`` at ``at`` (replacing a wake of
-    the same key)."""
-
-    key: str
-    at: float
-
-
-@dataclass(frozen=True)
-class Unwake:
-    key: str
-
-
-@dataclass(frozen=True)
-class Observe:
-    what: Literal["submitted", "failed", "attached"]
-    provisioner: str
-    profile: str
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Log:
-    level: Literal["info", "warning"]
-    event: str
-    fields: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Changed:
-    """How a profile stands changed."""
-
-
-Effect = (
-    Submit
-    | Cancel
-    | CleanUp
-    | StartPoll
-    | Remember
-    | Forget
-    | Revoke
-    | Wake
-    | Unwake
-    | Observe
-    | Log
-    | Changed
-)
 
 
 # -- the state -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from fluksio.provisioners import (
     ProvisionerSettings,
     Submission,
 )
-from fluksio.provisioners.driver import MachineRequest
+from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import RequestStage
 
 __all__ = ["RecordingEngine", "Scripted", "Settings", "scripted_settings"]

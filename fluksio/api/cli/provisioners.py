@@ -25,8 +25,8 @@ from fluksio.api.provisioning import instantiate
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import Provisioner, ProvisionError
 from fluksio.provisioners.config import load_provisioners
-from fluksio.provisioners.driver import login_sentence
 from fluksio.provisioners.plugins import build_plugins
+from fluksio.provisioners.requests import login_sentence
 
 __all__ = ["provisioners"]
 

@@ -36,7 +36,7 @@ from fluksio.api.timefmt import utc
 from fluksio.api.workers.attach import attach
 from fluksio.api.workers.registry import NeedsUpgrade
 from fluksio.api.workers.session import WorkerSession
-from fluksio.provisioners.driver import MachineRequest, ProfileStatus
+from fluksio.provisioners.requests import MachineRequest, ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, RequestStage, Resources, WaitKind
 
 __all__ = [

@@ -6,7 +6,7 @@ from typing import Any
 
 from fluksio.agent.launcher import CallSpec
 from fluksio.agent.runner import THREAD_VARIABLES
-from fluksio.api.runs.machine import CallInputs
+from fluksio.api.runs.effects import CallInputs
 from fluksio.api.runs.redact import secret_values
 from fluksio.api.runs.signature import select_kwargs
 from fluksio.api.runs.views import Executor

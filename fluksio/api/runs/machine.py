@@ -4,7 +4,7 @@ The machine holds the runs that have not ended (and those ended but not yet writ
 each node's spec and row, its dependents, and the events its call reported. Each input is
 a method named for what happened (a run started or was cancelled; a call was placed,
 started, reported, ended; an engine restarted) and returns the effects its owner, the
-dispatcher, carries out in order:
+dispatcher, carries out in order (declared in :mod:`fluksio.api.runs.effects`):
 
 - :class:`Queue` a call in the scheduler, :class:`Withdraw` a waiting one, :class:`Stop`
   a running one, :class:`Release` what an ended one held;
@@ -25,6 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluksio.agent.outcome import CallOutcome, error_record
+from fluksio.api.runs.effects import (
+    CallInputs,
+    Create,
+    Effect,
+    Ended,
+    Log,
+    Progress,
+    Queue,
+    Release,
+    Save,
+    Stop,
+    Withdraw,
+)
 from fluksio.api.runs.models import FlowSpec, NodeSpec
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.runs.redact import redact
@@ -37,112 +50,10 @@ from fluksio.api.runs.states import (
 )
 from fluksio.scheduler import CallRequest, Policy
 
-__all__ = [
-    "EVENTS_KEPT",
-    "CallInputs",
-    "Create",
-    "Effect",
-    "Ended",
-    "Log",
-    "NodeSnapshot",
-    "Progress",
-    "Queue",
-    "Release",
-    "RunMachine",
-    "Save",
-    "Stop",
-    "Withdraw",
-]
+__all__ = ["EVENTS_KEPT", "NodeSnapshot", "RunMachine"]
 
 EVENTS_KEPT = 100
 """The reported events a node keeps (the newest); the count says how many there were."""
-
-
-# -- effects: what the owner does, in the order given ----------------------------------
-
-
-@dataclass(frozen=True)
-class Queue:
-    """Put a call in the scheduler's queue."""
-
-    request: CallRequest
-
-
-@dataclass(frozen=True)
-class Withdraw:
-    """Take a waiting call out of the queue (its node was cancelled)."""
-
-    call_id: str
-
-
-@dataclass(frozen=True)
-class Stop:
-    """Ask the executor running the call to stop it; it ends as it will."""
-
-    call_id: str
-
-
-@dataclass(frozen=True)
-class Release:
-    """Give back what the ended call held on its place."""
-
-    call_id: str
-
-
-@dataclass(frozen=True)
-class Create:
-    """Write a new run and all its nodes, now: it exists from its first answer on."""
-
-    row: RunRow
-    nodes: tuple[NodeRow, ...]
-
-
-@dataclass(frozen=True)
-class Save:
-    """Write these rows (as they are when written); ``run_changed`` when the run's own
-    state changed too."""
-
-    row: RunRow
-    nodes: tuple[NodeRow, ...]
-    run_changed: bool = False
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A running call reported an event; ``count`` is how many so far."""
-
-    row: RunRow
-    node: NodeRow
-    count: int
-
-
-@dataclass(frozen=True)
-class Ended:
-    """The run is over: write it now, then tell who waits for it."""
-
-    row: RunRow
-
-
-@dataclass(frozen=True)
-class Log:
-    """Something worth a line in the engine's log."""
-
-    event: str
-    fields: dict[str, Any]
-
-
-Effect = Queue | Withdraw | Stop | Release | Create | Save | Progress | Ended | Log
-
-
-@dataclass(frozen=True)
-class CallInputs:
-    """What a placed call is given: its node, the run's parameters and its dependencies'
-    results (the owner adds the secrets it resolves)."""
-
-    run: RunRow
-    spec: NodeSpec
-    params: dict[str, Any]
-    results: dict[str, Any]
 
 
 def _cancelled() -> dict[str, str]:

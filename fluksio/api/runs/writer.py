@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from fluksio.api.errors import StorageFull
 from fluksio.api.logging import get_logger
-from fluksio.api.runs.machine import Save
+from fluksio.api.runs.effects import Save
 from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.states import NodeState
 from fluksio.api.runs.store import RunStore

@@ -1,0 +1,80 @@
+"""Machine requests and profiles as plain data: what the provisioning machine keeps and
+shows, and what the engine writes down and the API reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fluksio.provisioners.base import JobStatus, ProfileSettings, ProvisionerSettings
+from fluksio.scheduler import RequestStage
+
+__all__ = ["BroughtWorker", "MachineRequest", "ProfileRule", "ProfileStatus", "login_sentence"]
+
+
+def login_sentence(provisioner: str) -> str:
+    """What a profile shows while it waits for a person to log in."""
+    return f"login needed: run 'fluksio provisioners login {provisioner}'"
+
+
+@dataclass
+class MachineRequest:
+    """One machine asked of a provisioner, and where it stands from the engine's side."""
+
+    id: str
+    provisioner: str
+    profile: str
+    created_at: float
+    stage: RequestStage = RequestStage.SUBMITTING
+    job_id: str | None = None
+    status: JobStatus | None = None
+    status_since: float | None = None
+    token_jti: str | None = None
+    attached_at: float | None = None
+    answer_lost: str | None = None
+    """Why the submission's answer never came (it may have queued a job): look for it."""
+
+
+@dataclass(frozen=True)
+class ProfileRule:
+    """A configured profile as the machine needs it, read once at start."""
+
+    provisioner: str
+    type_name: str
+    job_noun: str
+    settings: ProvisionerSettings[Any]
+    profile: ProfileSettings
+    walltime_s: float | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.provisioner}/{self.profile.name}"
+
+
+@dataclass(frozen=True)
+class BroughtWorker:
+    """A worker a request of a profile brought, while it is attached."""
+
+    worker_id: str
+    name: str
+    attached_at: float
+    job_id: str | None
+    """The request's job id, else what the worker itself reported (``SLURM_JOB_ID``)."""
+
+
+@dataclass(frozen=True)
+class ProfileStatus:
+    """How one profile stands, for the API to show: read-only."""
+
+    provisioner: str
+    type_name: str
+    profile: ProfileSettings
+    outstanding: MachineRequest | None
+    jobs: tuple[MachineRequest, ...]
+    last_error: tuple[float, str] | None
+    retry_at: float | None
+    failures: int
+    workers: tuple[BroughtWorker, ...]
+    login_needed: str | None = None
+    """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
+    submitted or polled until a person logs in."""
