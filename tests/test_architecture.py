@@ -124,7 +124,7 @@ def provisioners_may_import(name: str) -> bool:
         or _top(name) in {"pluggy", "pydantic", "structlog"}
         or any(
             _within(name, prefix)
-            for prefix in ("fluksio.scheduler", "fluksio.provisioners", *SHARED)
+            for prefix in ("fluksio.scheduler", "fluksio.provisioners", "fluksio.clock", *SHARED)
         )
     )
 
@@ -216,6 +216,84 @@ def test_the_listener_rule_can_fail(tmp_path: Path) -> None:
     ]
 
 
+CLOCK_READINGS = frozenset(
+    {
+        "time.time",
+        "time.time_ns",
+        "time.monotonic",
+        "time.monotonic_ns",
+        "time.perf_counter",
+        "time.perf_counter_ns",
+        "datetime.now",
+        "datetime.utcnow",
+        "date.today",
+        "asyncio.sleep",
+        "asyncio.wait_for",
+        "asyncio.timeout",
+    }
+)
+"""Reading the time or waiting for it, other than through the engine's one clock."""
+LOOP_TIMERS = frozenset({"call_later", "call_at", "time"})
+"""An event loop's own timers and reading (``loop.call_later``), the clock's to use."""
+
+
+def _clock_readings(files: list[Path]) -> list[str]:
+    found: list[tuple[str, int, str]] = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "time":
+                found.append((path.name, node.lineno, "imports from time"))
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and f"{node.value.id}.{node.attr}" in CLOCK_READINGS
+            ):
+                found.append((path.name, node.lineno, f"uses {node.value.id}.{node.attr}"))
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            owner, attr = node.func.value, node.func.attr
+            loop = (isinstance(owner, ast.Name) and owner.id == "loop") or (
+                isinstance(owner, ast.Call)
+                and isinstance(owner.func, ast.Attribute)
+                and owner.func.attr in {"get_running_loop", "get_event_loop"}
+            )
+            if loop and attr in LOOP_TIMERS:
+                found.append((path.name, node.lineno, f"calls the event loop's {attr}"))
+    return [f"{name}:{line} {what}" for name, line, what in sorted(found)]
+
+
+ENGINE = [p for p in (*_files(PACKAGE / "api"), *_files(PACKAGE / "provisioners"))]
+"""The engine's code: everything but the agent (a program of its own) and the clock."""
+
+
+def test_the_engine_reads_time_only_through_its_one_clock() -> None:
+    assert ENGINE
+    assert _clock_readings(ENGINE) == []
+
+
+def test_the_clock_rule_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from time import monotonic\n"
+        "started = time.perf_counter()\n"
+        "await asyncio.sleep(1)\n"
+        "asyncio.get_running_loop().call_later(1, f)\n"
+        "loop.call_at(5, f)\n"
+        "self._clock.call_later(1, f)\n"
+        "stamp = datetime.now(tz=UTC)\n"
+        "clock: Callable[[], float] = time.monotonic\n"
+    )
+    assert _clock_readings([probe]) == [
+        "probe.py:1 imports from time",
+        "probe.py:2 uses time.perf_counter",
+        "probe.py:3 uses asyncio.sleep",
+        "probe.py:4 calls the event loop's call_later",
+        "probe.py:5 calls the event loop's call_at",
+        "probe.py:7 uses datetime.now",
+        "probe.py:8 uses time.monotonic",
+    ]
+
+
 def test_agent_imports_nothing_of_the_engine() -> None:
     assert _violations(_files(PACKAGE / "agent"), agent_may_import) == []
 
@@ -229,6 +307,7 @@ def test_runner_imports_only_the_standard_library() -> None:
 
 def test_error_root_and_vocabulary_import_only_the_standard_library_and_pydantic() -> None:
     assert _violations([PACKAGE / "errors.py"], lambda name: _top(name) in STDLIB) == []
+    assert _violations([PACKAGE / "clock.py"], lambda name: _top(name) in STDLIB) == []
     vocabulary = [PACKAGE / "names.py", PACKAGE / "validation.py"]
     assert (
         _violations(

@@ -12,9 +12,10 @@ import pytest
 
 from fluksio.api import appkeys
 from fluksio.api.users import UserStore
+from tests.support.clock import ManualClock
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
-from tests.support.wait import poll_async
+from tests.support.wait import advance_until
 
 SUPERUSER_ENDPOINTS = [
     ("POST", "/workers/tokens", {"name": "w", "labels": []}),
@@ -63,7 +64,8 @@ async def test_missing_form_field_names_it(api: InProcessEngine) -> None:
 async def test_repeated_failures_are_slowed_down_then_allowed_again(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(aiohttp_client, tmp_path / "data", login_base_delay_s=0.3)
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     url = "/login/access-token"
     for _ in range(5):
         guess = await api.request("POST", url, form={"username": SUPERUSER, "password": "guess"})
@@ -72,15 +74,53 @@ async def test_repeated_failures_are_slowed_down_then_allowed_again(
     async with api.client.post(f"/api/v1{url}", data=right) as blocked:
         assert blocked.status == 429
         assert "too many failed logins" in (await blocked.json())["detail"]
-        assert int(blocked.headers["Retry-After"]) >= 1
-
-    started = time.monotonic()
+        retry_after = int(blocked.headers["Retry-After"])
+        assert retry_after >= 1
+    started = clock.now()
 
     async def allowed() -> bool:
         return (await api.request("POST", url, form=right)).status == 200
 
-    await poll_async(allowed, timeout=10, interval=0.05, what="the login slowdown to pass")
-    assert time.monotonic() - started < 10
+    await advance_until(clock, 0.5, allowed, timeout=10, what="the login slowdown to pass")
+    assert retry_after - 1 <= clock.now() - started <= retry_after + 0.5
+
+
+async def test_an_access_token_is_refused_once_it_expires_though_it_was_accepted_before(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # Accepted tokens are remembered (their signature is not checked twice); their
+    # expiry still is, at every use, on the engine's clock.
+    clock = ManualClock(time.time())
+    api = await start_in_process(
+        aiohttp_client, tmp_path / "data", clock=clock, access_token_ttl_s=600
+    )
+    assert (await api.request("GET", "/workers")).status == 200
+    clock.advance(599)
+    assert (await api.request("GET", "/workers")).status == 200
+    clock.advance(1)
+    expired = await api.request("GET", "/workers")
+    assert expired.status == 401
+    assert expired.body["detail"] == "the access token has expired"
+
+
+async def test_an_attached_worker_is_let_go_when_its_token_expires(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
+    minted = api.app[appkeys.TOKENS].mint_worker("box", ("cpu",), created_by=None, ttl_s=120)
+    worker = await api.attach(minted.token, name="box", labels=["cpu"])
+    (session,) = api.app[appkeys.WORKERS].attached()
+
+    async def let_go() -> bool:
+        return worker.socket.closed
+
+    # In steps, so that it answers the engine's pings all along: only its token ends.
+    await advance_until(clock, 5, let_go, timeout=10, what="the worker to be let go")
+    assert 120 <= clock.now() - session.attached_at <= 125
+    assert session.closed_reason == "the worker token expired; mint a new one"
+    again = await api.request("GET", "/workers/tokens/self", token=minted.token)
+    assert again.status == 401 and "expired" in again.body["detail"]
 
 
 @pytest.mark.parametrize(

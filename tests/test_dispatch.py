@@ -28,10 +28,15 @@ from fluksio.provisioners import WorkerEvent, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
-from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.inprocess import (
+    ClientFactory,
+    InProcessEngine,
+    ScriptedWorker,
+    start_in_process,
+)
 from tests.support.runs import nodes_of
 from tests.support.scripted import Scripted, scripted_settings
-from tests.support.wait import async_wait_for, poll_async
+from tests.support.wait import advance_until, async_wait_for, poll_async
 
 NODE = "def process():\n    return 1\n"
 
@@ -298,28 +303,51 @@ async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_
     assert [w["name"] for w in (await api.request("GET", "/workers")).body] == ["steady"]
 
 
-# -- liveness: the one 90-second rule, here with worker_gone_s = 1.5 -------------------------
+# -- liveness: the one 90-second rule, on a clock the test moves -----------------------------
 
-QUICK_LIVENESS = {"worker_gone_s": 1.5, "worker_check_s": 0.05}
+
+async def _status_of(api: InProcessEngine, name: str) -> str | None:
+    found = [w for w in (await api.request("GET", "/workers")).body if w["name"] == name]
+    return str(found[0]["status"]) if found else None
+
+
+async def _seen_silent(api: InProcessEngine, name: str) -> None:
+    """Wait until the watch has looked since the clock moved: it says who stopped answering."""
+
+    async def silent() -> bool:
+        return await _status_of(api, name) == "not answering"
+
+    await poll_async(silent, timeout=10, what=f"{name} to be seen silent")
+
+
+async def _take_then_freeze(api: InProcessEngine, worker: ScriptedWorker, call_id: str) -> None:
+    """Take the call as our agent does (a heartbeat at once), then freeze once the engine
+    has heard it: the call is the worker's, and then nothing more comes from it."""
+    (session,) = [s for s in api.app[appkeys.WORKERS].attached() if s.expects(call_id)]
+    heard = session.heard
+    await worker.send_raw(encode(ProgressFrame(call_id=call_id, event="heartbeat")))
+    await async_wait_for(lambda: session.heard > heard, timeout=5, what="the heartbeat")
+    await worker.freeze()
 
 
 async def test_a_frozen_worker_fails_its_call_after_worker_gone_s_and_not_before(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(aiohttp_client, tmp_path / "data", **QUICK_LIVENESS)
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
     worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
     run = await api.start_run("cpu")
-    await worker.next_call()
-    await worker.freeze()
-    frozen_at = time.monotonic()
+    call = await worker.next_call()
+    await _take_then_freeze(api, worker, call["call_id"])
+    clock.advance(89)  # the spec's 90 s, less one
+    await _seen_silent(api, "box")
+    assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running"
+    clock.advance(2)
     node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
-    took = time.monotonic() - frozen_at
-    # Counted from the last contact, which may be a pong up to one ping (0.25 s) earlier.
-    assert 1.5 - 0.25 <= took <= 3.5, took
     assert node["error"]["type"] == "WorkerGone"
     assert node["error"]["message"] == (
-        "no message from the worker for 1.5 s while it was executing; its calls failed as gone"
+        "no message from the worker for 90 s while it was executing; its calls failed as gone"
     )
 
 
@@ -327,19 +355,21 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     # Before, it waited out the 90-s rule and failed, while a healthy worker idled.
-    api = await start_in_process(aiohttp_client, tmp_path / "data", worker_take_s=0.5)
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
     frozen = await api.attach(await api.mint("frozen", ["cpu"]), name="frozen", labels=["cpu"])
     await frozen.freeze()
     run = await api.start_run("cpu")
     healthy = await api.attach(await api.mint("healthy", ["cpu"]), name="healthy", labels=["cpu"])
+    clock.advance(15)  # worker_take_s
     call = await healthy.next_call(timeout=10)
     await healthy.answer(call["call_id"], "ran once, here")
     node = nodes_of(await api.wait_run(run["id"]))["n"]
     assert (node["state"], node["ran_on"]) == ("succeeded", "healthy")
     assert node["result"] == "ran once, here"
     assert [e["event"] for e in node["events"]] == ["requeued"]
-    assert "frozen sent nothing for 0.5 s" in node["events"][0]["outputs"]["after"]
+    assert "frozen sent nothing for 15 s" in node["events"][0]["outputs"]["after"]
     # It wakes: it finds the call, and the engine's word to drop it, behind it.
     frozen.thaw()
     await async_wait_for(lambda: frozen.cancelled, timeout=5, what="the cancel to be read")
@@ -352,47 +382,41 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
     )
 
     async def answering_again() -> bool:
-        workers = (await api.request("GET", "/workers")).body
-        return any(w["name"] == "frozen" and w["status"] != "not answering" for w in workers)
+        return await _status_of(api, "frozen") not in ("not answering", None)
 
-    await poll_async(answering_again, timeout=10, what="it to answer again")
+    await advance_until(clock, 2, answering_again, timeout=10, what="it to answer again")
     assert nodes_of(await api.run(run["id"]))["n"]["result"] == "ran once, here"
 
 
 async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(aiohttp_client, tmp_path / "data", **QUICK_LIVENESS)
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
     worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
     run = await api.start_run("cpu")
     call = await worker.next_call()
-    await worker.freeze()
-    await asyncio.sleep(0.9)  # the pause itself is what is tested: 6 pings go unanswered
+    await _take_then_freeze(api, worker, call["call_id"])
+    clock.advance(60)  # pings go unanswered, the watch looks, and it is not gone
+    await _seen_silent(api, "box")
     worker.thaw()
     await worker.answer(call["call_id"], "after the pause")
     node = nodes_of(await api.wait_run(run["id"]))["n"]
     assert (node["state"], node["result"]) == ("succeeded", "after the pause")
+    assert not worker.socket.closed
 
 
 async def test_a_worker_that_stopped_answering_gets_no_new_calls(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(
-        aiohttp_client, tmp_path / "data", worker_gone_s=30, worker_ping_s=0.2, worker_check_s=0.05
-    )  # gone only after 30 s; seen silent after one missed ping
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
     frozen = await api.attach(await api.mint("frozen", ["cpu"]), name="frozen", labels=["cpu"])
     await frozen.freeze()
-
-    async def status_of(name: str) -> str | None:
-        found = [w for w in (await api.request("GET", "/workers")).body if w["name"] == name]
-        return found[0]["status"] if found else None
-
-    async def silent() -> bool:
-        return await status_of("frozen") == "not answering"
-
-    await poll_async(silent, timeout=10, what="the frozen worker to be seen silent")
+    clock.advance(30)  # two pings unanswered; gone only at 90 s
+    await _seen_silent(api, "frozen")
     run = await api.start_run("cpu")
     assert run["reason"].startswith(
         "1 worker carries 'cpu'; none has a free slot (frozen: not answering)"
@@ -405,15 +429,16 @@ async def test_a_worker_that_stopped_answering_gets_no_new_calls(
     frozen.thaw()
 
     async def answering() -> bool:
-        return await status_of("frozen") == "idle"
+        return await _status_of(api, "frozen") == "idle"
 
-    await poll_async(answering, timeout=10, what="the thawed worker to answer again")
+    await advance_until(clock, 2, answering, timeout=10, what="the thawed worker to answer")
 
 
 async def test_an_idle_worker_is_seen_alive_and_a_frozen_idle_one_is_let_go(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(aiohttp_client, tmp_path / "data", **QUICK_LIVENESS)
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     worker = await api.attach(await api.mint("idle", []), name="idle")
 
     async def seen_since_attaching() -> bool:
@@ -421,13 +446,13 @@ async def test_an_idle_worker_is_seen_alive_and_a_frozen_idle_one_is_let_go(
         seen, attached = (datetime.fromisoformat(listed[k]) for k in ("last_seen", "attached_at"))
         return seen > attached
 
-    await poll_async(seen_since_attaching, timeout=5, what="an idle worker's pong")
+    await advance_until(clock, 5, seen_since_attaching, timeout=10, what="an idle worker's pong")
     await worker.freeze()
 
     async def let_go() -> bool:
         return (await api.request("GET", "/workers")).body == []
 
-    await poll_async(let_go, timeout=10, what="the frozen idle worker to be let go")
+    await advance_until(clock, 10, let_go, timeout=10, what="the frozen idle worker to go")
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -694,17 +719,25 @@ async def test_calls_go_only_where_their_limit_fits_before_the_job_ends(
 async def test_an_idle_worker_near_its_job_end_is_drained_with_4010(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
+    clock = ManualClock(time.time())
     api = await start_in_process(
-        aiohttp_client, tmp_path / "data", walltime_margin_s=60, worker_check_s=0.1
+        aiohttp_client, tmp_path / "data", walltime_margin_s=60, clock=clock
     )
     token = await api.mint("hpc-small", ["hpc"])
-    ending = await api.attach(token, name="ending", labels=["hpc"], ends_at=time.time() + 30)
-    lasting = await api.attach(token, name="lasting", labels=["hpc"], ends_at=time.time() + 900)
+    ending = await api.attach(token, name="ending", labels=["hpc"], ends_at=clock.now() + 100)
+    lasting = await api.attach(token, name="lasting", labels=["hpc"], ends_at=clock.now() + 900)
+
+    async def listed() -> list[str]:
+        return [w["name"] for w in (await api.request("GET", "/workers")).body]
+
+    clock.advance(30)  # 70 s left: it may still take a call of up to 10 s
+    await _seen_silent(api, "hpc-small/ending")  # the watch has looked
+    assert await listed() == ["hpc-small/ending", "hpc-small/lasting"]
+    clock.advance(15)  # 55 s left: nothing fits in it any more
     await async_wait_for(lambda: ending.socket.closed, timeout=5, what="the drain")
     assert ending.socket.close_code == 4010
     assert not lasting.socket.closed
-    names = [w["name"] for w in (await api.request("GET", "/workers")).body]
-    assert names == ["hpc-small/lasting"]
+    assert await listed() == ["hpc-small/lasting"]
 
 
 async def test_a_token_revoked_or_lost_behind_the_engines_back_cuts_only_its_workers(

@@ -8,12 +8,14 @@ no body, every change a user would see gives a new tag, and a ``304`` never hide
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import nodes_of
-from tests.support.wait import poll_async
+from tests.support.wait import advance_until, poll_async
 
 NODE = "def process():\n    return 1\n"
 
@@ -62,9 +64,8 @@ def _without_heartbeats(view: Any) -> Any:
 async def test_the_screen_gets_304_until_something_it_shows_changes(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(
-        aiohttp_client, tmp_path / "data", worker_ping_s=0.3, worker_check_s=0.05
-    )
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
     screen = Screen(api)
     paths = ("/workers", "/workers/resources", "/workers/tokens")
     for path in paths:
@@ -83,7 +84,7 @@ async def test_the_screen_gets_304_until_something_it_shows_changes(
         listed = (await api.request("GET", "/workers")).body
         return bool(listed[0]["last_seen"] != first_seen)
 
-    await poll_async(heard_again, timeout=10, what="a heartbeat from the worker")
+    await advance_until(clock, 5, heard_again, timeout=10, what="a pong from the worker")
     for path in paths:
         assert not (await screen.poll(path))[0], f"a heartbeat alone changed {path}"
 
@@ -110,6 +111,7 @@ async def test_the_screen_gets_304_until_something_it_shows_changes(
     assert changed and resources["queued"] == []
 
     await worker.freeze()
+    clock.advance(30)  # two pings unanswered
 
     async def status_is(status: str) -> bool:
         listed = (await api.request("GET", "/workers")).body
@@ -119,7 +121,9 @@ async def test_the_screen_gets_304_until_something_it_shows_changes(
     changed, workers = await screen.poll("/workers")
     assert changed and workers[0]["status"] == "not answering"
     worker.thaw()
-    await poll_async(lambda: status_is("idle"), timeout=10, what="the worker to answer again")
+    await advance_until(
+        clock, 2, lambda: status_is("idle"), timeout=10, what="the worker to answer again"
+    )
     changed, workers = await screen.poll("/workers")
     assert changed and workers[0]["status"] == "idle"
 

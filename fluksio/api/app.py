@@ -49,7 +49,7 @@ from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.watch import watch_workers
-from fluksio.provisioners.clock import Clock
+from fluksio.clock import Clock, SystemClock
 
 __all__ = ["create_app"]
 
@@ -64,7 +64,8 @@ def create_app(
 ) -> web.Application:
     """The engine; ``provisioners`` as already loaded, else read from the data dir at start.
 
-    ``clock`` times provisioning (timeouts, polls, backoff); tests pass one they advance.
+    ``clock`` is the engine's one clock (every reading of time, every timer); tests pass
+    one they advance.
     """
     proxies = parse_trusted_proxies(settings.trusted_proxies)
     app = web.Application(
@@ -79,12 +80,12 @@ def create_app(
     app[appkeys.SETTINGS] = settings
     if provisioners is not None:
         app[CONFIGURED] = provisioners
-    if clock is not None:
-        app[appkeys.CLOCK] = clock
+    clock = clock or SystemClock()
+    app[appkeys.CLOCK] = clock
     events = EngineEvents()
     app[appkeys.ENGINE_EVENTS] = events
     app[appkeys.WORKERS] = WorkerRegistry(events)
-    app[appkeys.EVENTS] = EventFeed(settings.event_buffer, settings.event_buffer_bytes)
+    app[appkeys.EVENTS] = EventFeed(settings.event_buffer, settings.event_buffer_bytes, clock)
     app[appkeys.METRICS] = EngineMetrics()
     app[appkeys.DATA_DIR] = settings.layout
     app[appkeys.LOGIN_GUARD] = LoginGuard(
@@ -111,20 +112,21 @@ async def _state(app: web.Application) -> AsyncIterator[None]:
     settings = app[appkeys.SETTINGS]
     layout = app[appkeys.DATA_DIR].ensure()
     database = open_database(layout.database)
-    users = UserStore(database)
-    worker_tokens = WorkerTokenStore(database)
+    clock = app[appkeys.CLOCK]
+    users = UserStore(database, clock)
+    worker_tokens = WorkerTokenStore(database, clock)
     app[appkeys.DATABASE] = database
     app[appkeys.USERS] = users
     app[appkeys.WORKER_TOKENS] = worker_tokens
-    app[appkeys.SCRAPE_TOKENS] = ScrapeTokenStore(database)
+    app[appkeys.SCRAPE_TOKENS] = ScrapeTokenStore(database, clock)
     keys = KeyRing(layout)
     keys.current()  # created on first start, so a fresh data dir is complete at once
     app[appkeys.TOKENS] = TokenService(
-        keys, users, worker_tokens, access_ttl_s=settings.access_token_ttl_s
+        keys, users, worker_tokens, access_ttl_s=settings.access_token_ttl_s, clock=clock
     )
-    app[appkeys.FLOWS] = FlowStore(database)
+    app[appkeys.FLOWS] = FlowStore(database, clock)
     app[appkeys.RUNS] = RunStore(database)
-    app[appkeys.SECRETS] = SecretStore(database, layout)
+    app[appkeys.SECRETS] = SecretStore(database, layout, clock)
     app[appkeys.ARTIFACTS] = ArtifactStore(layout.artifacts)
     yield
     database.close()
@@ -158,14 +160,14 @@ async def _dispatch(app: web.Application) -> AsyncIterator[None]:
         events=events,
         provisioners=configured.provisioners,
         engine_side=TokensAndRequests(app[appkeys.TOKENS], app[appkeys.WORKER_TOKENS], requests),
-        clock=app.get(appkeys.CLOCK),
+        clock=app[appkeys.CLOCK],
         walltime_margin_s=settings.walltime_margin_s,
     )
     app[appkeys.DISPATCHER] = dispatcher
     # The stream's subscribers: the metrics, the plugins' hooks, the live feed.
     app[appkeys.METRICS].watch(events, app[appkeys.WORKERS], dispatcher, app[appkeys.EVENTS])
     forward_worker_events(events, configured.plugins.manager.hook)
-    live = LiveEvents(app[appkeys.EVENTS], app[appkeys.WORKERS], dispatcher)
+    live = LiveEvents(app[appkeys.EVENTS], app[appkeys.WORKERS], dispatcher, app[appkeys.CLOCK])
     live.connect(events)
     log_ready(configured)
     dispatcher.recover(requests.load())
@@ -185,6 +187,7 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
             app[appkeys.WORKER_TOKENS],
             app[appkeys.SETTINGS],
             app[appkeys.DISPATCHER],
+            clock=app[appkeys.CLOCK],
         )
     )
     yield

@@ -20,7 +20,7 @@ from fluksio.api.tokens import TokenService
 from fluksio.api.users import UserStore
 from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.registry import WorkerRegistry
-from fluksio.provisioners.clock import Clock
+from fluksio.clock import Clock
 
 __all__ = [
     "ARTIFACTS",

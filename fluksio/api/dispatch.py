@@ -25,7 +25,6 @@ import collections
 import contextlib
 import dataclasses
 import secrets
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +58,8 @@ from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
 from fluksio.api.runs.writer import RunWriter
 from fluksio.api.secrets import SecretDenied
+from fluksio.clock import Clock
 from fluksio.provisioners.base import Provisioner, WorkerEvent
-from fluksio.provisioners.clock import Clock
 from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
 from fluksio.provisioners.requests import MachineRequest, ProfileStatus
 from fluksio.scheduler import (
@@ -109,7 +108,7 @@ class Dispatcher:
         events: EngineEvents,
         provisioners: Sequence[Provisioner[Any, Any]] = (),
         engine_side: EngineSide | None = None,
-        clock: Clock | None = None,
+        clock: Clock,
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
@@ -118,7 +117,7 @@ class Dispatcher:
         self._runs_store = runs
         self._flows = flows
         self._secrets = secrets
-        self._writer = RunWriter(runs, self._written)
+        self._writer = RunWriter(runs, self._written, clock)
         self._carry_out = self._effect_handlers()
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiters: dict[str, asyncio.Event] = {}
@@ -127,8 +126,9 @@ class Dispatcher:
         self._pass_pending = False
         self._closing = False
         self._events = events
-        # Wall-clock time: rows keep it, and workers report their batch job's end in it.
-        self._now: Callable[[], float] = time.time
+        self._clock = clock
+        """The engine's one clock: rows keep its wall time, and workers report their batch
+        job's end in it."""
         self.version = 0
         """Counts the changes to what the read-only questions below answer (places, the
         queue, placements, provisioning), so that an unchanged view is known unchanged
@@ -153,7 +153,7 @@ class Dispatcher:
         if self.provisioning is not None:
             self.provisioning.recover(machine_requests)
         found = self._runs_store.unfinished()
-        self._apply(self._machine.recover(found, self._now()))
+        self._apply(self._machine.recover(found, self._clock.now()))
         if found:
             log.info("runs.recovered", count=len(found))
         self.kick()
@@ -192,7 +192,7 @@ class Dispatcher:
         if record is None:
             raise NotFound(f"no flow named {flow_name!r}")
         run_id = secrets.token_hex(8)
-        self._apply(self._machine.start(run_id, flow_name, record.spec, params, self._now()))
+        self._apply(self._machine.start(run_id, flow_name, record.spec, params, self._clock.now()))
         self.run_pass()
         view = self.view_run(run_id)
         assert view is not None
@@ -204,7 +204,7 @@ class Dispatcher:
             if found is None:
                 raise NotFound(f"no run with id {run_id!r}")
             raise Conflict(f"run {run_id} has already ended ({found[0].state})")
-        self._apply(self._machine.cancel(run_id, self._now()))
+        self._apply(self._machine.cancel(run_id, self._clock.now()))
         log.info("run.cancelling", run_id=run_id)
         view = self.view_run(run_id)
         assert view is not None
@@ -233,7 +233,8 @@ class Dispatcher:
         if timeout > 0 and not self._machine.is_over(run_id):
             done = self._waiters.setdefault(run_id, asyncio.Event())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), timeout)
+                async with self._clock.timeout(timeout):
+                    await done.wait()
         return self.view_run(run_id)
 
     def waiting_calls(self) -> list[WaitingCall]:
@@ -382,7 +383,7 @@ class Dispatcher:
         if (outcome.error or {}).get("type") == "NotTaken":
             # Its worker froze before it took the call: it gets nothing new until heard.
             self.set_answering(place_id, False)
-        self._apply(self._machine.ended(call_id, outcome, self._now()))
+        self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
 
     # -- events from attached workers ---------------------------------------------------
 
@@ -450,7 +451,7 @@ class Dispatcher:
         self._pass_pending = False
         if self._closing:
             return
-        now = self._now()
+        now = self._clock.now()
         plan = self._scheduler.schedule(now)
         for placement in plan.placements:
             self._start(placement, now)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from fluksio.clock import SYSTEM_CLOCK, Clock
+
 __all__ = [
     "DEFAULT_CAPACITY",
     "EventFeed",
@@ -70,8 +72,12 @@ class Position:
 
 class EventFeed:
     def __init__(
-        self, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self.epoch = secrets.token_hex(4)
         self._capacity = capacity
         self._max_bytes = max_bytes
@@ -175,7 +181,7 @@ class EventFeed:
             self._arrived = asyncio.Event()
         arrived = self._arrived
         try:
-            async with asyncio.timeout(timeout):
+            async with self._clock.timeout(timeout):
                 await arrived.wait()
         except TimeoutError:
             return False

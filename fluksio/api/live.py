@@ -16,7 +16,6 @@ Everything comes from the engine's one stream (:mod:`fluksio.api.engine_events`)
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fluksio.api.dispatch import Dispatcher
@@ -40,6 +39,7 @@ from fluksio.api.routes.workers import (
 from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
+from fluksio.clock import Clock, Timer
 
 __all__ = ["LiveEvents"]
 
@@ -52,18 +52,21 @@ COUNTDOWN_EVERY_S = 1.0
 
 
 class LiveEvents:
-    def __init__(self, feed: EventFeed, registry: WorkerRegistry, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, feed: EventFeed, registry: WorkerRegistry, dispatcher: Dispatcher, clock: Clock
+    ) -> None:
         self._feed = feed
+        self._clock = clock
         self._registry = registry
         self._dispatcher = dispatcher
         self._dirty: dict[str, WorkerSession | None] = {}
         self._announced: dict[str, dict[str, Any]] = {}
         """Each worker the feed has shown, with the body it last showed."""
-        self._workers_due: asyncio.TimerHandle | None = None
-        self._views_due: asyncio.TimerHandle | None = None
+        self._workers_due: Timer | None = None
+        self._views_due: Timer | None = None
         self._last_views: dict[str, Any] = {}
         self._progress: dict[str, tuple[RunRow, NodeRow, int]] = {}
-        self._progress_due: asyncio.TimerHandle | None = None
+        self._progress_due: Timer | None = None
         self._closed = False
 
     def connect(self, events: EngineEvents) -> None:
@@ -115,8 +118,7 @@ class LiveEvents:
             return
         self._progress[node.call_id] = (event.run, node, event.count)
         if self._progress_due is None and not self._closed:
-            loop = asyncio.get_running_loop()
-            self._progress_due = loop.call_later(PROGRESS_EVERY_S, self._publish_progress)
+            self._progress_due = self._clock.call_later(PROGRESS_EVERY_S, self._publish_progress)
 
     def _publish_progress(self) -> None:
         self._progress_due = None
@@ -147,8 +149,7 @@ class LiveEvents:
             # Nobody listening: a burst's changes to a worker become one event a second,
             # still there for a subscriber that comes back with its last id.
             settle = WORKER_SETTLE_S if self._feed.subscribers else VIEWS_EVERY_UNWATCHED_S
-            loop = asyncio.get_running_loop()
-            self._workers_due = loop.call_later(settle, self._publish_workers)
+            self._workers_due = self._clock.call_later(settle, self._publish_workers)
 
     def _publish_workers(self) -> None:
         self._workers_due = None
@@ -176,7 +177,7 @@ class LiveEvents:
     def _views_changed(self, _event: ViewsChanged | None = None) -> None:
         if self._views_due is None and not self._closed:
             every = VIEWS_EVERY_S if self._feed.subscribers else VIEWS_EVERY_UNWATCHED_S
-            self._views_due = asyncio.get_running_loop().call_later(every, self._publish_views)
+            self._views_due = self._clock.call_later(every, self._publish_views)
 
     def _views(self) -> dict[str, Any]:
         return {
@@ -202,5 +203,4 @@ class LiveEvents:
                 self._feed.publish(kind, data, view=kind)
                 self._last_views[kind] = data
         if self._dispatcher.has_waiting():
-            loop = asyncio.get_running_loop()
-            self._views_due = loop.call_later(COUNTDOWN_EVERY_S, self._publish_views)
+            self._views_due = self._clock.call_later(COUNTDOWN_EVERY_S, self._publish_views)

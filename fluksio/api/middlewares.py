@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -16,7 +15,7 @@ import structlog
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import CREDENTIAL_THROTTLE, TOKENS
+from fluksio.api.appkeys import CLOCK, CREDENTIAL_THROTTLE, TOKENS
 from fluksio.api.errors import (
     Conflict,
     Forbidden,
@@ -77,7 +76,8 @@ async def request_context_middleware(request: web.Request, handler: Handler) -> 
     """
     offered = request.headers.get("X-Request-ID", "")
     request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
-    started = time.perf_counter()
+    clock = request.app[CLOCK]
+    started = clock.monotonic()
     status = 500
     with structlog.contextvars.bound_contextvars(request_id=request_id):
         try:
@@ -100,7 +100,7 @@ async def request_context_middleware(request: web.Request, handler: Handler) -> 
                 method=request.method,
                 path=request.path,
                 status=status,
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                duration_ms=round((clock.monotonic() - started) * 1000, 2),
                 remote=request.remote,
             )
 
@@ -151,7 +151,7 @@ async def credential_throttle_middleware(
         return await handler(request)
     throttle = request.app[CREDENTIAL_THROTTLE]
     address = request.remote or "unknown"
-    wait = throttle.retry_after(address, time.monotonic())
+    wait = throttle.retry_after(address, request.app[CLOCK].monotonic())
     if wait > 0 and not request.app[TOKENS].verified_before(presented):
         raise TooManyAttempts(
             f"too many refused credentials from this address; try again in {max(1, round(wait))} s",
@@ -160,7 +160,7 @@ async def credential_throttle_middleware(
     try:
         return await handler(request)
     except NotAuthenticated:
-        throttle.failed(address, time.monotonic())
+        throttle.failed(address, request.app[CLOCK].monotonic())
         raise
 
 

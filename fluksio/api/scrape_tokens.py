@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 import sqlite3
-import time
 from dataclasses import dataclass
 
 from fluksio.api.db import Database
+from fluksio.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["PREFIX", "ScrapeTokenRecord", "ScrapeTokenStore"]
 
@@ -45,13 +45,14 @@ def _record(row: sqlite3.Row) -> ScrapeTokenRecord:
 
 
 class ScrapeTokenStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = database
+        self._clock = clock
 
     def mint(self, name: str, *, created_by: str) -> tuple[str, ScrapeTokenRecord]:
         """A new token's text (never stored) and its record."""
         token = PREFIX + secrets.token_urlsafe(32)
-        record = ScrapeTokenRecord(secrets.token_hex(8), name, time.time(), created_by, None)
+        record = ScrapeTokenRecord(secrets.token_hex(8), name, self._clock.now(), created_by, None)
         self._db.execute(
             "INSERT INTO scrape_tokens (id, name, digest, created_at, created_by)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -76,7 +77,7 @@ class ScrapeTokenStore:
         """Revoke it (again is no change); None when there is no such token."""
         self._db.execute(
             "UPDATE scrape_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-            (time.time(), token_id),
+            (self._clock.now(), token_id),
         )
         row = self._db.execute("SELECT * FROM scrape_tokens WHERE id = ?", (token_id,)).fetchone()
         return _record(row) if row is not None else None

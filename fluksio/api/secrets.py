@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import secrets as random
 import sqlite3
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from fluksio.api.datadir import DataDir
 from fluksio.api.db import Database
+from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.errors import FluksioError
 
 __all__ = ["SecretDenied", "SecretInfo", "SecretStore", "resolve_params"]
@@ -37,15 +37,16 @@ class SecretInfo:
 
 
 class SecretStore:
-    def __init__(self, database: Database, layout: DataDir) -> None:
+    def __init__(self, database: Database, layout: DataDir, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = database
+        self._clock = clock
         key = layout.create_secret_once(layout.secrets_key, AESGCM.generate_key(bit_length=256))
         self._cipher = AESGCM(key)
 
     def put(self, name: str, value: str, labels: Iterable[str]) -> SecretInfo:
         nonce = random.token_bytes(12)
         sealed = self._cipher.encrypt(nonce, value.encode(), name.encode())
-        now = time.time()
+        now = self._clock.now()
         self._db.execute(
             "INSERT INTO secrets (name, labels, nonce, ciphertext, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET labels = excluded.labels,"

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import ssl
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from fluksio.api.datadir import DataDir
 from fluksio.api.logging import get_logger
 from fluksio.api.provisioning import Configured
 from fluksio.api.settings import EngineSettings
+from fluksio.clock import SYSTEM_CLOCK
 from fluksio.errors import ConfigError
 
 __all__ = ["data_dir_lock", "run_engine", "tls_context"]
@@ -87,7 +87,7 @@ def tls_context(settings: EngineSettings) -> ssl.SSLContext | None:
                 " TLS proxy in front of the engine terminates TLS"
             )
         return None
-    warning = certificate_warning(cert, time.time())
+    warning = certificate_warning(cert, SYSTEM_CLOCK.now())
     if warning is not None:
         log.warning("engine.certificate", problem=warning)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -21,7 +21,6 @@ kind of token is never accepted as the other.
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from fluksio.api.errors import Forbidden, NotAuthenticated
 from fluksio.api.keys import KeyRing, SigningKey
 from fluksio.api.users import User, UserStore
 from fluksio.api.worker_tokens import WorkerTokenRecord, WorkerTokenStore
+from fluksio.clock import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "ACCESS_TOKEN_TTL_S",
@@ -80,8 +80,10 @@ class TokenService:
         worker_tokens: WorkerTokenStore,
         *,
         access_ttl_s: float = ACCESS_TOKEN_TTL_S,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._keys = keys
+        self._clock = clock
         self._users = users
         self._worker_tokens = worker_tokens
         self._access_ttl_s = access_ttl_s
@@ -90,7 +92,7 @@ class TokenService:
     # -- minting -----------------------------------------------------------------------
 
     def mint_access(self, user: User) -> str:
-        now = int(time.time())
+        now = int(self._clock.now())
         return self._sign(
             {
                 "sub": user.username,
@@ -110,7 +112,7 @@ class TokenService:
         ttl_s: float = WORKER_TOKEN_TTL_S,
         provisioned_by: tuple[str, str, str] | None = None,
     ) -> MintedWorkerToken:
-        now = int(time.time())
+        now = int(self._clock.now())
         record = WorkerTokenRecord(
             jti=secrets.token_hex(16),
             name=name,
@@ -143,7 +145,7 @@ class TokenService:
         ``parent_jti`` ties it to the worker token of the place the call runs on: revoking
         that token revokes this one too.
         """
-        now = int(time.time())
+        now = int(self._clock.now())
         claims: dict[str, Any] = {
             "sub": subject,
             "type": "artifact",
@@ -236,7 +238,7 @@ class TokenService:
         checked again, but its expiry is."""
         kept = self._verified.get((key.kid, token))
         if kept is not None:
-            if kept["exp"] <= time.time():
+            if kept["exp"] <= self._clock.now():
                 del self._verified[(key.kid, token)]
                 raise jwt.ExpiredSignatureError("Signature has expired")
             return dict(kept)
@@ -244,8 +246,19 @@ class TokenService:
             token,
             key.public,
             algorithms=[ALGORITHM],
-            options={"require": ["sub", "type", "iat", "exp"]},
+            # Expiry is checked against the engine's clock, not pyjwt's own reading.
+            options={
+                "require": ["sub", "type", "iat", "exp"],
+                "verify_exp": False,
+                "verify_iat": False,
+                "verify_nbf": False,
+            },
         )
+        expires = claims["exp"]
+        if type(expires) not in (int, float) or type(claims["iat"]) not in (int, float):
+            raise jwt.InvalidTokenError("iat and exp must be numbers")
+        if expires <= self._clock.now():
+            raise jwt.ExpiredSignatureError("Signature has expired")
         if len(self._verified) >= _VERIFIED_KEPT:
             self._verified.clear()  # a rotation's leftovers and the long tail go together
         self._verified[(key.kid, token)] = claims

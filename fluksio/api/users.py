@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-import time
 from dataclasses import dataclass
 
 from fluksio.api.db import Database
 from fluksio.api.passwords import dummy_hash, hash_password, verify_password
+from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.errors import ConfigError
 
 __all__ = ["NewSuperuser", "User", "UserStore", "bootstrap_superuser", "check_password"]
@@ -32,8 +32,9 @@ class NewSuperuser:
 
 
 class UserStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = database
+        self._clock = clock
 
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM users").fetchone()[0])
@@ -49,7 +50,7 @@ class UserStore:
             self._db.execute(
                 "INSERT INTO users (username, password_hash, is_superuser, created_at)"
                 " VALUES (?, ?, ?, ?)",
-                (username, hash_password(password), int(is_superuser), time.time()),
+                (username, hash_password(password), int(is_superuser), self._clock.now()),
             )
         except sqlite3.IntegrityError as exc:
             raise ConfigError(f"a user named {username!r} already exists") from exc

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from dataclasses import dataclass
 
 from fluksio.api.db import Database
+from fluksio.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["WorkerTokenRecord", "WorkerTokenStore"]
 
@@ -45,8 +45,9 @@ def _record(row: sqlite3.Row) -> WorkerTokenRecord:
 
 
 class WorkerTokenStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = database
+        self._clock = clock
 
     def add(self, record: WorkerTokenRecord) -> None:
         self._db.execute(
@@ -85,13 +86,13 @@ class WorkerTokenStore:
         self._db.execute(
             "UPDATE worker_tokens SET revoked_at = ?, revoked_reason = ?"
             " WHERE jti = ? AND revoked_at IS NULL",
-            (time.time(), reason, jti),
+            (self._clock.now(), reason, jti),
         )
         return self.get(jti)
 
     def revoke_all(self, reason: str) -> int:
         cursor = self._db.execute(
             "UPDATE worker_tokens SET revoked_at = ?, revoked_reason = ? WHERE revoked_at IS NULL",
-            (time.time(), reason),
+            (self._clock.now(), reason),
         )
         return cursor.rowcount

@@ -30,7 +30,7 @@ everything that happens next, by awaiting the provisioners' own methods
 Each of these rules lives once, in the pure :class:`~fluksio.provisioners.machine.
 ProvisioningMachine`; this driver is its asynchronous shell: it awaits the provisioners'
 methods, writes through the engine's side, keeps the machine's timers on a
-:class:`~fluksio.provisioners.clock.Clock` (tests advance it instead of waiting) and hands
+:class:`~fluksio.clock.Clock` (tests advance it instead of waiting) and hands
 every answer back to the machine. The machine is the one source of how each profile's
 provisioning stands: after every change the driver calls ``on_change``, and its owner
 reads :meth:`ProvisioningDriver.scheduler_profiles` (for the scheduler) and
@@ -48,8 +48,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from fluksio.clock import Clock, SystemClock, Timer
 from fluksio.provisioners.base import ProfileSettings, Provisioner, ProvisionError, WorkerEvent
-from fluksio.provisioners.clock import Clock, LoopClock, Timer
 from fluksio.provisioners.effects import (
     Cancel,
     Changed,
@@ -120,7 +120,7 @@ class ProvisioningDriver:
         self._engine = engine
         self._on_change = on_change
         self._emit = emit
-        self._clock: Clock = clock or LoopClock()
+        self._clock: Clock = clock or SystemClock()
         self._provisioners = {p.name: p for p in provisioners}
         for provisioner in provisioners:
             provisioner.on_command = functools.partial(self._command_ran, provisioner.name)

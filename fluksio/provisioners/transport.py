@@ -40,7 +40,6 @@ import re
 import shlex
 import signal
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import Any, ClassVar, TypedDict, Unpack
 import asyncssh
 from asyncssh.config import SSHClientConfig
 
+from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.provisioners.shell import Completed, Route, Transport, TransportError
 
 __all__ = [
@@ -126,6 +126,7 @@ class Options(TypedDict, total=False):
     ssh_config: str | None
     command_timeout_s: float
     connect_timeout_s: float
+    clock: Clock
 
 
 class _Transport:
@@ -143,8 +144,10 @@ class _Transport:
         ssh_config: str | None = None,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.login = login
+        self._clock = clock
         self._user, self._host, self._port = parse_login(login)
         self._key = Path(key).expanduser() if key else None
         self._given_known_hosts = Path(known_hosts).expanduser() if known_hosts else None
@@ -160,7 +163,7 @@ class _Transport:
         self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
     ) -> Completed:
         """Run ``argv`` on the login node (see each transport's ``_run``), timed."""
-        started = time.monotonic()
+        started = self._clock.monotonic()
         reached = False
         try:
             completed = await self._run(argv, stdin, once=once)
@@ -168,7 +171,7 @@ class _Transport:
             return completed
         finally:
             if self.on_command is not None:
-                self.on_command(_program(argv), time.monotonic() - started, reached)
+                self.on_command(_program(argv), self._clock.monotonic() - started, reached)
 
     async def _run(
         self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
@@ -201,7 +204,7 @@ class SSHTransport(_Transport):
         for attempt in (1, 2):
             connection = await self._connect()
             try:
-                async with asyncio.timeout(self._command_timeout_s):
+                async with self._clock.timeout(self._command_timeout_s):
                     process = await connection.create_process(command, input=stdin)
                     result = await process.wait(check=False)
                 if result.exit_status is None and result.exit_signal is None:
@@ -641,7 +644,7 @@ class OpenSSHTransport(_Transport):
                     f"{self.login}: cannot run {self._ssh}: {exc.strerror}"
                 ) from None
             try:
-                async with asyncio.timeout(self._command_timeout_s):
+                async with self._clock.timeout(self._command_timeout_s):
                     await process.communicate(stdin.encode() if stdin is not None else None)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):

@@ -7,6 +7,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from tests.support.clock import ManualClock
+
 T = TypeVar("T")
 
 
@@ -54,3 +56,25 @@ async def poll_async(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+async def advance_until(
+    clock: ManualClock,
+    step_s: float,
+    condition: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float,
+    what: str,
+) -> T:
+    """Move a manual clock on ``step_s`` at a time until ``condition()`` holds: the engine's
+    time passes as fast as it keeps up, and the real wait is bounded by ``timeout``."""
+    looked = False
+
+    async def after_a_step() -> T | None:
+        nonlocal looked
+        if looked:
+            clock.advance(step_s)
+        looked = True
+        return await condition()
+
+    return await poll_async(after_a_step, timeout=timeout, what=what, interval=0.01)

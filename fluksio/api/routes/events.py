@@ -26,11 +26,9 @@ expired, the user was removed or is no longer a superuser) the stream sends ``cl
 
 from __future__ import annotations
 
-import time
-
 from aiohttp import web
 
-from fluksio.api.appkeys import EVENTS
+from fluksio.api.appkeys import CLOCK, EVENTS
 from fluksio.api.auth import require_superuser
 from fluksio.api.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.api.events import FeedEvent, sse_frame
@@ -125,12 +123,12 @@ async def _follow(
 ) -> None:
     """Write the feed's events after ``seq`` as they come, until the engine closes, the
     subscriber leaves or its credential ends."""
-    feed = request.app[EVENTS]
+    feed, clock = request.app[EVENTS], request.app[CLOCK]
     quiet_s = 0.0
-    checked_at = time.monotonic()
+    checked_at = clock.monotonic()
     while not feed.closed:
-        if time.monotonic() - checked_at >= CREDENTIAL_CHECK_S:
-            checked_at = time.monotonic()
+        if clock.monotonic() - checked_at >= CREDENTIAL_CHECK_S:
+            checked_at = clock.monotonic()
             reason = _revoked(request)
             if reason is not None:
                 await response.write(sse_frame(feed.last_id, "closed", {"reason": reason}))

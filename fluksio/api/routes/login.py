@@ -7,12 +7,11 @@ for a username or from an address are slowed down (429 with ``Retry-After``).
 from __future__ import annotations
 
 import asyncio
-import time
 
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import LOGIN_GUARD, TOKENS, USERS
+from fluksio.api.appkeys import CLOCK, LOGIN_GUARD, TOKENS, USERS
 from fluksio.api.bodies import required_form_field
 from fluksio.api.errors import NotAuthenticated, TooManyAttempts
 from fluksio.api.logging import get_logger
@@ -54,7 +53,7 @@ async def _access_token(request: web.Request) -> web.Response:
 
     guard = request.app[LOGIN_GUARD]
     address = request.remote or "unknown"
-    wait = guard.retry_after(username, address, time.monotonic())
+    wait = guard.retry_after(username, address, request.app[CLOCK].monotonic())
     if wait > 0:
         raise TooManyAttempts(
             f"too many failed logins; try again in {max(1, round(wait))} s", retry_after=wait
@@ -63,7 +62,7 @@ async def _access_token(request: web.Request) -> web.Response:
     found = request.app[USERS].credentials(username)
     user = await asyncio.get_running_loop().run_in_executor(None, check_password, found, password)
     if user is None:
-        guard.failed(username, address, time.monotonic())
+        guard.failed(username, address, request.app[CLOCK].monotonic())
         log.info("login.failed", username=username)
         raise NotAuthenticated("incorrect username or password")
     guard.succeeded(username, address)

@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 from aiohttp import web
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import ENGINE_EVENTS, TOKENS, WORKER_TOKENS, WORKERS
+from fluksio.api.appkeys import CLOCK, ENGINE_EVENTS, TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.auth import require_superuser, require_worker
 from fluksio.api.bodies import read_json
 from fluksio.api.engine_events import TokenMinted, TokenRevoked
@@ -94,7 +93,7 @@ async def _mint(request: web.Request) -> web.Response:
         body.name, tuple(body.labels), created_by=user.username
     )
     log.info("worker_token.minted", jti=minted.record.jti, name=body.name, labels=body.labels)
-    fields = _fields(minted.record, time.time())
+    fields = _fields(minted.record, request.app[CLOCK].now())
     answer = MintedToken.model_validate({"token": minted.token, **fields})
     shown = WorkerTokenBody.model_validate(fields).model_dump(mode="json")
     request.app[ENGINE_EVENTS].emit(TokenMinted(shown))
@@ -112,7 +111,7 @@ async def _mint(request: web.Request) -> web.Response:
 )
 async def _list(request: web.Request) -> web.Response:
     require_superuser(request)
-    now = time.time()
+    now = request.app[CLOCK].now()
     records = request.app[WORKER_TOKENS].list()
     return view_response(request, lambda: model_response([_describe(r, now) for r in records]))
 
@@ -132,7 +131,7 @@ async def _revoke(request: web.Request) -> web.Response:
     if record is None:
         raise NotFound(f"no worker token with jti {jti!r}")
     log.info("worker_token.revoked", jti=jti, name=record.name)
-    described = _describe(record, time.time())
+    described = _describe(record, request.app[CLOCK].now())
     request.app[ENGINE_EVENTS].emit(TokenRevoked(described.model_dump(mode="json")))
     for session in request.app[WORKERS].with_jti(jti):
         await session.close("the worker token was revoked")

@@ -16,7 +16,6 @@ The shapes of these answers are declared here, once, as pydantic models.
 from __future__ import annotations
 
 import functools
-import time
 from collections import Counter
 from datetime import datetime
 from typing import Literal
@@ -26,7 +25,7 @@ from pydantic import BaseModel, Field, RootModel
 
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.appkeys import DISPATCHER, WORKERS
+from fluksio.api.appkeys import CLOCK, DISPATCHER, WORKERS
 from fluksio.api.auth import require_superuser
 from fluksio.api.dispatch import Dispatcher
 from fluksio.api.openapi import Operation, documented
@@ -288,7 +287,7 @@ async def _resources(request: web.Request) -> web.Response:
     version = f"r{dispatcher.version}"  # places, queue, provisioning: one counter
     if dispatcher.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
-        version += f".{int(time.time())}"
+        version += f".{int(request.app[CLOCK].now())}"
     return view_response(request, lambda: _resources_body(request), version)
 
 

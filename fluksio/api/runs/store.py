@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from fluksio.api.db import Database
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.states import NodeState, RunState
+from fluksio.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["FlowRecord", "FlowStore", "RunStore"]
 
@@ -26,12 +26,13 @@ class FlowRecord:
 
 
 class FlowStore:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = database
+        self._clock = clock
 
     def put(self, name: str, spec: dict[str, Any]) -> bool:
         """Create or replace; True when it was created."""
-        now = time.time()
+        now = self._clock.now()
         existed = self.get(name) is not None
         self._db.execute(
             "INSERT INTO flows (name, spec, created_at, updated_at) VALUES (?, ?, ?, ?)"

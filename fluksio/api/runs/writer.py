@@ -19,6 +19,7 @@ from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.runs.states import NodeState
 from fluksio.api.runs.store import RunStore
 from fluksio.api.runs.views import RunChange
+from fluksio.clock import Clock, Timer
 
 __all__ = ["FLUSH_RETRY_S", "RunWriter"]
 
@@ -35,13 +36,16 @@ class _Dirty:
 
 
 class RunWriter:
-    def __init__(self, store: RunStore, on_written: Callable[[Sequence[RunChange]], None]) -> None:
+    def __init__(
+        self, store: RunStore, on_written: Callable[[Sequence[RunChange]], None], clock: Clock
+    ) -> None:
         self._store = store
+        self._clock = clock
         self._on_written = on_written
         self._dirty: dict[str, _Dirty] = {}
         self._flush_pending = False
         self._store_full = False
-        self._flush_retry: asyncio.TimerHandle | None = None
+        self._flush_retry: Timer | None = None
         self.closing = False
 
     def create(self, row: RunRow, nodes: Sequence[NodeRow]) -> None:
@@ -85,8 +89,7 @@ class RunWriter:
             if not self.closing:
                 self._flush_pending = True
                 if self._flush_retry is None:
-                    loop = asyncio.get_running_loop()
-                    self._flush_retry = loop.call_later(FLUSH_RETRY_S, self._retry_flush)
+                    self._flush_retry = self._clock.call_later(FLUSH_RETRY_S, self._retry_flush)
             return
         if self._store_full:
             self._store_full = False

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import re
 import secrets
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,7 +22,15 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFrame, encode
-from fluksio.api.appkeys import ARTIFACTS, DISPATCHER, ENGINE_EVENTS, SETTINGS, TOKENS, WORKERS
+from fluksio.api.appkeys import (
+    ARTIFACTS,
+    CLOCK,
+    DISPATCHER,
+    ENGINE_EVENTS,
+    SETTINGS,
+    TOKENS,
+    WORKERS,
+)
 from fluksio.api.auth import require_worker
 from fluksio.api.bodies import parse_json
 from fluksio.api.errors import Forbidden
@@ -42,6 +49,7 @@ from fluksio.api.workers.protocol import (
 from fluksio.api.workers.registry import NeedsUpgrade, display_name
 from fluksio.api.workers.session import WorkerSession
 from fluksio.api.workers.watch import ping_every_s
+from fluksio.clock import Clock
 from fluksio.names import is_name
 from fluksio.provisioners.base import WorkerEvent
 from fluksio.scheduler import Worker
@@ -98,7 +106,7 @@ async def _hello(
                 protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
                 version=_text(raw.get("version"), 32),
                 python=_text(raw.get("python"), 256),
-                refused_at=time.time(),
+                refused_at=request.app[CLOCK].now(),
                 reason=reason,
                 jti=token.jti,
             )
@@ -184,6 +192,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         key_id=request.app[TOKENS].current_key_id(),
         hello=hello,
         ws=ws,
+        clock=request.app[CLOCK],
         frames=registry.frames,
         take_within_s=settings.worker_take_s,
         events=request.app[ENGINE_EVENTS],
@@ -231,8 +240,9 @@ async def attach(request: web.Request) -> web.StreamResponse:
         parallel=hello.max_parallel,
         version=hello.version or "0.1.x",
     )
-    budget = FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst)
-    pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings)))
+    clock = request.app[CLOCK]
+    budget = FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst, clock.monotonic)
+    pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings), clock))
     try:
         await _serve(session, budget, settings.max_frame_bytes)
     finally:
@@ -264,10 +274,10 @@ def _event(session: WorkerSession) -> WorkerEvent:
     )
 
 
-async def _ping(session: WorkerSession, every_s: float) -> None:
+async def _ping(session: WorkerSession, every_s: float, clock: Clock) -> None:
     """Ping the worker now and then; its pong (or any frame) is a sign of life."""
     while not session.ws.closed:
-        await asyncio.sleep(every_s)
+        await clock.sleep(every_s)
         with contextlib.suppress(ConnectionError, RuntimeError):
             session.frames.sent += 1
             await session.ws.ping()

@@ -8,20 +8,17 @@ its budget its socket is closed with a reason and nothing else is affected.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 __all__ = ["FrameBudget"]
 
 
 class FrameBudget:
-    """``rate`` frames a second on average, ``burst`` at once."""
+    """``rate`` frames a second on average, ``burst`` at once; ``clock`` reads seconds."""
 
     __slots__ = ("_burst", "_clock", "_last", "_rate", "_tokens")
 
-    def __init__(
-        self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
         self._rate = rate
         self._burst = burst
         self._tokens = burst

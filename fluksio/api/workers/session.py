@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +45,7 @@ from fluksio.api.engine_events import EngineEvents, WorkerChanged
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
+from fluksio.clock import Clock, Timer
 
 __all__ = ["FrameCounts", "WorkerSession"]
 
@@ -81,8 +81,10 @@ class WorkerSession:
     key_id: str
     hello: HelloFrame
     ws: web.WebSocketResponse
-    attached_at: float = field(default_factory=time.time)
-    last_seen: float = field(default_factory=time.time)
+    clock: Clock
+    """The engine's: when it attached, was last heard, and each call's timers."""
+    attached_at: float = 0.0
+    last_seen: float = 0.0
     closed_reason: str | None = None
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
@@ -92,12 +94,18 @@ class WorkerSession:
     """Where its frames are counted: the registry's, shared by every session."""
     take_within_s: float = 15.0
     """A call sent here with nothing at all heard since, this long, was never taken."""
-    not_taking_since: float | None = None
-    """When a call was sent that it never took: it answers again only once heard after."""
+    heard: int = 0
+    """How many times anything came from it (a frame, a pong): what "heard since" counts,
+    so that two things at one instant of the clock are still told apart."""
+    not_taking_after: int | None = None
+    """``heard`` when a call was sent that it never took: it answers again once heard after."""
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _artifact_token: tuple[str, float] | None = None
     """The artifact token calls here get, and when it was minted (monotonic)."""
     _unknown_frames: int = 0
+
+    def __post_init__(self) -> None:
+        self.attached_at = self.last_seen = self.clock.now()
 
     @property
     def labels(self) -> frozenset[str]:
@@ -115,7 +123,7 @@ class WorkerSession:
         # Every call here would get a token of the same powers (this worker's, tied to its
         # token), so one serves them all: signing one per call was a tenth of the engine's
         # work per remote call. Renewed hourly, so a call's token has 23 hours left or more.
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._artifact_token is None or now - self._artifact_token[1] > ARTIFACT_TOKEN_RENEW_S:
             self._artifact_token = (self.mint_artifact_token(), now)
         return {"FLUKSIO_ARTIFACT_TOKEN": self._artifact_token[0]}
@@ -153,9 +161,9 @@ class WorkerSession:
             limit=spec.limit or None,
         )
         stopper = self._enforce_limit(spec) if spec.limit > 0 else None
-        taken: asyncio.TimerHandle | None = None
+        taken: Timer | None = None
         try:
-            sent_at = time.time()
+            heard_before = self.heard
             self.frames.sent += 1
             await self.ws.send_str(encode(frame))
             if self.hello.version is None:
@@ -163,7 +171,7 @@ class WorkerSession:
                 # comes 10 s later): its pong to this ping shows it was not frozen.
                 self.frames.sent += 1
                 await self.ws.ping()
-            taken = self._expect_taken(spec.call_id, sent_at)
+            taken = self._expect_taken(spec.call_id, heard_before)
             return await future
         except (ConnectionError, RuntimeError) as exc:
             return CallOutcome(
@@ -177,15 +185,15 @@ class WorkerSession:
             self._pending.pop(spec.call_id, None)
             self._changed()
 
-    def _expect_taken(self, call_id: str, sent_at: float) -> asyncio.TimerHandle:
+    def _expect_taken(self, call_id: str, heard_before: int) -> Timer:
         """Give the call back if the worker sends nothing at all within ``take_within_s``."""
 
         def check() -> None:
             pending = self._pending.get(call_id)
-            if pending is None or pending.future.done() or self.last_seen >= sent_at:
+            if pending is None or pending.future.done() or self.heard > heard_before:
                 return
             log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
-            self.not_taking_since = sent_at
+            self.not_taking_after = heard_before
             self.cancel(call_id)
             said = (
                 f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"
@@ -193,9 +201,9 @@ class WorkerSession:
             )
             pending.future.set_result(CallOutcome(False, error=error_record("NotTaken", said)))
 
-        return asyncio.get_running_loop().call_later(self.take_within_s, check)
+        return self.clock.call_later(self.take_within_s, check)
 
-    def _enforce_limit(self, spec: CallSpec) -> asyncio.TimerHandle:
+    def _enforce_limit(self, spec: CallSpec) -> Timer:
         """Stop the call at its limit if the worker will not (see the module docstring)."""
         published = self.hello.version is None
         delay = spec.limit if published else spec.limit + LIMIT_GRACE_S + LIMIT_BACKSTOP_S
@@ -207,7 +215,7 @@ class WorkerSession:
             self.cancel(spec.call_id)
             pending.future.set_result(CallOutcome(False, error=limit_error(spec.limit)))
 
-        return asyncio.get_running_loop().call_later(delay, stop)
+        return self.clock.call_later(delay, stop)
 
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:
@@ -221,7 +229,7 @@ class WorkerSession:
     # -- what arrives on the socket ----------------------------------------------------
 
     def handle(self, frame: ProgressFrame | AnswerFrame) -> None:
-        self.last_seen = time.time()
+        self._heard()
         pending = self._pending.get(frame.call_id)
         if pending is None:
             self.unknown(frame.call_id, "answer" if isinstance(frame, AnswerFrame) else frame.event)
@@ -248,7 +256,7 @@ class WorkerSession:
         """A frame for a call not in flight here: one that already failed (late answers
         are normal after a limit), or one never sent to this worker. Nothing changes; the
         first few are logged, so a worker cannot flood the log with them."""
-        self.last_seen = time.time()
+        self._heard()
         self._unknown_frames += 1
         if self._unknown_frames <= _UNKNOWN_FRAMES_LOGGED:
             log.warning(
@@ -275,7 +283,11 @@ class WorkerSession:
         }
 
     def touch(self) -> None:
-        self.last_seen = time.time()
+        self._heard()
+
+    def _heard(self) -> None:
+        self.last_seen = self.clock.now()
+        self.heard += 1
 
     def fail_all(self, reason: str, kind: str = "WorkerGone") -> None:
         """Fail every call in flight (the socket is gone, or the worker went silent), as

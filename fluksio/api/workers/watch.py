@@ -14,8 +14,6 @@ within ``worker_check_s``.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Protocol
 
 from fluksio.api.settings import EngineSettings
@@ -24,6 +22,7 @@ from fluksio.api.worker_tokens import WorkerTokenStore
 from fluksio.api.workers.protocol import CLOSE_DRAINED
 from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.api.workers.session import WorkerSession
+from fluksio.clock import Clock
 
 __all__ = ["Standing", "check_once", "ping_every_s", "watch_workers"]
 
@@ -46,8 +45,8 @@ def _answering(session: WorkerSession, now: float, settings: EngineSettings) -> 
     # A healthy worker answers each ping within moments: one ping left unanswered (with
     # half an interval to spare) means it is frozen or cut off for now. One that never
     # took a call sent to it answers again only once something came from it after.
-    stalled = session.not_taking_since
-    if stalled is not None and session.last_seen <= stalled:
+    stalled = session.not_taking_after
+    if stalled is not None and session.heard <= stalled:
         return False
     return now - session.last_seen <= 1.5 * ping_every_s(settings)
 
@@ -58,10 +57,11 @@ async def check_once(
     store: WorkerTokenStore,
     settings: EngineSettings,
     standing: Standing,
+    *,
+    now: float,
 ) -> None:
     """Close the sessions that must end; tell ``standing`` (the dispatcher) who stopped or
     resumed answering, so the scheduler gives a silent worker nothing new."""
-    now = time.time()
     key_id = tokens.current_key_id()
     sessions = registry.attached()
     unusable = store.unusable({session.token.jti for session in sessions})
@@ -104,7 +104,9 @@ async def watch_workers(
     store: WorkerTokenStore,
     settings: EngineSettings,
     standing: Standing,
+    *,
+    clock: Clock,
 ) -> None:
     while True:
-        await asyncio.sleep(settings.worker_check_s)
-        await check_once(registry, tokens, store, settings, standing)
+        await clock.sleep(settings.worker_check_s)
+        await check_once(registry, tokens, store, settings, standing, now=clock.now())
