@@ -90,9 +90,18 @@ async def test_a_run_on_a_worker_is_told_as_it_happens(
         assert [c["state"] for c in calls] == ["queued", "running", "succeeded"]
         assert calls[-1]["place"] == "box" and calls[-1]["node"] == "n"
 
-        await worker.close()
+        # One record says both: a worker is never shown busy with its slots free.
+        shown = [e.data["worker"] for e in events.events if e.kind.startswith("worker.")]
+        for body in shown:
+            slots_in_use = body["inventory"]["slots"] - body["free"]["slots"]
+            assert body["in_flight"] == slots_in_use, body
+            assert (body["status"] == "busy") == (body["in_flight"] > 0), body
+
+        revoked = await api.request("POST", f"/workers/tokens/{attached['token']['jti']}/revoke")
+        assert revoked.status == 200, revoked
         gone = await events.first("worker.gone")
         assert gone.data["id"] == attached["id"] and gone.data["name"] == "box"
+        assert gone.data["reason"] == "the worker token was revoked"
         numbers = _numbers(events.events)
         assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), "a gap in ids"
 

@@ -398,12 +398,14 @@ class Dispatcher:
         self._events.emit(WorkerJoined(event))
         self.kick()
 
-    def worker_gone(self, event: WorkerEvent) -> None:
-        """A worker is gone; its executor has already failed its calls in flight."""
+    def worker_gone(self, event: WorkerEvent, reason: str | None = None) -> None:
+        """A worker is gone (``reason``, when known); its executor has already failed its
+        calls in flight."""
         self._changed()
         self._executors.pop(event.worker_id, None)
         if self._scheduler.has_place(event.worker_id):
             self._scheduler.remove_worker(event.worker_id)
+        self._events.emit(WorkerChanged(event.worker_id, gone=reason))
         if self.provisioning is not None:
             self.provisioning.worker_gone(event)
         self._events.emit(WorkerLeft(event))

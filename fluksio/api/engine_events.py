@@ -36,7 +36,6 @@ from fluksio.provisioners.events import (
 if TYPE_CHECKING:
     from fluksio.api.runs.views import RunChange
     from fluksio.api.workers.registry import NeedsUpgrade
-    from fluksio.api.workers.session import WorkerSession
 
 __all__ = [
     "VIEWS_CHANGED",
@@ -84,11 +83,11 @@ class ViewsChanged:
 @dataclass(frozen=True)
 class WorkerChanged:
     """A worker attached, changed (its calls in flight, its free amounts, whether it
-    answers) or went away; its session, when the change came from it (a session that
-    went says why in ``closed_reason``)."""
+    answers) or went away: the dispatcher's word, once its place says so. ``gone`` is
+    why it went (``None`` while attached, or when no reason is known)."""
 
     worker_id: str
-    session: WorkerSession | None = None
+    gone: str | None = None
 
 
 @dataclass(frozen=True)

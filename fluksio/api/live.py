@@ -4,10 +4,10 @@ Everything comes from the engine's one stream (:mod:`fluksio.api.engine_events`)
 
 - **Runs and calls** as they are written; a running call's
   reported events (``fluksio.emit``) as a count, at most twice a second.
-- **Workers** as their sessions change, a few milliseconds later (a second while nobody
-  listens), so that one event carries what the scheduler made of the change too (an
-  attach shows its inventory, a finished call its freed amounts) and a burst of changes
-  to one worker is one event.
+- **Workers** as the dispatcher says they changed (attached, a call placed or ended,
+  silent or answering again, gone), a few milliseconds later (a second while nobody
+  listens), so that a burst of changes to one worker (a pass placing several calls) is
+  one event.
 - **The queue and the provisioners** are views: each is published whole when it differs
   from the last one published, looked at after the dispatcher changed (at most four
   times a second while someone listens, once a second otherwise), and each second while
@@ -38,7 +38,6 @@ from fluksio.api.routes.workers import (
 )
 from fluksio.api.runs.rows import NodeRow, RunRow
 from fluksio.api.workers.registry import WorkerRegistry
-from fluksio.api.workers.session import WorkerSession
 from fluksio.clock import Clock, Timer
 
 __all__ = ["LiveEvents"]
@@ -59,7 +58,9 @@ class LiveEvents:
         self._clock = clock
         self._registry = registry
         self._dispatcher = dispatcher
-        self._dirty: dict[str, WorkerSession | None] = {}
+        self._dirty: set[str] = set()
+        self._gone: dict[str, str | None] = {}
+        """Why each worker among the changed ones went, when it went."""
         self._announced: dict[str, dict[str, Any]] = {}
         """Each worker the feed has shown, with the body it last showed."""
         self._workers_due: Timer | None = None
@@ -138,10 +139,9 @@ class LiveEvents:
     # -- workers -----------------------------------------------------------------------
 
     def _worker_changed(self, event: WorkerChanged) -> None:
-        if event.session is not None:
-            self._dirty[event.worker_id] = event.session
-        else:
-            self._dirty.setdefault(event.worker_id, None)
+        self._dirty.add(event.worker_id)
+        if event.gone is not None:
+            self._gone[event.worker_id] = event.gone
         self._workers_soon()
 
     def _workers_soon(self) -> None:
@@ -153,8 +153,9 @@ class LiveEvents:
 
     def _publish_workers(self) -> None:
         self._workers_due = None
-        dirty, self._dirty = self._dirty, {}
-        for worker_id, session in dirty.items():
+        dirty, self._dirty = self._dirty, set()
+        gone, self._gone = self._gone, {}
+        for worker_id in dirty:
             attached = self._registry.get(worker_id)
             if attached is not None and self._dispatcher.place(worker_id) is not None:
                 body = worker_body(attached, self._dispatcher).model_dump(mode="json")
@@ -165,8 +166,8 @@ class LiveEvents:
                     self._announced[worker_id] = body
             elif attached is None and worker_id in self._announced:
                 name = self._announced.pop(worker_id)["name"]
-                gone = session.closed_reason if session is not None else None
-                self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": gone})
+                reason = gone.get(worker_id)
+                self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": reason})
 
     def _refused(self, event: WorkerRefused) -> None:
         body = refused_body(event.entry).model_dump(mode="json")

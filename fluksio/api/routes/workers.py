@@ -212,8 +212,8 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         name=session.name,
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
-        in_flight=session.in_flight,
-        status=_status(session, view),
+        in_flight=_in_flight(view),
+        status=_status(view),
         attached_at=utc(session.attached_at),
         last_seen=utc(session.last_seen),
         python=hello.python,
@@ -230,12 +230,15 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
     )
 
 
-def _status(
-    session: WorkerSession, view: PlaceView | None
-) -> Literal["busy", "idle", "not answering"]:
+def _in_flight(view: PlaceView | None) -> int:
+    """The calls placed on the worker and not yet ended: its place's slots in use."""
+    return 0 if view is None else view.inventory.slots - view.free.slots
+
+
+def _status(view: PlaceView | None) -> Literal["busy", "idle", "not answering"]:
     if view is not None and view.paused:
         return "not answering"
-    return "busy" if session.in_flight else "idle"
+    return "busy" if _in_flight(view) else "idle"
 
 
 def refused_body(entry: NeedsUpgrade) -> RefusedWorkerBody:

@@ -26,7 +26,6 @@ from fluksio.api.appkeys import (
     ARTIFACTS,
     CLOCK,
     DISPATCHER,
-    ENGINE_EVENTS,
     SETTINGS,
     TOKENS,
     WORKERS,
@@ -195,7 +194,6 @@ async def attach(request: web.Request) -> web.StreamResponse:
         clock=request.app[CLOCK],
         frames=registry.frames,
         take_within_s=settings.worker_take_s,
-        events=request.app[ENGINE_EVENTS],
     )
     tokens = request.app[TOKENS]
     session.mint_artifact_token = lambda: tokens.mint_artifact(
@@ -249,7 +247,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         pinger.cancel()
         registry.remove(session)
         session.fail_all("worker went away mid-call")
-        dispatcher.worker_gone(event)
+        dispatcher.worker_gone(event, session.closed_reason)
         log.info(
             "worker.detached",
             worker=name,

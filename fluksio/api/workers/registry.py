@@ -47,8 +47,9 @@ class WorkerRegistry:
         self._by_identity: dict[tuple[str, str], WorkerSession] = {}
         self._needs_upgrade: dict[str, NeedsUpgrade] = {}
         self.version = 0
-        """Counts the changes to who is attached or refused and to each one's calls in
-        flight or standing; a heartbeat alone (``last_seen``) is not one."""
+        """Counts the changes to who is attached or refused and to what each one's body
+        shows (the stream's ``WorkerChanged``: its calls in flight, free amounts and
+        standing); a heartbeat alone (``last_seen``) is not one."""
         self.frames = FrameCounts()
         """WebSocket frames to and from every worker, since the engine started."""
         events.subscribe(WorkerChanged, self._count)
@@ -56,9 +57,6 @@ class WorkerRegistry:
 
     def _count(self, _event: WorkerChanged | WorkerRefused) -> None:
         self.version += 1
-
-    def changed(self, session: WorkerSession) -> None:
-        self._events.emit(WorkerChanged(session.id, session))
 
     def add(self, session: WorkerSession) -> WorkerSession | None:
         """Register ``session``; returns the session it supersedes, if any."""
@@ -68,9 +66,7 @@ class WorkerRegistry:
         self._by_identity[session.identity] = session
         self._by_id[session.id] = session
         self._needs_upgrade.pop(session.name, None)
-        self.changed(session)
-        if previous is not None:
-            self.changed(previous)
+        self.version += 1
         return previous
 
     def remove(self, session: WorkerSession) -> bool:
@@ -79,7 +75,7 @@ class WorkerRegistry:
             return False
         del self._by_identity[session.identity]
         self._by_id.pop(session.id, None)
-        self.changed(session)
+        self.version += 1
         return True
 
     def get(self, worker_id: str) -> WorkerSession | None:

@@ -41,7 +41,6 @@ from fluksio.agent.frames import (
     encode,
 )
 from fluksio.agent.launcher import LIMIT_GRACE_S, CallOutcome, CallSpec, error_record, limit_error
-from fluksio.api.engine_events import EngineEvents, WorkerChanged
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
@@ -88,8 +87,6 @@ class WorkerSession:
     closed_reason: str | None = None
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
-    events: EngineEvents | None = None
-    """The engine's stream: told when its calls in flight change."""
     frames: FrameCounts = field(default_factory=FrameCounts)
     """Where its frames are counted: the registry's, shared by every session."""
     take_within_s: float = 15.0
@@ -138,16 +135,11 @@ class WorkerSession:
             request_id=provisioned[2] if provisioned else None,
         )
 
-    def _changed(self) -> None:
-        if self.events is not None:
-            self.events.emit(WorkerChanged(self.id, self))
-
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         if self.closed_reason is not None:
             return CallOutcome(False, error=error_record("WorkerGone", self.closed_reason))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._pending[spec.call_id] = _Pending(future, on_event)
-        self._changed()
         frame = RunFrame(
             op="compile" if spec.op == "compile" else "run",
             call_id=spec.call_id,
@@ -183,7 +175,6 @@ class WorkerSession:
             if taken is not None:
                 taken.cancel()
             self._pending.pop(spec.call_id, None)
-            self._changed()
 
     def _expect_taken(self, call_id: str, heard_before: int) -> Timer:
         """Give the call back if the worker sends nothing at all within ``take_within_s``."""
