@@ -65,3 +65,19 @@ def test_a_failed_migration_leaves_the_previous_version(tmp_path: Path) -> None:
     names = {row[0] for row in again.execute("SELECT name FROM sqlite_master")}
     assert "ok_table" not in names
     again.close()
+
+
+def test_a_migration_may_hold_semicolons_in_literals_and_trigger_bodies(tmp_path: Path) -> None:
+    later = """
+        CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL DEFAULT 'a; b');
+        -- a comment; with a semicolon
+        CREATE TRIGGER notes_stamped AFTER INSERT ON notes BEGIN
+            UPDATE notes SET body = body || '; stamped' WHERE id = NEW.id;
+        END;
+        INSERT INTO notes DEFAULT VALUES
+    """
+    database = open_database(tmp_path / "state.sqlite3", (*MIGRATIONS, later))
+    assert database.schema_version == SCHEMA_VERSION + 1
+    rows = database.execute("SELECT body FROM notes").fetchall()
+    assert [row[0] for row in rows] == ["a; b; stamped"]
+    database.close()

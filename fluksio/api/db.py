@@ -236,5 +236,17 @@ def _migrate(database: Database, migrations: tuple[str, ...]) -> None:
 
 
 def _statements(script: str) -> list[str]:
-    # executescript() would COMMIT our transaction first; run statements one by one.
-    return [part.strip() for part in script.split(";") if part.strip()]
+    """The statements of ``script``, each whole: a ``;`` inside a string literal, a
+    comment or a trigger's body does not end one (SQLite's own tokenizer says when one
+    is complete). executescript() would COMMIT our transaction first, so they run one by
+    one."""
+    statements, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    tail = pending.removesuffix(";").strip()
+    if tail:
+        statements.append(tail)  # the last statement may omit its ';'
+    return statements
