@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from fluksio.scheduler import (
     ENGINE_ID,
     CallRequest,
@@ -143,6 +145,8 @@ def test_a_large_request_is_not_starved_by_later_small_ones() -> None:
     plan = scheduler.schedule()
     assert plan.placements == (), "small would fit now but would delay large"
     assert plan.holds == {"large": "w"}
+    with pytest.raises(TypeError):
+        plan.holds["large"] = "elsewhere"  # type: ignore[index]
     scheduler.finish("running")
     assert placed(scheduler) == {"large": "w"}
 

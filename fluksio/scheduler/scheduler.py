@@ -43,8 +43,9 @@ fill up, so nothing later of that shape could fit either. A pass therefore costs
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 from fluksio.scheduler import reasons
@@ -88,8 +89,13 @@ class Plan:
 
     placements: tuple[Placement, ...]
     asks: tuple[ProvisionAsk, ...]
-    holds: dict[str, str]
-    """request id -> the place it holds a reservation on, for this pass."""
+    holds: Mapping[str, str]
+    """request id -> the place it holds a reservation on, for this pass (read-only, like
+    the rest of the plan: a caller cannot change what the pass decided)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.holds, MappingProxyType):
+            object.__setattr__(self, "holds", MappingProxyType(dict(self.holds)))
 
 
 @dataclass(frozen=True)
