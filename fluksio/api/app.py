@@ -7,6 +7,7 @@ can build as many engines as it likes and each closes what it opened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 from aiohttp import WSCloseCode, web
@@ -191,7 +192,11 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
         )
     )
     yield
+    # Awaited once cancelled (aiohttp's pattern for background tasks): it has ended, and
+    # an error it met is raised here, not lost in a "never retrieved" warning.
     watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
 
 
 async def _end_event_streams(app: web.Application) -> None:
