@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fluksio.agent.outcome import CallOutcome, error_record
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.api.runs.effects import (
     Create,
     Effect,
@@ -46,10 +46,16 @@ from fluksio.api.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, N
 CODE = "def process():\n    return 1\n"
 OUTCOMES = {
     "ok": CallOutcome(True, result=1),
-    "error": CallOutcome(False, error=error_record("ValueError", "boom")),
-    "cancelled": CallOutcome(False, error=error_record("NodeCancelled", "the call was cancelled")),
-    "gone": CallOutcome(False, error=error_record("WorkerGone", "the worker went away")),
-    "not_taken": CallOutcome(False, error=error_record("NotTaken", "the worker never took it")),
+    "error": CallOutcome(
+        False, error={"type": "ValueError", "message": "boom", "short": "", "traceback": ""}
+    ),
+    "cancelled": CallOutcome(
+        False, error=error_record(ErrorKind.NODE_CANCELLED, "the call was cancelled")
+    ),
+    "gone": CallOutcome(False, error=error_record(ErrorKind.WORKER_GONE, "the worker went away")),
+    "not_taken": CallOutcome(
+        False, error=error_record(ErrorKind.NOT_TAKEN, "the worker never took it")
+    ),
 }
 
 
@@ -158,7 +164,7 @@ class RunMachineComparison(RuleBasedStateMachine):
         inputs = self.machine.placed(call_id, "engine", Provenance(worker="engine"), self.now)
         assert inputs.spec.id == node_id
         if refused:
-            denied = CallOutcome(False, error=error_record("SecretDenied", "not here"))
+            denied = CallOutcome(False, error=error_record(ErrorKind.SECRET_DENIED, "not here"))
             self.apply(self.machine.ended(call_id, denied, self.now))
             self.reference[run_id].refuse(node_id)
         else:

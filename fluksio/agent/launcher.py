@@ -31,7 +31,7 @@ from typing import Any
 
 from fluksio.agent import runner
 from fluksio.agent.errors import AgentError
-from fluksio.agent.outcome import CallOutcome, error_record, limit_error
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error
 
 __all__ = [
     "CallOutcome",
@@ -167,7 +167,7 @@ class _Call:
         self.pending += data
         if len(self.pending) > RECORD_LIMIT_BYTES:
             self.failure = error_record(
-                "ResultTooLarge", f"a record exceeded {RECORD_LIMIT_BYTES} bytes"
+                ErrorKind.RESULT_TOO_LARGE, f"a record exceeded {RECORD_LIMIT_BYTES} bytes"
             )
             self.pending.clear()
             return
@@ -487,11 +487,11 @@ class Launcher:
         status = call.exit_status.result() if call.exit_status.done() else None
         logs = call.output.text()
         if call.ended_by == "cancel":
-            error = error_record("NodeCancelled", "the call was cancelled")
+            error = error_record(ErrorKind.NODE_CANCELLED, "the call was cancelled")
             return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
         if call.ended_by == "timeout":
             error = error_record(
-                "NodeTimeout",
+                ErrorKind.NODE_TIMEOUT,
                 f"the node reported nothing (no result, event or log line) for"
                 f" {call.spec.timeout:g} s, its silence timeout, and was stopped",
             )
@@ -514,7 +514,7 @@ class Launcher:
             )
         return CallOutcome(
             False,
-            error=error_record("RemoteError", _death(status)),
+            error=error_record(ErrorKind.REMOTE_ERROR, _death(status)),
             logs=logs,
             pid=call.pid,
             exit_status=status,

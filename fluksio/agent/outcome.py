@@ -6,9 +6,40 @@ Nothing here does I/O, so the engine's pure run machine can speak of outcomes to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-__all__ = ["CallOutcome", "error_record", "limit_error"]
+__all__ = ["CallOutcome", "ErrorKind", "error_record", "limit_error"]
+
+
+class ErrorKind(StrEnum):
+    """The errors a call is given by the engine or the agent, not raised by its code (a
+    node's own exception keeps its Python type's name). Each is a ``type`` users see."""
+
+    WORKER_GONE = "WorkerGone"
+    """Its worker went away, or was silent for ``worker_gone_s``, while it ran."""
+    NOT_TAKEN = "NotTaken"
+    """Sent to a worker that never took it; queued again for another."""
+    NODE_LIMIT = "NodeLimit"
+    """It ran for its ``limit`` and was stopped."""
+    NODE_TIMEOUT = "NodeTimeout"
+    """It reported nothing for its silence ``timeout`` and was stopped."""
+    NODE_CANCELLED = "NodeCancelled"
+    """Its run, or the call itself, was cancelled."""
+    REMOTE_ERROR = "RemoteError"
+    """Its process died without an answer, or the worker failed it without details."""
+    SECRET_DENIED = "SecretDenied"  # noqa: S105 (an error's name, not a password)
+    """It asked for a secret its place may not receive."""
+    ENGINE_ERROR = "EngineError"
+    """The engine could not hand it to its place."""
+    ENGINE_RESTARTED = "EngineRestarted"
+    """The engine restarted while it was executing."""
+    SKIPPED = "Skipped"
+    """A node it depends on did not succeed."""
+    FRAME_TOO_LARGE = "FrameTooLarge"
+    """Its worker sent a frame over the engine's size limit."""
+    RESULT_TOO_LARGE = "ResultTooLarge"
+    """Its process wrote a record over the launcher's size limit."""
 
 
 @dataclass
@@ -23,11 +54,12 @@ class CallOutcome:
     exit_status: int | None = None
 
 
-def error_record(kind: str, message: str) -> dict[str, str]:
+def error_record(kind: ErrorKind, message: str) -> dict[str, str]:
     """An error in the protocol's shape: type, message, short, traceback."""
-    return {"type": kind, "message": message, "short": f"{kind}: {message}", "traceback": ""}
+    name = kind.value
+    return {"type": name, "message": message, "short": f"{name}: {message}", "traceback": ""}
 
 
 def limit_error(limit: float) -> dict[str, str]:
     """The error of a call stopped at its ``limit`` (wherever it was stopped)."""
-    return error_record("NodeLimit", f"ran for {limit:g} s, its limit, and was stopped")
+    return error_record(ErrorKind.NODE_LIMIT, f"ran for {limit:g} s, its limit, and was stopped")

@@ -40,6 +40,7 @@ from fluksio.agent.frames import (
 )
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
+from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.urls import AttachUrl
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
@@ -322,7 +323,9 @@ class Agent:
         await _send(ws, ProgressFrame(call_id=spec.call_id, event="heartbeat"))
         if spec.call_id in self._dropped:
             self._dropped.discard(spec.call_id)
-            dropped = error_record("NodeCancelled", "the call was cancelled before it started")
+            dropped = error_record(
+                ErrorKind.NODE_CANCELLED, "the call was cancelled before it started"
+            )
             outcome = CallOutcome(False, error=dropped)
         else:
             outcome = await self.launcher.run(spec, on_event)

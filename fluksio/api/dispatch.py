@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.outcome import ErrorKind
 from fluksio.api.engine_events import (
     VIEWS_CHANGED,
     CallProgressed,
@@ -351,7 +352,7 @@ class Dispatcher:
         try:
             spec, released = call_spec(inputs, placement, executor, self._secrets)
         except SecretDenied as denied:
-            refused = CallOutcome(False, error=error_record("SecretDenied", denied.detail))
+            refused = CallOutcome(False, error=error_record(ErrorKind.SECRET_DENIED, denied.detail))
             self._apply(self._machine.ended(call_id, refused, now))
             return
         self._apply(self._machine.running(call_id, released))
@@ -377,10 +378,10 @@ class Dispatcher:
             outcome = await executor.run(spec, on_event)
         except Exception as exc:
             log.exception("call.crashed", call_id=call_id)
-            outcome = CallOutcome(False, error=error_record("EngineError", str(exc)))
+            outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
         if self._closing:
             return  # stopped by the engine's shutdown: recovery decides, not this outcome
-        if (outcome.error or {}).get("type") == "NotTaken":
+        if (outcome.error or {}).get("type") == ErrorKind.NOT_TAKEN:
             # Its worker froze before it took the call: it gets nothing new until heard.
             self.set_answering(place_id, False)
         self._apply(self._machine.ended(call_id, outcome, self._clock.now()))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluksio.agent.outcome import CallOutcome, error_record
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.api.runs.effects import (
     CallInputs,
     Create,
@@ -57,7 +57,7 @@ EVENTS_KEPT = 100
 
 
 def _cancelled() -> dict[str, str]:
-    return error_record("NodeCancelled", "the run was cancelled")
+    return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
 
 
 # -- the state ---------------------------------------------------------------------------
@@ -177,7 +177,8 @@ class RunMachine:
                     node.row.state = NodeState.PENDING
                 else:
                     restarted = error_record(
-                        "EngineRestarted", "the engine restarted while this node was executing"
+                        ErrorKind.ENGINE_RESTARTED,
+                        "the engine restarted while this node was executing",
                     )
                     self._end(run, node, NodeState.FAILED, now, restarted)
                 changed.append(node)
@@ -238,7 +239,9 @@ class RunMachine:
             row.result = redact(outcome.result, node.secrets)
             self._end(run, node, NodeState.SUCCEEDED, now)
         else:
-            cancelled = run.cancelling and (outcome.error or {}).get("type") == "NodeCancelled"
+            cancelled = (
+                run.cancelling and (outcome.error or {}).get("type") == ErrorKind.NODE_CANCELLED
+            )
             state = NodeState.CANCELLED if cancelled else NodeState.FAILED
             self._end(run, node, state, now, redact(outcome.error, node.secrets))
         node.secrets = ()
@@ -373,9 +376,9 @@ class RunMachine:
             return False
         # A call its worker never took (it froze first) never ran: it simply goes back in
         # line, whatever its retries. A lost call may have run: only with retries left.
-        never_ran = error.get("type") == "NotTaken"
+        never_ran = error.get("type") == ErrorKind.NOT_TAKEN
         if not never_ran and (
-            error.get("type") != "WorkerGone" or node.retried >= node.spec.retries
+            error.get("type") != ErrorKind.WORKER_GONE or node.retried >= node.spec.retries
         ):
             return False
         if not never_ran:
@@ -408,7 +411,9 @@ class RunMachine:
             dependent = run.nodes[dependent_id]
             if dependent.row.state is not NodeState.PENDING:
                 continue
-            skipped_error = error_record("Skipped", f"dependency {node.spec.id!r} {node.row.state}")
+            skipped_error = error_record(
+                ErrorKind.SKIPPED, f"dependency {node.spec.id!r} {node.row.state}"
+            )
             self._end(run, dependent, NodeState.SKIPPED, now, skipped_error)
             skipped.append(dependent)
             skipped += self._skip_dependents(run, dependent, now)

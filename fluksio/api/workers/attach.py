@@ -22,6 +22,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFrame, encode
+from fluksio.agent.outcome import ErrorKind
 from fluksio.api.appkeys import (
     ARTIFACTS,
     CLOCK,
@@ -362,6 +363,8 @@ async def _unreadable(session: WorkerSession, error: object, max_frame_bytes: in
             f"the worker sent a frame larger than the engine's --max-frame-bytes"
             f" ({max_frame_bytes} bytes); a result that large must be saved as an artifact"
         )
-        await session.close(reason, code=WSCloseCode.MESSAGE_TOO_BIG, kind="FrameTooLarge")
+        await session.close(
+            reason, code=WSCloseCode.MESSAGE_TOO_BIG, kind=ErrorKind.FRAME_TOO_LARGE
+        )
     else:
         await session.close(f"the worker's frames could not be read ({error})")

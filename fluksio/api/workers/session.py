@@ -41,6 +41,7 @@ from fluksio.agent.frames import (
     encode,
 )
 from fluksio.agent.launcher import LIMIT_GRACE_S, CallOutcome, CallSpec, error_record, limit_error
+from fluksio.agent.outcome import ErrorKind
 from fluksio.api.logging import get_logger
 from fluksio.api.runs.provenance import Provenance
 from fluksio.api.tokens import WorkerIdentity
@@ -137,7 +138,7 @@ class WorkerSession:
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         if self.closed_reason is not None:
-            return CallOutcome(False, error=error_record("WorkerGone", self.closed_reason))
+            return CallOutcome(False, error=error_record(ErrorKind.WORKER_GONE, self.closed_reason))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._pending[spec.call_id] = _Pending(future, on_event)
         frame = RunFrame(
@@ -167,7 +168,8 @@ class WorkerSession:
             return await future
         except (ConnectionError, RuntimeError) as exc:
             return CallOutcome(
-                False, error=error_record("WorkerGone", f"worker went away mid-call ({exc})")
+                False,
+                error=error_record(ErrorKind.WORKER_GONE, f"worker went away mid-call ({exc})"),
             )
         finally:
             if stopper is not None:
@@ -190,7 +192,9 @@ class WorkerSession:
                 f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"
                 " sent the call, so never took it; queued again for another worker"
             )
-            pending.future.set_result(CallOutcome(False, error=error_record("NotTaken", said)))
+            pending.future.set_result(
+                CallOutcome(False, error=error_record(ErrorKind.NOT_TAKEN, said))
+            )
 
         return self.clock.call_later(self.take_within_s, check)
 
@@ -231,7 +235,9 @@ class WorkerSession:
             return
         error = dataclasses.asdict(frame.error) if frame.error is not None else None
         if not frame.ok and error is None:
-            error = error_record("RemoteError", "the worker reported a failure without details")
+            error = error_record(
+                ErrorKind.REMOTE_ERROR, "the worker reported a failure without details"
+            )
         if error is not None and error.get("type") == "SyntaxError":
             error = self._compiled_here(error)
         if not pending.future.done():
@@ -280,7 +286,7 @@ class WorkerSession:
         self.last_seen = self.clock.now()
         self.heard += 1
 
-    def fail_all(self, reason: str, kind: str = "WorkerGone") -> None:
+    def fail_all(self, reason: str, kind: ErrorKind = ErrorKind.WORKER_GONE) -> None:
         """Fail every call in flight (the socket is gone, or the worker went silent), as
         ``kind``: ``WorkerGone`` unless the cause is known to be something else."""
         self.closed_reason = self.closed_reason or reason
@@ -289,7 +295,10 @@ class WorkerSession:
                 pending.future.set_result(CallOutcome(False, error=error_record(kind, reason)))
 
     async def close(
-        self, reason: str, code: int = WSCloseCode.POLICY_VIOLATION, kind: str = "WorkerGone"
+        self,
+        reason: str,
+        code: int = WSCloseCode.POLICY_VIOLATION,
+        kind: ErrorKind = ErrorKind.WORKER_GONE,
     ) -> None:
         """Close the socket saying why; its calls fail with that reason, as ``kind``."""
         self.fail_all(reason, kind)
