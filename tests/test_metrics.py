@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from prometheus_client import Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
 from fluksio.agent.frames import PROTOCOL
+from fluksio.api import appkeys
 from fluksio.api.provisioning import Configured
 from fluksio.provisioners import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins
@@ -181,3 +184,16 @@ async def test_provisioning_is_counted_by_provisioner_profile_and_stage(
     assert value(found, f"{histogram}_count", **box) == 1
     assert value(found, f"{histogram}_sum", **box) == 30
     await worker.close()
+
+
+async def test_a_metric_name_used_twice_is_refused_when_it_is_registered(
+    api: InProcessEngine,
+) -> None:
+    # The families read at each scrape are described up front: a clash with one of them
+    # fails where it is made, not at a scrape, where the whole exposition would fail.
+    registry = api.app[appkeys.METRICS].registry
+    with pytest.raises(ValueError, match="fluksio_calls_waiting"):
+        Gauge("fluksio_calls_waiting", "a second family of the same name", registry=registry)
+    status, text = await scrape(api)
+    assert status == 200
+    assert "# TYPE fluksio_calls_waiting gauge" in text, "the engine's own family still scrapes"

@@ -181,6 +181,48 @@ class EngineMetrics:
         self.ssh_seconds.labels(event.provisioner, named, outcome).observe(event.seconds)
 
 
+_STATE_FAMILIES: dict[str, tuple[type[GaugeMetricFamily | CounterMetricFamily], str, list[str]]] = {
+    "fluksio_workers_attached": (
+        GaugeMetricFamily,
+        'Workers attached now, by each label they carry ("" for none), version and'
+        " protocol; a worker with two labels counts under both.",
+        ["label", "version", "protocol"],
+    ),
+    "fluksio_workers_refused": (
+        GaugeMetricFamily,
+        "Workers refused for their protocol (they need an upgrade), by version.",
+        ["version"],
+    ),
+    "fluksio_calls_waiting": (
+        GaugeMetricFamily,
+        'Node calls waiting for a place, by the label they want ("" for any).',
+        ["label"],
+    ),
+    "fluksio_provisioning_requests": (
+        GaugeMetricFamily,
+        "Live machine requests, by provisioner, profile and stage.",
+        ["provisioner", "profile", "stage"],
+    ),
+    "fluksio_websocket_frames": (
+        CounterMetricFamily,
+        "WebSocket frames on the workers' attach sockets, pings included.",
+        ["direction"],
+    ),
+    "fluksio_event_subscribers": (
+        GaugeMetricFamily,
+        "Streams of the live event feed open now.",
+        [],
+    ),
+}
+"""The families read from the engine's state at each scrape: declared once, so that the
+registry knows their names when the collector is registered (a clash fails at start)."""
+
+
+def _family(name: str) -> GaugeMetricFamily | CounterMetricFamily:
+    kind, documentation, labels = _STATE_FAMILIES[name]
+    return kind(name, documentation, labels=labels)
+
+
 class _EngineState(Collector):
     """What the engine holds now, read at each scrape."""
 
@@ -190,15 +232,11 @@ class _EngineState(Collector):
         self._feed = feed
 
     def describe(self) -> Iterator[Metric]:
-        return iter(())  # the families are built at collection; nothing to check ahead
+        for name in _STATE_FAMILIES:
+            yield _family(name)
 
     def collect(self) -> Iterator[Metric]:
-        attached = GaugeMetricFamily(
-            "fluksio_workers_attached",
-            'Workers attached now, by each label they carry ("" for none), version and'
-            " protocol; a worker with two labels counts under both.",
-            labels=["label", "version", "protocol"],
-        )
+        attached = _family("fluksio_workers_attached")
         by_kind: Tally[tuple[str, str, str]] = Tally()
         for session in self._registry.attached():
             hello = session.hello
@@ -209,11 +247,7 @@ class _EngineState(Collector):
             attached.add_metric(list(key), count)
         yield attached
 
-        refused = GaugeMetricFamily(
-            "fluksio_workers_refused",
-            "Workers refused for their protocol (they need an upgrade), by version.",
-            labels=["version"],
-        )
+        refused = _family("fluksio_workers_refused")
         refused_by: Tally[str] = Tally(
             _version_label(entry.version) for entry in self._registry.needs_upgrade()
         )
@@ -221,40 +255,26 @@ class _EngineState(Collector):
             refused.add_metric([version], count)
         yield refused
 
-        waiting = GaugeMetricFamily(
-            "fluksio_calls_waiting",
-            'Node calls waiting for a place, by the label they want ("" for any).',
-            labels=["label"],
-        )
+        waiting = _family("fluksio_calls_waiting")
         for label, count in sorted(self._dispatcher.waiting_labels().items()):
             waiting.add_metric([label], count)
         yield waiting
 
-        requests = GaugeMetricFamily(
-            "fluksio_provisioning_requests",
-            "Live machine requests, by provisioner, profile and stage.",
-            labels=["provisioner", "profile", "stage"],
-        )
+        requests = _family("fluksio_provisioning_requests")
         for status in self._dispatcher.profiles():
             stages = Tally(job.stage.value for job in status.jobs)
             for stage, count in sorted(stages.items()):
                 requests.add_metric([status.provisioner, status.profile.name, stage], count)
         yield requests
 
-        frames = CounterMetricFamily(
-            "fluksio_websocket_frames",
-            "WebSocket frames on the workers' attach sockets, pings included.",
-            labels=["direction"],
-        )
+        frames = _family("fluksio_websocket_frames")
         frames.add_metric(["in"], self._registry.frames.received)
         frames.add_metric(["out"], self._registry.frames.sent)
         yield frames
 
-        yield GaugeMetricFamily(
-            "fluksio_event_subscribers",
-            "Streams of the live event feed open now.",
-            value=self._feed.subscribers,
-        )
+        subscribers = _family("fluksio_event_subscribers")
+        subscribers.add_metric([], self._feed.subscribers)
+        yield subscribers
 
 
 _MAJOR_MINOR = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\D|$)")
