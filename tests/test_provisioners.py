@@ -284,6 +284,12 @@ def test_sbatch_output_that_is_not_a_job_id_is_an_error(stdout: str) -> None:
         ("TIMEOUT", JobState.TIMEOUT),
         ("OUT_OF_MEMORY", JobState.FAILED),
         ("NODE_FAIL", JobState.FAILED),
+        # Paused, not ended: a stopped job keeps its CPUs, a suspended one lent them out.
+        ("STOPPED", JobState.RUNNING),
+        ("SUSPENDED", JobState.PENDING),
+        # Ended by the system for another job: not a failure of what it ran.
+        ("PREEMPTED", JobState.CANCELLED),
+        ("DEADLINE", JobState.TIMEOUT),
         ("SOMETHING_NEW", JobState.UNKNOWN),
     ],
 )
