@@ -487,3 +487,29 @@ async def test_a_call_is_given_only_the_arguments_its_function_takes(launcher: L
     everything = "def process(**given):\n    return sorted(given)\n"
     outcome, _ = await run(launcher, everything, kwargs={"a": 1, "b": 2}, call_id="c2")
     assert outcome.result == ["a", "b"]
+
+
+async def test_a_burst_of_calls_that_fills_the_fork_servers_socket_all_run(
+    launcher: Launcher,
+) -> None:
+    # Sixty-four specs of ~100 KB each are far more than the socket holds: senders wait
+    # until the loop sees room again (woken, not polling), and none is lost or mixed up.
+    source = node(
+        """
+        def process(blob, n):
+            return [n, len(blob)]
+        """
+    )
+    specs = [
+        CallSpec(
+            call_id=f"burst{n}",
+            source=source,
+            node="n",
+            flow="f",
+            kwargs={"blob": "x" * 100_000, "n": n},
+        )
+        for n in range(64)
+    ]
+    async with asyncio.timeout(120):
+        outcomes = await asyncio.gather(*(launcher.run(spec) for spec in specs))
+    assert [o.result for o in outcomes] == [[n, 100_000] for n in range(64)]

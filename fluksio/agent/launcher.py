@@ -548,6 +548,9 @@ class _ForkServer:
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._forks: dict[int, asyncio.Future[int]] = {}
         self._spares: dict[int, socket.socket] = {}  # pid: the socket its request goes to
+        self._room: asyncio.Future[None] | None = None
+        """Resolved when the socket, full, can take a request again: one watch on it for
+        every sender waiting."""
         self._next_id = 0
         self.alive = False
 
@@ -613,6 +616,7 @@ class _ForkServer:
 
     def _lost(self) -> None:
         self.alive = False
+        self._stop_waiting_for_room("the fork server went away")
         if self._sock is not None:
             asyncio.get_running_loop().remove_reader(self._sock.fileno())
         for future in self._forks.values():
@@ -660,7 +664,32 @@ class _ForkServer:
                 socket.send_fds(self._sock, [payload], fds)
                 return
             except BlockingIOError:
-                await asyncio.sleep(0.001)
+                # The server reads requests as fast as it forks; a burst can fill the
+                # socket. Wait until the loop sees room (not a poll: no CPU while full).
+                await asyncio.shield(self._writable())
+
+    def _writable(self) -> asyncio.Future[None]:
+        if self._room is None:
+            assert self._sock is not None
+            loop, fd = asyncio.get_running_loop(), self._sock.fileno()
+            room: asyncio.Future[None] = loop.create_future()
+
+            def ready() -> None:
+                loop.remove_writer(fd)
+                self._room = None
+                if not room.done():
+                    room.set_result(None)
+
+            loop.add_writer(fd, ready)
+            self._room = room
+        return self._room
+
+    def _stop_waiting_for_room(self, why: str) -> None:
+        if self._room is not None and self._sock is not None:
+            asyncio.get_running_loop().remove_writer(self._sock.fileno())
+            if not self._room.done():
+                self._room.set_exception(OSError(why))
+        self._room = None
 
     def _close_spares(self) -> None:
         for inbox in self._spares.values():
@@ -675,6 +704,7 @@ class _ForkServer:
 
     async def close(self) -> None:
         self._close_spares()
+        self._stop_waiting_for_room("the launcher closed")
         if self._sock is not None:
             if self.alive:
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())
