@@ -67,4 +67,5 @@ METRICS = web.AppKey("metrics", EngineMetrics)
 SCRAPE_TOKENS = web.AppKey("scrape_tokens", ScrapeTokenStore)
 ARTIFACTS = web.AppKey("artifacts", ArtifactStore)
 CLOCK: web.AppKey[Clock] = web.AppKey("clock")
-"""Optional: the clock provisioning is timed by (tests set one they advance)."""
+"""The engine's one clock (``fluksio.clock``): every reading of time and every timer;
+tests give ``create_app`` one they advance."""
