@@ -30,7 +30,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy fluksio tests/support plugins/local/fluksio_local
+	$(BIN)/mypy fluksio tests bench plugins/local/fluksio_local
 
 test: install lint typecheck slurm-for-tests browser-for-tests nginx-for-tests prometheus-for-tests
 	$(BIN)/python -m pytest

@@ -102,7 +102,8 @@ class Api:
         run = self.call("POST", f"/flows/{flow}/runs", {"params": {}})
         while run["state"] not in {"succeeded", "failed", "cancelled"}:
             run = self.call("GET", f"/runs/{run['id']}?wait=30")
-        return run
+        ended: dict[str, Any] = run
+        return ended
 
 
 def start_engine(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import subprocess
 import sys
@@ -67,7 +68,7 @@ async def main() -> None:
         for label, shell in shells:
             try:
                 rows.append(
-                    (label, await _median_ms(lambda s=shell: s.run(["true"]), args.commands))
+                    (label, await _median_ms(functools.partial(shell.run, ["true"]), args.commands))
                 )
                 if label.startswith("openssh, through"):
                     check = ["ssh", "-o", f"ControlPath={socket}", "-O", "check", "x"]

@@ -191,7 +191,7 @@ def _late_listeners(files: list[Path]) -> list[str]:
                     and target.attr.startswith("on_")
                     and not (isinstance(target.value, ast.Name) and target.value.id == "self")
                 ):
-                    found.append(f"{path.name}:{node.lineno} sets .{target.attr}")
+                    found.append(f"{path.name}:{target.lineno} sets .{target.attr}")
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

@@ -112,7 +112,7 @@ async def test_unsigned_labels_and_another_protocol_are_refused_saying_what_to_d
 async def test_retries_run_a_call_again_when_its_worker_is_lost_and_keep_one_result(
     api: InProcessEngine,
 ) -> None:
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "twice", "code": NODE, "worker": "cpu", "retries": 1},
         {"id": "once", "code": NODE, "worker": "gpu"},
     ]
@@ -450,7 +450,7 @@ async def test_an_idle_worker_is_seen_alive_and_a_frozen_idle_one_is_let_go(
     await worker.freeze()
 
     async def let_go() -> bool:
-        return (await api.request("GET", "/workers")).body == []
+        return bool((await api.request("GET", "/workers")).body == [])
 
     await advance_until(clock, 10, let_go, timeout=10, what="the frozen idle worker to go")
 
@@ -619,8 +619,9 @@ async def test_a_burst_spreads_over_max_workers_jobs_one_pending_at_a_time(
         workers.append(await api.attach(token, name=f"box-small-{attached}", labels=["hpc"]))
         await workers[-1].next_call()
         if attached < 3:  # calls still wait: the next job goes out
+            submitted = attached + 1
             await async_wait_for(
-                lambda n=attached: len(provisioner.submitted) == n + 1,
+                lambda: len(provisioner.submitted) == submitted,  # noqa: B023 (awaited here)
                 timeout=5,
                 what=f"job {attached + 1}",
             )

@@ -190,7 +190,9 @@ def test_a_certificate_near_its_end_or_not_yet_valid_is_named_at_start(
 ) -> None:
     now = time.time()
     soon = ca.issue("soon", ["127.0.0.1"], valid_for=datetime.timedelta(days=3))
-    assert certificate_warning(soon.cert, now).startswith(f"--tls-cert {soon.cert} expires on ")
+    assert str(certificate_warning(soon.cert, now)).startswith(
+        f"--tls-cert {soon.cert} expires on "
+    )
     assert "in 3.0 days" in str(certificate_warning(soon.cert, now))
     lasting = ca.issue("lasting", ["127.0.0.1"], valid_for=datetime.timedelta(days=90))
     assert certificate_warning(lasting.cert, now) is None

@@ -148,7 +148,10 @@ async def test_a_subscriber_too_far_behind_or_from_before_a_restart_refetches(
             assert why in events.events[0].data["reason"]
             # ...and then it reads on from now.
             run_id = (await api.start_run("here"))["id"]
-            await events.first("run.state", where=lambda d, r=run_id: d["run_id"] == r)
+            await events.first(
+                "run.state",
+                where=lambda d: bool(d["run_id"] == run_id),  # noqa: B023 (awaited here)
+            )
 
     for bad in ("nonsense", "abc.def"):
         answer = await api.client.get(

@@ -7,13 +7,21 @@ parameters: each case describes a machine in a temporary directory.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 from fluksio.agent.inventory import detect_inventory
 
 GIB = 1024 * 1024 * 1024
 
 
-def _machine(tmp_path: Path, cgroup: str, files: dict[str, str]) -> dict[str, Path]:
+class _Machine(TypedDict):
+    meminfo: Path
+    proc_cgroup: Path
+    cgroup_root: Path
+    dev_dir: Path
+
+
+def _machine(tmp_path: Path, cgroup: str, files: dict[str, str]) -> _Machine:
     tmp_path.mkdir(parents=True, exist_ok=True)
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       65536000 kB\nMemFree: 1 kB\n")  # 64000 MB

@@ -84,7 +84,7 @@ def test_lost_contact_fails_between_85_and_100_s_and_a_shorter_loss_loses_nothin
         # Contact is lost once each call has started on its worker (which said it took it):
         # a worker that froze before taking a call is another story, told in 15 s.
         wait_for(
-            lambda name=name: (tmp_path / f"started-{name}").exists(),
+            (tmp_path / f"started-{name}").exists,
             timeout=30,
             what=f"the {name} worker's call to start",
         )

@@ -119,8 +119,13 @@ def test_a_code_is_typed_once_then_the_engine_submits_through_that_login(
         assert waiting["failures"] == 0 and waiting["jobs"] == []
         asked = node.connections()
         rests = {waiting["retry_at"]}
+
+        def rested_four_more_times() -> bool:
+            rests.add(_profile(engine, token)["retry_at"])
+            return len(rests) > 4
+
         wait_for(
-            lambda: rests.add(_profile(engine, token)["retry_at"]) or len(rests) > 4,
+            rested_four_more_times,
             timeout=30,
             what="four more rests of the profile",
         )

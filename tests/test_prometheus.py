@@ -7,6 +7,7 @@ port of its own, and is stopped by pid.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -46,6 +47,11 @@ def engine(tmp_path: Path) -> Iterator[EngineProcess]:
     process = start_engine(tmp_path / "data", tmp_path / "logs")
     yield process
     process.stop()
+
+
+def _scraped(port: int, name: str) -> list[dict[str, Any]] | None:
+    """Prometheus's samples of the engine's family ``name``, once it has scraped one."""
+    return _query(port, f'{{__name__="{name}",job="fluksio"}}') or None
 
 
 def _query(port: int, expression: str) -> list[dict[str, Any]]:
@@ -127,7 +133,7 @@ def test_prometheus_scrapes_the_engine_with_a_scrape_token(
         assert up["value"][1] == "1"
         for name in ("fluksio_event_subscribers", "fluksio_node_call_duration_seconds_count"):
             assert wait_for(
-                lambda n=name: _query(port, f'{{__name__="{n}",job="fluksio"}}') or None,
+                functools.partial(_scraped, port, name),
                 timeout=10,
                 what=name,
             )

@@ -326,10 +326,10 @@ class ProvisioningComparison(RuleBasedStateMachine):
             for request in profile.jobs:
                 assert request.stage is RequestStage.ATTACHED, "adopted, or cancelled and ended"
         for job in self.jobs.values():
-            request = self.machine.request(job.request_id)
+            found = self.machine.request(job.request_id)
             alive = job.status.state not in TERMINAL_STATES
             if alive and job.request_id not in self.unreachable:
-                assert request is not None and request.stage is RequestStage.ATTACHED
+                assert found is not None and found.stage is RequestStage.ATTACHED
         self.engine_killed()
 
     def answer_submission_taken(self, request_id: str) -> None:

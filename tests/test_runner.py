@@ -206,7 +206,7 @@ async def test_cancel_kills_the_process_and_not_another_call(launcher: Launcher)
     await _pid_when_started(launcher, "two")
     assert launcher.cancel("one")
     outcome = await asyncio.wait_for(first, 10)
-    assert outcome.error["type"] == "NodeCancelled"
+    assert outcome.error is not None and outcome.error["type"] == "NodeCancelled"
     await _gone(pid)
     assert not second.done(), "the other call goes on"
     launcher.cancel("two")
@@ -428,7 +428,14 @@ async def test_nothing_the_node_started_outlives_its_call(
     marks = tmp_path / "marks"
     marks.mkdir()
     then = {"return": "return", "timeout": "quiet"}.get(ending, "busy")
-    spec = CallSpec("escaping", ESCAPING, "n", kwargs={"marks": str(marks), "then": then}, **fields)
+    spec = CallSpec(
+        "escaping",
+        ESCAPING,
+        "n",
+        kwargs={"marks": str(marks), "then": then},
+        limit=fields.get("limit", 0.0),
+        timeout=fields.get("timeout", 0.0),
+    )
     task = asyncio.create_task(launcher.run(spec))
     await async_wait_for(
         lambda: all((marks / name).exists() for name in ESCAPEES),

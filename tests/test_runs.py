@@ -118,7 +118,7 @@ async def test_dependency_order_concurrency_and_results_by_node_id(api: InProces
             time.sleep(0.6)
             return [began, time.time()]
     """)
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "start", "code": "def process(base):\n    return base\n"},
         {"id": "left", "code": sleeper, "after": ["start"]},
         {"id": "right", "code": sleeper, "after": ["start"]},
@@ -146,7 +146,7 @@ async def test_dependency_order_concurrency_and_results_by_node_id(api: InProces
 async def test_a_failing_node_returns_its_traceback_and_skips_what_follows(
     api: InProcessEngine,
 ) -> None:
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {
             "id": "boom",
             "code": code("""
@@ -319,7 +319,7 @@ async def test_a_secret_a_node_prints_emits_raises_or_returns_is_redacted_before
     """)
     downstream = "def process(leak):\n    return leak['dsn']\n"
     params = {"password": {"$secret": "db"}}
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "leak", "code": leaky, "params": params},
         {"id": "fails", "code": leaky, "params": {**params, "fail": True}},
         {"id": "after", "code": downstream, "after": ["leak"]},

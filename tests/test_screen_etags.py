@@ -130,7 +130,7 @@ async def test_the_screen_gets_304_until_something_it_shows_changes(
     await worker.close()
 
     async def detached() -> bool:
-        return (await screen.poll("/workers"))[1] == []
+        return bool((await screen.poll("/workers"))[1] == [])
 
     await poll_async(detached, timeout=10, what="the worker to leave the list")
     assert not (await screen.poll("/workers"))[0]

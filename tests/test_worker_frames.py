@@ -120,12 +120,13 @@ def test_garbage_from_a_worker_never_crashes_the_engine_or_leaks_a_call(
     # The engine may close the socket under our feet: that is allowed.
     with contextlib.suppress(aiohttp.ClientError, ConnectionError):
         asyncio.run(asyncio.wait_for(_session(engine, setup["token"], data), 20))
-    ended: dict[str, Any] = wait_for(
-        lambda: (
-            (r := call("GET", f"{engine.api}/runs/{run['id']}", token=admin).body)["state"]
-            in {"succeeded", "failed"}
-            and r
-        ),
+
+    def ended_run() -> dict[str, Any] | None:
+        found: dict[str, Any] = call("GET", f"{engine.api}/runs/{run['id']}", token=admin).body
+        return found if found["state"] in {"succeeded", "failed"} else None
+
+    ended = wait_for(
+        ended_run,
         timeout=10,
         what="the call to end once the worker is gone",
     )
