@@ -19,10 +19,10 @@ from collections.abc import Callable
 
 from fluksio.agent.frames import RunFrame, RunRef, encode
 from fluksio.api.routes.runs import run_body
-from fluksio.api.runs.rows import NodeRow, RunRow
-from fluksio.api.runs.states import NodeState, RunState
-from fluksio.api.runs.views import NodeView, RunView
-from fluksio.api.workers.protocol import parse_worker_frame
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.engine.runs.views import NodeView, RunView
+from fluksio.engine.workers.protocol import parse_worker_frame
 
 
 def _per_call_us(work: Callable[[], object], repeat: int) -> float:

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fluksio.api.datadir import DataDir
-from fluksio.api.db import open_database
-from fluksio.api.keys import KeyRing
-from fluksio.api.tokens import TokenService
-from fluksio.api.users import UserStore
-from fluksio.api.worker_tokens import WorkerTokenStore
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.db import open_database
+from fluksio.engine.keys import KeyRing
+from fluksio.engine.tokens import TokenService
+from fluksio.engine.users import UserStore
+from fluksio.engine.worker_tokens import WorkerTokenStore
 
 ROUNDS = 5
 PER_ROUND = 2000

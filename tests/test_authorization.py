@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.api import appkeys
-from fluksio.api.users import UserStore
+from fluksio.engine.users import UserStore
 from tests.support.clock import ManualClock
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process

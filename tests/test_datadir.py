@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.api.db import MIGRATIONS, SCHEMA_VERSION, open_database
+from fluksio.engine.db import MIGRATIONS, SCHEMA_VERSION, open_database
 from fluksio.errors import ConfigError
 from tests.support.engine import EngineProcess, start_engine
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.api import appkeys
-from fluksio.api.runs.store import RunStore
+from fluksio.engine.runs.store import RunStore
 from tests.support.inprocess import ClientFactory, start_in_process
 from tests.support.runs import code
 from tests.support.wait import async_wait_for, poll_async

@@ -23,7 +23,7 @@ import structlog
 
 from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
 from fluksio.api import appkeys
-from fluksio.api.provisioning import Configured
+from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import WorkerEvent, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins

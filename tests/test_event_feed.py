@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.api.appkeys import EVENTS
-from fluksio.api.datadir import DataDir
-from fluksio.api.events import EventFeed
-from fluksio.api.keys import KeyRing
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.events import EventFeed
+from fluksio.engine.keys import KeyRing
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.sse import Event, EventReader
 from tests.support.wait import async_wait_for

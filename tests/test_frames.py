@@ -22,7 +22,7 @@ from fluksio.agent.frames import (
     ProgressFrame,
     encode,
 )
-from fluksio.api.workers.protocol import (
+from fluksio.engine.workers.protocol import (
     FrameError,
     ValidationError,
     parse_hello,

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fluksio.agent.frames import PROTOCOL
 from fluksio.api import appkeys
-from fluksio.api.provisioning import Configured
+from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock

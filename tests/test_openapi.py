@@ -13,7 +13,7 @@ from openapi_spec_validator import validate
 
 from fluksio.api.app import create_app
 from fluksio.api.openapi import openapi_document
-from fluksio.api.settings import EngineSettings
+from fluksio.engine.settings import EngineSettings
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 
 NODE = "def process():\n    return 1\n"

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
-from fluksio.api.runs.effects import (
+from fluksio.engine.runs.effects import (
     Create,
     Effect,
     Ended,
@@ -37,11 +37,11 @@ from fluksio.api.runs.effects import (
     Stop,
     Withdraw,
 )
-from fluksio.api.runs.machine import RunMachine
-from fluksio.api.runs.provenance import Provenance
-from fluksio.api.runs.reference import ReferenceNode, ReferenceRun
-from fluksio.api.runs.rows import NodeRow, RunRow
-from fluksio.api.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
+from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.provenance import Provenance
+from fluksio.engine.runs.reference import ReferenceNode, ReferenceRun
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
 
 CODE = "def process():\n    return 1\n"
 OUTCOMES = {

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.api.runs.provenance import Provenance
+from fluksio.engine.runs.provenance import Provenance
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, start_engine
 from tests.support.http import call

@@ -1,6 +1,7 @@
-"""The engine: aiohttp application, state store, authentication, command line.
+"""The engine's HTTP face: the app factory, REST under ``/api/v1``, the attach WebSocket,
+the live feed, OpenAPI, authentication, the middlewares and the Workers screen.
 
-This is the only layer that wires the others (scheduler, provisioners, agent) together.
+It wires the engine (``fluksio.engine``) to aiohttp; the engine imports nothing of it.
 """
 
 from __future__ import annotations

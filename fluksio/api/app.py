@@ -14,22 +14,26 @@ from aiohttp import WSCloseCode, web
 
 from fluksio.agent.launcher import Launcher
 from fluksio.api import appkeys
-from fluksio.api.artifacts.store import ArtifactStore
-from fluksio.api.db import open_database
-from fluksio.api.dispatch import Dispatcher
-from fluksio.api.engine_events import EngineEvents
-from fluksio.api.events import EventFeed
-from fluksio.api.keys import KeyRing
 from fluksio.api.live import LiveEvents
-from fluksio.api.logging import get_logger
-from fluksio.api.metrics import EngineMetrics
 from fluksio.api.middlewares import (
     credential_throttle_middleware,
     error_middleware,
     request_context_middleware,
 )
-from fluksio.api.provision_requests import ProvisionRequestStore
-from fluksio.api.provisioning import (
+from fluksio.api.proxies import forwarded_middleware, parse_trusted_proxies
+from fluksio.api.routes import add_routes
+from fluksio.api.throttle import LoginGuard, LoginThrottle
+from fluksio.clock import Clock, SystemClock
+from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.db import open_database
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.engine_events import EngineEvents
+from fluksio.engine.events import EventFeed
+from fluksio.engine.keys import KeyRing
+from fluksio.engine.logging import get_logger
+from fluksio.engine.metrics import EngineMetrics
+from fluksio.engine.provision_requests import ProvisionRequestStore
+from fluksio.engine.provisioning import (
     CONFIGURED,
     Configured,
     TokensAndRequests,
@@ -37,20 +41,16 @@ from fluksio.api.provisioning import (
     load_configured,
     log_ready,
 )
-from fluksio.api.proxies import forwarded_middleware, parse_trusted_proxies
-from fluksio.api.routes import add_routes
-from fluksio.api.runs.local import LocalExecutor, engine_place
-from fluksio.api.runs.store import FlowStore, RunStore
-from fluksio.api.scrape_tokens import ScrapeTokenStore
-from fluksio.api.secrets import SecretStore
-from fluksio.api.settings import EngineSettings
-from fluksio.api.throttle import LoginGuard, LoginThrottle
-from fluksio.api.tokens import TokenService
-from fluksio.api.users import UserStore
-from fluksio.api.worker_tokens import WorkerTokenStore
-from fluksio.api.workers.registry import WorkerRegistry
-from fluksio.api.workers.watch import watch_workers
-from fluksio.clock import Clock, SystemClock
+from fluksio.engine.runs.local import LocalExecutor, engine_place
+from fluksio.engine.runs.store import FlowStore, RunStore
+from fluksio.engine.scrape_tokens import ScrapeTokenStore
+from fluksio.engine.secrets import SecretStore
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.tokens import TokenService
+from fluksio.engine.users import UserStore
+from fluksio.engine.worker_tokens import WorkerTokenStore
+from fluksio.engine.workers.registry import WorkerRegistry
+from fluksio.engine.workers.watch import watch_workers
 
 __all__ = ["create_app"]
 

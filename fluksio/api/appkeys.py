@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from fluksio.api.artifacts.store import ArtifactStore
-from fluksio.api.datadir import DataDir
-from fluksio.api.db import Database
-from fluksio.api.dispatch import Dispatcher
-from fluksio.api.engine_events import EngineEvents
-from fluksio.api.events import EventFeed
-from fluksio.api.metrics import EngineMetrics
-from fluksio.api.runs.store import FlowStore, RunStore
-from fluksio.api.scrape_tokens import ScrapeTokenStore
-from fluksio.api.secrets import SecretStore
-from fluksio.api.settings import EngineSettings
 from fluksio.api.throttle import LoginGuard, LoginThrottle
-from fluksio.api.tokens import TokenService
-from fluksio.api.users import UserStore
-from fluksio.api.worker_tokens import WorkerTokenStore
-from fluksio.api.workers.registry import WorkerRegistry
 from fluksio.clock import Clock
+from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.db import Database
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.engine_events import EngineEvents
+from fluksio.engine.events import EventFeed
+from fluksio.engine.metrics import EngineMetrics
+from fluksio.engine.runs.store import FlowStore, RunStore
+from fluksio.engine.scrape_tokens import ScrapeTokenStore
+from fluksio.engine.secrets import SecretStore
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.tokens import TokenService
+from fluksio.engine.users import UserStore
+from fluksio.engine.worker_tokens import WorkerTokenStore
+from fluksio.engine.workers.registry import WorkerRegistry
 
 __all__ = [
     "ARTIFACTS",
@@ -60,7 +60,7 @@ DISPATCHER = web.AppKey("dispatcher", Dispatcher)
 """The core's shell: runs, places, waiting calls, provisioning."""
 WORKERS = web.AppKey("workers", WorkerRegistry)
 ENGINE_EVENTS = web.AppKey("engine_events", EngineEvents)
-"""The engine's one stream of typed events (``fluksio.api.engine_events``)."""
+"""The engine's one stream of typed events (``fluksio.engine.engine_events``)."""
 EVENTS = web.AppKey("events", EventFeed)
 """The live feed ``GET /events`` streams (``fluksio.api.live`` says what goes in)."""
 METRICS = web.AppKey("metrics", EngineMetrics)

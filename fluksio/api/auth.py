@@ -5,9 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from fluksio.api.appkeys import TOKENS
-from fluksio.api.errors import Forbidden, NotAuthenticated
-from fluksio.api.tokens import WorkerIdentity
-from fluksio.api.users import User
+from fluksio.engine.errors import Forbidden, NotAuthenticated
+from fluksio.engine.tokens import WorkerIdentity
+from fluksio.engine.users import User
 
 __all__ = ["bearer_token", "require_superuser", "require_worker"]
 

@@ -1,6 +1,6 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
-Everything comes from the engine's one stream (:mod:`fluksio.api.engine_events`):
+Everything comes from the engine's one stream (:mod:`fluksio.engine.engine_events`):
 
 - **Runs and calls** as they are written; a running call's
   reported events (``fluksio.emit``) as a count, at most twice a second.
@@ -18,8 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluksio.api.dispatch import Dispatcher
-from fluksio.api.engine_events import (
+from fluksio.api.routes.workers import (
+    provisioner_bodies,
+    refused_body,
+    waiting_bodies,
+    worker_body,
+)
+from fluksio.clock import Clock, Timer
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.engine_events import (
     CallProgressed,
     EngineEvents,
     RunsWritten,
@@ -29,16 +36,9 @@ from fluksio.api.engine_events import (
     WorkerChanged,
     WorkerRefused,
 )
-from fluksio.api.events import EventFeed
-from fluksio.api.routes.workers import (
-    provisioner_bodies,
-    refused_body,
-    waiting_bodies,
-    worker_body,
-)
-from fluksio.api.runs.rows import NodeRow, RunRow
-from fluksio.api.workers.registry import WorkerRegistry
-from fluksio.clock import Clock, Timer
+from fluksio.engine.events import EventFeed
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.workers.registry import WorkerRegistry
 
 __all__ = ["LiveEvents"]
 

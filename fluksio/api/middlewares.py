@@ -16,7 +16,8 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import CLOCK, CREDENTIAL_THROTTLE, TOKENS
-from fluksio.api.errors import (
+from fluksio.api.responses import model_response
+from fluksio.engine.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
@@ -26,8 +27,7 @@ from fluksio.api.errors import (
     TooLarge,
     TooManyAttempts,
 )
-from fluksio.api.logging import get_logger
-from fluksio.api.responses import model_response
+from fluksio.engine.logging import get_logger
 from fluksio.errors import ConfigError, FluksioError
 
 __all__ = ["credential_throttle_middleware", "error_middleware", "request_context_middleware"]

@@ -17,11 +17,11 @@ from cryptography import x509
 
 from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
-from fluksio.api.datadir import DataDir
-from fluksio.api.logging import get_logger
-from fluksio.api.provisioning import Configured
-from fluksio.api.settings import EngineSettings
 from fluksio.clock import SYSTEM_CLOCK
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.logging import get_logger
+from fluksio.engine.provisioning import Configured
+from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 
 __all__ = ["data_dir_lock", "run_engine", "tls_context"]

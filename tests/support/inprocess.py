@@ -33,10 +33,10 @@ from fluksio.agent.frames import (
 )
 from fluksio.api import appkeys
 from fluksio.api.app import create_app
-from fluksio.api.provisioning import Configured
-from fluksio.api.settings import EngineSettings
-from fluksio.api.users import UserStore
 from fluksio.clock import Clock
+from fluksio.engine.provisioning import Configured
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.users import UserStore
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.wait import async_wait_for, poll_async

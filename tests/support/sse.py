@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from fluksio.api.events import EventParser
-from fluksio.api.events import ReceivedEvent as Event
 from fluksio.api.routes.feed import FEED_EVENTS
+from fluksio.cli.sse import EventParser
+from fluksio.cli.sse import ReceivedEvent as Event
 
 __all__ = ["Event", "EventReader"]
 

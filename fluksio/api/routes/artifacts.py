@@ -21,12 +21,12 @@ from aiohttp.helpers import ETag
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import ARTIFACTS, METRICS, SETTINGS, TOKENS
-from fluksio.api.artifacts.store import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.api.auth import bearer_token
-from fluksio.api.errors import InvalidInput, NotFound, StorageFull, TooLarge
-from fluksio.api.logging import get_logger
 from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.responses import model_response
+from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
+from fluksio.engine.errors import InvalidInput, NotFound, StorageFull, TooLarge
+from fluksio.engine.logging import get_logger
 
 __all__ = ["routes"]
 

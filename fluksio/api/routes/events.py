@@ -30,10 +30,10 @@ from aiohttp import web
 
 from fluksio.api.appkeys import CLOCK, EVENTS
 from fluksio.api.auth import require_superuser
-from fluksio.api.errors import Forbidden, InvalidInput, NotAuthenticated
-from fluksio.api.events import FeedEvent, sse_frame
 from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.routes.feed import FEED_EVENTS
+from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
+from fluksio.engine.events import FeedEvent, sse_frame
 
 __all__ = ["routes"]
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from fluksio.api.routes.worker_tokens import WorkerTokenBody
 from fluksio.api.routes.workers import ProvisionerBody, RefusedWorkerBody, WaitingBody, WorkerBody
-from fluksio.api.runs.states import NodeState, RunState
+from fluksio.engine.runs.states import NodeState, RunState
 
 __all__ = ["FEED_EVENTS"]
 

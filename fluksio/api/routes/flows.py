@@ -12,14 +12,14 @@ from pydantic import BaseModel
 from fluksio.api.appkeys import DISPATCHER, FLOWS
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
-from fluksio.api.errors import NotFound
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import Deleted, model_response
 from fluksio.api.routes.runs import RunBody, run_body
-from fluksio.api.runs.models import FlowSpec, RunRequest
-from fluksio.api.runs.store import FlowRecord
-from fluksio.api.runs.validation import check_flow
 from fluksio.api.timefmt import utc
+from fluksio.engine.errors import NotFound
+from fluksio.engine.runs.models import FlowSpec, RunRequest
+from fluksio.engine.runs.store import FlowRecord
+from fluksio.engine.runs.validation import check_flow
 
 __all__ = ["routes"]
 

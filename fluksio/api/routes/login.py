@@ -13,11 +13,11 @@ from pydantic import BaseModel
 
 from fluksio.api.appkeys import CLOCK, LOGIN_GUARD, TOKENS, USERS
 from fluksio.api.bodies import required_form_field
-from fluksio.api.errors import NotAuthenticated, TooManyAttempts
-from fluksio.api.logging import get_logger
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
-from fluksio.api.users import check_password
+from fluksio.engine.errors import NotAuthenticated, TooManyAttempts
+from fluksio.engine.logging import get_logger
+from fluksio.engine.users import check_password
 
 __all__ = ["routes"]
 

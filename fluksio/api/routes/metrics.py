@@ -17,14 +17,14 @@ from pydantic import BaseModel
 from fluksio.api.appkeys import METRICS, SCRAPE_TOKENS
 from fluksio.api.auth import bearer_token, require_superuser
 from fluksio.api.bodies import read_json
-from fluksio.api.errors import NotAuthenticated, NotFound
-from fluksio.api.logging import get_logger
-from fluksio.api.metrics import CONTENT_TYPE
-from fluksio.api.models import ScrapeTokenRequest
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
-from fluksio.api.scrape_tokens import PREFIX, ScrapeTokenRecord
 from fluksio.api.timefmt import utc
+from fluksio.engine.errors import NotAuthenticated, NotFound
+from fluksio.engine.logging import get_logger
+from fluksio.engine.metrics import CONTENT_TYPE
+from fluksio.engine.models import ScrapeTokenRequest
+from fluksio.engine.scrape_tokens import PREFIX, ScrapeTokenRecord
 
 __all__ = ["MintedScrapeToken", "ScrapeTokenBody", "routes"]
 

@@ -13,13 +13,13 @@ from pydantic import BaseModel
 
 from fluksio.api.appkeys import DISPATCHER, RUNS
 from fluksio.api.auth import require_superuser
-from fluksio.api.errors import InvalidInput, NotFound
 from fluksio.api.openapi import Operation, Param, documented
 from fluksio.api.responses import model_response
-from fluksio.api.runs.rows import NodeRow
-from fluksio.api.runs.states import NodeState, RunState
-from fluksio.api.runs.views import RunView
 from fluksio.api.timefmt import utc
+from fluksio.engine.errors import InvalidInput, NotFound
+from fluksio.engine.runs.rows import NodeRow
+from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.engine.runs.views import RunView
 
 __all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
 

@@ -10,12 +10,12 @@ from pydantic import BaseModel
 from fluksio.api.appkeys import SECRETS
 from fluksio.api.auth import require_superuser
 from fluksio.api.bodies import path_name, read_json
-from fluksio.api.errors import NotFound
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import Deleted, model_response
-from fluksio.api.runs.models import SecretRequest
-from fluksio.api.secrets import SecretInfo
 from fluksio.api.timefmt import utc
+from fluksio.engine.errors import NotFound
+from fluksio.engine.runs.models import SecretRequest
+from fluksio.engine.secrets import SecretInfo
 
 __all__ = ["routes"]
 

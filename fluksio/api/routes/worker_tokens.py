@@ -16,15 +16,15 @@ from pydantic import BaseModel
 from fluksio.api.appkeys import CLOCK, ENGINE_EVENTS, TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.auth import require_superuser, require_worker
 from fluksio.api.bodies import read_json
-from fluksio.api.engine_events import TokenMinted, TokenRevoked
-from fluksio.api.errors import NotFound
-from fluksio.api.logging import get_logger
-from fluksio.api.models import WorkerTokenRequest
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
 from fluksio.api.routes.views import view_response
 from fluksio.api.timefmt import utc
-from fluksio.api.worker_tokens import WorkerTokenRecord
+from fluksio.engine.engine_events import TokenMinted, TokenRevoked
+from fluksio.engine.errors import NotFound
+from fluksio.engine.logging import get_logger
+from fluksio.engine.models import WorkerTokenRequest
+from fluksio.engine.worker_tokens import WorkerTokenRecord
 
 __all__ = ["routes"]
 

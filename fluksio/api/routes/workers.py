@@ -1,6 +1,6 @@
 """Workers: attach, what is attached, what it has, and the runner a host may copy.
 
-``GET /workers/attach``      the WebSocket (see ``fluksio.api.workers.attach``)
+``GET /workers/attach``      the WebSocket (see ``fluksio.api.attach``)
 ``GET /workers``             attached workers and those refused for their protocol
 ``GET /workers/resources``   every place's inventory and what is free, the queue, provisioning
 ``GET /workers/runtime``     the runner module, for a host that cannot pip install
@@ -26,15 +26,15 @@ from pydantic import BaseModel, Field, RootModel
 from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
 from fluksio.api.appkeys import CLOCK, DISPATCHER, WORKERS
+from fluksio.api.attach import attach
 from fluksio.api.auth import require_superuser
-from fluksio.api.dispatch import Dispatcher
 from fluksio.api.openapi import Operation, documented
 from fluksio.api.responses import model_response
 from fluksio.api.routes.views import view_response
 from fluksio.api.timefmt import utc
-from fluksio.api.workers.attach import attach
-from fluksio.api.workers.registry import NeedsUpgrade
-from fluksio.api.workers.session import WorkerSession
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.workers.registry import NeedsUpgrade
+from fluksio.engine.workers.session import WorkerSession
 from fluksio.provisioners.requests import MachineRequest, ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, RequestStage, Resources, WaitKind
 

@@ -1,1 +1,0 @@
-"""Artifacts: content-addressed bytes, stored on the engine and moved over HTTP."""

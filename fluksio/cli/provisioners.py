@@ -1,0 +1,222 @@
+"""``fluksio provisioners``: check provisioners.json, and log in where a site asks for a code.
+
+``check`` validates the file, lists its profiles, prints a job script, or (``--ssh``)
+proves access and shows how the login node was reached. ``login`` opens the shared
+connection the engine then uses, in the person's own terminal. ``status`` asks the
+running engine how each profile stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fluksio.cli.client import ApiClient, resolve_api_url
+from fluksio.cli.options import data_dir_option
+from fluksio.cli.tables import table
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.provisioning import instantiate
+from fluksio.errors import ConfigError
+from fluksio.provisioners.base import Provisioner, ProvisionError
+from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.plugins import build_plugins
+from fluksio.provisioners.requests import login_sentence
+
+__all__ = ["provisioners"]
+
+
+@click.group()
+def provisioners() -> None:
+    """Provisioners: machines the engine may ask batch schedulers for."""
+
+
+@provisioners.command()
+@data_dir_option
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The file to check (default: DATA_DIR/provisioners.json).",
+)
+@click.option(
+    "--script",
+    metavar="PROVISIONER/PROFILE",
+    default=None,
+    help="Print the exact job script that profile would submit.",
+)
+@click.option(
+    "--ssh",
+    "prove_access",
+    is_flag=True,
+    help="Also log in to each provisioner's system, show how (transport, config entry,"
+    " jump host) and what it says (Slurm: sinfo).",
+)
+def check(data_dir: Path, file: Path | None, script: str | None, prove_access: bool) -> None:
+    """Validate provisioners.json, list its profiles, optionally print a job script."""
+    path, provisioners = _configured(data_dir, file)
+    if script is None:
+        for provisioner in provisioners:
+            settings = provisioner.settings
+            click.echo(f"{settings.name} ({provisioner.type_name}):")
+            for profile in settings.profiles:
+                amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
+                labels = ",".join(profile.labels) or "-"
+                scale = f"max_workers={profile.max_workers} parallel={profile.worker_parallel}"
+                walltime = provisioner.walltime_s(profile)
+                scale += f" walltime={walltime:g}s" if walltime is not None else " walltime=none"
+                click.echo(f"  {profile.name}: {amounts} labels={labels} {scale}")
+        if prove_access:
+            asyncio.run(_prove_access(provisioners))
+        return
+    wanted, _, profile_name = script.partition("/")
+    provisioner = _named(provisioners, wanted, path, "--script")
+    try:
+        profile = provisioner.profile(profile_name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    # A real request's id is random, one per job.
+    click.echo(provisioner.render(profile, request_id="EXAMPLE"), nl=False)
+
+
+@provisioners.command()
+@data_dir_option
+@click.argument("name")
+def login(data_dir: Path, name: str) -> None:
+    """Log in to provisioner NAME's login node here, once, for the engine to share.
+
+    For sites that ask for a one-time code: the code is typed here, and the engine (with
+    the same data directory) then submits and polls through this connection without
+    asking. Needs "transport": "openssh".
+    """
+    path, provisioners = _configured(data_dir, None)
+    provisioner = _named(provisioners, name, path, "NAME")
+    argv = provisioner.login_command()
+    if argv is None:
+        raise ConfigError(
+            f'provisioner {name!r} cannot share a login; set "transport": "openssh" in'
+            f" {path} (the asyncssh transport logs in by itself, with keys)"
+        )
+    if asyncio.run(provisioner.logged_in()):
+        click.echo(f"{name}: already logged in; 'fluksio provisioners logout {name}' ends it")
+        return
+    # The person's terminal: ssh asks there for what the login node wants. SIGHUP ignored
+    # (and so in ssh): where this command leads its terminal's session (ssh -t host
+    # fluksio ...), its exit hangs the terminal up before ssh's background half has left it.
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        status = subprocess.run(argv, check=False).returncode
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    if status != 0:
+        raise ProvisionError(f"{name}: the login did not succeed (ssh said why above)")
+    asyncio.run(_prove_access([provisioner], quiet=True))
+    click.echo(
+        f"{name}: logged in; the engine shares this connection until it drops"
+        f" (run 'fluksio provisioners check --ssh' to see it)"
+    )
+
+
+@provisioners.command()
+@data_dir_option
+@click.argument("name")
+def logout(data_dir: Path, name: str) -> None:
+    """Close provisioner NAME's shared connection; the engine then needs a new login
+    (where a key alone will not do) before it can submit again."""
+    path, provisioners = _configured(data_dir, None)
+    provisioner = _named(provisioners, name, path, "NAME")
+    closed = asyncio.run(provisioner.logout())
+    click.echo(f"{name}: logged out" if closed else f"{name}: no shared connection was open")
+
+
+@provisioners.command()
+@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@data_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print what the engine answered, as JSON.")
+def status(url: str | None, data_dir: Path, as_json: bool) -> None:
+    """How each profile stands on the running engine: its jobs, its pending request, its
+    last error (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/PASSWORD)."""
+    client = ApiClient(resolve_api_url(url, data_dir))
+    client.login_from_environment()
+    blocks = client.get("/workers/resources")["provisioners"]
+    if as_json:
+        click.echo(json.dumps(blocks, indent=2))
+        return
+    if not blocks:
+        click.echo("No provisioners configured.")
+        return
+    rows = []
+    for block in blocks:
+        for profile in block["profiles"]:
+            pending = profile["outstanding"]
+            if profile["login_needed"]:
+                standing = profile["login_needed"]
+            elif pending is not None:
+                job = f"job {pending['job_id']} " if pending["job_id"] else ""
+                standing = f"{job}{pending['state'] or pending['stage']}"
+            else:
+                standing = "-"
+            error = profile["last_error"]
+            rows.append(
+                [
+                    f"{block['name']}/{profile['name']}",
+                    f"{len(profile['jobs'])}/{profile['max_workers']}",
+                    str(len(profile["workers"])),
+                    standing,
+                    error["message"] if error else "-",
+                ]
+            )
+    table(rows, ["PROFILE", "JOBS", "WORKERS", "PENDING", "LAST ERROR"])
+
+
+def _configured(data_dir: Path, file: Path | None) -> tuple[Path, list[Provisioner[Any, Any]]]:
+    plugins = build_plugins()
+    for failure in plugins.failures:
+        click.echo(f"plugin {failure.name!r} was left out: {failure.error}", err=True)
+    layout = DataDir(data_dir)
+    path = file or layout.provisioners
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist")
+    try:
+        loaded = load_provisioners(path, plugins.provisioner_types())
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return path, instantiate(layout, loaded)
+
+
+def _named(
+    provisioners: list[Provisioner[Any, Any]], name: str, path: Path, what: str
+) -> Provisioner[Any, Any]:
+    for provisioner in provisioners:
+        if provisioner.name == name:
+            return provisioner
+    known = ", ".join(p.name for p in provisioners) or "none"
+    raise ConfigError(f"{what}: no provisioner named {name!r} in {path} (configured: {known})")
+
+
+async def _prove_access(provisioners: list[Provisioner[Any, Any]], *, quiet: bool = False) -> None:
+    failed = []
+    for provisioner in provisioners:
+        try:
+            said = await provisioner.check()
+        except ProvisionError as exc:
+            said = f"{provisioner.name}: {exc}"
+            failed.append(
+                f"{said}; {login_sentence(provisioner.name)}" if exc.login_needed else said
+            )
+            continue
+        finally:
+            await provisioner.close()
+        if quiet:
+            continue
+        click.echo(f"{provisioner.name}: access works")
+        for line in said.strip().splitlines():
+            click.echo(f"  {line}")
+    if failed:
+        raise ConfigError("; ".join(failed))

@@ -1,0 +1,177 @@
+"""``fluksio runs start FLOW`` and ``fluksio runs show ID [--follow]``: a live view.
+
+``--follow`` reads the engine's live feed (``GET /events?run=ID``) and fetches the run
+after each change of it: nothing is polled. Exit codes: 0 when the run succeeded (or,
+without ``--follow``, was started or shown); 1 when a followed run failed or was
+cancelled; 2 for a usage error or an engine out of reach; 3 when the engine refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from fluksio.cli.client import ApiClient, ApiError, EngineRefused
+from fluksio.cli.context import api_group, client_of
+from fluksio.engine.runs.provenance import Provenance
+from fluksio.errors import ConfigError
+
+__all__ = ["render_run", "runs"]
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+_RUN_NEWS = {"ready", "refetch", "run.state", "call.state", "call.progress"}
+"""Events after which the followed run is fetched again."""
+_RECONNECTS = 30
+_RECONNECT_S = 1.0
+_PREVIEW = 70
+
+
+@api_group("Runs of flows.")
+def runs() -> None: ...
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--param takes KEY=VALUE, not {text!r}")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw  # not JSON: the plain string
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def _node_line(node: dict[str, Any]) -> str:
+    state = node["state"]
+    where = node["ran_on"] or ""
+    took = f"{node['duration_s']:.3f}s" if node["duration_s"] is not None else ""
+    if state == "succeeded":
+        detail = f"-> {_preview(node['result'])}"
+    elif state in {"failed", "skipped", "cancelled"} and node["error"]:
+        detail = node["error"]["short"]
+    elif state == "queued":
+        detail = f"waiting: {node['reason']}"
+    elif state == "running" and node["events"]:
+        last = node["events"][-1]
+        detail = f"{last['event']} {_preview(last['outputs'])}"
+    else:
+        detail = ""
+    line = f"  {node['id']:16} {state:10} {where:18} {took:>9}  {detail}"
+    provenance = node.get("provenance")
+    if not provenance:
+        return line
+    return f"{line}\n{'':20}on {Provenance.from_json(provenance).describe()}"
+
+
+def render_run(run: dict[str, Any]) -> list[str]:
+    head = f"run {run['id']} of {run['flow']!r}: {run['state']}"
+    if run.get("reason"):
+        head += f" ({run['reason']})"
+    return [head, *(_node_line(node) for node in run["nodes"])]
+
+
+def _changes(client: ApiClient, run_id: str) -> Iterator[dict[str, Any]]:
+    """The run now, then again after each change the live feed reports of it.
+
+    Once the feed is open (``ready``) the run is fetched, so no change falls between the
+    two. A dropped feed is reopened with the last event id, so none is missed then either.
+    """
+    last_id: str | None = None
+    failures = 0
+    while True:
+        try:
+            for event in client.events(f"?run={run_id}", last_id):
+                failures = 0
+                if event.id:
+                    last_id = event.id
+                if event.kind in _RUN_NEWS:
+                    yield client.get(f"/runs/{run_id}")
+            raise ApiError("the engine closed the live feed")
+        except EngineRefused:
+            raise
+        except ApiError:
+            failures += 1
+            if failures > _RECONNECTS:
+                raise
+            time.sleep(_RECONNECT_S)
+
+
+def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> dict[str, Any]:
+    live = live_view and sys.stdout.isatty()
+    shown: list[str] = []
+    for run in _changes(client, run_id):
+        if live_view:
+            lines = render_run(run)
+            if live:
+                if shown:
+                    click.echo(f"\x1b[{len(shown)}F\x1b[J", nl=False)
+                click.echo("\n".join(lines))
+            else:
+                for line in lines:
+                    if line not in shown:
+                        click.echo(line)
+            shown = lines
+        if run["state"] in TERMINAL:
+            return run
+    raise AssertionError("unreachable: the feed is reopened until the run ends")
+
+
+def _finish(run: dict[str, Any], follow: bool, as_json: bool, client: ApiClient) -> None:
+    if follow:
+        run = _follow(client, run["id"], live_view=not as_json)
+    if as_json:
+        click.echo(json.dumps(run, indent=2))
+    elif not follow:
+        click.echo("\n".join(render_run(run)))
+    if follow and run["state"] != "succeeded":
+        sys.exit(1)
+
+
+@runs.command()
+@click.argument("flow")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A run parameter; VALUE is read as JSON when it is JSON.",
+)
+@click.option("--follow", is_flag=True, help="Show the run live until it ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@click.pass_context
+def start(
+    ctx: click.Context, flow: str, params: tuple[str, ...], follow: bool, as_json: bool
+) -> None:
+    """Start a run of FLOW."""
+    client = client_of(ctx)
+    run = client.post(f"/flows/{flow}/runs", {"params": dict(map(_parse_param, params))})
+    _finish(run, follow, as_json, client)
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option("--follow", is_flag=True, help="Show the run live until it ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@click.pass_context
+def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
+    """Show run RUN_ID (and follow it live)."""
+    client = client_of(ctx)
+    _finish(client.get(f"/runs/{run_id}"), follow, as_json, client)
+
+
+@runs.command()
+@click.argument("run_id")
+@click.pass_context
+def cancel(ctx: click.Context, run_id: str) -> None:
+    """Cancel run RUN_ID: what it is executing is killed."""
+    run = client_of(ctx).post(f"/runs/{run_id}/cancel")
+    click.echo(f"run {run['id']}: {run['state']}")

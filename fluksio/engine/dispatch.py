@@ -1,0 +1,494 @@
+"""The dispatcher: the engine core's one asynchronous shell.
+
+It owns the :class:`~fluksio.scheduler.Scheduler`, the run machine
+(:class:`~fluksio.engine.runs.machine.RunMachine`), every place's executor (the engine's
+launcher and each attached worker's session), the run store's writer and the
+provisioning driver. Everything else hands it events:
+
+- from the API: a run is started or cancelled;
+- from executors: a call reported an event or ended;
+- from the attach socket: a worker attached, went away, stopped or resumed answering;
+- from the provisioning driver: how a profile's request stands changed.
+
+The run machine decides what follows from each (queue this call, write these rows, stop
+that one) and the dispatcher carries the effects out. One scheduling pass runs for all the
+events of a moment: it starts the placements on their executors and hands the plan's asks
+for machines to the driver. Nothing reaches through the dispatcher to its scheduler or
+machine: the API reads runs, places, waiting calls and profiles through the read-only
+questions at the end of this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import secrets
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.outcome import ErrorKind
+from fluksio.clock import Clock
+from fluksio.engine.engine_events import (
+    VIEWS_CHANGED,
+    CallProgressed,
+    EngineEvents,
+    RunsWritten,
+    WorkerChanged,
+    WorkerJoined,
+    WorkerLeft,
+)
+from fluksio.engine.errors import Conflict, NotFound
+from fluksio.engine.logging import get_logger
+from fluksio.engine.runs.calls import call_spec
+from fluksio.engine.runs.effects import (
+    Create,
+    Effect,
+    Ended,
+    Log,
+    Progress,
+    Queue,
+    Release,
+    Save,
+    Stop,
+    Withdraw,
+)
+from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
+from fluksio.engine.runs.writer import RunWriter
+from fluksio.engine.secrets import SecretDenied
+from fluksio.provisioners.base import Provisioner, WorkerEvent
+from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
+from fluksio.provisioners.requests import MachineRequest, ProfileStatus
+from fluksio.scheduler import (
+    DEFAULT_WALLTIME_MARGIN_S,
+    ENGINE_ID,
+    Placement,
+    PlaceView,
+    Scheduler,
+    WaitReason,
+    Worker,
+)
+
+if TYPE_CHECKING:
+    from fluksio.engine.runs.store import FlowStore, RunStore
+    from fluksio.engine.secrets import SecretStore
+
+__all__ = ["Dispatcher"]
+
+log = get_logger(__name__)
+CLOSE_CALLS_S = 10.0
+"""At shutdown, how long the calls being stopped get to end."""
+
+
+ENDED_KEPT = 256
+"""Ended runs kept in memory as written, for the read that follows an end."""
+
+
+def _new_call_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _stored_view(row: RunRow, nodes: Sequence[NodeRow]) -> RunView:
+    """A run as the store holds it (an ended one's events are in its rows)."""
+    return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in nodes))
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        engine: Worker,
+        engine_executor: Executor,
+        runs: RunStore,
+        flows: FlowStore,
+        secrets: SecretStore,
+        events: EngineEvents,
+        provisioners: Sequence[Provisioner[Any, Any]] = (),
+        engine_side: EngineSide | None = None,
+        clock: Clock,
+        walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
+    ) -> None:
+        self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
+        self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
+        self._machine = RunMachine(_new_call_id)
+        self._runs_store = runs
+        self._flows = flows
+        self._secrets = secrets
+        self._writer = RunWriter(runs, self._written, clock)
+        self._carry_out = self._effect_handlers()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._waiters: dict[str, asyncio.Event] = {}
+        self._recently_ended: collections.OrderedDict[str, RunView] = collections.OrderedDict()
+        """The runs that ended last, as written: the newest :data:`ENDED_KEPT`."""
+        self._pass_pending = False
+        self._closing = False
+        self._events = events
+        self._clock = clock
+        """The engine's one clock: rows keep its wall time, and workers report their batch
+        job's end in it."""
+        self.version = 0
+        """Counts the changes to what the read-only questions below answer (places, the
+        queue, placements, provisioning), so that an unchanged view is known unchanged
+        without being built."""
+        self.provisioning: ProvisioningDriver | None = None
+        if provisioners:
+            if engine_side is None:
+                raise ValueError("provisioners need the engine's side (tokens, storage)")
+            self.provisioning = ProvisioningDriver(
+                provisioners,
+                engine_side,
+                on_change=self._provisioning_changed,
+                emit=events.emit,
+                clock=clock,
+            )
+            self._scheduler.set_profiles(self.provisioning.scheduler_profiles())
+
+    # -- starting and stopping ---------------------------------------------------------
+
+    def recover(self, machine_requests: list[MachineRequest]) -> int:
+        """Resume what an earlier engine left: machine requests first, then runs."""
+        if self.provisioning is not None:
+            self.provisioning.recover(machine_requests)
+        found = self._runs_store.unfinished()
+        self._apply(self._machine.recover(found, self._clock.now()))
+        if found:
+            log.info("runs.recovered", count=len(found))
+        self.kick()
+        return len(found)
+
+    async def close(self) -> None:
+        """Cancel pending machine requests, then stop what executes, recording nothing of
+        how it ended: a graceful stop leaves the state exactly as a crash would, so that
+        the next engine's recovery treats both alike (``EngineRestarted``, or a retry)."""
+        self._closing = True
+        self._writer.closing = True
+        if self.provisioning is not None:
+            await self.provisioning.close()
+        for call_id in list(self._machine.running_calls()):
+            self._stop(call_id)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=CLOSE_CALLS_S)
+        self._writer.flush()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._events.emit(VIEWS_CHANGED)
+
+    def _place_changed(self, place_id: str) -> None:
+        """A place's free amounts or standing changed (a call placed or done, a worker
+        attached, silent or answering again)."""
+        if place_id != ENGINE_ID:
+            self._events.emit(WorkerChanged(place_id))
+
+    # -- runs --------------------------------------------------------------------------
+
+    def start_run(self, flow_name: str, params: dict[str, Any]) -> RunView:
+        """Start a run of a saved flow; the answer already says where it runs or why it
+        waits."""
+        record = self._flows.get(flow_name)
+        if record is None:
+            raise NotFound(f"no flow named {flow_name!r}")
+        run_id = secrets.token_hex(8)
+        self._apply(self._machine.start(run_id, flow_name, record.spec, params, self._clock.now()))
+        self.run_pass()
+        view = self.view_run(run_id)
+        assert view is not None
+        return view
+
+    def cancel_run(self, run_id: str) -> RunView:
+        if not self._machine.has(run_id) or self._machine.is_over(run_id):
+            found = self._runs_store.get(run_id)
+            if found is None:
+                raise NotFound(f"no run with id {run_id!r}")
+            raise Conflict(f"run {run_id} has already ended ({found[0].state})")
+        self._apply(self._machine.cancel(run_id, self._clock.now()))
+        log.info("run.cancelling", run_id=run_id)
+        view = self.view_run(run_id)
+        assert view is not None
+        return view
+
+    def view_run(self, run_id: str) -> RunView | None:
+        live = self._machine.snapshot(run_id)
+        if live is not None:
+            row, nodes = live
+            views = []
+            for node in nodes:
+                reason = None
+                if node.queued_call is not None:
+                    found = self.reason(node.queued_call)
+                    reason = found.text if found is not None else None
+                views.append(NodeView(node.row, reason, node.event_count, node.events))
+            return RunView(row, tuple(views))
+        ended = self._recently_ended.get(run_id)
+        if ended is not None:
+            return ended
+        stored = self._runs_store.get(run_id)
+        return _stored_view(*stored) if stored is not None else None
+
+    async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
+        """The run once it has ended, or as it is after ``timeout`` seconds."""
+        if timeout > 0 and not self._machine.is_over(run_id):
+            done = self._waiters.setdefault(run_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with self._clock.timeout(timeout):
+                    await done.wait()
+        return self.view_run(run_id)
+
+    def waiting_calls(self) -> list[WaitingCall]:
+        """Every waiting node call, in the order it will be served, with its reason."""
+        found = []
+        for call_id in self._scheduler.waiting():
+            call = self._machine.call(call_id)
+            if call is None:
+                continue
+            run, spec, row = call
+            found.append(
+                WaitingCall(
+                    call_id=call_id,
+                    run_id=run.id,
+                    flow=run.flow,
+                    node=spec.id,
+                    worker=spec.worker,
+                    queued_at=row.queued_at,
+                    reason=self.reason(call_id),
+                )
+            )
+        return found
+
+    def waiting_labels(self) -> collections.Counter[str]:
+        """How many calls wait, by the label each wants (``""``: any place will do)."""
+        wanted: collections.Counter[str] = collections.Counter()
+        for call_id in self._scheduler.waiting():
+            call = self._machine.call(call_id)
+            if call is not None:
+                wanted[call[1].worker or ""] += 1
+        return wanted
+
+    # -- carrying the run machine's effects out ------------------------------------------
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            self._carry_out[type(effect)](effect)
+
+    def _effect_handlers(self) -> dict[type, Callable[[Any], None]]:
+        return {
+            Save: self._writer.save,
+            Queue: self._queue,
+            Withdraw: self._withdraw,
+            Release: self._release,
+            Stop: lambda e: self._stop(e.call_id),
+            Progress: self._progressed,
+            Create: self._created,
+            Ended: self._ended,
+            Log: lambda e: log.info(e.event, **e.fields),
+        }
+
+    # The queue or the free amounts changed: a pass, once for the moment, and before the
+    # moment's rows are written, so that what it starts is written with them.
+
+    def _queue(self, effect: Queue) -> None:
+        self._scheduler.submit(effect.request)
+        self._changed()
+        self.kick()
+
+    def _withdraw(self, effect: Withdraw) -> None:
+        self._scheduler.withdraw(effect.call_id)
+        self._changed()
+        self.kick()
+
+    def _release(self, effect: Release) -> None:
+        allocation = self._scheduler.allocation(effect.call_id)
+        if allocation is not None:  # unless its worker went meanwhile
+            self._scheduler.finish(effect.call_id)
+            self._place_changed(allocation.place_id)
+        self._changed()
+        self.kick()
+
+    def _progressed(self, effect: Progress) -> None:
+        self._events.emit(CallProgressed(effect.row, effect.node, effect.count))
+
+    def _created(self, effect: Create) -> None:
+        row = effect.row
+        self._writer.create(row, effect.nodes)
+        log.info("run.started", run_id=row.id, flow=row.flow, nodes=len(effect.nodes))
+
+    def _ended(self, effect: Ended) -> None:
+        # Written now: a waiter reads the ended run from the store (or, while the disk is
+        # full, from memory: it stays live until it is written).
+        self._writer.flush()
+        done = self._waiters.pop(effect.row.id, None)
+        if done is not None:
+            done.set()
+        log.info("run.ended", run_id=effect.row.id, state=effect.row.state)
+
+    def _written(self, changes: Sequence[RunChange]) -> None:
+        self._events.emit(RunsWritten(changes))
+        for change in changes:
+            ended = self._machine.written(change.row.id)
+            if ended is not None:
+                # Kept as written, for who reads it next (a waiter, mostly): no SQLite read.
+                self._recently_ended[change.row.id] = _stored_view(*ended)
+                if len(self._recently_ended) > ENDED_KEPT:
+                    self._recently_ended.popitem(last=False)
+
+    def _stop(self, call_id: str) -> None:
+        executor = self._executors.get(self.placed_on(call_id))
+        if executor is not None:
+            executor.cancel(call_id)
+
+    def _start(self, placement: Placement, now: float) -> None:
+        """Hand a placed call to its place's executor (or fail it, if a secret it names
+        may not go there)."""
+        call_id = placement.request_id
+        executor = self._executors[placement.worker_id]
+        provenance = dataclasses.replace(executor.provenance(), gpu_ids=tuple(placement.gpu_ids))
+        inputs = self._machine.placed(
+            call_id, self._place_name(placement.worker_id), provenance, now
+        )
+        try:
+            spec, released = call_spec(inputs, placement, executor, self._secrets)
+        except SecretDenied as denied:
+            refused = CallOutcome(False, error=error_record(ErrorKind.SECRET_DENIED, denied.detail))
+            self._apply(self._machine.ended(call_id, refused, now))
+            return
+        self._apply(self._machine.running(call_id, released))
+        task = asyncio.get_running_loop().create_task(
+            self._execute(executor, spec, placement.worker_id)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _place_name(self, place_id: str) -> str:
+        if place_id == ENGINE_ID:
+            return "engine"
+        view = self._scheduler.view(place_id)
+        return view.name if view is not None else place_id
+
+    async def _execute(self, executor: Executor, spec: CallSpec, place_id: str) -> None:
+        call_id = spec.call_id
+
+        def on_event(record: dict[str, Any]) -> None:
+            self._apply(self._machine.reported(call_id, record))
+
+        try:
+            outcome = await executor.run(spec, on_event)
+        except Exception as exc:
+            log.exception("call.crashed", call_id=call_id)
+            outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
+        if self._closing:
+            return  # stopped by the engine's shutdown: recovery decides, not this outcome
+        if (outcome.error or {}).get("type") == ErrorKind.NOT_TAKEN:
+            # Its worker froze before it took the call: it gets nothing new until heard.
+            self.set_answering(place_id, False)
+        self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
+
+    # -- events from attached workers ---------------------------------------------------
+
+    def worker_attached(self, worker: Worker, executor: Executor, event: WorkerEvent) -> None:
+        """A worker attached: it can take calls from the next pass on."""
+        self._changed()
+        self._executors[worker.id] = executor
+        self._scheduler.add_worker(worker)
+        self._place_changed(worker.id)
+        if self.provisioning is not None:
+            self.provisioning.worker_attached(event)
+        self._events.emit(WorkerJoined(event))
+        self.kick()
+
+    def worker_gone(self, event: WorkerEvent, reason: str | None = None) -> None:
+        """A worker is gone (``reason``, when known); its executor has already failed its
+        calls in flight."""
+        self._changed()
+        self._executors.pop(event.worker_id, None)
+        if self._scheduler.has_place(event.worker_id):
+            self._scheduler.remove_worker(event.worker_id)
+        self._events.emit(WorkerChanged(event.worker_id, gone=reason))
+        if self.provisioning is not None:
+            self.provisioning.worker_gone(event)
+        self._events.emit(WorkerLeft(event))
+        self.kick()
+
+    def answering(self, worker_id: str) -> bool:
+        """Whether the worker answers (the one record of it: its place in the scheduler)."""
+        view = self._scheduler.view(worker_id)
+        return view is not None and not view.paused
+
+    def set_answering(self, worker_id: str, answering: bool) -> None:
+        """A worker stopped answering (nothing new for it) or answers again."""
+        if self._scheduler.has_place(worker_id):
+            self._changed()
+            self._scheduler.set_paused(worker_id, not answering)
+            self._place_changed(worker_id)
+            log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
+            self.kick()
+
+    # -- events from the provisioning driver ---------------------------------------------
+
+    def _provisioning_changed(self) -> None:
+        self._changed()
+        assert self.provisioning is not None
+        before = {p.key: p.can_grow for p in self._scheduler.profiles()}
+        profiles = self.provisioning.scheduler_profiles()
+        self._scheduler.set_profiles(profiles)
+        # A new status only changes what waiting calls say; a pass is due when a profile
+        # can be asked for again (or no longer): a request ended or went out, a rest ended,
+        # or a job ended and freed a slot under max_workers.
+        if any(before.get(p.key) != p.can_grow for p in profiles):
+            self.kick()
+
+    # -- the pass ----------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Run a scheduling pass soon: once for all the events of this moment."""
+        if not self._pass_pending and not self._closing:
+            self._pass_pending = True
+            asyncio.get_running_loop().call_soon(self.run_pass)
+
+    def run_pass(self) -> None:
+        """One pass now: start what fits, ask for machines for what never could."""
+        self._changed()
+        self._pass_pending = False
+        if self._closing:
+            return
+        now = self._clock.now()
+        plan = self._scheduler.schedule(now)
+        for placement in plan.placements:
+            self._start(placement, now)
+            self._place_changed(placement.worker_id)
+        for ask in plan.asks:
+            log.info(
+                "provision.wanted",
+                provisioner=ask.provisioner,
+                profile=ask.profile,
+                call_id=ask.request_id,
+            )
+            if self.provisioning is not None:
+                self.provisioning.want(ask.provisioner, ask.profile)
+
+    # -- questions (read-only) ---------------------------------------------------------
+
+    def reason(self, call_id: str) -> WaitReason | None:
+        """Why a call waits, with how the provisioning it waits for stands now."""
+        now = self.provisioning.now() if self.provisioning is not None else None
+        return self._scheduler.reason(call_id, now)
+
+    def waiting(self) -> list[str]:
+        """Ids of the waiting calls, in the order they will be served."""
+        return self._scheduler.waiting()
+
+    def has_waiting(self) -> bool:
+        return self._scheduler.has_waiting()
+
+    def placed_on(self, call_id: str) -> str:
+        allocation = self._scheduler.allocation(call_id)
+        return allocation.place_id if allocation is not None else ENGINE_ID
+
+    def place(self, place_id: str) -> PlaceView | None:
+        return self._scheduler.view(place_id)
+
+    def profiles(self) -> list[ProfileStatus]:
+        return self.provisioning.profiles() if self.provisioning is not None else []

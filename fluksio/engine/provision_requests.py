@@ -1,0 +1,58 @@
+"""Provisioning requests on disk: what the driver must find again after a restart.
+
+A request is written before it is submitted (its job id still unknown) and again as it
+learns its job id and stage; the request id also names what the submission left on the
+login node (the Slurm token file), so a restarted engine can clean that up.
+"""
+
+from __future__ import annotations
+
+from fluksio.engine.db import Database
+from fluksio.provisioners.requests import MachineRequest
+from fluksio.scheduler import RequestStage
+
+__all__ = ["ProvisionRequestStore"]
+
+
+class ProvisionRequestStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def save(self, request: MachineRequest) -> None:
+        self._db.execute(
+            "INSERT INTO provision_requests"
+            " (id, provisioner, profile, job_id, token_jti, stage, created_at, attached_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET job_id = excluded.job_id,"
+            " token_jti = excluded.token_jti, stage = excluded.stage,"
+            " attached_at = excluded.attached_at",
+            (
+                request.id,
+                request.provisioner,
+                request.profile,
+                request.job_id,
+                request.token_jti,
+                request.stage,
+                request.created_at,
+                request.attached_at,
+            ),
+        )
+
+    def delete(self, request_id: str) -> None:
+        self._db.execute("DELETE FROM provision_requests WHERE id = ?", (request_id,))
+
+    def load(self) -> list[MachineRequest]:
+        rows = self._db.execute("SELECT * FROM provision_requests ORDER BY created_at")
+        return [
+            MachineRequest(
+                id=row["id"],
+                provisioner=row["provisioner"],
+                profile=row["profile"],
+                created_at=row["created_at"],
+                stage=RequestStage(row["stage"]),
+                job_id=row["job_id"],
+                token_jti=row["token_jti"],
+                attached_at=row["attached_at"],
+            )
+            for row in rows
+        ]

@@ -1,0 +1,128 @@
+"""Provisioners in the engine: ``provisioners.json`` loaded at start, and the engine's side.
+
+The provisioners layer knows nothing of tokens or SQLite; :class:`TokensAndRequests` gives
+its driver those (the :class:`~fluksio.provisioners.driver.EngineSide` it asks for). The dispatcher
+(:mod:`fluksio.engine.dispatch`) owns the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+from aiohttp import web
+
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.engine_events import EngineEvents, WorkerJoined, WorkerLeft
+from fluksio.engine.logging import get_logger
+from fluksio.engine.provision_requests import ProvisionRequestStore
+from fluksio.engine.tokens import TokenService
+from fluksio.engine.worker_tokens import WorkerTokenStore
+from fluksio.errors import ConfigError
+from fluksio.provisioners.base import ProfileSettings, Provisioner
+from fluksio.provisioners.config import Loaded, load_provisioners
+from fluksio.provisioners.plugins import Plugins, build_plugins
+from fluksio.provisioners.requests import MachineRequest
+
+__all__ = [
+    "CONFIGURED",
+    "Configured",
+    "TokensAndRequests",
+    "forward_worker_events",
+    "instantiate",
+    "load_configured",
+    "log_ready",
+]
+
+log = get_logger(__name__)
+# A provisioned worker's token outlives no job by much: a day, as the spec says.
+JOB_TOKEN_TTL_S = 24 * 3600
+
+
+@dataclass
+class Configured:
+    plugins: Plugins
+    provisioners: list[Provisioner[Any, Any]]
+
+
+CONFIGURED = web.AppKey("provisioners_configured", Configured)
+"""What ``fluksio serve`` already loaded (to refuse a bad file before listening)."""
+
+
+def load_configured(layout: DataDir) -> Configured:
+    """Installed plugins and the provisioners ``provisioners.json`` configures.
+
+    A broken plugin is logged by name and left out; a bad file raises
+    :class:`~fluksio.errors.ConfigError` naming the file, provisioner, profile and field.
+    """
+    plugins = build_plugins()
+    for failure in plugins.failures:
+        log.error("plugin.broken", plugin=failure.name, error=failure.error)
+    try:
+        loaded = load_provisioners(layout.provisioners, plugins.provisioner_types())
+    except ValueError as exc:  # two plugins claiming one type
+        raise ConfigError(str(exc)) from None
+    return Configured(plugins, instantiate(layout, loaded))
+
+
+def instantiate(layout: DataDir, loaded: list[Loaded]) -> list[Provisioner[Any, Any]]:
+    """One provisioner per configured entry, each given its state directory."""
+    provisioners = []
+    for kind, settings in loaded:
+        provisioner = kind(settings)
+        provisioner.state_dir = layout.provisioner_state(settings.name)
+        provisioners.append(provisioner)
+    return provisioners
+
+
+class TokensAndRequests:
+    """What the provisioning driver needs of the engine: tokens, and SQLite."""
+
+    def __init__(
+        self,
+        tokens: TokenService,
+        worker_tokens: WorkerTokenStore,
+        requests: ProvisionRequestStore,
+    ) -> None:
+        self._tokens = tokens
+        self._worker_tokens = worker_tokens
+        self._requests = requests
+
+    def mint_token(
+        self, provisioner: str, profile: ProfileSettings, request_id: str
+    ) -> tuple[str, str]:
+        minted = self._tokens.mint_worker(
+            f"{provisioner}-{profile.name}",
+            tuple(profile.labels),
+            created_by=f"provisioner {provisioner}",
+            ttl_s=JOB_TOKEN_TTL_S,
+            provisioned_by=(provisioner, profile.name, request_id),
+        )
+        return minted.token, minted.record.jti
+
+    def revoke_token(self, jti: str, reason: str) -> None:
+        self._worker_tokens.revoke(jti, reason)
+
+    def remember(self, request: MachineRequest) -> None:
+        self._requests.save(request)
+
+    def forget(self, request_id: str) -> None:
+        self._requests.delete(request_id)
+
+
+def forward_worker_events(events: EngineEvents, hook: pluggy.HookRelay) -> None:
+    """The plugins' event hooks, as subscribers of the engine's stream."""
+    events.subscribe(WorkerJoined, lambda e: hook.fluksio_worker_attached(worker=e.worker))
+    events.subscribe(WorkerLeft, lambda e: hook.fluksio_worker_gone(worker=e.worker))
+
+
+def log_ready(configured: Configured) -> None:
+    for provisioner in configured.provisioners:
+        profiles = ", ".join(p.name for p in provisioner.settings.profiles)
+        log.info(
+            "provisioner.ready",
+            provisioner=provisioner.name,
+            type=provisioner.type_name,
+            profiles=profiles,
+        )

@@ -1,0 +1,112 @@
+"""What the run machine asks of its owner: effects, carried out in the order given, and
+what a placed call is given.
+
+The dispatcher (:mod:`fluksio.engine.dispatch`) carries each out; the table there says how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fluksio.engine.runs.models import NodeSpec
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.scheduler import CallRequest
+
+__all__ = [
+    "CallInputs",
+    "Create",
+    "Effect",
+    "Ended",
+    "Log",
+    "Progress",
+    "Queue",
+    "Release",
+    "Save",
+    "Stop",
+    "Withdraw",
+]
+
+
+@dataclass(frozen=True)
+class Queue:
+    """Put a call in the scheduler's queue."""
+
+    request: CallRequest
+
+
+@dataclass(frozen=True)
+class Withdraw:
+    """Take a waiting call out of the queue (its node was cancelled)."""
+
+    call_id: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Ask the executor running the call to stop it; it ends as it will."""
+
+    call_id: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Give back what the ended call held on its place."""
+
+    call_id: str
+
+
+@dataclass(frozen=True)
+class Create:
+    """Write a new run and all its nodes, now: it exists from its first answer on."""
+
+    row: RunRow
+    nodes: tuple[NodeRow, ...]
+
+
+@dataclass(frozen=True)
+class Save:
+    """Write these rows (as they are when written); ``run_changed`` when the run's own
+    state changed too."""
+
+    row: RunRow
+    nodes: tuple[NodeRow, ...]
+    run_changed: bool = False
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A running call reported an event; ``count`` is how many so far."""
+
+    row: RunRow
+    node: NodeRow
+    count: int
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run is over: write it now, then tell who waits for it."""
+
+    row: RunRow
+
+
+@dataclass(frozen=True)
+class Log:
+    """Something worth a line in the engine's log."""
+
+    event: str
+    fields: dict[str, Any]
+
+
+Effect = Queue | Withdraw | Stop | Release | Create | Save | Progress | Ended | Log
+
+
+@dataclass(frozen=True)
+class CallInputs:
+    """What a placed call is given: its node, the run's parameters and its dependencies'
+    results (the owner adds the secrets it resolves)."""
+
+    run: RunRow
+    spec: NodeSpec
+    params: dict[str, Any]
+    results: dict[str, Any]

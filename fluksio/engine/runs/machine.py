@@ -1,0 +1,446 @@
+"""Runs as a pure state machine: what happened, with ``now``, in; what to do, out.
+
+The machine holds the runs that have not ended (and those ended but not yet written):
+each node's spec and row, its dependents, and the events its call reported. Each input is
+a method named for what happened (a run started or was cancelled; a call was placed,
+started, reported, ended; an engine restarted) and returns the effects its owner, the
+dispatcher, carries out in order (declared in :mod:`fluksio.engine.runs.effects`):
+
+- :class:`Queue` a call in the scheduler, :class:`Withdraw` a waiting one, :class:`Stop`
+  a running one, :class:`Release` what an ended one held;
+- :class:`Create` a run's rows, :class:`Save` rows that changed (written together with
+  the moment's others), :class:`Progress` a running call's reported events;
+- :class:`Ended`: a run is over (its waiters are told once it is written).
+
+No clock, no I/O, no chance: ``now`` comes with each input and new call ids from the
+``new_id`` it is given. The node lifecycle is in :mod:`fluksio.engine.runs.states`; what
+happens at a restart is :meth:`RunMachine.recover`'s.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.engine.runs.effects import (
+    CallInputs,
+    Create,
+    Effect,
+    Ended,
+    Log,
+    Progress,
+    Queue,
+    Release,
+    Save,
+    Stop,
+    Withdraw,
+)
+from fluksio.engine.runs.models import FlowSpec, NodeSpec
+from fluksio.engine.runs.provenance import Provenance
+from fluksio.engine.runs.redact import redact
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.states import (
+    TERMINAL_NODE_STATES,
+    TERMINAL_RUN_STATES,
+    NodeState,
+    RunState,
+)
+from fluksio.scheduler import CallRequest, Policy
+
+__all__ = ["EVENTS_KEPT", "NodeSnapshot", "RunMachine"]
+
+EVENTS_KEPT = 100
+"""The reported events a node keeps (the newest); the count says how many there were."""
+
+
+def _cancelled() -> dict[str, str]:
+    return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
+
+
+# -- the state ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    spec: NodeSpec
+    row: NodeRow
+    dependents: list[str] = field(default_factory=list)
+    events: collections.deque[dict[str, Any]] = field(
+        default_factory=lambda: collections.deque(maxlen=EVENTS_KEPT)
+    )
+    event_count: int = 0
+    secrets: tuple[str, ...] = ()
+    """Secret values released to the running call: blanked in what it reports."""
+    retried: int = 0
+    """How often it was queued again after losing its worker (``retries``)."""
+
+
+@dataclass
+class _Run:
+    row: RunRow
+    nodes: dict[str, _Node]
+    cancelling: bool = False
+    unfinished: int = 0
+    """How many nodes are not yet in a terminal state (kept by :meth:`RunMachine._end`)."""
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """One node of a live run as it stands: its row, the events its call reported (a
+    copy) and how many, and its call id while queued."""
+
+    row: NodeRow
+    events: list[dict[str, Any]]
+    event_count: int
+    queued_call: str | None
+
+
+class RunMachine:
+    def __init__(self, new_id: Callable[[], str]) -> None:
+        self._new_id = new_id
+        self._runs: dict[str, _Run] = {}
+        self._calls: dict[str, tuple[_Run, _Node]] = {}
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def start(
+        self, run_id: str, flow_name: str, spec: dict[str, Any], params: dict[str, Any], now: float
+    ) -> list[Effect]:
+        """A run of ``spec`` was asked for: create it and queue its first nodes."""
+        flow = FlowSpec.model_validate(spec)
+        row = RunRow(
+            id=run_id,
+            flow=flow_name,
+            spec=spec,
+            params=params,
+            state=RunState.QUEUED,
+            created_at=now,
+        )
+        run = self._build(row, flow, [NodeRow(node.id, NodeState.PENDING) for node in flow.nodes])
+        self._runs[run_id] = run
+        effects: list[Effect] = [Create(row, tuple([n.row for n in run.nodes.values()]))]
+        queued = [self._queue(run, n, now, effects) for n in run.nodes.values() if not n.spec.after]
+        effects.append(Save(row, tuple([n.row for n in queued])))
+        return effects
+
+    def cancel(self, run_id: str, now: float) -> list[Effect]:
+        """Cancel a live run: what has not started ends now; what runs is asked to stop."""
+        run = self._runs[run_id]
+        run.cancelling = True
+        effects: list[Effect] = []
+        changed = []
+        for node in run.nodes.values():
+            state = node.row.state
+            if state in (NodeState.PENDING, NodeState.QUEUED):
+                if state is NodeState.QUEUED:
+                    effects.append(Withdraw(self._forget_call(node)))
+                self._end(run, node, NodeState.CANCELLED, now, _cancelled())
+                changed.append(node)
+            elif state is NodeState.RUNNING:
+                effects.append(Stop(str(node.row.call_id)))
+        self._finish(run, changed, now, effects)
+        return effects
+
+    def recover(self, found: list[tuple[RunRow, list[NodeRow]]], now: float) -> list[Effect]:
+        """Take over the runs a previous engine left unfinished.
+
+        Queued calls are queued again at their old place in line; a call that was running
+        fails as ``EngineRestarted``, or is queued again if its node says
+        ``retry_on_restart``.
+        """
+        effects: list[Effect] = []
+        for row, node_rows in found:
+            run = self._build(row, FlowSpec.model_validate(row.spec), node_rows)
+            self._runs[row.id] = run
+            changed = self._interrupted(run, now)
+            for node in run.nodes.values():
+                if node.row.state in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED}:
+                    changed += self._skip_dependents(run, node, now)
+            for node in run.nodes.values():
+                if node.row.state is NodeState.PENDING and self._ready(run, node):
+                    changed.append(self._queue(run, node, node.row.queued_at or now, effects))
+            self._finish(run, changed, now, effects, announce=True)
+        return effects
+
+    def _interrupted(self, run: _Run, now: float) -> list[_Node]:
+        """What a restart did to a run: its running calls are lost, its queue forgotten."""
+        # A cancel is stored only as the nodes it cancelled: a run whose every node was
+        # running when the cancel came is not known to have been cancelled.
+        run.cancelling = any(n.row.state is NodeState.CANCELLED for n in run.nodes.values())
+        changed = []
+        for node in run.nodes.values():
+            if node.row.state is NodeState.RUNNING:
+                if node.spec.retry_on_restart:
+                    node.row.state = NodeState.PENDING
+                else:
+                    restarted = error_record(
+                        ErrorKind.ENGINE_RESTARTED,
+                        "the engine restarted while this node was executing",
+                    )
+                    self._end(run, node, NodeState.FAILED, now, restarted)
+                changed.append(node)
+            elif node.row.state is NodeState.QUEUED:
+                node.row.state = NodeState.PENDING  # queued again, at its old turn in line
+        if run.cancelling:  # what has not started never will
+            for node in run.nodes.values():
+                if node.row.state is NodeState.PENDING:
+                    self._end(run, node, NodeState.CANCELLED, now, _cancelled())
+                    changed.append(node)
+        return changed
+
+    def placed(self, call_id: str, place: str, provenance: Provenance, now: float) -> CallInputs:
+        """The scheduler placed the call: it records where, and says what the call needs."""
+        run, node = self._calls[call_id]
+        node.row.place = place
+        node.row.provenance = provenance
+        node.row.started_at = now
+        results = {d: run.nodes[d].row.result for d in node.spec.after}
+        return CallInputs(run.row, node.spec, run.row.params, results)
+
+    def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:
+        """The placed call was handed to its executor, with these secret values."""
+        run, node = self._calls[call_id]
+        node.secrets = secrets
+        node.row.state = NodeState.RUNNING
+        run_changed = run.row.state is RunState.QUEUED
+        if run_changed:
+            run.row.state = RunState.RUNNING
+            run.row.started_at = node.row.started_at
+        return [Save(run.row, (node.row,), run_changed)]
+
+    def reported(self, call_id: str, record: dict[str, Any]) -> list[Effect]:
+        """The running call reported an event (``fluksio.emit``)."""
+        found = self._calls.get(call_id)
+        if found is None:
+            return []  # it ended (or was queued again) meanwhile
+        run, node = found
+        record.pop("kind", None)
+        node.events.append(redact(record, node.secrets))
+        node.event_count += 1
+        return [Progress(run.row, node.row, node.event_count)]
+
+    def ended(self, call_id: str, outcome: CallOutcome, now: float) -> list[Effect]:
+        """The placed call ended (or never got to start): give back its place, then record
+        its outcome, retry it, or queue what now may run."""
+        found = self._calls.get(call_id)
+        if found is None:
+            return []
+        run, node = found
+        effects: list[Effect] = [Release(self._forget_call(node))]
+        if self._retry(run, node, outcome, now, effects):
+            return effects
+        row = node.row
+        row.logs = redact(outcome.logs, node.secrets)
+        row.events = list(node.events)
+        if outcome.ok:
+            row.result = redact(outcome.result, node.secrets)
+            self._end(run, node, NodeState.SUCCEEDED, now)
+        else:
+            cancelled = (
+                run.cancelling and (outcome.error or {}).get("type") == ErrorKind.NODE_CANCELLED
+            )
+            state = NodeState.CANCELLED if cancelled else NodeState.FAILED
+            self._end(run, node, state, now, redact(outcome.error, node.secrets))
+        node.secrets = ()
+        changed = [node]
+        if row.state is NodeState.SUCCEEDED:
+            if not run.cancelling:
+                for dependent_id in node.dependents:
+                    dependent = run.nodes[dependent_id]
+                    if dependent.row.state is NodeState.PENDING and self._ready(run, dependent):
+                        changed.append(self._queue(run, dependent, now, effects))
+        else:
+            changed += self._skip_dependents(run, node, now)
+        self._finish(run, changed, now, effects)
+        return effects
+
+    def written(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
+        """The run's rows are written; an ended run is let go (its final rows returned):
+        it lives in the store now."""
+        run = self._runs.get(run_id)
+        if run is None or run.row.state not in TERMINAL_RUN_STATES:
+            return None
+        del self._runs[run_id]
+        return run.row, [node.row for node in run.nodes.values()]
+
+    # -- questions -------------------------------------------------------------------------
+
+    def has(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    def is_over(self, run_id: str) -> bool:
+        run = self._runs.get(run_id)
+        return run is None or run.row.state in TERMINAL_RUN_STATES
+
+    def snapshot(self, run_id: str) -> tuple[RunRow, list[NodeSnapshot]] | None:
+        """A live run as it stands (reading it changes nothing)."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return None
+        nodes = [
+            NodeSnapshot(
+                node.row,
+                list(node.events),
+                node.event_count,
+                node.row.call_id if node.row.state is NodeState.QUEUED else None,
+            )
+            for node in run.nodes.values()
+        ]
+        return run.row, nodes
+
+    def call(self, call_id: str) -> tuple[RunRow, NodeSpec, NodeRow] | None:
+        """The run and node of a queued or running call."""
+        found = self._calls.get(call_id)
+        if found is None:
+            return None
+        run, node = found
+        return run.row, node.spec, node.row
+
+    def running_calls(self) -> Iterator[str]:
+        for _run, node in self._calls.values():
+            if node.row.state is NodeState.RUNNING:
+                yield str(node.row.call_id)
+
+    # -- the rules ---------------------------------------------------------------------------
+
+    def _build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> _Run:
+        by_id = {node_row.node_id: node_row for node_row in node_rows}
+        nodes = {spec.id: _Node(spec, by_id[spec.id]) for spec in flow.nodes}
+        for node in nodes.values():
+            for dependency in node.spec.after:
+                nodes[dependency].dependents.append(node.spec.id)
+            node.events.extend(node.row.events or [])
+            node.event_count = len(node.events)
+        run = _Run(row=row, nodes=nodes)
+        run.unfinished = sum(1 for n in nodes.values() if n.row.state not in TERMINAL_NODE_STATES)
+        return run
+
+    def _queue(self, run: _Run, node: _Node, queued_at: float, effects: list[Effect]) -> _Node:
+        call_id = self._new_id()
+        node.row.state = NodeState.QUEUED
+        node.row.call_id = call_id
+        node.row.queued_at = queued_at
+        self._calls[call_id] = (run, node)
+        resources = node.spec.resources
+        effects.append(
+            Queue(
+                CallRequest(
+                    id=call_id,
+                    queued_at=queued_at,
+                    label=node.spec.worker,
+                    policy=Policy(node.spec.worker_policy),
+                    cpus=resources.cpus,
+                    gpus=resources.gpus,
+                    ram_mb=resources.ram_mb,
+                    limit=node.spec.limit,
+                )
+            )
+        )
+        return node
+
+    def _forget_call(self, node: _Node) -> str:
+        call_id = str(node.row.call_id)
+        self._calls.pop(call_id, None)
+        return call_id
+
+    @staticmethod
+    def _end(
+        run: _Run,
+        node: _Node,
+        state: NodeState,
+        now: float,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        """Move a node to a terminal state, keeping the run's count of unfinished nodes."""
+        if node.row.state not in TERMINAL_NODE_STATES:
+            run.unfinished -= 1
+        node.row.state = state
+        node.row.ended_at = now
+        if error is not None:
+            node.row.error = error
+
+    def _retry(
+        self, run: _Run, node: _Node, outcome: CallOutcome, now: float, effects: list[Effect]
+    ) -> bool:
+        """Queue the node again when its worker never took it, or was lost and it allows a
+        retry.
+
+        The lost call's late answer, if its worker ever sends one, is ignored: the node
+        keeps exactly one result, the first its run receives.
+        """
+        error = outcome.error or {}
+        if outcome.ok or run.cancelling:
+            return False
+        # A call its worker never took (it froze first) never ran: it simply goes back in
+        # line, whatever its retries. A lost call may have run: only with retries left.
+        never_ran = error.get("type") == ErrorKind.NOT_TAKEN
+        if not never_ran and (
+            error.get("type") != ErrorKind.WORKER_GONE or node.retried >= node.spec.retries
+        ):
+            return False
+        if not never_ran:
+            node.retried += 1
+        node.secrets = ()
+        effects.append(
+            Log(
+                "call.requeued" if never_ran else "call.retried",
+                {
+                    "run_id": run.row.id,
+                    "node": node.spec.id,
+                    "attempt": node.retried + 1,
+                    "reason": error.get("message"),
+                },
+            )
+        )
+        event = "requeued" if never_ran else "retried"
+        node.events.append({"event": event, "outputs": {"after": error.get("message")}, "ts": now})
+        node.event_count += 1
+        self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+        effects.append(Save(run.row, (node.row,)))
+        return True
+
+    def _ready(self, run: _Run, node: _Node) -> bool:
+        return all(run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after)
+
+    def _skip_dependents(self, run: _Run, node: _Node, now: float) -> list[_Node]:
+        skipped = []
+        for dependent_id in node.dependents:
+            dependent = run.nodes[dependent_id]
+            if dependent.row.state is not NodeState.PENDING:
+                continue
+            skipped_error = error_record(
+                ErrorKind.SKIPPED, f"dependency {node.spec.id!r} {node.row.state}"
+            )
+            self._end(run, dependent, NodeState.SKIPPED, now, skipped_error)
+            skipped.append(dependent)
+            skipped += self._skip_dependents(run, dependent, now)
+        return skipped
+
+    def _finish(
+        self,
+        run: _Run,
+        changed: list[_Node],
+        now: float,
+        effects: list[Effect],
+        *,
+        announce: bool = False,
+    ) -> None:
+        """Save what changed, and end the run once no node is left unfinished; ``announce``
+        saves the run itself even unchanged (a run taken over at a restart is news)."""
+        ends = run.row.state not in TERMINAL_RUN_STATES and not run.unfinished
+        if ends:
+            states = {node.row.state for node in run.nodes.values()}
+            if run.cancelling or NodeState.CANCELLED in states:
+                run.row.state = RunState.CANCELLED
+            elif states & {NodeState.FAILED, NodeState.SKIPPED}:
+                run.row.state = RunState.FAILED
+            else:
+                run.row.state = RunState.SUCCEEDED
+            run.row.ended_at = now
+        if changed or ends or announce:
+            effects.append(Save(run.row, tuple([n.row for n in changed]), ends or announce))
+        if ends:
+            effects.append(Ended(run.row))

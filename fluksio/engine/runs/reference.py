@@ -1,0 +1,129 @@
+"""The run rules as a naive model: node states recomputed from scratch after every event.
+
+This is the specification of :class:`~.machine.RunMachine` in executable form. It keeps
+no dependents lists, no counts and no call ids: after each event it sweeps every node
+until nothing changes. The property tests (``tests/test_run_machine_properties.py``)
+drive both with the same events and require the same states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState, RunState
+
+__all__ = ["ReferenceNode", "ReferenceRun"]
+
+
+@dataclass
+class ReferenceNode:
+    after: tuple[str, ...]
+    retries: int = 0
+    retry_on_restart: bool = False
+    state: NodeState = NodeState.PENDING
+    lost: int = 0
+    """Calls of it lost with their worker so far."""
+
+
+@dataclass
+class ReferenceRun:
+    nodes: dict[str, ReferenceNode]
+    cancelling: bool = False
+    started: bool = False
+    ended: bool = False
+    queued_times: int = field(default=0)
+    """How many times any node was put in the queue (first times, again after a lost
+    worker, and again at a restart)."""
+
+    def __post_init__(self) -> None:
+        self._settle()
+
+    def state(self) -> RunState:
+        states = [node.state for node in self.nodes.values()]
+        if all(state in TERMINAL_NODE_STATES for state in states):
+            if self.cancelling or NodeState.CANCELLED in states:
+                return RunState.CANCELLED
+            if NodeState.FAILED in states or NodeState.SKIPPED in states:
+                return RunState.FAILED
+            return RunState.SUCCEEDED
+        return RunState.RUNNING if self.started else RunState.QUEUED
+
+    # -- events ----------------------------------------------------------------------------
+
+    def start(self, node_id: str) -> None:
+        """A queued node's call started on an executor."""
+        assert self.nodes[node_id].state is NodeState.QUEUED
+        self.nodes[node_id].state = NodeState.RUNNING
+        self.started = True
+
+    def refuse(self, node_id: str) -> None:
+        """A queued node's call was placed where a secret it names may not go."""
+        assert self.nodes[node_id].state is NodeState.QUEUED
+        self.nodes[node_id].state = NodeState.FAILED
+        self._settle()
+
+    def end(self, node_id: str, kind: str) -> None:
+        """A running call ended: ``ok``, ``error``, ``cancelled``, ``gone`` (its worker was
+        lost) or ``not_taken`` (its worker never took it)."""
+        node = self.nodes[node_id]
+        assert node.state is NodeState.RUNNING
+        if kind == "ok":
+            node.state = NodeState.SUCCEEDED
+        elif kind == "not_taken" and not self.cancelling:
+            node.state = NodeState.QUEUED
+            self.queued_times += 1
+        elif kind == "gone" and not self.cancelling and node.lost < node.retries:
+            node.lost += 1
+            node.state = NodeState.QUEUED
+            self.queued_times += 1
+        elif kind == "cancelled" and self.cancelling:
+            node.state = NodeState.CANCELLED
+        else:
+            node.state = NodeState.FAILED
+        self._settle()
+
+    def cancel(self) -> None:
+        self.cancelling = True
+        self._settle()
+
+    def restart(self) -> None:
+        """The engine restarted: what ran is lost (or runs again if its node says so).
+
+        A cancel survives a restart only through what it left in the store: a node it
+        cancelled. (One whose every node was running when cancelled carries on.)
+        """
+        self.cancelling = any(n.state is NodeState.CANCELLED for n in self.nodes.values())
+        for node in self.nodes.values():
+            if node.state is NodeState.RUNNING:
+                node.state = NodeState.PENDING if node.retry_on_restart else NodeState.FAILED
+            elif node.state is NodeState.QUEUED:
+                node.state = NodeState.PENDING  # queued again below, at its old turn
+        self._settle()
+
+    # -- the sweep -------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for node in self.nodes.values():
+                new = self._next(node)
+                if new is not None:
+                    node.state = new
+                    changed = True
+                    if new is NodeState.QUEUED:
+                        self.queued_times += 1
+
+    def _next(self, node: ReferenceNode) -> NodeState | None:
+        if node.state not in (NodeState.PENDING, NodeState.QUEUED):
+            return None
+        if self.cancelling:
+            return NodeState.CANCELLED  # what has not started never will
+        if node.state is NodeState.QUEUED:
+            return None
+        dependencies = [self.nodes[d].state for d in node.after]
+        if any(s in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED} for s in dependencies):
+            return NodeState.SKIPPED
+        if all(s is NodeState.SUCCEEDED for s in dependencies):
+            return NodeState.QUEUED
+        return None

@@ -1,0 +1,205 @@
+"""Flows and runs in SQLite: every transition of a run is written as it happens."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fluksio.clock import SYSTEM_CLOCK, Clock
+from fluksio.engine.db import Database
+from fluksio.engine.runs.provenance import Provenance
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.states import NodeState, RunState
+
+__all__ = ["FlowRecord", "FlowStore", "RunStore"]
+
+
+@dataclass(frozen=True)
+class FlowRecord:
+    name: str
+    spec: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+class FlowStore:
+    def __init__(self, database: Database, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._db = database
+        self._clock = clock
+
+    def put(self, name: str, spec: dict[str, Any]) -> bool:
+        """Create or replace; True when it was created."""
+        now = self._clock.now()
+        existed = self.get(name) is not None
+        self._db.execute(
+            "INSERT INTO flows (name, spec, created_at, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET spec = excluded.spec,"
+            " updated_at = excluded.updated_at",
+            (name, json.dumps(spec), now, now),
+        )
+        return not existed
+
+    def get(self, name: str) -> FlowRecord | None:
+        row = self._db.execute("SELECT * FROM flows WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        return FlowRecord(
+            row["name"], json.loads(row["spec"]), row["created_at"], row["updated_at"]
+        )
+
+    def all(self) -> list[FlowRecord]:
+        rows = self._db.execute("SELECT * FROM flows ORDER BY name")
+        return [
+            FlowRecord(r["name"], json.loads(r["spec"]), r["created_at"], r["updated_at"])
+            for r in rows
+        ]
+
+    def delete(self, name: str) -> bool:
+        return self._db.execute("DELETE FROM flows WHERE name = ?", (name,)).rowcount > 0
+
+
+_NODE_COLUMNS = (
+    "state",
+    "call_id",
+    "place",
+    "queued_at",
+    "started_at",
+    "ended_at",
+    "result",
+    "error",
+    "logs",
+    "events",
+    "provenance",
+)
+
+
+def _node(row: sqlite3.Row) -> NodeRow:
+    return NodeRow(
+        node_id=row["node_id"],
+        state=NodeState(row["state"]),
+        call_id=row["call_id"],
+        place=row["place"],
+        queued_at=row["queued_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        result=json.loads(row["result"]) if row["result"] is not None else None,
+        error=json.loads(row["error"]) if row["error"] is not None else None,
+        logs=row["logs"] or "",
+        events=json.loads(row["events"]) if row["events"] is not None else None,
+        provenance=Provenance.from_json(json.loads(row["provenance"]))
+        if row["provenance"] is not None
+        else None,
+    )
+
+
+def _run(row: sqlite3.Row) -> RunRow:
+    return RunRow(
+        id=row["id"],
+        flow=row["flow"],
+        spec=json.loads(row["spec"]),
+        params=json.loads(row["params"]),
+        state=RunState(row["state"]),
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+    )
+
+
+class RunStore:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def create(self, run: RunRow, nodes: Iterable[NodeRow]) -> None:
+        with self._db.transaction() as connection:
+            connection.execute(
+                "INSERT INTO runs (id, flow, spec, params, state, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    run.id,
+                    run.flow,
+                    json.dumps(run.spec),
+                    json.dumps(run.params),
+                    run.state,
+                    run.created_at,
+                ),
+            )
+            connection.executemany(
+                "INSERT INTO node_runs (run_id, node_id, state) VALUES (?, ?, ?)",
+                [(run.id, node.node_id, node.state) for node in nodes],
+            )
+
+    def save_nodes(self, run_id: str, nodes: Iterable[NodeRow]) -> None:
+        """Write the given nodes' state (all columns) in one transaction."""
+        self.save_many([(run_id, list(nodes))])
+
+    def save_many(
+        self, batches: Iterable[tuple[str, list[NodeRow]]], runs: Iterable[RunRow] = ()
+    ) -> None:
+        """Write the nodes of several runs, and the state of ``runs``, in one transaction:
+        a run's end becomes visible with its nodes' final states, never before them."""
+        run_rows = [(run.state, run.started_at, run.ended_at, run.id) for run in runs]
+        rows = [
+            (
+                n.state,
+                n.call_id,
+                n.place,
+                n.queued_at,
+                n.started_at,
+                n.ended_at,
+                None if n.result is None else json.dumps(n.result),
+                None if n.error is None else json.dumps(n.error),
+                n.logs,
+                None if n.events is None else json.dumps(n.events),
+                None if n.provenance is None else json.dumps(n.provenance.to_json()),
+                run_id,
+                n.node_id,
+            )
+            for run_id, nodes in batches
+            for n in nodes
+        ]
+        if not rows and not run_rows:
+            return
+        assignments = ", ".join(f"{column} = ?" for column in _NODE_COLUMNS)
+        with self._db.transaction() as connection:
+            connection.executemany(
+                f"UPDATE node_runs SET {assignments} WHERE run_id = ? AND node_id = ?",  # noqa: S608
+                rows,
+            )
+            connection.executemany(
+                "UPDATE runs SET state = ?, started_at = ?, ended_at = ? WHERE id = ?", run_rows
+            )
+
+    def get(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
+        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        nodes = self._db.execute(
+            "SELECT * FROM node_runs WHERE run_id = ? ORDER BY rowid", (run_id,)
+        )
+        return _run(row), [_node(n) for n in nodes]
+
+    def find(self, *, flow: str | None, state: RunState | None, limit: int) -> list[RunRow]:
+        clauses, values = [], []
+        if flow is not None:
+            clauses.append("flow = ?")
+            values.append(flow)
+        if state is not None:
+            clauses.append("state = ?")
+            values.append(state)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._db.execute(
+            f"SELECT * FROM runs {where} ORDER BY created_at DESC, id LIMIT ?",  # noqa: S608
+            (*values, limit),
+        )
+        return [_run(row) for row in rows]
+
+    def unfinished(self) -> list[tuple[RunRow, list[NodeRow]]]:
+        rows = self._db.execute(
+            "SELECT id FROM runs WHERE state NOT IN ('succeeded', 'failed', 'cancelled')"
+            " ORDER BY created_at"
+        ).fetchall()
+        found = [self.get(row["id"]) for row in rows]
+        return [item for item in found if item is not None]

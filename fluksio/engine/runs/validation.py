@@ -1,0 +1,58 @@
+"""Checks of a flow that need more than one node at a time, as field-level errors."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+from fluksio.engine.errors import InvalidInput
+from fluksio.engine.runs.models import FlowSpec, find_cycle
+
+__all__ = ["check_flow"]
+
+
+def check_flow(flow: FlowSpec) -> None:
+    """Duplicate ids, unknown dependencies, cycles, and the syntax of engine-bound nodes.
+
+    A node bound to a worker (``worker`` set) is compiled where it runs, by that worker's
+    Python: a syntax error there fails its call, naming that Python.
+
+    Parsing is CPU work proportional to the flow's code: the caller runs this off the
+    event loop, so a large flow never stalls the engine.
+    """
+    seen: dict[str, int] = {}
+    for index, node in enumerate(flow.nodes):
+        if node.id in seen:
+            raise InvalidInput(
+                f"nodes.{index}.id", f"{node.id!r} is already the id of nodes.{seen[node.id]}"
+            )
+        seen[node.id] = index
+    for index, node in enumerate(flow.nodes):
+        for position, dependency in enumerate(node.after):
+            if dependency not in seen:
+                raise InvalidInput(
+                    f"nodes.{index}.after.{position}",
+                    f"node {node.id!r} depends on {dependency!r}, which is not in this flow",
+                )
+            if dependency == node.id:
+                raise InvalidInput(f"nodes.{index}.after.{position}", "a node cannot follow itself")
+    cycle = find_cycle({node.id: node.after for node in flow.nodes})
+    if cycle is not None:
+        raise InvalidInput("nodes", f"dependency cycle: {' -> '.join(cycle)}")
+    for index, node in enumerate(flow.nodes):
+        if node.worker is not None:
+            # Compiled by the Python of the worker it runs on, which may be newer than the
+            # engine's: refusing here what this Python cannot parse would refuse valid code.
+            continue
+        try:
+            # Parsed, not compiled to bytecode nor imported: nothing of it runs here.
+            ast.parse(node.code, filename=f"<node {node.id}>")
+        except SyntaxError as exc:
+            version = ".".join(map(str, sys.version_info[:2]))
+            raise InvalidInput(
+                f"nodes.{index}.code",
+                f"line {exc.lineno}: {exc.msg} (node {node.id!r}, checked with the engine's"
+                f" Python {version})",
+            ) from exc
+        except ValueError as exc:  # null bytes in the source
+            raise InvalidInput(f"nodes.{index}.code", str(exc)) from exc

@@ -1,0 +1,77 @@
+"""What the dispatcher shows of runs: plain, read-only records for routes, feed and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from fluksio.agent.launcher import CallOutcome, CallSpec
+from fluksio.engine.runs.provenance import Provenance
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.scheduler import WaitReason
+
+__all__ = ["Executor", "NodeView", "RunChange", "RunView", "WaitingCall"]
+
+
+class RunChange(NamedTuple):
+    """What one write recorded of a run: its row, the nodes that changed, and whether the
+    run itself is new or changed state."""
+
+    row: RunRow
+    nodes: Sequence[NodeRow]
+    run_changed: bool
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node of a run as a client sees it; ``reason`` only while it is queued."""
+
+    row: NodeRow
+    reason: str | None
+    event_count: int
+    events: list[dict[str, Any]] | None = None
+    """The events its call reported (the newest kept), while its run is live: the row
+    holds them only once the call ended."""
+
+
+@dataclass(frozen=True)
+class RunView:
+    row: RunRow
+    nodes: tuple[NodeView, ...]
+
+
+@dataclass(frozen=True)
+class WaitingCall:
+    """A queued node call, with why it waits."""
+
+    call_id: str
+    run_id: str
+    flow: str
+    node: str
+    worker: str | None
+    queued_at: float | None
+    reason: WaitReason | None
+
+
+class Executor(Protocol):
+    """Where calls placed on one place run: the engine's launcher, or a worker's socket."""
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """The labels signed for this place (empty for the engine): which secrets it gets."""
+        ...
+
+    def call_env(self) -> dict[str, str]:
+        """Variables every call on this place needs (where its artifacts go), per call."""
+        ...
+
+    def provenance(self) -> Provenance:
+        """Where calls placed here run (the GPUs are the placement's to add)."""
+        ...
+
+    async def run(
+        self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]
+    ) -> CallOutcome: ...
+
+    def cancel(self, call_id: str) -> bool: ...

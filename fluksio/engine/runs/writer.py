@@ -1,0 +1,103 @@
+"""Writes the run machine's rows to SQLite: a moment's changes in one transaction.
+
+Rows are marked as they change and written together before the event loop waits for
+anything again, so what a client reads and what a restarted engine finds never lag
+behind. While the disk is full nothing is lost: the changes wait in memory (what the API
+shows) and are tried again once a second, one retry however many runs change meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from fluksio.clock import Clock, Timer
+from fluksio.engine.errors import StorageFull
+from fluksio.engine.logging import get_logger
+from fluksio.engine.runs.effects import Save
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.states import NodeState
+from fluksio.engine.runs.store import RunStore
+from fluksio.engine.runs.views import RunChange
+
+__all__ = ["FLUSH_RETRY_S", "RunWriter"]
+
+log = get_logger(__name__)
+FLUSH_RETRY_S = 1.0
+"""While the disk is full, how often the runs' changes kept in memory are tried again."""
+
+
+@dataclass
+class _Dirty:
+    row: RunRow
+    nodes: dict[str, NodeRow] = field(default_factory=dict)
+    run_changed: bool = False
+
+
+class RunWriter:
+    def __init__(
+        self, store: RunStore, on_written: Callable[[Sequence[RunChange]], None], clock: Clock
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._on_written = on_written
+        self._dirty: dict[str, _Dirty] = {}
+        self._flush_pending = False
+        self._store_full = False
+        self._flush_retry: Timer | None = None
+        self.closing = False
+
+    def create(self, row: RunRow, nodes: Sequence[NodeRow]) -> None:
+        """Write a new run now (a full disk refuses it: the caller's request fails)."""
+        self._store.create(row, list(nodes))
+        # Told as it is now: a pass may start a node before the next write.
+        self._on_written(
+            [RunChange(row, [n for n in nodes if n.state is not NodeState.PENDING], True)]
+        )
+
+    def save(self, effect: Save) -> None:
+        """Mark the rows the run machine changed; they are written with the moment's
+        others."""
+        row = effect.row
+        dirty = self._dirty.get(row.id)
+        if dirty is None:
+            dirty = self._dirty[row.id] = _Dirty(row)
+        for node in effect.nodes:
+            dirty.nodes[node.node_id] = node
+        dirty.run_changed |= effect.run_changed
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write every marked row now, in one transaction."""
+        self._flush_pending = False
+        dirty, self._dirty = self._dirty, {}
+        if not dirty:
+            return
+        try:
+            self._store.save_many(
+                [(d.row.id, list(d.nodes.values())) for d in dirty.values()],
+                [d.row for d in dirty.values() if d.run_changed],
+            )
+        except StorageFull as full:
+            self._dirty = dirty  # nothing was written: all of it waits, in memory
+            if not self._store_full:
+                log.error("store.full", error=full.detail, runs=len(dirty))
+            self._store_full = True
+            if not self.closing:
+                self._flush_pending = True
+                if self._flush_retry is None:
+                    self._flush_retry = self._clock.call_later(FLUSH_RETRY_S, self._retry_flush)
+            return
+        if self._store_full:
+            self._store_full = False
+            log.info("store.writable", runs=len(dirty))
+        self._on_written(
+            [RunChange(d.row, list(d.nodes.values()), d.run_changed) for d in dirty.values()]
+        )
+
+    def _retry_flush(self) -> None:
+        self._flush_retry = None
+        self.flush()

@@ -1,0 +1,91 @@
+"""Engine users: the superuser created on first start, and any others added by hand."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from dataclasses import dataclass
+
+from fluksio.clock import SYSTEM_CLOCK, Clock
+from fluksio.engine.db import Database
+from fluksio.engine.passwords import dummy_hash, hash_password, verify_password
+from fluksio.errors import ConfigError
+
+__all__ = ["NewSuperuser", "User", "UserStore", "bootstrap_superuser", "check_password"]
+
+DEFAULT_SUPERUSER = "admin"
+
+
+@dataclass(frozen=True)
+class User:
+    username: str
+    is_superuser: bool
+
+
+@dataclass(frozen=True)
+class NewSuperuser:
+    """What first start created; ``generated_password`` is set only when we chose it."""
+
+    username: str
+    generated_password: str | None
+
+
+class UserStore:
+    def __init__(self, database: Database, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._db = database
+        self._clock = clock
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM users").fetchone()[0])
+
+    def get(self, username: str) -> User | None:
+        row = self._db.execute(
+            "SELECT username, is_superuser FROM users WHERE username = ?", (username,)
+        ).fetchone()
+        return None if row is None else User(row["username"], bool(row["is_superuser"]))
+
+    def add(self, username: str, password: str, *, is_superuser: bool) -> User:
+        try:
+            self._db.execute(
+                "INSERT INTO users (username, password_hash, is_superuser, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (username, hash_password(password), int(is_superuser), self._clock.now()),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise ConfigError(f"a user named {username!r} already exists") from exc
+        return User(username, is_superuser)
+
+    def credentials(self, username: str) -> tuple[User, str] | None:
+        """The user and the stored password hash, for verifying off the event loop."""
+        row = self._db.execute(
+            "SELECT username, password_hash, is_superuser FROM users WHERE username = ?",
+            (username,),
+        ).fetchone()
+        if row is None:
+            return None
+        return User(row["username"], bool(row["is_superuser"])), row["password_hash"]
+
+
+def check_password(found: tuple[User, str] | None, password: str) -> User | None:
+    """The user when ``password`` matches; the same work is done for an unknown user."""
+    stored = found[1] if found is not None else dummy_hash()
+    matches = verify_password(password, stored)
+    return found[0] if found is not None and matches else None
+
+
+def bootstrap_superuser(users: UserStore) -> NewSuperuser | None:
+    """On an empty user table, create the superuser from the environment.
+
+    ``FLUKSIO_SUPERUSER`` (default ``admin``) and ``FLUKSIO_SUPERUSER_PASSWORD``; without a
+    password one is generated and returned so the caller can show it once.
+    """
+    if users.count() > 0:
+        return None
+    username = os.environ.get("FLUKSIO_SUPERUSER") or DEFAULT_SUPERUSER
+    password = os.environ.get("FLUKSIO_SUPERUSER_PASSWORD")
+    generated = None
+    if not password:
+        generated = password = secrets.token_urlsafe(18)
+    users.add(username, password, is_superuser=True)
+    return NewSuperuser(username=username, generated_password=generated)

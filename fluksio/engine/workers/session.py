@@ -1,0 +1,307 @@
+"""One attached worker: its socket, the calls in flight on it, and how it ends.
+
+A session is the dispatcher's executor for that worker. Calls fail with ``WorkerGone``
+when the socket closes ("worker went away mid-call") or when nothing at all has come from
+the worker for ``gone_after_s`` while it executes.
+
+A call sent to a worker that then sends nothing at all (no frame, no pong) for
+``take_within_s`` was never taken: the worker froze before it could. It fails here as
+``NotTaken`` (the run machine queues it again, for another worker), the worker is paused
+in the scheduler until it is heard again, and it is sent ``cancel``, so that if it wakes
+it drops the call rather than run it (our agent never starts a call cancelled before it
+started; the published agent 0.1.6 may start it and then kill it). Our agent says at once
+that it took a call (a heartbeat); the published agent is pinged after each call sent,
+and its pong says it is awake.
+
+A call's ``limit`` travels in the run frame and our agent enforces it where the call runs.
+The published agent 0.1.6 ignores that field, so for a worker whose hello names no
+version the engine enforces it: at the limit it sends ``cancel`` and fails the call with
+``NodeLimit`` at once. For our agent the engine only keeps a backstop, the limit plus the
+agent's grace plus :data:`LIMIT_BACKSTOP_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSCloseCode, web
+
+from fluksio.agent.frames import (
+    AnswerFrame,
+    CancelFrame,
+    HelloFrame,
+    ProgressFrame,
+    RunFrame,
+    RunRef,
+    encode,
+)
+from fluksio.agent.launcher import LIMIT_GRACE_S, CallOutcome, CallSpec, error_record, limit_error
+from fluksio.agent.outcome import ErrorKind
+from fluksio.clock import Clock, Timer
+from fluksio.engine.logging import get_logger
+from fluksio.engine.runs.provenance import Provenance
+from fluksio.engine.tokens import WorkerIdentity
+
+__all__ = ["FrameCounts", "WorkerSession"]
+
+log = get_logger(__name__)
+EventCallback = Callable[[dict[str, Any]], None]
+_UNKNOWN_FRAMES_LOGGED = 10
+ARTIFACT_TOKEN_RENEW_S = 3600.0
+LIMIT_BACKSTOP_S = 10.0
+"""How long after a call's ``limit`` and the agent's grace the engine stops waiting for our
+agent to stop it (it would have answered by then, unless something is wrong there)."""
+
+
+@dataclass
+class FrameCounts:
+    """WebSocket frames received from and sent to workers (pings included)."""
+
+    received: int = 0
+    sent: int = 0
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[CallOutcome]
+    on_event: EventCallback
+
+
+@dataclass
+class WorkerSession:
+    id: str
+    name: str
+    identity: tuple[str, str]
+    token: WorkerIdentity
+    key_id: str
+    hello: HelloFrame
+    ws: web.WebSocketResponse
+    clock: Clock
+    """The engine's: when it attached, was last heard, and each call's timers."""
+    attached_at: float = 0.0
+    last_seen: float = 0.0
+    closed_reason: str | None = None
+    mint_artifact_token: Callable[[], str] | None = None
+    """Mints a token a call on this worker uses for artifacts (not the worker token)."""
+    frames: FrameCounts = field(default_factory=FrameCounts)
+    """Where its frames are counted: the registry's, shared by every session."""
+    take_within_s: float = 15.0
+    """A call sent here with nothing at all heard since, this long, was never taken."""
+    heard: int = 0
+    """How many times anything came from it (a frame, a pong): what "heard since" counts,
+    so that two things at one instant of the clock are still told apart."""
+    not_taking_after: int | None = None
+    """``heard`` when a call was sent that it never took: it answers again once heard after."""
+    _pending: dict[str, _Pending] = field(default_factory=dict)
+    _artifact_token: tuple[str, float] | None = None
+    """The artifact token calls here get, and when it was minted (monotonic)."""
+    _unknown_frames: int = 0
+
+    def __post_init__(self) -> None:
+        self.attached_at = self.last_seen = self.clock.now()
+
+    @property
+    def labels(self) -> frozenset[str]:
+        return frozenset(self.hello.labels)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # -- the executor interface --------------------------------------------------------
+
+    def call_env(self) -> dict[str, str]:
+        if self.mint_artifact_token is None:
+            return {}
+        # Every call here would get a token of the same powers (this worker's, tied to its
+        # token), so one serves them all: signing one per call was a tenth of the engine's
+        # work per remote call. Renewed hourly, so a call's token has 23 hours left or more.
+        now = self.clock.monotonic()
+        if self._artifact_token is None or now - self._artifact_token[1] > ARTIFACT_TOKEN_RENEW_S:
+            self._artifact_token = (self.mint_artifact_token(), now)
+        return {"FLUKSIO_ARTIFACT_TOKEN": self._artifact_token[0]}
+
+    def provenance(self) -> Provenance:
+        provisioned = self.token.provisioned_by
+        return Provenance(
+            worker=self.name,
+            host=self.hello.host,
+            slurm_job_id=self.hello.slurm_job_id,
+            provisioner=f"{provisioned[0]}/{provisioned[1]}" if provisioned else None,
+            request_id=provisioned[2] if provisioned else None,
+        )
+
+    async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
+        if self.closed_reason is not None:
+            return CallOutcome(False, error=error_record(ErrorKind.WORKER_GONE, self.closed_reason))
+        future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+        self._pending[spec.call_id] = _Pending(future, on_event)
+        frame = RunFrame(
+            op="compile" if spec.op == "compile" else "run",
+            call_id=spec.call_id,
+            flow=spec.flow,
+            node=spec.node,
+            source=spec.source,
+            kwargs=spec.kwargs,
+            run=RunRef(id=spec.run_id) if spec.run_id else None,
+            timeout=spec.timeout,
+            env=spec.env,
+            limit=spec.limit or None,
+        )
+        stopper = self._enforce_limit(spec) if spec.limit > 0 else None
+        taken: Timer | None = None
+        try:
+            heard_before = self.heard
+            self.frames.sent += 1
+            await self.ws.send_str(encode(frame))
+            if self.hello.version is None:
+                # The published agent says nothing when it takes a call (its first heartbeat
+                # comes 10 s later): its pong to this ping shows it was not frozen.
+                self.frames.sent += 1
+                await self.ws.ping()
+            taken = self._expect_taken(spec.call_id, heard_before)
+            return await future
+        except (ConnectionError, RuntimeError) as exc:
+            return CallOutcome(
+                False,
+                error=error_record(ErrorKind.WORKER_GONE, f"worker went away mid-call ({exc})"),
+            )
+        finally:
+            if stopper is not None:
+                stopper.cancel()
+            if taken is not None:
+                taken.cancel()
+            self._pending.pop(spec.call_id, None)
+
+    def _expect_taken(self, call_id: str, heard_before: int) -> Timer:
+        """Give the call back if the worker sends nothing at all within ``take_within_s``."""
+
+        def check() -> None:
+            pending = self._pending.get(call_id)
+            if pending is None or pending.future.done() or self.heard > heard_before:
+                return
+            log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
+            self.not_taking_after = heard_before
+            self.cancel(call_id)
+            said = (
+                f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"
+                " sent the call, so never took it; queued again for another worker"
+            )
+            pending.future.set_result(
+                CallOutcome(False, error=error_record(ErrorKind.NOT_TAKEN, said))
+            )
+
+        return self.clock.call_later(self.take_within_s, check)
+
+    def _enforce_limit(self, spec: CallSpec) -> Timer:
+        """Stop the call at its limit if the worker will not (see the module docstring)."""
+        published = self.hello.version is None
+        delay = spec.limit if published else spec.limit + LIMIT_GRACE_S + LIMIT_BACKSTOP_S
+
+        def stop() -> None:
+            pending = self._pending.get(spec.call_id)
+            if pending is None or pending.future.done():
+                return
+            self.cancel(spec.call_id)
+            pending.future.set_result(CallOutcome(False, error=limit_error(spec.limit)))
+
+        return self.clock.call_later(delay, stop)
+
+    def cancel(self, call_id: str) -> bool:
+        if call_id not in self._pending or self.ws.closed:
+            return False
+        frame = encode(CancelFrame(call_id=call_id))
+        self.frames.sent += 1
+        task = asyncio.get_running_loop().create_task(self.ws.send_str(frame))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        return True
+
+    # -- what arrives on the socket ----------------------------------------------------
+
+    def handle(self, frame: ProgressFrame | AnswerFrame) -> None:
+        self._heard()
+        pending = self._pending.get(frame.call_id)
+        if pending is None:
+            self.unknown(frame.call_id, "answer" if isinstance(frame, AnswerFrame) else frame.event)
+            return
+        if isinstance(frame, ProgressFrame):
+            if frame.event != "heartbeat":
+                pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
+            return
+        error = dataclasses.asdict(frame.error) if frame.error is not None else None
+        if not frame.ok and error is None:
+            error = error_record(
+                ErrorKind.REMOTE_ERROR, "the worker reported a failure without details"
+            )
+        if error is not None and error.get("type") == "SyntaxError":
+            error = self._compiled_here(error)
+        if not pending.future.done():
+            pending.future.set_result(
+                CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
+            )
+
+    def expects(self, call_id: str) -> bool:
+        """Whether a call of this id is in flight here (its answer is awaited)."""
+        return call_id in self._pending
+
+    def unknown(self, call_id: str, frame: str) -> None:
+        """A frame for a call not in flight here: one that already failed (late answers
+        are normal after a limit), or one never sent to this worker. Nothing changes; the
+        first few are logged, so a worker cannot flood the log with them."""
+        self._heard()
+        self._unknown_frames += 1
+        if self._unknown_frames <= _UNKNOWN_FRAMES_LOGGED:
+            log.warning(
+                "worker.unknown_call",
+                worker=self.name,
+                worker_id=self.id,
+                call_id=call_id[:64],
+                frame=frame,
+                seen=self._unknown_frames,
+            )
+
+    def _compiled_here(self, error: dict[str, str]) -> dict[str, str]:
+        """A syntax error names the Python that found it: the worker's, not the engine's."""
+        python = (
+            f"Python {self.hello.python_version}"
+            if self.hello.python_version
+            else f"its Python ({self.hello.python or 'unknown'})"
+        )
+        where = f" (compiled on worker {self.name} with {python})"
+        return {
+            **error,
+            "message": error.get("message", "") + where,
+            "short": error.get("short", "SyntaxError") + where,
+        }
+
+    def touch(self) -> None:
+        self._heard()
+
+    def _heard(self) -> None:
+        self.last_seen = self.clock.now()
+        self.heard += 1
+
+    def fail_all(self, reason: str, kind: ErrorKind = ErrorKind.WORKER_GONE) -> None:
+        """Fail every call in flight (the socket is gone, or the worker went silent), as
+        ``kind``: ``WorkerGone`` unless the cause is known to be something else."""
+        self.closed_reason = self.closed_reason or reason
+        for pending in list(self._pending.values()):
+            if not pending.future.done():
+                pending.future.set_result(CallOutcome(False, error=error_record(kind, reason)))
+
+    async def close(
+        self,
+        reason: str,
+        code: int = WSCloseCode.POLICY_VIOLATION,
+        kind: ErrorKind = ErrorKind.WORKER_GONE,
+    ) -> None:
+        """Close the socket saying why; its calls fail with that reason, as ``kind``."""
+        self.fail_all(reason, kind)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.ws.close(code=code, message=reason.encode()[:120])
+        log.info("worker.closed", worker=self.name, worker_id=self.id, reason=reason)

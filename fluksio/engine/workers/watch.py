@@ -1,0 +1,112 @@
+"""A periodic look at every attached worker: silent ones are gone, revoked ones are cut off.
+
+Silence is the one liveness rule (the spec's 90 seconds, ``worker_gone_s``): the engine
+pings every ``worker_ping_s`` and a healthy worker's pong, heartbeat or any other frame
+counts as contact; nothing else closes a connected worker for being quiet.
+
+A worker whose batch job ends within ``walltime_margin_s`` is drained: once idle it is
+closed with 4010, and our agent then exits, ending its job before the walltime does.
+
+Revocation through the API disconnects at once; this loop also catches what changes
+behind the engine's back (``fluksio keys rotate`` from another process, a token expiring)
+within ``worker_check_s``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from fluksio.clock import Clock
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.tokens import TokenService
+from fluksio.engine.worker_tokens import WorkerTokenStore
+from fluksio.engine.workers.protocol import CLOSE_DRAINED
+from fluksio.engine.workers.registry import WorkerRegistry
+from fluksio.engine.workers.session import WorkerSession
+
+__all__ = ["Standing", "check_once", "ping_every_s", "watch_workers"]
+
+
+class Standing(Protocol):
+    """Whether each worker answers: the dispatcher's to keep (its place is paused in the
+    scheduler while it does not)."""
+
+    def answering(self, worker_id: str) -> bool: ...
+
+    def set_answering(self, worker_id: str, answering: bool) -> None: ...
+
+
+def ping_every_s(settings: EngineSettings) -> float:
+    """How often the engine pings each worker: several pings fit in the silence allowed."""
+    return min(settings.worker_ping_s, settings.worker_gone_s / 6)
+
+
+def _answering(session: WorkerSession, now: float, settings: EngineSettings) -> bool:
+    # A healthy worker answers each ping within moments: one ping left unanswered (with
+    # half an interval to spare) means it is frozen or cut off for now. One that never
+    # took a call sent to it answers again only once something came from it after.
+    stalled = session.not_taking_after
+    if stalled is not None and session.heard <= stalled:
+        return False
+    return now - session.last_seen <= 1.5 * ping_every_s(settings)
+
+
+async def check_once(
+    registry: WorkerRegistry,
+    tokens: TokenService,
+    store: WorkerTokenStore,
+    settings: EngineSettings,
+    standing: Standing,
+    *,
+    now: float,
+) -> None:
+    """Close the sessions that must end; tell ``standing`` (the dispatcher) who stopped or
+    resumed answering, so the scheduler gives a silent worker nothing new."""
+    key_id = tokens.current_key_id()
+    sessions = registry.attached()
+    unusable = store.unusable({session.token.jti for session in sessions})
+    for session in sessions:
+        answering = _answering(session, now, settings)
+        if answering != standing.answering(session.id):
+            standing.set_answering(session.id, answering)
+        reason = None
+        if now - session.last_seen > settings.worker_gone_s:
+            # The one liveness rule, for busy and idle workers alike: a healthy one answers
+            # the engine's pings, so silence this long means it is frozen or cut off.
+            silent = f"no message from the worker for {settings.worker_gone_s:g} s"
+            reason = (
+                f"{silent} while it was executing; its calls failed as gone"
+                if session.in_flight
+                else f"{silent}; disconnected"
+            )
+        elif session.key_id != key_id:
+            reason = "the engine's signing key was replaced; mint a new worker token"
+        elif session.token.expires_at <= now:
+            reason = "the worker token expired; mint a new one"
+        elif session.token.jti in unusable:
+            reason = "the worker token was revoked"
+        if reason is not None:
+            await session.close(reason)
+            continue
+        ends_at = session.hello.ends_at
+        if ends_at is not None and not session.in_flight:
+            left = ends_at - now
+            if left < settings.walltime_margin_s:
+                # Nothing can be placed there any more (no limit fits): let it go now, so
+                # its job ends by itself rather than at its limit.
+                drained = f"drained: its job ends in {max(0.0, left):.0f} s"
+                await session.close(drained, code=CLOSE_DRAINED)
+
+
+async def watch_workers(
+    registry: WorkerRegistry,
+    tokens: TokenService,
+    store: WorkerTokenStore,
+    settings: EngineSettings,
+    standing: Standing,
+    *,
+    clock: Clock,
+) -> None:
+    while True:
+        await clock.sleep(settings.worker_check_s)
+        await check_once(registry, tokens, store, settings, standing, now=clock.now())
