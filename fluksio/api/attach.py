@@ -240,7 +240,7 @@ async def attach(request: web.Request) -> web.StreamResponse:
         version=hello.version or "0.1.x",
     )
     clock = request.app[CLOCK]
-    budget = FrameBudget(settings.worker_frames_per_s, settings.worker_frame_burst, clock.monotonic)
+    budget = FrameBudget(settings.worker_frames_per_s, settings.frame_burst, clock.monotonic)
     pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings), clock))
     try:
         await _serve(session, budget, settings.max_frame_bytes)

@@ -1,71 +1,245 @@
-"""Everything the engine is configured with, in one frozen value built by the CLI or tests."""
+"""Everything the engine is configured with, in one frozen value, each setting declared once.
+
+A setting is a field of :class:`EngineSettings` with its type, its default and a
+:class:`Flag`: the help a person reads, its bounds or choices. ``fluksio serve`` makes
+its options from these declarations (``--name-with-dashes``, and ``FLUKSIO_NAME`` in the
+environment), so a setting cannot exist in one place and be missing or different in the
+other. Tests build the value directly.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.tokens import ACCESS_TOKEN_TTL_S
 
-__all__ = ["EngineSettings"]
+__all__ = ["EngineSettings", "Flag"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting is given on the command line (the rest comes from its field)."""
+
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    kind: type = str
+    """The type of one value: ``str``, ``int``, ``float``, ``bool`` (a switch) or ``Path``."""
+    name: str | None = None
+    """The flag's name when it is not the field's (``--trusted-proxy`` gives many)."""
+    many: bool = False
+    """Repeatable: the setting is a tuple of every value given."""
+    metavar: str | None = None
+
+
+def _setting(default: Any, flag: Flag) -> Any:
+    return field(default=default, metadata={"flag": flag})
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    data_dir: Path
-    host: str = "127.0.0.1"
-    port: int = 8080
-    tls_cert: Path | None = None
-    """The certificate chain (PEM) to serve HTTPS and WSS with; None: plain HTTP."""
-    tls_key: Path | None = None
-    insecure: bool = False
-    public_url: str | None = None
-    """The engine as workers and browsers reach it (behind a proxy); None: as they dial it."""
-    trusted_proxies: tuple[str, ...] = ()
-    """Addresses or networks whose ``X-Forwarded-For``/``-Proto`` the engine believes."""
-    """Serve plain HTTP on an address other than loopback (a TLS proxy in front)."""
-    access_token_ttl_s: float = ACCESS_TOKEN_TTL_S
-    # Login slowdown (see fluksio.api.throttle): free failures, then doubling waits.
-    login_free_failures: int = 5
-    login_base_delay_s: float = 1.0
-    login_max_delay_s: float = 300.0
-    # aiohttp reads request bodies whole for JSON endpoints; large uploads stream elsewhere.
-    client_max_size: int = 1024 * 1024
-    engine_slots: int | None = None
-    """Calls the engine runs at once itself; None: two per core."""
-    node_python: str | None = None
-    """The interpreter the engine runs node code with; None: the engine's own."""
-    runner_mode: str = "auto"
-    """``auto`` (fork server where it works, else spawn), ``fork`` or ``spawn``."""
-    worker_hello_timeout_s: float = 10.0
-    worker_gone_s: float = 90.0
-    """A worker that sends nothing (not even a pong) for this long is gone: the one rule."""
-    worker_check_s: float = 2.0
-    """How often attached workers are checked (silence, revocation, key rotation)."""
-    worker_ping_s: float = 15.0
-    worker_take_s: float = 15.0
-    """A call sent to a worker that has sent nothing at all since, for this long, was never
-    taken (the worker froze first): it goes back to the queue, and the worker is told to
-    drop it."""
-    """How often the engine pings each worker, so a healthy idle one is seen to be alive."""
-    max_frame_bytes: int = 64 * 1024 * 1024
-    worker_frames_per_s: float = 5000.0
-    """A worker sending more frames a second than this, on average, is disconnected."""
-    worker_frame_burst: float = 50000.0
-    """... after a burst of this many."""
-    max_artifact_bytes: int = 10 * 1024**3
-    """The largest artifact upload taken (``--max-artifact-bytes``); larger is a 413."""
-    walltime_margin_s: float = 60.0
-    """Time to spare before a worker's batch job ends: a call is placed there only if its
-    limit and this fit, and an idle worker with less than this left is let go."""
-
-    event_buffer: int = 10_000
-    """Events the live feed keeps for subscribers that reconnect (``--event-buffer``); one
-    further behind is told to refetch."""
-    event_buffer_bytes: int = 64 << 20
-    """The most text the live feed keeps (``--event-buffer-bytes``), whatever the count."""
+    data_dir: Path = field(metadata={"flag": Flag("Where the engine keeps its state.", kind=Path)})
+    host: str = _setting("127.0.0.1", Flag("Address to listen on."))
+    port: int = _setting(
+        8080,
+        Flag(
+            "Port to listen on; 0 picks a free one (written to DATA_DIR/engine.json).",
+            kind=int,
+            minimum=0,
+            maximum=65535,
+        ),
+    )
+    tls_cert: Path | None = _setting(
+        None, Flag("Certificate chain (PEM): serve HTTPS and WSS on the one port.", kind=Path)
+    )
+    tls_key: Path | None = _setting(None, Flag("The certificate's private key (PEM).", kind=Path))
+    insecure: bool = _setting(
+        False,
+        Flag(
+            "Serve plain HTTP on an address other than loopback (a TLS proxy in front).", kind=bool
+        ),
+    )
+    public_url: str | None = _setting(
+        None,
+        Flag(
+            "The engine as workers and browsers reach it, behind a proxy"
+            " (https://fluksio.example.com): the attach command shown, and where workers"
+            " find artifacts.",
+            metavar="URL",
+        ),
+    )
+    trusted_proxies: tuple[str, ...] = _setting(
+        (),
+        Flag(
+            "A reverse proxy (address or network, repeatable) whose X-Forwarded-For names"
+            " the real client, for login throttling and logs.",
+            name="trusted-proxy",
+            many=True,
+            metavar="ADDRESS",
+        ),
+    )
+    access_token_ttl_s: float = _setting(
+        ACCESS_TOKEN_TTL_S,
+        Flag("How long an access token (a login) lasts, in seconds.", kind=float, minimum=60),
+    )
+    login_free_failures: int = _setting(
+        5,
+        Flag(
+            "Failed logins (by user and by address) before each next one waits.",
+            kind=int,
+            minimum=1,
+        ),
+    )
+    login_base_delay_s: float = _setting(
+        1.0,
+        Flag(
+            "The first wait after the free failures; it doubles with each.", kind=float, minimum=0
+        ),
+    )
+    login_max_delay_s: float = _setting(
+        300.0, Flag("The longest wait between failed logins.", kind=float, minimum=0)
+    )
+    client_max_size: int = _setting(
+        1024 * 1024,
+        Flag(
+            "The largest JSON body a request may carry (artifact uploads stream apart).",
+            kind=int,
+            minimum=1024,
+        ),
+    )
+    engine_slots: int | None = _setting(
+        None,
+        Flag(
+            "Node calls the engine runs at once itself (default: two per core).",
+            kind=int,
+            minimum=0,
+            maximum=4096,
+        ),
+    )
+    node_python: str | None = _setting(
+        None, Flag("Interpreter for node code run on the engine (default: the engine's own).")
+    )
+    runner_mode: str = _setting(
+        "auto",
+        Flag(
+            "How call processes start: a fork server where it works, or a fresh interpreter.",
+            choices=("auto", "fork", "spawn"),
+        ),
+    )
+    worker_hello_timeout_s: float = _setting(
+        10.0,
+        Flag(
+            "A worker that says no hello this long after connecting is refused.",
+            kind=float,
+            minimum=0.1,
+        ),
+    )
+    worker_gone_s: float = _setting(
+        90.0,
+        Flag(
+            "A worker that sends nothing (not even a pong) this long is gone: the one rule.",
+            kind=float,
+            minimum=0.1,
+        ),
+    )
+    worker_check_s: float = _setting(
+        2.0,
+        Flag(
+            "How often attached workers are checked (silence, revocation, key rotation).",
+            kind=float,
+            minimum=0.05,
+        ),
+    )
+    worker_ping_s: float = _setting(
+        15.0,
+        Flag(
+            "How often the engine pings each worker, so a healthy idle one is seen alive.",
+            kind=float,
+            minimum=0.05,
+        ),
+    )
+    worker_take_s: float = _setting(
+        15.0,
+        Flag(
+            "A call sent to a worker that has sent nothing at all since, this long, was never"
+            " taken (it froze first): it goes back to the queue, and the worker is told to"
+            " drop it.",
+            kind=float,
+            minimum=0.1,
+        ),
+    )
+    max_frame_bytes: int = _setting(
+        64 * 1024 * 1024,
+        Flag(
+            "The largest frame a worker may send (a call's answer with its result).",
+            kind=int,
+            minimum=1024,
+        ),
+    )
+    worker_frames_per_s: float = _setting(
+        5000.0,
+        Flag(
+            "A worker sending more frames a second than this, on average, is disconnected"
+            " as flooding.",
+            kind=float,
+            minimum=1,
+        ),
+    )
+    worker_frame_burst: float | None = _setting(
+        None,
+        Flag(
+            "... after a burst of this many frames (default: ten times the rate).",
+            kind=float,
+            minimum=1,
+        ),
+    )
+    max_artifact_bytes: int = _setting(
+        10 * 1024**3,
+        Flag(
+            "The largest artifact upload the engine takes; a larger one is refused (413).",
+            kind=int,
+            minimum=1,
+        ),
+    )
+    walltime_margin_s: float = _setting(
+        60.0,
+        Flag(
+            "Time to spare before a worker's batch job ends: a call goes there only if its"
+            " limit and this fit; an idle worker with less left is let go.",
+            kind=float,
+            minimum=0,
+        ),
+    )
+    event_buffer: int = _setting(
+        10_000,
+        Flag(
+            "Events the live feed keeps for subscribers that reconnect; one further behind"
+            " is told to fetch its views again.",
+            kind=int,
+            minimum=10,
+        ),
+    )
+    event_buffer_bytes: int = _setting(
+        64 << 20,
+        Flag(
+            "The most text (bytes) the live feed keeps, however few events that is; the"
+            " oldest leave first.",
+            kind=int,
+            minimum=1 << 20,
+        ),
+    )
 
     @property
     def layout(self) -> DataDir:
         return DataDir(self.data_dir)
+
+    @property
+    def frame_burst(self) -> float:
+        """The burst of frames a worker may send at once."""
+        if self.worker_frame_burst is not None:
+            return self.worker_frame_burst
+        return 10 * self.worker_frames_per_s
