@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR := .fluksio-run
 
-.PHONY: install run test lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests nginx-for-tests \
+.PHONY: install run test test-fast lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests nginx-for-tests \
 	prometheus-for-tests
 
 install: $(STAMP)
@@ -34,6 +34,12 @@ typecheck: install
 
 test: install lint typecheck slurm-for-tests browser-for-tests nginx-for-tests prometheus-for-tests
 	$(BIN)/python -m pytest
+
+# The engine's logic in about a minute: lint, types and every unmarked test, in the test's
+# process; not those marked contract (real Slurm, sshd, Chromium, nginx, Prometheus, a
+# real-length timeline), process (real engine and agent processes) or slow (wheels).
+test-fast: install lint typecheck
+	$(BIN)/python -m pytest -q -m "not contract and not process and not slow"
 
 # Debian's Chromium for the Workers screen's tests (Playwright drives it; it never downloads
 # a browser). Like Slurm: installed as root, else those tests skip, and fail under CI=true.

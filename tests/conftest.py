@@ -8,6 +8,15 @@ import pytest
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 
+PROCESS_FIXTURES = frozenset({"engine", "shared_engine", "admin_token"})
+"""Fixtures that start the engine as a real process: a test using one is marked ``process``."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
+
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:

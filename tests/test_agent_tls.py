@@ -25,6 +25,8 @@ from cryptography.x509.oid import NameOID
 
 from tests.support.engine import BIN
 
+pytestmark = pytest.mark.process
+
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())

@@ -158,11 +158,12 @@ def api_may_import(name: str) -> bool:
     return not _within(name, "fluksio.cli")
 
 
-CLI_ON_A_DATA_DIR = frozenset({"serve", "users", "keys", "provisioners"})
+CLI_ON_A_DATA_DIR = frozenset({"serve", "users", "keys", "provisioners", "options"})
 """The commands that act on an engine's data directory themselves: ``serve`` starts the
 engine; ``users add`` and ``keys rotate`` work while it is stopped; ``provisioners check``
-reads ``provisioners.json`` and tries the SSH login. Every other command talks to a
-running engine over HTTP (``cli/client.py``)."""
+reads ``provisioners.json`` and tries the SSH login; ``options`` makes their options from
+the engine's setting declarations. Every other command talks to a running engine over
+HTTP (``cli/client.py``)."""
 CLI_VOCABULARY = ("fluksio.engine.datadir", "fluksio.engine.runs.provenance")
 """Plain data any command may read: where an engine keeps its files, and the one wording
 of where a call ran (the API's ``provenance``, in the words the screen uses)."""

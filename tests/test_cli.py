@@ -17,6 +17,8 @@ from tests.support.runs import code, run_flow
 from tests.support.wait import wait_for
 from tests.support.worker import start_worker
 
+pytestmark = pytest.mark.process
+
 
 def _assert_one_sentence_exit_2(
     done: subprocess.CompletedProcess[str], *needles: str, code: int = 2

@@ -36,6 +36,8 @@ from tests.support.runs import code, get_run, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import start_worker
 
+pytestmark = pytest.mark.contract
+
 SIZE = 256 * 1024 * 1024
 CHUNK = 1024 * 1024
 

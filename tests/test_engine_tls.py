@@ -27,6 +27,8 @@ from tests.support.http import call
 from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.worker import WorkerProcess, attach_url, start_worker, worker_cli
 
+pytestmark = pytest.mark.process
+
 NODE = code("""
     import fluksio
 

@@ -27,6 +27,8 @@ from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
+pytestmark = pytest.mark.contract
+
 NODE = code("""
     import time
     def process(started):

@@ -11,6 +11,8 @@ from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.engine import (
     EngineProcess,
     attach_url_on,
@@ -22,6 +24,8 @@ from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SOURCE = ROOT / "plugins" / "local" / "fluksio_local" / "plugin.py"

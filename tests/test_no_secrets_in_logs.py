@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import urllib.parse
 
+import pytest
+
 from tests.support.engine import SUPERUSER_PASSWORD, EngineProcess
 from tests.support.http import call
+
+pytestmark = pytest.mark.process
 
 
 def test_logs_never_contain_tokens_or_passwords(engine: EngineProcess) -> None:

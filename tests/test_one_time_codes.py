@@ -34,6 +34,8 @@ from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.terminal import in_terminal
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.contract
+
 LOGIN_NEEDED = "login needed: run 'fluksio provisioners login hpc'"
 NODE = code(
     """

@@ -16,6 +16,8 @@ from tests.support.engine import start_engine
 from tests.support.runs import run_flow, wait_run
 from tests.support.worker import start_worker
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.support.engine import engine_env, start_engine
 from tests.support.http import call
 from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.process
 
 
 def test_tokens_revocations_and_superuser_survive_a_restart(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
+pytestmark = pytest.mark.process
+
 TREE = code("""
     import os, subprocess, time
 

@@ -27,6 +27,8 @@ from tests.support.http import call
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.contract
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "operating.md"
 NODE = "def process():\n    return 1\n"
 

@@ -25,6 +25,8 @@ from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, attach_url, start_worker
 
+pytestmark = pytest.mark.process
+
 PUBLISHED = "fluksio-worker==0.1.6"
 PYENV = Path.home() / ".pyenv" / "versions"
 

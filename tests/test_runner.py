@@ -26,6 +26,8 @@ from tests.support.escapees import ESCAPEES, ESCAPING
 from tests.support.process import alive
 from tests.support.wait import async_wait_for
 
+pytestmark = pytest.mark.process
+
 PYENV = Path.home() / ".pyenv" / "versions"
 
 

@@ -39,6 +39,8 @@ from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.contract
+
 NODE = code(
     """
     import os

@@ -6,7 +6,11 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
+
+pytestmark = pytest.mark.process
 
 
 def _sh(script: str, **env: str) -> str:

@@ -24,6 +24,8 @@ from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.contract
+
 SSHD = "/usr/sbin/sshd"
 
 

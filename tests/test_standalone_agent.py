@@ -6,11 +6,15 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.engine import EngineProcess
 from tests.support.http import call
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import start_worker
+
+pytestmark = pytest.mark.process
 
 
 def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from fluksio.provisioners.transport import CONNECT_TIMEOUT_S
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport
 
+pytestmark = pytest.mark.contract
+
 
 @pytest.fixture(scope="module")
 def slurm() -> LocalSlurm:

@@ -22,6 +22,8 @@ from tests.support.engine import EngineProcess, start_engine
 from tests.support.http import call
 from tests.support.wait import wait_for
 
+pytestmark = pytest.mark.process
+
 MAX_FRAME = 4096
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

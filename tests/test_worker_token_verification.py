@@ -25,6 +25,8 @@ from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.http import call
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def minted(shared_engine: EngineProcess) -> dict[str, Any]:

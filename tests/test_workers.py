@@ -19,6 +19,8 @@ from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, hello_with_protocol, start_worker
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 def admin(engine: EngineProcess) -> str:

@@ -39,6 +39,8 @@ from tests.support.runs import code, run_flow
 from tests.support.slurm import local_slurm
 from tests.support.worker import hello_with_protocol, start_worker
 
+pytestmark = pytest.mark.contract
+
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "test-output" / "workers-screen"
 # Live means within two seconds; five leaves room for a loaded CI machine.
