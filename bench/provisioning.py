@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from calls import Api, start_engine
 
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
-from fluksio.provisioners.transport import SSHTransport
+from fluksio.ssh import SSHTransport
 
 STATE = Path("/var/lib/fluksio-slurm")
 HELD = ["--begin=now+1hour"]

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from fluksio.provisioners.shell import RemoteShell
-from fluksio.provisioners.transport import OpenSSHTransport, SSHTransport
+from fluksio.ssh import OpenSSHTransport, SSHTransport
+from fluksio.ssh.shell import RemoteShell
 from tests.support.slurm import local_slurm
 
 

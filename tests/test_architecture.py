@@ -124,13 +124,27 @@ def provisioners_may_import(name: str) -> bool:
         or _top(name) in {"pluggy", "pydantic", "structlog"}
         or any(
             _within(name, prefix)
-            for prefix in ("fluksio.scheduler", "fluksio.provisioners", "fluksio.clock", *SHARED)
+            for prefix in (
+                "fluksio.scheduler",
+                "fluksio.provisioners",
+                "fluksio.ssh",
+                "fluksio.clock",
+                *SHARED,
+            )
         )
     )
 
 
-def transport_may_import(name: str) -> bool:
-    return provisioners_may_import(name) or _top(name) == "asyncssh"
+def ssh_may_import(name: str) -> bool:
+    return (
+        _top(name) in STDLIB
+        or _top(name) == "asyncssh"
+        or any(_within(name, p) for p in ("fluksio.ssh", "fluksio.clock", "fluksio.errors"))
+    )
+
+
+def outside_ssh_may_import(name: str) -> bool:
+    return _top(name) != "asyncssh"
 
 
 def plugin_may_import(name: str) -> bool:
@@ -182,7 +196,8 @@ RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "agent": (agent_may_import, "from fluksio.api import app"),
     "runner": (runner_may_import, "import aiohttp"),
     "provisioners": (provisioners_may_import, "from fluksio.engine.tokens import TokenService"),
-    "transport": (transport_may_import, "import paramiko"),
+    "ssh": (ssh_may_import, "from fluksio.provisioners.slurm import SlurmProvisioner"),
+    "asyncssh outside ssh": (outside_ssh_may_import, "import asyncssh"),
     "plugins": (plugin_may_import, "from fluksio.provisioners.driver import ProvisioningDriver"),
     "below the engine": (lower_may_import, "from fluksio.engine.dispatch import Dispatcher"),
     "engine": (engine_may_import, "from fluksio.api.routes import add_routes"),
@@ -352,10 +367,46 @@ def test_error_root_and_vocabulary_import_only_the_standard_library_and_pydantic
 
 
 def test_provisioners_import_scheduler_types_and_their_own_libraries_only() -> None:
-    transport = PACKAGE / "provisioners" / "transport.py"
-    ordinary = [p for p in _files(PACKAGE / "provisioners") if p != transport]
-    assert _violations(ordinary, provisioners_may_import) == []
-    assert _violations([transport], transport_may_import) == []
+    assert _violations(_files(PACKAGE / "provisioners"), provisioners_may_import) == []
+
+
+def test_ssh_is_one_package_that_knows_nothing_of_its_users() -> None:
+    assert _violations(_files(PACKAGE / "ssh"), ssh_may_import) == []
+
+
+_RUNNERS = frozenset({"create_subprocess_exec", "run", "Popen", "call", "check_output", "execvp"})
+
+
+def _runs_ssh(files: list[Path]) -> list[str]:
+    """Processes started as ``ssh`` (its name as the program, or first in an argv list)."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            first = node.args[0]
+            if isinstance(first, ast.List | ast.Tuple) and first.elts:
+                first = first.elts[0]
+            if name in _RUNNERS and isinstance(first, ast.Constant) and first.value == "ssh":
+                found.append(f"{path.name}:{node.lineno} runs ssh")
+    return sorted(found)
+
+
+def test_only_the_ssh_package_imports_asyncssh_or_runs_ssh() -> None:
+    outside = [p for p in _files(PACKAGE) if "ssh" not in p.relative_to(PACKAGE).parts[:1]]
+    assert _violations(outside, outside_ssh_may_import) == []
+    assert _runs_ssh(outside) == []
+
+
+def test_the_ssh_rule_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "await asyncio.create_subprocess_exec('ssh', host)\n"
+        "subprocess.run(['ssh', '-T', host])\n"
+        "subprocess.run(['scp', host])\n"
+    )
+    assert _runs_ssh([probe]) == ["probe.py:1 runs ssh", "probe.py:2 runs ssh"]
 
 
 def test_nothing_below_the_engine_imports_it_or_what_serves_it() -> None:
@@ -400,7 +451,6 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
 MAX_MODULE_LINES = 500
 STILL_TO_SPLIT = {
     "fluksio/agent/runner.py": 1142,
-    "fluksio/provisioners/transport.py": 773,
     "fluksio/agent/launcher.py": 720,
     "fluksio/provisioners/machine.py": 676,
     "fluksio/scheduler/scheduler.py": 637,

@@ -18,8 +18,8 @@ import pytest
 from pydantic import ValidationError
 
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
-from fluksio.provisioners.shell import Completed, Route, TransportError
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
+from fluksio.ssh.shell import Completed, Route, TransportError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "provisioners.example.json"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.provisioners.shell import RemoteShell, TransportError
-from fluksio.provisioners.transport import OpenSSHTransport
+from fluksio.ssh import OpenSSHTransport
+from fluksio.ssh.shell import RemoteShell, TransportError
 from tests.support.engine import free_port
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport

@@ -18,8 +18,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from fluksio.provisioners.shell import TransportError
-from fluksio.provisioners.transport import CONNECT_TIMEOUT_S
+from fluksio.ssh import CONNECT_TIMEOUT_S
+from fluksio.ssh.shell import TransportError
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport
 

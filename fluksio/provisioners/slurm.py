@@ -41,8 +41,8 @@ from fluksio.provisioners.base import (
     worker_argv,
 )
 from fluksio.provisioners.hookspecs import hookimpl
-from fluksio.provisioners.shell import Completed, RemoteShell, Transport, TransportError
-from fluksio.provisioners.transport import open_transport
+from fluksio.ssh import open_transport
+from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
 
 __all__ = [
     "SLURM_STATES",
@@ -385,7 +385,7 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
     """Submits to a Slurm cluster through a remote shell on its login node.
 
     ``shell`` is where the commands run: by default SSH to ``login``
-    (:class:`~fluksio.provisioners.transport.SSHTransport`); tests hand it scripted replies.
+    (:class:`~fluksio.ssh.SSHTransport`); tests hand it scripted replies.
     """
 
     type_name = "slurm"

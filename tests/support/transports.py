@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.provisioners.transport import TRANSPORTS, OpenSSHTransport, SSHTransport
+from fluksio.ssh import TRANSPORTS, OpenSSHTransport, SSHTransport
 
 __all__ = ["TRANSPORTS", "both_transports", "make_transport"]
 
