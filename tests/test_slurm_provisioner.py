@@ -47,18 +47,6 @@ class ScriptedShell:
     async def close(self) -> None:
         self.closed = True
 
-    async def login_needed(self) -> bool:
-        return False
-
-    async def logged_in(self) -> bool:
-        return False
-
-    async def logout(self) -> bool:
-        return False
-
-    def login_argv(self) -> list[str] | None:
-        return None
-
     async def describe(self) -> Route:
         return Route("asyncssh", None, (), "hpc@login:22", None)
 

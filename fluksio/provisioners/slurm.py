@@ -42,7 +42,7 @@ from fluksio.provisioners.base import (
 )
 from fluksio.provisioners.hookspecs import hookimpl
 from fluksio.ssh import open_transport
-from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
+from fluksio.ssh.shell import Completed, RemoteShell, SharedLogin, Transport, TransportError
 
 __all__ = [
     "SLURM_STATES",
@@ -95,8 +95,7 @@ SLURM_STATES: Mapping[str, JobState] = {
     # (PreemptMode=CANCEL; with REQUEUE it shows as REQUEUED instead). The system ended
     # it, as an administrator's cancel would; its payload did not fail.
     "PREEMPTED": JobState.CANCELLED,
-    # "terminated upon reaching its time limit", and "terminated on deadline" (its
-    # --deadline came before it could finish): both ended by a limit of time.
+    # "terminated upon reaching its time limit", or "on deadline": ended by time.
     "TIMEOUT": JobState.TIMEOUT,
     "DEADLINE": JobState.TIMEOUT,
     "FAILED": JobState.FAILED,  # a non-zero exit code or another failure
@@ -493,17 +492,18 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             raise ProvisionError("; ".join(missing))
         return "\n".join([*route.lines(), "sinfo:", done.stdout.rstrip("\n")]) + "\n"
 
+    # A person's login is a capability of some shells only (the system ssh, sharing it).
     def login_command(self) -> list[str] | None:
-        return self.shell.login_argv()
+        return self.shell.login_argv() if isinstance(self.shell, SharedLogin) else None
 
     async def login_needed(self) -> bool:
-        return await self.shell.login_needed()
+        return isinstance(self.shell, SharedLogin) and await self.shell.login_needed()
 
     async def logged_in(self) -> bool:
-        return await self.shell.logged_in()
+        return isinstance(self.shell, SharedLogin) and await self.shell.logged_in()
 
     async def logout(self) -> bool:
-        return await self.shell.logout()
+        return isinstance(self.shell, SharedLogin) and await self.shell.logout()
 
     async def close(self) -> None:
         if self._given_shell is not None or self._opened_shell is not None:

@@ -39,7 +39,14 @@ from pathlib import Path
 from fluksio.ssh.base import CONNECT_TIMEOUT_S, TRANSPORTS, parse_login
 from fluksio.ssh.in_process import SSHTransport
 from fluksio.ssh.openssh import OpenSSHTransport
-from fluksio.ssh.shell import Completed, RemoteShell, Route, Transport, TransportError
+from fluksio.ssh.shell import (
+    Completed,
+    RemoteShell,
+    Route,
+    SharedLogin,
+    Transport,
+    TransportError,
+)
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -49,6 +56,7 @@ __all__ = [
     "RemoteShell",
     "Route",
     "SSHTransport",
+    "SharedLogin",
     "Transport",
     "TransportError",
     "open_transport",

@@ -106,18 +106,6 @@ class SSHTransport(BaseTransport):
             return _changed_key_message(self.login, known, self._host, port)
         return _unknown_key_message(self.login, str(known))
 
-    async def login_needed(self) -> bool:
-        return False  # it logs in by itself, or fails with a reason
-
-    async def logged_in(self) -> bool:
-        return False  # no login is shared
-
-    async def logout(self) -> bool:
-        return False  # nothing outlives the engine's own connection
-
-    def login_argv(self) -> list[str] | None:
-        return None  # one process's connection: nothing another process could share
-
     async def describe(self) -> Route:
         config = self._ssh_config if self._ssh_config.is_file() else None
         resolved = SSHClientConfig.load(

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from fluksio.errors import FluksioError
 
 Transport = Literal["asyncssh", "openssh"]
 """The SSH implementations ``provisioners.json`` may choose between."""
 
-__all__ = ["Completed", "RemoteShell", "Route", "Transport", "TransportError"]
+__all__ = ["Completed", "RemoteShell", "Route", "SharedLogin", "Transport", "TransportError"]
 
 
 class TransportError(FluksioError):
@@ -104,6 +104,16 @@ class RemoteShell(Protocol):
         """Release the connection, if one is held open."""
         ...
 
+    async def describe(self) -> Route:
+        """How the login node is reached: transport, config entry, jump host."""
+        ...
+
+
+@runtime_checkable
+class SharedLogin(Protocol):
+    """A shell whose commands can share one login a person opened (one-time codes): the
+    system ``ssh`` with a shared master connection. A shell without it needs none."""
+
     async def login_needed(self) -> bool:
         """Whether commands wait for a person to log in; asks nothing of the login node."""
         ...
@@ -117,10 +127,6 @@ class RemoteShell(Protocol):
         ...
 
     def login_argv(self) -> list[str] | None:
-        """The command a person runs in a terminal to log in once for every later command
-        (one-time codes); None when this shell cannot share a login."""
-        ...
-
-    async def describe(self) -> Route:
-        """How the login node is reached: transport, config entry, jump host."""
+        """The command a person runs in a terminal to log in once for every later command;
+        None when this one cannot share a login (no place for its connection)."""
         ...
