@@ -478,3 +478,40 @@ def test_the_length_rule_can_fail(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
     assert _too_long([probe], {}) == [f"probe.py has {MAX_MODULE_LINES + 1} lines"]
+
+
+def _misplaced_docstrings(files: list[Path]) -> list[str]:
+    """A string statement that documents nothing: a second one after an attribute (the
+    first documents it; the second was meant for another)."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            body = getattr(node, "body", None)
+            if not isinstance(body, list):
+                continue
+            for first, second, third in zip(body, body[1:], body[2:], strict=False):
+                if (
+                    isinstance(first, ast.Assign | ast.AnnAssign)
+                    and _is_string(second)
+                    and _is_string(third)
+                ):
+                    found.append(f"{path.name}:{third.lineno} documents nothing")
+    return found
+
+
+def _is_string(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def test_every_attribute_docstring_follows_its_attribute() -> None:
+    assert _misplaced_docstrings(_files(PACKAGE)) == []
+
+
+def test_the_docstring_rule_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('A = 1\n"""About A."""\nB = 2\n"""About B."""\n"""About C."""\n')
+    assert _misplaced_docstrings([probe]) == ["probe.py:5 documents nothing"]

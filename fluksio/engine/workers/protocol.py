@@ -30,9 +30,9 @@ __all__ = [
 ]
 
 CLOSE_SUPERSEDED = 4409
+"""Close code for a session replaced by a newer one of the same worker: do not reconnect."""
 CLOSE_DRAINED = 4010
 """An idle worker whose batch job ends within the walltime margin: it leaves (exit 0)."""
-"""Close code for a session replaced by a newer one of the same worker: do not reconnect."""
 
 
 def _kind(frame: Any) -> str:
