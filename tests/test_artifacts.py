@@ -238,6 +238,7 @@ async def test_revoking_a_worker_token_blocks_its_artifacts_at_once(api: InProce
     assert (await api.request("GET", f"/artifacts/{digest}", token="")).status == 401
 
 
+@pytest.mark.process
 def test_an_engine_killed_during_an_upload_serves_no_partial_object(tmp_path: Path) -> None:
     engine = start_engine(tmp_path / "data", tmp_path / "logs1")
     admin = engine.login()

@@ -184,6 +184,7 @@ def test_errors_name_the_file_provisioner_profile_and_field(
     assert message in raised.value.detail
 
 
+@pytest.mark.process
 def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
     path = _write(tmp_path, _example())
     listed = fluksio("provisioners", "check", "--file", str(path))
@@ -297,6 +298,7 @@ def test_slurm_states_map_onto_ours(text: str, state: JobState) -> None:
     assert slurm_state(text) is state
 
 
+@pytest.mark.process
 def test_serve_refuses_a_bad_provisioners_json_in_one_sentence(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     entry = {**_example()[0], "profiles": [{"name": "gpu-small", "cpus": 0}]}

@@ -34,6 +34,7 @@ def test_the_client_is_the_rightmost_address_no_trusted_proxy_added() -> None:
     assert client_address(["10.0.0.5"], PROXY) == "10.0.0.5", "only proxies: the first"
 
 
+@pytest.mark.process
 def test_bad_proxy_and_public_url_options_are_one_sentence() -> None:
     with pytest.raises(ValueError, match="'nope' is not an IP address or network"):
         parse_trusted_proxies(["nope"])

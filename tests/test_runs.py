@@ -346,6 +346,7 @@ async def test_a_secret_a_node_prints_emits_raises_or_returns_is_redacted_before
 # -- what a node sees --------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_thread_caps_and_no_credentials_in_the_node(tmp_path: Path) -> None:
     env = engine_env(DEPLOY_API_TOKEN="must-not-leak", PLAIN_SETTING="ok")
     engine = start_engine(tmp_path / "data", tmp_path / "logs", env=env)
@@ -430,6 +431,7 @@ def test_secrets_reach_the_node_only_as_the_params_it_asked_for(engine: EnginePr
 # -- restarts ------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) -> None:
     data = tmp_path / "data"
