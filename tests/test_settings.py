@@ -10,7 +10,7 @@ import click
 from click.testing import CliRunner
 
 from fluksio.cli import cli
-from fluksio.cli.options import setting_names, settings_options
+from fluksio.cli.options import settings_options
 from fluksio.engine.settings import EngineSettings
 
 
@@ -64,7 +64,3 @@ def test_a_flag_or_its_variable_sets_its_setting_and_a_bad_value_is_refused(
     refused = CliRunner().invoke(cli, ["serve", "--data-dir", data, "--port", "70000"])
     assert refused.exit_code == 2
     assert "Invalid value for '--port'" in refused.output
-
-
-def test_the_names_cover_every_field() -> None:
-    assert setting_names() == [f.name for f in dataclasses.fields(EngineSettings)]

@@ -18,7 +18,7 @@ import click
 from fluksio.engine.datadir import default_data_dir
 from fluksio.engine.settings import EngineSettings, Flag
 
-__all__ = ["data_dir_option", "setting_names", "setting_option", "settings_options"]
+__all__ = ["data_dir_option", "setting_option", "settings_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,7 +27,7 @@ def _declared() -> list[tuple[dataclasses.Field[Any], Flag]]:
     return [(f, f.metadata["flag"]) for f in dataclasses.fields(EngineSettings)]
 
 
-def setting_names() -> list[str]:
+def _setting_names() -> list[str]:
     """Every setting's field name, in declaration order."""
     return [f.name for f, _flag in _declared()]
 
@@ -87,7 +87,7 @@ def setting_option(name: str) -> Callable[[F], F]:
 
 def settings_options(command: F) -> F:
     """Every setting's option, in the order they are declared."""
-    for name in reversed(setting_names()):
+    for name in reversed(_setting_names()):
         command = setting_option(name)(command)
     return command
 

@@ -417,6 +417,11 @@ class Dispatcher:
         view = self._scheduler.view(worker_id)
         return view is not None and not view.paused
 
+    def calls_on(self, worker_id: str) -> int:
+        """The calls placed on the worker and not yet ended (its place's slots in use)."""
+        view = self._scheduler.view(worker_id)
+        return view.calls if view is not None else 0
+
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""
         if self._scheduler.has_place(worker_id):

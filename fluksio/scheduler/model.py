@@ -261,3 +261,8 @@ class PlaceView:
     free: Resources
     paused: bool = False
     """Not answering for now: it keeps what runs there, and is given nothing new."""
+
+    @property
+    def calls(self) -> int:
+        """The calls placed here and not yet ended: the slots in use."""
+        return self.inventory.slots - self.free.slots

@@ -212,7 +212,7 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         name=session.name,
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
-        in_flight=_in_flight(view),
+        in_flight=view.calls if view is not None else 0,
         status=_status(view),
         attached_at=utc(session.attached_at),
         last_seen=utc(session.last_seen),
@@ -230,15 +230,10 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
     )
 
 
-def _in_flight(view: PlaceView | None) -> int:
-    """The calls placed on the worker and not yet ended: its place's slots in use."""
-    return 0 if view is None else view.inventory.slots - view.free.slots
-
-
 def _status(view: PlaceView | None) -> Literal["busy", "idle", "not answering"]:
     if view is not None and view.paused:
         return "not answering"
-    return "busy" if _in_flight(view) else "idle"
+    return "busy" if view is not None and view.calls else "idle"
 
 
 def refused_body(entry: NeedsUpgrade) -> RefusedWorkerBody:

@@ -109,10 +109,6 @@ class WorkerSession:
     def labels(self) -> frozenset[str]:
         return frozenset(self.hello.labels)
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
-
     # -- the executor interface --------------------------------------------------------
 
     def call_env(self) -> dict[str, str]:

@@ -35,6 +35,10 @@ class Standing(Protocol):
 
     def set_answering(self, worker_id: str, answering: bool) -> None: ...
 
+    def calls_on(self, worker_id: str) -> int:
+        """The calls placed on the worker and not yet ended (the one count of them)."""
+        ...
+
 
 def ping_every_s(settings: EngineSettings) -> float:
     """How often the engine pings each worker: several pings fit in the silence allowed."""
@@ -69,6 +73,7 @@ async def check_once(
         answering = _answering(session, now, settings)
         if answering != standing.answering(session.id):
             standing.set_answering(session.id, answering)
+        busy = standing.calls_on(session.id) > 0
         reason = None
         if now - session.last_seen > settings.worker_gone_s:
             # The one liveness rule, for busy and idle workers alike: a healthy one answers
@@ -76,7 +81,7 @@ async def check_once(
             silent = f"no message from the worker for {settings.worker_gone_s:g} s"
             reason = (
                 f"{silent} while it was executing; its calls failed as gone"
-                if session.in_flight
+                if busy
                 else f"{silent}; disconnected"
             )
         elif session.key_id != key_id:
@@ -89,7 +94,7 @@ async def check_once(
             await session.close(reason)
             continue
         ends_at = session.hello.ends_at
-        if ends_at is not None and not session.in_flight:
+        if ends_at is not None and not busy:
             left = ends_at - now
             if left < settings.walltime_margin_s:
                 # Nothing can be placed there any more (no limit fits): let it go now, so
