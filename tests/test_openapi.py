@@ -3,6 +3,7 @@ schemas are the ones the engine's real answers have."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,14 @@ import pytest
 from aiohttp import web
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
+from pydantic import BaseModel
 
 from fluksio.api.app import create_app
+from fluksio.api.declare import Call, Routes
 from fluksio.api.openapi import openapi_document
 from fluksio.engine.settings import EngineSettings
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.openapi_check import check_answers
 
 NODE = "def process():\n    return 1\n"
 
@@ -70,34 +74,133 @@ async def test_the_description_is_valid_and_covers_every_route(
     assert node["limit"]["anyOf"][0]["exclusiveMinimum"] == 0
 
 
-async def test_real_answers_have_the_shapes_it_describes(
+async def test_every_route_answers_for_real_in_the_shapes_it_describes(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
+    """Each of the document's routes is called for real; every answer (this test's and
+    every other in-process test's) is checked against the document as it passes."""
     api = await start_in_process(aiohttp_client, tmp_path / "data")
     document = await _document(api)
+    assert (await api.request("GET", "/health")).status == 200
+
     minted = await api.request(
-        "POST", "/workers/tokens", json_body={"name": "box", "labels": ["cpu"]}
+        "POST", "/workers/tokens", json_body={"name": "box", "labels": ["box"]}
     )
-    _check(document, "/api/v1/workers/tokens", "post", 201, minted.body)
-    worker = await api.attach(minted.body["token"], name="box", labels=["cpu"], cpus=2)
-    await api.put_flow("gpu", [{"id": "n", "code": NODE, "worker": "gpu"}])
-    put = await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    _check(document, "/api/v1/flows/{name}", "put", 200, put.body)
-    run = await api.start_run("cpu")
-    _check(document, "/api/v1/flows/{name}/runs", "post", 201, run)
-    call = await worker.next_call()
-    await worker.answer(call["call_id"], {"x": 1})
-    waiting = await api.start_run("gpu")
-    _check(document, "/api/v1/runs/{run_id}", "get", 200, await api.wait_run(run["id"]))
-    for path in ("/workers", "/workers/resources", "/workers/tokens", "/runs", "/flows"):
-        answer = await api.request("GET", path)
-        _check(document, f"/api/v1{path}", "get", 200, answer.body)
-    missing = await api.request("GET", "/runs/nope")
-    _check(document, "/api/v1/runs/{run_id}", "get", 404, missing.body)
-    bad = await api.request("PUT", "/flows/x", json_body={"nodes": []})
-    _check(document, "/api/v1/flows/{name}", "put", 422, bad.body)
-    await api.request("POST", f"/runs/{waiting['id']}/cancel")
+    assert minted.status == 201, minted
+    token = minted.body["token"]
+    assert (await api.request("GET", "/workers/tokens/self", token=token)).status == 200
+    spare = await api.request("POST", "/workers/tokens", json_body={"name": "spare", "labels": []})
+    jti = spare.body["jti"]
+    assert (await api.request("POST", f"/workers/tokens/{jti}/revoke")).status == 200
+    worker = await api.attach(token, name="box", labels=["box"], cpus=2)
+    for path in ("/workers", "/workers/resources", "/workers/tokens", "/workers/runtime"):
+        assert (await api.request("GET", path)).status == 200, path
+    assert (await api.request("GET", "/workers/agent.py")).status == 200
+
+    assert (
+        await api.put_flow("remote", [{"id": "n", "code": NODE, "worker": "box"}])
+    ).status == 201
+    assert (await api.request("GET", "/flows")).status == 200
+    assert (await api.request("GET", "/flows/remote")).status == 200
+    run = await api.start_run("remote")
+    await worker.answer((await worker.next_call())["call_id"], {"x": 1})
+    assert (await api.wait_run(run["id"]))["state"] == "succeeded"
+    assert (await api.request("GET", "/runs")).status == 200
+    assert (
+        await api.put_flow("parked", [{"id": "n", "code": NODE, "worker": "gpu"}])
+    ).status == 201
+    waiting = await api.start_run("parked")
+    assert (await api.request("POST", f"/runs/{waiting['id']}/cancel")).status == 200
+    assert (await api.request("DELETE", "/flows/parked")).status == 200
+
+    secret = {"value": "s3cret", "labels": []}
+    assert (await api.request("PUT", "/secrets/key", json_body=secret)).status == 200
+    assert (await api.request("GET", "/secrets")).status == 200
+    assert (await api.request("DELETE", "/secrets/key")).status == 200
+
+    headers = {"Authorization": f"Bearer {api.token}"}
+    async with api.client.put("/api/v1/artifacts?name=a.txt", data=b"abc", headers=headers) as put:
+        assert put.status == 201
+        digest = (await put.json())["digest"]
+    async with api.client.get(f"/api/v1/artifacts/{digest}", headers=headers) as got:
+        assert await got.read() == b"abc"
+    async with api.client.get("/api/v1/events", headers=headers) as feed:
+        async with asyncio.timeout(10):
+            assert b"event: ready" in await feed.content.readuntil(b"event: ready")
+
+    scrape = await api.request("POST", "/metrics/tokens", json_body={"name": "prometheus"})
+    assert scrape.status == 201, scrape
+    assert (await api.request("GET", "/metrics/tokens")).status == 200
+    async with api.client.get(
+        "/metrics", headers={"Authorization": f"Bearer {scrape.body['token']}"}
+    ) as m:
+        assert m.status == 200
+    assert (await api.request("POST", f"/metrics/tokens/{scrape.body['id']}/revoke")).status == 200
+
+    for page in ("/", "/workers", "/static/workers.js"):
+        async with api.client.get(page, allow_redirects=False) as answer:
+            assert answer.status in (200, 302), page
+
+    # Refusals are checked too: a missing run, a malformed flow, a bad token.
+    assert (await api.request("GET", "/runs/nope")).status == 404
+    assert (await api.request("PUT", "/flows/x", json_body={"nodes": []})).status == 422
+    assert (await api.request("GET", "/flows", token="nope")).status == 401
     await worker.close()
+
+    answered = {(method, path) for method, path, status in api.answers.seen if status < 400}
+    documented = {
+        (method, path) for path, operations in document["paths"].items() for method in operations
+    }
+    assert documented - answered == set(), "routes this test never had answer"
+    assert api.answers.streamed_problems == []
+    refused = {status for _method, _path, status in api.answers.seen if status >= 400}
+    assert {401, 404, 422} <= refused
+
+
+async def test_an_answer_of_another_model_than_declared_is_a_server_error(
+    aiohttp_client: ClientFactory,
+) -> None:
+    """The declaration is kept, not trusted: a handler cannot answer in an undeclared shape."""
+
+    class Declared(BaseModel):
+        name: str
+
+    class Other(BaseModel):
+        name: str
+
+    routes = Routes(prefix="")
+
+    @routes.get("/right", summary="Right", auth="none", answer=Declared)
+    async def _right(_call: Call[None]) -> Declared:
+        return Declared(name="right")
+
+    @routes.get("/wrong", summary="Wrong", auth="none", answer=Declared)
+    async def _wrong(_call: Call[None]) -> Other:
+        return Other(name="wrong")
+
+    @routes.get("/many", summary="Many", auth="none", answer=Declared, many=True)
+    async def _one(_call: Call[None]) -> Declared:
+        return Declared(name="one, not a list")
+
+    @routes.get("/teapot", summary="Raw JSON", auth="none")
+    async def _teapot(_call: Call[None]) -> web.Response:
+        return web.json_response({"short": "and stout"}, status=418)
+
+    app = web.Application()
+    app.router.add_routes(routes.route_defs())
+    check = check_answers(app)
+    client = await aiohttp_client(app)
+    async with client.get("/teapot") as answer:
+        assert answer.status == 500, "the test tier's check flags an undocumented status"
+        assert "answered 418, which it does not document" in (await answer.json())["detail"]
+    async with client.get("/right") as answer:
+        assert answer.status == 200 and await answer.json() == {"name": "right"}
+    for path in ("/wrong", "/many"):
+        async with client.get(path) as answer:
+            assert answer.status == 500, path
+    assert ("get", "/right", 200) in check.seen
+    with pytest.raises(TypeError, match="many=True needs an answer model"):
+        routes.get("/bad", summary="Bad", auth="none", many=True)
 
 
 def test_a_route_without_a_description_is_an_error_naming_it(tmp_path: Path) -> None:

@@ -31,9 +31,7 @@ from fluksio.api.appkeys import (
     TOKENS,
     WORKERS,
 )
-from fluksio.api.auth import require_worker
 from fluksio.api.bodies import parse_json
-from fluksio.api.openapi import Operation, Param, documented
 from fluksio.clock import Clock
 from fluksio.engine.errors import Forbidden
 from fluksio.engine.logging import get_logger
@@ -151,18 +149,9 @@ def _check_origin(request: web.Request) -> None:
         )
 
 
-@documented(
-    Operation(
-        summary="The attach WebSocket a worker dials (docs: protocol.md)",
-        auth="worker",
-        status=101,
-        media="none",
-        params=(Param("token", "The worker token, for the published agent, which sends it so."),),
-    )
-)
-async def attach(request: web.Request) -> web.StreamResponse:
+async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamResponse:
+    """The socket of one worker, whose token ``token`` verified, from hello to close."""
     _check_origin(request)
-    token = require_worker(request, allow_query=True)
     settings = request.app[SETTINGS]
     # No aiohttp heartbeat: it would close a silent worker after 1.5 pings, long before the
     # 90-second rule. Liveness is one rule (the watcher's, worker_gone_s); the engine's own

@@ -2,14 +2,56 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aiohttp import web
 
-from fluksio.api.appkeys import TOKENS
+from fluksio.api.appkeys import SCRAPE_TOKENS, TOKENS
 from fluksio.engine.errors import Forbidden, NotAuthenticated
+from fluksio.engine.scrape_tokens import PREFIX as SCRAPE_PREFIX
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.users import User
 
-__all__ = ["bearer_token", "require_superuser", "require_worker"]
+__all__ = ["Caller", "authorize", "bearer_token", "require_superuser", "require_worker"]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request came from, as far as its route's scheme asks."""
+
+    user: User | None = None
+    worker: WorkerIdentity | None = None
+    described: str = "anyone"
+    """For the log: ``user ada``, ``worker gpu-1``, ``a scrape token``."""
+
+
+def authorize(request: web.Request, scheme: str, *, allow_query: bool = False) -> Caller:
+    """The caller of a route declared with ``scheme``; 401 or 403 when it may not call it.
+
+    ``none`` anyone; ``superuser`` a superuser's access token; ``worker`` a worker token;
+    ``artifact`` a worker token, a call's artifact token or a superuser's access token;
+    ``scrape`` a scrape token or a superuser's access token.
+    """
+    if scheme == "none":
+        return Caller()
+    if scheme == "superuser":
+        user = require_superuser(request)
+        return Caller(user=user, described=f"user {user.username}")
+    if scheme == "worker":
+        identity = require_worker(request, allow_query=allow_query)
+        return Caller(worker=identity, described=f"worker {identity.name}")
+    if scheme == "artifact":
+        tokens = request.app[TOKENS]
+        return Caller(described=tokens.verify_artifact_access(bearer_token(request)))
+    if scheme == "scrape":
+        token = bearer_token(request)
+        if not token.startswith(SCRAPE_PREFIX):
+            user = require_superuser(request)
+            return Caller(user=user, described=f"user {user.username}")
+        if not request.app[SCRAPE_TOKENS].valid(token):
+            raise NotAuthenticated("the scrape token is unknown or revoked")
+        return Caller(described="a scrape token")
+    raise ValueError(f"no authentication scheme {scheme!r}")
 
 
 def bearer_token(request: web.Request, *, allow_query: bool = False) -> str:

@@ -1,30 +1,28 @@
-"""The engine's OpenAPI 3.1 description, built from its routes and their pydantic models.
+"""The engine's OpenAPI 3.1 description, built from its routes' declarations.
 
-Each handler says what it is with :func:`documented`, next to its code: who may call it,
-the model its body is read with, the model its answer is made from, its parameters and
-its errors. :func:`openapi_document` walks the app's router and puts those together, with
+Each route is declared once (:mod:`fluksio.api.declare`): who may call it, the model its
+body is read with, the model its answer is made from, its parameters and its errors. The
+same declaration checks the caller, reads the body and serialises the answer, and
+:func:`openapi_document` walks the app's router and puts those declarations together, with
 JSON Schema from the same models (pydantic's own), so the description cannot drift from
-what validates a request or shapes an answer. A route without a description is an error
+what validates a request or shapes an answer. A route that was not declared is an error
 at build time, which a test turns into a failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib.metadata import version
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from fluksio.api.declare import Auth, Operation, declared_route
 from fluksio.api.middlewares import ErrorBody
 
-__all__ = ["Operation", "Param", "documented", "openapi_document"]
-
-Auth = Literal["none", "superuser", "worker", "artifact", "scrape"]
-Handler = TypeVar("Handler", bound=Callable[..., Any])
+__all__ = ["openapi_document"]
 
 _SCHEMES: dict[str, dict[str, str]] = {
     "accessToken": {
@@ -58,12 +56,14 @@ _SECURITY: dict[Auth, list[dict[str, list[str]]]] = {
     "artifact": [{"workerToken": []}, {"artifactToken": []}, {"accessToken": []}],
     "scrape": [{"scrapeToken": []}, {"accessToken": []}],
 }
+# Every token a scheme refuses counts against its client (429 after repeated refusals);
+# an access token of a user who is not a superuser is a 403 wherever one is taken.
 _AUTH_ERRORS: dict[Auth, tuple[int, ...]] = {
     "none": (),
-    "superuser": (401, 403),
-    "worker": (401,),
-    "artifact": (401,),
-    "scrape": (401,),
+    "superuser": (401, 403, 429),
+    "worker": (401, 429),
+    "artifact": (401, 403, 429),
+    "scrape": (401, 403, 429),
 }
 _ERROR_TEXT = {
     400: "The request contradicts the engine's configuration.",
@@ -78,58 +78,12 @@ _ERROR_TEXT = {
 }
 
 
-@dataclass(frozen=True)
-class Param:
-    """A query, path or header parameter (path parameters are found in the route too)."""
-
-    name: str
-    description: str
-    where: Literal["query", "path", "header"] = "query"
-    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class Operation:
-    summary: str
-    auth: Auth
-    answer: type[BaseModel] | None = None
-    """The model the answer is made from (JSON), or None for another media type."""
-    many: bool = False
-    """The answer is a JSON array of ``answer``."""
-    status: int = 200
-    media: str = "application/json"
-    body: type[BaseModel] | None = None
-    """The model a JSON body is read with."""
-    form: type[BaseModel] | None = None
-    """The model an ``application/x-www-form-urlencoded`` body is described by."""
-    raw_body: str | None = None
-    """A body taken as raw bytes of this media type (an artifact upload)."""
-    params: tuple[Param, ...] = ()
-    errors: tuple[int, ...] = ()
-    other_answers: dict[int, str] = field(default_factory=dict)
-    description: str | None = None
-    events: dict[str, type[BaseModel]] = field(default_factory=dict)
-    """For a stream of server-sent events: each kind, and the model of its ``data``
-    (described as ``x-events`` on the answer)."""
-
-
-def documented(operation: Operation) -> Callable[[Handler], Handler]:
-    """Attach ``operation`` to a handler, for :func:`openapi_document`."""
-
-    def attach(handler: Handler) -> Handler:
-        handler.__openapi__ = operation  # type: ignore[attr-defined]
-        return handler
-
-    return attach
-
-
 def _operation_of(route: web.AbstractRoute) -> Operation:
-    found = getattr(route.handler, "__openapi__", None)
-    if not isinstance(found, Operation):
+    declared = declared_route(route.handler)
+    if declared is None:
         where = f"{route.method} {route.resource.canonical if route.resource else '?'}"
-        raise LookupError(f"{where} has no OpenAPI description (fluksio.api.openapi)")
-    return found
+        raise LookupError(f"{where} is not declared (fluksio.api.declare.Routes)")
+    return declared.operation
 
 
 def _routes(app: web.Application) -> list[tuple[str, str, Operation]]:
@@ -227,10 +181,13 @@ def _path_item(
             "content": {operation.raw_body: {"schema": {"type": "string", "format": "binary"}}},
         }
     answers: dict[str, Any] = {str(operation.status): _answer(operation, ref)}
-    for status, text in operation.other_answers.items():
+    for status, text in operation.answers.items():
         answers[str(status)] = {"description": text}
     error_schema = {"application/json": {"schema": ref(ErrorBody, "serialization")}}
-    for status in sorted({*_AUTH_ERRORS[operation.auth], *operation.errors}):
+    errors = {*_AUTH_ERRORS[operation.auth], *operation.errors}
+    if method != "get" and operation.auth != "none":
+        errors.add(507)  # a change the database had no room for is refused whole
+    for status in sorted(errors):
         answers[str(status)] = {"description": _ERROR_TEXT[status], "content": error_schema}
     item["responses"] = answers
     return item

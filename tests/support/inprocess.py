@@ -39,6 +39,7 @@ from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
+from tests.support.openapi_check import AnswerCheck, check_answers
 from tests.support.wait import async_wait_for, poll_async
 
 __all__ = ["InProcessEngine", "Reply", "ScriptedWorker", "start_in_process"]
@@ -56,9 +57,13 @@ class Reply:
 
 
 class InProcessEngine:
-    def __init__(self, client: TestClient[Any, Any], app: web.Application) -> None:
+    def __init__(
+        self, client: TestClient[Any, Any], app: web.Application, answers: AnswerCheck
+    ) -> None:
         self.client = client
         self.app = app
+        self.answers = answers
+        """Every answer is checked against the OpenAPI document; what was seen."""
         self.token = ""
 
     async def request(
@@ -233,8 +238,9 @@ async def start_in_process(
     config = EngineSettings(data_dir=data_dir, engine_slots=4, **settings)
     configured = provisioners or Configured(build_plugins(), [])
     app = create_app(config, provisioners=configured, clock=clock)
+    answers = check_answers(app)
     client = await aiohttp_client(app)
     UserStore(app[appkeys.DATABASE]).add(SUPERUSER, SUPERUSER_PASSWORD, is_superuser=True)
-    engine = InProcessEngine(client, app)
+    engine = InProcessEngine(client, app, answers)
     engine.token = await engine.login()
     return engine

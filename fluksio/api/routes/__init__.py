@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from fluksio.api import screen
+from fluksio.api.declare import API_PREFIX
 from fluksio.api.routes import (
     artifacts,
     description,
@@ -19,26 +20,26 @@ from fluksio.api.routes import (
     workers,
 )
 
-__all__ = ["API_PREFIX", "ROUTE_MODULES", "add_routes"]
+__all__ = ["API_PREFIX", "ROUTE_TABLES", "add_routes"]
 
-API_PREFIX = "/api/v1"
-ROUTE_MODULES = (
-    health,
-    login,
-    worker_tokens,
-    workers,
-    flows,
-    runs,
-    secrets,
-    artifacts,
-    events,
-    metrics,
-    description,
-    screen,
+ROUTE_TABLES = (
+    health.routes,
+    login.routes,
+    worker_tokens.routes,
+    workers.routes,
+    flows.routes,
+    runs.routes,
+    secrets.routes,
+    artifacts.routes,
+    events.routes,
+    metrics.outside_api,
+    metrics.routes,
+    description.routes,
+    screen.routes,
 )
 
 
 def add_routes(app: web.Application) -> None:
-    for module in ROUTE_MODULES:
-        app.router.add_routes(module.routes(API_PREFIX))
+    for table in ROUTE_TABLES:
+        app.router.add_routes(table.route_defs())
     app[description.DOCUMENT] = {}

@@ -20,10 +20,8 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.helpers import ETag
 from pydantic import BaseModel
 
-from fluksio.api.appkeys import ARTIFACTS, METRICS, SETTINGS, TOKENS
-from fluksio.api.auth import bearer_token
-from fluksio.api.openapi import Operation, Param, documented
-from fluksio.api.responses import model_response
+from fluksio.api.appkeys import ARTIFACTS, METRICS, SETTINGS
+from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.engine.errors import InvalidInput, NotFound, StorageFull, TooLarge
 from fluksio.engine.logging import get_logger
@@ -33,6 +31,7 @@ __all__ = ["routes"]
 log = get_logger(__name__)
 DIGEST_HEADER = "X-Fluksio-Digest"
 _CHUNK = 1 << 20
+routes = Routes()
 
 
 class ArtifactRef(BaseModel):
@@ -89,31 +88,26 @@ class _Artifact(web.FileResponse):
         return await self._sendfile_fallback(writer, fobj, offset, count)
 
 
-def _authorize(request: web.Request) -> str:
-    return request.app[TOKENS].verify_artifact_access(bearer_token(request))
-
-
-@documented(
-    Operation(
-        summary="Store an artifact: the raw bytes, hashed as they arrive",
-        auth="artifact",
-        answer=ArtifactRef,
-        status=201,
-        raw_body="application/octet-stream",
-        errors=(413, 422, 507),
-        params=(
-            Param("name", "The file name it is known by (at most 255 characters, no /)."),
-            Param("media_type", "Its media type (default application/octet-stream)."),
-            Param(
-                DIGEST_HEADER,
-                "sha256:<hex> the bytes must have; a mismatch is a 422.",
-                where="header",
-            ),
+@routes.put(
+    "/artifacts",
+    summary="Store an artifact: the raw bytes, hashed as they arrive",
+    auth="artifact",
+    answer=ArtifactRef,
+    status=201,
+    raw_body="application/octet-stream",
+    errors=(413, 422, 507),
+    params=(
+        Param("name", "The file name it is known by (at most 255 characters, no /)."),
+        Param("media_type", "Its media type (default application/octet-stream)."),
+        Param(
+            DIGEST_HEADER,
+            "sha256:<hex> the bytes must have; a mismatch is a 422.",
+            where="header",
         ),
-    )
+    ),
 )
-async def _put(request: web.Request) -> web.Response:
-    who = _authorize(request)
+async def _put(call: Call[None]) -> ArtifactRef:
+    request, who = call.request, call.caller.described
     name = request.query.get("name", "")
     media_type = request.query.get("media_type") or "application/octet-stream"
     if len(name) > 255 or "/" in name or "\x00" in name:
@@ -136,12 +130,22 @@ async def _put(request: web.Request) -> web.Response:
         raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
     request.app[METRICS].artifact_bytes.labels("in").inc(stored.size)
-    body = ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
-    return model_response(body, status=201)
+    return ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
 
 
-def _stored(request: web.Request) -> web.StreamResponse:
-    _authorize(request)
+@routes.get(
+    "/artifacts/{digest}",
+    summary="An artifact's bytes (Range supported; the ETag is its digest)",
+    auth="artifact",
+    media="application/octet-stream",
+    errors=(404, 422),
+    other_answers={
+        206: "The range asked for.",
+        304: "The digest sent in If-None-Match: unchanged.",
+    },
+)
+async def _get(call: Call[None]) -> web.StreamResponse:
+    request = call.request
     digest = request.match_info["digest"]
     try:
         found = request.app[ARTIFACTS].find(digest)
@@ -156,26 +160,3 @@ def _stored(request: web.Request) -> web.StreamResponse:
     response.headers.update(_IMMUTABLE)
     response.content_type = "application/octet-stream"
     return response
-
-
-@documented(
-    Operation(
-        summary="An artifact's bytes (Range supported; the ETag is its digest)",
-        auth="artifact",
-        media="application/octet-stream",
-        errors=(404, 422),
-        other_answers={
-            206: "The range asked for.",
-            304: "The digest sent in If-None-Match: unchanged.",
-        },
-    )
-)
-async def _get(request: web.Request) -> web.StreamResponse:
-    return _stored(request)
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [
-        web.put(f"{prefix}/artifacts", _put),
-        web.get(f"{prefix}/artifacts/{{digest}}", _get, allow_head=True),
-    ]

@@ -7,7 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
-from fluksio.api.openapi import Operation, documented, openapi_document
+from fluksio.api.declare import Call, Routes
+from fluksio.api.openapi import openapi_document
 
 __all__ = ["DOCUMENT", "routes"]
 
@@ -15,15 +16,17 @@ DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
 """Filled on the first request: the routes are all known by then, and never change."""
 
 
-@documented(
-    Operation(summary="This API's OpenAPI 3.1 description", auth="none", media="application/json")
+routes = Routes()
+
+
+@routes.get(
+    "/openapi.json",
+    summary="This API's OpenAPI 3.1 description",
+    auth="none",
+    media="application/json",
 )
-async def _document(request: web.Request) -> web.Response:
-    cache = request.app[DOCUMENT]
+async def _document(call: Call[None]) -> web.Response:
+    cache = call.app[DOCUMENT]
     if not cache:
-        cache["text"] = json.dumps(openapi_document(request.app), indent=1)
+        cache["text"] = json.dumps(openapi_document(call.app), indent=1)
     return web.Response(text=cache["text"], content_type="application/json")
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [web.get(f"{prefix}/openapi.json", _document)]

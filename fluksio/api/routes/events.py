@@ -30,12 +30,14 @@ from aiohttp import web
 
 from fluksio.api.appkeys import CLOCK, EVENTS
 from fluksio.api.auth import require_superuser
-from fluksio.api.openapi import Operation, Param, documented
+from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.feed import FEED_EVENTS
 from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.engine.events import FeedEvent, sse_frame
 
 __all__ = ["routes"]
+
+routes = Routes()
 
 KEEPALIVE_S = 15.0
 GONE_CHECK_S = 1.0
@@ -65,27 +67,26 @@ def _selected(run_id: str | None, event: FeedEvent) -> bool:
     return run_id is None or event.run_id == run_id
 
 
-@documented(
-    Operation(
-        summary="The live feed: changes to runs, calls, workers, queue, provisioning (SSE)",
-        auth="superuser",
-        media="text/event-stream",
-        errors=(422,),
-        params=(
-            Param(
-                "Last-Event-ID",
-                "The last event id seen: replay what came after it.",
-                where="header",
-            ),
-            Param("last_event_id", "The same, for a client that cannot set headers."),
-            Param("run", "Only this run's events."),
+@routes.get(
+    "/events",
+    summary="The live feed: changes to runs, calls, workers, queue, provisioning (SSE)",
+    auth="superuser",
+    media="text/event-stream",
+    errors=(422,),
+    params=(
+        Param(
+            "Last-Event-ID",
+            "The last event id seen: replay what came after it.",
+            where="header",
         ),
-        description=__doc__,
-        events=FEED_EVENTS,
-    )
+        Param("last_event_id", "The same, for a client that cannot set headers."),
+        Param("run", "Only this run's events."),
+    ),
+    description=__doc__,
+    events=FEED_EVENTS,
 )
-async def _events(request: web.Request) -> web.StreamResponse:
-    require_superuser(request)
+async def _events(call: Call[None]) -> web.StreamResponse:
+    request = call.request
     feed = request.app[EVENTS]
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     try:
@@ -154,7 +155,3 @@ async def _follow(
             if quiet_s >= KEEPALIVE_S:
                 quiet_s = 0.0
                 await response.write(b": keepalive\n\n")
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [web.get(f"{prefix}/events", _events)]

@@ -6,14 +6,12 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import DISPATCHER, FLOWS
-from fluksio.api.auth import require_superuser
-from fluksio.api.bodies import path_name, read_json
-from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import Deleted, model_response
+from fluksio.api.bodies import path_name
+from fluksio.api.declare import Answered, Call, Routes
+from fluksio.api.responses import Deleted
 from fluksio.api.routes.runs import RunBody, run_body
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
@@ -22,6 +20,8 @@ from fluksio.engine.runs.store import FlowRecord
 from fluksio.engine.runs.validation import check_flow
 
 __all__ = ["routes"]
+
+routes = Routes()
 
 
 class FlowBody(BaseModel):
@@ -47,101 +47,64 @@ def _view(record: FlowRecord) -> FlowBody:
     )
 
 
-@documented(
-    Operation(
-        summary="Create or replace a flow (201 when new)",
-        auth="superuser",
-        answer=FlowBody,
-        body=FlowSpec,
-        errors=(422,),
-        other_answers={201: "Created."},
-    )
+@routes.get("/flows", summary="Every flow", auth="superuser", answer=FlowSummary, many=True)
+async def _list(call: Call[None]) -> list[FlowSummary]:
+    return [
+        FlowSummary(name=r.name, nodes=len(r.spec["nodes"]), updated_at=utc(r.updated_at))
+        for r in call.app[FLOWS].all()
+    ]
+
+
+@routes.put(
+    "/flows/{name}",
+    summary="Create or replace a flow (201 when new)",
+    auth="superuser",
+    answer=FlowBody,
+    body=FlowSpec,
+    errors=(422,),
+    other_answers={201: "Created."},
 )
-async def _put(request: web.Request) -> web.Response:
-    require_superuser(request)
-    name = path_name(request)
-    flow = await read_json(request, FlowSpec)
-    await asyncio.get_running_loop().run_in_executor(None, check_flow, flow)
-    flows = request.app[FLOWS]
-    created = flows.put(name, flow.model_dump(mode="json"))
+async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
+    name = path_name(call.request)
+    await asyncio.get_running_loop().run_in_executor(None, check_flow, call.body)
+    flows = call.app[FLOWS]
+    created = flows.put(name, call.body.model_dump(mode="json"))
     record = flows.get(name)
     assert record is not None
-    return model_response(_view(record), status=201 if created else 200)
+    return Answered(_view(record), 201) if created else _view(record)
 
 
-@documented(
-    Operation(
-        summary="One flow",
-        auth="superuser",
-        answer=FlowBody,
-        errors=(404, 422),
-    )
+@routes.get(
+    "/flows/{name}", summary="One flow", auth="superuser", answer=FlowBody, errors=(404, 422)
 )
-async def _get(request: web.Request) -> web.Response:
-    require_superuser(request)
-    record = request.app[FLOWS].get(path_name(request))
+async def _get(call: Call[None]) -> FlowBody:
+    name = path_name(call.request)
+    record = call.app[FLOWS].get(name)
     if record is None:
-        raise NotFound(f"no flow named {request.match_info['name']!r}")
-    return model_response(_view(record))
-
-
-@documented(
-    Operation(
-        summary="Delete a flow",
-        auth="superuser",
-        answer=Deleted,
-        errors=(404, 422),
-    )
-)
-async def _delete(request: web.Request) -> web.Response:
-    require_superuser(request)
-    name = path_name(request)
-    if not request.app[FLOWS].delete(name):
         raise NotFound(f"no flow named {name!r}")
-    return model_response(Deleted(deleted=name))
+    return _view(record)
 
 
-@documented(
-    Operation(
-        summary="Every flow",
-        auth="superuser",
-        answer=FlowSummary,
-        many=True,
-    )
+@routes.delete(
+    "/flows/{name}", summary="Delete a flow", auth="superuser", answer=Deleted, errors=(404, 422)
 )
-async def _list(request: web.Request) -> web.Response:
-    require_superuser(request)
-    return model_response(
-        [
-            FlowSummary(name=r.name, nodes=len(r.spec["nodes"]), updated_at=utc(r.updated_at))
-            for r in request.app[FLOWS].all()
-        ]
-    )
+async def _delete(call: Call[None]) -> Deleted:
+    name = path_name(call.request)
+    if not call.app[FLOWS].delete(name):
+        raise NotFound(f"no flow named {name!r}")
+    return Deleted(deleted=name)
 
 
-@documented(
-    Operation(
-        summary="Start a run of a flow",
-        auth="superuser",
-        answer=RunBody,
-        status=201,
-        body=RunRequest,
-        errors=(404, 422),
-    )
+@routes.post(
+    "/flows/{name}/runs",
+    summary="Start a run of a flow",
+    auth="superuser",
+    answer=RunBody,
+    status=201,
+    body=RunRequest,
+    body_optional=True,
+    errors=(404, 422),
 )
-async def _start_run(request: web.Request) -> web.Response:
-    require_superuser(request)
-    name = path_name(request)
-    body = await read_json(request, RunRequest) if request.can_read_body else RunRequest()
-    run = request.app[DISPATCHER].start_run(name, body.params)
-    return model_response(run_body(run), status=201)
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [
-        web.get(f"{prefix}/flows", _list),
-        web.put(f"{prefix}/flows/{{name}}", _put),
-        web.get(f"{prefix}/flows/{{name}}", _get),
-        web.delete(f"{prefix}/flows/{{name}}", _delete),
-        web.post(f"{prefix}/flows/{{name}}/runs", _start_run),
-    ]
+async def _start_run(call: Call[RunRequest]) -> RunBody:
+    name = path_name(call.request)
+    return run_body(call.app[DISPATCHER].start_run(name, call.body.params))

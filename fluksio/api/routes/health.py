@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import SETTINGS
-from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import model_response
+from fluksio.api.declare import Call, Routes
 
 __all__ = ["routes"]
 
@@ -21,17 +19,9 @@ class Health(BaseModel):
     """The engine as the world reaches it (``--public-url``), or null: as dialled."""
 
 
-@documented(
-    Operation(
-        summary="Liveness, and the engine's version",
-        auth="none",
-        answer=Health,
-    )
-)
-async def _health(request: web.Request) -> web.Response:
-    public = request.app[SETTINGS].public_url
-    return model_response(Health(version=version("fluksio"), public_url=public))
+routes = Routes()
 
 
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [web.get(f"{prefix}/health", _health)]
+@routes.get("/health", summary="Liveness, and the engine's version", auth="none", answer=Health)
+async def _health(call: Call[None]) -> Health:
+    return Health(version=version("fluksio"), public_url=call.app[SETTINGS].public_url)

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
-from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import CLOCK, LOGIN_GUARD, TOKENS, USERS
-from fluksio.api.bodies import required_form_field
-from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import model_response
+from fluksio.api.declare import Call, Routes
 from fluksio.engine.errors import NotAuthenticated, TooManyAttempts
 from fluksio.engine.logging import get_logger
 from fluksio.engine.users import check_password
@@ -37,19 +34,20 @@ class AccessToken(BaseModel):
     token_type: str = "bearer"  # noqa: S105 - the OAuth2 token type, not a secret
 
 
-@documented(
-    Operation(
-        summary="Log in: a bearer access token for a username and password",
-        auth="none",
-        answer=AccessToken,
-        form=LoginForm,
-        errors=(401, 422, 429),
-    )
+routes = Routes()
+
+
+@routes.post(
+    "/login/access-token",
+    summary="Log in: a bearer access token for a username and password",
+    auth="none",
+    answer=AccessToken,
+    form=LoginForm,
+    errors=(401, 422, 429),
 )
-async def _access_token(request: web.Request) -> web.Response:
-    form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
-    fields = LoginForm(**{name: required_form_field(form, name) for name in LoginForm.model_fields})
-    username, password = fields.username, fields.password
+async def _access_token(call: Call[LoginForm]) -> AccessToken:
+    request = call.request
+    username, password = call.body.username, call.body.password
 
     guard = request.app[LOGIN_GUARD]
     address = request.remote or "unknown"
@@ -68,8 +66,4 @@ async def _access_token(request: web.Request) -> web.Response:
     guard.succeeded(username, address)
     log.info("login.succeeded", username=user.username)
     token = request.app[TOKENS].mint_access(user)
-    return model_response(AccessToken(access_token=token))
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [web.post(f"{prefix}/login/access-token", _access_token)]
+    return AccessToken(access_token=token)

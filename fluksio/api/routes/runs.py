@@ -12,9 +12,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import DISPATCHER, RUNS
-from fluksio.api.auth import require_superuser
-from fluksio.api.openapi import Operation, Param, documented
-from fluksio.api.responses import model_response
+from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.rows import NodeRow
@@ -24,6 +22,7 @@ from fluksio.engine.runs.views import RunView
 __all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
 
 MAX_WAIT_S = 60.0
+routes = Routes()
 
 
 class ProvenanceBody(BaseModel):
@@ -154,93 +153,74 @@ def _number(request: web.Request, name: str, default: float, low: float, high: f
     return value
 
 
-@documented(
-    Operation(
-        summary="One run with its nodes",
-        auth="superuser",
-        answer=RunBody,
-        errors=(404, 422),
-        params=(
-            Param(
-                "wait",
-                "Hold the answer up to this many seconds (at most 60) until the run ends.",
-                schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
-            ),
+@routes.get(
+    "/runs",
+    summary="Recent runs, newest first",
+    auth="superuser",
+    answer=RunSummary,
+    many=True,
+    errors=(422,),
+    params=(
+        Param("flow", "Only runs of this flow."),
+        Param("state", "Only runs in this state.", schema={"enum": [s.value for s in RunState]}),
+        Param(
+            "limit",
+            "At most this many (1 to 1000, default 100).",
+            schema={"type": "integer", "minimum": 1, "maximum": 1000},
         ),
-    )
+    ),
 )
-async def _get(request: web.Request) -> web.Response:
-    require_superuser(request)
-    run_id = request.match_info["run_id"]
-    wait = _number(request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    view = await request.app[DISPATCHER].wait_run(run_id, wait)
-    if view is None:
-        raise NotFound(f"no run with id {run_id!r}")
-    return model_response(run_body(view))
-
-
-@documented(
-    Operation(
-        summary="Recent runs, newest first",
-        auth="superuser",
-        answer=RunSummary,
-        many=True,
-        errors=(422,),
-        params=(
-            Param("flow", "Only runs of this flow."),
-            Param(
-                "state", "Only runs in this state.", schema={"enum": [s.value for s in RunState]}
-            ),
-            Param(
-                "limit",
-                "At most this many (1 to 1000, default 100).",
-                schema={"type": "integer", "minimum": 1, "maximum": 1000},
-            ),
-        ),
-    )
-)
-async def _list(request: web.Request) -> web.Response:
-    require_superuser(request)
-    raw_state = request.query.get("state")
+async def _list(call: Call[None]) -> list[RunSummary]:
+    query = call.request.query
+    raw_state = query.get("state")
     try:
         state = RunState(raw_state) if raw_state is not None else None
     except ValueError:
         raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
-    limit = int(_number(request, "limit", 100, 1, 1000))
-    rows = request.app[RUNS].find(flow=request.query.get("flow"), state=state, limit=limit)
-    return model_response(
-        [
-            RunSummary(
-                id=r.id,
-                flow=r.flow,
-                state=r.state,
-                created_at=utc(r.created_at),
-                started_at=utc(r.started_at),
-                ended_at=utc(r.ended_at),
-            )
-            for r in rows
-        ]
-    )
-
-
-@documented(
-    Operation(
-        summary="Cancel a run: what it executes is killed",
-        auth="superuser",
-        answer=RunBody,
-        errors=(404, 409),
-    )
-)
-async def _cancel(request: web.Request) -> web.Response:
-    require_superuser(request)
-    return model_response(
-        run_body(request.app[DISPATCHER].cancel_run(request.match_info["run_id"]))
-    )
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
+    limit = int(_number(call.request, "limit", 100, 1, 1000))
+    rows = call.app[RUNS].find(flow=query.get("flow"), state=state, limit=limit)
     return [
-        web.get(f"{prefix}/runs", _list),
-        web.get(f"{prefix}/runs/{{run_id}}", _get),
-        web.post(f"{prefix}/runs/{{run_id}}/cancel", _cancel),
+        RunSummary(
+            id=r.id,
+            flow=r.flow,
+            state=r.state,
+            created_at=utc(r.created_at),
+            started_at=utc(r.started_at),
+            ended_at=utc(r.ended_at),
+        )
+        for r in rows
     ]
+
+
+@routes.get(
+    "/runs/{run_id}",
+    summary="One run with its nodes",
+    auth="superuser",
+    answer=RunBody,
+    errors=(404, 422),
+    params=(
+        Param(
+            "wait",
+            "Hold the answer up to this many seconds (at most 60) until the run ends.",
+            schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
+        ),
+    ),
+)
+async def _get(call: Call[None]) -> RunBody:
+    run_id = call.request.match_info["run_id"]
+    wait = _number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
+    view = await call.app[DISPATCHER].wait_run(run_id, wait)
+    if view is None:
+        raise NotFound(f"no run with id {run_id!r}")
+    return run_body(view)
+
+
+@routes.post(
+    "/runs/{run_id}/cancel",
+    summary="Cancel a run: what it executes is killed",
+    auth="superuser",
+    answer=RunBody,
+    errors=(404, 409),
+)
+async def _cancel(call: Call[None]) -> RunBody:
+    return run_body(call.app[DISPATCHER].cancel_run(call.request.match_info["run_id"]))

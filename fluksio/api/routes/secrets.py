@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from aiohttp import web
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import SECRETS
-from fluksio.api.auth import require_superuser
-from fluksio.api.bodies import path_name, read_json
-from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import Deleted, model_response
+from fluksio.api.bodies import path_name
+from fluksio.api.declare import Call, Routes
+from fluksio.api.responses import Deleted
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.runs.models import SecretRequest
@@ -29,6 +27,9 @@ class SecretBody(BaseModel):
     updated_at: datetime
 
 
+routes = Routes()
+
+
 def _view(info: SecretInfo) -> SecretBody:
     return SecretBody(
         name=info.name,
@@ -38,54 +39,39 @@ def _view(info: SecretInfo) -> SecretBody:
     )
 
 
-@documented(
-    Operation(
-        summary="Create or replace a secret",
-        auth="superuser",
-        answer=SecretBody,
-        body=SecretRequest,
-        errors=(422,),
-    )
+@routes.put(
+    "/secrets/{name}",
+    summary="Create or replace a secret",
+    auth="superuser",
+    answer=SecretBody,
+    body=SecretRequest,
+    errors=(422,),
 )
-async def _put(request: web.Request) -> web.Response:
-    require_superuser(request)
-    name = path_name(request)
-    body = await read_json(request, SecretRequest)
-    return model_response(_view(request.app[SECRETS].put(name, body.value, body.labels)))
+async def _put(call: Call[SecretRequest]) -> SecretBody:
+    name = path_name(call.request)
+    return _view(call.app[SECRETS].put(name, call.body.value, call.body.labels))
 
 
-@documented(
-    Operation(
-        summary="Every secret, never its value",
-        auth="superuser",
-        answer=SecretBody,
-        many=True,
-    )
+@routes.get(
+    "/secrets",
+    summary="Every secret, never its value",
+    auth="superuser",
+    answer=SecretBody,
+    many=True,
 )
-async def _list(request: web.Request) -> web.Response:
-    require_superuser(request)
-    return model_response([_view(info) for info in request.app[SECRETS].list()])
+async def _list(call: Call[None]) -> list[SecretBody]:
+    return [_view(info) for info in call.app[SECRETS].list()]
 
 
-@documented(
-    Operation(
-        summary="Delete a secret",
-        auth="superuser",
-        answer=Deleted,
-        errors=(404, 422),
-    )
+@routes.delete(
+    "/secrets/{name}",
+    summary="Delete a secret",
+    auth="superuser",
+    answer=Deleted,
+    errors=(404, 422),
 )
-async def _delete(request: web.Request) -> web.Response:
-    require_superuser(request)
-    name = path_name(request)
-    if not request.app[SECRETS].delete(name):
+async def _delete(call: Call[None]) -> Deleted:
+    name = path_name(call.request)
+    if not call.app[SECRETS].delete(name):
         raise NotFound(f"no secret named {name!r}")
-    return model_response(Deleted(deleted=name))
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [
-        web.get(f"{prefix}/secrets", _list),
-        web.put(f"{prefix}/secrets/{{name}}", _put),
-        web.delete(f"{prefix}/secrets/{{name}}", _delete),
-    ]
+    return Deleted(deleted=name)

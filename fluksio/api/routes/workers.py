@@ -27,10 +27,7 @@ from fluksio.agent import runner
 from fluksio.agent.standalone import build_standalone_agent
 from fluksio.api.appkeys import CLOCK, DISPATCHER, WORKERS
 from fluksio.api.attach import attach
-from fluksio.api.auth import require_superuser
-from fluksio.api.openapi import Operation, documented
-from fluksio.api.responses import model_response
-from fluksio.api.routes.views import view_response
+from fluksio.api.declare import Call, Param, Routes, View
 from fluksio.api.timefmt import utc
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.workers.registry import NeedsUpgrade
@@ -45,6 +42,8 @@ __all__ = [
     "waiting_bodies",
     "worker_body",
 ]
+
+routes = Routes()
 
 
 class AmountsBody(BaseModel):
@@ -247,61 +246,71 @@ def refused_body(entry: NeedsUpgrade) -> RefusedWorkerBody:
     )
 
 
-@documented(
-    Operation(
-        summary="Attached workers, and those refused for their protocol",
-        auth="superuser",
-        answer=WorkerList,
-        other_answers={304: "Unchanged since the ETag sent in If-None-Match."},
-    )
+@routes.get(
+    "/workers/attach",
+    summary="The attach WebSocket a worker dials (docs: protocol.md)",
+    auth="worker",
+    token_in_query=True,
+    status=101,
+    errors=(403,),
+    media="none",
+    params=(Param("token", "The worker token, for the published agent, which sends it so."),),
 )
-async def _list(request: web.Request) -> web.Response:
-    require_superuser(request)
-    dispatcher = request.app[DISPATCHER]
-    registry = request.app[WORKERS]
+async def _attach(call: Call[None]) -> web.StreamResponse:
+    return await attach(call.request, call.worker)
 
-    def render() -> web.Response:
-        attached: list[BaseModel] = [worker_body(s, dispatcher) for s in registry.sessions()]
-        return model_response(attached + [refused_body(e) for e in registry.needs_upgrade()])
+
+@routes.get(
+    "/workers",
+    summary="Attached workers, and those refused for their protocol",
+    auth="superuser",
+    answer=WorkerList,
+    view=True,
+)
+async def _list(call: Call[None]) -> View:
+    dispatcher = call.app[DISPATCHER]
+    registry = call.app[WORKERS]
+
+    def render() -> WorkerList:
+        attached = [worker_body(s, dispatcher) for s in registry.sessions()]
+        refused = [refused_body(e) for e in registry.needs_upgrade()]
+        return WorkerList([*attached, *refused])
 
     # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
     # (a worker that stops answering changes its status, and so the tag).
     # The registry counts every change a worker's body shows (the stream's WorkerChanged,
     # its place's amounts and standing included): one counter.
-    return view_response(request, render, f"w{registry.version}")
+    return View(render, f"w{registry.version}")
 
 
-@documented(
-    Operation(
-        summary="Every place's amounts, the queue with why each call waits, provisioning",
-        auth="superuser",
-        answer=ResourcesBody,
-        other_answers={304: "Unchanged since the ETag sent in If-None-Match."},
-    )
+@routes.get(
+    "/workers/resources",
+    summary="Every place's amounts, the queue with why each call waits, provisioning",
+    auth="superuser",
+    answer=ResourcesBody,
+    view=True,
 )
-async def _resources(request: web.Request) -> web.Response:
-    require_superuser(request)
-    dispatcher = request.app[DISPATCHER]
+async def _resources(call: Call[None]) -> View:
+    dispatcher = call.app[DISPATCHER]
     version = f"r{dispatcher.version}"  # places, queue, provisioning: one counter
     if dispatcher.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
-        version += f".{int(request.app[CLOCK].now())}"
-    return view_response(request, lambda: _resources_body(request), version)
+        version += f".{int(call.app[CLOCK].now())}"
+    return View(lambda: _resources_body(call.app), version)
 
 
-def _resources_body(request: web.Request) -> web.Response:
-    dispatcher = request.app[DISPATCHER]
-    views = [dispatcher.place(s.id) for s in request.app[WORKERS].sessions()]
+def _resources_body(app: web.Application) -> ResourcesBody:
+    dispatcher = app[DISPATCHER]
+    views = [dispatcher.place(s.id) for s in app[WORKERS].sessions()]
     workers = [_place(view) for view in views if view is not None]
     engine = dispatcher.place(ENGINE_ID)
     assert engine is not None
-    body = ResourcesBody(
+    return ResourcesBody(
         places=[_place(engine), *workers],
         labels=_by_label(workers),
         queued=waiting_bodies(dispatcher),
         provisioners=provisioner_bodies(dispatcher.profiles()),
     )
-    return model_response(body)
 
 
 def waiting_bodies(dispatcher: Dispatcher) -> list[WaitingBody]:
@@ -384,14 +393,23 @@ def provisioner_bodies(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
     return list(by_name.values())
 
 
-@documented(
-    Operation(
-        summary="The agent in one file, for a host that cannot pip install",
-        auth="none",
-        media="text/x-python",
-    )
+@routes.get(
+    "/workers/runtime",
+    summary="The runner module the agent runs each call with",
+    auth="none",
+    media="text/x-python",
 )
-async def _standalone_agent(_request: web.Request) -> web.Response:
+async def _runtime(_call: Call[None]) -> web.Response:
+    return web.Response(text=_runner_source(), content_type="text/x-python")
+
+
+@routes.get(
+    "/workers/agent.py",
+    summary="The agent in one file, for a host that cannot pip install",
+    auth="none",
+    media="text/x-python",
+)
+async def _standalone_agent(_call: Call[None]) -> web.Response:
     return web.Response(text=build_standalone_agent(), content_type="text/x-python")
 
 
@@ -399,24 +417,3 @@ async def _standalone_agent(_request: web.Request) -> web.Response:
 def _runner_source() -> str:
     with open(runner.__file__, encoding="utf-8") as handle:
         return handle.read()
-
-
-@documented(
-    Operation(
-        summary="The runner module the agent runs each call with",
-        auth="none",
-        media="text/x-python",
-    )
-)
-async def _runtime(_request: web.Request) -> web.Response:
-    return web.Response(text=_runner_source(), content_type="text/x-python")
-
-
-def routes(prefix: str) -> list[web.RouteDef]:
-    return [
-        web.get(f"{prefix}/workers/attach", attach),
-        web.get(f"{prefix}/workers", _list),
-        web.get(f"{prefix}/workers/resources", _resources),
-        web.get(f"{prefix}/workers/runtime", _runtime),
-        web.get(f"{prefix}/workers/agent.py", _standalone_agent),
-    ]

@@ -17,9 +17,11 @@ from importlib.resources import files
 
 from aiohttp import web
 
-from fluksio.api.openapi import Operation, documented
+from fluksio.api.declare import Call, Routes
 
 __all__ = ["routes"]
+
+routes = Routes(prefix="")
 
 _STATIC = files(__package__) / "static"
 _TYPES = {
@@ -50,44 +52,22 @@ def _file(name: str) -> web.Response:
     )
 
 
-@documented(
-    Operation(
-        summary="The Workers screen (HTML)",
-        auth="none",
-        media="text/html",
-    )
-)
-async def _page(_request: web.Request) -> web.Response:
-    return _file("workers.html")
-
-
-@documented(
-    Operation(
-        summary="The screen's script and style sheet",
-        auth="none",
-        media="text/*",
-        errors=(404,),
-    )
-)
-async def _static(request: web.Request) -> web.Response:
-    return _file(request.match_info["name"])
-
-
-@documented(
-    Operation(
-        summary="Redirects to the Workers screen",
-        auth="none",
-        status=302,
-        media="none",
-    )
-)
-async def _home(_request: web.Request) -> web.Response:
+@routes.get("/", summary="Redirects to the Workers screen", auth="none", status=302, media="none")
+async def _home(_call: Call[None]) -> web.Response:
     raise web.HTTPFound("/workers")
 
 
-def routes(_prefix: str) -> list[web.RouteDef]:
-    return [
-        web.get("/", _home),
-        web.get("/workers", _page),
-        web.get("/static/{name}", _static),
-    ]
+@routes.get("/workers", summary="The Workers screen (HTML)", auth="none", media="text/html")
+async def _page(_call: Call[None]) -> web.Response:
+    return _file("workers.html")
+
+
+@routes.get(
+    "/static/{name}",
+    summary="The screen's script and style sheet",
+    auth="none",
+    media="text/*",
+    errors=(404,),
+)
+async def _static(call: Call[None]) -> web.Response:
+    return _file(call.request.match_info["name"])
