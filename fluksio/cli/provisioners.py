@@ -25,6 +25,7 @@ from fluksio.engine.provisioning import instantiate
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import Provisioner, ProvisionError
 from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.login import shared_login
 from fluksio.provisioners.plugins import build_plugins
 from fluksio.provisioners.requests import login_sentence
 
@@ -97,13 +98,14 @@ def login(data_dir: Path, name: str) -> None:
     """
     path, provisioners = _configured(data_dir, None)
     provisioner = _named(provisioners, name, path, "NAME")
-    argv = provisioner.login_command()
-    if argv is None:
+    login = shared_login(provisioner)
+    argv = login.login_argv() if login is not None else None
+    if login is None or argv is None:
         raise ConfigError(
             f'provisioner {name!r} cannot share a login; set "transport": "openssh" in'
             f" {path} (the asyncssh transport logs in by itself, with keys)"
         )
-    if asyncio.run(provisioner.logged_in()):
+    if asyncio.run(login.logged_in()):
         click.echo(f"{name}: already logged in; 'fluksio provisioners logout {name}' ends it")
         return
     # The person's terminal: ssh asks there for what the login node wants. SIGHUP ignored
@@ -131,7 +133,8 @@ def logout(data_dir: Path, name: str) -> None:
     (where a key alone will not do) before it can submit again."""
     path, provisioners = _configured(data_dir, None)
     provisioner = _named(provisioners, name, path, "NAME")
-    closed = asyncio.run(provisioner.logout())
+    login = shared_login(provisioner)
+    closed = login is not None and asyncio.run(login.logout())
     click.echo(f"{name}: logged out" if closed else f"{name}: no shared connection was open")
 
 

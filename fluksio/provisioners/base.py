@@ -148,8 +148,9 @@ class ProvisionError(FluksioError):
     ``uncertain`` is set when a submission was sent and its answer lost (a timeout, a
     dropped connection): the job may exist. The engine then looks for it with
     :meth:`Provisioner.find` instead of submitting again. ``login_needed`` is set when
-    nothing reached the system because a person must log in first
-    (:meth:`Provisioner.login_command`): the engine waits for that, without backoff.
+    nothing reached the system because a person must log in first (a shell with a
+    :func:`~fluksio.provisioners.login.shared_login`): the engine waits for that, without
+    backoff.
     """
 
     def __init__(self, detail: str, *, uncertain: bool = False, login_needed: bool = False) -> None:
@@ -313,31 +314,3 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
 
     async def close(self) -> None:
         """Release what the provisioner holds open (connections); called at shutdown."""
-
-    def login_command(self) -> list[str] | None:
-        """The command a person runs in a terminal to log in once, where the system asks
-        for more than a key (a one-time code); later calls share that login.
-
-        ``fluksio provisioners login NAME`` runs it. None (the default): the provisioner
-        never needs a person.
-        """
-        return None
-
-    async def logged_in(self) -> bool:
-        """Whether a login :meth:`login_command` opened is still there, answered locally;
-        ``fluksio provisioners login`` then has nothing to do. False by default."""
-        return False
-
-    async def logout(self) -> bool:
-        """End the login :meth:`login_command` opened (``fluksio provisioners logout``);
-        False when none was open. The default has none."""
-        return False
-
-    async def login_needed(self) -> bool:
-        """Whether calls wait for a person to run :meth:`login_command`.
-
-        Asked before each submission once a call raised :class:`ProvisionError` with
-        ``login_needed``; must answer without contacting the system (no failed logins
-        piling up at a site that counts them). False by default.
-        """
-        return False

@@ -72,6 +72,7 @@ from fluksio.provisioners.events import (
     RequestFailed,
     RequestSubmitted,
 )
+from fluksio.provisioners.login import shared_login
 from fluksio.provisioners.machine import ProvisioningMachine
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, ProfileStatus
 from fluksio.scheduler import Profile
@@ -222,7 +223,8 @@ class ProvisioningDriver:
         if request is None:
             return  # ended before anything was sent
         try:
-            if effect.check_login and await provisioner.login_needed():
+            login = shared_login(provisioner) if effect.check_login else None
+            if login is not None and await login.login_needed():
                 now = self._clock.now()
                 self._apply(machine.login_still_needed(effect.profile, request.id, now))
                 return

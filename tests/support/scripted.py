@@ -83,9 +83,10 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
             raise ProvisionError(self.find_error)
         return {r: self.marks[r] for r in request_ids if self.marks.get(r) in self.jobs}
 
-    async def login_needed(self) -> bool:
-        self.login_checks += 1
-        return self.logged_out
+    @property
+    def shell(self) -> ScriptedLogin:
+        """A shell sharing a person's login, as the system ``ssh`` does."""
+        return ScriptedLogin(self)
 
     def _logged_in(self) -> None:
         if self.logged_out:
@@ -136,3 +137,24 @@ class RecordingEngine:
 
     def changed(self) -> None:
         self.changes += 1
+
+
+class ScriptedLogin:
+    """The shared login of a :class:`Scripted` provisioner: ``logged_out`` is its state."""
+
+    def __init__(self, provisioner: Scripted) -> None:
+        self._provisioner = provisioner
+
+    async def login_needed(self) -> bool:
+        self._provisioner.login_checks += 1
+        return self._provisioner.logged_out
+
+    async def logged_in(self) -> bool:
+        return not self._provisioner.logged_out
+
+    async def logout(self) -> bool:
+        self._provisioner.logged_out = True
+        return True
+
+    def login_argv(self) -> list[str] | None:
+        return None

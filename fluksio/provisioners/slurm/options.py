@@ -1,0 +1,85 @@
+"""What a profile's ``sbatch`` options say: its time limit and its partitions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = ["missing_partitions", "parse_slurm_time", "sbatch_partitions", "sbatch_time_limit"]
+
+
+class _Profile(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sbatch(self) -> list[str]: ...
+
+
+_TIME_OPTION = re.compile(r"^(?:--time=|--time\s+|-t\s*)(\S+)$")
+_NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "0"})
+
+
+def parse_slurm_time(text: str) -> float | None:
+    """Seconds from a Slurm time limit, in any of its forms; None for no limit.
+
+    ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours``,
+    ``days-hours:minutes``, ``days-hours:minutes:seconds``; ``0``, ``UNLIMITED`` and
+    ``INFINITE`` mean none. Anything else raises ValueError.
+    """
+    value = text.strip().upper()
+    if value in _NO_LIMIT:
+        return None
+    days, dash, rest = value.rpartition("-") if "-" in value else ("", "", value)
+    if not re.fullmatch(r"\d+(:\d+){0,2}", rest) or (dash and not days.isdigit()):
+        raise ValueError(f"{text!r} is not a Slurm time limit")
+    parts = [int(p) for p in rest.split(":")]
+    if dash:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+        total = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
+    elif len(parts) == 1:  # minutes
+        total = parts[0] * 60
+    elif len(parts) == 2:  # minutes:seconds
+        total = parts[0] * 60 + parts[1]
+    else:  # hours:minutes:seconds
+        total = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return float(total) if total else None
+
+
+def sbatch_time_limit(options: list[str]) -> str | None:
+    """The value of the last ``--time``/``-t`` among ``sbatch`` options, if any (the
+    last wins, as with sbatch itself)."""
+    found = None
+    for option in options:
+        match = _TIME_OPTION.match(option.strip())
+        if match is not None:
+            found = match.group(1)
+    return found
+
+
+_PARTITION_OPTION = re.compile(r"^(?:--partition=|--partition\s+|-p\s*)(\S+)$")
+
+
+def sbatch_partitions(options: list[str]) -> list[str]:
+    """The partitions the last ``--partition``/``-p`` among ``sbatch`` options names (a
+    comma-separated list: the job may run in any of them); empty: the cluster's default."""
+    found: list[str] = []
+    for option in options:
+        match = _PARTITION_OPTION.match(option.strip())
+        if match is not None:
+            found = [part for part in match.group(1).split(",") if part]
+    return found
+
+
+def missing_partitions(profiles: Sequence[_Profile], sinfo_partitions: list[str]) -> list[str]:
+    """A sentence for each profile naming a partition ``sinfo`` does not list."""
+    known = {name.rstrip("*") for name in sinfo_partitions}
+    shown = ", ".join(sorted(known)) or "none"
+    return [
+        f"profile {profile.name!r} asks for partition {partition!r}, which the cluster"
+        f" does not have (sinfo lists: {shown})"
+        for profile in profiles
+        for partition in sbatch_partitions(profile.sbatch)
+        if partition not in known
+    ]
