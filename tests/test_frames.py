@@ -134,4 +134,4 @@ def test_the_protocol_number_is_defined_once() -> None:
         if re.search(r"^PROTOCOL\s*=", path.read_text(), flags=re.M)
     ]
     # The runner's PROTOCOL is its pipe to the launcher, a conversation of its own.
-    assert sorted(found) == ["fluksio/agent/frames.py", "fluksio/agent/runner.py"]
+    assert sorted(found) == ["fluksio/agent/frames.py", "fluksio/agent/runner/protocol.py"]

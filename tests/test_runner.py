@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from fluksio.agent import runner
 from fluksio.agent.launcher import LIMIT_GRACE_S, CallSpec, Launcher, LauncherError
+from fluksio.agent.onefile import runner_path, runner_source
 from tests.support.escapees import ESCAPEES, ESCAPING
 from tests.support.process import alive
 from tests.support.wait import async_wait_for
@@ -115,7 +114,7 @@ async def test_an_exception_returns_its_traceback(launcher: Launcher) -> None:
     assert outcome.error["short"] == "ValueError: the input was empty"
     trace = outcome.error["traceback"]
     assert "line 4, in inner" in trace and 'raise ValueError("the input was empty")' in trace
-    assert "runner.py" not in trace, "the runner's own frames are not the user's business"
+    assert runner_path().name not in trace, "the runner's own frames are not the user's business"
 
 
 async def test_a_result_that_is_not_json_names_the_type(launcher: Launcher) -> None:
@@ -397,8 +396,11 @@ async def test_a_missing_interpreter_is_refused_in_a_sentence(tmp_path: Path) ->
 
 
 def test_the_runner_is_standard_library_only_and_runs_alone(tmp_path: Path) -> None:
+    """runner.py as a host copies it (the package made one file) runs under -I -S, and is
+    the very file the launcher runs."""
+    assert runner_path().read_text() == runner_source()
     copy = tmp_path / "runner.py"
-    shutil.copy(runner.__file__, copy)
+    copy.write_text(runner_source())
     spec = b'{"op": "run", "source": "def process(a):\\n    return a * 2\\n", "kwargs": {"a": 21}}'
     read_end, write_end = os.pipe()
     done = subprocess.run(

@@ -26,11 +26,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fluksio.agent import runner
 from fluksio.agent.errors import AgentError
+from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "resolve_interpreter",
 ]
 
-RUNNER_PATH = Path(runner.__file__).resolve()
 MAX_SERVER_RESTARTS = 3
 LOG_LIMIT_BYTES = 1 << 20
 RECORD_LIMIT_BYTES = 64 << 20
@@ -384,7 +383,7 @@ class Launcher:
                 return spec_w, None
             process = await asyncio.create_subprocess_exec(
                 self.python,
-                str(RUNNER_PATH),
+                str(runner_path()),
                 "call",
                 str(os.getpid()),
                 str(rec_w),
@@ -560,7 +559,7 @@ class _ForkServer:
         try:
             self._process = await asyncio.create_subprocess_exec(
                 self._python,
-                str(RUNNER_PATH),
+                str(runner_path()),
                 "serve",
                 str(theirs.fileno()),
                 str(os.getpid()),

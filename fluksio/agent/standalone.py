@@ -9,11 +9,11 @@ removed, so it is never a second copy to keep in step by hand. The engine serves
 
 from __future__ import annotations
 
-import ast
 import functools
 from pathlib import Path
 
 from fluksio.agent import __version__
+from fluksio.agent.onefile import joined
 
 __all__ = ["MODULES", "build_standalone_agent"]
 
@@ -31,25 +31,6 @@ MODULES = (
 """The agent's modules, each after those it imports."""
 
 _HERE = Path(__file__).resolve().parent
-
-
-def _without_package_imports(source: str) -> str:
-    """``source`` less its ``from __future__`` and ``fluksio.agent`` imports, and docstring."""
-    tree = ast.parse(source)
-    drop: set[int] = set()
-    for node in tree.body:
-        module = node.module if isinstance(node, ast.ImportFrom) else None
-        docstring = (
-            node is tree.body[0]
-            and isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-        )
-        if docstring or module == "__future__" or (module or "").startswith("fluksio"):
-            end = node.end_lineno or node.lineno
-            drop.update(range(node.lineno, end + 1))
-    lines = source.splitlines()
-    return "\n".join(line for number, line in enumerate(lines, 1) if number not in drop)
 
 
 @functools.cache
@@ -71,11 +52,13 @@ def build_standalone_agent() -> str:
         "_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))",
         "import runner  # noqa: E402",
         "",
+        "",
+        "def runner_path() -> str:",
+        '    """runner.py, beside this file (what the package builds and caches)."""',
+        "    return _os.path.abspath(runner.__file__)",
+        "",
         f'__version__ = "{__version__}"',
     ]
-    for name in MODULES:
-        source = (_HERE / f"{name}.py").read_text()
-        parts += ["", f"# ---- {name}.py " + "-" * (70 - len(name)), ""]
-        parts.append(_without_package_imports(source))
+    parts.append(joined(_HERE, MODULES, unique=False))
     parts += ["", "", 'if __name__ == "__main__":', "    main()", ""]
     return "\n".join(parts)

@@ -15,7 +15,6 @@ The shapes of these answers are declared here, once, as pydantic models.
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from datetime import datetime
 from typing import Literal
@@ -23,7 +22,7 @@ from typing import Literal
 from aiohttp import web
 from pydantic import BaseModel, Field, RootModel
 
-from fluksio.agent import runner
+from fluksio.agent.onefile import runner_source
 from fluksio.agent.standalone import build_standalone_agent
 from fluksio.api.appkeys import CLOCK, DISPATCHER, WORKERS
 from fluksio.api.attach import attach
@@ -400,7 +399,7 @@ def provisioner_bodies(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
     media="text/x-python",
 )
 async def _runtime(_call: Call[None]) -> web.Response:
-    return web.Response(text=_runner_source(), content_type="text/x-python")
+    return web.Response(text=runner_source(), content_type="text/x-python")
 
 
 @routes.get(
@@ -411,9 +410,3 @@ async def _runtime(_call: Call[None]) -> web.Response:
 )
 async def _standalone_agent(_call: Call[None]) -> web.Response:
     return web.Response(text=build_standalone_agent(), content_type="text/x-python")
-
-
-@functools.cache
-def _runner_source() -> str:
-    with open(runner.__file__, encoding="utf-8") as handle:
-        return handle.read()

@@ -1,0 +1,269 @@
+"""``save_artifact`` and ``load_artifact`` for node code: the store on disk, or over HTTP
+with a local cache."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+# Not `from typing import TYPE_CHECKING`: importing typing costs a spawned call
+# milliseconds. Type checkers treat this name as true all the same.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: nothing here is imported when the runner runs
+    from typing import IO, Any
+
+    Source = bytes | bytearray | memoryview | str | os.PathLike[str]
+
+
+def _object_path(root: str, hex_digest: str) -> str:
+    return os.path.join(root, "sha256", hex_digest[:2], hex_digest)
+
+
+def _hex_of(ref: dict[str, object] | str) -> str:
+    digest = str(ref["digest"]) if isinstance(ref, dict) else str(ref)
+    algorithm, _, hex_digest = digest.partition(":")
+    if (
+        algorithm != "sha256"
+        or len(hex_digest) != 64
+        or not all(c in "0123456789abcdef" for c in hex_digest)
+    ):
+        raise ValueError(f"not an artifact digest: {digest!r}")
+    return hex_digest
+
+
+def _copy_hashing(source: Source, out: IO[bytes] | None) -> tuple[str, int]:
+    """Copy bytes or a file at a path into ``out`` (or nowhere), hashing; (hex, size)."""
+    digest = hashlib.sha256()
+    size = 0
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        digest.update(data)
+        if out is not None:
+            out.write(data)
+        return digest.hexdigest(), len(data)
+    with open(os.fspath(source), "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+            if out is not None:
+                out.write(chunk)
+    return digest.hexdigest(), size
+
+
+def _save_local(root: str, source: Source) -> tuple[str, int]:
+    folder = os.path.join(root, "tmp")
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f"{os.getpid()}.{time.monotonic_ns()}.part")
+    try:
+        with open(tmp, "wb") as out:
+            hex_digest, size = _copy_hashing(source, out)
+            out.flush()
+            os.fsync(out.fileno())
+        final = _object_path(root, hex_digest)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return hex_digest, size
+
+
+class _Http:
+    """The artifact endpoints beside the attach socket, with the call's artifact token."""
+
+    def __init__(self, base: str, token: str) -> None:
+        import urllib.parse
+
+        self.base = urllib.parse.urlsplit(base.rstrip("/"))
+        self.token = token
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> Any:
+        import http.client
+
+        # 1 MiB blocks: http.client's default of 8 KiB makes a large upload mostly syscalls.
+        connection: http.client.HTTPConnection
+        if self.base.scheme == "https":
+            import ssl
+
+            # The agent's trust: the system's CAs, and its --ca-file if it has one.
+            context = ssl.create_default_context()
+            ca_file = os.environ.get("FLUKSIO_CA_FILE")
+            if ca_file:
+                context.load_verify_locations(cafile=ca_file)
+            connection = http.client.HTTPSConnection(
+                self.base.netloc, timeout=300, blocksize=1 << 20, context=context
+            )
+        else:
+            connection = http.client.HTTPConnection(
+                self.base.netloc, timeout=300, blocksize=1 << 20
+            )
+        all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
+        connection.request(method, self.base.path + path, body=body, headers=all_headers)
+        return connection.getresponse()
+
+
+def _http() -> _Http | None:
+    base, token = os.environ.get("FLUKSIO_ARTIFACT_URL"), os.environ.get("FLUKSIO_ARTIFACT_TOKEN")
+    return _Http(base, token) if base and token else None
+
+
+def _save_remote(http: _Http, source: Source, name: str, media_type: str) -> tuple[str, int]:
+    import urllib.parse
+
+    hex_digest, size = _copy_hashing(source, None)
+    digest = f"sha256:{hex_digest}"
+    head = http.request("HEAD", f"/{digest}")
+    head.read()
+    if head.status == 200:
+        return hex_digest, size  # the engine has it: upload once, not again
+    query = urllib.parse.urlencode({"name": name, "media_type": media_type})
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        body: Any = bytes(source)
+        answer = http.request(
+            "PUT", f"?{query}", body, {"X-Fluksio-Digest": digest, "Content-Length": str(size)}
+        )
+    else:
+        with open(os.fspath(source), "rb") as body:
+            answer = http.request(
+                "PUT", f"?{query}", body, {"X-Fluksio-Digest": digest, "Content-Length": str(size)}
+            )
+    payload = answer.read()
+    if answer.status != 201:
+        raise RuntimeError(f"the engine refused the artifact: {payload[:300]!r}")
+    return hex_digest, size
+
+
+def save_artifact(
+    source: bytes | bytearray | memoryview | str | os.PathLike[str],
+    name: str = "",
+    media_type: str = "application/octet-stream",
+    volatile: bool = False,
+) -> dict[str, object]:
+    """Store bytes (or the file at a path) by content; returns the reference dict."""
+    if not name and not isinstance(source, (bytes, bytearray, memoryview)):
+        name = os.path.basename(os.fspath(source))
+    root = os.environ.get("FLUKSIO_ARTIFACT_DIR")
+    http = None if root else _http()
+    if root:
+        hex_digest, size = _save_local(root, source)
+    elif http is not None:
+        hex_digest, size = _save_remote(http, source, name, media_type)
+    else:
+        raise RuntimeError("no artifact store is available to this call")
+    return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}
+
+
+def _cache_dir() -> str:
+    import tempfile
+
+    return os.environ.get("FLUKSIO_ARTIFACT_CACHE") or os.path.join(
+        tempfile.gettempdir(), f"fluksio-artifacts-{os.getuid()}"
+    )
+
+
+def _matches(path: str, hex_digest: str) -> bool:
+    try:
+        return _copy_hashing(path, None)[0] == hex_digest
+    except OSError:
+        return False
+
+
+def _evict(root: str, keep: str, bound: int) -> None:
+    """Remove the least recently used entries until the cache holds at most ``bound``."""
+    entries = []
+    for folder, _dirs, files in os.walk(os.path.join(root, "sha256")):
+        for file in files:
+            path = os.path.join(folder, file)
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                continue
+            entries.append((info.st_mtime, info.st_size, path))
+    total = sum(size for _when, size, _path in entries)
+    for _when, size, path in sorted(entries):
+        if total <= bound:
+            return
+        if path != keep:
+            if os.path.exists(path):
+                os.unlink(path)
+            total -= size
+
+
+def _receive_hashing(answer: Any, out: IO[bytes]) -> str:
+    """Copy a response body to ``out`` while another thread hashes it; the hex digest.
+
+    hashlib releases the GIL on large updates, so on two cores hashing overlaps the
+    network and the disk instead of following them.
+    """
+    import queue
+    import threading
+
+    digest = hashlib.sha256()
+    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+
+    def hash_chunks() -> None:
+        while (chunk := chunks.get()) is not None:
+            digest.update(chunk)
+
+    hasher = threading.Thread(target=hash_chunks, daemon=True)
+    hasher.start()
+    try:
+        for chunk in iter(lambda: answer.read(1 << 20), b""):
+            chunks.put(chunk)
+            out.write(chunk)
+    finally:
+        chunks.put(None)
+        hasher.join()
+    return digest.hexdigest()
+
+
+def _fetch(http: _Http, hex_digest: str, root: str) -> str:
+    """The cached path of ``hex_digest``, fetched once (across processes) and verified."""
+    import fcntl
+
+    path = _object_path(root, hex_digest)
+    if os.path.exists(path) and _matches(path, hex_digest):
+        os.utime(path)  # most recently used
+        return path
+    os.makedirs(os.path.join(root, "locks"), exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(os.path.join(root, "locks", hex_digest), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another call fetching the same digest waits here
+        if os.path.exists(path) and _matches(path, hex_digest):
+            os.utime(path)
+            return path
+        answer = http.request("GET", f"/sha256:{hex_digest}")
+        if answer.status != 200:
+            detail = answer.read()[:300]
+            raise FileNotFoundError(f"the engine has no artifact sha256:{hex_digest}: {detail!r}")
+        tmp = f"{path}.{os.getpid()}.part"
+        try:
+            with open(tmp, "wb") as out:
+                actual = _receive_hashing(answer, out)
+            if actual != hex_digest:
+                raise OSError(f"the download of sha256:{hex_digest} did not match its digest")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    bound = int(os.environ.get("FLUKSIO_ARTIFACT_CACHE_BYTES") or 1 << 30)
+    _evict(root, path, bound)
+    return path
+
+
+def load_artifact(ref: dict[str, object] | str) -> str:
+    """A local path holding the artifact's bytes (``ref`` is a reference or a digest)."""
+    hex_digest = _hex_of(ref)
+    root = os.environ.get("FLUKSIO_ARTIFACT_DIR")
+    if root:
+        path = _object_path(root, hex_digest)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no artifact sha256:{hex_digest} in the store")
+        return path
+    http = _http()
+    if http is None:
+        raise RuntimeError("no artifact store is available to this call")
+    return _fetch(http, hex_digest, _cache_dir())
