@@ -24,6 +24,8 @@ MODULES = (
     "urls",
     "walltime",
     "outcome",
+    "calls",
+    "fork_client",
     "launcher",
     "session",
     "cli",

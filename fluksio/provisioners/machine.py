@@ -22,18 +22,11 @@ No clock, no I/O, no chance: ``now`` comes with each input and request ids from 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 
-from fluksio.provisioners.base import (
-    TERMINAL_STATES,
-    JobState,
-    JobStatus,
-    WorkerEvent,
-)
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
 from fluksio.provisioners.effects import (
     Cancel,
-    Changed,
     CleanUp,
     Effect,
     Forget,
@@ -46,14 +39,9 @@ from fluksio.provisioners.effects import (
     Unwake,
     Wake,
 )
-from fluksio.provisioners.requests import (
-    BroughtWorker,
-    MachineRequest,
-    ProfileRule,
-    ProfileStatus,
-    login_sentence,
-)
-from fluksio.scheduler import Profile, Provisioning, RequestStage
+from fluksio.provisioners.machine_state import Brought, MachineState, ProfileEntry, as_scheduled
+from fluksio.provisioners.requests import MachineRequest, login_sentence
+from fluksio.scheduler import RequestStage
 
 __all__ = ["POLL_SOON_S", "ProvisioningMachine"]
 
@@ -64,47 +52,8 @@ _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, Reque
 SHUTTING_DOWN = "the engine is shutting down"
 
 
-# -- the state -----------------------------------------------------------------------------
-
-
-@dataclass
-class _Brought:
-    name: str
-    attached_at: float
-    request: MachineRequest | None
-    """None for a worker whose request an earlier engine run made and this one never saw."""
-    reported_job_id: str | None
-
-
-@dataclass
-class _Profile:
-    rule: ProfileRule
-    outstanding: MachineRequest | None = None
-    live: dict[str, MachineRequest] = field(default_factory=dict)
-    last_error: tuple[float, str] | None = None
-    failures: int = 0
-    resting_until: float | None = None
-    workers: dict[str, _Brought] = field(default_factory=dict)
-    login_needed: str | None = None
-
-
-@dataclass
-class _Poller:
-    interval_s: float
-    due_at: float | None = None
-    polling: bool = False
-
-
-class ProvisioningMachine:
-    def __init__(self, rules: Iterable[ProfileRule], new_id: Callable[[], str]) -> None:
-        self._new_id = new_id
-        self._profiles = {rule.key: _Profile(rule) for rule in rules}
-        self._pollers = {
-            entry.rule.provisioner: _Poller(entry.rule.settings.poll_interval_s)
-            for entry in self._profiles.values()
-        }
-        self._cancelling: set[str] = set()
-        self._closing = False
+class ProvisioningMachine(MachineState):
+    """Provisioning's rules: each input is what happened, each answer what to do."""
 
     # -- inputs: asked for capacity, and the submission's answers ------------------------
 
@@ -116,7 +65,7 @@ class ProvisioningMachine:
         """
         entry = self._profiles.get(f"{provisioner}/{profile}")
         # The rule is the scheduler's own (Profile.can_grow), read here on the same data.
-        if entry is None or self._closing or not _as_scheduled(entry).can_grow:
+        if entry is None or self._closing or not as_scheduled(entry).can_grow:
             return []
         request = MachineRequest(
             id=self._new_id(), provisioner=provisioner, profile=profile, created_at=now
@@ -346,7 +295,7 @@ class ProvisioningMachine:
         if entry is None:
             return []
         request = entry.live.get(str(event.request_id))
-        entry.workers[event.worker_id] = _Brought(event.name, now, request, event.job_id)
+        entry.workers[event.worker_id] = Brought(event.name, now, request, event.job_id)
         if request is None:
             return []  # a request of an earlier engine run: welcome, nothing to fulfil
         request.stage = RequestStage.ATTACHED
@@ -432,98 +381,7 @@ class ProvisioningMachine:
                     self._cancel(entry, request, SHUTTING_DOWN, effects)
         return effects
 
-    # -- questions -----------------------------------------------------------------------
-
-    def rule(self, profile: str) -> ProfileRule:
-        return self._profiles[profile].rule
-
-    def request(self, request_id: str) -> MachineRequest | None:
-        found = self._find(request_id)
-        return found[1] if found is not None else None
-
-    def lost_requests(self, provisioner: str) -> list[str]:
-        """Live requests whose submission's answer was lost: to look for by their mark."""
-        return sorted(
-            request.id
-            for entry in self._of(provisioner)
-            for request in entry.live.values()
-            if request.job_id is None and request.answer_lost is not None
-        )
-
-    def jobs_to_poll(self, provisioner: str) -> list[str]:
-        return sorted(
-            {
-                request.job_id
-                for entry in self._of(provisioner)
-                for request in entry.live.values()
-                if request.job_id is not None
-            }
-        )
-
-    def scheduler_profiles(self) -> list[Profile]:
-        """Every profile as the scheduler knows it, with how its provisioning stands."""
-        return [_as_scheduled(entry) for entry in self._profiles.values()]
-
-    def profiles(self) -> list[ProfileStatus]:
-        """Every profile: its outstanding request, live jobs, last error and workers."""
-        return [
-            ProfileStatus(
-                provisioner=entry.rule.provisioner,
-                type_name=entry.rule.type_name,
-                profile=entry.rule.profile,
-                outstanding=entry.outstanding,
-                jobs=tuple(entry.live.values()),
-                last_error=entry.last_error,
-                retry_at=entry.resting_until,
-                failures=entry.failures,
-                login_needed=entry.login_needed,
-                workers=tuple(
-                    BroughtWorker(
-                        worker_id=worker_id,
-                        name=brought.name,
-                        attached_at=brought.attached_at,
-                        # The request's job id is known only once the submission answered.
-                        job_id=brought.request.job_id
-                        if brought.request is not None and brought.request.job_id
-                        else brought.reported_job_id,
-                    )
-                    for worker_id, brought in entry.workers.items()
-                ),
-            )
-            for entry in self._profiles.values()
-        ]
-
     # -- the rules -----------------------------------------------------------------------
-
-    def _of(self, provisioner: str) -> list[_Profile]:
-        return [e for e in self._profiles.values() if e.rule.provisioner == provisioner]
-
-    def _find(self, request_id: str) -> tuple[_Profile, MachineRequest] | None:
-        for entry in self._profiles.values():
-            request = entry.live.get(request_id)
-            if request is not None:
-                return entry, request
-        return None
-
-    def _live(self, provisioner: str, request_id: str) -> tuple[_Profile, MachineRequest] | None:
-        found = self._find(request_id)
-        return found if found is not None and found[0].rule.provisioner == provisioner else None
-
-    def _entry_of(self, event: WorkerEvent) -> _Profile | None:
-        if event.provisioner is None or event.profile is None:
-            return None
-        return self._profiles.get(f"{event.provisioner}/{event.profile}")
-
-    def _changed(self) -> list[Effect]:
-        # While closing, what ends must not make the engine plan (and ask) again.
-        return [] if self._closing else [Changed()]
-
-    def _arm_timeout(self, entry: _Profile, request: MachineRequest, effects: list[Effect]) -> None:
-        """Cancel the request if its worker has not attached ``provision_timeout_s`` after
-        it was made (0: never)."""
-        timeout = entry.rule.settings.provision_timeout_s
-        if timeout > 0:
-            effects.append(Wake(f"timeout:{request.id}", request.created_at + timeout))
 
     def _ensure_poll(self, provisioner: str, now: float, effects: list[Effect]) -> None:
         poller = self._pollers[provisioner]
@@ -534,7 +392,7 @@ class ProvisioningMachine:
 
     def _cancel(
         self,
-        entry: _Profile,
+        entry: ProfileEntry,
         request: MachineRequest,
         message: str,
         effects: list[Effect],
@@ -551,7 +409,7 @@ class ProvisioningMachine:
 
     def _failed(
         self,
-        entry: _Profile,
+        entry: ProfileEntry,
         request: MachineRequest,
         message: str,
         now: float,
@@ -571,7 +429,7 @@ class ProvisioningMachine:
 
     def _wait_for_login(
         self,
-        entry: _Profile,
+        entry: ProfileEntry,
         request: MachineRequest,
         detail: str,
         now: float,
@@ -592,7 +450,7 @@ class ProvisioningMachine:
             request.stage = RequestStage.ENDED
         self._rest(entry, entry.rule.settings.poll_interval_s, now, effects)
 
-    def _rest(self, entry: _Profile, seconds: float, now: float, effects: list[Effect]) -> None:
+    def _rest(self, entry: ProfileEntry, seconds: float, now: float, effects: list[Effect]) -> None:
         """The profile is not asked for again for ``seconds``; then the next pass may."""
         entry.resting_until = now + seconds
         if not self._closing:
@@ -600,7 +458,7 @@ class ProvisioningMachine:
         effects += self._changed()
 
     def _ended(
-        self, entry: _Profile, request: MachineRequest, outcome: str, effects: list[Effect]
+        self, entry: ProfileEntry, request: MachineRequest, outcome: str, effects: list[Effect]
     ) -> None:
         if request.stage is RequestStage.ENDED:
             return
@@ -621,7 +479,7 @@ class ProvisioningMachine:
 
     def _job_ended(
         self,
-        entry: _Profile,
+        entry: ProfileEntry,
         request: MachineRequest,
         status: JobStatus | None,
         now: float,
@@ -635,42 +493,3 @@ class ProvisioningMachine:
             self._failed(entry, request, f"{what} before its worker attached", now, effects)
             # Ended before its worker read what the submission left for it (a token file).
             effects.append(CleanUp(entry.rule.provisioner, request.id, request.job_id))
-
-
-def _as_scheduled(entry: _Profile) -> Profile:
-    settings = entry.rule.profile
-    return Profile(
-        provisioner=entry.rule.provisioner,
-        name=settings.name,
-        labels=frozenset(settings.labels),
-        cpus=settings.cpus,
-        gpus=settings.gpus,
-        ram_mb=settings.ram_mb,
-        provisioning=_provisioning(entry),
-        max_workers=settings.max_workers,
-        walltime_s=entry.rule.walltime_s,
-    )
-
-
-def _provisioning(entry: _Profile) -> Provisioning:
-    request = entry.outstanding
-    return Provisioning(
-        noun=entry.rule.job_noun,
-        stage=request.stage if request is not None else None,
-        job_id=request.job_id if request is not None else None,
-        status=_status_text(entry, request),
-        last_error=entry.last_error[1] if entry.last_error else None,
-        retry_at=entry.resting_until,
-        jobs=len(entry.live),
-        attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
-        login_needed=entry.login_needed,
-    )
-
-
-def _status_text(entry: _Profile, request: MachineRequest | None) -> str | None:
-    if request is None:
-        return None
-    if request.answer_lost is not None:
-        noun = entry.rule.job_noun
-        return f"its answer was lost ({request.answer_lost}); looking for the {noun} by its mark"
-    return request.status.describe() if request.status else None

@@ -8,8 +8,9 @@ property tests require both to make the same plan from the same snapshot.
 from __future__ import annotations
 
 from fluksio.scheduler.model import ENGINE_ID, CallRequest, Placement, Policy, ProvisionAsk
+from fluksio.scheduler.plan import Plan, Snapshot
+from fluksio.scheduler.profiles import long_enough, profile_amounts
 from fluksio.scheduler.resources import Amounts, covers
-from fluksio.scheduler.scheduler import Plan, Snapshot, long_enough, profile_amounts
 from fluksio.scheduler.state import PlaceState, need_of
 
 __all__ = ["reference_plan"]

@@ -43,27 +43,24 @@ fill up, so nothing later of that shape could fit either. A pass therefore costs
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
 
-from fluksio.scheduler import reasons
+from fluksio.scheduler.book import Book, Shape, Verdict, shape_of
 from fluksio.scheduler.model import (
     CallRequest,
     Placement,
-    PlaceView,
     Policy,
     Profile,
     ProvisionAsk,
-    Resources,
     WaitKind,
     WaitReason,
     Worker,
 )
+from fluksio.scheduler.plan import DEFAULT_WALLTIME_MARGIN_S, Plan, Snapshot
+from fluksio.scheduler.profiles import fitting_profile, long_enough, profile_amounts
 from fluksio.scheduler.queues import ShapeQueue
-from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, PlaceKey, covers
-from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
+from fluksio.scheduler.resources import ZERO, Amounts, PlaceKey, covers
+from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState
 
 __all__ = [
     "DEFAULT_WALLTIME_MARGIN_S",
@@ -76,68 +73,12 @@ __all__ = [
     "profile_amounts",
 ]
 
-Shape = tuple[str | None, Policy, Amounts, float | None]
-"""Requests alike in label, policy, amounts and limit: they are served strictly in order."""
-
-DEFAULT_WALLTIME_MARGIN_S = 60.0
-"""Time to spare between a call's limit and its worker's job end (it starts, reports)."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one pass decided: start these, ask for these, and who holds what."""
-
-    placements: tuple[Placement, ...]
-    asks: tuple[ProvisionAsk, ...]
-    holds: Mapping[str, str]
-    """request id -> the place it holds a reservation on, for this pass (read-only, like
-    the rest of the plan: a caller cannot change what the pass decided)."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.holds, MappingProxyType):
-            object.__setattr__(self, "holds", MappingProxyType(dict(self.holds)))
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything a pass depends on, as plain frozen data.
-
-    ``targets`` are the places requests held last pass (a hold is kept where it can be,
-    so that a waiting request is not moved from machine to machine).
-    """
-
-    places: tuple[Worker, ...]
-    running: tuple[tuple[CallRequest, Allocation], ...]
-    waiting: tuple[CallRequest, ...]
-    profiles: tuple[Profile, ...] = ()
-    targets: tuple[tuple[str, str], ...] = ()
-    paused: tuple[str, ...] = ()
-    """Places not answering for now: nothing new is placed there."""
-    now: float | None = None
-    """The time of the pass (what walltimes are counted from)."""
-    walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S
-
-
-class _Verdict(NamedTuple):
-    """Why a shape stopped in the last pass; rendered into text only when asked (one is
-    made per waiting shape per pass: a NamedTuple, cheap to make)."""
-
-    kind: WaitKind
-    group: GroupKey
-    holder: str | None = None
-    held_on: str | None = None
-    profile: str | None = None
-
-
-def _shape(request: CallRequest) -> Shape:
-    return (request.label, request.policy, need_of(request), request.limit)
-
 
 def _always(_key: PlaceKey) -> bool:
     return True
 
 
-class Scheduler:
+class Scheduler(Book):
     """Holds places, queue and allocations; :meth:`schedule` runs one pass.
 
     Pure: no I/O, no clock, no threads. Every method is an event the engine reports or a
@@ -166,7 +107,7 @@ class Scheduler:
         self._targets: dict[str, str] = {}
         self._profiles: dict[str, Profile] = {p.key: p for p in profiles}
         self._held: set[str] = set()
-        self._verdicts: dict[Shape, _Verdict] = {}
+        self._verdicts: dict[Shape, Verdict] = {}
         self._reason_cache: dict[tuple[Shape, bool], WaitReason] = {}
         if engine is not None:
             self.add_worker(engine)
@@ -255,14 +196,16 @@ class Scheduler:
         if request.id in self._requests:
             raise ValueError(f"request {request.id!r} is already known")
         self._requests[request.id] = request
-        self._queues.setdefault(_shape(request), ShapeQueue()).push((request.queued_at, request.id))
+        self._queues.setdefault(shape_of(request), ShapeQueue()).push(
+            (request.queued_at, request.id)
+        )
 
     def withdraw(self, request_id: str) -> bool:
         """Take a waiting request out of the queue (cancelled); False if it is not waiting."""
         request = self._requests.get(request_id)
         if request is None or request_id in self._running:
             return False
-        shape = _shape(request)
+        shape = shape_of(request)
         self._queues[shape].remove((request.queued_at, request_id))
         if not self._queues[shape]:
             del self._queues[shape]
@@ -401,9 +344,9 @@ class Scheduler:
         *,
         request_id: str,
         asks: dict[str, ProvisionAsk],
-    ) -> _Verdict:
+    ) -> Verdict:
         label, _policy, need, limit = shape
-        profile = self._fitting_profile(label, need, limit)
+        profile = fitting_profile(self._profiles.values(), label, need, limit, self._margin)
         if profile is not None and profile.can_grow and profile.key not in asks:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
         if group is not None and self._could_hold(group_key, group, need, in_time):
@@ -413,18 +356,21 @@ class Scheduler:
                 profile.key in asks or profile.provisioning.stage is not None
             )
             key = profile.key if growing and profile is not None else None
-            return _Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
+            return Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
         if profile is None:
             if (group is not None and group.capacity.first(need) is not None) or (
-                self._fitting_profile(label, need, limit, by_time=False) is not None
+                fitting_profile(
+                    self._profiles.values(), label, need, limit, self._margin, by_time=False
+                )
+                is not None
             ):
                 # The resources exist; only the time is short.
-                return _Verdict(WaitKind.WALLTIME, group_key)
+                return Verdict(WaitKind.WALLTIME, group_key)
             no_one = label is not None and label not in self._groups
             offered = any(label in p.labels for p in self._profiles.values())
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
-            return _Verdict(kind, group_key)
-        return _Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
+            return Verdict(kind, group_key)
+        return Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
 
     def _could_hold(
         self,
@@ -440,20 +386,6 @@ class Scheduler:
         if fits is None:
             fits = self._capacity_fits[key] = group.capacity.first(need) is not None
         return fits
-
-    def _fitting_profile(
-        self, label: str | None, need: Amounts, limit: float | None, *, by_time: bool = True
-    ) -> Profile | None:
-        if label is None or not self._profiles:
-            return None
-        fitting = [
-            (profile_amounts(p), p.key, p)
-            for p in self._profiles.values()
-            if label in p.labels
-            and covers(profile_amounts(p), need)
-            and (not by_time or long_enough(p, limit, self._margin))
-        ]
-        return min(fitting)[2] if fitting else None
 
     def _hold(
         self,
@@ -512,126 +444,7 @@ class Scheduler:
                 self._groups[group_key].free.discard(key)
             place.indexed = None
 
-    # -- questions ---------------------------------------------------------------------
-
-    def reason(self, request_id: str, now: float | None = None) -> WaitReason | None:
-        """Why a request waits (as of the last pass); None when it is running or unknown.
-
-        A request waiting for provisioning says how its profile's request stands now (as
-        last set by :meth:`set_profiles`); ``now`` is the time a rest is counted down from.
-        """
-        request = self._requests.get(request_id)
-        if request is None or request_id in self._running:
-            return None
-        shape = _shape(request)
-        verdict = self._verdicts.get(shape)
-        if verdict is None:
-            return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
-        label, _policy, need, limit = shape
-        is_holder = verdict.holder == request_id
-        if verdict.kind is WaitKind.WALLTIME:
-            places = [self._places[i] for i in self._candidates(verdict.group)]
-            profiles = [p for p in self._profiles.values() if label in p.labels]
-            return reasons.walltime(
-                label, limit, places=places, profiles=profiles, now=self._now, margin=self._margin
-            )
-        profile = self._profiles.get(verdict.profile or "")
-        if profile is not None and (
-            verdict.kind is WaitKind.PROVISIONING or profile.provisioning.stage is not None
-        ):
-            told = reasons.provisioning(profile, now)
-            if told is not None:
-                return told
-        cached = self._reason_cache.get((shape, is_holder))
-        if cached is None:
-            # The place held in the last pass may have gone since (until the next pass).
-            held = self._places.get(verdict.held_on) if is_holder and verdict.held_on else None
-            cached = reasons.render(
-                kind=verdict.kind,
-                label=label,
-                need=need,
-                places=[self._places[i] for i in self._candidates(verdict.group)],
-                profiles=[p for p in self._profiles.values() if label in p.labels],
-                held_on=held.worker.name if held is not None else None,
-                profile=verdict.profile,
-            )
-            self._reason_cache[(shape, is_holder)] = cached
-        return cached
-
-    def _candidates(self, group_key: GroupKey) -> list[str]:
-        group = self._groups.get(group_key)
-        return sorted(group.members) if group is not None else []
-
-    def explain(self, request_id: str, worker_id: str) -> str:
-        """Why request ``request_id`` is not (or is) running on ``worker_id``, in a sentence."""
-        request = self._requests[request_id]
-        place = self._places[worker_id]
-        return reasons.explain_place(request, need_of(request), place)
-
-    def has_waiting(self) -> bool:
-        return bool(self._queues)  # a shape's queue goes when its last request does
-
-    def waiting(self) -> list[str]:
-        """Ids of the waiting requests, in the order they will be served."""
-        keys = [key for queue in self._queues.values() for key in queue]
-        return [request_id for _queued_at, request_id in sorted(keys)]
-
-    def running(self) -> dict[str, Allocation]:
-        return dict(self._running)
-
-    def allocation(self, request_id: str) -> Allocation | None:
-        """What a running request took, or None when it is not running."""
-        return self._running.get(request_id)
-
-    def has_place(self, worker_id: str) -> bool:
-        return worker_id in self._places
-
-    def view(self, place_id: str) -> PlaceView | None:
-        """What a place has and has free, read-only; None when it is not attached."""
-        place = self._places.get(place_id)
-        if place is None:
-            return None
-        worker = place.worker
-        return PlaceView(
-            worker.id,
-            worker.name,
-            worker.labels,
-            _resources(place.capacity),
-            _resources(place.free()),
-            place.paused,
-        )
-
-    def place(self, worker_id: str) -> PlaceState:
-        return self._places[worker_id]
-
-    def places(self) -> list[PlaceState]:
-        return list(self._places.values())
-
-
-def _resources(amounts: Amounts) -> Resources:
-    def known(value: int) -> int | None:
-        return None if value == UNKNOWN else value
-
-    return Resources(known(amounts.gpus), known(amounts.cpus), known(amounts.ram_mb), amounts.slots)
-
-
-def profile_amounts(profile: Profile) -> Amounts:
-    """What one machine of a profile brings; what it does not state does not constrain."""
-    return Amounts(
-        UNKNOWN if profile.gpus is None else profile.gpus,
-        UNKNOWN if profile.cpus is None else profile.cpus,
-        UNKNOWN if profile.ram_mb is None else profile.ram_mb,
-        UNKNOWN,
-    )
-
 
 def plan(snapshot: Snapshot) -> Plan:
     """One pass as a pure function: the plan a scheduler in ``snapshot``'s state would make."""
     return Scheduler.from_snapshot(snapshot).schedule(snapshot.now)
-
-
-def long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
-    """Whether a job of ``profile`` lives long enough for a request of ``limit``."""
-    if profile.walltime_s is None:
-        return True
-    return limit is not None and limit + margin <= profile.walltime_s

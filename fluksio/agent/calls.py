@@ -1,0 +1,148 @@
+"""One call as the launcher follows it: its spec, its bounded output, the records it writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluksio.agent.errors import AgentError
+from fluksio.agent.outcome import ErrorKind, error_record
+
+__all__ = [
+    "LOG_LIMIT_BYTES",
+    "RECORD_LIMIT_BYTES",
+    "CallSpec",
+    "EventCallback",
+    "LauncherError",
+    "RunningCall",
+    "resolve_interpreter",
+]
+
+LOG_LIMIT_BYTES = 1 << 20
+RECORD_LIMIT_BYTES = 64 << 20
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+class LauncherError(AgentError):
+    """The interpreter cannot run node calls (missing, too old, not Python)."""
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One call: what to run and what it may use.
+
+    ``timeout`` is silence seconds: the call is stopped after this long without reporting
+    anything. ``limit`` is the longest it may run at all, however much it reports. 0 is
+    "none" for both.
+    """
+
+    call_id: str
+    source: str
+    node: str
+    flow: str = ""
+    op: str = "run"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float = 0.0
+    limit: float = 0.0
+    run_id: str = ""
+
+
+def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:
+    """The real executable behind ``python`` (a shim or a name on PATH) and its version."""
+    probe = "import sys; print(sys.executable); print(sys.version_info[0], sys.version_info[1])"
+    try:
+        done = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LauncherError(f"cannot run the interpreter {python}: {exc}") from exc
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2:
+        raise LauncherError(f"{python} is not a working Python interpreter")
+    major, minor = (int(part) for part in lines[1].split())
+    if (major, minor) < (3, 9):
+        raise LauncherError(f"{python} is Python {major}.{minor}; node calls need 3.9 or later")
+    return lines[0], (major, minor)
+
+
+class BoundedOutput:
+    """Keeps the first and last halves of ``limit`` bytes, counting what falls between."""
+
+    def __init__(self, limit: int) -> None:
+        self._half = limit // 2
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            excess = len(self._tail) - self._half
+            if excess > 0:
+                del self._tail[:excess]
+                self._dropped += excess
+
+    def text(self) -> str:
+        middle = f"\n[... {self._dropped} bytes of output dropped ...]\n" if self._dropped else ""
+        return (
+            bytes(self._head).decode(errors="replace")
+            + middle
+            + bytes(self._tail).decode(errors="replace")
+        )
+
+
+class RunningCall:
+    """One running call: its pipes, what it reported, and why it ended."""
+
+    def __init__(self, spec: CallSpec, on_event: EventCallback | None) -> None:
+        self.spec = spec
+        self.on_event = on_event
+        self.pid: int | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        """Set when spawned (not forked): then this process reaps it."""
+        self.output = BoundedOutput(LOG_LIMIT_BYTES)
+        self.pending = bytearray()
+        self.result: dict[str, Any] | None = None
+        self.failure: dict[str, str] | None = None
+        self.last_activity = time.monotonic()
+        self.ended_by: str | None = None  # "cancel", "timeout" or "limit" when we stopped it
+        loop = asyncio.get_running_loop()
+        self.output_fd = -1
+        self.output_done: asyncio.Future[None] = loop.create_future()
+        self.records_done: asyncio.Future[None] = loop.create_future()
+        self.result_arrived: asyncio.Future[None] = loop.create_future()
+        self.exit_status: asyncio.Future[int] = loop.create_future()
+
+    def take_records(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        self.pending += data
+        if len(self.pending) > RECORD_LIMIT_BYTES:
+            self.failure = error_record(
+                ErrorKind.RESULT_TOO_LARGE, f"a record exceeded {RECORD_LIMIT_BYTES} bytes"
+            )
+            self.pending.clear()
+            return
+        while (newline := self.pending.find(b"\n")) >= 0:
+            line = bytes(self.pending[:newline])
+            del self.pending[: newline + 1]
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("kind") == "result":
+                self.result = record
+                if not self.result_arrived.done():
+                    self.result_arrived.set_result(None)
+            elif self.on_event is not None:
+                self.on_event(record)

@@ -1,0 +1,194 @@
+"""What the provisioning machine holds, and what it answers about it (no input changes it
+here): each profile's requests, workers, errors and rest; the pollers; the views the
+scheduler and the API read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from fluksio.provisioners.base import WorkerEvent
+from fluksio.provisioners.effects import Changed, Effect, Wake
+from fluksio.provisioners.requests import (
+    BroughtWorker,
+    MachineRequest,
+    ProfileRule,
+    ProfileStatus,
+)
+from fluksio.scheduler import Profile, Provisioning, RequestStage
+
+__all__ = ["Brought", "MachineState", "Poller", "ProfileEntry", "as_scheduled"]
+
+
+@dataclass
+class Brought:
+    name: str
+    attached_at: float
+    request: MachineRequest | None
+    """None for a worker whose request an earlier engine run made and this one never saw."""
+    reported_job_id: str | None
+
+
+@dataclass
+class ProfileEntry:
+    rule: ProfileRule
+    outstanding: MachineRequest | None = None
+    live: dict[str, MachineRequest] = field(default_factory=dict)
+    last_error: tuple[float, str] | None = None
+    failures: int = 0
+    resting_until: float | None = None
+    workers: dict[str, Brought] = field(default_factory=dict)
+    login_needed: str | None = None
+
+
+@dataclass
+class Poller:
+    interval_s: float
+    due_at: float | None = None
+    polling: bool = False
+
+
+class MachineState:
+    """The machine's state and its queries; :class:`ProvisioningMachine` adds the inputs."""
+
+    def __init__(self, rules: Iterable[ProfileRule], new_id: Callable[[], str]) -> None:
+        self._new_id = new_id
+        self._profiles = {rule.key: ProfileEntry(rule) for rule in rules}
+        self._pollers = {
+            entry.rule.provisioner: Poller(entry.rule.settings.poll_interval_s)
+            for entry in self._profiles.values()
+        }
+        self._cancelling: set[str] = set()
+        self._closing = False
+
+    def rule(self, profile: str) -> ProfileRule:
+        return self._profiles[profile].rule
+
+    def request(self, request_id: str) -> MachineRequest | None:
+        found = self._find(request_id)
+        return found[1] if found is not None else None
+
+    def lost_requests(self, provisioner: str) -> list[str]:
+        """Live requests whose submission's answer was lost: to look for by their mark."""
+        return sorted(
+            request.id
+            for entry in self._of(provisioner)
+            for request in entry.live.values()
+            if request.job_id is None and request.answer_lost is not None
+        )
+
+    def jobs_to_poll(self, provisioner: str) -> list[str]:
+        return sorted(
+            {
+                request.job_id
+                for entry in self._of(provisioner)
+                for request in entry.live.values()
+                if request.job_id is not None
+            }
+        )
+
+    def scheduler_profiles(self) -> list[Profile]:
+        """Every profile as the scheduler knows it, with how its provisioning stands."""
+        return [as_scheduled(entry) for entry in self._profiles.values()]
+
+    def profiles(self) -> list[ProfileStatus]:
+        """Every profile: its outstanding request, live jobs, last error and workers."""
+        return [
+            ProfileStatus(
+                provisioner=entry.rule.provisioner,
+                type_name=entry.rule.type_name,
+                profile=entry.rule.profile,
+                outstanding=entry.outstanding,
+                jobs=tuple(entry.live.values()),
+                last_error=entry.last_error,
+                retry_at=entry.resting_until,
+                failures=entry.failures,
+                login_needed=entry.login_needed,
+                workers=tuple(
+                    BroughtWorker(
+                        worker_id=worker_id,
+                        name=brought.name,
+                        attached_at=brought.attached_at,
+                        # The request's job id is known only once the submission answered.
+                        job_id=brought.request.job_id
+                        if brought.request is not None and brought.request.job_id
+                        else brought.reported_job_id,
+                    )
+                    for worker_id, brought in entry.workers.items()
+                ),
+            )
+            for entry in self._profiles.values()
+        ]
+
+    def _of(self, provisioner: str) -> list[ProfileEntry]:
+        return [e for e in self._profiles.values() if e.rule.provisioner == provisioner]
+
+    def _find(self, request_id: str) -> tuple[ProfileEntry, MachineRequest] | None:
+        for entry in self._profiles.values():
+            request = entry.live.get(request_id)
+            if request is not None:
+                return entry, request
+        return None
+
+    def _live(
+        self, provisioner: str, request_id: str
+    ) -> tuple[ProfileEntry, MachineRequest] | None:
+        found = self._find(request_id)
+        return found if found is not None and found[0].rule.provisioner == provisioner else None
+
+    def _entry_of(self, event: WorkerEvent) -> ProfileEntry | None:
+        if event.provisioner is None or event.profile is None:
+            return None
+        return self._profiles.get(f"{event.provisioner}/{event.profile}")
+
+    def _changed(self) -> list[Effect]:
+        # While closing, what ends must not make the engine plan (and ask) again.
+        return [] if self._closing else [Changed()]
+
+    def _arm_timeout(
+        self, entry: ProfileEntry, request: MachineRequest, effects: list[Effect]
+    ) -> None:
+        """Cancel the request if its worker has not attached ``provision_timeout_s`` after
+        it was made (0: never)."""
+        timeout = entry.rule.settings.provision_timeout_s
+        if timeout > 0:
+            effects.append(Wake(f"timeout:{request.id}", request.created_at + timeout))
+
+
+def as_scheduled(entry: ProfileEntry) -> Profile:
+    settings = entry.rule.profile
+    return Profile(
+        provisioner=entry.rule.provisioner,
+        name=settings.name,
+        labels=frozenset(settings.labels),
+        cpus=settings.cpus,
+        gpus=settings.gpus,
+        ram_mb=settings.ram_mb,
+        provisioning=_provisioning(entry),
+        max_workers=settings.max_workers,
+        walltime_s=entry.rule.walltime_s,
+    )
+
+
+def _provisioning(entry: ProfileEntry) -> Provisioning:
+    request = entry.outstanding
+    return Provisioning(
+        noun=entry.rule.job_noun,
+        stage=request.stage if request is not None else None,
+        job_id=request.job_id if request is not None else None,
+        status=_status_text(entry, request),
+        last_error=entry.last_error[1] if entry.last_error else None,
+        retry_at=entry.resting_until,
+        jobs=len(entry.live),
+        attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
+        login_needed=entry.login_needed,
+    )
+
+
+def _status_text(entry: ProfileEntry, request: MachineRequest | None) -> str | None:
+    if request is None:
+        return None
+    if request.answer_lost is not None:
+        noun = entry.rule.job_noun
+        return f"its answer was lost ({request.answer_lost}); looking for the {noun} by its mark"
+    return request.status.describe() if request.status else None

@@ -1,0 +1,51 @@
+"""What a provisioner's profile could bring: its amounts, whether its jobs live long enough
+for a request, and the smallest that fits one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fluksio.scheduler.model import Profile
+from fluksio.scheduler.resources import UNKNOWN, Amounts, covers
+
+__all__ = ["fitting_profile", "long_enough", "profile_amounts"]
+
+
+def profile_amounts(profile: Profile) -> Amounts:
+    """What one machine of a profile brings; what it does not state does not constrain."""
+    return Amounts(
+        UNKNOWN if profile.gpus is None else profile.gpus,
+        UNKNOWN if profile.cpus is None else profile.cpus,
+        UNKNOWN if profile.ram_mb is None else profile.ram_mb,
+        UNKNOWN,
+    )
+
+
+def long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
+    """Whether a job of ``profile`` lives long enough for a request of ``limit``."""
+    if profile.walltime_s is None:
+        return True
+    return limit is not None and limit + margin <= profile.walltime_s
+
+
+def fitting_profile(
+    profiles: Iterable[Profile],
+    label: str | None,
+    need: Amounts,
+    limit: float | None,
+    margin: float,
+    *,
+    by_time: bool = True,
+) -> Profile | None:
+    """The smallest profile carrying ``label`` that covers ``need`` (and, ``by_time``, whose
+    jobs live long enough for ``limit`` with ``margin`` to spare); None when none does."""
+    if label is None:
+        return None
+    fitting = [
+        (profile_amounts(p), p.key, p)
+        for p in profiles
+        if label in p.labels
+        and covers(profile_amounts(p), need)
+        and (not by_time or long_enough(p, limit, margin))
+    ]
+    return min(fitting)[2] if fitting else None
