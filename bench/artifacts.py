@@ -137,10 +137,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         engine, url = start_engine(tmp / "data", "auto")
         try:
-            api = Api(url)
-            api.token = api.call(
-                "POST", "/login/access-token", form="username=bench&password=bench-password"
-            )["access_token"]
+            api = Api.logged_in(url)
             worker_token = api.call("POST", "/workers/tokens", {"name": "bench", "labels": []})[
                 "token"
             ]

@@ -73,6 +73,14 @@ class Api:
         )
         self.token = token
 
+    @classmethod
+    def logged_in(cls, url: str, ca_file: str | None = None) -> Api:
+        """An API connection with the bench superuser's access token."""
+        api = cls(url, ca_file=ca_file)
+        form = "username=bench&password=bench-password"
+        api.token = api.call("POST", "/login/access-token", form=form)["access_token"]
+        return api
+
     def call(
         self, method: str, path: str, body: object | None = None, form: str | None = None
     ) -> Any:
@@ -168,11 +176,7 @@ def measure_engine(args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         process, url = start_engine(Path(tmp) / "data", args.mode)
         try:
-            api = Api(url)
-            login = api.call(
-                "POST", "/login/access-token", form="username=bench&password=bench-password"
-            )
-            api.token = login["access_token"]
+            api = Api.logged_in(url)
             api.call("PUT", "/flows/one", {"nodes": [{"id": "noop", "code": NOOP}]})
             nodes = [{"id": f"n{i}", "code": NOOP} for i in range(args.fanout)]
             api.call("PUT", "/flows/fanout", {"nodes": nodes})

@@ -64,11 +64,7 @@ class Engine:
         self.restarts += 1
 
     def api(self) -> Api:
-        api = Api(self.url)
-        api.token = api.call(
-            "POST", "/login/access-token", form="username=bench&password=bench-password"
-        )["access_token"]
-        return api
+        return Api.logged_in(self.url)
 
 
 class Agent:

@@ -102,10 +102,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         process, url = start_engine(Path(root) / "data", "auto")
         try:
-            api = Api(url)
-            api.token = api.call(
-                "POST", "/login/access-token", form="username=bench&password=bench-password"
-            )["access_token"]
+            api = Api.logged_in(url)
             token = api.call("POST", "/workers/tokens", {"name": "flood", "labels": []})["token"]
             asyncio.run(measure(url, token, seconds))
         finally:

@@ -56,10 +56,7 @@ def measure(mib: int) -> dict[str, float]:
         )
         worker = None
         try:
-            api = Api(url)
-            api.token = api.call(
-                "POST", "/login/access-token", form="username=bench&password=bench-password"
-            )["access_token"]
+            api = Api.logged_in(url)
             token = api.call("POST", "/workers/tokens", {"name": "big", "labels": ["big"]})["token"]
             worker = subprocess.Popen(
                 [

@@ -166,10 +166,7 @@ def _timed_runs(
         (data_dir / "provisioners.json").write_text(json.dumps(config))
         process, url = start_engine(data_dir, "auto", port=port)
         try:
-            api = Api(url)
-            api.token = api.call(
-                "POST", "/login/access-token", form="username=bench&password=bench-password"
-            )["access_token"]
+            api = Api.logged_in(url)
             api.call("PUT", "/flows/hpc", body={"nodes": nodes})
             samples = []
             for _ in range(repeat):

@@ -43,11 +43,7 @@ def _rss_mb(pid: int) -> float:
 
 
 def _login(url: str) -> Api:
-    api = Api(url)
-    api.token = api.call(
-        "POST", "/login/access-token", form="username=bench&password=bench-password"
-    )["access_token"]
-    return api
+    return Api.logged_in(url)
 
 
 def _start_agent(

@@ -56,10 +56,7 @@ def _one_engine(
             proxy_port = free_port()
             proxy = start_nginx(tmp / "nginx", proxy_port, engine_port, nginx)
             url = f"https://127.0.0.1:{proxy_port}"
-        api = Api(url, ca_file=ca_file)
-        api.token = api.call(
-            "POST", "/login/access-token", form="username=bench&password=bench-password"
-        )["access_token"]
+        api = Api.logged_in(url, ca_file=ca_file)
         token = api.call("POST", "/workers/tokens", {"name": "bench", "labels": ["remote"]})[
             "token"
         ]

@@ -179,9 +179,24 @@ engine; ``users add`` and ``keys rotate`` work while it is stopped; ``provisione
 reads ``provisioners.json`` and tries the SSH login; ``options`` makes their options from
 the engine's setting declarations. Every other command talks to a running engine over
 HTTP (``cli/client.py``)."""
-CLI_VOCABULARY = ("fluksio.engine.datadir", "fluksio.engine.runs.provenance")
-"""Plain data any command may read: where an engine keeps its files, and the one wording
-of where a call ran (the API's ``provenance``, in the words the screen uses)."""
+CLI_VOCABULARY = (
+    "fluksio.engine.datadir",
+    "fluksio.engine.runs.provenance",
+    "fluksio.engine.runs.states",
+    "fluksio.api.answers",
+)
+"""Plain data any command may read: where an engine keeps its files, the one wording of
+where a call ran (the API's ``provenance``, in the words the screen uses), the states,
+and the answers' models, which it reads the engine's answers with."""
+
+ANSWER_VOCABULARY = ("fluksio.api.answers", "fluksio.engine.runs.states", "fluksio.scheduler")
+"""What the answers' models may name: each other, states, wait kinds and stages."""
+
+
+def answers_may_import(name: str) -> bool:
+    if _within(name, "fluksio"):
+        return any(_within(name, prefix) for prefix in ANSWER_VOCABULARY)
+    return _top(name) in STDLIB or _top(name) == "pydantic"
 
 
 def cli_may_import(name: str) -> bool:
@@ -204,6 +219,7 @@ RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "engine": (engine_may_import, "from fluksio.api.routes import add_routes"),
     "api": (api_may_import, "from fluksio.cli.client import Client"),
     "cli": (cli_may_import, "from fluksio.engine.tokens import TokenService"),
+    "answers": (answers_may_import, "from aiohttp import web"),
 }
 
 
@@ -419,6 +435,11 @@ def test_nothing_below_the_engine_imports_it_or_what_serves_it() -> None:
 def test_the_engine_imports_neither_the_http_api_nor_the_command_line() -> None:
     assert _violations(_files(PACKAGE / "engine"), engine_may_import) == []
     assert _violations(_files(PACKAGE / "api"), api_may_import) == []
+
+
+def test_the_answers_models_are_plain_data_a_client_can_import() -> None:
+    """The command line reads answers through them: they bring no server along."""
+    assert _violations(_files(PACKAGE / "api" / "answers"), answers_may_import) == []
 
 
 def test_the_command_line_talks_to_the_engine_over_http() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fluksio.agent import runner
 from tests.support.engine import start_engine
 from tests.support.runs import run_flow, wait_run
 from tests.support.worker import start_worker
@@ -71,6 +72,9 @@ def test_agent_wheel_holds_only_the_agent(wheels: dict[str, Path]) -> None:
     names, meta = _metadata(wheels["agent"])
     code = [n for n in names if not n.split("/")[0].endswith(".dist-info")]
     assert code and all(n.startswith("fluksio/agent/") for n in code), code
+    # The runner's modules, which every call's runner.py is made from.
+    for module in ("__init__", *runner.MODULES):
+        assert f"fluksio/agent/runner/{module}.py" in names, module
     assert meta["Version"] == ["0.2.0"]
     assert sorted(r.split(">")[0].split("=")[0] for r in meta["Requires-Dist"]) == [
         "aiohttp",
@@ -86,6 +90,9 @@ def test_engine_wheel_pins_our_agent_and_does_not_carry_it(wheels: dict[str, Pat
     # The Workers screen ships inside the package: an installed engine serves it offline.
     for page in ("workers.html", "workers.js", "workers.css"):
         assert f"fluksio/api/screen/static/{page}" in names
+    # The programs the Slurm provisioner runs on a login node are files of the package.
+    for program in ("submit.sh", "cancel.sh"):
+        assert f"fluksio/provisioners/slurm/{program}" in names
     # Exactly 0.2.0: the published 0.1.x agent can never satisfy it.
     assert "fluksio-worker==0.2.0" in meta["Requires-Dist"]
     assert meta["Version"] == ["0.2.0"]

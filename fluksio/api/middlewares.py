@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
-from pydantic import BaseModel
 
+from fluksio.api.answers.resources import ErrorBody
 from fluksio.api.appkeys import CLOCK, CREDENTIAL_THROTTLE, TOKENS
 from fluksio.api.responses import model_response
 from fluksio.engine.errors import (
@@ -54,13 +54,6 @@ def _status_of(error: FluksioError) -> int:
         if isinstance(error, kind):
             return status
     return 500
-
-
-class ErrorBody(BaseModel):
-    """Every refusal: one sentence, and (for bad input, 422) the field it names."""
-
-    detail: str
-    field: str | None = None
 
 
 def _json_error(status: int, detail: str, field: str | None = None) -> web.Response:

@@ -9,17 +9,11 @@ from collections.abc import Callable, Sequence
 from aiohttp import web
 from pydantic import BaseModel
 
-__all__ = ["Deleted", "conditional_response", "model_response"]
+__all__ = ["conditional_response", "model_response"]
 
 # Versions count from zero in each engine process: without this, a tag from before a
 # restart could match a different view after it.
 _EPOCH = secrets.token_hex(4)
-
-
-class Deleted(BaseModel):
-    """The answer to a delete: the name of what is gone."""
-
-    deleted: str
 
 
 def model_response(

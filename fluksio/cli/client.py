@@ -16,7 +16,9 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from fluksio.cli.sse import EventParser, ReceivedEvent
 from fluksio.engine.datadir import DataDir
@@ -27,6 +29,7 @@ __all__ = ["ApiClient", "ApiError", "EngineRefused", "resolve_api_url"]
 DEFAULT_API_URL = "http://127.0.0.1:8080/api/v1"
 _TIMEOUT_S = 90  # above the longest server-side wait a request may ask for
 _FEED_SILENCE_S = 45  # three of the feed's keepalive comments
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class ApiError(FluksioError):
@@ -70,15 +73,22 @@ class ApiClient:
         )
         self.token = str(answer["access_token"])
 
-    def get(self, path: str) -> Any:
-        return self._send("GET", path)
+    def read(
+        self, model: type[Answer], method: str, path: str, body: object | None = None
+    ) -> Answer:
+        """The engine's answer to ``method path``, read with the model the engine made it
+        from (``fluksio.api.answers``)."""
+        return _shaped(TypeAdapter(model), self._json(method, path, body), method, path)
 
-    def post(self, path: str, body: object | None = None) -> Any:
+    def read_list(self, model: type[Answer], path: str) -> list[Answer]:
+        """The engine's answer to ``GET path``, a list of ``model``."""
+        return _shaped(TypeAdapter(list[model]), self._send("GET", path), "GET", path)  # type: ignore[valid-type]
+
+    def _json(self, method: str, path: str, body: object | None) -> Any:
+        if method == "GET":
+            return self._send("GET", path)
         data = None if body is None else json.dumps(body).encode()
-        return self._send("POST", path, data, "application/json")
-
-    def put(self, path: str, body: object) -> Any:
-        return self._send("PUT", path, json.dumps(body).encode(), "application/json")
+        return self._send(method, path, data, None if data is None else "application/json")
 
     def events(self, query: str = "", last_id: str | None = None) -> Iterator[ReceivedEvent]:
         """The live feed, as it comes, until the engine ends it (see ``GET /events``).
@@ -121,6 +131,20 @@ class ApiClient:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(f"cannot reach the engine at {self.base_url}: {reason}") from None
+
+
+Shaped = TypeVar("Shaped")
+
+
+def _shaped(adapter: TypeAdapter[Shaped], answer: Any, method: str, path: str) -> Shaped:
+    try:
+        return adapter.validate_python(answer)
+    except ValidationError as exc:
+        raise ApiError(
+            f"the engine answered {method} {path} in a shape this fluksio does not know"
+            f" ({exc.error_count()} problem(s)): are the engine and this command the same"
+            " version?"
+        ) from None
 
 
 def _detail(error: urllib.error.HTTPError) -> str:

@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
+from fluksio.api.answers.flows import FlowBody, FlowSummary
 from fluksio.cli.context import api_group, client_of
+from fluksio.cli.tables import when
 from fluksio.errors import ConfigError
 
 __all__ = ["flows"]
@@ -48,13 +50,13 @@ def put(ctx: click.Context, file: Path, name: str | None) -> None:
     """Create or replace a flow from FILE (JSON)."""
     named, body = load_flow_file(file)
     flow_name = name or named or file.stem
-    answer = client_of(ctx).put(f"/flows/{flow_name}", body)
-    click.echo(f"Flow {answer['name']!r} saved with {len(answer['nodes'])} node(s).")
+    answer = client_of(ctx).read(FlowBody, "PUT", f"/flows/{flow_name}", body)
+    click.echo(f"Flow {answer.name!r} saved with {len(answer.nodes)} node(s).")
 
 
 @flows.command(name="list")
 @click.pass_context
 def list_flows(ctx: click.Context) -> None:
     """List the flows."""
-    for flow in client_of(ctx).get("/flows"):
-        click.echo(f"{flow['name']:30} {flow['nodes']:4} node(s)  updated {flow['updated_at']}")
+    for flow in client_of(ctx).read_list(FlowSummary, "/flows"):
+        click.echo(f"{flow.name:30} {flow.nodes:4} node(s)  updated {when(flow.updated_at)}")

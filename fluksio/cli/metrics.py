@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from fluksio.api.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.cli.context import api_group, client_of
-from fluksio.cli.tables import table
+from fluksio.cli.tables import json_text, table, when
 
 __all__ = ["metrics"]
 
@@ -27,12 +26,12 @@ def token() -> None:
 @click.pass_context
 def mint(ctx: click.Context, name: str, as_json: bool) -> None:
     """Mint a scrape token for NAME (a Prometheus server); it is printed once."""
-    answer = client_of(ctx).post("/metrics/tokens", {"name": name})
+    answer = client_of(ctx).read(MintedScrapeToken, "POST", "/metrics/tokens", {"name": name})
     if as_json:
-        click.echo(json.dumps(answer, indent=2))
+        click.echo(json_text(answer))
         return
-    click.echo(answer["token"])
-    click.echo(f"(scrape token {answer['name']!r}, id {answer['id']})", err=True)
+    click.echo(answer.token)
+    click.echo(f"(scrape token {answer.name!r}, id {answer.id})", err=True)
 
 
 @token.command(name="list")
@@ -40,11 +39,11 @@ def mint(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def list_tokens(ctx: click.Context, as_json: bool) -> None:
     """List scrape tokens (never their text)."""
-    answer = client_of(ctx).get("/metrics/tokens")
+    answer = client_of(ctx).read_list(ScrapeTokenBody, "/metrics/tokens")
     if as_json:
-        click.echo(json.dumps(answer, indent=2))
+        click.echo(json_text(answer))
         return
-    rows = [[t["id"], t["name"], t["status"], t["created_at"], t["created_by"]] for t in answer]
+    rows = [[t.id, t.name, t.status, when(t.created_at), t.created_by] for t in answer]
     table(rows, ["ID", "NAME", "STATUS", "CREATED", "BY"])
 
 
@@ -53,5 +52,6 @@ def list_tokens(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, token_id: str) -> None:
     """Revoke scrape token TOKEN_ID: refused from the next scrape on."""
-    answer = client_of(ctx).post(f"/metrics/tokens/{token_id}/revoke")
-    click.echo(f"Revoked scrape token {answer['name']!r} ({answer['id']}).")
+    path = f"/metrics/tokens/{token_id}/revoke"
+    answer = client_of(ctx).read(ScrapeTokenBody, "POST", path)
+    click.echo(f"Revoked scrape token {answer.name!r} ({answer.id}).")

@@ -9,7 +9,6 @@ running engine how each profile stands.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import subprocess
 from pathlib import Path
@@ -17,9 +16,10 @@ from typing import Any
 
 import click
 
+from fluksio.api.answers.workers import ResourcesBody
 from fluksio.cli.client import ApiClient, resolve_api_url
 from fluksio.cli.options import data_dir_option
-from fluksio.cli.tables import table
+from fluksio.cli.tables import json_text, table
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.provisioning import instantiate
 from fluksio.errors import ConfigError
@@ -147,32 +147,32 @@ def status(url: str | None, data_dir: Path, as_json: bool) -> None:
     last error (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/PASSWORD)."""
     client = ApiClient(resolve_api_url(url, data_dir))
     client.login_from_environment()
-    blocks = client.get("/workers/resources")["provisioners"]
+    blocks = client.read(ResourcesBody, "GET", "/workers/resources").provisioners
     if as_json:
-        click.echo(json.dumps(blocks, indent=2))
+        click.echo(json_text(blocks))
         return
     if not blocks:
         click.echo("No provisioners configured.")
         return
     rows = []
     for block in blocks:
-        for profile in block["profiles"]:
-            pending = profile["outstanding"]
-            if profile["login_needed"]:
-                standing = profile["login_needed"]
+        for profile in block.profiles:
+            pending = profile.outstanding
+            if profile.login_needed:
+                standing = profile.login_needed
             elif pending is not None:
-                job = f"job {pending['job_id']} " if pending["job_id"] else ""
-                standing = f"{job}{pending['state'] or pending['stage']}"
+                job = f"job {pending.job_id} " if pending.job_id else ""
+                standing = f"{job}{pending.state or pending.stage}"
             else:
                 standing = "-"
-            error = profile["last_error"]
+            error = profile.last_error
             rows.append(
                 [
-                    f"{block['name']}/{profile['name']}",
-                    f"{len(profile['jobs'])}/{profile['max_workers']}",
-                    str(len(profile["workers"])),
+                    f"{block.name}/{profile.name}",
+                    f"{len(profile.jobs)}/{profile.max_workers}",
+                    str(len(profile.workers)),
                     standing,
-                    error["message"] if error else "-",
+                    error.message if error else "-",
                 ]
             )
     table(rows, ["PROFILE", "JOBS", "WORKERS", "PENDING", "LAST ERROR"])

@@ -16,14 +16,17 @@ from typing import Any
 
 import click
 
+from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.client import ApiClient, ApiError, EngineRefused
 from fluksio.cli.context import api_group, client_of
+from fluksio.cli.tables import json_text
 from fluksio.engine.runs.provenance import Provenance
+from fluksio.engine.runs.states import TERMINAL_RUN_STATES, NodeState, RunState
 from fluksio.errors import ConfigError
 
 __all__ = ["render_run", "runs"]
 
-TERMINAL = {"succeeded", "failed", "cancelled"}
+
 _RUN_NEWS = {"ready", "refetch", "run.state", "call.state", "call.progress"}
 """Events after which the followed run is fetched again."""
 _RECONNECTS = 30
@@ -50,36 +53,36 @@ def _preview(value: Any) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 
-def _node_line(node: dict[str, Any]) -> str:
-    state = node["state"]
-    where = node["ran_on"] or ""
-    took = f"{node['duration_s']:.3f}s" if node["duration_s"] is not None else ""
-    if state == "succeeded":
-        detail = f"-> {_preview(node['result'])}"
-    elif state in {"failed", "skipped", "cancelled"} and node["error"]:
-        detail = node["error"]["short"]
-    elif state == "queued":
-        detail = f"waiting: {node['reason']}"
-    elif state == "running" and node["events"]:
-        last = node["events"][-1]
+def _node_line(node: NodeBody) -> str:
+    state = node.state
+    where = node.ran_on or ""
+    took = f"{node.duration_s:.3f}s" if node.duration_s is not None else ""
+    if state is NodeState.SUCCEEDED:
+        detail = f"-> {_preview(node.result)}"
+    elif state in {NodeState.FAILED, NodeState.SKIPPED, NodeState.CANCELLED} and node.error:
+        detail = node.error["short"]
+    elif state is NodeState.QUEUED:
+        detail = f"waiting: {node.reason}"
+    elif state is NodeState.RUNNING and node.events:
+        last = node.events[-1]
         detail = f"{last['event']} {_preview(last['outputs'])}"
     else:
         detail = ""
-    line = f"  {node['id']:16} {state:10} {where:18} {took:>9}  {detail}"
-    provenance = node.get("provenance")
-    if not provenance:
+    line = f"  {node.id:16} {state:10} {where:18} {took:>9}  {detail}"
+    if node.provenance is None:
         return line
-    return f"{line}\n{'':20}on {Provenance.from_json(provenance).describe()}"
+    provenance = Provenance.from_json(node.provenance.model_dump())
+    return f"{line}\n{'':20}on {provenance.describe()}"
 
 
-def render_run(run: dict[str, Any]) -> list[str]:
-    head = f"run {run['id']} of {run['flow']!r}: {run['state']}"
-    if run.get("reason"):
-        head += f" ({run['reason']})"
-    return [head, *(_node_line(node) for node in run["nodes"])]
+def render_run(run: RunBody) -> list[str]:
+    head = f"run {run.id} of {run.flow!r}: {run.state}"
+    if run.reason:
+        head += f" ({run.reason})"
+    return [head, *(_node_line(node) for node in run.nodes)]
 
 
-def _changes(client: ApiClient, run_id: str) -> Iterator[dict[str, Any]]:
+def _changes(client: ApiClient, run_id: str) -> Iterator[RunBody]:
     """The run now, then again after each change the live feed reports of it.
 
     Once the feed is open (``ready``) the run is fetched, so no change falls between the
@@ -94,7 +97,7 @@ def _changes(client: ApiClient, run_id: str) -> Iterator[dict[str, Any]]:
                 if event.id:
                     last_id = event.id
                 if event.kind in _RUN_NEWS:
-                    yield client.get(f"/runs/{run_id}")
+                    yield client.read(RunBody, "GET", f"/runs/{run_id}")
             raise ApiError("the engine closed the live feed")
         except EngineRefused:
             raise
@@ -105,7 +108,7 @@ def _changes(client: ApiClient, run_id: str) -> Iterator[dict[str, Any]]:
             time.sleep(_RECONNECT_S)
 
 
-def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> dict[str, Any]:
+def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> RunBody:
     live = live_view and sys.stdout.isatty()
     shown: list[str] = []
     for run in _changes(client, run_id):
@@ -120,19 +123,19 @@ def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> dict[str, Any
                     if line not in shown:
                         click.echo(line)
             shown = lines
-        if run["state"] in TERMINAL:
+        if run.state in TERMINAL_RUN_STATES:
             return run
     raise AssertionError("unreachable: the feed is reopened until the run ends")
 
 
-def _finish(run: dict[str, Any], follow: bool, as_json: bool, client: ApiClient) -> None:
+def _finish(run: RunBody, follow: bool, as_json: bool, client: ApiClient) -> None:
     if follow:
-        run = _follow(client, run["id"], live_view=not as_json)
+        run = _follow(client, run.id, live_view=not as_json)
     if as_json:
-        click.echo(json.dumps(run, indent=2))
+        click.echo(json_text(run))
     elif not follow:
         click.echo("\n".join(render_run(run)))
-    if follow and run["state"] != "succeeded":
+    if follow and run.state is not RunState.SUCCEEDED:
         sys.exit(1)
 
 
@@ -153,7 +156,8 @@ def start(
 ) -> None:
     """Start a run of FLOW."""
     client = client_of(ctx)
-    run = client.post(f"/flows/{flow}/runs", {"params": dict(map(_parse_param, params))})
+    body = {"params": dict(map(_parse_param, params))}
+    run = client.read(RunBody, "POST", f"/flows/{flow}/runs", body)
     _finish(run, follow, as_json, client)
 
 
@@ -165,7 +169,7 @@ def start(
 def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
     """Show run RUN_ID (and follow it live)."""
     client = client_of(ctx)
-    _finish(client.get(f"/runs/{run_id}"), follow, as_json, client)
+    _finish(client.read(RunBody, "GET", f"/runs/{run_id}"), follow, as_json, client)
 
 
 @runs.command()
@@ -173,5 +177,5 @@ def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, run_id: str) -> None:
     """Cancel run RUN_ID: what it is executing is killed."""
-    run = client_of(ctx).post(f"/runs/{run_id}/cancel")
-    click.echo(f"run {run['id']}: {run['state']}")
+    run = client_of(ctx).read(RunBody, "POST", f"/runs/{run_id}/cancel")
+    click.echo(f"run {run.id}: {run.state}")

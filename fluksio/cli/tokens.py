@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from fluksio.api.answers.tokens import MintedToken, WorkerTokenBody
 from fluksio.cli.context import api_group, client_of
+from fluksio.cli.tables import json_text, when
 
 __all__ = ["tokens"]
 
@@ -23,14 +23,15 @@ def tokens() -> None: ...
 def mint(ctx: click.Context, name: str, labels: str, as_json: bool) -> None:
     """Mint a token for worker NAME; the token is printed once and never stored."""
     label_list = [label.strip() for label in labels.split(",") if label.strip()]
-    answer = client_of(ctx).post("/workers/tokens", {"name": name, "labels": label_list})
+    body = {"name": name, "labels": label_list}
+    answer = client_of(ctx).read(MintedToken, "POST", "/workers/tokens", body)
     if as_json:
-        click.echo(json.dumps(answer, indent=2))
+        click.echo(json_text(answer))
         return
-    click.echo(answer["token"])
+    click.echo(answer.token)
     click.echo(
-        f"(worker {answer['name']!r}, labels {','.join(answer['labels']) or '-'},"
-        f" jti {answer['jti']}, expires {answer['expires_at']})",
+        f"(worker {answer.name!r}, labels {','.join(answer.labels) or '-'},"
+        f" jti {answer.jti}, expires {when(answer.expires_at)})",
         err=True,
     )
 
@@ -40,15 +41,15 @@ def mint(ctx: click.Context, name: str, labels: str, as_json: bool) -> None:
 @click.pass_context
 def list_tokens(ctx: click.Context, as_json: bool) -> None:
     """List worker tokens (never their text)."""
-    answer = client_of(ctx).get("/workers/tokens")
+    answer = client_of(ctx).read_list(WorkerTokenBody, "/workers/tokens")
     if as_json:
-        click.echo(json.dumps(answer, indent=2))
+        click.echo(json_text(answer))
         return
     click.echo(f"{'JTI':32}  {'NAME':20}  {'STATUS':8}  {'EXPIRES':20}  LABELS")
     for row in answer:
         click.echo(
-            f"{row['jti']:32}  {row['name']:20}  {row['status']:8}  {row['expires_at']:20}"
-            f"  {','.join(row['labels'])}"
+            f"{row.jti:32}  {row.name:20}  {row.status:8}  {when(row.expires_at):20}"
+            f"  {','.join(row.labels)}"
         )
 
 
@@ -57,5 +58,5 @@ def list_tokens(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, jti: str) -> None:
     """Revoke the token JTI: attached workers using it are refused from now on."""
-    answer = client_of(ctx).post(f"/workers/tokens/{jti}/revoke")
-    click.echo(f"Revoked {answer['name']!r} ({answer['jti']}): {answer['revoked_reason']}.")
+    answer = client_of(ctx).read(WorkerTokenBody, "POST", f"/workers/tokens/{jti}/revoke")
+    click.echo(f"Revoked {answer.name!r} ({answer.jti}): {answer.revoked_reason}.")

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.tokens import ACCESS_TOKEN_TTL_S
+
+ACCESS_TOKEN_TTL_S = 24 * 3600
+"""How long an access token is valid by default (``--access-token-ttl-s``)."""
 
 __all__ = ["EngineSettings", "Flag"]
 

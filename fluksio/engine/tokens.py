@@ -30,6 +30,7 @@ import jwt
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.errors import Forbidden, NotAuthenticated
 from fluksio.engine.keys import KeyRing, SigningKey
+from fluksio.engine.settings import ACCESS_TOKEN_TTL_S
 from fluksio.engine.users import User, UserStore
 from fluksio.engine.worker_tokens import WorkerTokenRecord, WorkerTokenStore
 
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 ALGORITHM = "EdDSA"
-ACCESS_TOKEN_TTL_S = 24 * 3600
 WORKER_TOKEN_TTL_S = 365 * 24 * 3600
 # A real token is well under 1 KB; anything this long is not worth parsing.
 _MAX_TOKEN_CHARS = 4096

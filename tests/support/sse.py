@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from fluksio.api.routes.feed import FEED_EVENTS
+from fluksio.api.answers.feed import FEED_EVENTS
 from fluksio.cli.sse import EventParser
 from fluksio.cli.sse import ReceivedEvent as Event
 

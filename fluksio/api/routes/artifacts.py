@@ -18,8 +18,8 @@ from typing import IO, Any
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.helpers import ETag
-from pydantic import BaseModel
 
+from fluksio.api.answers.resources import ArtifactRef
 from fluksio.api.appkeys import ARTIFACTS, METRICS, SETTINGS
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
@@ -32,16 +32,6 @@ log = get_logger(__name__)
 DIGEST_HEADER = "X-Fluksio-Digest"
 _CHUNK = 1 << 20
 routes = Routes()
-
-
-class ArtifactRef(BaseModel):
-    """A stored artifact: what a result carries to refer to it."""
-
-    digest: str
-    """``sha256:<hex>`` of the bytes the engine received."""
-    size: int
-    media_type: str
-    name: str
 
 
 _IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}

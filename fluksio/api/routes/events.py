@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from fluksio.api.answers.feed import FEED_EVENTS
 from fluksio.api.appkeys import CLOCK, EVENTS
 from fluksio.api.auth import require_superuser
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.api.routes.feed import FEED_EVENTS
 from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.engine.events import FeedEvent, sse_frame
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any
 
-from pydantic import BaseModel
-
+from fluksio.api.answers.flows import FlowBody, FlowSummary
+from fluksio.api.answers.resources import Deleted
 from fluksio.api.appkeys import DISPATCHER, FLOWS
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Routes
-from fluksio.api.responses import Deleted
 from fluksio.api.routes.runs import RunBody, run_body
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
@@ -22,20 +19,6 @@ from fluksio.engine.runs.validation import check_flow
 __all__ = ["routes"]
 
 routes = Routes()
-
-
-class FlowBody(BaseModel):
-    name: str
-    nodes: list[dict[str, Any]]
-    """As stored: canonical field names (``worker``, never the ``device`` alias)."""
-    created_at: datetime
-    updated_at: datetime
-
-
-class FlowSummary(BaseModel):
-    name: str
-    nodes: int
-    updated_at: datetime
 
 
 def _view(record: FlowRecord) -> FlowBody:

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from pydantic import BaseModel
-
+from fluksio.api.answers.resources import Health
 from fluksio.api.appkeys import SETTINGS
 from fluksio.api.declare import Call, Routes
 
 __all__ = ["routes"]
-
-
-class Health(BaseModel):
-    status: str = "ok"
-    version: str
-    public_url: str | None
-    """The engine as the world reaches it (``--public-url``), or null: as dialled."""
 
 
 routes = Routes()

@@ -10,6 +10,7 @@ import asyncio
 
 from pydantic import BaseModel
 
+from fluksio.api.answers.tokens import AccessToken
 from fluksio.api.appkeys import CLOCK, LOGIN_GUARD, TOKENS, USERS
 from fluksio.api.declare import Call, Routes
 from fluksio.engine.errors import NotAuthenticated, TooManyAttempts
@@ -27,11 +28,6 @@ class LoginForm(BaseModel):
 
     username: str
     password: str
-
-
-class AccessToken(BaseModel):
-    access_token: str
-    token_type: str = "bearer"  # noqa: S105 - the OAuth2 token type, not a secret
 
 
 routes = Routes()

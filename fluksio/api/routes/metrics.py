@@ -9,11 +9,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from aiohttp import web
-from pydantic import BaseModel
 
+from fluksio.api.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.api.appkeys import METRICS, SCRAPE_TOKENS
 from fluksio.api.declare import Call, Routes
 from fluksio.api.timefmt import utc
@@ -28,22 +26,6 @@ __all__ = ["MintedScrapeToken", "ScrapeTokenBody", "routes"]
 log = get_logger(__name__)
 routes = Routes()
 outside_api = Routes(prefix="")
-
-
-class ScrapeTokenBody(BaseModel):
-    id: str
-    name: str
-    status: str
-    created_at: datetime
-    created_by: str
-    revoked_at: datetime | None
-
-
-class MintedScrapeToken(ScrapeTokenBody):
-    """The one answer that holds the token's text: put it in Prometheus's
-    ``authorization.credentials_file``."""
-
-    token: str
 
 
 def _body(record: ScrapeTokenRecord) -> ScrapeTokenBody:

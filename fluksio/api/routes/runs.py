@@ -5,80 +5,23 @@ The shapes a client sees for a run are declared here, once, as pydantic models.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel
 
+from fluksio.api.answers.runs import NodeBody, ProvenanceBody, RunBody, RunSummary
 from fluksio.api.appkeys import DISPATCHER, RUNS
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.engine.runs.states import RunState
 from fluksio.engine.runs.views import RunView
 
 __all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
 
 MAX_WAIT_S = 60.0
 routes = Routes()
-
-
-class ProvenanceBody(BaseModel):
-    """Where a node call ran."""
-
-    worker: str
-    """The worker's display name; ``engine`` for calls on the engine."""
-    host: str | None
-    slurm_job_id: str | None
-    gpu_ids: list[int]
-    provisioner: str | None
-    """``provisioner/profile`` of the request that brought the worker, if one did."""
-    request_id: str | None
-
-
-class NodeBody(BaseModel):
-    id: str
-    state: NodeState
-    reason: str | None
-    """Why it waits, while it is queued."""
-    ran_on: str | None
-    provenance: ProvenanceBody | None
-    """Where it ran, once it started."""
-    queued_at: datetime | None
-    started_at: datetime | None
-    ended_at: datetime | None
-    duration_s: float | None
-    result: Any
-    error: dict[str, Any] | None
-    logs: str
-    events: list[dict[str, Any]]
-    event_count: int
-
-
-class RunBody(BaseModel):
-    id: str
-    flow: str
-    state: RunState
-    reason: str | None
-    """Why the run has not started: the first waiting node's reason, while it is queued."""
-    params: dict[str, Any]
-    created_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
-    nodes: list[NodeBody]
-    artifacts: list[dict[str, Any]]
-    """Every artifact reference in the nodes' results, with the node it came from."""
-
-
-class RunSummary(BaseModel):
-    id: str
-    flow: str
-    state: RunState
-    created_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
 
 
 def _duration(row: NodeRow) -> float | None:

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from pydantic import BaseModel
-
+from fluksio.api.answers.resources import Deleted, SecretBody
 from fluksio.api.appkeys import SECRETS
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Call, Routes
-from fluksio.api.responses import Deleted
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.runs.models import SecretRequest
 from fluksio.engine.secrets import SecretInfo
 
 __all__ = ["routes"]
-
-
-class SecretBody(BaseModel):
-    """A secret as the API shows it: never its value."""
-
-    name: str
-    labels: list[str]
-    created_at: datetime
-    updated_at: datetime
 
 
 routes = Routes()

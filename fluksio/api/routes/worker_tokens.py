@@ -8,10 +8,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from pydantic import BaseModel
-
+from fluksio.api.answers.tokens import MintedToken, OwnToken, WorkerTokenBody
 from fluksio.api.appkeys import CLOCK, ENGINE_EVENTS, TOKENS, WORKER_TOKENS, WORKERS
 from fluksio.api.declare import Call, Routes, View
 from fluksio.api.timefmt import utc
@@ -25,33 +22,6 @@ __all__ = ["routes"]
 
 log = get_logger(__name__)
 routes = Routes()
-
-
-class WorkerTokenBody(BaseModel):
-    """What the engine remembers of a worker token: never the token text."""
-
-    jti: str
-    name: str
-    labels: list[str]
-    status: str
-    created_at: datetime
-    created_by: str
-    expires_at: datetime
-    revoked_at: datetime | None
-    revoked_reason: str | None
-
-
-class MintedToken(WorkerTokenBody):
-    """The one answer that holds the token text: shown once, never stored."""
-
-    token: str
-
-
-class OwnToken(BaseModel):
-    name: str
-    labels: list[str]
-    jti: str
-    expires_at: datetime
 
 
 def _fields(record: WorkerTokenRecord, now: float) -> dict[str, object]:

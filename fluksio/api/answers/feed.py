@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from fluksio.api.routes.worker_tokens import WorkerTokenBody
-from fluksio.api.routes.workers import ProvisionerBody, RefusedWorkerBody, WaitingBody, WorkerBody
+from fluksio.api.answers.base import Answer
+from fluksio.api.answers.tokens import WorkerTokenBody
+from fluksio.api.answers.workers import ProvisionerBody, RefusedWorkerBody, WaitingBody, WorkerBody
 from fluksio.engine.runs.states import NodeState, RunState
 
 __all__ = ["FEED_EVENTS"]
 
 
-class RunStateData(BaseModel):
+class RunStateData(Answer):
     """A run was created or changed state."""
 
     run_id: str
@@ -24,7 +25,7 @@ class RunStateData(BaseModel):
     state: RunState
 
 
-class CallStateData(BaseModel):
+class CallStateData(Answer):
     """A node's call was queued, started or ended (or its node was skipped, cancelled)."""
 
     run_id: str
@@ -36,7 +37,7 @@ class CallStateData(BaseModel):
     """Where it runs or ran: ``engine`` or a worker's name."""
 
 
-class CallProgressData(BaseModel):
+class CallProgressData(Answer):
     """A running call reported events (``fluksio.emit``): told at most twice a second."""
 
     run_id: str
@@ -47,50 +48,50 @@ class CallProgressData(BaseModel):
     """How many it reported so far."""
 
 
-class WorkerData(BaseModel):
+class WorkerData(Answer):
     """A worker attached (``worker.attached``) or changed (``worker.changed``)."""
 
     worker: WorkerBody
 
 
-class WorkerGoneData(BaseModel):
+class WorkerGoneData(Answer):
     id: str
     name: str
     reason: str | None
 
 
-class WorkerRefusedData(BaseModel):
+class WorkerRefusedData(Answer):
     """A worker was refused for its protocol: it needs an upgrade."""
 
     worker: RefusedWorkerBody
 
 
-class QueueData(BaseModel):
+class QueueData(Answer):
     """The whole queue, when it reads differently (reasons count down each second)."""
 
     queued: list[WaitingBody]
 
 
-class ProvisioningData(BaseModel):
+class ProvisioningData(Answer):
     """How every provisioner's profiles stand, when that reads differently."""
 
     provisioners: list[ProvisionerBody]
 
 
-class TokenData(BaseModel):
+class TokenData(Answer):
     """A worker token minted (``token.minted``) or revoked (``token.revoked``): never its
     text."""
 
     token: WorkerTokenBody
 
 
-class ReadyData(BaseModel):
+class ReadyData(Answer):
     """The stream is open; events after ``last_id`` follow."""
 
     last_id: str
 
 
-class ReasonData(BaseModel):
+class ReasonData(Answer):
     """``refetch``: fetch the views again, then read on; ``closed``: the stream ends."""
 
     reason: str

@@ -1,0 +1,65 @@
+"""A run and its nodes, as ``GET /runs/{id}`` shows them, and the list's summary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fluksio.api.answers.base import Answer
+from fluksio.engine.runs.states import NodeState, RunState
+
+
+class ProvenanceBody(Answer):
+    """Where a node call ran."""
+
+    worker: str
+    """The worker's display name; ``engine`` for calls on the engine."""
+    host: str | None
+    slurm_job_id: str | None
+    gpu_ids: list[int]
+    provisioner: str | None
+    """``provisioner/profile`` of the request that brought the worker, if one did."""
+    request_id: str | None
+
+
+class NodeBody(Answer):
+    id: str
+    state: NodeState
+    reason: str | None
+    """Why it waits, while it is queued."""
+    ran_on: str | None
+    provenance: ProvenanceBody | None
+    """Where it ran, once it started."""
+    queued_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration_s: float | None
+    result: Any
+    error: dict[str, Any] | None
+    logs: str
+    events: list[dict[str, Any]]
+    event_count: int
+
+
+class RunBody(Answer):
+    id: str
+    flow: str
+    state: RunState
+    reason: str | None
+    """Why the run has not started: the first waiting node's reason, while it is queued."""
+    params: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    nodes: list[NodeBody]
+    artifacts: list[dict[str, Any]]
+    """Every artifact reference in the nodes' results, with the node it came from."""
+
+
+class RunSummary(Answer):
+    id: str
+    flow: str
+    state: RunState
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None

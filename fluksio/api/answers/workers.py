@@ -1,0 +1,155 @@
+"""Attached workers, every place's amounts, the queue with why each call waits, and
+provisioning (``GET /workers``, ``GET /workers/resources``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, RootModel
+
+from fluksio.api.answers.base import Answer
+from fluksio.scheduler import RequestStage, WaitKind
+
+
+class AmountsBody(Answer):
+    """Amounts of a place; null where the place did not report one."""
+
+    gpus: int | None
+    cpus: int | None
+    ram_mb: int | None
+    slots: int
+
+
+class TokenRef(Answer):
+    jti: str
+    name: str
+
+
+class WorkerBody(Answer):
+    id: str
+    name: str
+    labels: list[str]
+    parallel: int
+    in_flight: int
+    status: Literal["busy", "idle", "not answering"]
+    """``not answering`` once it missed a ping: it gets no new calls until it answers."""
+    attached_at: datetime
+    last_seen: datetime
+    python: str
+    """The interpreter the worker runs calls with (a path on that machine)."""
+    python_version: str | None
+    """Its version, ``major.minor``; null for a published 0.1.x agent, which does not say."""
+    venv_digest: str
+    version: str
+    protocol: int
+    slurm_job_id: str | None
+    host: str | None
+    """The machine's host name, as the worker reported it (a published agent does not)."""
+    ends_at: datetime | None
+    """When its batch job ends (its walltime); null when it does not, or does not say."""
+    token: TokenRef
+    inventory: AmountsBody | None
+    free: AmountsBody | None
+
+
+class RefusedWorkerBody(Answer):
+    name: str
+    status: Literal["needs upgrade"] = "needs upgrade"
+    protocol: int | None
+    version: str | None
+    python: str | None
+    refused_at: datetime
+    reason: str
+
+
+class WorkerList(RootModel[list[WorkerBody | RefusedWorkerBody]]):
+    """``GET /workers``: the attached workers, then those refused for their protocol."""
+
+
+class PlaceBody(Answer):
+    id: str
+    name: str
+    labels: list[str]
+    inventory: AmountsBody
+    free: AmountsBody
+
+
+class LabelCapacity(Answer):
+    """Attached capacity carrying one label: workers, and their known amounts summed."""
+
+    workers: int = 0
+    inventory: dict[str, int] = Field(default_factory=dict)
+    free: dict[str, int] = Field(default_factory=dict)
+
+
+class WaitingBody(Answer):
+    call_id: str
+    run_id: str
+    flow: str
+    node: str
+    worker: str | None
+    queued_at: datetime | None
+    reason: str | None
+    kind: WaitKind | None
+
+
+class MachineRequestBody(Answer):
+    request_id: str
+    job_id: str | None
+    stage: RequestStage
+    state: str | None
+    """The outside system's name for its state (Slurm's ``PENDING``)."""
+    reason: str | None
+    since: datetime
+    submitted_at: datetime
+    answer_lost: str | None
+    """Why the submission's answer never came, while its job is looked for by its mark."""
+
+
+class ErrorAt(Answer):
+    at: datetime
+    message: str
+
+
+class BroughtWorkerBody(Answer):
+    id: str
+    name: str
+    job_id: str | None
+    attached_at: datetime
+
+
+class ProfileBody(Answer):
+    name: str
+    labels: list[str]
+    cpus: int | None
+    gpus: int | None
+    ram_mb: int | None
+    max_workers: int
+    """How many of its jobs may exist at once."""
+    parallel: int
+    """Calls at once on each of its workers."""
+    outstanding: MachineRequestBody | None
+    jobs: list[MachineRequestBody]
+    jobs_by_stage: dict[RequestStage, int]
+    """How many live jobs are in each stage (stages with none are left out)."""
+    last_error: ErrorAt | None
+    retry_at: datetime | None
+    failures: int
+    login_needed: str | None
+    """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
+    submitted until a person logs in (a one-time code); else null."""
+    workers: list[BroughtWorkerBody]
+
+
+class ProvisionerBody(Answer):
+    name: str
+    type: str
+    profiles: list[ProfileBody]
+
+
+class ResourcesBody(Answer):
+    places: list[PlaceBody]
+    labels: dict[str, LabelCapacity]
+    queued: list[WaitingBody]
+    provisioners: list[ProvisionerBody]
