@@ -154,6 +154,8 @@ async def test_a_protocol_other_than_2_is_told_which_side_to_upgrade(
     assert worker.greeting["op"] == "refused" and says in worker.greeting["reason"]
     (listed,) = (await api.request("GET", "/workers")).body
     assert listed["status"] == "needs upgrade" and says in listed["reason"]
+    if isinstance(protocol, int):
+        assert listed["protocol"] == protocol
 
 
 async def test_what_refused_hellos_make_the_engine_keep_is_bounded(api: InProcessEngine) -> None:

@@ -17,7 +17,7 @@ from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
-from tests.support.worker import WorkerProcess, hello_with_protocol, start_worker
+from tests.support.worker import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.process
 
@@ -334,17 +334,6 @@ def test_a_name_outside_the_name_rule_is_refused_in_a_sentence(
     assert "the worker's name 'gpu box #1' must be 1 to 63 letters, digits" in worker.logs()
     assert "pass another --name" in worker.logs()
     assert [w for w in listed(engine, admin) if "gpu box" in w["name"]] == []
-
-
-def test_another_protocol_is_refused_and_listed_as_needing_an_upgrade(
-    engine: EngineProcess, admin: str
-) -> None:
-    token = engine.mint(admin, "old-box", ["cpu"])["token"]
-    reply = hello_with_protocol(engine, token, "old-box", ["cpu"], protocol=1)
-    assert reply["op"] == "refused"
-    assert "pip install -U fluksio-worker" in reply["reason"]
-    entry = next(w for w in listed(engine, admin) if w["name"] == "old-box")
-    assert entry["status"] == "needs upgrade" and entry["protocol"] == 1
 
 
 def test_a_bad_token_is_refused_before_the_upgrade(engine: EngineProcess, tmp_path: Path) -> None:
