@@ -14,6 +14,7 @@ import ast
 import functools
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -126,6 +127,12 @@ def _write_runner() -> Path:
 
 def _written(directory: Path, name: str, text: bytes) -> Path:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # What runs every call must be ours alone: a directory another user made first (in a
+    # shared /tmp), or one others may write to, could have the file swapped after it is
+    # checked. Such a directory is passed over.
+    found = os.lstat(directory)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
+        raise PermissionError(f"{directory} is not this user's alone")
     path = directory / name
     try:
         if path.read_bytes() == text:
