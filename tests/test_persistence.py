@@ -7,21 +7,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.client import SocketEngine
 from tests.support.engine import engine_env, start_engine
-from tests.support.http import call
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.process
 
 
-def test_tokens_revocations_and_superuser_survive_a_restart(tmp_path: Path) -> None:
+async def test_tokens_revocations_and_superuser_survive_a_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     first = start_engine(data_dir, tmp_path / "logs1")
     try:
-        access = first.login()
-        kept = first.mint(access, "kept", ["gpu"])
-        gone = first.mint(access, "gone", ["cpu"])
-        call("POST", f"{first.api}/workers/tokens/{gone['jti']}/revoke", token=access)
+        async with SocketEngine(first.url) as api:
+            api.token = access = await api.login()
+            kept = await api.mint_token("kept", ["gpu"])
+            gone = await api.mint_token("gone", ["cpu"])
+            assert (
+                await api.request("POST", f"/workers/tokens/{gone['jti']}/revoke")
+            ).status == 200
     finally:
         # SIGKILL: no chance to flush anything on the way out.
         first.stop(signal.SIGKILL)
@@ -32,16 +35,16 @@ def test_tokens_revocations_and_superuser_survive_a_restart(tmp_path: Path) -> N
     second = start_engine(data_dir, tmp_path / "logs2", env=env)
     try:
         assert "Created the superuser" not in second.stdout()
-        access = second.login()
-        listed = {
-            t["name"]: t for t in call("GET", f"{second.api}/workers/tokens", token=access).body
-        }
-        assert listed["kept"]["status"] == "active"
-        assert listed["gone"]["status"] == "revoked"
-        assert call("GET", f"{second.api}/workers/tokens/self", token=kept["token"]).status == 200
-        assert call("GET", f"{second.api}/workers/tokens/self", token=gone["token"]).status == 401
-        # An access token from before the restart still verifies: same key, same user.
-        assert call("GET", f"{second.api}/workers/tokens", token=access).status == 200
+        async with SocketEngine(second.url) as api:
+            api.token = await api.login()
+            listed = {t["name"]: t for t in (await api.request("GET", "/workers/tokens")).body}
+            assert listed["kept"]["status"] == "active"
+            assert listed["gone"]["status"] == "revoked"
+            own = "/workers/tokens/self"
+            assert (await api.request("GET", own, token=kept["token"])).status == 200
+            assert (await api.request("GET", own, token=gone["token"])).status == 401
+            # An access token from before the restart still verifies: same key, same user.
+            assert (await api.request("GET", "/workers/tokens", token=access)).status == 200
     finally:
         second.stop()
 
