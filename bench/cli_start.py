@@ -16,6 +16,7 @@ Run: ``.venv/bin/python bench/cli_start.py [--runs N] [--bin DIR ...]``
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import statistics
@@ -25,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from calls import NOOP, Api, start_engine
+from calls import NOOP, start_engine
+
+from tests.support.client import SocketEngine
 
 BIN = Path(sys.executable).parent
 
@@ -39,17 +42,24 @@ def _median_s(argv: list[str], runs: int, env: dict[str, str]) -> float:
     return statistics.median(samples)
 
 
+async def _ran_once(url: str) -> tuple[str, str]:
+    """An access token, and the id of a run that ended: what the commands will show."""
+    async with SocketEngine(url) as api:
+        api.token = await api.login("bench", "bench-password")
+        await api.put_flow("noop", [{"id": "n", "code": NOOP}])
+        run = await api.wait_run((await api.start_run("noop"))["id"])
+        return api.token, str(run["id"])
+
+
 def measure(bin_dir: Path, runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         process, url = start_engine(Path(tmp) / "data", "auto", bin_dir=bin_dir)
         try:
-            api = Api.logged_in(url)
-            api.call("PUT", "/flows/noop", {"nodes": [{"id": "n", "code": NOOP}]})
-            run = api.run_to_end("noop")
-            env = dict(os.environ, FLUKSIO_URL=f"{url}/api/v1", FLUKSIO_TOKEN=str(api.token))
+            token, run_id = asyncio.run(_ran_once(url))
+            env = dict(os.environ, FLUKSIO_URL=f"{url}/api/v1", FLUKSIO_TOKEN=token)
             command = str(bin_dir / "fluksio")
             return {
-                "runs show": _median_s([command, "runs", "show", run["id"]], runs, env),
+                "runs show": _median_s([command, "runs", "show", run_id], runs, env),
                 "workers list": _median_s([command, "workers", "list"], runs, env),
             }
         finally:
