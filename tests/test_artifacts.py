@@ -16,7 +16,6 @@ import pytest
 
 from fluksio.agent.session import shared_store_env
 from tests.support.engine import EngineProcess, start_engine
-from tests.support.http import call
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.wait import async_wait_for, wait_for
@@ -77,7 +76,7 @@ def attach(
     )
     wait_for(
         lambda: any(
-            w["name"] == f"{name}/h" for w in call("GET", f"{engine.api}/workers", token=admin).body
+            w["name"] == f"{name}/h" for w in engine.client(admin).request("GET", "/workers").body
         ),
         timeout=30,
         what=f"{name} to attach",
@@ -145,7 +144,7 @@ def test_the_cache_is_bounded_and_a_corrupted_entry_is_fetched_again(
     refs = []
     for index in range(6):
         data = bytes([index]) * 1_000_000
-        answer = call("PUT", f"{engine.api}/artifacts?name=p{index}", token=admin, body=data)
+        answer = engine.client(admin).request("PUT", f"/artifacts?name=p{index}", data=data)
         assert answer.status == 201
         refs.append(answer.body)
     load_all = code("""
@@ -153,15 +152,14 @@ def test_the_cache_is_bounded_and_a_corrupted_entry_is_fetched_again(
         def process(refs):
             return [fluksio.load_artifact(ref) for ref in refs]
     """)
-    call(
+    engine.client(admin).request(
         "PUT",
-        f"{engine.api}/flows/many",
-        token=admin,
+        "/flows/many",
         json_body={
             "nodes": [{"id": "load", "worker": "small", "params": {"refs": refs}, "code": load_all}]
         },
     )
-    run = call("POST", f"{engine.api}/flows/many/runs", token=admin, json_body={}).body
+    run = engine.client(admin).request("POST", "/flows/many/runs", json_body={}).body
     paths = nodes_of(wait_run(engine, admin, run["id"]))["load"]["result"]
     cache = tmp_path / "cache-small" / "sha256"
     total = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())

@@ -12,7 +12,6 @@ import pytest
 
 from tests.support.cli import fluksio
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD, EngineProcess
-from tests.support.http import call
 from tests.support.runs import code, run_flow
 from tests.support.wait import wait_for
 from tests.support.worker import start_worker
@@ -40,7 +39,7 @@ def test_tokens_mint_list_revoke_through_the_api(engine: EngineProcess) -> None:
     minted = fluksio("tokens", "mint", "gpu-dev", "--labels", "gpu,cuda12", env=env)
     assert minted.returncode == 0, minted.stderr
     token = minted.stdout.strip()
-    assert call("GET", f"{engine.api}/workers/tokens/self", token=token).body["labels"] == [
+    assert engine.client(token).request("GET", "/workers/tokens/self").body["labels"] == [
         "gpu",
         "cuda12",
     ]
@@ -52,7 +51,7 @@ def test_tokens_mint_list_revoke_through_the_api(engine: EngineProcess) -> None:
 
     revoked = fluksio("tokens", "revoke", rows[0]["jti"], env=env)
     assert revoked.returncode == 0 and "Revoked 'gpu-dev'" in revoked.stdout
-    assert call("GET", f"{engine.api}/workers/tokens/self", token=token).status == 401
+    assert engine.client(token).request("GET", "/workers/tokens/self").status == 401
 
 
 def test_tokens_finds_the_engine_through_the_data_dir_and_takes_a_bearer_token(
@@ -185,12 +184,12 @@ def test_every_screen_action_has_a_command(engine: EngineProcess, tmp_path: Path
     minted = fluksio("metrics", "token", "mint", "prometheus", env=env)
     assert minted.returncode == 0, minted.stderr
     scrape = minted.stdout.strip()
-    assert call("GET", f"{engine.url}/metrics", token=scrape).status == 200
+    assert engine.client(scrape).request("GET", "//metrics").status == 200
     rows = json.loads(fluksio("metrics", "token", "list", "--json", env=env).stdout)
     assert [r["name"] for r in rows] == ["prometheus"] and scrape not in str(rows)
     revoked = fluksio("metrics", "token", "revoke", rows[0]["id"], env=env)
     assert revoked.returncode == 0 and "Revoked scrape token 'prometheus'" in revoked.stdout
-    assert call("GET", f"{engine.url}/metrics", token=scrape).status == 401
+    assert engine.client(scrape).request("GET", "//metrics").status == 401
 
 
 def test_runs_show_follow_reads_the_live_feed(engine: EngineProcess) -> None:

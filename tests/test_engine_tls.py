@@ -23,7 +23,6 @@ from fluksio.api.server import certificate_warning
 from tests.support.certs import CertificateAuthority, KeyPair
 from tests.support.cli import fluksio
 from tests.support.engine import BIN, EngineProcess, start_engine
-from tests.support.http import call
 from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.worker import WorkerProcess, attach_url, start_worker, worker_cli
 
@@ -96,12 +95,12 @@ def test_https_and_wss_on_one_port_and_a_node_moves_artifacts_over_https(
     assert "eyJ" not in worker.logs()
     # Over TLS the engine sends in large writes of its own (not sendfile): ranges still hold.
     digest = node["result"]["digest"]
-    whole = call("GET", f"{engine.api}/artifacts/{digest}", token=admin)
-    assert whole.status == 200 and whole.body == "over tls " * 1000
-    part = call(
-        "GET", f"{engine.api}/artifacts/{digest}", token=admin, headers={"Range": "bytes=9-17"}
+    whole = engine.client(admin).request("GET", f"/artifacts/{digest}")
+    assert whole.status == 200 and whole.body == b"over tls " * 1000
+    part = engine.client(admin).request(
+        "GET", f"/artifacts/{digest}", headers={"Range": "bytes=9-17"}
     )
-    assert part.status == 206 and part.body == "over tls "
+    assert part.status == 206 and part.body == b"over tls "
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,6 @@ from tests.support.engine import (
     start_engine,
     write_provisioners,
 )
-from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
@@ -51,7 +50,7 @@ def _engine(tmp_path: Path, **changes: Any) -> tuple[EngineProcess, str]:
 
 
 def _profile(engine: EngineProcess, token: str) -> dict[str, Any]:
-    body = call("GET", f"{engine.api}/workers/resources", token=token).body
+    body = engine.client(token).request("GET", "/workers/resources").body
     (provisioner,) = body["provisioners"]
     assert provisioner["type"] == "local"
     (profile,) = provisioner["profiles"]
@@ -86,7 +85,7 @@ def test_a_node_for_laptop_gets_a_local_worker_that_leaves_when_idle(tmp_path: P
         assert run["state"] == "succeeded" and run["nodes"][0]["ran_on"] == "here-box", run
         wait_for(lambda: not alive(pid), timeout=30, what="the idle worker to exit")
         wait_for(lambda: not _profile(engine, token)["jobs"], timeout=20, what="the request to end")
-        tokens = call("GET", f"{engine.api}/workers/tokens", token=token).body
+        tokens = engine.client(token).request("GET", "/workers/tokens").body
         assert [t["status"] for t in tokens if t["name"] == "here-box"] == ["revoked"]
     finally:
         engine.stop()

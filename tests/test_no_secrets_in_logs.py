@@ -7,7 +7,6 @@ import urllib.parse
 import pytest
 
 from tests.support.engine import SUPERUSER_PASSWORD, EngineProcess
-from tests.support.http import call
 
 pytestmark = pytest.mark.process
 
@@ -15,24 +14,20 @@ pytestmark = pytest.mark.process
 def test_logs_never_contain_tokens_or_passwords(engine: EngineProcess) -> None:
     access = engine.login()
     wrong_password = "hunter2-not-the-password"
-    call(
-        "POST",
-        f"{engine.api}/login/access-token",
-        form={"username": "admin", "password": wrong_password},
+    engine.client().request(
+        "POST", "/login/access-token", form={"username": "admin", "password": wrong_password}
     )
     worker = engine.mint(access, "w", ["gpu"])["token"]
     # The published agent's way: the token in the query string.
     query = urllib.parse.urlencode({"token": worker})
-    call("GET", f"{engine.api}/workers/tokens/self?{query}")
-    call("GET", f"{engine.api}/workers/tokens/self", token=worker)
-    call("GET", f"{engine.api}/no/such/path?{query}", token=worker)
+    engine.client().request("GET", f"/workers/tokens/self?{query}")
+    engine.client(worker).request("GET", "/workers/tokens/self")
+    engine.client(worker).request("GET", f"/no/such/path?{query}")
     # A header too large for the parser, made of a real token.
-    call(
-        "GET",
-        f"{engine.api}/workers/tokens/self",
-        headers={"Authorization": "Bearer " + worker * 40},
+    engine.client().request(
+        "GET", "/workers/tokens/self", headers={"Authorization": "Bearer " + worker * 40}
     )
-    call("POST", f"{engine.api}/workers/tokens/{'0' * 32}/revoke", token=access)
+    engine.client(access).request("POST", f"/workers/tokens/{'0' * 32}/revoke")
     engine.stop()
 
     logs = engine.logs()

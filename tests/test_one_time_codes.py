@@ -27,7 +27,6 @@ from tests.support.engine import (
     start_engine,
     write_provisioners,
 )
-from tests.support.http import call
 from tests.support.otp import OtpLoginNode, otp_login_node
 from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
@@ -87,7 +86,7 @@ def _write_config(data: Path, slurm: LocalSlurm, node: OtpLoginNode, port: int) 
 
 
 def _profile(engine: EngineProcess, token: str) -> dict[str, Any]:
-    body = call("GET", f"{engine.api}/workers/resources", token=token).body
+    body = engine.client(token).request("GET", "/workers/resources").body
     (profile,) = body["provisioners"][0]["profiles"]
     profile["queued"] = body["queued"]
     result: dict[str, Any] = profile
@@ -173,7 +172,7 @@ def test_a_code_is_typed_once_then_the_engine_submits_through_that_login(
         )
         second = start_run(engine, token, "on-hpc")["id"]
         wait_for(lambda: _waits_for_login(engine, token), timeout=30, what="login needed again")
-        assert call("GET", f"{engine.api}/runs/{second}", token=token).body["state"] == "queued"
+        assert engine.client(token).request("GET", f"/runs/{second}").body["state"] == "queued"
     finally:
         engine.stop()
 

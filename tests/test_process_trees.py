@@ -18,7 +18,6 @@ import pytest
 
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.escapees import ESCAPEES, ESCAPING
-from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
@@ -135,7 +134,7 @@ def test_no_process_outlives_a_call_that_returned_or_was_cancelled(
         )
         pids = {name: int((marks / name).read_text()) for name in ESCAPEES}
         if then == "cancel":
-            cancel = call("POST", f"{engine.api}/runs/{run['id']}/cancel", token=admin)
+            cancel = engine.client(admin).request("POST", f"/runs/{run['id']}/cancel")
             assert cancel.status == 200, cancel
         ended = wait_run(engine, admin, run["id"])
         assert ended["state"] == ("succeeded" if then == "return" else "cancelled")

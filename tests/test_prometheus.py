@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from tests.support.engine import EngineProcess, free_port, start_engine
-from tests.support.http import call
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
 
@@ -96,8 +95,8 @@ def test_prometheus_scrapes_the_engine_with_a_scrape_token(
     engine: EngineProcess, tmp_path: Path
 ) -> None:
     access = engine.login()
-    minted = call(
-        "POST", f"{engine.api}/metrics/tokens", token=access, json_body={"name": "prometheus"}
+    minted = engine.client(access).request(
+        "POST", "/metrics/tokens", json_body={"name": "prometheus"}
     )
     assert minted.status == 201, minted
     directory = tmp_path / "prometheus"

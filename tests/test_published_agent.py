@@ -19,7 +19,6 @@ import pytest
 
 from tests.support.certs import CertificateAuthority
 from tests.support.engine import EngineProcess, start_engine
-from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
@@ -94,7 +93,7 @@ def _run_on_it(
 
 
 def _worker(engine: EngineProcess, admin: str) -> dict[str, Any] | None:
-    workers = call("GET", f"{engine.api}/workers", token=admin).body
+    workers = engine.client(admin).request("GET", "/workers").body
     return next((w for w in workers if w["name"] == "published/pub"), None)
 
 
@@ -170,7 +169,7 @@ def test_cancel_reaches_it_and_kills_the_node(
     )
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=30, what="the node")
     pid = int(pid_file.read_text())
-    assert call("POST", f"{engine.api}/runs/{run_id}/cancel", token=admin).status == 200
+    assert engine.client(admin).request("POST", f"/runs/{run_id}/cancel").status == 200
     run = wait_run(engine, admin, run_id, timeout=20)
     assert run["state"] == "cancelled", run
     assert run["nodes"][0]["state"] == "cancelled"
@@ -251,8 +250,8 @@ def test_its_artifact_helpers_work_against_this_engine(
     by_id = {node["id"]: node for node in run["nodes"]}
     assert by_id["load"]["result"] == "made by the published agent"
     digest = by_id["save"]["result"]["digest"]
-    stored = call("GET", f"{engine.api}/artifacts/{digest}", token=admin)
-    assert stored.status == 200 and stored.body == "made by the published agent"
+    stored = engine.client(admin).request("GET", f"/artifacts/{digest}")
+    assert stored.status == 200 and stored.body == b"made by the published agent"
 
 
 def test_the_engine_stops_its_call_at_the_limit_it_ignores(

@@ -20,7 +20,6 @@ import pytest
 from fluksio.engine.runs.provenance import Provenance
 from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, start_engine
-from tests.support.http import call
 from tests.support.inprocess import InProcessEngine
 from tests.support.process import alive
 from tests.support.runs import code, node_of, nodes_of, put_flow, start_run, wait_run
@@ -388,14 +387,11 @@ def test_thread_caps_and_no_credentials_in_the_node(tmp_path: Path) -> None:
 def test_secrets_reach_the_node_only_as_the_params_it_asked_for(engine: EngineProcess) -> None:
     token = engine.login()
     value = "s3cr3t-value-for-the-db"
-    answer = call(
-        "PUT",
-        f"{engine.api}/secrets/db_password",
-        token=token,
-        json_body={"value": value, "labels": ["db"]},
+    answer = engine.client(token).request(
+        "PUT", "/secrets/db_password", json_body={"value": value, "labels": ["db"]}
     )
     assert answer.status == 200 and "value" not in answer.body
-    listed = call("GET", f"{engine.api}/secrets", token=token).body
+    listed = engine.client(token).request("GET", "/secrets").body
     assert [(s["name"], s["labels"]) for s in listed] == [("db_password", ["db"])]
     put_flow(
         engine,
@@ -419,8 +415,8 @@ def test_secrets_reach_the_node_only_as_the_params_it_asked_for(engine: EnginePr
     assert by_id["connect"]["result"] == len(value)
     assert by_id["missing"]["error"]["type"] == "SecretDenied"
     assert "'nope' does not exist" in by_id["missing"]["error"]["message"]
-    record = call("GET", f"{engine.api}/runs/{run['id']}", token=token)
-    flow = call("GET", f"{engine.api}/flows/uses-secret", token=token)
+    record = engine.client(token).request("GET", f"/runs/{run['id']}")
+    flow = engine.client(token).request("GET", "/flows/uses-secret")
     assert value not in str(record.body) and value not in str(flow.body)
     engine.stop()
     assert value not in engine.logs()
@@ -485,7 +481,7 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
     second = start_engine(data, tmp_path / "logs2")
     try:
         token = second.login()
-        described = call("GET", f"{second.api}/runs/{run_id}", token=token).body
+        described = second.client(token).request("GET", f"/runs/{run_id}").body
         by_id = nodes_of(described)
         assert by_id["quick"]["result"] == "kept"
         # Where it ran outlives the engine that ran it.
@@ -507,7 +503,7 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
             what="the retryable node to run again",
         )
         assert node_of(second, token, run_id, "again")["result"] == "second attempt"
-        assert call("GET", f"{second.api}/runs/{run_id}", token=token).body["state"] == "running"
+        assert second.client(token).request("GET", f"/runs/{run_id}").body["state"] == "running"
     finally:
         second.stop()
 

@@ -33,7 +33,6 @@ from tests.support.engine import (
     start_engine,
     write_provisioners,
 )
-from tests.support.http import call
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports
@@ -117,7 +116,7 @@ def _log_out(data_dir: Path) -> None:
 
 
 def _resources(engine: EngineProcess, token: str) -> dict[str, Any]:
-    answer = call("GET", f"{engine.api}/workers/resources", token=token)
+    answer = engine.client(token).request("GET", "/workers/resources")
     assert answer.status == 200, answer
     body: dict[str, Any] = answer.body
     return body
@@ -182,7 +181,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
         timeout=30,
         what="the ended job to leave /workers/resources",
     )
-    tokens = call("GET", f"{engine.api}/workers/tokens", token=token).body
+    tokens = engine.client(token).request("GET", "/workers/tokens").body
     brought = [t for t in tokens if t["name"] == "hpc-small"]
     assert len(brought) == 1 and brought[0]["status"] == "revoked", brought
     # The token was in none of the places a user on the cluster, or the logs, could see.
@@ -193,7 +192,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     token_file = f".fluksio/tokens/{outstanding['request_id']}"
     assert slurm.ssh("test", "-e", token_file).returncode == 1, "the job left its token file"
     # What an operator graphs: the submission, its time to attach, and the SSH commands.
-    scraped = call("GET", f"{engine.url}/metrics", token=token).body
+    scraped = engine.client(token).request("GET", "//metrics").body.decode()
     families = {family.name: family for family in text_string_to_metric_families(scraped)}
     box = {"provisioner": "hpc", "profile": "small"}
     (submitted_total,) = [
@@ -751,7 +750,7 @@ def test_walltime_no_call_lands_past_its_job_end_and_the_replacement_takes_the_q
         assert first["state"] == "succeeded", first
         job1 = first["nodes"][0]["result"]
         waiting = start_run(engine, token, "too-long")["id"]
-        (worker,) = call("GET", f"{engine.api}/workers", token=token).body
+        (worker,) = engine.client(token).request("GET", "/workers").body
         ends_at = datetime.fromisoformat(worker["ends_at"]).timestamp()
         assert 0 < ends_at - time.time() <= 60, worker
         reason = wait_for(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine import EngineProcess
-from tests.support.http import call
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import start_worker
@@ -21,9 +20,9 @@ def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Pa
     host = tmp_path / "host"
     host.mkdir()
     for endpoint, name in (("runtime", "runner.py"), ("agent.py", "agent.py")):
-        answer = call("GET", f"{engine.api}/workers/{endpoint}")
-        assert answer.status == 200 and isinstance(answer.body, str)
-        (host / name).write_text(answer.body)
+        answer = engine.client().request("GET", f"/workers/{endpoint}")
+        assert answer.status == 200 and isinstance(answer.body, bytes)
+        (host / name).write_bytes(answer.body)
 
     agent_source = (host / "agent.py").read_text()
     imported = {
@@ -66,7 +65,7 @@ def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Pa
         node = done["nodes"][0]
         assert (node["result"], node["ran_on"]) == ("switched", "no-pip/pi")
         assert [e["outputs"] for e in node["events"]] == [{"state": "on"}]
-        workers = call("GET", f"{engine.api}/workers", token=admin).body
+        workers = engine.client(admin).request("GET", "/workers").body
         assert [w["version"] for w in workers if w["name"] == "no-pip/pi"] == ["0.2.0"]
     finally:
         worker.stop()

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.engine import EngineProcess, start_engine
-from tests.support.http import call
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.process
@@ -67,10 +66,9 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
 def setup(engine: EngineProcess) -> dict[str, str]:
     admin = engine.login()
     token = engine.mint(admin, "fuzzer", ["fuzz"])["token"]
-    call(
+    engine.client(admin).request(
         "PUT",
-        f"{engine.api}/flows/fuzz",
-        token=admin,
+        "/flows/fuzz",
         json_body={
             "nodes": [{"id": "target", "worker": "fuzz", "code": "def process():\n    return 1\n"}]
         },
@@ -118,13 +116,13 @@ def test_garbage_from_a_worker_never_crashes_the_engine_or_leaks_a_call(
     engine: EngineProcess, setup: dict[str, str], data: st.DataObject
 ) -> None:
     admin = setup["admin"]
-    run = call("POST", f"{engine.api}/flows/fuzz/runs", token=admin, json_body={}).body
+    run = engine.client(admin).request("POST", "/flows/fuzz/runs", json_body={}).body
     # The engine may close the socket under our feet: that is allowed.
     with contextlib.suppress(aiohttp.ClientError, ConnectionError):
         asyncio.run(asyncio.wait_for(_session(engine, setup["token"], data), 20))
 
     def ended_run() -> dict[str, Any] | None:
-        found: dict[str, Any] = call("GET", f"{engine.api}/runs/{run['id']}", token=admin).body
+        found: dict[str, Any] = engine.client(admin).request("GET", f"/runs/{run['id']}").body
         return found if found["state"] in {"succeeded", "failed"} else None
 
     ended = wait_for(
@@ -133,7 +131,7 @@ def test_garbage_from_a_worker_never_crashes_the_engine_or_leaks_a_call(
         what="the call to end once the worker is gone",
     )
     assert ended["nodes"][0]["state"] in {"succeeded", "failed"}
-    assert call("GET", f"{engine.api}/health").status == 200
+    assert engine.client().request("GET", "/health").status == 200
     assert engine.process.poll() is None
 
 

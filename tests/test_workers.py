@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.support.engine import BIN, EngineProcess, free_port, start_engine
-from tests.support.http import call
 from tests.support.process import alive
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -36,7 +35,7 @@ def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
 
 
 def listed(engine: EngineProcess, admin: str) -> list[dict[str, Any]]:
-    body: list[dict[str, Any]] = call("GET", f"{engine.api}/workers", token=admin).body
+    body: list[dict[str, Any]] = engine.client(admin).request("GET", "/workers").body
     return body
 
 
@@ -306,7 +305,7 @@ def test_revoking_disconnects_and_the_agent_stops_saying_why(
     )
     workers.append(worker)
     wait_for(lambda: attached(engine, admin, "revoked"), timeout=20, what="the worker to attach")
-    call("POST", f"{engine.api}/workers/tokens/{minted['jti']}/revoke", token=admin)
+    engine.client(admin).request("POST", f"/workers/tokens/{minted['jti']}/revoke")
     wait_for(
         lambda: attached(engine, admin, "revoked") is None,
         timeout=5,
@@ -505,21 +504,22 @@ def test_python_selects_the_interpreter_node_code_runs_on(
     """)
     broken = "def process(:\n    pass\n"
     assert (
-        call(
+        engine.client(admin)
+        .request(
             "PUT",
-            f"{engine.api}/flows/newer",
-            token=admin,
+            "/flows/newer",
             json_body={
                 "nodes": [
                     {"id": "new", "worker": "py", "code": newer, "params": {"factor": 2}},
                     {"id": "broken", "worker": "py", "code": broken},
                 ]
             },
-        ).status
+        )
+        .status
         == 201
     )
-    answer = call(
-        "POST", f"{engine.api}/flows/newer/runs", token=admin, json_body={"params": {"x": 21}}
+    answer = engine.client(admin).request(
+        "POST", "/flows/newer/runs", json_body={"params": {"x": 21}}
     )
     nodes = nodes_of(wait_run(engine, admin, answer.body["id"]))
     assert nodes["new"]["state"] == "succeeded", nodes["new"]

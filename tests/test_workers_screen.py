@@ -32,7 +32,6 @@ from tests.support.engine import (
     start_engine,
     write_provisioners,
 )
-from tests.support.http import call
 from tests.support.otp import otp_login_node
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, run_flow
@@ -180,7 +179,7 @@ def test_log_in_mint_attach_wait_revoke(
         dialog.get_by_role("button", name="Revoke").click()
         expect(row).to_contain_text("revoked", timeout=LIVE_MS)
         expect(attached).to_have_count(0, timeout=LIVE_MS)
-        listed = call("GET", f"{engine.api}/workers/tokens", token=admin).body
+        listed = engine.client(admin).request("GET", "/workers/tokens").body
         assert [t["status"] for t in listed if t["name"] == "gpu-box"] == ["revoked"]
         _shot(page, "5-revoked")
     finally:
@@ -198,7 +197,7 @@ def test_cancelling_the_confirmation_revokes_nothing(
     page.get_by_role("dialog").get_by_role("button", name="Cancel").click()
     playwright.expect(page.get_by_role("dialog")).to_be_hidden()
     playwright.expect(row).to_contain_text("active")
-    listed = call("GET", f"{engine.api}/workers/tokens", token=engine.login()).body
+    listed = engine.client(engine.login()).request("GET", "/workers/tokens").body
     assert [t["status"] for t in listed] == ["active"]
 
 
@@ -317,7 +316,7 @@ def test_the_screen_follows_the_feed_and_makes_no_polling_requests(
     try:
         row = page.locator('#workers tr[data-worker="feed-box"]')
         expect(row).to_contain_text("idle", timeout=LIVE_MS)
-        (listed,) = call("GET", f"{engine.api}/workers", token=admin).body
+        (listed,) = engine.client(admin).request("GET", "/workers").body
         attached_ms = datetime.fromisoformat(listed["attached_at"]).timestamp() * 1000
         shown_after_ms = page.evaluate("() => window.rowAppearedAt") - attached_ms
         assert shown_after_ms < 1000, f"the row appeared {shown_after_ms:.0f} ms after attaching"

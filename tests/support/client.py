@@ -10,6 +10,9 @@ on top of them. A scenario written against it runs at either speed:
 - :class:`SocketEngine`: a real socket to an engine in its own process (``fluksio serve``),
   for what only a process shows (signals, restarts, the packaged commands, TLS).
 
+:class:`BlockingEngine` lends the same helpers to a synchronous test (one that drives
+processes and waits on them): each call runs to its end over a :class:`SocketEngine`.
+
 Paths are under ``/api/v1`` unless they start with ``//`` (``//metrics``: the site root).
 """
 
@@ -19,19 +22,31 @@ import asyncio
 import json
 import ssl
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
-from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.scripted_worker import ScriptedWorker, hello_frame
 from tests.support.wait import poll_async
 
-__all__ = ["EngineApi", "Reply", "SocketEngine"]
+__all__ = [
+    "ENDED",
+    "SUPERUSER",
+    "SUPERUSER_PASSWORD",
+    "BlockingEngine",
+    "EngineApi",
+    "Reply",
+    "SocketEngine",
+]
 
 API_PREFIX = "/api/v1"
+SUPERUSER = "admin"
+SUPERUSER_PASSWORD = "correct-horse-battery"
+"""The superuser every test engine is made with (``FLUKSIO_SUPERUSER``, or in-process)."""
+ENDED = frozenset({"succeeded", "failed", "cancelled"})
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -136,16 +151,20 @@ class EngineApi(ABC):
         body: dict[str, Any] = (await self.request("GET", f"/runs/{run_id}")).body
         return body
 
-    async def wait_run(self, run_id: str, timeout: float = 20) -> dict[str, Any]:
-        """The run once it has ended (the engine holds each request up to 1 s until then)."""
+    async def wait_run(
+        self, run_id: str, timeout: float = 20, *, states: frozenset[str] = ENDED
+    ) -> dict[str, Any]:
+        """The run once it is in one of ``states``, by default once it has ended (the
+        engine holds each request up to 1 s until it does)."""
 
-        async def ended() -> dict[str, Any] | None:
+        async def reached() -> dict[str, Any] | None:
             body: dict[str, Any] = (await self.request("GET", f"/runs/{run_id}?wait=1")).body
-            return body if body["state"] not in ("queued", "running") else None
+            return body if body["state"] in states else None
 
+        what = f"run {run_id} to reach {sorted(states)}"
         # A request held on a manual clock ends only with the run: bound it here too.
         async with asyncio.timeout(timeout + 1):
-            return await poll_async(ended, timeout=timeout, what=f"run {run_id} to end")
+            return await poll_async(reached, timeout=timeout, what=what)
 
     async def attach(
         self,
@@ -192,9 +211,9 @@ class SocketEngine(EngineApi):
     def __init__(self, base: str, *, token: str = "", ca_file: str | None = None) -> None:
         self.base = base.rstrip("/")
         self.token = token
-        self._ssl: ssl.SSLContext | bool = (
-            ssl.create_default_context(cafile=ca_file) if ca_file is not None else True
-        )
+        # Made here, not aiohttp's context made at its import: a test trusts its private
+        # CA through SSL_CERT_FILE, which the default context reads when it is made.
+        self._ssl = ssl.create_default_context(cafile=ca_file)
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -229,3 +248,66 @@ class SocketEngine(EngineApi):
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.close()
+
+
+class BlockingEngine:
+    """:class:`EngineApi`'s helpers for a synchronous test, over a :class:`SocketEngine`.
+
+    Each call opens a connection, runs to its end on an event loop of its own, and closes:
+    nothing is left open between calls (a synchronous test has no loop to keep one on).
+    """
+
+    def __init__(self, base: str, *, token: str = "", ca_file: str | None = None) -> None:
+        self.base = base
+        self.token = token
+        self.ca_file = ca_file
+
+    def _run(self, use: Callable[[SocketEngine], Awaitable[Result]]) -> Result:
+        async def once() -> Result:
+            async with SocketEngine(self.base, token=self.token, ca_file=self.ca_file) as api:
+                return await use(api)
+
+        return asyncio.run(once())
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        token: str | None = None,
+        form: dict[str, str] | None = None,
+        data: bytes | str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        return self._run(
+            lambda api: api.request(
+                method,
+                path,
+                json_body=json_body,
+                token=token,
+                form=form,
+                data=data,
+                headers=headers,
+            )
+        )
+
+    def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
+        return self._run(lambda api: api.login(username, password))
+
+    def mint_token(self, name: str, labels: list[str]) -> dict[str, Any]:
+        return self._run(lambda api: api.mint_token(name, labels))
+
+    def put_flow(self, name: str, nodes: list[dict[str, Any]]) -> Reply:
+        return self._run(lambda api: api.put_flow(name, nodes))
+
+    def start_run(self, flow: str, **params: Any) -> dict[str, Any]:
+        return self._run(lambda api: api.start_run(flow, **params))
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        return self._run(lambda api: api.run(run_id))
+
+    def wait_run(
+        self, run_id: str, timeout: float = 30, *, states: frozenset[str] = ENDED
+    ) -> dict[str, Any]:
+        return self._run(lambda api: api.wait_run(run_id, timeout, states=states))

@@ -11,13 +11,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.http import call
+from tests.support.client import SUPERUSER, SUPERUSER_PASSWORD, BlockingEngine
 from tests.support.process import ManagedProcess
 from tests.support.wait import wait_for
 
+__all__ = [
+    "BIN",
+    "SUPERUSER",
+    "SUPERUSER_PASSWORD",
+    "EngineProcess",
+    "attach_url_on",
+    "engine_env",
+    "free_port",
+    "start_engine",
+    "write_provisioners",
+]
+
 BIN = Path(sys.executable).parent
-SUPERUSER = "admin"
-SUPERUSER_PASSWORD = "correct-horse-battery"
 
 
 def engine_env(**extra: str) -> dict[str, str]:
@@ -41,26 +51,16 @@ class EngineProcess(ManagedProcess):
     def api(self) -> str:
         return f"{self.url}/api/v1"
 
+    def client(self, token: str = "") -> BlockingEngine:
+        """Its API, through the client interface, sending ``token``."""
+        return BlockingEngine(self.url, token=token)
+
     def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
-        answer = call(
-            "POST",
-            f"{self.api}/login/access-token",
-            form={"username": username, "password": password},
-        )
-        assert answer.status == 200, answer
-        return str(answer.body["access_token"])
+        return self.client().login(username, password)
 
     def mint(self, access: str, name: str, labels: list[str]) -> dict[str, Any]:
         """Mint a worker token through the API; the answer's body (token, jti, ...)."""
-        answer = call(
-            "POST",
-            f"{self.api}/workers/tokens",
-            token=access,
-            json_body={"name": name, "labels": labels},
-        )
-        assert answer.status == 201, answer
-        body: dict[str, Any] = answer.body
-        return body
+        return self.client(access).mint_token(name, labels)
 
     def stdout(self) -> str:
         return self.stdout_path.read_text(errors="replace")

@@ -1,15 +1,26 @@
-"""Putting flows, starting runs and waiting for them, through a test engine's API."""
+"""Putting flows, starting runs and waiting for them, in a synchronous test of an engine
+process: the client interface's own helpers (:class:`~tests.support.client.EngineApi`),
+through :class:`~tests.support.client.BlockingEngine`."""
 
 from __future__ import annotations
 
 import textwrap
 from typing import Any
 
+from tests.support.client import ENDED, Reply
 from tests.support.engine import EngineProcess
-from tests.support.http import Answer, call
-from tests.support.wait import wait_for
 
-ENDED = frozenset({"succeeded", "failed", "cancelled"})
+__all__ = [
+    "ENDED",
+    "code",
+    "get_run",
+    "node_of",
+    "nodes_of",
+    "put_flow",
+    "run_flow",
+    "start_run",
+    "wait_run",
+]
 
 
 def code(source: str) -> str:
@@ -17,17 +28,12 @@ def code(source: str) -> str:
     return textwrap.dedent(source).lstrip()
 
 
-def put_flow(engine: EngineProcess, token: str, name: str, nodes: list[dict[str, Any]]) -> Answer:
-    return call("PUT", f"{engine.api}/flows/{name}", token=token, json_body={"nodes": nodes})
+def put_flow(engine: EngineProcess, token: str, name: str, nodes: list[dict[str, Any]]) -> Reply:
+    return engine.client(token).put_flow(name, nodes)
 
 
 def start_run(engine: EngineProcess, token: str, name: str, **params: Any) -> dict[str, Any]:
-    answer = call(
-        "POST", f"{engine.api}/flows/{name}/runs", token=token, json_body={"params": params}
-    )
-    assert answer.status == 201, answer
-    body: dict[str, Any] = answer.body
-    return body
+    return engine.client(token).start_run(name, **params)
 
 
 def run_flow(engine: EngineProcess, token: str, name: str, nodes: list[dict[str, Any]]) -> str:
@@ -37,9 +43,7 @@ def run_flow(engine: EngineProcess, token: str, name: str, nodes: list[dict[str,
 
 
 def get_run(engine: EngineProcess, token: str, run_id: str, wait: float = 0) -> dict[str, Any]:
-    body: dict[str, Any] = call(
-        "GET", f"{engine.api}/runs/{run_id}?wait={wait:g}", token=token
-    ).body
+    body: dict[str, Any] = engine.client(token).request("GET", f"/runs/{run_id}?wait={wait:g}").body
     return body
 
 
@@ -52,12 +56,7 @@ def wait_run(
     timeout: float = 30,
 ) -> dict[str, Any]:
     """The run once it is in one of ``states`` (by default: ended)."""
-
-    def reached() -> dict[str, Any] | None:
-        run = get_run(engine, token, run_id, wait=1)
-        return run if run["state"] in states else None
-
-    return wait_for(reached, timeout=timeout, what=f"run {run_id} to reach {sorted(states)}")
+    return engine.client(token).wait_run(run_id, timeout, states=states)
 
 
 def nodes_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
