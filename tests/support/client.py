@@ -23,6 +23,7 @@ import json
 import ssl
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -253,8 +254,9 @@ class SocketEngine(EngineApi):
 class BlockingEngine:
     """:class:`EngineApi`'s helpers for a synchronous test, over a :class:`SocketEngine`.
 
-    Each call opens a connection, runs to its end on an event loop of its own, and closes:
-    nothing is left open between calls (a synchronous test has no loop to keep one on).
+    Each call opens a connection, runs to its end on an event loop of its own (on a thread
+    of its own), and closes: nothing is left open between calls (a synchronous test has no
+    loop to keep one on).
     """
 
     def __init__(self, base: str, *, token: str = "", ca_file: str | None = None) -> None:
@@ -267,7 +269,10 @@ class BlockingEngine:
             async with SocketEngine(self.base, token=self.token, ca_file=self.ca_file) as api:
                 return await use(api)
 
-        return asyncio.run(once())
+        # On a thread of its own: the caller's thread may already run an event loop
+        # (Playwright's synchronous API keeps one), where asyncio.run is refused.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, once()).result()
 
     def request(
         self,
