@@ -103,6 +103,73 @@ def test_https_and_wss_on_one_port_and_a_node_moves_artifacts_over_https(
     assert part.status == 206 and part.body == b"over tls "
 
 
+def test_connect_to_reaches_the_engine_elsewhere_and_still_verifies_its_name(
+    tmp_path: Path,
+    ca: CertificateAuthority,
+    trusted: None,
+    cleanup: list[EngineProcess | WorkerProcess],
+) -> None:
+    """``--connect-to``: the worker dials another address (a login node's relay, here the
+    engine's own) for the URL's name; the certificate is checked against that name, and
+    the call's artifacts take the same way."""
+    engine = _tls_engine(tmp_path, ca.issue("engine", ["engine.example", "127.0.0.1"]))
+    cleanup.append(engine)
+    port = engine.url.rsplit(":", 1)[1]
+    admin = engine.login()
+    token = engine.mint(admin, "routed", ["routed"])["token"]
+    named = f"wss://engine.example:{port}/api/v1/workers/attach"
+    worker = start_worker(
+        engine,
+        token,
+        tmp_path / "worker",
+        "--labels",
+        "routed",
+        "--ca-file",
+        str(ca.pem),
+        "--connect-to",
+        f"127.0.0.1:{port}",
+        "--artifact-transport",
+        "http",
+        url=named,
+    )
+    cleanup.append(worker)
+    run_id = run_flow(engine, admin, "routed", [{"id": "n", "worker": "routed", "code": NODE}])
+    run = wait_run(engine, admin, run_id, timeout=60)
+    assert run["state"] == "succeeded", nodes_of(run)["n"]
+    assert nodes_of(run)["n"]["result"]["size"] == 9000
+
+    # Another name at the same address: the certificate does not name it, so no trust.
+    done = subprocess.run(
+        [
+            str(BIN / "fluksio-worker"),
+            "--url",
+            f"wss://other.example:{port}/api/v1/workers/attach",
+            "--connect-to",
+            f"127.0.0.1:{port}",
+            "--ca-file",
+            str(ca.pem),
+        ],
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("FLUKSIO_", "SSL_"))},
+            "FLUKSIO_WORKER_TOKEN": token,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert f"the engine's TLS certificate at other.example:{port} is not trusted" in done.stderr
+
+
+def test_connect_to_that_is_not_host_and_port_is_a_usage_error() -> None:
+    done = worker_cli(
+        "--url", "wss://engine.example/api/v1/workers/attach", "--connect-to", "relay"
+    )
+    assert done.returncode == 2
+    assert "--connect-to takes HOST:PORT (where to connect instead), not 'relay'" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("make", "said"),
     [

@@ -22,7 +22,7 @@ from fluksio.agent import __version__
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.session import Agent, AgentConfig
-from fluksio.agent.urls import UrlError, parse_attach_url, tls_trust
+from fluksio.agent.urls import UrlError, parse_attach_url, parse_connect_to, tls_trust
 from fluksio.agent.walltime import detect_job_end
 
 __all__ = ["main"]
@@ -117,6 +117,13 @@ def _venv_digest(python: str) -> str:
 @click.option(
     "--runner-mode", type=click.Choice(["auto", "fork", "spawn"]), default="auto", hidden=True
 )
+@click.option(
+    "--connect-to",
+    envvar="FLUKSIO_WORKER_CONNECT_TO",
+    metavar="HOST:PORT",
+    help="Reach the --url's host and port at HOST:PORT instead (a relay on a login node);"
+    " TLS still verifies the engine's own name. The artifact transfers take the same way.",
+)
 @click.option("--dev-dir", type=click.Path(path_type=Path), default=Path("/dev"), hidden=True)
 @click.option(
     "--artifact-transport", type=click.Choice(["auto", "http"]), default="auto", hidden=True
@@ -139,12 +146,14 @@ def main(
     ca_file: str | None,
     heartbeat: float,
     runner_mode: str,
+    connect_to: str | None,
     dev_dir: Path,
     artifact_transport: str,
 ) -> None:
     """Attach this machine to a Fluksio engine and run the node calls it sends."""
     try:
         attach_url = parse_attach_url(url, insecure=insecure, artifact_url=artifact_url)
+        route = parse_connect_to(connect_to, attach_url.websocket) if connect_to else None
     except UrlError as exc:
         raise _UsageError(str(exc)) from None
     if not token:
@@ -183,7 +192,9 @@ def main(
         extra_env={
             "FLUKSIO_ARTIFACT_URL": attach_url.artifacts,
             **({"FLUKSIO_CA_FILE": str(Path(ca_file).resolve())} if ca_file else {}),
+            **({"FLUKSIO_CONNECT_TO": route.as_env()} if route is not None else {}),
         },
+        route=route,
         tls=trust,
         use_shared_store=artifact_transport == "auto",
     )

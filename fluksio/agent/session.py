@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from fluksio.agent import __version__
+from fluksio.agent.connect_to import RoutingResolver
 from fluksio.agent.errors import AgentError
 from fluksio.agent.frames import (
     PROTOCOL,
@@ -41,7 +42,7 @@ from fluksio.agent.frames import (
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
-from fluksio.agent.urls import AttachUrl
+from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
 
@@ -80,6 +81,8 @@ class AgentConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     use_shared_store: bool = True
     """Use the engine's store directly when this host provably shares it."""
+    route: Route | None = None
+    """``--connect-to``: where the attach URL's host and port are reached instead."""
 
 
 class Agent:
@@ -149,7 +152,11 @@ class Agent:
     async def _session(self) -> bool:
         """One connection, until it ends; True if the engine welcomed us."""
         headers = {"Authorization": f"Bearer {self.config.token}"}
-        connector = aiohttp.TCPConnector(ssl=self.config.tls if self.config.tls else True)
+        route = self.config.route
+        connector = aiohttp.TCPConnector(
+            ssl=self.config.tls if self.config.tls else True,
+            resolver=RoutingResolver(route) if route is not None else None,
+        )
         async with aiohttp.ClientSession(connector=connector) as http:
             try:
                 ws = await http.ws_connect(

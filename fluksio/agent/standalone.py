@@ -22,6 +22,7 @@ MODULES = (
     "frames",
     "inventory",
     "urls",
+    "connect_to",
     "walltime",
     "outcome",
     "calls",

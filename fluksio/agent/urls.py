@@ -8,6 +8,7 @@ Elsewhere the URL must be ``wss://`` (or ``https://``, read as ``wss://``).
 from __future__ import annotations
 
 import ipaddress
+import json
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -16,9 +17,11 @@ from fluksio.agent.errors import AgentError
 
 __all__ = [
     "AttachUrl",
+    "Route",
     "UrlError",
     "is_loopback",
     "parse_attach_url",
+    "parse_connect_to",
     "tls_trust",
 ]
 
@@ -99,3 +102,36 @@ def tls_trust(ca_file: str | None) -> ssl.SSLContext | None:
     context = ssl.create_default_context()
     context.load_verify_locations(cafile=ca_file)
     return context
+
+
+@dataclass(frozen=True)
+class Route:
+    """``--connect-to``: connections to the attach URL's host and port go to ``to``
+    instead. TLS still verifies the URL's own name, as curl's ``--connect-to`` does, so
+    what lies between (a login node's relay) sees only ciphertext."""
+
+    host: str
+    port: int
+    to_host: str
+    to_port: int
+
+    def applies(self, host: str, port: int) -> bool:
+        return host == self.host and port == self.port
+
+    def as_env(self) -> str:
+        """For the call's own artifact transfers (``FLUKSIO_CONNECT_TO``)."""
+        return json.dumps({"for": [self.host, self.port], "to": [self.to_host, self.to_port]})
+
+
+def parse_connect_to(text: str, websocket_url: str) -> Route:
+    """``HOST:PORT`` (``[v6]:PORT``) for the host and port of ``websocket_url``."""
+    target = urlsplit(f"//{text.strip()}")
+    try:
+        to_port = target.port
+    except ValueError:
+        to_port = None
+    if not target.hostname or to_port is None or to_port == 0:
+        raise UrlError(f"--connect-to takes HOST:PORT (where to connect instead), not {text!r}")
+    parts = urlsplit(websocket_url)
+    port = parts.port or (443 if parts.scheme == "wss" else 80)
+    return Route(parts.hostname or "", port, target.hostname, to_port)
