@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from fluksio.api.declare import API_PREFIX
+from fluksio.engine.runs.states import TERMINAL_RUN_STATES
 from tests.support.scripted_worker import ScriptedWorker, hello_frame
 from tests.support.wait import poll_async
 
@@ -42,11 +44,10 @@ __all__ = [
     "SocketEngine",
 ]
 
-API_PREFIX = "/api/v1"
 SUPERUSER = "admin"
 SUPERUSER_PASSWORD = "correct-horse-battery"
 """The superuser every test engine is made with (``FLUKSIO_SUPERUSER``, or in-process)."""
-ENDED = frozenset({"succeeded", "failed", "cancelled"})
+ENDED: frozenset[str] = TERMINAL_RUN_STATES
 Result = TypeVar("Result")
 
 
