@@ -219,7 +219,8 @@ KbdInteractiveAuthentication no
 UsePAM no
 AllowUsers $JOB_USER
 X11Forwarding no
-AllowTcpForwarding no
+AllowTcpForwarding yes
+GatewayPorts no
 PrintMotd no
 MaxStartups 100:30:200
 MaxSessions 50

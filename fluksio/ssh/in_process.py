@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import shlex
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any, ClassVar, Unpack
 import asyncssh
 from asyncssh.config import SSHClientConfig
 
+from fluksio.clock import Clock
 from fluksio.ssh.base import (
     BaseTransport,
     ConnectionGone,
@@ -22,7 +24,7 @@ from fluksio.ssh.base import (
     _text,
     _unknown_key_message,
 )
-from fluksio.ssh.shell import Completed, Route, Transport, TransportError
+from fluksio.ssh.shell import Completed, RemoteProcess, Route, Transport, TransportError
 
 __all__ = ["SSHTransport"]
 
@@ -61,6 +63,7 @@ class SSHTransport(BaseTransport):
         self._ssh_config = self._given_ssh_config or Path("~/.ssh/config").expanduser()
         self._connection: asyncssh.SSHClientConnection | None = None
         self._connecting = asyncio.Lock()
+        self._forwards: dict[int, asyncssh.SSHListener] = {}
 
     async def _attempt(self, argv: Sequence[str], stdin: str | None) -> Completed:
         connection = await self._connect()
@@ -92,6 +95,40 @@ class SSHTransport(BaseTransport):
     async def close(self) -> None:
         if self._connection is not None:
             await self._drop(self._connection)
+
+    # -- the Forwarding interface (the login route) ---------------------------------------
+
+    async def forward_remote(self, host: str, port: int) -> int:
+        connection = await self._connect()
+        try:
+            listener = await connection.forward_remote_port("127.0.0.1", 0, host, port)
+        except (asyncssh.Error, OSError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            raise TransportError(
+                f"{self.login}: the login node refused to forward ({reason})"
+            ) from None
+        remote_port = listener.get_port()
+        self._forwards[remote_port] = listener
+        return remote_port
+
+    async def cancel_forward(self, remote_port: int, host: str, port: int) -> None:
+        listener = self._forwards.pop(remote_port, None)
+        if listener is not None:
+            listener.close()
+            with contextlib.suppress(asyncssh.Error, OSError):
+                await listener.wait_closed()
+
+    async def start(self, argv: Sequence[str], stdin: bytes) -> RemoteProcess:
+        connection = await self._connect()
+        try:
+            process = await connection.create_process(shlex.join(argv), encoding=None)
+            process.stdin.write(stdin)
+        except asyncssh.ChannelOpenError as exc:
+            raise TransportError(f"{self.login}: no session ({exc.reason})") from None
+        except (asyncssh.Error, OSError) as exc:
+            await self._drop(connection)
+            raise TransportError(f"{self.login}: connection lost ({exc})") from None
+        return _LongProcess(process, self._clock)
 
     async def _drop(self, connection: asyncssh.SSHClientConnection) -> None:
         if self._connection is connection:
@@ -184,4 +221,32 @@ class SSHTransport(BaseTransport):
         return options
 
 
-# What ssh (exit 255) prints when it never reached the point of running the command.
+class _LongProcess:
+    """A long-lived command on this connection (:class:`~fluksio.ssh.shell.RemoteProcess`)."""
+
+    def __init__(self, process: asyncssh.SSHClientProcess[bytes], clock: Clock) -> None:
+        self._process = process
+        self._clock = clock
+
+    async def readline(self) -> bytes:
+        try:
+            return await self._process.stdout.readline()
+        except (asyncssh.Error, OSError):
+            return b""
+
+    async def write(self, data: bytes) -> None:
+        with contextlib.suppress(asyncssh.Error, OSError, BrokenPipeError):
+            self._process.stdin.write(data)
+            await self._process.stdin.drain()
+
+    async def stop(self) -> str:
+        with contextlib.suppress(asyncssh.Error, OSError):
+            self._process.stdin.write_eof()
+        try:
+            async with self._clock.timeout(5):
+                said = await self._process.stderr.read()
+                await self._process.wait(check=False)
+        except (TimeoutError, asyncssh.Error, OSError):
+            self._process.close()
+            said = b""
+        return _text(said)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Unpack
 
+from fluksio.clock import Clock
 from fluksio.ssh.base import (
     _MAX_SOCKET_PATH,
     ENGINE_MASTER_PERSIST_S,
@@ -28,7 +29,7 @@ from fluksio.ssh.base import (
     _text,
     _unknown_key_message,
 )
-from fluksio.ssh.shell import Completed, Route, Transport, TransportError
+from fluksio.ssh.shell import Completed, RemoteProcess, Route, Transport, TransportError
 
 __all__ = ["OpenSSHTransport"]
 
@@ -95,6 +96,46 @@ class OpenSSHTransport(BaseTransport):
         if self._own_master:
             self._own_master = False
             await self._ssh_command(["-O", "exit", "--", self._host], what="ssh -O exit")
+
+    # -- the Forwarding interface (the login route), through the shared connection ------
+
+    async def forward_remote(self, host: str, port: int) -> int:
+        if self._wanted_control_path is None:
+            raise TransportError(f"{self.login}: forwarding needs the shared connection's socket")
+        await self._ensure_master()
+        status, out, err = await self._ssh_command(
+            ["-O", "forward", "-R", f"127.0.0.1:0:{_bracketed(host)}:{port}", "--", self._host],
+            what="ssh -O forward",
+        )
+        if status != 0 or not out.strip().isdigit():
+            said = _last_line(err) or _last_line(out) or f"ssh exited with status {status}"
+            raise TransportError(f"{self.login}: the login node refused to forward ({said})")
+        return int(out.strip())
+
+    async def cancel_forward(self, remote_port: int, host: str, port: int) -> None:
+        if self._wanted_control_path is not None and await self._master_running():
+            forward = f"127.0.0.1:{remote_port}:{_bracketed(host)}:{port}"
+            await self._ssh_command(
+                ["-O", "cancel", "-R", forward, "--", self._host],
+                what="ssh -O cancel",
+            )
+
+    async def start(self, argv: Sequence[str], stdin: bytes) -> RemoteProcess:
+        await self._ensure_master()
+        command = [*self._base_argv(), "-o", "BatchMode=yes", "-o", "ControlMaster=no", "-T"]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command, "--", self._host, shlex.join(argv),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise TransportError(f"{self.login}: cannot run {self._ssh}: {exc.strerror}") from None
+        long_lived = _LongProcess(process, self._clock)
+        await long_lived.write(stdin)
+        return long_lived
 
     async def logged_in(self) -> bool:
         """Whether a shared connection is open (asks only the local socket)."""
@@ -341,3 +382,41 @@ class OpenSSHTransport(BaseTransport):
         if "banner exchange" in stderr:
             return self._no_handshake()
         return f"cannot reach {self.login}: {_last_line(stderr) or 'ssh failed'}"
+
+
+class _LongProcess:
+    """A long-lived ``ssh`` command (:class:`~fluksio.ssh.shell.RemoteProcess`)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, clock: Clock) -> None:
+        self._process = process
+        self._clock = clock
+
+    async def readline(self) -> bytes:
+        assert self._process.stdout is not None
+        return await self._process.stdout.readline()
+
+    async def write(self, data: bytes) -> None:
+        assert self._process.stdin is not None
+        with contextlib.suppress(OSError):  # BrokenPipeError, ConnectionResetError
+            self._process.stdin.write(data)
+            await self._process.stdin.drain()
+
+    async def stop(self) -> str:
+        assert self._process.stdin is not None and self._process.stderr is not None
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
+        try:
+            async with self._clock.timeout(5):
+                said = await self._process.stderr.read()
+                await self._process.wait()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.send_signal(signal.SIGKILL)
+            await self._process.wait()
+            said = b""
+        return _text(said)
+
+
+def _bracketed(host: str) -> str:
+    """A host as ``-R`` takes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host

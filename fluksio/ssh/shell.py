@@ -17,7 +17,16 @@ from fluksio.errors import FluksioError
 Transport = Literal["asyncssh", "openssh"]
 """The SSH implementations ``provisioners.json`` may choose between."""
 
-__all__ = ["Completed", "RemoteShell", "Route", "SharedLogin", "Transport", "TransportError"]
+__all__ = [
+    "Completed",
+    "Forwarding",
+    "RemoteProcess",
+    "RemoteShell",
+    "Route",
+    "SharedLogin",
+    "Transport",
+    "TransportError",
+]
 
 
 class TransportError(FluksioError):
@@ -129,4 +138,41 @@ class SharedLogin(Protocol):
     def login_argv(self) -> list[str] | None:
         """The command a person runs in a terminal to log in once for every later command;
         None when this one cannot share a login (no place for its connection)."""
+        ...
+
+
+class RemoteProcess(Protocol):
+    """A long-lived command on the login node, its input and output open while it runs."""
+
+    async def readline(self) -> bytes:
+        """Its next line of output; ``b""`` once it ended."""
+        ...
+
+    async def write(self, data: bytes) -> None:
+        """Feed its input; a process that ended takes it silently."""
+        ...
+
+    async def stop(self) -> str:
+        """End its input, wait (briefly) for it to end, kill it otherwise; what it said on
+        its standard error."""
+        ...
+
+
+@runtime_checkable
+class Forwarding(Protocol):
+    """A shell that also forwards a port of the login node's loopback to the engine's side
+    and runs long-lived commands: what the login route needs (both transports)."""
+
+    async def forward_remote(self, host: str, port: int) -> int:
+        """Forward a new port on the login node's loopback (its number is chosen there and
+        returned) to ``host:port`` as the engine's machine reaches it."""
+        ...
+
+    async def cancel_forward(self, remote_port: int, host: str, port: int) -> None:
+        """Stop forwarding ``remote_port``; nothing if the connection is already gone."""
+        ...
+
+    async def start(self, argv: Sequence[str], stdin: bytes) -> RemoteProcess:
+        """Start ``argv`` there, ``stdin`` fed to it first; it runs until stopped or until
+        the connection goes."""
         ...
