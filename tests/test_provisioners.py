@@ -190,8 +190,20 @@ def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
     listed = fluksio("provisioners", "check", "--file", str(path))
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == (
-        "hpc (slurm):\n  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu"
-        " max_workers=4 parallel=2 walltime=14400s\n"
+        "hpc (slurm):\n"
+        "  workers reach the engine directly, at wss://fluksio.example.com/api/v1/workers/attach\n"
+        "  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu max_workers=4 parallel=2"
+        " walltime=14400s\n"
+    )
+    (tmp_path / "routed").mkdir()
+    routed = _write(
+        tmp_path / "routed", [{**_example()[0], "route": "login", "login_address": "login1-ib"}]
+    )
+    listed = fluksio("provisioners", "check", "--file", str(routed))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1] == (
+        "  workers reach the engine through the login node, at login1-ib, verifying"
+        " wss://fluksio.example.com/api/v1/workers/attach"
     )
     script = fluksio("provisioners", "check", "--file", str(path), "--script", "hpc/gpu-small")
     assert script.returncode == 0 and script.stdout.startswith("#!/bin/bash\n")

@@ -196,3 +196,25 @@ async def test_a_refused_scancel_and_an_unreachable_login_node_are_errors() -> N
         await slurm.check()
     await slurm.close()
     assert shell.closed
+
+
+def test_the_login_route_is_chosen_per_provisioner_and_its_address_checked() -> None:
+    slurm, _shell = _provisioner(route="login", login_address="login1-ib.cluster")
+    script = slurm.render(slurm.profile("gpu-small"), request_id="r1")
+    worker_line = script.splitlines()[-1]
+    assert worker_line.endswith(" --connect-to login1-ib.cluster:PORT"), worker_line
+    direct, _ = _provisioner()
+    assert "--connect-to" not in direct.render(direct.profile("gpu-small"), request_id="r1")
+    with pytest.raises(ValidationError, match='login_address is used only with "route": "login"'):
+        _provisioner(login_address="login1")
+    with pytest.raises(ValidationError, match="route"):
+        _provisioner(route="tunnel")
+    with pytest.raises(ValidationError, match="login_address"):
+        _provisioner(route="login", login_address="login1; rm -rf ~")
+
+
+async def test_a_shell_that_cannot_forward_cannot_carry_the_login_route() -> None:
+    slurm, shell = _provisioner(route="login")
+    with pytest.raises(ProvisionError, match="needs an SSH transport that forwards"):
+        await slurm.submit(slurm.profile("gpu-small"), request_id="r1", token="t")
+    assert shell.sent == [], "nothing submitted without a way in"

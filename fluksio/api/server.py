@@ -20,7 +20,7 @@ from fluksio.api.app import create_app
 from fluksio.clock import SYSTEM_CLOCK
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.logging import get_logger
-from fluksio.engine.provisioning import Configured
+from fluksio.engine.provisioning import Configured, load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 
@@ -63,6 +63,13 @@ def _listen(host: str, port: int) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     listener.setblocking(False)
     return listener
+
+
+def _own_address(listener: socket.socket) -> tuple[str, int]:
+    """Where this machine reaches the listener: a wildcard address is its loopback."""
+    host, port = listener.getsockname()[:2]
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 (read, not bound)
+    return wildcard.get(host, host), int(port)
 
 
 def _url(host: str, port: int, *, tls: bool) -> str:
@@ -144,7 +151,10 @@ async def run_engine(
     context = tls_context(settings)  # a bad certificate is one sentence, before anything
     # Bind before anything starts, so a busy port is one sentence and nothing else.
     listener = _listen(settings.host, settings.port)
-    app = create_app(settings, provisioners=provisioners)
+    configured = provisioners if provisioners is not None else load_configured(layout)
+    for provisioner in configured.provisioners:
+        provisioner.engine_address = _own_address(listener)
+    app = create_app(settings, provisioners=configured)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()

@@ -66,6 +66,7 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
         for provisioner in provisioners:
             settings = provisioner.settings
             click.echo(f"{settings.name} ({provisioner.type_name}):")
+            click.echo(f"  workers reach the engine {provisioner.reach()}")
             for profile in settings.profiles:
                 amounts = f"cpus={profile.cpus} gpus={profile.gpus} ram_mb={profile.ram_mb}"
                 labels = ",".join(profile.labels) or "-"

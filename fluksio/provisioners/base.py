@@ -224,6 +224,12 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     calls (the Slurm provisioner's shared SSH connection). Set by the engine and the CLI
     before any call; None where nothing is kept (a dry run, a test). Create it 0700 on
     first use, not in the constructor."""
+    engine_address: tuple[str, int] | None = None
+    """Where the engine listens, as its own machine reaches it (``127.0.0.1`` for a
+    wildcard address); set by the engine once it listens. What a provisioner that carries
+    its workers' connections itself (the Slurm provisioner's login route) forwards to."""
+    on_path_change: Callable[[], None] | None = None
+    """Set by the engine's provisioning driver: call it when :meth:`path_down` changes."""
     on_command: Callable[[str, float, bool], None] | None = None
     """Set by the engine's provisioning driver to time the commands run remotely
     (``program, seconds, reached``; they become events of the engine's stream): the Slurm
@@ -240,6 +246,16 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         """How long a job of ``profile`` may run; None: no limit. Its ``walltime_s`` by
         default; a subclass may read it from the profile's own options."""
         return profile.walltime_s
+
+    def reach(self) -> str:
+        """How its workers reach the engine, as ``provisioners check`` says it."""
+        return f"directly, at {self.settings.engine_url}"
+
+    def path_down(self) -> str | None:
+        """Why this provisioner's workers cannot reach the engine now, in one sentence
+        (shown on waiting calls and the Workers screen); None when they can, or when it
+        does not carry their connections (the default)."""
+        return None
 
     def profile(self, name: str) -> ProfileT:
         profiles: list[ProfileT] = self.settings.profiles

@@ -44,6 +44,7 @@ import contextlib
 import functools
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
@@ -125,6 +126,7 @@ class ProvisioningDriver:
         self._provisioners = {p.name: p for p in provisioners}
         for provisioner in provisioners:
             provisioner.on_command = functools.partial(self._command_ran, provisioner.name)
+            provisioner.on_path_change = on_change
         self._machine = ProvisioningMachine(
             [
                 ProfileRule(
@@ -165,11 +167,21 @@ class ProvisioningDriver:
 
     def scheduler_profiles(self) -> list[Profile]:
         """Every profile as the scheduler knows it, with how its provisioning stands."""
-        return self._machine.scheduler_profiles()
+        profiles = self._machine.scheduler_profiles()
+        return [
+            replace(p, provisioning=replace(p.provisioning, path_down=down))
+            if (down := self._provisioners[p.provisioner].path_down())
+            else p
+            for p in profiles
+        ]
 
     def profiles(self) -> list[ProfileStatus]:
-        """Every profile: its outstanding request, live jobs, last error and workers."""
-        return self._machine.profiles()
+        """Every profile: its outstanding request, live jobs, last error and workers, and
+        whether its workers can reach the engine (a live condition, not the machine's)."""
+        return [
+            replace(status, path_down=self._provisioners[status.provisioner].path_down())
+            for status in self._machine.profiles()
+        ]
 
     def now(self) -> float:
         return self._clock.now()

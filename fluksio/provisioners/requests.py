@@ -78,3 +78,5 @@ class ProfileStatus:
     login_needed: str | None = None
     """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
     submitted or polled until a person logs in."""
+    path_down: str | None = None
+    """While its workers cannot reach the engine (the login route is down): why."""

@@ -144,6 +144,9 @@ class Provisioning:
     """How many of those have their worker attached."""
     login_needed: str | None = None
     """While a person must log in before anything can be submitted: what to run."""
+    path_down: str | None = None
+    """While the provisioner's workers cannot reach the engine (its login route is down):
+    why, in one sentence."""
 
     @property
     def outstanding(self) -> bool:

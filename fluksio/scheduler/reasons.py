@@ -208,7 +208,10 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
         if profile.max_workers > 1 and state.jobs
         else ""
     )
-    if state.stage is RequestStage.SUBMITTING:
+    if state.path_down is not None:
+        # Whatever its jobs do, no worker of theirs can attach until the path is back.
+        said = state.path_down
+    elif state.stage is RequestStage.SUBMITTING:
         said = f"submitting a {noun}" + (f": {state.status}" if state.status else "")
     elif state.stage is RequestStage.STARTED:
         said = f"{noun} {job} {state.status or 'submitted'}, waiting for its worker to attach"

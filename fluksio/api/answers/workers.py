@@ -139,6 +139,9 @@ class ProfileBody(Answer):
     login_needed: str | None
     """``login needed: run 'fluksio provisioners login hpc'`` while nothing can be
     submitted until a person logs in (a one-time code); else null."""
+    path_down: str | None
+    """While the profile's workers cannot reach the engine (its login route is down), why,
+    in one sentence; else null."""
     workers: list[BroughtWorkerBody]
 
 

@@ -252,6 +252,7 @@ def provisioner_bodies(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
                 retry_at=utc(status.retry_at),
                 failures=status.failures,
                 login_needed=status.login_needed,
+                path_down=status.path_down,
                 workers=[
                     BroughtWorkerBody(
                         id=w.worker_id, name=w.name, job_id=w.job_id, attached_at=utc(w.attached_at)

@@ -7,12 +7,15 @@ from collections.abc import Iterable, Mapping
 from importlib.resources import files
 from pathlib import Path
 
+from fluksio.clock import SYSTEM_CLOCK
 from fluksio.provisioners.base import (
+    TERMINAL_STATES,
     JobStatus,
     Provisioner,
     ProvisionError,
     Submission,
 )
+from fluksio.provisioners.login_route import RELAY_MARK, LoginRoute, RouteDown
 from fluksio.provisioners.slurm.options import missing_partitions
 from fluksio.provisioners.slurm.script import (
     SQUEUE_FORMAT,
@@ -24,14 +27,23 @@ from fluksio.provisioners.slurm.script import (
     token_file,
 )
 from fluksio.provisioners.slurm.settings import SlurmProfile, SlurmSettings
-from fluksio.ssh import open_transport
-from fluksio.ssh.shell import Completed, RemoteShell, TransportError
+from fluksio.ssh import open_transport, parse_login
+from fluksio.ssh.shell import Completed, Forwarding, RemoteShell, TransportError
 
 __all__ = ["SlurmProvisioner"]
 
 # The two programs that run on the login node, kept as the shell scripts they are.
 _SUBMIT = (files(__package__) / "submit.sh").read_text(encoding="utf-8")
 _CANCEL = (files(__package__) / "cancel.sh").read_text(encoding="utf-8")
+# The login node's python3 and this provisioner's relays (``ps``: pid, seconds, argv).
+_ROUTE_CHECK = (
+    "python3 -c 'import sys; print(sys.version.split()[0])' 2>/dev/null || echo;"
+    ' ps -u "$(id -u)" -o pid=,etimes=,args= | grep -F -- " fluksio-relay $1 " | grep -v grep;'
+    " exit 0"
+)
+ROUTE_WAIT_S = 30.0
+"""How long a submission waits for the login route to come up before it fails (and the
+profile rests, as after any failed submission)."""
 
 
 class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
@@ -49,6 +61,10 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         super().__init__(settings)
         self._given_shell = shell
         self._opened_shell: RemoteShell | None = None
+        self._route: LoginRoute | None = None
+        self._live_jobs: set[str] = set()
+        """Jobs not known to have ended: the login route is kept while there are any."""
+        self._submitting = 0
 
     @property
     def shell(self) -> RemoteShell:
@@ -75,13 +91,31 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             self.on_command(program, seconds, reached)
 
     def render(self, profile: SlurmProfile, *, request_id: str) -> str:
-        return render_script(self.settings, profile, request_id=request_id)
+        connect_to = None
+        if self.settings.route == "login":
+            address = self._route.address if self._route is not None else None
+            host = self.settings.login_address or parse_login(self.settings.login)[1]
+            connect_to = f"{host}:{address[1] if address else 'PORT'}"
+        return render_script(self.settings, profile, request_id=request_id, connect_to=connect_to)
 
     def walltime_s(self, profile: SlurmProfile) -> float | None:
         return profile.time_limit_s
 
     async def submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
-        script = self.render(profile, request_id=request_id)
+        self._submitting += 1
+        try:
+            submission = await self._submit(profile, request_id=request_id, token=token)
+        finally:
+            self._submitting -= 1
+        self._live_jobs.add(submission.job_id)
+        return submission
+
+    async def _submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
+        connect_to = None
+        if self.settings.route == "login":
+            host, port = await self._route_address()
+            connect_to = f"{host}:{port}"
+        script = render_script(self.settings, profile, request_id=request_id, connect_to=connect_to)
         carried, ca_path = f"{token}\n", ""
         if self.settings.ca_file is not None:
             carried += f"{_base64_of(self.settings.ca_file)}\n"
@@ -102,13 +136,22 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         if not wanted:
             return {}
         queue = await self._queue()
-        return {job_id: job.status for job_id, job in queue.items() if job_id in wanted}
+        statuses = {job_id: job.status for job_id, job in queue.items() if job_id in wanted}
+        await self._jobs_alive(
+            job_id for job_id, status in statuses.items() if status.state not in TERMINAL_STATES
+        )
+        return statuses
 
     async def find(self, request_ids: Iterable[str]) -> Mapping[str, str]:
         wanted = set(request_ids)
         if not wanted:
             return {}
         queue = await self._queue()
+        self._live_jobs.update(
+            job_id
+            for job_id, job in queue.items()
+            if job.request_id in wanted and job.status.state not in TERMINAL_STATES
+        )
         # One job per mark: a submission is never sent twice.
         return {
             job.request_id: job_id
@@ -144,11 +187,95 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         missing = missing_partitions(self.settings.profiles, partitions)
         if missing:
             raise ProvisionError("; ".join(missing))
-        return "\n".join([*route.lines(), "sinfo:", done.stdout.rstrip("\n")]) + "\n"
+        said = [*route.lines()]
+        if self.settings.route == "login":
+            said += await self._check_route(route.destination)
+        return "\n".join([*said, "sinfo:", done.stdout.rstrip("\n")]) + "\n"
+
+    async def _check_route(self, destination: str) -> list[str]:
+        """The login route as the login node shows it: its Python, and a relay running."""
+        done = await self._run(["sh", "-c", _ROUTE_CHECK, "fluksio-route-check", self.name])
+        facts = done.stdout.splitlines()
+        python = facts[0] if facts else ""
+        if not python.startswith("3.") or tuple(map(int, python.split(".")[:2])) < (3, 6):
+            raise ProvisionError(
+                f'"route": "login" runs a relay with the login node\'s python3, which must be'
+                f" 3.6 or newer; it has {python or 'none'}"
+            )
+        host = self.settings.login_address or parse_login(destination)[1]
+        port_file = self.state_dir / "route-port" if self.state_dir is not None else None
+        port = port_file.read_text().strip() if port_file and port_file.exists() else None
+        port = port or "(a port chosen when a job first needs it)"
+        lines = [f"route: login; jobs' workers connect to {host}:{port}"]
+        lines.append(f"relay python3: {python}")
+        relays = [line.split() for line in facts[1:] if RELAY_MARK in line.split()]
+        lines += [f"relay: running (pid {fields[0]}, for {fields[1]} s)" for fields in relays]
+        if not relays:
+            lines.append("relay: none running (the engine starts one while it has jobs)")
+        return lines
 
     async def close(self) -> None:
+        if self._route is not None:
+            await self._route.stop()
         if self._given_shell is not None or self._opened_shell is not None:
             await self.shell.close()
+
+    # -- the login route ------------------------------------------------------------------
+
+    def reach(self) -> str:
+        if self.settings.route == "direct":
+            return super().reach()
+        host = (
+            self.settings.login_address
+            or f"{parse_login(self.settings.login)[1]} (as SSH resolves it)"
+        )
+        return f"through the login node, at {host}, verifying {self.settings.engine_url}"
+
+    def path_down(self) -> str | None:
+        return self._route.down_sentence() if self._route is not None else None
+
+    def _path_changed(self) -> None:
+        if self.on_path_change is not None:
+            self.on_path_change()
+
+    async def _jobs_alive(self, alive: Iterable[str]) -> None:
+        """Keep the login route while any job may still run; take it down after the last."""
+        self._live_jobs = set(alive)
+        if self.settings.route != "login":
+            return
+        if self._live_jobs:
+            (await self._login_route()).keep()
+        elif self._route is not None and not self._submitting:
+            await self._route.stop()
+
+    async def _route_address(self) -> tuple[str, int]:
+        try:
+            return await (await self._login_route()).ready(ROUTE_WAIT_S)
+        except RouteDown as down:
+            raise ProvisionError(down.sentence, login_needed=down.login_needed) from None
+
+    async def _login_route(self) -> LoginRoute:
+        if self._route is None:
+            shell = self.shell
+            if not isinstance(shell, Forwarding):
+                raise ProvisionError('"route": "login" needs an SSH transport that forwards')
+            host = self.settings.login_address
+            if host is None:
+                try:
+                    destination = (await shell.describe()).destination
+                except TransportError as exc:
+                    raise ProvisionError(exc.detail) from None
+                host = parse_login(destination)[1]
+            self._route = LoginRoute(
+                shell,
+                label=self.name,
+                login_host=host,
+                engine=lambda: self.engine_address,
+                clock=SYSTEM_CLOCK,
+                port_file=self.state_dir / "route-port" if self.state_dir is not None else None,
+                on_change=self._path_changed,
+            )
+        return self._route
 
     async def _run(
         self, argv: list[str], stdin: str | None = None, *, once: bool = False

@@ -43,8 +43,17 @@ def job_mark(request_id: str) -> str:
     return f"{_MARK}{request_id}"
 
 
-def render_script(settings: SlurmSettings, profile: SlurmProfile, *, request_id: str) -> str:
-    """The job script for one machine of ``profile``: pure, exact, quoted."""
+def render_script(
+    settings: SlurmSettings,
+    profile: SlurmProfile,
+    *,
+    request_id: str,
+    connect_to: str | None = None,
+) -> str:
+    """The job script for one machine of ``profile``: pure, exact, quoted.
+
+    ``connect_to`` (``HOST:PORT``): where the worker connects instead of ``engine_url``'s
+    host, still verifying the engine's own name (the login route)."""
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={shlex.quote(f'fluksio-{settings.name}-{profile.name}')}",
@@ -74,6 +83,8 @@ def render_script(settings: SlurmSettings, profile: SlurmProfile, *, request_id:
         lines.append(f'export FLUKSIO_WORKER_CA_FILE="$HOME"/{shlex.quote(ca_file(settings.name))}')
     # Resources the profile leaves unset the worker reads from SLURM_* itself.
     worker = worker_argv(settings.worker_command, settings, profile)
+    if connect_to is not None:
+        worker += ["--connect-to", connect_to]
     quoted = " ".join(shlex.quote(part) for part in worker[1:])
     lines.append(f"exec {shlex.quote(worker[0])} {quoted}")
     return "\n".join(lines) + "\n"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from fluksio.provisioners.base import ProfileSettings, ProvisionerSettings
 from fluksio.provisioners.slurm.options import parse_slurm_time, sbatch_time_limit
@@ -82,6 +83,22 @@ class SlurmSettings(ProvisionerSettings[SlurmProfile]):
     """PEM certificates of a private CA the workers must trust for ``engine_url``. Read at
     each submission and written beside the token on the login node; the job script only
     names that file."""
+
+    route: Literal["direct", "login"] = "direct"
+    """How jobs' workers reach the engine: ``direct`` (they open a connection to
+    ``engine_url`` themselves) or ``login`` (through the login node, over this
+    provisioner's SSH connection, for compute nodes with no route out)."""
+    login_address: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$", max_length=253
+    )
+    """With ``route: login``: the login node's name or address as compute nodes reach it
+    (default: the host SSH connects to); an IPv6 address in brackets."""
+
+    @model_validator(mode="after")
+    def _login_address_needs_the_login_route(self) -> SlurmSettings:
+        if self.login_address is not None and self.route != "login":
+            raise ValueError('login_address is used only with "route": "login"')
+        return self
 
     @field_validator("ca_file")
     @classmethod

@@ -492,9 +492,11 @@ function renderProvisioners(provisioners) {
           el(
             "td",
             {},
-            profile.login_needed
-              ? [el("span", { class: "badge login-needed" }, "login needed"), el("br"), el("code", { class: "small" }, profile.login_needed.replace(/^login needed: run /, ""))]
-              : jobText(profile.outstanding),
+            profile.path_down
+              ? [el("span", { class: "badge path-down" }, "no way in"), el("br"), el("span", { class: "small" }, profile.path_down)]
+              : profile.login_needed
+                ? [el("span", { class: "badge login-needed" }, "login needed"), el("br"), el("code", { class: "small" }, profile.login_needed.replace(/^login needed: run /, ""))]
+                : jobText(profile.outstanding),
           ),
           el(
             "td",
