@@ -1,34 +1,35 @@
 """``--connect-to``: the attach URL's host and port reached at another address.
 
-A resolver that answers the URL's host and port with the address ``--connect-to`` names
-and every other name as usual. aiohttp still hands the TLS handshake the URL's host, so
-the engine's certificate is verified against the engine's own name.
+A connector that answers the URL's host and port with the address ``--connect-to`` names,
+and every other host as usual. aiohttp still hands the TLS handshake the URL's host, so
+the engine's certificate is verified against the engine's own name. It stands in front of
+the resolver rather than being one, because aiohttp asks no resolver for an address
+already written as one (``wss://10.0.0.5:8443/...``), and such a URL must be routed too.
 """
 
 from __future__ import annotations
 
-import socket
+from collections.abc import Sequence
+from typing import Any
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
+from aiohttp import TCPConnector
+from aiohttp.abc import ResolveResult
+from aiohttp.tracing import Trace
 
 from fluksio.agent.urls import Route
 
-__all__ = ["RoutingResolver"]
+__all__ = ["RoutedConnector"]
 
 
-class RoutingResolver(AbstractResolver):
-    def __init__(self, route: Route) -> None:
+class RoutedConnector(TCPConnector):
+    def __init__(self, route: Route, **options: Any) -> None:
+        super().__init__(**options)
         self._route = route
-        self._resolver = DefaultResolver()
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    async def _resolve_host(
+        self, host: str, port: int, traces: Sequence[Trace] | None = None
     ) -> list[ResolveResult]:
         if not self._route.applies(host, port):
-            return await self._resolver.resolve(host, port, family)
-        found = await self._resolver.resolve(self._route.to_host, self._route.to_port, family)
+            return await super()._resolve_host(host, port, traces)
+        found = await super()._resolve_host(self._route.to_host, self._route.to_port, traces)
         return [{**answer, "hostname": host} for answer in found]
-
-    async def close(self) -> None:
-        await self._resolver.close()

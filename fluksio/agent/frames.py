@@ -73,6 +73,13 @@ class HelloFrame:
     """(ours) The machine's host name (``name`` may be set to anything)."""
     ends_at: float | None = None
     """(ours) When the batch job the worker runs in ends (its walltime), a Unix time."""
+    relayed: bool = False
+    """(ours) Its connection passes through a relay (``--connect-to``, a login node's) that
+    can drop while the worker lives: a drop then holds its calls for it, by the 90-second
+    rule, instead of failing them at once."""
+    resume: list[str] | None = None
+    """(ours) After such a drop: the calls it still holds (running, or answered while it
+    was away), to be carried on this connection."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,11 @@ One :class:`Agent` keeps one connection to the engine. Each ``run``/``compile`` 
 becomes a call through the launcher (a fresh process under ``--python``); its events go
 back as they happen, a heartbeat every ``heartbeat_s`` while it runs, and its answer ends
 it. If the connection drops, the calls it carried are killed (the engine has failed them)
-and the agent reconnects with capped exponential backoff and jitter. A refusal (another
+and the agent reconnects with capped exponential backoff and jitter. Through a relay
+(``--connect-to``) a drop says nothing of the worker or the engine (the relay's own SSH
+connection went), so there the calls go on: their frames are held, the next hello names
+them (``resume``) and the held frames follow the welcome; after ``gone_s`` without getting
+back, they are killed as above. A refusal (another
 protocol, a revoked or invalid token, unsigned labels) is final: the agent says why and
 stops.
 """
@@ -28,7 +32,7 @@ from typing import Any
 import aiohttp
 
 from fluksio.agent import __version__
-from fluksio.agent.connect_to import RoutingResolver
+from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.errors import AgentError
 from fluksio.agent.frames import (
     PROTOCOL,
@@ -95,6 +99,10 @@ class Agent:
         engine's cancel behind it): never started."""
         self._idle_since = time.monotonic()
         self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._held: list[ProgressFrame | AnswerFrame] = []
+        """Frames of calls kept through a relay's drop, sent after the next welcome."""
+        self._away: asyncio.Task[None] | None = None
+        """While calls are kept through a drop: gives them up after ``gone_s``."""
         self._stop = asyncio.Event()
         self._session_env: dict[str, str] = {}
 
@@ -140,7 +148,8 @@ class Agent:
             return
         while True:
             await asyncio.sleep(min(1.0, limit / 4))
-            if not self._calls and time.monotonic() - self._idle_since >= limit:
+            idle = not self._calls and not self._held
+            if idle and time.monotonic() - self._idle_since >= limit:
                 log.info("idle for %g s: stopping", limit)
                 self._stop.set()
                 if self._ws is not None:
@@ -153,9 +162,9 @@ class Agent:
         """One connection, until it ends; True if the engine welcomed us."""
         headers = {"Authorization": f"Bearer {self.config.token}"}
         route = self.config.route
-        connector = aiohttp.TCPConnector(
-            ssl=self.config.tls if self.config.tls else True,
-            resolver=RoutingResolver(route) if route is not None else None,
+        tls = self.config.tls if self.config.tls else True
+        connector = (
+            RoutedConnector(route, ssl=tls) if route is not None else aiohttp.TCPConnector(ssl=tls)
         )
         async with aiohttp.ClientSession(connector=connector) as http:
             try:
@@ -184,6 +193,7 @@ class Agent:
                 if reply.get("op") != "welcome":
                     raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
+                await self._carry_on(ws)
                 self._session_env = (
                     shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
                 )
@@ -197,7 +207,7 @@ class Agent:
                 finally:
                     heartbeat.cancel()
                     pinger.cancel()
-                    self._abandon_calls()
+                    self._after_drop(ws)
                 if ws.close_code == CLOSE_DRAINED:
                     # Its job ends before any more work could finish: leave, so the job
                     # ends now and frees its allocation, instead of being killed later.
@@ -254,6 +264,8 @@ class Agent:
             slurm_job_id=self.config.slurm_job_id,
             host=socket.gethostname(),
             ends_at=self.config.ends_at,
+            relayed=self.config.route is not None,
+            resume=self._kept(),
         )
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
@@ -306,7 +318,7 @@ class Agent:
             timeout=float(frame.get("timeout") or 0),
             limit=float(frame.get("limit") or 0),
         )
-        task = asyncio.get_running_loop().create_task(self._call(ws, spec))
+        task = asyncio.get_running_loop().create_task(self._call(spec))
         self._calls[call_id] = task
         task.add_done_callback(lambda _t: self._ended(call_id))
 
@@ -315,7 +327,7 @@ class Agent:
         if not self._calls:
             self._idle_since = time.monotonic()
 
-    async def _call(self, ws: aiohttp.ClientWebSocketResponse, spec: CallSpec) -> None:
+    async def _call(self, spec: CallSpec) -> None:
         def on_event(record: dict[str, Any]) -> None:
             event = ProgressFrame(
                 call_id=spec.call_id,
@@ -323,11 +335,11 @@ class Agent:
                 outputs=record.get("outputs"),
                 ts=record.get("ts"),
             )
-            asyncio.get_running_loop().create_task(_send(ws, event))
+            asyncio.get_running_loop().create_task(self._deliver(event))
 
         # Taken: said at once, so that the engine never gives a call this agent has away
         # as one a frozen worker never took (it waits 15 s for a word after sending).
-        await _send(ws, ProgressFrame(call_id=spec.call_id, event="heartbeat"))
+        await self._deliver(ProgressFrame(call_id=spec.call_id, event="heartbeat"))
         if spec.call_id in self._dropped:
             self._dropped.discard(spec.call_id)
             dropped = error_record(
@@ -347,7 +359,7 @@ class Agent:
             error=error,
             logs=outcome.logs,
         )
-        await _send(ws, answer)
+        await self._deliver(answer)
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while not ws.closed:
@@ -365,6 +377,60 @@ class Agent:
         """The connection is gone, and the engine has failed these calls: stop them."""
         for call_id in list(self._calls):
             self.launcher.cancel(call_id)
+        self._held.clear()
+
+    # -- kept through a relay's drop ---------------------------------------------------
+
+    def _after_drop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Keep the calls if only the relay dropped (no close from the engine), else stop
+        them (the engine has failed them)."""
+        relayed = self.config.route is not None
+        dropped = ws.close_code in (None, aiohttp.WSCloseCode.ABNORMAL_CLOSURE)
+        if not (relayed and dropped and (self._calls or self._held)):
+            self._abandon_calls()
+            return
+        if self._away is None:
+            route = self.config.route
+            log.warning(
+                "the connection through %s:%s dropped: keeping %d call(s) for up to %g s",
+                route.to_host if route else "",
+                route.to_port if route else "",
+                len(self._calls),
+                self.config.gone_s,
+            )
+            self._away = asyncio.get_running_loop().create_task(self._give_up_later())
+
+    async def _give_up_later(self) -> None:
+        await asyncio.sleep(self.config.gone_s)
+        log.warning("not back within %g s: the calls kept are stopped", self.config.gone_s)
+        self._away = None
+        self._abandon_calls()
+
+    def _kept(self) -> list[str] | None:
+        """The calls to name in the hello: kept through a drop (None: not away)."""
+        if self._away is None:
+            return None
+        answered = {f.call_id for f in self._held if isinstance(f, AnswerFrame)}
+        return sorted(set(self._calls) | answered)
+
+    async def _carry_on(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Welcomed back: what was held while away goes first."""
+        if self._away is not None:
+            self._away.cancel()
+            self._away = None
+        held, self._held = self._held, []
+        for frame in held:
+            await _send(ws, frame)
+
+    async def _deliver(self, frame: ProgressFrame | AnswerFrame) -> None:
+        """Send a call's frame now, or hold it while the connection is down and kept."""
+        ws = self._ws
+        if ws is not None and not ws.closed:
+            await _send(ws, frame)
+        elif self._away is not None and not (
+            isinstance(frame, ProgressFrame) and frame.event == "heartbeat"
+        ):
+            self._held.append(frame)
 
 
 def shared_store_env(store: object) -> dict[str, str]:
@@ -408,4 +474,13 @@ def _untrusted(exc: aiohttp.ClientConnectorCertificateError) -> str:
 
 
 def _describe(exc: BaseException) -> str:
+    """Why a connection failed, in the system's words: "connection refused
+    (10.0.0.2:8443)" says nothing listens there for us (an air gap, a firewall), where
+    aiohttp's own text says only that the connect call failed."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        error = exc.os_error
+        if not isinstance(error, socket.gaierror) and error.errno and error.errno > 0:
+            return f"{os.strerror(error.errno).lower()} ({exc.host}:{exc.port})"
     return str(exc) or type(exc).__name__

@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from fluksio.agent.frames import HelloFrame, RefusedFrame, StoreOffer, WelcomeFrame, encode
+from fluksio.agent.frames import (
+    CancelFrame,
+    HelloFrame,
+    RefusedFrame,
+    StoreOffer,
+    WelcomeFrame,
+    encode,
+)
 from fluksio.agent.outcome import ErrorKind
 from fluksio.api.appkeys import (
     ARTIFACTS,
@@ -173,6 +180,10 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
 
     registry = request.app[WORKERS]
     name = display_name(token.name, hello.name)
+    dispatcher = request.app[DISPATCHER]
+    away = registry.by_identity((token.jti, hello.name))
+    if away is not None and away.away and hello.resume is not None:
+        return await _come_back(request, away, ws, hello)
     session = WorkerSession(
         id=f"w{secrets.token_hex(6)}",
         name=name,
@@ -194,18 +205,13 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         await superseded.close(
             "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
         )
-    store = request.app[ARTIFACTS]
-    probe, nonce = store.probe()
-    # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
-    # such a worker's calls use the store directly instead of HTTP. Never assumed.
-    shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
-    public = request.app[SETTINGS].public_url
-    artifacts = f"{public}/api/v1/artifacts" if public is not None else None
-    registry.frames.sent += 1
-    await ws.send_str(encode(WelcomeFrame(name=name, store=shared, artifacts=artifacts)))
+    await _welcome(request, session)
+    # Calls it held for a connection this engine no longer knows (it restarted, or the
+    # 90-second rule ended them): it is told to drop them, so none runs on unseen.
+    for call_id in hello.resume or ():
+        await _send_cancel(session, call_id)
     inventory = hello.inventory
     event = _event(session)
-    dispatcher = request.app[DISPATCHER]
     dispatcher.worker_attached(
         Worker(
             id=session.id,
@@ -228,23 +234,79 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         parallel=hello.max_parallel,
         version=hello.version or "0.1.x",
     )
+    return await _connected(request, session, event)
+
+
+async def _come_back(
+    request: web.Request, session: WorkerSession, ws: web.WebSocketResponse, hello: HelloFrame
+) -> web.StreamResponse:
+    """A worker that was away attached again: the same session carries on over ``ws``."""
+    dropped = session.come_back(ws, hello)
+    await _welcome(request, session)
+    for call_id in dropped:
+        await _send_cancel(session, call_id)
+    request.app[DISPATCHER].set_answering(session.id, True)
+    log.info(
+        "worker.back", worker=session.name, worker_id=session.id, calls=len(hello.resume or ())
+    )
+    return await _connected(request, session, _event(session))
+
+
+async def _connected(
+    request: web.Request, session: WorkerSession, event: WorkerEvent
+) -> web.StreamResponse:
+    """Serve the session's socket until it ends; then the worker is gone, or away."""
+    settings = request.app[SETTINGS]
+    registry = request.app[WORKERS]
+    dispatcher = request.app[DISPATCHER]
     clock = request.app[CLOCK]
+    ws = session.ws
     budget = FrameBudget(settings.worker_frames_per_s, settings.frame_burst, clock.monotonic)
     pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings), clock))
-    try:
-        await _serve(session, budget, settings.max_frame_bytes)
-    finally:
-        pinger.cancel()
+
+    def farewell() -> None:
         registry.remove(session)
         session.fail_all("worker went away mid-call")
         dispatcher.worker_gone(event, session.closed_reason)
         log.info(
             "worker.detached",
-            worker=name,
+            worker=session.name,
             worker_id=session.id,
             reason=session.closed_reason or "disconnected",
         )
+
+    try:
+        await _serve(session, budget, settings.max_frame_bytes)
+    finally:
+        pinger.cancel()
+        if session.ws is ws and session.may_come_back():
+            # Its relay dropped, not the worker: its calls wait for it (the 90-s rule).
+            session.away, session.on_gone = True, farewell
+            dispatcher.set_answering(session.id, False)
+            log.info("worker.away", worker=session.name, worker_id=session.id)
+        elif session.ws is ws:
+            farewell()
     return ws
+
+
+async def _welcome(request: web.Request, session: WorkerSession) -> None:
+    store = request.app[ARTIFACTS]
+    probe, nonce = store.probe()
+    # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
+    # such a worker's calls use the store directly instead of HTTP. Never assumed.
+    shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
+    public = request.app[SETTINGS].public_url
+    artifacts = f"{public}/api/v1/artifacts" if public is not None else None
+    session.frames.sent += 1
+    await session.ws.send_str(
+        encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts))
+    )
+
+
+async def _send_cancel(session: WorkerSession, call_id: str) -> None:
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        session.frames.sent += 1
+        await session.ws.send_str(encode(CancelFrame(call_id=call_id)))
 
 
 def _event(session: WorkerSession) -> WorkerEvent:

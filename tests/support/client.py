@@ -31,6 +31,7 @@ import aiohttp
 
 from fluksio.api.declare import API_PREFIX
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+from tests.support.netns import enter
 from tests.support.scripted_worker import ScriptedWorker, hello_frame
 from tests.support.wait import poll_async
 
@@ -179,6 +180,8 @@ class EngineApi(ABC):
         host: str | None = None,
         slurm_job_id: str | None = None,
         ends_at: float | None = None,
+        relayed: bool = False,
+        resume: list[str] | None = None,
         **inventory: int,
     ) -> ScriptedWorker:
         """A worker the test drives, attached with ``token`` (see :class:`ScriptedWorker`)."""
@@ -195,6 +198,8 @@ class EngineApi(ABC):
             slurm_job_id=slurm_job_id,
             ends_at=ends_at,
             inventory=inventory,
+            relayed=relayed,
+            resume=resume,
         )
         await socket.send_str(hello)
         worker.greeting = json.loads((await socket.receive(timeout=5)).data)
@@ -260,13 +265,19 @@ class BlockingEngine:
     loop to keep one on).
     """
 
-    def __init__(self, base: str, *, token: str = "", ca_file: str | None = None) -> None:
+    def __init__(
+        self, base: str, *, token: str = "", ca_file: str | None = None, netns: str | None = None
+    ) -> None:
         self.base = base
         self.token = token
         self.ca_file = ca_file
+        self.netns = netns
+        """A network namespace the calls are made from (an engine behind an air gap)."""
 
     def _run(self, use: Callable[[SocketEngine], Awaitable[Result]]) -> Result:
         async def once() -> Result:
+            if self.netns is not None:
+                enter(self.netns)  # this thread only: it was made for this call
             async with SocketEngine(self.base, token=self.token, ca_file=self.ca_file) as api:
                 return await use(api)
 

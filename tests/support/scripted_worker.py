@@ -38,6 +38,8 @@ def hello_frame(
     slurm_job_id: str | None = None,
     ends_at: float | None = None,
     inventory: dict[str, int] | None = None,
+    relayed: bool = False,
+    resume: list[str] | None = None,
 ) -> str:
     """A hello as the agent sends it (``protocol`` None: this build's)."""
     hello = HelloFrame(
@@ -51,6 +53,8 @@ def hello_frame(
         host=host,
         slurm_job_id=slurm_job_id,
         ends_at=ends_at,
+        relayed=relayed,
+        resume=resume,
     )
     return encode(hello)
 

@@ -111,6 +111,11 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
         raise FrameError(f"labels: at most {_MAX_LABELS}")
     if not 1 <= hello.max_parallel <= _MAX_PARALLEL:
         raise FrameError(f"max_parallel: must be from 1 to {_MAX_PARALLEL}")
+    resume = hello.resume or []
+    if len(resume) > _MAX_PARALLEL or any(not 1 <= len(c) <= _MAX_CALL_ID for c in resume):
+        raise FrameError(
+            f"resume: at most {_MAX_PARALLEL} call ids of 1 to {_MAX_CALL_ID} characters"
+        )
     inventory = hello.inventory
     for name, amount in (("cpus", inventory.cpus), ("gpus", inventory.gpus)):
         if amount is not None and not 0 <= amount <= 1_000_000:

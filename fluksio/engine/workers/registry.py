@@ -78,6 +78,10 @@ class WorkerRegistry:
         self.version += 1
         return True
 
+    def by_identity(self, identity: tuple[str, str]) -> WorkerSession | None:
+        """The session of the worker (token ``jti``, hello ``name``), if attached or away."""
+        return self._by_identity.get(identity)
+
     def get(self, worker_id: str) -> WorkerSession | None:
         return self._by_id.get(worker_id)
 

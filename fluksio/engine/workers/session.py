@@ -13,6 +13,14 @@ started; the published agent 0.1.6 may start it and then kill it). Our agent say
 that it took a call (a heartbeat); the published agent is pinged after each call sent,
 and its pong says it is awake.
 
+A worker whose connection passes through a relay (our agent with ``--connect-to``, a
+login node's) can lose its socket while it lives: the relay's SSH connection dropped. Its
+session then stays, *away*: its calls in flight are held (the scheduler gives it nothing
+new) until the worker attaches again naming them (``resume`` in its hello), and carries
+on with the same id, place and calls; or until the 90-second rule ends it, as for any
+silent worker. A worker attached directly fails its calls at once when its socket closes,
+as the spec says.
+
 A call's ``limit`` travels in the run frame and our agent enforces it where the call runs.
 The published agent 0.1.6 ignores that field, so for a worker whose hello names no
 version the engine enforces it: at the limit it sends ``cancel`` and fails the call with
@@ -101,6 +109,11 @@ class WorkerSession:
     _artifact_token: tuple[str, float] | None = None
     """The artifact token calls here get, and when it was minted (monotonic)."""
     _unknown_frames: int = 0
+    away: bool = False
+    """Its socket dropped with calls in flight, and it may come back for them."""
+    on_gone: Callable[[], None] | None = None
+    """While away: what ends it for good (the attach handler's farewell, which has
+    returned), called once when it is closed instead of coming back."""
 
     def __post_init__(self) -> None:
         self.attached_at = self.last_seen = self.clock.now()
@@ -135,6 +148,9 @@ class WorkerSession:
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         if self.closed_reason is not None:
             return CallOutcome(False, error=error_record(ErrorKind.WORKER_GONE, self.closed_reason))
+        if self.away:
+            said = f"worker {self.name} is away (its connection dropped); queued again"
+            return CallOutcome(False, error=error_record(ErrorKind.NOT_TAKEN, said))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._pending[spec.call_id] = _Pending(future, on_event)
         frame = RunFrame(
@@ -282,6 +298,30 @@ class WorkerSession:
         self.last_seen = self.clock.now()
         self.heard += 1
 
+    # -- away and back -----------------------------------------------------------------
+
+    def may_come_back(self) -> bool:
+        """Whether its dropped socket leaves it away rather than gone: it is relayed, has
+        calls in flight, and nothing on this side closed it."""
+        live = any(not p.future.done() for p in self._pending.values())
+        return self.hello.relayed and live and self.closed_reason is None
+
+    def come_back(self, ws: web.WebSocketResponse, hello: HelloFrame) -> list[str]:
+        """The worker attached again: carry on over ``ws``. Calls it no longer holds fail
+        as gone; returns the ids it holds that are not in flight here any more (ended or
+        cancelled meanwhile), for it to be told to drop."""
+        held = set(hello.resume or ())
+        for call_id, pending in list(self._pending.items()):
+            if call_id not in held and not pending.future.done():
+                gone = error_record(
+                    ErrorKind.WORKER_GONE,
+                    "worker went away mid-call, and came back without the call",
+                )
+                pending.future.set_result(CallOutcome(False, error=gone))
+        self.ws, self.hello, self.away, self.on_gone = ws, hello, False, None
+        self._heard()
+        return sorted(held - set(self._pending))
+
     def fail_all(self, reason: str, kind: ErrorKind = ErrorKind.WORKER_GONE) -> None:
         """Fail every call in flight (the socket is gone, or the worker went silent), as
         ``kind``: ``WorkerGone`` unless the cause is known to be something else."""
@@ -301,3 +341,6 @@ class WorkerSession:
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.ws.close(code=code, message=reason.encode()[:120])
         log.info("worker.closed", worker=self.name, worker_id=self.id, reason=reason)
+        farewell, self.on_gone, self.away = self.on_gone, None, False
+        if farewell is not None:
+            farewell()

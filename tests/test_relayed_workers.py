@@ -1,0 +1,173 @@
+"""A worker whose connection passes through a relay (a login node's) and drops while it lives.
+
+Its calls in flight are held for it by the 90-second rule: it attaches again naming them
+(``resume``), and they carry on, under the same worker; one that does not come back fails
+them at 90 s. A worker attached directly still fails its calls at once when its socket
+closes, as the spec says. The engine runs in this process on a clock the test advances;
+the workers are scripted ends of real sockets.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fluksio.agent.frames import ProgressFrame, encode
+from fluksio.api import appkeys
+from tests.support.clock import ManualClock
+from tests.support.engine import start_engine
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.proxy import PausableProxy
+from tests.support.runs import code, node_of, nodes_of, run_flow, wait_run
+from tests.support.wait import async_wait_for, wait_for
+from tests.support.worker import start_worker
+
+NODE = "def process():\n    return 1\n"
+
+
+async def _engine(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> tuple[InProcessEngine, ManualClock]:
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
+    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    return api, clock
+
+
+async def _places(api: InProcessEngine) -> dict[str, str]:
+    places = (await api.request("GET", "/workers/resources")).body["places"]
+    return {p["name"]: p["id"] for p in places if p["name"] != "engine"}
+
+
+async def test_a_relayed_worker_that_comes_back_finishes_its_call_as_the_same_worker(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api, clock = await _engine(aiohttp_client, tmp_path)
+    token = await api.mint("box", ["cpu"])
+    worker = await api.attach(token, name="box", labels=["cpu"], relayed=True)
+    before = await _places(api)
+    run = await api.start_run("cpu")
+    call = (await worker.next_call())["call_id"]
+    await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
+    await worker.close()  # the relay's SSH connection dropped
+    clock.advance(30)
+    assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running", "held, not failed"
+    # Meanwhile nothing new goes to it.
+    other = await api.start_run("cpu")
+    assert other["state"] == "queued"
+    back = await api.attach(token, name="box", labels=["cpu"], relayed=True, resume=[call])
+    assert back.greeting["op"] == "welcome"
+    assert await _places(api) == before, "the same worker, not a new one"
+    await back.answer(call, 7)
+    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    assert (node["state"], node["result"], node["ran_on"]) == ("succeeded", 7, "box")
+    # It answers again: the queued run comes to it.
+    second = await back.next_call()
+    await back.answer(second["call_id"], 8)
+    assert nodes_of(await api.wait_run(other["id"], timeout=10))["n"]["result"] == 8
+
+
+async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api, clock = await _engine(aiohttp_client, tmp_path)
+    worker = await api.attach(
+        await api.mint("box", ["cpu"]), name="box", labels=["cpu"], relayed=True
+    )
+    run = await api.start_run("cpu")
+    call = (await worker.next_call())["call_id"]
+    session = api.app[appkeys.WORKERS].attached()[0]
+    heard = session.heard
+    await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
+    await async_wait_for(lambda: session.heard > heard, timeout=5, what="the heartbeat heard")
+    await worker.close()
+    await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
+    clock.advance(89)
+    assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running"
+    clock.advance(2)
+    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    assert node["error"]["type"] == "WorkerGone"
+    assert node["error"]["message"] == (
+        "no message from the worker for 90 s while it was executing; its calls failed as gone"
+    )
+    await async_wait_for(
+        lambda: not api.app[appkeys.WORKERS].attached(), timeout=10, what="it to leave"
+    )
+    assert await _places(api) == {}
+
+
+async def test_what_a_returning_worker_no_longer_holds_fails_and_what_it_should_drop_is_cancelled(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api, _clock = await _engine(aiohttp_client, tmp_path)
+    token = await api.mint("box", ["cpu"])
+    worker = await api.attach(token, name="box", labels=["cpu"], relayed=True)
+    run = await api.start_run("cpu")
+    call = (await worker.next_call())["call_id"]
+    await worker.close()
+    session = api.app[appkeys.WORKERS].attached()[0]
+    await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
+    back = await api.attach(token, name="box", labels=["cpu"], relayed=True, resume=["c-unknown"])
+    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    assert node["error"]["message"] == "worker went away mid-call, and came back without the call"
+    assert call not in back.cancelled
+    await async_wait_for(lambda: back.cancelled == ["c-unknown"], timeout=5, what="the cancel")
+
+
+async def test_a_direct_worker_that_drops_fails_its_call_at_once(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api, _clock = await _engine(aiohttp_client, tmp_path)
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    run = await api.start_run("cpu")
+    await worker.next_call()
+    await worker.close()
+    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    assert node["error"]["message"] == "worker went away mid-call"
+
+
+# -- our agent, for real: a relay that drops mid-call ---------------------------------------
+
+SLOW = code("""
+    import time, fluksio
+    def process():
+        for step in range(3):
+            time.sleep(1)
+            fluksio.emit(step=step)
+        return "done"
+""")
+
+
+@pytest.mark.process
+def test_our_agent_keeps_its_call_through_a_relay_drop_and_resumes_it(tmp_path: Path) -> None:
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    relay = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
+    worker = None
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "far", ["far"])["token"]
+        port = engine.url.rsplit(":", 1)[1]
+        worker = start_worker(
+            engine, token, tmp_path / "worker", "--labels", "far",
+            "--connect-to", f"127.0.0.1:{relay.port}",
+            url=f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        )  # fmt: skip
+        run_id = run_flow(engine, admin, "far", [{"id": "n", "worker": "far", "code": SLOW}])
+        wait_for(
+            lambda: node_of(engine, admin, run_id, "n")["state"] == "running",
+            timeout=30,
+            what="the call to run",
+        )
+        relay.cut()  # the login node's SSH connection went: every relayed connection ends
+        run = wait_run(engine, admin, run_id, timeout=60)
+        node = nodes_of(run)["n"]
+        assert (node["state"], node["result"]) == ("succeeded", "done"), node
+        assert [e["outputs"]["step"] for e in node["events"]] == [0, 1, 2], "nothing lost"
+        assert "keeping 1 call(s) for up to 90 s" in worker.logs()
+    finally:
+        if worker is not None:
+            worker.stop()
+        relay.close()
+        engine.stop()
