@@ -132,7 +132,10 @@ def test_provisioning_then_outstanding() -> None:
         " worker); the next goes out when one ends"
     )
     # Its jobs' way in is down: that, not the job's state, is what the call waits for.
-    down = "the way in through login1 is down since 10:00:00 UTC (connection lost); it is being built again"
+    down = (
+        "the way in through login1 is down since 10:00:00 UTC (connection lost); it is being"
+        " built again"
+    )
     cut_off = Provisioning("Slurm job", RequestStage.STARTED, "41", "RUNNING", path_down=down)
     scheduler.set_profiles([replace(profiles[1], provisioning=cut_off), profiles[0]])
     assert scheduler.schedule().asks == ()

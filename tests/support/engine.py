@@ -46,6 +46,10 @@ class EngineProcess(ManagedProcess):
     data_dir: Path
     url: str
     stdout_path: Path
+    netns: str | None = None
+    """The network namespace it runs in (an air gap): the test's calls go there too."""
+    ca_file: str | None = None
+    """The private CA its certificate is signed by, for the test's calls to trust."""
 
     @property
     def api(self) -> str:
@@ -53,7 +57,7 @@ class EngineProcess(ManagedProcess):
 
     def client(self, token: str = "") -> BlockingEngine:
         """Its API, through the client interface, sending ``token``."""
-        return BlockingEngine(self.url, token=token)
+        return BlockingEngine(self.url, token=token, ca_file=self.ca_file, netns=self.netns)
 
     def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
         return self.client().login(username, password)
@@ -74,13 +78,17 @@ def start_engine(
     args: tuple[str, ...] = (),
     timeout: float = 20,
     port: int = 0,
+    netns: str | None = None,
+    ca_file: str | None = None,
 ) -> EngineProcess:
+    """An engine on ``port`` (0: any free one); in network namespace ``netns`` if given."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = log_dir / "engine.stdout"
     stderr_path = log_dir / "engine.stderr"
     with stdout_path.open("ab") as out, stderr_path.open("ab") as err:
         process = subprocess.Popen(
             [
+                *(("ip", "netns", "exec", netns) if netns else ()),
                 str(BIN / "fluksio"),
                 "serve",
                 "--port",
@@ -115,7 +123,7 @@ def start_engine(
             process.kill()
             process.wait(timeout=10)
         raise
-    return EngineProcess(process, stderr_path, data_dir, url, stdout_path)
+    return EngineProcess(process, stderr_path, data_dir, url, stdout_path, netns, ca_file)
 
 
 def attach_url_on(port: int, scheme: str = "ws") -> str:

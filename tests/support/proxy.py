@@ -20,9 +20,9 @@ T = TypeVar("T")
 
 
 class PausableProxy:
-    """Relays 127.0.0.1:``port`` to 127.0.0.1:``target_port``, on a thread of its own."""
+    """Relays ``listen_host``:``port`` to 127.0.0.1:``target_port``, on a thread of its own."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, listen_host: str = "127.0.0.1") -> None:
         self._target_port = target_port
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -31,7 +31,7 @@ class PausableProxy:
         self._flowing.set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._relays: set[asyncio.Task[None]] = set()
-        self._server: asyncio.Server = self._call(asyncio.start_server(self._relay, "127.0.0.1", 0))
+        self._server: asyncio.Server = self._call(asyncio.start_server(self._relay, listen_host, 0))
         self.port: int = self._server.sockets[0].getsockname()[1]
 
     def pause(self) -> None:
