@@ -8,6 +8,7 @@ tests/test_slurm.py runs the same code against a real Slurm over real SSH.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
 from fluksio.ssh.shell import Completed, Route, TransportError
+from tests.support.wait import async_wait_for
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "provisioners.example.json"
 
@@ -218,3 +220,102 @@ async def test_a_shell_that_cannot_forward_cannot_carry_the_login_route() -> Non
     with pytest.raises(ProvisionError, match="needs an SSH transport that forwards"):
         await slurm.submit(slurm.profile("gpu-small"), request_id="r1", token="t")
     assert shell.sent == [], "nothing submitted without a way in"
+
+
+class ForwardingShell(ScriptedShell):
+    """A scripted login node that also forwards and runs the relay: the relay says it
+    listens, then holds until it is stopped (its input ended)."""
+
+    def __init__(self, *replies: tuple[int, str, str] | Exception, needs_login: bool = False):
+        super().__init__(*replies)
+        self.forwards: list[int] = []
+        self.relays: list[ScriptedRelay] = []
+        self.needs_login = needs_login
+
+    async def forward_remote(self, host: str, port: int) -> int:
+        self.forwards.append(40000 + len(self.forwards))
+        return self.forwards[-1]
+
+    async def cancel_forward(self, remote_port: int, host: str, port: int) -> None:
+        self.forwards.remove(remote_port)
+
+    async def start(self, argv: Sequence[str], stdin: bytes) -> ScriptedRelay:
+        relay = ScriptedRelay(int(argv[argv.index("fluksio-relay") + 2]) or 45678)
+        self.relays.append(relay)
+        return relay
+
+    async def login_needed(self) -> bool:
+        return self.needs_login
+
+    async def logged_in(self) -> bool:
+        return not self.needs_login
+
+    async def logout(self) -> bool:
+        return False
+
+    def login_argv(self) -> list[str] | None:
+        return ["ssh", "login"]
+
+
+class ScriptedRelay:
+    def __init__(self, port: int) -> None:
+        self.lines = [f"listening {port}\n".encode()]
+        self.stopped = asyncio.Event()
+
+    async def readline(self) -> bytes:
+        if self.lines:
+            return self.lines.pop(0)
+        await self.stopped.wait()
+        return b""
+
+    async def write(self, data: bytes) -> None:
+        pass
+
+    async def stop(self) -> str:
+        self.stopped.set()
+        return ""
+
+
+def _routed(
+    *replies: tuple[int, str, str], **shell: Any
+) -> tuple[SlurmProvisioner, ForwardingShell]:
+    settings = SlurmSettings.model_validate(
+        {**json.loads(EXAMPLE.read_text())[0], "route": "login", "login_address": "login1-ib"}
+    )
+    forwarding = ForwardingShell(*replies, **shell)
+    slurm = SlurmProvisioner(settings, forwarding)
+    slurm.engine_address = ("127.0.0.1", 8443)
+    return slurm, forwarding
+
+
+async def test_the_path_is_kept_while_jobs_live_and_taken_down_after_the_last() -> None:
+    running = "7|RUNNING|None|fluksio-request=r1\n"
+    slurm, shell = _routed((0, "7\n", ""), (0, running, ""), (0, "7|COMPLETED|None|x\n", ""))
+    await slurm.submit(slurm.profile("gpu-small"), request_id="r1", token="t")
+    ((_argv, stdin),) = shell.sent
+    assert "--connect-to login1-ib:45678" in (stdin or ""), "the job comes in through it"
+    assert len(shell.relays) == 1 and shell.forwards == [40000]
+    await slurm.poll(["7"])
+    assert slurm.path_down() is None and not shell.relays[0].stopped.is_set()
+    await slurm.poll(["7"])  # its last job ended
+    assert shell.relays[0].stopped.is_set() and shell.forwards == [], "taken down"
+    await slurm.close()
+
+
+async def test_a_restarted_engine_builds_the_path_again_for_the_jobs_it_finds() -> None:
+    slurm, shell = _routed((0, "7|RUNNING|None|fluksio-request=r1\n", ""))
+    await slurm.poll(["7"])  # the first poll after a restart
+    await async_wait_for(lambda: shell.relays, timeout=5, what="the path built again")
+    await async_wait_for(lambda: slurm.path_down() is None, timeout=5, what="the path up")
+    await slurm.close()
+    assert shell.relays[0].stopped.is_set(), "and taken down when the engine stops"
+
+
+async def test_while_a_login_needs_a_person_the_path_and_submissions_wait() -> None:
+    slurm, shell = _routed(needs_login=True)
+    with pytest.raises(ProvisionError) as raised:
+        await slurm.submit(slurm.profile("gpu-small"), request_id="r1", token="t")
+    assert raised.value.login_needed
+    assert raised.value.detail.startswith("the way in through login1-ib waits for a login")
+    assert shell.sent == [] and shell.relays == [], "nothing sent before a person logs in"
+    await slurm.close()
