@@ -159,7 +159,9 @@ def status(url: str | None, data_dir: Path, as_json: bool) -> None:
     for block in blocks:
         for profile in block.profiles:
             pending = profile.outstanding
-            if profile.login_needed:
+            if profile.path_down:
+                standing = profile.path_down
+            elif profile.login_needed:
                 standing = profile.login_needed
             elif pending is not None:
                 job = f"job {pending.job_id} " if pending.job_id else ""
