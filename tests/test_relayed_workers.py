@@ -16,11 +16,14 @@ import pytest
 
 from fluksio.agent.frames import ProgressFrame, encode
 from fluksio.api import appkeys
+from fluksio.engine.provisioning import Configured
+from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
 from tests.support.engine import start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, node_of, nodes_of, run_flow, wait_run
+from tests.support.scripted import Scripted, scripted_settings
 from tests.support.wait import async_wait_for, wait_for
 from tests.support.worker import start_worker
 
@@ -171,3 +174,33 @@ def test_our_agent_keeps_its_call_through_a_relay_drop_and_resumes_it(tmp_path: 
             worker.stop()
         relay.close()
         engine.stop()
+
+
+async def test_while_the_way_in_is_down_waiting_calls_and_the_workers_view_say_so(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    provisioner = Scripted(scripted_settings(provision_timeout_s=600))
+    api = await start_in_process(
+        aiohttp_client,
+        tmp_path / "data",
+        provisioners=Configured(build_plugins(), [provisioner]),
+        clock=ManualClock(),
+    )
+    await api.put_flow("hpc", [{"id": "n", "code": NODE, "worker": "hpc"}])
+    await api.start_run("hpc")
+    await async_wait_for(lambda: provisioner.submitted, timeout=5, what="a submission")
+
+    async def said() -> tuple[str, str | None]:
+        body = (await api.request("GET", "/workers/resources")).body
+        (profile,) = body["provisioners"][0]["profiles"]
+        return body["queued"][0]["reason"], profile["path_down"]
+
+    assert await said() == ("provisioning box/small, job 100 submitted", None)
+    down = (
+        "the way in through login1 is down since 10:04:12 UTC (connection lost); it is being"
+        " built again"
+    )
+    provisioner.set_path(down)
+    assert await said() == (f"provisioning box/small, {down}", down)
+    provisioner.set_path(None)
+    assert await said() == ("provisioning box/small, job 100 submitted", None)

@@ -50,8 +50,19 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         self.poll_error: str | None = None
         self.logged_out = False
         self.login_checks = 0
+        self.path: str | None = None
+        """Why its workers cannot reach the engine now (a login route down), if so."""
         self.gate = asyncio.Event()
         self.gate.set()
+
+    def path_down(self) -> str | None:
+        return self.path
+
+    def set_path(self, sentence: str | None) -> None:
+        """The way in goes down (a sentence) or comes back (None), as a login route says."""
+        self.path = sentence
+        if self.on_path_change is not None:
+            self.on_path_change()
 
     def render(self, profile: ProfileSettings, *, request_id: str) -> str:
         return f"run a worker for {profile.name}\n"
