@@ -127,6 +127,8 @@ class LoginRoute:
         self._port: int | None = None
         self._held = 0
         self._down: _Down | None = None
+        self._went_up = False
+        """Whether the attempt under way got the path up (a drop then rebuilds at once)."""
         self._changed = asyncio.Event()
 
     @property
@@ -184,15 +186,17 @@ class LoginRoute:
     async def _keep_up(self) -> None:
         rest = 1.0
         while True:
+            self._went_up = False
             try:
                 await self._wait_for_login()
-                await self._run_once()
-                rest = 1.0  # it was up: build it again at once
-                continue
+                await self._run_once()  # returns only by raising: the path went down
             except TransportError as exc:
                 self._set_down(exc.detail, login_needed=exc.login_needed)
             except RouteDown as exc:
                 self._set_down(exc.sentence)
+            if self._went_up:
+                rest = 1.0  # it was up: build it again at once, then rest as after failures
+                continue
             await self._clock.sleep(rest)
             rest = min(rest * 2, MAX_REST_S)
 
@@ -255,6 +259,7 @@ class LoginRoute:
 
     def _up(self, port: int) -> None:
         self._port = port
+        self._went_up = True
         was_down = self._down
         self._down = None
         if self._port_file is not None:
