@@ -64,13 +64,14 @@ def slurm() -> LocalSlurm:
     return local_slurm()
 
 
-@pytest.fixture
-def gapped(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Gap]:
+@pytest.fixture(params=["asyncssh", "openssh"])
+def gapped(request: pytest.FixtureRequest, tmp_path: Path, slurm: LocalSlurm) -> Iterator[Gap]:
+    """The gap, with the engine's SSH spoken by each transport in turn."""
     with air_gap() as gap:
         ssh = PausableProxy(slurm.port, listen_host=gap.outside)
         engine: EngineProcess | None = None
         try:
-            started = _start(tmp_path, slurm, gap, ssh)
+            started = _start(tmp_path, slurm, gap, ssh, request.param)
             engine = started.engine
             yield started
         finally:
@@ -80,7 +81,9 @@ def gapped(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Gap]:
             slurm.cancel_leftovers()
 
 
-def _start(tmp_path: Path, slurm: LocalSlurm, gap: AirGap, ssh: PausableProxy) -> Gap:
+def _start(
+    tmp_path: Path, slurm: LocalSlurm, gap: AirGap, ssh: PausableProxy, transport: str
+) -> Gap:
     ca = CertificateAuthority(tmp_path)
     pair = ca.issue("engine", ["engine.example", "127.0.0.1"])
     known = tmp_path / "known_hosts"
@@ -89,6 +92,7 @@ def _start(tmp_path: Path, slurm: LocalSlurm, gap: AirGap, ssh: PausableProxy) -
     login = f"{slurm.login}".split("@")[0] + f"@{gap.outside}:{ssh.port}"
     common: dict[str, Any] = {
         "type": "slurm",
+        "transport": transport,
         "login": login,
         "ssh_key": slurm.key,
         "known_hosts": str(known),
