@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
-from pathlib import Path
 
 from fluksio.clock import SYSTEM_CLOCK
 from fluksio.provisioners.base import (
@@ -27,7 +25,8 @@ from fluksio.provisioners.slurm.script import (
     token_file,
 )
 from fluksio.provisioners.slurm.settings import SlurmProfile, SlurmSettings
-from fluksio.ssh import open_transport, parse_login
+from fluksio.provisioners.ssh_access import ca_line
+from fluksio.ssh import parse_login
 from fluksio.ssh.shell import Completed, Forwarding, RemoteShell, TransportError
 
 __all__ = ["SlurmProvisioner"]
@@ -73,15 +72,10 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         if self._given_shell is not None:
             return self._given_shell
         if self._opened_shell is None:
-            settings = self.settings
-            self._opened_shell = open_transport(
-                settings.transport,
-                settings.login,
-                settings.ssh_key,
-                known_hosts=settings.known_hosts,
-                trust_on_first_use=settings.trust_on_first_use,
-                ssh_config=settings.ssh_config,
-                control_path=self.state_dir / "ssh" if self.state_dir is not None else None,
+            self._opened_shell = self.settings.open_shell(
+                self.settings.login,
+                None,
+                self.state_dir / "ssh" if self.state_dir is not None else None,
             )
             self._opened_shell.on_command = self._command_done
         return self._opened_shell
@@ -118,7 +112,7 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         script = render_script(self.settings, profile, request_id=request_id, connect_to=connect_to)
         carried, ca_path = f"{token}\n", ""
         if self.settings.ca_file is not None:
-            carried += f"{_base64_of(self.settings.ca_file)}\n"
+            carried += f"{ca_line(self.settings.ca_file)}\n"
             ca_path = ca_file(self.name)
         argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file(request_id), ca_path]
         done = await self._run(argv, stdin=carried + script, once=True)
@@ -286,12 +280,3 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             raise ProvisionError(
                 exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
             ) from None
-
-
-def _base64_of(ca_path: str) -> str:
-    """The ``ca_file`` as one line for stdin, read afresh: a CA may be rotated."""
-    path = Path(ca_path).expanduser()
-    try:
-        return base64.b64encode(path.read_bytes()).decode()
-    except OSError as exc:
-        raise ProvisionError(f"ca_file {path} cannot be read ({exc.strerror})") from None

@@ -11,6 +11,7 @@ from fluksio.provisioners.base import JobStatus, worker_argv
 from fluksio.provisioners.slurm.options import sbatch_time_limit
 from fluksio.provisioners.slurm.settings import SlurmProfile, SlurmSettings
 from fluksio.provisioners.slurm.states import slurm_state
+from fluksio.provisioners.ssh_access import ca_file, token_file, token_lines
 
 __all__ = [
     "SQUEUE_FORMAT",
@@ -22,17 +23,6 @@ __all__ = [
     "render_script",
     "token_file",
 ]
-
-
-def token_file(request_id: str) -> str:
-    """Where a request's job finds its token, relative to the login user's home."""
-    return f".fluksio/tokens/{request_id}"
-
-
-def ca_file(provisioner: str) -> str:
-    """Where a provisioner's jobs find its ``ca_file``, relative to the login user's home
-    (one per provisioner, replaced at each submission: a CA is public, and may rotate)."""
-    return f".fluksio/ca/{provisioner}.pem"
 
 
 _MARK = "fluksio-request="
@@ -71,16 +61,7 @@ def render_script(
         # The job lives as long as the engine assumes it does (whole minutes, rounded up).
         lines.append(f"#SBATCH --time={math.ceil(profile.walltime_s / 60)}")
     lines += [f"#SBATCH {option}" for option in profile.sbatch]
-    lines += ["set -e", *profile.prerun]
-    token_path = '"$HOME"/' + shlex.quote(token_file(request_id))
-    lines += [
-        "# The worker token: read from a file written at submission, then deleted.",
-        f"FLUKSIO_WORKER_TOKEN=$(cat -- {token_path})",
-        f"rm -f -- {token_path}",
-        "export FLUKSIO_WORKER_TOKEN",
-    ]
-    if settings.ca_file is not None:
-        lines.append(f'export FLUKSIO_WORKER_CA_FILE="$HOME"/{shlex.quote(ca_file(settings.name))}')
+    lines += ["set -e", *profile.prerun, *token_lines(settings, settings.name, request_id)]
     # Resources the profile leaves unset the worker reads from SLURM_* itself.
     worker = worker_argv(settings.worker_command, settings, profile)
     if connect_to is not None:
