@@ -20,37 +20,11 @@ from pydantic import ValidationError
 
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
-from fluksio.ssh.shell import Completed, Route, TransportError
+from fluksio.ssh.shell import TransportError
+from tests.support.scripted_shell import ScriptedShell
 from tests.support.wait import async_wait_for
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "provisioners.example.json"
-
-
-class ScriptedShell:
-    """Answers each command with the next scripted reply; records what was sent."""
-
-    def __init__(self, *replies: tuple[int, str, str] | Exception) -> None:
-        self.replies = list(replies)
-        self.sent: list[tuple[tuple[str, ...], str | None]] = []
-        self.once: list[bool] = []
-        self.closed = False
-
-    async def run(
-        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
-    ) -> Completed:
-        self.sent.append((tuple(argv), stdin))
-        self.once.append(once)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        status, stdout, stderr = reply
-        return Completed(tuple(argv), status, stdout, stderr)
-
-    async def close(self) -> None:
-        self.closed = True
-
-    async def describe(self) -> Route:
-        return Route("asyncssh", None, (), "hpc@login:22", None)
 
 
 def _provisioner(

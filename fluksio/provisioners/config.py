@@ -30,17 +30,22 @@ def _where(path: Path, entry: Any, index: int) -> str:
     )
 
 
+_LISTS = {"profiles": "profile", "hosts": "host"}
+
+
 def _describe(error: ValidationError, entry: dict[str, Any]) -> str:
     first = error.errors()[0]
     location = list(first["loc"])
     message = first_error(error)[1]
     parts = []
-    if len(location) >= 2 and location[0] == "profiles" and isinstance(location[1], int):
-        profiles = entry.get("profiles")
+    if len(location) >= 2 and location[0] in _LISTS and isinstance(location[1], int):
+        # Profiles, or what a type calls them in its file (the SSH provisioner's hosts).
+        noun = _LISTS[str(location[0])]
+        profiles = entry.get(str(location[0]))
         profile = profiles[location[1]] if isinstance(profiles, list) else None
         label = profile.get("name") if isinstance(profile, dict) else None
         parts.append(
-            f"profile {label!r}" if isinstance(label, str) else f"profile #{location[1] + 1}"
+            f"{noun} {label!r}" if isinstance(label, str) else f"{noun} #{location[1] + 1}"
         )
         location = location[2:]
     field = ".".join(str(part) for part in location) or "entry"
@@ -86,6 +91,6 @@ def load_provisioners(path: Path, types: dict[str, type[Provisioner[Any, Any]]])
         names.add(settings.name)
         profile_names = [profile.name for profile in settings.profiles]
         if len(set(profile_names)) != len(profile_names):
-            raise ConfigError(f"{where}, field profiles: two profiles share a name")
+            raise ConfigError(f"{where}: two profiles (or hosts) share a name")
         loaded.append((kind, settings))
     return loaded

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from importlib.resources import files
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -21,6 +22,7 @@ from fluksio.ssh import OpenSSHTransport, SSHTransport, open_transport
 from fluksio.ssh.shell import Transport
 
 __all__ = [
+    "DELIVER",
     "LOGIN_PATTERN",
     "SSHAccess",
     "ca_file",
@@ -33,6 +35,8 @@ __all__ = [
 LOGIN_PATTERN = r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+(:[0-9]{1,5})?$"
 """``user@host[:port]``, or a ``Host`` alias of ``ssh_config``."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+DELIVER = (files("fluksio.provisioners") / "deliver.sh").read_text(encoding="utf-8")
+"""The start of every program that hands a worker its token and CA (``deliver.sh``)."""
 
 
 def no_control(values: list[str], what: str) -> list[str]:

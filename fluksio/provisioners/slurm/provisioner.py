@@ -25,14 +25,14 @@ from fluksio.provisioners.slurm.script import (
     token_file,
 )
 from fluksio.provisioners.slurm.settings import SlurmProfile, SlurmSettings
-from fluksio.provisioners.ssh_access import ca_line
+from fluksio.provisioners.ssh_access import DELIVER, ca_line
 from fluksio.ssh import parse_login
 from fluksio.ssh.shell import Completed, Forwarding, RemoteShell, TransportError
 
 __all__ = ["SlurmProvisioner"]
 
 # The two programs that run on the login node, kept as the shell scripts they are.
-_SUBMIT = (files(__package__) / "submit.sh").read_text(encoding="utf-8")
+_SUBMIT = DELIVER + (files(__package__) / "submit.sh").read_text(encoding="utf-8")
 _CANCEL = (files(__package__) / "cancel.sh").read_text(encoding="utf-8")
 # The login node's python3 and this provisioner's relays (``ps``: pid, seconds, argv).
 _ROUTE_CHECK = (

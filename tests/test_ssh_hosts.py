@@ -1,0 +1,139 @@
+"""Machines you own (``"type": "ssh"``), against a real sshd: the local Slurm's login node,
+whose user ``hpcuser`` stands for a GPU box's owner.
+
+A call that needs the host's label starts a worker there over SSH, detached; it runs the
+call and leaves when idle, leaving nothing; an engine killed and restarted adopts the
+running worker instead of starting a second, and a stopping engine stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.engine import (
+    EngineProcess,
+    attach_url_on,
+    free_port,
+    start_engine,
+    write_provisioners,
+)
+from tests.support.runs import code, nodes_of, run_flow, wait_run
+from tests.support.slurm import LocalSlurm, local_slurm
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.contract
+
+NODE = code("""
+    import os
+    def process():
+        return {"pid": os.getppid(), "user": os.environ.get("USER") or os.getlogin()}
+""")
+
+
+@pytest.fixture(scope="module")
+def slurm() -> LocalSlurm:
+    return local_slurm()
+
+
+def host_workers() -> dict[int, str]:
+    """This machine's workers started by a provisioner: pid -> the request they carry."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            marks = [v for v in environ if v.startswith(b"FLUKSIO_PROVISION_MARK=")]
+            if marks and b"fluksio-worker" in (entry / "cmdline").read_bytes():
+                found[int(entry.name)] = marks[0].split(b"=", 2)[2].decode()
+    return found
+
+
+@pytest.fixture
+def boxes(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
+    started: list[EngineProcess] = []
+    port = free_port()
+    data_dir = tmp_path / "data"
+
+    def start(**changes: Any) -> tuple[EngineProcess, str]:
+        host = {"name": "box", "login": slurm.login_with_port, "labels": ["box"], "cpus": 1}
+        entry: dict[str, Any] = {
+            "type": "ssh",
+            "name": "boxes",
+            "engine_url": attach_url_on(port),
+            "ssh_key": slurm.key,
+            "known_hosts": slurm.known_hosts,
+            "worker_command": slurm.worker,
+            "max_idle_s": 2,
+            "provision_timeout_s": 60,
+            "poll_interval_s": 0.3,
+            "hosts": [host],
+            **changes,
+        }
+        write_provisioners(data_dir, [entry])
+        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port)
+        started.append(engine)
+        return engine, engine.login()
+
+    before = set(host_workers())
+    yield start
+    for engine in started:
+        engine.stop()
+    for pid in set(host_workers()) - before:  # what a failed test left: ours, by pid
+        with contextlib.suppress(ProcessLookupError):
+            __import__("os").kill(pid, signal.SIGKILL)
+
+
+def test_a_call_starts_a_worker_on_the_host_which_runs_it_and_leaves_nothing_when_idle(
+    boxes: Any, slurm: LocalSlurm
+) -> None:
+    engine, admin = boxes()
+    run_id = run_flow(engine, admin, "box", [{"id": "n", "worker": "box", "code": NODE}])
+    run = wait_run(engine, admin, run_id, timeout=60)
+    node = nodes_of(run)["n"]
+    assert run["state"] == "succeeded", node
+    assert node["ran_on"] == "boxes-box" and node["result"]["user"] == "hpcuser"
+    assert node["provenance"]["provisioner"] == "boxes/box"
+    ((worker, request),) = host_workers().items()
+    assert worker == node["result"]["pid"] or worker in _ancestors(node["result"]["pid"])
+    # Idle for max_idle_s: it leaves, and the host keeps nothing of it.
+    wait_for(lambda: not host_workers(), timeout=30, what="the idle worker to leave")
+
+    def kept() -> str:
+        listed = slurm.ssh(
+            "sh", "-c", f"ls ~/.fluksio/hosts/{request}.* ~/.fluksio/tokens/{request}"
+        )
+        return listed.stdout.strip()
+
+    wait_for(lambda: not kept(), timeout=30, what="the host's files of it removed")
+
+
+def _ancestors(pid: int) -> list[int]:
+    found = []
+    with contextlib.suppress(OSError, ValueError):
+        while pid > 1:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            found.append(pid)
+    return found
+
+
+def test_a_killed_engine_adopts_the_running_worker_and_a_stopping_one_stops_it(
+    boxes: Any,
+) -> None:
+    engine, admin = boxes(max_idle_s=120)
+    run_id = run_flow(engine, admin, "box", [{"id": "n", "worker": "box", "code": NODE}])
+    assert wait_run(engine, admin, run_id, timeout=60)["state"] == "succeeded"
+    ((worker, request),) = host_workers().items()
+    engine.stop(signal.SIGKILL)
+    engine, admin = boxes(max_idle_s=120)  # the same data directory and port
+    run_id = run_flow(engine, admin, "box", [{"id": "n", "worker": "box", "code": NODE}])
+    assert wait_run(engine, admin, run_id, timeout=60)["state"] == "succeeded"
+    assert host_workers() == {worker: request}, "adopted: the same worker, no second"
+    engine.stop()
+    wait_for(lambda: not host_workers(), timeout=30, what="the worker stopped with the engine")
