@@ -217,6 +217,22 @@ class SchedulerMachine(RuleBasedStateMachine):
         ]
         self.scheduler.set_profiles(self.profiles)
 
+    @rule(index=st.integers(0, 5))
+    def a_request_fails(self, index: int) -> None:
+        """The driver's part: a pending request failed, and its profile rests (a login
+        node or a host that refused): the next profile that fits may be asked instead."""
+        if not self.profiles:
+            return
+        profile = self.profiles[index % len(self.profiles)]
+        if profile.provisioning.stage is None:
+            return
+        state = profile.provisioning
+        resting = Provisioning(stage=None, jobs=state.jobs - 1, retry_at=NOW + 30)
+        self.profiles = [
+            replace(p, provisioning=resting) if p.key == profile.key else p for p in self.profiles
+        ]
+        self.scheduler.set_profiles(self.profiles)
+
     @rule()
     def schedule_pass(self) -> None:
         snapshot = replace(self.scheduler.snapshot(), now=NOW)

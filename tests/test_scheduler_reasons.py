@@ -107,8 +107,11 @@ def test_provisioning_then_outstanding() -> None:
         "provisioning hpc/gpu-small, Slurm job 41 PENDING (Priority)",
         provisioning="hpc/gpu-small",
     )
+    # From here the larger profile has its one job alive, so the smaller is what the call
+    # waits for (a profile that can bring a machine would be asked instead: rules tests).
+    large = replace(profiles[0], provisioning=Provisioning("Slurm job", jobs=1, attached=1))
     failed = Provisioning("Slurm job", last_error="sbatch: invalid partition", retry_at=130.0)
-    scheduler.set_profiles([replace(profiles[1], provisioning=failed), profiles[0]])
+    scheduler.set_profiles([replace(profiles[1], provisioning=failed), large])
     assert scheduler.schedule().asks == (), "resting after a failure"
     resting = scheduler.reason("r", now=100.4)
     assert resting is not None and resting.text == (
@@ -117,14 +120,14 @@ def test_provisioning_then_outstanding() -> None:
     )
     login = "login needed: run 'fluksio provisioners login hpc'"
     waiting = Provisioning("Slurm job", retry_at=130.0, login_needed=login, last_error="old")
-    scheduler.set_profiles([replace(profiles[1], provisioning=waiting), profiles[0]])
+    scheduler.set_profiles([replace(profiles[1], provisioning=waiting), large])
     assert scheduler.schedule().asks == (), "nobody has logged in: nothing to ask yet"
     needs = scheduler.reason("r", now=100.4)
     assert needs is not None and needs.text == f"provisioning hpc/gpu-small, {login}"
     # At the cap, with no worker of it able to take the call: it says what it waits for.
     capped = Provisioning("Slurm job", jobs=2, attached=1)
     two = replace(profiles[1], provisioning=capped, max_workers=2)
-    scheduler.set_profiles([two, profiles[0]])
+    scheduler.set_profiles([two, large])
     assert scheduler.schedule().asks == (), "never past max_workers"
     full = scheduler.reason("r")
     assert full is not None and full.text == (
@@ -137,7 +140,7 @@ def test_provisioning_then_outstanding() -> None:
         " built again"
     )
     cut_off = Provisioning("Slurm job", RequestStage.STARTED, "41", "RUNNING", path_down=down)
-    scheduler.set_profiles([replace(profiles[1], provisioning=cut_off), profiles[0]])
+    scheduler.set_profiles([replace(profiles[1], provisioning=cut_off), large])
     assert scheduler.schedule().asks == ()
     said = scheduler.reason("r")
     assert said is not None and said.text == f"provisioning hpc/gpu-small, {down}"

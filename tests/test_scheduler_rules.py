@@ -206,6 +206,31 @@ def test_provisioning_asks_for_the_smallest_fitting_profile_once() -> None:
     assert scheduler.schedule().asks == ()
 
 
+def test_the_next_profile_that_fits_is_asked_when_the_smallest_cannot_bring_a_machine() -> None:
+    # Three machines one owns: the smallest already runs its one worker, the next one's
+    # sshd refused (it rests): the largest is started.
+    small = Profile("boxes", "small", frozenset({"gpu"}), cpus=8, gpus=1)
+    middle = Profile("boxes", "middle", frozenset({"gpu"}), cpus=16, gpus=1)
+    large = Profile("boxes", "large", frozenset({"gpu"}), cpus=32, gpus=2)
+    scheduler = Scheduler(ENGINE, profiles=[large, middle, small])
+    scheduler.submit(CallRequest("a", 1.0, label="gpu", gpus=1))
+    assert [a.profile for a in scheduler.schedule().asks] == ["small"], "the smallest first"
+    # While small's request is under way, nothing larger is asked for the same call.
+    starting = Provisioning(stage=RequestStage.SUBMITTING)
+    scheduler.set_profiles([large, middle, replace(small, provisioning=starting)])
+    assert scheduler.schedule().asks == ()
+    running = Provisioning(jobs=1, attached=1)
+    resting = Provisioning(last_error="cannot reach me@middle", retry_at=130.0)
+    scheduler.set_profiles(
+        [large, replace(middle, provisioning=resting), replace(small, provisioning=running)]
+    )
+    scheduler.add_worker(worker("boxes-small", "gpu", slots=1, gpus=1))
+    scheduler.submit(CallRequest("b", 2.0, label="gpu", gpus=1))
+    plan = scheduler.schedule()
+    assert [(p.request_id, p.worker_id) for p in plan.placements] == [("a", "boxes-small")]
+    assert [(a.profile, a.request_id) for a in plan.asks] == [("large", "b")]
+
+
 def test_busy_workers_scale_out_one_pending_job_at_a_time_up_to_max_workers() -> None:
     profile = Profile("hpc", "g", frozenset({"gpu"}), gpus=1, max_workers=2)
     scheduler = Scheduler(ENGINE, profiles=[profile])

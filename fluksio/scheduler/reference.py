@@ -93,7 +93,22 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                 and long_enough(p, request.limit, snapshot.walltime_margin_s)
             ]
             if fitting_profiles:
-                smallest = min(fitting_profiles, key=lambda p: (profile_amounts(p), p.key))
+                # One that can bring a machine now first (a request under way, or not at
+                # max_workers and not resting), then the smallest.
+                smallest = min(
+                    fitting_profiles,
+                    key=lambda p: (
+                        not (
+                            p.provisioning.stage is not None
+                            or (
+                                p.provisioning.retry_at is None
+                                and p.provisioning.jobs < p.max_workers
+                            )
+                        ),
+                        profile_amounts(p),
+                        p.key,
+                    ),
+                )
         if smallest is not None and smallest.can_grow and smallest.key not in asked:
             asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
             asked.add(smallest.key)
