@@ -14,15 +14,23 @@
 #   FLUKSIO_SLURM_STATE     state: keys, configs, pid marks, env   [/var/lib/fluksio-slurm]
 #   FLUKSIO_SLURM_SSH_PORT  port of the dedicated sshd             [2222]
 #   FLUKSIO_SLURM_USER      ssh login and job user (made if absent) [hpcuser]
+#   FLUKSIO_BOX_SSH_PORT    port of a second machine's sshd         [2223]
+#   FLUKSIO_BOX_USER        that machine's user (made if absent)    [boxuser]
+#
+# The second machine (BOX_LOGIN, BOX_PORT) is for the SSH hosts provisioner's tests: a
+# GPU box of one's own, another sshd as another user, beside the login node.
 set -euo pipefail
 
 STATE=${FLUKSIO_SLURM_STATE:-/var/lib/fluksio-slurm}
 SSH_PORT=${FLUKSIO_SLURM_SSH_PORT:-2222}
+BOX_PORT=${FLUKSIO_BOX_SSH_PORT:-2223}
+BOX_USER=${FLUKSIO_BOX_USER:-boxuser}
 JOB_USER=${FLUKSIO_SLURM_USER:-hpcuser}
 CHECKOUT=$(cd "$(dirname "$0")/.." && pwd)
 MARKS=$STATE/run
 SLURM_RUN=/run/slurm
 SSHD_PIDFILE=/run/fluksio-slurm-sshd.pid
+BOX_PIDFILE=/run/fluksio-box-sshd.pid
 MUNGE_PIDFILE=/run/munge/munged.pid
 TAG="# written by fluksio scripts/slurm-up.sh"
 
@@ -205,7 +213,8 @@ grep -qxF "$(cat "$KEY.pub")" "$JOB_HOME/.ssh/authorized_keys" || cat "$KEY.pub"
 chown "$JOB_USER:$JOB_GROUP" "$JOB_HOME/.ssh/authorized_keys"
 chmod 0600 "$JOB_HOME/.ssh/authorized_keys"
 host_public=$(cut -d' ' -f1,2 "$HOST_KEY.pub")
-printf '[127.0.0.1]:%s %s\n[localhost]:%s %s\n' "$SSH_PORT" "$host_public" "$SSH_PORT" "$host_public" >"$KNOWN_HOSTS"
+printf '[127.0.0.1]:%s %s\n[localhost]:%s %s\n[127.0.0.1]:%s %s\n' "$SSH_PORT" "$host_public" \
+    "$SSH_PORT" "$host_public" "$BOX_PORT" "$host_public" >"$KNOWN_HOSTS"
 chmod 0644 "$KNOWN_HOSTS"
 cat >"$STATE/sshd_config.new" <<CONF
 $TAG
@@ -236,6 +245,26 @@ if ! running_from "$SSHD_PIDFILE" sshd >/dev/null; then
     pid=$(await_pidfile "$SSHD_PIDFILE" sshd) || die "sshd is not running"
     mark sshd "$pid" sshd
 fi
+# -- a second machine: another sshd, another user ----------------------------------------
+getent passwd "$BOX_USER" >/dev/null || useradd --create-home --shell /bin/bash "$BOX_USER"
+[ "$(getent shadow "$BOX_USER" | cut -d: -f2)" = '*' ] || usermod -p '*' "$BOX_USER"
+BOX_HOME=$(getent passwd "$BOX_USER" | cut -d: -f6)
+BOX_GROUP=$(id -gn "$BOX_USER")
+install -d -o "$BOX_USER" -g "$BOX_GROUP" -m 0700 "$BOX_HOME/.ssh"
+install -o "$BOX_USER" -g "$BOX_GROUP" -m 0600 "$KEY.pub" "$BOX_HOME/.ssh/authorized_keys"
+sed -e "s/^Port $SSH_PORT\$/Port $BOX_PORT/" -e "s|^PidFile .*|PidFile $BOX_PIDFILE|" \
+    -e "s/^AllowUsers .*/AllowUsers $BOX_USER/" "$STATE/sshd_config" >"$STATE/box_sshd_config.new"
+box_changed=""
+cmp -s "$STATE/box_sshd_config.new" "$STATE/box_sshd_config" || box_changed=1
+mv "$STATE/box_sshd_config.new" "$STATE/box_sshd_config"
+/usr/sbin/sshd -t -f "$STATE/box_sshd_config" || die "sshd rejects $STATE/box_sshd_config"
+[ -n "$box_changed" ] && stop_marked box-sshd
+if ! running_from "$BOX_PIDFILE" sshd >/dev/null; then
+    /usr/sbin/sshd -f "$STATE/box_sshd_config" -E "$STATE/box_sshd.log" || die "the box's sshd did not start"
+    pid=$(await_pidfile "$BOX_PIDFILE" sshd) || die "the box's sshd is not running"
+    mark box-sshd "$pid" sshd
+fi
+
 ssh_job() {
     ssh -p "$SSH_PORT" -i "$KEY" -o IdentitiesOnly=yes -o BatchMode=yes -o LogLevel=ERROR \
         -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$KNOWN_HOSTS" "$JOB_USER@127.0.0.1" "$@"
@@ -270,6 +299,8 @@ KEY=$KEY
 KNOWN_HOSTS=$KNOWN_HOSTS
 WORKER=$VENV/bin/fluksio-worker
 PRERUN=export PATH=$VENV/bin:\$PATH
+BOX_LOGIN=$BOX_USER@127.0.0.1
+BOX_PORT=$BOX_PORT
 ENV
 chmod 0644 "$STATE/env"
 say "Slurm node $NODE ($DECLARED_CPUS cpus declared, $CPUS real, ${REAL_MEM} MB) is idle; login node on 127.0.0.1:$SSH_PORT"

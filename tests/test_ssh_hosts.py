@@ -137,3 +137,33 @@ def test_a_killed_engine_adopts_the_running_worker_and_a_stopping_one_stops_it(
     assert host_workers() == {worker: request}, "adopted: the same worker, no second"
     engine.stop()
     wait_for(lambda: not host_workers(), timeout=30, what="the worker stopped with the engine")
+
+
+def test_the_smallest_host_that_can_start_one_is_chosen_and_a_host_that_refuses_is_skipped(
+    boxes: Any, slurm: LocalSlurm
+) -> None:
+    assert slurm.box_login, "make slurm-up brings a second machine up"
+    slow = NODE.replace("def process():", "import time\ndef process():\n    time.sleep(3)")
+    hosts = [
+        # The smallest: its sshd is down (nothing listens on its port).
+        {"name": "tiny", "login": f"hpcuser@127.0.0.1:{free_port()}", "labels": ["box"],
+         "cpus": 1, "ram_mb": 100},
+        {"name": "small", "login": slurm.box_login, "labels": ["box"], "cpus": 1, "ram_mb": 200},
+        {"name": "big", "login": slurm.login_with_port, "labels": ["box"], "cpus": 2},
+    ]  # fmt: skip
+    engine, admin = boxes(hosts=hosts, max_idle_s=30, retry_base_s=300)
+    first = run_flow(engine, admin, "one", [{"id": "n", "worker": "box", "code": slow}])
+    node = nodes_of(wait_run(engine, admin, first, timeout=90))["n"]
+    assert (node["state"], node["ran_on"]) == ("succeeded", "boxes-small"), node
+    assert node["result"]["user"] == "boxuser"
+    view = engine.client(admin).request("GET", "/workers/resources").body
+    (block,) = view["provisioners"]
+    tiny = {p["name"]: p for p in block["profiles"]}["tiny"]
+    assert "cannot reach" in tiny["last_error"]["message"], tiny["last_error"]
+    # Two at once: small runs one, and the next host that fits starts for the other.
+    runs = [
+        run_flow(engine, admin, f"two{i}", [{"id": "n", "worker": "box", "code": slow}])
+        for i in range(2)
+    ]
+    ran_on = {nodes_of(wait_run(engine, admin, r, timeout=90))["n"]["ran_on"] for r in runs}
+    assert ran_on == {"boxes-small", "boxes-big"}

@@ -436,13 +436,14 @@ class Dispatcher:
     def _provisioning_changed(self) -> None:
         self._changed()
         assert self.provisioning is not None
-        before = {p.key: p.can_grow for p in self._scheduler.profiles()}
+        before = {p.key: (p.can_grow, p.bringing) for p in self._scheduler.profiles()}
         profiles = self.provisioning.scheduler_profiles()
         self._scheduler.set_profiles(profiles)
         # A new status only changes what waiting calls say; a pass is due when a profile
         # can be asked for again (or no longer): a request ended or went out, a rest ended,
-        # or a job ended and freed a slot under max_workers.
-        if any(before.get(p.key) != p.can_grow for p in profiles):
+        # or a job ended and freed a slot under max_workers; and when one stops bringing a
+        # machine (its request failed): the next profile that fits may be asked instead.
+        if any(before.get(p.key) != (p.can_grow, p.bringing) for p in profiles):
             self.kick()
 
     # -- the pass ----------------------------------------------------------------------

@@ -180,6 +180,13 @@ class Profile:
         return self.provisioning.outstanding
 
     @property
+    def bringing(self) -> bool:
+        """A machine of it is coming or may be asked for: a request of it is under way, or
+        it neither rests after a failure nor has ``max_workers`` jobs alive."""
+        state = self.provisioning
+        return state.stage is not None or (state.retry_at is None and state.jobs < self.max_workers)
+
+    @property
     def can_grow(self) -> bool:
         """Another request may go out: none is pending, the profile does not rest, and
         fewer than ``max_workers`` of its jobs exist."""

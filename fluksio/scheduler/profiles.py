@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from fluksio.scheduler.model import Profile
 from fluksio.scheduler.resources import UNKNOWN, Amounts, covers
 
-__all__ = ["bringing", "fitting_profile", "long_enough", "profile_amounts"]
+__all__ = ["fitting_profile", "long_enough", "profile_amounts"]
 
 
 def profile_amounts(profile: Profile) -> Amounts:
@@ -19,13 +19,6 @@ def profile_amounts(profile: Profile) -> Amounts:
         UNKNOWN if profile.ram_mb is None else profile.ram_mb,
         UNKNOWN,
     )
-
-
-def bringing(profile: Profile) -> bool:
-    """Whether the profile is bringing a machine or may ask for one: a request of it is
-    under way, or it neither rests after a failure nor has ``max_workers`` jobs alive."""
-    state = profile.provisioning
-    return state.stage is not None or (state.retry_at is None and state.jobs < profile.max_workers)
 
 
 def long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
@@ -47,14 +40,14 @@ def fitting_profile(
     """The smallest profile carrying ``label`` that covers ``need`` (and, ``by_time``, whose
     jobs live long enough for ``limit`` with ``margin`` to spare); None when none does.
 
-    Of those, one that is :func:`bringing` a machine comes first: when the smallest is at
+    Of those, one that is :attr:`~Profile.bringing` a machine comes first: when the smallest is at
     its ``max_workers`` or rests after a failure (a host already running its one worker, a
     host whose sshd is down), the next that can bring one is asked for instead. Only when
     none can is the smallest returned, for the reason to say what it waits for."""
     if label is None:
         return None
     fitting = [
-        (not bringing(p), profile_amounts(p), p.key, p)
+        (not p.bringing, profile_amounts(p), p.key, p)
         for p in profiles
         if label in p.labels
         and covers(profile_amounts(p), need)

@@ -30,6 +30,8 @@ class LocalSlurm:
     known_hosts: str
     worker: str
     prerun: str
+    box_login: str = ""
+    """A second machine (another sshd, another user), for the SSH hosts provisioner."""
 
     @property
     def login_with_port(self) -> str:
@@ -125,4 +127,5 @@ def local_slurm() -> LocalSlurm:
         known_hosts=facts["KNOWN_HOSTS"],
         worker=facts["WORKER"],
         prerun=facts["PRERUN"],
+        box_login=f"{facts['BOX_LOGIN']}:{facts['BOX_PORT']}" if "BOX_LOGIN" in facts else "",
     )
