@@ -19,6 +19,7 @@ from fluksio.errors import ConfigError
 from fluksio.provisioners import hookspecs
 from fluksio.provisioners.base import JobState, Provisioner
 from fluksio.provisioners.config import load_provisioners
+from fluksio.provisioners.hosts import HostsProvisioner
 from fluksio.provisioners.plugins import ENTRY_POINT_GROUP, build_plugins
 from fluksio.provisioners.slurm import (
     SlurmProfile,
@@ -113,9 +114,11 @@ def test_a_broken_plugin_is_reported_by_name_and_left_out() -> None:
 
 
 def test_the_specs_example_file_is_valid_as_written() -> None:
-    [(kind, settings)] = load_provisioners(EXAMPLE, _types())
+    [(kind, settings), (hosts_kind, hosts)] = load_provisioners(EXAMPLE, _types())
     assert kind is SlurmProvisioner and settings.name == "hpc"
     assert [p.name for p in settings.profiles] == ["gpu-small"]
+    assert hosts_kind is HostsProvisioner and hosts.name == "boxes"
+    assert [p.name for p in hosts.profiles] == ["gpu-box-1"]
 
 
 @pytest.mark.parametrize(
@@ -194,6 +197,10 @@ def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
         "  workers reach the engine directly, at wss://fluksio.example.com/api/v1/workers/attach\n"
         "  gpu-small: cpus=8 gpus=1 ram_mb=65536 labels=gpu max_workers=4 parallel=2"
         " walltime=14400s\n"
+        "boxes (ssh):\n"
+        "  workers reach the engine directly, at wss://fluksio.example.com/api/v1/workers/attach\n"
+        "  gpu-box-1: cpus=16 gpus=2 ram_mb=65536 labels=gpu max_workers=1 parallel=16"
+        " walltime=none\n"
     )
     (tmp_path / "routed").mkdir()
     routed = _write(

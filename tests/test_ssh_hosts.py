@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import fluksio
 from tests.support.engine import (
     EngineProcess,
     attach_url_on,
@@ -112,6 +113,12 @@ def test_a_call_starts_a_worker_on_the_host_which_runs_it_and_leaves_nothing_whe
         return listed.stdout.strip()
 
     wait_for(lambda: not kept(), timeout=30, what="the host's files of it removed")
+    checked = fluksio("provisioners", "check", "--ssh", "--data-dir", str(engine.data_dir))
+    assert checked.returncode == 0, checked.stderr
+    said = [line.strip() for line in checked.stdout.splitlines()]
+    at = said.index("boxes: access works")
+    assert said[at + 1 : at + 3] == ["box:", "transport: asyncssh"], said
+    assert f"connects to: {slurm.login_with_port}" in said, said
 
 
 def _ancestors(pid: int) -> list[int]:

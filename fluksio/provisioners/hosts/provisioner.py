@@ -28,6 +28,7 @@ def _program(name: str) -> str:
 
 _POLL, _FIND, _STOP = (_program(f"{n}.sh") for n in ("poll", "find", "stop"))
 _START = DELIVER + _program("start.sh")
+_WITH_BASH = 'shell=$(command -v bash || echo sh); exec "$shell" -c "$1" fluksio-check "$2"'
 
 
 class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
@@ -138,8 +139,10 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
                 route = await self.shell_of(profile.name).describe()
             except TransportError as exc:
                 raise ProvisionError(f"{profile.name}: {exc.detail}") from None
-            done = await self._run(profile.name, ["sh", "-c", "command -v -- \"$1\"", "x",
-                                                  self.settings.worker_command])  # fmt: skip
+            # After its prerun lines, as its worker would be started (bash where there is).
+            found = "\n".join([*profile.prerun, 'command -v -- "$1"'])
+            argv = ["sh", "-c", _WITH_BASH, "fluksio-check", found, self.settings.worker_command]
+            done = await self._run(profile.name, argv)
             if not done.ok:
                 raise ProvisionError(
                     f"{profile.name}: {self.settings.worker_command} is not found there"
