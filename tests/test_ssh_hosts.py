@@ -174,3 +174,28 @@ def test_the_smallest_host_that_can_start_one_is_chosen_and_a_host_that_refuses_
     ]
     ran_on = {nodes_of(wait_run(engine, admin, r, timeout=90))["n"]["ran_on"] for r in runs}
     assert ran_on == {"boxes-small", "boxes-big"}
+
+
+def test_a_worker_that_never_attaches_is_stopped_at_the_provision_timeout(
+    boxes: Any, slurm: LocalSlurm
+) -> None:
+    # Its engine_url names a port nothing listens on: the worker runs, retrying, and never
+    # attaches; the provision timeout stops it on its host.
+    nowhere = attach_url_on(free_port())
+    engine, admin = boxes(
+        engine_url=nowhere, provision_timeout_s=4, retry_base_s=300, max_idle_s=120
+    )
+    run_flow(engine, admin, "box", [{"id": "n", "worker": "box", "code": NODE}])
+    ((_pid, request),) = wait_for(host_workers, timeout=30, what="a worker on the host").items()
+    wait_for(lambda: not host_workers(), timeout=30, what="the worker stopped at the timeout")
+
+    def last_error() -> str | None:
+        view = engine.client(admin).request("GET", "/workers/resources").body
+        (profile,) = view["provisioners"][0]["profiles"]
+        return profile["last_error"]["message"] if profile["last_error"] else None
+
+    said = wait_for(last_error, timeout=30, what="the profile's last error")
+    # The timeout's own sentence, or (a poll under way as it was stopped) its end's.
+    assert "did not attach within 4 s" in said or "before its worker attached" in said, said
+    listed = slurm.ssh("sh", "-c", f"ls ~/.fluksio/hosts/{request}.* ~/.fluksio/tokens/{request}")
+    assert listed.stdout == "", "nothing of it is left on the host"
