@@ -20,7 +20,12 @@ from fluksio.engine.provisioning import Configured
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
 from tests.support.engine import start_engine
-from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.inprocess import (
+    ClientFactory,
+    InProcessEngine,
+    ScriptedWorker,
+    start_in_process,
+)
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, node_of, nodes_of, run_flow, wait_run
 from tests.support.scripted import Scripted, scripted_settings
@@ -39,6 +44,15 @@ async def _engine(
     return api, clock
 
 
+async def _busy_relayed_worker(api: InProcessEngine) -> tuple[str, ScriptedWorker, str, str]:
+    """A relayed worker running a call: its token, its socket, the run's and call's ids."""
+    token = await api.mint("box", ["cpu"])
+    worker = await api.attach(token, name="box", labels=["cpu"], relayed=True)
+    run = await api.start_run("cpu")
+    call = (await worker.next_call())["call_id"]
+    return token, worker, str(run["id"]), str(call)
+
+
 async def _places(api: InProcessEngine) -> dict[str, str]:
     places = (await api.request("GET", "/workers/resources")).body["places"]
     return {p["name"]: p["id"] for p in places if p["name"] != "engine"}
@@ -48,15 +62,12 @@ async def test_a_relayed_worker_that_comes_back_finishes_its_call_as_the_same_wo
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api, clock = await _engine(aiohttp_client, tmp_path)
-    token = await api.mint("box", ["cpu"])
-    worker = await api.attach(token, name="box", labels=["cpu"], relayed=True)
+    token, worker, run_id, call = await _busy_relayed_worker(api)
     before = await _places(api)
-    run = await api.start_run("cpu")
-    call = (await worker.next_call())["call_id"]
     await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
     await worker.close()  # the relay's SSH connection dropped
     clock.advance(30)
-    assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running", "held, not failed"
+    assert nodes_of(await api.run(run_id))["n"]["state"] == "running", "held, not failed"
     # Meanwhile nothing new goes to it.
     other = await api.start_run("cpu")
     assert other["state"] == "queued"
@@ -64,7 +75,7 @@ async def test_a_relayed_worker_that_comes_back_finishes_its_call_as_the_same_wo
     assert back.greeting["op"] == "welcome"
     assert await _places(api) == before, "the same worker, not a new one"
     await back.answer(call, 7)
-    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    node = nodes_of(await api.wait_run(run_id, timeout=10))["n"]
     assert (node["state"], node["result"], node["ran_on"]) == ("succeeded", 7, "box")
     # It answers again: the queued run comes to it.
     second = await back.next_call()
@@ -76,11 +87,7 @@ async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api, clock = await _engine(aiohttp_client, tmp_path)
-    worker = await api.attach(
-        await api.mint("box", ["cpu"]), name="box", labels=["cpu"], relayed=True
-    )
-    run = await api.start_run("cpu")
-    call = (await worker.next_call())["call_id"]
+    _token, worker, run_id, call = await _busy_relayed_worker(api)
     session = api.app[appkeys.WORKERS].attached()[0]
     heard = session.heard
     await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
@@ -88,9 +95,9 @@ async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
     await worker.close()
     await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
     clock.advance(89)
-    assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running"
+    assert nodes_of(await api.run(run_id))["n"]["state"] == "running"
     clock.advance(2)
-    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    node = nodes_of(await api.wait_run(run_id, timeout=10))["n"]
     assert node["error"]["type"] == "WorkerGone"
     assert node["error"]["message"] == (
         "no message from the worker for 90 s while it was executing; its calls failed as gone"
@@ -105,15 +112,12 @@ async def test_what_a_returning_worker_no_longer_holds_fails_and_what_it_should_
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api, _clock = await _engine(aiohttp_client, tmp_path)
-    token = await api.mint("box", ["cpu"])
-    worker = await api.attach(token, name="box", labels=["cpu"], relayed=True)
-    run = await api.start_run("cpu")
-    call = (await worker.next_call())["call_id"]
+    token, worker, run_id, call = await _busy_relayed_worker(api)
     await worker.close()
     session = api.app[appkeys.WORKERS].attached()[0]
     await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
     back = await api.attach(token, name="box", labels=["cpu"], relayed=True, resume=["c-unknown"])
-    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
+    node = nodes_of(await api.wait_run(run_id, timeout=10))["n"]
     assert node["error"]["message"] == "worker went away mid-call, and came back without the call"
     assert call not in back.cancelled
     await async_wait_for(lambda: back.cancelled == ["c-unknown"], timeout=5, what="the cancel")
