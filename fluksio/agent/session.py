@@ -384,17 +384,16 @@ class Agent:
     def _after_drop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         """Keep the calls if only the relay dropped (no close from the engine), else stop
         them (the engine has failed them)."""
-        relayed = self.config.route is not None
+        route = self.config.route
         dropped = ws.close_code in (None, aiohttp.WSCloseCode.ABNORMAL_CLOSURE)
-        if not (relayed and dropped and (self._calls or self._held)):
+        if route is None or not dropped or not (self._calls or self._held):
             self._abandon_calls()
             return
         if self._away is None:
-            route = self.config.route
             log.warning(
                 "the connection through %s:%s dropped: keeping %d call(s) for up to %g s",
-                route.to_host if route else "",
-                route.to_port if route else "",
+                route.to_host,
+                route.to_port,
                 len(self._calls),
                 self.config.gone_s,
             )

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -201,7 +200,7 @@ class LoginRoute:
             rest = min(rest * 2, MAX_REST_S)
 
     async def _wait_for_login(self) -> None:
-        shell: Any = self._shell
+        shell = self._shell
         if not isinstance(shell, SharedLogin):
             return
         while await shell.login_needed():

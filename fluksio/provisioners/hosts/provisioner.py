@@ -82,7 +82,7 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
         if not done.ok or len(words) != 2 or not words[0].isdigit():
             raise ProvisionError(f"{profile.name} did not start a worker: {done.error_text()}")
         started = job_id(profile.name, int(words[0]))
-        self._running({started})
+        self._kept_workers({started})
         return Submission(job_id=started, profile=profile.name)
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
@@ -100,7 +100,7 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
             for polled in parse_poll(done.stdout):
                 statuses[job_id(host, polled.pid)] = polled.status
         alive = {job for job, status in statuses.items() if status.native == "RUNNING"}
-        self._running(alive, ended=set(statuses) - alive)
+        self._kept_workers(alive, ended=set(statuses) - alive)
         return statuses
 
     async def find(self, request_ids: Iterable[str]) -> Mapping[str, str]:
@@ -114,7 +114,7 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
                 for request, pid in parse_find(done.stdout).items():
                     if request in wanted:
                         found[request] = job_id(host, pid)
-        self._running(set(found.values()))
+        self._kept_workers(set(found.values()))
         return found
 
     async def cancel(self, job_id: str | None, *, request_id: str) -> None:
@@ -124,7 +124,7 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
         for host in hosts:
             await self._stop(host, request_id, parsed[1] if parsed else None)
         if job_id:
-            self._running(set(), ended={job_id})
+            self._kept_workers(set(), ended={job_id})
 
     async def _stop(self, host: str, request_id: str, pid: int | None) -> None:
         argv = ["sh", "-c", _STOP, "fluksio-stop", request_id, str(pid or "")]
@@ -154,17 +154,17 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
     async def close(self) -> None:
         # Workers started here stop with the engine (a SIGKILLed engine's are adopted by
         # the next): nothing else would ever stop them.
-        running = sorted(self._running(set()))
+        running = sorted(self._kept_workers(set()))
         for started in running:
             parsed = split_job_id(started)
             if parsed is not None:
                 with contextlib.suppress(ProvisionError):
                     await self._stop(parsed[0], "", parsed[1])
-                    self._running(set(), ended={started})
+                    self._kept_workers(set(), ended={started})
         shells, self._shells = list(self._shells.values()), {}
         await asyncio.gather(*(shell.close() for shell in shells), return_exceptions=True)
 
-    def _running(
+    def _kept_workers(
         self, started: set[str], *, ended: frozenset[str] | set[str] = frozenset()
     ) -> set[str]:
         """The workers not known to have ended, after adding ``started`` and dropping

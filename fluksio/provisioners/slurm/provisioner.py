@@ -61,8 +61,6 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         self._given_shell = shell
         self._opened_shell: RemoteShell | None = None
         self._route: LoginRoute | None = None
-        self._live_jobs: set[str] = set()
-        """Jobs not known to have ended: the login route is kept while there are any."""
         self._submitting = 0
 
     @property
@@ -101,7 +99,6 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             submission = await self._submit(profile, request_id=request_id, token=token)
         finally:
             self._submitting -= 1
-        self._live_jobs.add(submission.job_id)
         return submission
 
     async def _submit(self, profile: SlurmProfile, *, request_id: str, token: str) -> Submission:
@@ -131,8 +128,8 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             return {}
         queue = await self._queue()
         statuses = {job_id: job.status for job_id, job in queue.items() if job_id in wanted}
-        await self._jobs_alive(
-            job_id for job_id, status in statuses.items() if status.state not in TERMINAL_STATES
+        await self._keep_route(
+            any(status.state not in TERMINAL_STATES for status in statuses.values())
         )
         return statuses
 
@@ -141,11 +138,6 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         if not wanted:
             return {}
         queue = await self._queue()
-        self._live_jobs.update(
-            job_id
-            for job_id, job in queue.items()
-            if job.request_id in wanted and job.status.state not in TERMINAL_STATES
-        )
         # One job per mark: a submission is never sent twice.
         return {
             job.request_id: job_id
@@ -232,12 +224,12 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
         if self.on_path_change is not None:
             self.on_path_change()
 
-    async def _jobs_alive(self, alive: Iterable[str]) -> None:
-        """Keep the login route while any job may still run; take it down after the last."""
-        self._live_jobs = set(alive)
+    async def _keep_route(self, jobs_alive: bool) -> None:
+        """Keep the login route while any job may still run (a poll answers for all of
+        them); take it down after the last, unless a submission is under way."""
         if self.settings.route != "login":
             return
-        if self._live_jobs:
+        if jobs_alive:
             (await self._login_route()).keep()
         elif self._route is not None and not self._submitting:
             await self._route.stop()
