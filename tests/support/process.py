@@ -8,12 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+def parent_of(pid: int) -> int:
+    """The parent of a running process, from ``/proc`` (its name may hold ")")."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting for its parent counts as dead)."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    # ESRCH: it ended between opening its stat and reading it (seen on a loaded machine).
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
