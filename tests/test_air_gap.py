@@ -25,10 +25,10 @@ from tests.support.certs import CertificateAuthority
 from tests.support.engine import BIN, EngineProcess, start_engine, write_provisioners
 from tests.support.netns import AirGap, air_gap
 from tests.support.proxy import PausableProxy
+from tests.support.relay import relay_pids
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
-from tests.test_login_route import relay_pids
 
 pytestmark = pytest.mark.contract
 

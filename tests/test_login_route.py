@@ -14,15 +14,17 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
 from fluksio.clock import SYSTEM_CLOCK
-from fluksio.provisioners.login_route import RELAY_MARK, LoginRoute, RouteDown, relay_argv
+from fluksio.provisioners.login_route import LoginRoute, RouteDown, relay_argv
 from fluksio.ssh.shell import Forwarding
+from tests.support.process import parent_of
+from tests.support.relay import relay_pids
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport
 from tests.support.wait import wait_for
@@ -79,8 +81,10 @@ def start_relay(
 
 
 @contextlib.contextmanager
-def relay_process(upstream: int, **options: float) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    relay = start_relay(upstream, **options)  # type: ignore[arg-type]
+def relay_process(
+    upstream: int, *, max_connections: int = 8, silence_s: float = 20
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    relay = start_relay(upstream, max_connections=max_connections, silence_s=silence_s)
     try:
         assert relay.stdout is not None
         words = relay.stdout.readline().split()
@@ -135,11 +139,12 @@ async def test_the_relay_carries_bytes_both_ways_and_refuses_past_its_bound() ->
             assert await round_trip(port, b"again") == b"again"
 
 
-async def _eventually(attempt: object, timeout: float = 20) -> bytes:
+async def _eventually(attempt: Callable[[], Awaitable[bytes]], timeout: float = 20) -> bytes:
+    """``attempt``'s answer once it connects (a relay coming back), within ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return await attempt()  # type: ignore[operator,no-any-return]
+            return await attempt()
         except (OSError, asyncio.IncompleteReadError):
             if time.monotonic() > deadline:
                 raise
@@ -186,22 +191,6 @@ async def test_a_new_relay_waits_for_the_port_a_dying_one_still_holds() -> None:
 @pytest.fixture(scope="module")
 def slurm() -> LocalSlurm:
     return local_slurm()
-
-
-def relay_pids(label: str) -> list[int]:
-    """This machine's (the login node's) relays for ``label``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-                if RELAY_MARK.encode() in argv and label.encode() in argv:
-                    found.append(int(entry.name))
-    return found
-
-
-def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 @both_transports

@@ -24,6 +24,7 @@ from tests.support.engine import (
     start_engine,
     write_provisioners,
 )
+from tests.support.process import parent_of
 from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
@@ -125,7 +126,7 @@ def _ancestors(pid: int) -> list[int]:
     found = []
     with contextlib.suppress(OSError, ValueError):
         while pid > 1:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            pid = parent_of(pid)
             found.append(pid)
     return found
 
