@@ -193,6 +193,7 @@ def slurm() -> LocalSlurm:
     return local_slurm()
 
 
+@pytest.mark.contract
 @both_transports
 async def test_the_path_carries_connections_comes_back_on_its_port_and_leaves_nothing(
     slurm: LocalSlurm, tmp_path: Path, kind: str
@@ -232,6 +233,7 @@ async def test_the_path_carries_connections_comes_back_on_its_port_and_leaves_no
         assert _closed(port)
 
 
+@pytest.mark.contract
 async def test_a_path_that_cannot_be_built_says_why(slurm: LocalSlurm, tmp_path: Path) -> None:
     shell = make_transport(
         "asyncssh", slurm.login_with_port, str(tmp_path / "no-such-key"),

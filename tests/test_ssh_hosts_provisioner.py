@@ -3,17 +3,24 @@ how it reads each answer, what it keeps. ``tests/test_ssh_hosts.py`` runs it for
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fluksio.engine.provisioning import Configured
 from fluksio.errors import ConfigError
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.hosts import HostsProvisioner, HostsSettings
 from fluksio.provisioners.plugins import build_plugins
+from fluksio.ssh.shell import Completed
+from tests.support.clock import ManualClock
+from tests.support.inprocess import ClientFactory, start_in_process
 from tests.support.scripted_shell import ScriptedShell
+from tests.support.wait import poll_async
 
 ENTRY: dict[str, Any] = {
     "type": "ssh",
@@ -105,3 +112,57 @@ async def test_a_restarted_engine_finds_its_workers_and_stops_them_when_it_stops
     await again.close()
     assert shell.sent[1][0][3:] == ("fluksio-stop", "", "4242")
     assert (tmp_path / "state" / "workers").read_text() == ""
+
+
+class HeldShell(ScriptedShell):
+    """A host's shell whose first command (the start) answers only once released."""
+
+    def __init__(self, *replies: tuple[int, str, str]) -> None:
+        super().__init__(*replies)
+        self.release = asyncio.Event()
+
+    async def run(
+        self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+    ) -> Completed:
+        if not self.sent:
+            self.sent.append((tuple(argv), stdin))
+            await self.release.wait()
+            self.sent.pop()
+        return await super().run(argv, stdin, once=once)
+
+
+async def test_a_waiting_call_names_the_host_its_worker_starts_on(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # The start, then the stop at the engine's shutdown.
+    shell = HeldShell((0, "4242 987654\n", ""), (0, "", ""), (0, "", ""))
+    hosts = HostsProvisioner(HostsSettings.model_validate(ENTRY), {"cpu-box": shell})
+    api = await start_in_process(
+        aiohttp_client,
+        tmp_path / "data",
+        provisioners=Configured(build_plugins(), [hosts]),
+        clock=ManualClock(),
+    )
+    await api.put_flow(
+        "cpu", [{"id": "n", "code": "def process():\n    return 1\n", "worker": "cpu"}]
+    )
+    await api.start_run("cpu")
+
+    def said(expected: str) -> Callable[[], Awaitable[bool]]:
+        async def reason() -> bool:
+            queued = (await api.request("GET", "/workers/resources")).body["queued"]
+            return bool(queued) and queued[0]["reason"] == expected
+
+        return reason
+
+    await poll_async(
+        said("provisioning boxes/cpu-box, starting a worker on cpu-box"),
+        timeout=5,
+        what="the host named while its worker starts",
+    )
+    shell.release.set()
+    await poll_async(
+        said("provisioning boxes/cpu-box, worker cpu-box:4242 submitted"),
+        timeout=5,
+        what="the started worker named by host and pid",
+    )

@@ -247,6 +247,13 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         default; a subclass may read it from the profile's own options."""
         return profile.walltime_s
 
+    def starting(self, profile: ProfileT) -> str:
+        """How a request of ``profile`` under way is said on the calls waiting for it, until
+        the outside system names a state: ``"submitting a Slurm job"`` by default (from
+        :attr:`job_noun`); the SSH hosts provisioner says ``"starting a worker on
+        gpu-box-2"``."""
+        return f"submitting a {self.job_noun}"
+
     def reach(self) -> str:
         """How its workers reach the engine, as ``provisioners check`` says it."""
         return f"directly, at {self.settings.engine_url}"

@@ -133,6 +133,7 @@ class ProvisioningDriver:
                     provisioner=p.name,
                     type_name=p.type_name,
                     job_noun=p.job_noun,
+                    starting=p.starting(profile),
                     settings=p.settings,
                     profile=profile,
                     walltime_s=p.walltime_s(profile),

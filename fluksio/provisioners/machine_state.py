@@ -174,6 +174,7 @@ def _provisioning(entry: ProfileEntry) -> Provisioning:
     request = entry.outstanding
     return Provisioning(
         noun=entry.rule.job_noun,
+        starting=entry.rule.starting,
         stage=request.stage if request is not None else None,
         job_id=request.job_id if request is not None else None,
         status=_status_text(entry, request),

@@ -45,6 +45,8 @@ class ProfileRule:
     settings: ProvisionerSettings[Any]
     profile: ProfileSettings
     walltime_s: float | None
+    starting: str = "submitting a job"
+    """The provisioner's words for a request under way (:meth:`Provisioner.starting`)."""
 
     @property
     def key(self) -> str:

@@ -147,6 +147,9 @@ class Provisioning:
     path_down: str | None = None
     """While the provisioner's workers cannot reach the engine (its login route is down):
     why, in one sentence."""
+    starting: str = "submitting a job"
+    """How the provisioner says a request is under way before its system names a state:
+    ``"submitting a Slurm job"``, ``"starting a worker on gpu-box-2"``."""
 
     @property
     def outstanding(self) -> bool:

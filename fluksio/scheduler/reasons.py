@@ -212,7 +212,7 @@ def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
         # Whatever its jobs do, no worker of theirs can attach until the path is back.
         said = state.path_down
     elif state.stage is RequestStage.SUBMITTING:
-        said = f"submitting a {noun}" + (f": {state.status}" if state.status else "")
+        said = state.starting + (f": {state.status}" if state.status else "")
     elif state.stage is RequestStage.STARTED:
         said = f"{noun} {job} {state.status or 'submitted'}, waiting for its worker to attach"
     elif state.stage is not None:

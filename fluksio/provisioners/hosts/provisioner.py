@@ -52,6 +52,9 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
         a stopping engine stops. Kept in :attr:`state_dir` too, so an engine that was
         killed stops at its own shutdown what it adopted, polled or not."""
 
+    def starting(self, profile: HostProfile) -> str:
+        return f"starting a worker on {profile.name}"
+
     def shell_of(self, host: str) -> RemoteShell:
         """The host's shell, opened on first use (its shared connection under
         :attr:`state_dir`)."""
