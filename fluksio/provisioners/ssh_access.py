@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
@@ -19,15 +21,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fluksio.provisioners.base import ProvisionError
 from fluksio.ssh import OpenSSHTransport, SSHTransport, open_transport
-from fluksio.ssh.shell import Transport
+from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
 
 __all__ = [
     "DELIVER",
     "LOGIN_PATTERN",
+    "Delivery",
     "SSHAccess",
     "ca_file",
     "ca_line",
+    "delivering",
     "no_control",
+    "run_remote",
     "token_file",
     "token_lines",
 ]
@@ -137,3 +142,49 @@ def token_lines(access: SSHAccess, provisioner: str, request_id: str) -> list[st
     if access.ca_file is not None:
         lines.append(f'export FLUKSIO_WORKER_CA_FILE="$HOME"/{shlex.quote(ca_file(provisioner))}')
     return lines
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A remote command that stores a worker's token (and the engine's CA) first, then runs
+    a program: what to run, and what to send it on stdin."""
+
+    argv: list[str]
+    stdin: str
+
+
+def delivering(
+    access: SSHAccess,
+    provisioner: str,
+    *,
+    request_id: str,
+    token: str,
+    program: str,
+    name: str,
+    args: Sequence[str] = (),
+    then: str = "",
+) -> Delivery:
+    """``program`` (shell text) run after ``deliver.sh`` has written the request's token
+    file (and the CA file), as ``sh -c ... NAME TOKEN_FILE CA_FILE ARGS...``; ``then`` is
+    what the program reads on stdin after them (a job script). The token travels on stdin
+    only."""
+    carried, ca_path = f"{token}\n", ""
+    if access.ca_file is not None:
+        carried += f"{ca_line(access.ca_file)}\n"
+        ca_path = ca_file(provisioner)
+    argv = ["sh", "-c", DELIVER + program, name, token_file(request_id), ca_path, *args]
+    return Delivery(argv, carried + then)
+
+
+async def run_remote(
+    shell: RemoteShell, argv: Sequence[str], stdin: str | None = None, *, once: bool = False
+) -> Completed:
+    """Run a command on ``shell``; SSH's failure becomes the :class:`ProvisionError` the
+    engine reads (``uncertain`` when it may have run, ``login_needed`` when a person must
+    log in first)."""
+    try:
+        return await shell.run(argv, stdin, once=once)
+    except TransportError as exc:
+        raise ProvisionError(
+            exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
+        ) from None

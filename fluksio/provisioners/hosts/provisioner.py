@@ -16,7 +16,7 @@ from fluksio.provisioners.hosts.script import (
     split_job_id,
 )
 from fluksio.provisioners.hosts.settings import HostProfile, HostsSettings
-from fluksio.provisioners.ssh_access import DELIVER, ca_file, ca_line, token_file
+from fluksio.provisioners.ssh_access import delivering, run_remote
 from fluksio.ssh.shell import Completed, RemoteShell, TransportError
 
 __all__ = ["HostsProvisioner"]
@@ -26,8 +26,7 @@ def _program(name: str) -> str:
     return (files(__package__) / name).read_text(encoding="utf-8")
 
 
-_POLL, _FIND, _STOP = (_program(f"{n}.sh") for n in ("poll", "find", "stop"))
-_START = DELIVER + _program("start.sh")
+_START, _POLL, _FIND, _STOP = (_program(f"{n}.sh") for n in ("start", "poll", "find", "stop"))
 _WITH_BASH = 'shell=$(command -v bash || echo sh); exec "$shell" -c "$1" fluksio-check "$2"'
 
 
@@ -74,13 +73,12 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
         return render_script(self.settings, profile, request_id=request_id)
 
     async def submit(self, profile: HostProfile, *, request_id: str, token: str) -> Submission:
-        carried, ca_path = f"{token}\n", ""
-        if self.settings.ca_file is not None:
-            carried += f"{ca_line(self.settings.ca_file)}\n"
-            ca_path = ca_file(self.name)
         script = self.render(profile, request_id=request_id)
-        argv = ["sh", "-c", _START, "fluksio-start", token_file(request_id), ca_path, request_id]
-        done = await self._run(profile.name, argv, carried + script, once=True)
+        delivery = delivering(
+            self.settings, self.name, request_id=request_id, token=token, program=_START,
+            name="fluksio-start", args=[request_id], then=script,
+        )  # fmt: skip
+        done = await self._run(profile.name, delivery.argv, delivery.stdin, once=True)
         words = done.stdout.split()
         if not done.ok or len(words) != 2 or not words[0].isdigit():
             raise ProvisionError(f"{profile.name} did not start a worker: {done.error_text()}")
@@ -188,9 +186,4 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
     async def _run(
         self, host: str, argv: list[str], stdin: str | None = None, *, once: bool = False
     ) -> Completed:
-        try:
-            return await self.shell_of(host).run(argv, stdin, once=once)
-        except TransportError as exc:
-            raise ProvisionError(
-                exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
-            ) from None
+        return await run_remote(self.shell_of(host), argv, stdin, once=once)

@@ -18,21 +18,20 @@ from fluksio.provisioners.slurm.options import missing_partitions
 from fluksio.provisioners.slurm.script import (
     SQUEUE_FORMAT,
     QueuedJob,
-    ca_file,
     parse_sbatch_parsable,
     parse_squeue,
     render_script,
     token_file,
 )
 from fluksio.provisioners.slurm.settings import SlurmProfile, SlurmSettings
-from fluksio.provisioners.ssh_access import DELIVER, ca_line
+from fluksio.provisioners.ssh_access import delivering, run_remote
 from fluksio.ssh import parse_login
 from fluksio.ssh.shell import Completed, Forwarding, RemoteShell, TransportError
 
 __all__ = ["SlurmProvisioner"]
 
 # The two programs that run on the login node, kept as the shell scripts they are.
-_SUBMIT = DELIVER + (files(__package__) / "submit.sh").read_text(encoding="utf-8")
+_SUBMIT = (files(__package__) / "submit.sh").read_text(encoding="utf-8")
 _CANCEL = (files(__package__) / "cancel.sh").read_text(encoding="utf-8")
 # The login node's python3 and this provisioner's relays (``ps``: pid, seconds, argv).
 _ROUTE_CHECK = (
@@ -107,12 +106,11 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
             host, port = await self._route_address()
             connect_to = f"{host}:{port}"
         script = render_script(self.settings, profile, request_id=request_id, connect_to=connect_to)
-        carried, ca_path = f"{token}\n", ""
-        if self.settings.ca_file is not None:
-            carried += f"{ca_line(self.settings.ca_file)}\n"
-            ca_path = ca_file(self.name)
-        argv = ["sh", "-c", _SUBMIT, "fluksio-submit", token_file(request_id), ca_path]
-        done = await self._run(argv, stdin=carried + script, once=True)
+        delivery = delivering(
+            self.settings, self.name, request_id=request_id, token=token,
+            program=_SUBMIT, name="fluksio-submit", then=script,
+        )  # fmt: skip
+        done = await self._run(delivery.argv, stdin=delivery.stdin, once=True)
         if not done.ok:
             said = done.error_text().replace("sbatch: error: ", "")
             raise ProvisionError(f"sbatch refused the job: {said}")
@@ -266,9 +264,4 @@ class SlurmProvisioner(Provisioner[SlurmSettings, SlurmProfile]):
     async def _run(
         self, argv: list[str], stdin: str | None = None, *, once: bool = False
     ) -> Completed:
-        try:
-            return await self.shell.run(argv, stdin, once=once)
-        except TransportError as exc:
-            raise ProvisionError(
-                exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
-            ) from None
+        return await run_remote(self.shell, argv, stdin, once=once)
