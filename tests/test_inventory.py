@@ -45,6 +45,12 @@ def test_a_job_with_mem_per_cpu_advertises_that_times_its_cores(tmp_path: Path) 
     assert per_node.ram_mb == 5000, "a per-node figure is what the job was given"
 
 
+def test_a_grid_engine_job_advertises_its_slots_as_cores(tmp_path: Path) -> None:
+    paths = _machine(tmp_path, "0::/\n", {})
+    assert detect_inventory(environ={"NSLOTS": "3", "JOB_ID": "12"}, **paths).cpus == 3
+    assert detect_inventory(environ={"NSLOTS": "3"}, cpus=8, **paths).cpus == 8, "--cpus wins"
+
+
 def test_a_cgroup_v2_limit_on_an_ancestor_caps_the_memory(tmp_path: Path) -> None:
     paths = _machine(
         tmp_path,

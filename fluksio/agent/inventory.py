@@ -99,14 +99,16 @@ def detect_inventory(
 ) -> Inventory:
     """The job's allocation if any, else the host's; explicit values override both.
 
-    Memory: ``SLURM_MEM_PER_NODE``, else ``SLURM_MEM_PER_CPU`` times the job's cores,
+    Cores: ``SLURM_CPUS_ON_NODE``, else Grid Engine's ``NSLOTS``, else the CPUs this process
+    may run on. Memory: ``SLURM_MEM_PER_NODE``, else ``SLURM_MEM_PER_CPU`` times the job's cores,
     else the host's; never more than the control group's memory limit, where one is set
     (a job's cgroup, a container). GPUs: ``SLURM_GPUS_ON_NODE``, else ``SLURM_JOB_GPUS``
     (a list), else ``FLUKSIO_WORKER_GPUS`` (a count or a list), else NVIDIA device nodes
     counted.
     """
     env = os.environ if environ is None else environ
-    detected_cpus = _int(env.get("SLURM_CPUS_ON_NODE"))
+    # A Slurm job's cores on this node, or a Grid Engine job's slots.
+    detected_cpus = _int(env.get("SLURM_CPUS_ON_NODE")) or _int(env.get("NSLOTS"))
     if detected_cpus is None:
         affinity = getattr(os, "sched_getaffinity", None)
         detected_cpus = len(affinity(0)) if affinity else os.cpu_count()
