@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR := .fluksio-run
 
-.PHONY: install run test test-fast lint typecheck clean slurm-up slurm-down slurm-for-tests browser-for-tests nginx-for-tests \
+.PHONY: install run test test-fast lint typecheck clean slurm-up slurm-down slurm-for-tests \
+	gridengine-up gridengine-down gridengine-for-tests browser-for-tests nginx-for-tests \
 	prometheus-for-tests
 
 install: $(STAMP)
@@ -14,12 +15,14 @@ install: $(STAMP)
 # Reinstalls only when the packaging changes; the installs are editable, so source edits
 # need nothing. Both distributions go in one pip call so the engine's pin on
 # fluksio-worker==0.2.0 is met by this checkout, never by PyPI.
-# The example plugin is installed like any third party's, so the tests discover it by its
-# entry point.
-$(STAMP): pyproject.toml packaging/fluksio-worker/pyproject.toml plugins/local/pyproject.toml Makefile
+# The plugins (the example and Grid Engine) are installed like any third party's, so the
+# tests discover them by their entry points.
+$(STAMP): pyproject.toml packaging/fluksio-worker/pyproject.toml plugins/local/pyproject.toml \
+		plugins/gridengine/pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ./packaging/fluksio-worker -e '.[dev]' -e ./plugins/local
+	$(BIN)/python -m pip install --quiet -e ./packaging/fluksio-worker -e '.[dev]' -e ./plugins/local \
+		-e ./plugins/gridengine
 	touch $(STAMP)
 
 run: install
@@ -30,9 +33,9 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy fluksio tests bench plugins/local/fluksio_local
+	$(BIN)/mypy fluksio tests bench plugins/local/fluksio_local plugins/gridengine/fluksio_gridengine
 
-test: install lint typecheck slurm-for-tests browser-for-tests nginx-for-tests prometheus-for-tests
+test: install lint typecheck slurm-for-tests gridengine-for-tests browser-for-tests nginx-for-tests prometheus-for-tests
 	$(BIN)/python -m pytest
 
 # The engine's logic in about a minute: lint, types and every unmarked test, in the test's
@@ -78,6 +81,19 @@ slurm-for-tests:
 	@if [ "$$(id -u)" = 0 ]; then bash scripts/slurm-up.sh >/dev/null; \
 	else echo "not root: the Slurm tests will skip (and fail under CI=true)"; fi
 
+# A one-host Grid Engine cell for the Grid Engine plugin's tests (scripts/gridengine-up.sh);
+# its jobs are submitted through slurm-up's login node, so that comes first.
+gridengine-up: slurm-up
+	bash scripts/gridengine-up.sh
+
+gridengine-down:
+	bash scripts/gridengine-down.sh
+
+gridengine-for-tests: slurm-for-tests
+	@if [ "$$(id -u)" = 0 ]; then bash scripts/gridengine-up.sh >/dev/null; \
+	else echo "not root: the Grid Engine tests will skip (and fail under CI=true)"; fi
+
 clean:
 	rm -rf $(VENV) $(RUN_DIR) build *.egg-info packaging/fluksio-worker/build packaging/fluksio-worker/*.egg-info \
-		plugins/local/build plugins/local/*.egg-info
+		plugins/local/build plugins/local/*.egg-info plugins/gridengine/build \
+		plugins/gridengine/*.egg-info

@@ -74,7 +74,7 @@ def _settings(
     }
 
 
-async def _median_ms(repeat: int, work: Callable[[], Awaitable[object]]) -> float:
+async def median_ms(repeat: int, work: Callable[[], Awaitable[object]]) -> float:
     samples = []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -91,13 +91,13 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
     await transport.run(["true"])  # both connections open before anything is timed
     await provisioner.check()
     results: dict[str, float] = {}
-    results["ssh true (floor)"] = await _median_ms(repeat, lambda: transport.run(["true"]))
+    results["ssh true (floor)"] = await median_ms(repeat, lambda: transport.run(["true"]))
     jobs = {
         (await provisioner.submit(profile, request_id=f"bench{i}", token="x")).job_id: f"bench{i}"
         for i in range(20)
     }
     try:
-        results["poll 20 jobs: one squeue (ours)"] = await _median_ms(
+        results["poll 20 jobs: one squeue (ours)"] = await median_ms(
             repeat, lambda: provisioner.poll(jobs)
         )
 
@@ -105,7 +105,7 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
             for job in jobs:
                 await transport.run(["squeue", "-h", "-j", job, "-o", "%T"])
 
-        results["poll 20 jobs: squeue -j per job"] = await _median_ms(max(1, repeat // 4), per_job)
+        results["poll 20 jobs: squeue -j per job"] = await median_ms(max(1, repeat // 4), per_job)
     finally:
         for job, request_id in jobs.items():
             await provisioner.cancel(job, request_id=request_id)
@@ -118,8 +118,8 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
         done = await transport.run(["sbatch", "--parsable", *HELD, "--wrap", "true"])
         submitted.append(done.stdout.strip())
 
-    results["submit: ours (token file + sbatch)"] = await _median_ms(repeat, ours)
-    results["submit: bare sbatch --wrap (floor)"] = await _median_ms(repeat, bare)
+    results["submit: ours (token file + sbatch)"] = await median_ms(repeat, ours)
+    results["submit: bare sbatch --wrap (floor)"] = await median_ms(repeat, bare)
     for job in submitted:
         await transport.run(["scancel", job])
     await transport.close()

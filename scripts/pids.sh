@@ -1,6 +1,6 @@
-# pids.sh: sourced by slurm-up.sh and slurm-down.sh. A daemon is stopped only by the pid
-# slurm-up.sh recorded for it in $MARKS/NAME.pid ("PID COMM"), and only while that pid
-# still runs COMM: never by name (no pkill/killall).
+# pids.sh: sourced by slurm-up.sh, gridengine-up.sh and their -down scripts. A daemon is
+# stopped only by the pid its -up script recorded in $MARKS/NAME.pid ("PID COMM"), and
+# only while that pid still runs COMM: never by name (no pkill/killall).
 
 # A zombie does not count as alive: PID 1 in a container may reap late, and its
 # /proc/PID/comm still reads the old name.
@@ -8,6 +8,16 @@ alive() {
     [ -n "${1:-}" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] &&
         [ "$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)" != Z ]
 }
+
+# running_from PIDFILE COMM -> prints the pid a daemon wrote, if it still runs COMM.
+running_from() {
+    local pid
+    pid=$(tr -dc '0-9' <"$1" 2>/dev/null) || return 1
+    alive "$pid" "$2" && echo "$pid"
+}
+
+# mark NAME PID COMM: record a daemon this script started, for stop_marked.
+mark() { printf '%s %s\n' "$2" "$3" >"$MARKS/$1.pid"; }
 
 # stop_marked NAME: SIGTERM, 15 s, then SIGKILL; forget the mark.
 stop_marked() {
@@ -18,7 +28,7 @@ stop_marked() {
         kill -TERM "$pid"
         for _ in $(seq 150); do alive "$pid" "$comm" || break; sleep 0.1; done
         alive "$pid" "$comm" && kill -KILL "$pid"
-        printf '[slurm] stopped %s (pid %s)\n' "$1" "$pid" >&2
+        printf '[down] stopped %s (pid %s)\n' "$1" "$pid" >&2
     fi
     rm -f "$MARKS/$1.pid"
 }

@@ -40,17 +40,11 @@ die() { say "error: $*"; exit 1; }
 
 # shellcheck source=scripts/pids.sh
 . "$CHECKOUT/scripts/pids.sh"
-running_from() {  # running_from PIDFILE COMM -> prints the pid if it is alive
-    local pid
-    pid=$(tr -dc '0-9' <"$1" 2>/dev/null) || return 1
-    alive "$pid" "$2" && echo "$pid"
-}
 await_pidfile() {  # await_pidfile PIDFILE COMM -> prints the pid, within 15 s
     local i
     for i in $(seq 150); do running_from "$1" "$2" && return 0; sleep 0.1; done
     return 1
 }
-mark() { printf '%s %s\n' "$2" "$3" >"$MARKS/$1.pid"; }
 
 install -d -m 0755 "$STATE" "$MARKS"
 

@@ -56,9 +56,9 @@ def _example() -> list[dict[str, Any]]:
 def test_the_installed_slurm_plugin_is_discovered_by_entry_point() -> None:
     plugins = build_plugins()
     assert plugins.failures == []
-    # The example plugin from plugins/local is installed in the test environment too.
+    # The plugins under plugins/ (local, gridengine) are installed in the test environment too.
     assert plugins.provisioner_types()["slurm"] is SlurmProvisioner
-    assert sorted(plugins.provisioner_types()) == ["local", "slurm", "ssh"]
+    assert sorted(plugins.provisioner_types()) == ["gridengine", "local", "slurm", "ssh"]
     assert "slurm" in {
         point.name
         for point in __import__("importlib.metadata").metadata.entry_points(group=ENTRY_POINT_GROUP)
@@ -127,7 +127,7 @@ def test_the_specs_example_file_is_valid_as_written() -> None:
         (
             lambda e: e.update(type="kubernetes"),
             "provisioner 'hpc', field type: 'kubernetes' is not an installed provisioner type"
-            " (installed: local, slurm, ssh)",
+            " (installed: gridengine, local, slurm, ssh)",
         ),
         (
             lambda e: e["profiles"][0].update(gpus=-1),

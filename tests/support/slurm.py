@@ -1,4 +1,5 @@
-"""The local Slurm cluster ``make slurm-up`` starts, as a test sees it.
+"""The local Slurm cluster ``make slurm-up`` starts, and the Grid Engine cell ``make
+gridengine-up`` starts beside it, as a test sees them.
 
 ``scripts/slurm-up.sh`` writes what it set up to ``$FLUKSIO_SLURM_STATE/env``. Without it
 the Slurm tests skip on a laptop and fail under ``CI=true``: CI must not skip them.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -112,14 +114,20 @@ class LocalSlurm:
             os.kill(pid, signal.SIGCONT)
 
 
-def local_slurm() -> LocalSlurm:
-    env_file = STATE / "env"
+def _facts(name: str, what: str, make: str) -> dict[str, str]:
+    """The ``KEY=value`` lines a setup script left in ``STATE/name``; without them the test
+    skips, and fails under ``CI=true``."""
+    env_file = STATE / name
     if not env_file.exists():
-        message = f"no local Slurm ({env_file} missing): run `make slurm-up` as root"
+        message = f"no local {what} ({env_file} missing): run `make {make}` as root"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    facts = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+
+
+def local_slurm() -> LocalSlurm:
+    facts = _facts("env", "Slurm", "slurm-up")
     return LocalSlurm(
         login=facts["LOGIN"],
         port=int(facts["PORT"]),
@@ -128,4 +136,36 @@ def local_slurm() -> LocalSlurm:
         worker=facts["WORKER"],
         prerun=facts["PRERUN"],
         box_login=f"{facts['BOX_LOGIN']}:{facts['BOX_PORT']}" if "BOX_LOGIN" in facts else "",
+    )
+
+
+@dataclass(frozen=True)
+class LocalGridEngine:
+    """The one-host Grid Engine cell ``make gridengine-up`` brings up; jobs are submitted
+    through the local Slurm's login node, as its job user."""
+
+    login: LocalSlurm
+    queue: str
+    parallel_environment: str
+    slots: int
+
+    def qstat_jobs(self) -> dict[str, str]:
+        """The job user's jobs, as Grid Engine lists them: job id -> name."""
+        listed = self.login.ssh("sh", "-c", 'qstat -xml -u "$(id -un)"')
+        assert listed.returncode == 0, listed.stderr
+        names = re.findall(
+            r"<JB_job_number>(\d+)</JB_job_number>.*?<JB_name>([^<]*)</JB_name>",
+            listed.stdout,
+            re.S,
+        )
+        return dict(names)
+
+
+def local_gridengine() -> LocalGridEngine:
+    facts = _facts("gridengine.env", "Grid Engine", "gridengine-up")
+    return LocalGridEngine(
+        login=local_slurm(),
+        queue=facts["QUEUE"],
+        parallel_environment=facts["PE"],
+        slots=int(facts["SLOTS"]),
     )
