@@ -555,7 +555,12 @@ async def test_a_call_for_a_profile_brings_one_machine_whose_worker_runs_it(
         call = await worker.next_call()
         await worker.answer(call["call_id"], "done")
     for run in runs:
-        assert (await api.wait_run(run["id"]))["state"] == "succeeded"
+        ended = await api.wait_run(run["id"])
+        assert ended["state"] == "succeeded"
+        # Which job it ran in, in the provisioner's words, kept with the result.
+        assert ended["nodes"][0]["provenance"]["batch_job"] == "job 100"
+    (listed,) = (await api.request("GET", "/workers")).body
+    assert listed["batch_job"] == "job 100"
     (profile,) = (await api.request("GET", "/workers/resources")).body["provisioners"][0][
         "profiles"
     ]

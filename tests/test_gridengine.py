@@ -105,7 +105,9 @@ def test_a_call_runs_in_a_grid_engine_job_which_leaves_when_idle(
     result, provenance = node["result"], node["provenance"]
     assert result["user"] == "hpcuser" and result["job"], result
     assert provenance["provisioner"] == "sge/small", provenance
+    assert provenance["batch_job"] == f"Grid Engine job {result['job']}", provenance
     (listed,) = engine.client(admin).request("GET", "/workers").body
+    assert listed["batch_job"] == provenance["batch_job"], listed
     # With no cpus in its profile, the worker counts the slots its job was given.
     assert listed["inventory"]["cpus"] == int(result["slots"]) == 1, listed
     # The job's h_rt (walltime_s) is the worker's end: calls longer than what is left wait.

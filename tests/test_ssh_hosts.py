@@ -104,6 +104,7 @@ def test_a_call_starts_a_worker_on_the_host_which_runs_it_and_leaves_nothing_whe
     assert node["provenance"]["provisioner"] == "boxes/box"
     ((worker, request),) = host_workers().items()
     assert worker == node["result"]["pid"] or worker in _ancestors(node["result"]["pid"])
+    assert node["provenance"]["batch_job"] == f"worker box:{worker}", node["provenance"]
     # Idle for max_idle_s: it leaves, and the host keeps nothing of it.
     wait_for(lambda: not host_workers(), timeout=30, what="the idle worker to leave")
 

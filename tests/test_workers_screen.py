@@ -35,8 +35,8 @@ from tests.support.engine import (
 )
 from tests.support.otp import otp_login_node
 from tests.support.proxy import PausableProxy
-from tests.support.runs import code, run_flow
-from tests.support.slurm import local_slurm
+from tests.support.runs import code, nodes_of, run_flow, wait_run
+from tests.support.slurm import local_gridengine, local_slurm
 from tests.support.worker import hello_with_protocol, start_worker
 
 pytestmark = pytest.mark.contract
@@ -504,3 +504,49 @@ def test_a_profile_waiting_for_a_one_time_code_says_login_needed(
             _shot(page, "10-login-needed")
         finally:
             engine.stop()
+
+
+def test_grid_engine_jobs_and_their_workers_show_like_slurms(browser: Any, tmp_path: Path) -> None:
+    cell = local_gridengine()
+    login, port = cell.login, free_port()
+    data_dir = tmp_path / "data"
+    profiles = [
+        {"name": "small", "cpus": 1, "ram_mb": 1024, "labels": ["sge"]},
+        {"name": "nowhere", "labels": ["gpu"], "queue": "nosuch.q"},
+    ]
+    entry = {
+        "type": "gridengine", "name": "sge", "login": login.login_with_port,
+        "ssh_key": login.key, "known_hosts": login.known_hosts,
+        "engine_url": attach_url_on(port), "worker_command": login.worker,
+        "poll_interval_s": 0.3, "retry_base_s": 60, "max_idle_s": 60, "profiles": profiles,
+    }  # fmt: skip
+    write_provisioners(data_dir, [entry])
+    before = set(cell.qstat_jobs())
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        page = _log_in(browser, engine)
+        admin = engine.login()
+        noop = code("def process():\n    return 1\n")
+        ran = run_flow(engine, admin, "on-sge", [{"id": "a", "worker": "sge", "code": noop}])
+        run_flow(engine, admin, "on-gpu", [{"id": "b", "worker": "gpu", "code": noop}])
+        node = nodes_of(wait_run(engine, admin, ran, timeout=60))["a"]
+        job = node["provenance"]["batch_job"]
+        assert re.fullmatch(r"Grid Engine job \d+", job), node["provenance"]
+        expect = playwright.expect
+        worker = page.locator('#workers tr[data-worker="sge-small"]')
+        expect(worker).to_contain_text(job, timeout=LIVE_MS)
+        small = page.locator('#provisioners tr[data-profile="sge/small"]')
+        expect(small).to_contain_text("gridengine")
+        expect(small).to_contain_text(f"sge-small (job {job.split()[-1]})")
+        refused = page.locator('#provisioners tr[data-profile="sge/nowhere"]')
+        expect(refused).to_contain_text(
+            'qsub refused the job: Job was rejected because job requests unknown queue "nosuch.q"',
+            timeout=15000,
+        )
+        _shot(page, "10-grid-engine")
+    finally:
+        engine.stop()
+        # Its attached worker's job outlives the engine until idle: ours only, by id.
+        left = sorted(set(cell.qstat_jobs()) - before)
+        if left:
+            login.ssh("qdel", *left)

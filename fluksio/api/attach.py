@@ -40,6 +40,7 @@ from fluksio.api.appkeys import (
 )
 from fluksio.api.bodies import parse_json
 from fluksio.clock import Clock
+from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.errors import Forbidden
 from fluksio.engine.logging import get_logger
 from fluksio.engine.tokens import WorkerIdentity
@@ -211,7 +212,10 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
     for call_id in hello.resume or ():
         await _send_cancel(session, call_id)
     inventory = hello.inventory
-    event = _event(session)
+    job = _job_of(dispatcher, token)
+    if job is not None:
+        session.batch_job = " ".join(job)
+    event = _event(session, job[1] if job is not None else None)
     dispatcher.worker_attached(
         Worker(
             id=session.id,
@@ -249,7 +253,8 @@ async def _come_back(
     log.info(
         "worker.back", worker=session.name, worker_id=session.id, calls=len(hello.resume or ())
     )
-    return await _connected(request, session, _event(session))
+    job = _job_of(request.app[DISPATCHER], session.token)
+    return await _connected(request, session, _event(session, job[1] if job else None))
 
 
 async def _connected(
@@ -309,7 +314,17 @@ async def _send_cancel(session: WorkerSession, call_id: str) -> None:
         await session.ws.send_str(encode(CancelFrame(call_id=call_id)))
 
 
-def _event(session: WorkerSession) -> WorkerEvent:
+def _job_of(dispatcher: Dispatcher, token: WorkerIdentity) -> tuple[str, str] | None:
+    """The job a provisioned worker's request runs as (its noun and id), if known."""
+    provisioned = token.provisioned_by
+    if provisioned is None or dispatcher.provisioning is None:
+        return None
+    return dispatcher.provisioning.job_of(*provisioned)
+
+
+def _event(session: WorkerSession, job_id: str | None = None) -> WorkerEvent:
+    """What the provisioning driver and the worker hooks are told of it; ``job_id``: its
+    request's job, where the worker did not say (only a Slurm job's worker does)."""
     provisioned = session.token.provisioned_by
     provisioner, profile, request_id = provisioned if provisioned else (None, None, None)
     return WorkerEvent(
@@ -319,7 +334,7 @@ def _event(session: WorkerSession) -> WorkerEvent:
         provisioner=provisioner,
         profile=profile,
         request_id=request_id,
-        job_id=session.hello.slurm_job_id,
+        job_id=session.hello.slurm_job_id or job_id,
         ends_at=session.hello.ends_at,
     )
 

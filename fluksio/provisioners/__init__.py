@@ -4,7 +4,8 @@ The public API a plugin imports: subclass :class:`Provisioner` (with its setting
 profile models) and register it through :func:`~.hookspecs.fluksio_provisioner_types`; see
 docs/writing-a-provisioner.md. A provisioner whose system is reached over SSH takes its
 SSH options (:class:`SSHAccess`), hands its workers their tokens (:func:`delivering`,
-:func:`token_lines`) and runs its commands (:func:`run_remote`) as the built-in ones do.
+:func:`token_lines`) and runs its commands (:func:`run_remote` on a :class:`RemoteShell`)
+as the built-in ones do.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from fluksio.provisioners.ssh_access import (
     token_file,
     token_lines,
 )
+from fluksio.ssh.shell import Completed, RemoteShell, TransportError
 
 __all__ = [
     "LOGIN_PATTERN",
+    "Completed",
     "Delivery",
     "JobState",
     "JobStatus",
@@ -41,8 +44,10 @@ __all__ = [
     "ProvisionError",
     "Provisioner",
     "ProvisionerSettings",
+    "RemoteShell",
     "SSHAccess",
     "Submission",
+    "TransportError",
     "WorkerEvent",
     "delivering",
     "hookimpl",

@@ -184,6 +184,10 @@ class ProvisioningDriver:
             for status in self._machine.profiles()
         ]
 
+    def job_of(self, provisioner: str, profile: str, request_id: str) -> tuple[str, str] | None:
+        """The job a live request runs as: its provisioner's noun for it, and its id."""
+        return self._machine.job_of(provisioner, profile, request_id)
+
     def now(self) -> float:
         return self._clock.now()
 

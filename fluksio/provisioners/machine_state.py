@@ -136,6 +136,15 @@ class MachineState:
         found = self._find(request_id)
         return found if found is not None and found[0].rule.provisioner == provisioner else None
 
+    def job_of(self, provisioner: str, profile: str, request_id: str) -> tuple[str, str] | None:
+        """The job a live request of this profile runs as: how its provisioner calls its
+        jobs (``"Grid Engine job"``) and its id; None if it is not live or has no job yet."""
+        entry = self._profiles.get(f"{provisioner}/{profile}")
+        request = entry.live.get(request_id) if entry is not None else None
+        if entry is None or request is None or request.job_id is None:
+            return None
+        return entry.rule.job_noun, request.job_id
+
     def _entry_of(self, event: WorkerEvent) -> ProfileEntry | None:
         if event.provisioner is None or event.profile is None:
             return None

@@ -16,6 +16,9 @@ class ProvenanceBody(Answer):
     """The worker's display name; ``engine`` for calls on the engine."""
     host: str | None
     slurm_job_id: str | None
+    batch_job: str | None = None
+    """The batch job of the request that brought the worker (``"Grid Engine job 12"``);
+    null for a worker no provisioner brought, and in records written before it was kept."""
     gpu_ids: list[int]
     provisioner: str | None
     """``provisioner/profile`` of the request that brought the worker, if one did."""

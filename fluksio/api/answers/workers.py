@@ -44,6 +44,9 @@ class WorkerBody(Answer):
     version: str
     protocol: int
     slurm_job_id: str | None
+    batch_job: str | None
+    """The batch job of the provisioning request that brought it, as its provisioner calls
+    it (``"Grid Engine job 12"``); null for a worker no provisioner brought."""
     host: str | None
     """The machine's host name, as the worker reported it (a published agent does not)."""
     ends_at: datetime | None

@@ -91,6 +91,7 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         version=hello.version or "0.1.x",
         protocol=hello.protocol,
         slurm_job_id=hello.slurm_job_id,
+        batch_job=session.batch_job,
         host=hello.host,
         ends_at=utc(hello.ends_at),
         token=TokenRef(jti=session.token.jti, name=session.token.name),

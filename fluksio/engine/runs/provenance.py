@@ -20,7 +20,10 @@ class Provenance:
     host: str | None = None
     """The machine's host name, as it reported it (a published agent does not)."""
     slurm_job_id: str | None = None
-    """The batch job the worker ran in."""
+    """The Slurm job the worker ran in, as the worker said."""
+    batch_job: str | None = None
+    """The batch job of the request that brought the worker, as its provisioner calls it
+    (``"Grid Engine job 12"``, ``"worker gpu-box-1:4242"``)."""
     gpu_ids: tuple[int, ...] = field(default_factory=tuple)
     """The GPU indices the call was granted (its ``CUDA_VISIBLE_DEVICES``)."""
     provisioner: str | None = None
@@ -34,6 +37,7 @@ class Provenance:
             "worker": self.worker,
             "host": self.host,
             "slurm_job_id": self.slurm_job_id,
+            "batch_job": self.batch_job,
             "gpu_ids": list(self.gpu_ids),
             "provisioner": self.provisioner,
             "request_id": self.request_id,
@@ -48,7 +52,9 @@ class Provenance:
         parts = []
         if self.host and self.host != self.worker:
             parts.append(f"host {self.host}")
-        if self.slurm_job_id:
+        if self.batch_job:
+            parts.append(self.batch_job)
+        elif self.slurm_job_id:
             parts.append(f"Slurm job {self.slurm_job_id}")
         if self.gpu_ids:
             parts.append(

@@ -96,6 +96,9 @@ class WorkerSession:
     closed_reason: str | None = None
     mint_artifact_token: Callable[[], str] | None = None
     """Mints a token a call on this worker uses for artifacts (not the worker token)."""
+    batch_job: str | None = None
+    """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
+    12"``), learned from the provisioning request its token was minted for."""
     frames: FrameCounts = field(default_factory=FrameCounts)
     """Where its frames are counted: the registry's, shared by every session."""
     take_within_s: float = 15.0
@@ -141,6 +144,7 @@ class WorkerSession:
             worker=self.name,
             host=self.hello.host,
             slurm_job_id=self.hello.slurm_job_id,
+            batch_job=self.batch_job,
             provisioner=f"{provisioned[0]}/{provisioned[1]}" if provisioned else None,
             request_id=provisioned[2] if provisioned else None,
         )

@@ -7,16 +7,18 @@ from collections.abc import Iterable, Mapping
 from importlib.resources import files
 
 from fluksio.provisioners import (
+    Completed,
     JobState,
     JobStatus,
     Provisioner,
     ProvisionError,
+    RemoteShell,
     Submission,
+    TransportError,
     delivering,
     run_remote,
     token_file,
 )
-from fluksio.ssh import Completed, RemoteShell, TransportError
 from fluksio_gridengine.script import (
     QueuedJob,
     error_reasons,

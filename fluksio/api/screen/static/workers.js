@@ -406,8 +406,8 @@ function renderWorkers(workers) {
         el("strong", {}, worker.name),
         el("br"),
         upgrade ? null : chips(worker.labels),
-        worker.host || worker.slurm_job_id
-          ? el("div", { class: "muted small" }, [worker.host ? `host ${worker.host}` : null, worker.slurm_job_id ? `Slurm job ${worker.slurm_job_id}` : null].filter(Boolean).join(" · "))
+        worker.host || worker.batch_job || worker.slurm_job_id
+          ? el("div", { class: "muted small" }, [worker.host ? `host ${worker.host}` : null, worker.batch_job || (worker.slurm_job_id ? `Slurm job ${worker.slurm_job_id}` : null)].filter(Boolean).join(" · "))
           : null,
         worker.ends_at ? el("div", { class: "muted small" }, "job ends ", time(worker.ends_at)) : null,
       ),
