@@ -92,7 +92,9 @@ def test_a_node_for_laptop_gets_a_local_worker_that_leaves_when_idle(tmp_path: P
 
 
 def test_the_guide_shows_the_plugins_real_code() -> None:
-    source = PLUGIN_SOURCE.read_text()
+    # The local plugin's, and for SSH, the Grid Engine plugin's.
+    gridengine = sorted((ROOT / "plugins" / "gridengine" / "fluksio_gridengine").glob("*.py"))
+    source = "\n".join(path.read_text() for path in [PLUGIN_SOURCE, *gridengine])
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
     assert len(blocks) >= 3
     for block in blocks:
