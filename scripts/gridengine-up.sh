@@ -68,8 +68,8 @@ answers || die "sge_qmaster does not answer (see $SPOOL/qmaster/messages)"
 pid=$(running_from "$QMASTER_PIDFILE" sge_qmaster) || die "sge_qmaster is not running"
 [ -e "$MARKS/sge_qmaster.pid" ] || mark sge_qmaster "$pid" sge_qmaster
 
-qconf -sh 2>/dev/null | grep -qx "$HOST" || qconf -ah "$HOST" >/dev/null
-qconf -ss 2>/dev/null | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null
+qconf -sh 2>/dev/null | grep -qx "$HOST" || qconf -ah "$HOST" >/dev/null 2>&1
+qconf -ss 2>/dev/null | grep -qx "$HOST" || qconf -as "$HOST" >/dev/null 2>&1
 
 execd_pid() {  # the execd's spool directory is named as it resolves itself
     local file
@@ -107,15 +107,16 @@ urgency_slots      min
 accounting_summary FALSE
 qsort_args         NONE
 EOF
-    qconf -Ap "$conf/pe" >/dev/null
+    qconf -Ap "$conf/pe" >/dev/null 2>&1 || die "qconf -Ap smp failed"
 fi
 if ! qconf -sql 2>/dev/null | grep -qx all.q; then
     # The template every field of a queue is in, changed where this cell differs.
-    EDITOR=cat qconf -aq 2>/dev/null | sed -e 's/^qname .*/qname all.q/' \
+    # (qconf exits 1 when the editor leaves the template unchanged: expected here.)
+    { EDITOR=cat qconf -aq 2>/dev/null || true; } | sed -e 's/^qname .*/qname all.q/' \
         -e "s/^hostlist .*/hostlist $HOST/" -e "s/^slots .*/slots $SLOTS/" \
         -e 's/^pe_list .*/pe_list smp/' -e 's/^load_thresholds .*/load_thresholds NONE/' \
         -e 's/^shell .*/shell \/bin\/sh/' >"$conf/queue"
-    qconf -Aq "$conf/queue" >/dev/null
+    qconf -Aq "$conf/queue" >/dev/null 2>&1 || die "qconf -Aq all.q failed"
 fi
 # A queue left in error by an execd that went away is usable again.
 qmod -c all.q >/dev/null 2>&1 || true

@@ -12,7 +12,7 @@ alive() {
 # running_from PIDFILE COMM -> prints the pid a daemon wrote, if it still runs COMM.
 running_from() {
     local pid
-    pid=$(tr -dc '0-9' <"$1" 2>/dev/null) || return 1
+    pid=$(tr -dc '0-9' 2>/dev/null <"$1") || return 1
     alive "$pid" "$2" && echo "$pid"
 }
 
