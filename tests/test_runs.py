@@ -491,6 +491,7 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
             "worker": "engine",
             "host": socket.gethostname(),
             "slurm_job_id": None,
+            "batch_job": None,
             "gpu_ids": [],
             "provisioner": None,
             "request_id": None,

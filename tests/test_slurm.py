@@ -163,6 +163,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
         "worker": "hpc-small",
         "host": socket.gethostname(),
         "slurm_job_id": submitted,
+        "batch_job": f"Slurm job {submitted}",
         "gpu_ids": [],
         "provisioner": "hpc/small",
         "request_id": outstanding["request_id"],
