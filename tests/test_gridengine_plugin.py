@@ -257,3 +257,14 @@ async def test_commands_run_after_the_sites_settings_file() -> None:
     ((argv, _stdin),) = shell.sent
     assert argv[2].startswith(". /opt/sge/default/common/settings.sh || exit\n")
     assert argv[3:] == ("fluksio-delete", "12", ".fluksio/tokens/r1")
+
+
+async def test_check_names_a_parallel_environment_the_cell_does_not_have() -> None:
+    # The documented profile asks for 8 cpus (slots of "smp"); this cell has no PE at all.
+    hosts, shell = _provisioner((0, "all.q\ngpu.q\n#pe\n", ""))
+    with pytest.raises(ProvisionError) as raised:
+        await hosts.check()
+    assert raised.value.detail == (
+        "parallel_environment 'smp' is not one of the cell's (qconf -spl lists: none)"
+    )
+    assert "qconf -spl 2>/dev/null || true" in shell.sent[0][0][2], "no PE is not a failure"

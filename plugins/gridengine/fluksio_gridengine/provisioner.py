@@ -34,8 +34,9 @@ _SUBMIT, _DELETE = (
     (files(__package__) / f"{name}.sh").read_text(encoding="utf-8") for name in ("submit", "delete")
 )
 _QSTAT = 'qstat -xml -u "$(id -un)"'
-# The cell's queues, then its parallel environments, in one round trip.
-_CELL = 'qconf -sql && echo "#pe" && qconf -spl'
+# The cell's queues, then its parallel environments (a cell may have none), in one round
+# trip.
+_CELL = 'qconf -sql && echo "#pe" && { qconf -spl 2>/dev/null || true; }'
 
 
 class GridEngineProvisioner(Provisioner[GridEngineSettings, GridEngineProfile]):
