@@ -24,12 +24,10 @@ from fluksio.ssh import OpenSSHTransport, SSHTransport, open_transport
 from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
 
 __all__ = [
-    "DELIVER",
     "LOGIN_PATTERN",
     "Delivery",
     "SSHAccess",
     "ca_file",
-    "ca_line",
     "delivering",
     "no_control",
     "run_remote",
@@ -40,7 +38,7 @@ __all__ = [
 LOGIN_PATTERN = r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+(:[0-9]{1,5})?$"
 """``user@host[:port]``, or a ``Host`` alias of ``ssh_config``."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-DELIVER = (files("fluksio.provisioners") / "deliver.sh").read_text(encoding="utf-8")
+_DELIVER = (files("fluksio.provisioners") / "deliver.sh").read_text(encoding="utf-8")
 """The start of every program that hands a worker its token and CA (``deliver.sh``)."""
 
 
@@ -120,7 +118,7 @@ def ca_file(provisioner: str) -> str:
     return f".fluksio/ca/{provisioner}.pem"
 
 
-def ca_line(path: str) -> str:
+def _ca_line(path: str) -> str:
     """The ``ca_file`` as one line for stdin, read afresh: a CA may be rotated."""
     pem = Path(path).expanduser()
     try:
@@ -170,9 +168,9 @@ def delivering(
     only."""
     carried, ca_path = f"{token}\n", ""
     if access.ca_file is not None:
-        carried += f"{ca_line(access.ca_file)}\n"
+        carried += f"{_ca_line(access.ca_file)}\n"
         ca_path = ca_file(provisioner)
-    argv = ["sh", "-c", DELIVER + program, name, token_file(request_id), ca_path, *args]
+    argv = ["sh", "-c", _DELIVER + program, name, token_file(request_id), ca_path, *args]
     return Delivery(argv, carried + then)
 
 
