@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 import structlog
 
-from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
+from fluksio.agent.frames import PROTOCOL, AnswerFrame, ErrorRecord, ProgressFrame, encode
 from fluksio.api import appkeys
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import WorkerEvent, hookimpl
@@ -698,30 +698,85 @@ async def test_calls_go_only_where_their_limit_fits_before_the_job_ends(
     )
     short = {"id": "short", "worker": "hpc", "limit": 20, "code": NODE}
     long = {"id": "long", "worker": "hpc", "limit": 7200, "code": NODE}
-    # A silence timeout says nothing of how long a call runs: it places nothing.
-    untimed = {"id": "untimed", "worker": "hpc", "timeout": 20, "code": NODE}
-    await api.put_flow("walltime", [short, long, untimed])
+    await api.put_flow("walltime", [short, long])
     run = await api.start_run("walltime")
     call = await worker.next_call()
-    assert call["node"] == "short"
+    assert call["node"] == "short" and call["limit"] == 20
     await worker.answer(call["call_id"], "done")
 
-    async def waiting() -> dict[str, str] | None:
+    async def waiting() -> str | None:
         nodes = {n["id"]: n for n in (await api.run(run["id"]))["nodes"]}
         if nodes["short"]["state"] != "succeeded":
             return None
-        return {n: nodes[n]["reason"] for n in ("long", "untimed")}
+        reason: str = nodes["long"]["reason"]
+        return reason
 
-    reasons = await poll_async(waiting, timeout=5, what="the short call to finish")
+    reason = await poll_async(waiting, timeout=5, what="the short call to finish")
     assert re.fullmatch(
         r"needs up to 7200 s \(\+60 s to spare\); hpc-small/n1's job ends in 1[78]\d\d s",
-        reasons["long"],
-    ), reasons
-    assert reasons["untimed"].startswith("sets no limit, so it cannot run where jobs end")
-    assert reasons["untimed"].endswith("; give the node a limit")
+        reason,
+    ), reason
     assert len(worker.calls) == 1, "nothing else was sent to the worker"
     listed = (await api.request("GET", "/workers")).body
     assert listed[0]["ends_at"] is not None
+
+
+async def test_a_node_without_a_limit_runs_in_the_job_until_its_margin_and_says_so(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    """The user documentation's own node sets only a silence timeout: it runs where jobs
+    end, with the time left less the margin as its limit, and the failure names the job."""
+    api = await start_in_process(aiohttp_client, tmp_path / "data", walltime_margin_s=60)
+    token = await api.mint("hpc-small", ["gpu"])
+    ends_at = time.time() + 1800
+    worker = await api.attach(
+        token, name="n1", labels=["gpu"], slurm_job_id="41", ends_at=ends_at, parallel=2
+    )
+    train = {"id": "train", "worker": "gpu", "worker_policy": "require", "timeout": 7200}
+    await api.put_flow("spec", [{**train, "code": NODE}])
+    run = await api.start_run("spec")
+    call = await worker.next_call()
+    assert call["node"] == "train" and call["timeout"] == 7200
+    assert 1730 <= call["limit"] <= 1740, "the time left in the job, less the margin"
+    # Our agent stops it at that limit and says NodeLimit, as for any limit.
+    stopped = AnswerFrame(
+        call_id=call["call_id"], ok=False, error=ErrorRecord(type="NodeLimit", message="x")
+    )
+    await worker.send_raw(encode(stopped))
+    ended = await api.wait_run(run["id"])
+    (node,) = ended["nodes"]
+    assert node["state"] == "failed"
+    assert node["error"]["type"] == "NodeLimit"
+    assert node["error"]["message"] == (
+        'ran until Slurm job 41 had 60 s left; give the node a "limit" to be placed where it fits'
+    )
+
+
+async def test_saving_a_node_without_a_limit_for_ending_profiles_warns_and_saves(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    profiles = [
+        {"name": "gpu-small", "labels": ["gpu"], "walltime_s": 4 * 3600},
+        {"name": "box", "labels": ["cpu"]},
+    ]
+    api, _provisioner, _clock, _listener = await _provisioned(
+        aiohttp_client, tmp_path, profiles=profiles
+    )
+    train = {"id": "train", "worker": "gpu", "worker_policy": "require", "timeout": 7200}
+    nodes: list[dict[str, Any]] = [
+        {**train, "code": NODE},
+        {"id": "bounded", "worker": "gpu", "limit": 600, "code": NODE},
+        {"id": "lasting", "worker": "cpu", "code": NODE},
+    ]
+    saved = await api.put_flow("spec", nodes)
+    assert saved.status == 201, "a warning, never a refusal"
+    assert saved.body["warnings"] == [
+        "node 'train' sets no limit, and every profile with 'gpu' brings a job that ends"
+        " (box/gpu-small after 04:00:00): it is stopped when its job has 60 s left;"
+        ' give it a "limit" to be placed where it fits'
+    ]
+    fixed = await api.put_flow("spec", [{**nodes[0], "limit": 3600}, *nodes[1:]])
+    assert fixed.status == 200 and fixed.body["warnings"] == []
 
 
 async def test_an_idle_worker_near_its_job_end_is_drained_with_4010(

@@ -39,10 +39,13 @@ maybe = st.one_of(st.none(), st.integers(0, 8))
 
 
 def _in_time(worker: Worker, request: CallRequest) -> bool:
-    """The rule as a user states it: the call's limit, and a margin, fit before the end."""
+    """The rule as a user states it: the call's limit, and a margin, fit before the end; a
+    call without a limit runs in any job not yet in its margin."""
     if worker.ends_at is None:
         return True
-    return request.limit is not None and NOW + request.limit + MARGIN <= worker.ends_at
+    if request.limit is None:
+        return worker.ends_at > NOW + MARGIN
+    return NOW + request.limit + MARGIN <= worker.ends_at
 
 
 def _engine() -> Worker:
@@ -241,6 +244,16 @@ class SchedulerMachine(RuleBasedStateMachine):
         result = self.scheduler.schedule(NOW)
         assert result == expected
         assert not {p.worker_id for p in result.placements} & set(snapshot.paused)
+        requests = {r.id: r for r in snapshot.waiting}
+        for placed in result.placements:
+            # Every call placed where a job ends stops, at its own limit or the job's, with
+            # the margin to spare; a job's end is a limit only for a call that set none.
+            ends_at = self.scheduler.place(placed.worker_id).worker.ends_at
+            own = requests[placed.request_id].limit
+            assert (placed.job_limit is not None) == (own is None and ends_at is not None)
+            if ends_at is not None:
+                limit = own if own is not None else placed.job_limit
+                assert limit is not None and limit > 0 and NOW + limit + MARGIN <= ends_at
         # The driver's part: a profile asked for is outstanding until its request ends,
         # and its job counts from the moment it is asked for.
         asked = {f"{ask.provisioner}/{ask.profile}" for ask in result.asks}

@@ -52,6 +52,8 @@ def put(ctx: click.Context, file: Path, name: str | None) -> None:
     flow_name = name or named or file.stem
     answer = client_of(ctx).read(FlowBody, "PUT", f"/flows/{flow_name}", body)
     click.echo(f"Flow {answer.name!r} saved with {len(answer.nodes)} node(s).")
+    for warning in answer.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @flows.command(name="list")

@@ -42,7 +42,7 @@ from fluksio.engine.engine_events import (
 )
 from fluksio.engine.errors import Conflict, NotFound
 from fluksio.engine.logging import get_logger
-from fluksio.engine.runs.calls import call_spec
+from fluksio.engine.runs.calls import call_spec, stopped_at_job_end
 from fluksio.engine.runs.effects import (
     Create,
     Effect,
@@ -113,6 +113,7 @@ class Dispatcher:
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
+        self._margin = walltime_margin_s
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
         self._machine = RunMachine(_new_call_id)
         self._runs_store = runs
@@ -356,9 +357,7 @@ class Dispatcher:
             self._apply(self._machine.ended(call_id, refused, now))
             return
         self._apply(self._machine.running(call_id, released))
-        task = asyncio.get_running_loop().create_task(
-            self._execute(executor, spec, placement.worker_id)
-        )
+        task = asyncio.get_running_loop().create_task(self._execute(executor, spec, placement))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -368,8 +367,8 @@ class Dispatcher:
         view = self._scheduler.view(place_id)
         return view.name if view is not None else place_id
 
-    async def _execute(self, executor: Executor, spec: CallSpec, place_id: str) -> None:
-        call_id = spec.call_id
+    async def _execute(self, executor: Executor, spec: CallSpec, placement: Placement) -> None:
+        call_id, place_id = spec.call_id, placement.worker_id
 
         def on_event(record: dict[str, Any]) -> None:
             self._apply(self._machine.reported(call_id, record))
@@ -381,6 +380,11 @@ class Dispatcher:
             outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
         if self._closing:
             return  # stopped by the engine's shutdown: recovery decides, not this outcome
+        if placement.job_limit is not None:
+            provenance = executor.provenance()
+            walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
+            walltime = walltimes.get(provenance.provisioner or "")
+            outcome = stopped_at_job_end(outcome, provenance, walltime, self._margin)
         if (outcome.error or {}).get("type") == ErrorKind.NOT_TAKEN:
             # Its worker froze before it took the call: it gets nothing new until heard.
             self.set_answering(place_id, False)
@@ -481,10 +485,6 @@ class Dispatcher:
         """Why a call waits, with how the provisioning it waits for stands now."""
         now = self.provisioning.now() if self.provisioning is not None else None
         return self._scheduler.reason(call_id, now)
-
-    def waiting(self) -> list[str]:
-        """Ids of the waiting calls, in the order they will be served."""
-        return self._scheduler.waiting()
 
     def has_waiting(self) -> bool:
         return self._scheduler.has_waiting()

@@ -211,6 +211,9 @@ class Placement(NamedTuple):
     cpus: int
     gpus: int
     ram_mb: int
+    job_limit: float | None = None
+    """Set only for a request that states no ``limit`` placed where a batch job ends: the
+    time left in that job less the margin, which becomes the call's limit."""
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,13 @@ def profile_amounts(profile: Profile) -> Amounts:
 
 
 def long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
-    """Whether a job of ``profile`` lives long enough for a request of ``limit``."""
+    """Whether a job of ``profile`` lives long enough for a request of ``limit``: one that
+    states none runs in any job that outlives the margin (its job's end is then its limit)."""
     if profile.walltime_s is None:
         return True
-    return limit is not None and limit + margin <= profile.walltime_s
+    if limit is None:
+        return margin < profile.walltime_s
+    return limit + margin <= profile.walltime_s
 
 
 def fitting_profile(

@@ -269,7 +269,8 @@ def walltime(
         lefts.append(f"the {which} with {label!r} {allow} at most {max(walltimes):g} s")
     where = "; ".join(lefts) or f"every worker with {label!r} runs in a job that ends"
     if limit is None:
-        text = f"sets no limit, so it cannot run where jobs end ({where}); give the node a limit"
+        last = f"in its last {margin:g} s"
+        text = f"sets no limit, and every job that could run it is {last} ({where})"
     else:
         text = f"needs up to {limit:g} s (+{margin:g} s to spare); {where}"
     return WaitReason(WaitKind.WALLTIME, text)

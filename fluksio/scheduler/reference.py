@@ -7,6 +7,8 @@ property tests require both to make the same plan from the same snapshot.
 
 from __future__ import annotations
 
+import math
+
 from fluksio.scheduler.model import ENGINE_ID, CallRequest, Placement, Policy, ProvisionAsk
 from fluksio.scheduler.plan import Plan, Snapshot
 from fluksio.scheduler.profiles import long_enough, profile_amounts
@@ -20,9 +22,28 @@ def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> boo
     ends_at = place.worker.ends_at
     if ends_at is None:
         return True
-    if request.limit is None or snapshot.now is None:
+    if snapshot.now is None:
         return False
+    if request.limit is None:
+        return snapshot.now + snapshot.walltime_margin_s < ends_at
     return snapshot.now + request.limit + snapshot.walltime_margin_s <= ends_at
+
+
+def _choose(
+    request: CallRequest, fitting: list[PlaceState], snapshot: Snapshot
+) -> tuple[PlaceState, float | None]:
+    """The best fit; for a request without a limit, the most time left, then the best fit,
+    and the time left less the margin as its limit where the job ends."""
+    if request.limit is not None:
+        return min(fitting, key=lambda p: p.free_key()), None
+
+    def ends(place: PlaceState) -> float:
+        return math.inf if place.worker.ends_at is None else place.worker.ends_at
+
+    best = min(fitting, key=lambda p: (-ends(p), p.free_key()))
+    if best.worker.ends_at is None or snapshot.now is None:
+        return best, None
+    return best, best.worker.ends_at - snapshot.now - snapshot.walltime_margin_s
 
 
 def _candidates(
@@ -63,7 +84,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         candidates = _candidates(request, places, need, snapshot)
         fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
         if fitting:
-            best = min(fitting, key=lambda p: p.free_key())
+            best, job_limit = _choose(request, fitting, snapshot)
             taken = best.known(need)
             gpu_ids = tuple(best.free_gpu_ids[: taken.gpus])
             best.used = best.used.plus(taken)
@@ -77,6 +98,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                     cpus=taken.cpus,
                     gpus=taken.gpus,
                     ram_mb=taken.ram_mb,
+                    job_limit=job_limit,
                 )
             )
             continue

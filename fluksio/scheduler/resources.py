@@ -9,7 +9,7 @@ constrains. Internal to the package: the engine sees :class:`~.model.Resources`.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 __all__ = ["RESOURCES", "UNKNOWN", "ZERO", "Amounts", "PlaceIndex", "PlaceKey", "covers"]
@@ -65,15 +65,16 @@ def covers(available: Amounts, need: Amounts) -> bool:
 
 
 def _first(
-    keys: list[PlaceKey], need: Amounts, accept: Callable[[PlaceKey], bool]
-) -> PlaceKey | None:
-    """The smallest key that covers ``need`` and that ``accept`` takes.
+    keys: list[PlaceKey], need: Amounts, accept: Callable[[PlaceKey], bool], start: int = 0
+) -> int:
+    """The position of the smallest key from ``start`` on that covers ``need`` and that
+    ``accept`` takes; ``len(keys)`` when there is none.
 
     Keys sort by GPUs, then cores, so every key before ``(need gpus, need cpus)`` lacks one
     of them; within one GPU level, keys short of cores are jumped over by bisection.
     """
     gpus, cpus, ram, slots = need
-    position = bisect_left(keys, (gpus, cpus))
+    position = bisect_left(keys, (gpus, cpus), start)
     end = len(keys)
     while position < end:
         key = keys[position]
@@ -81,9 +82,19 @@ def _first(
             position = bisect_left(keys, (key.gpus, cpus), position)
             continue
         if key.ram_mb >= ram and key.slots >= slots and accept(key):
-            return key
+            return position
         position += 1
-    return None
+    return end
+
+
+def _covering(
+    keys: list[PlaceKey], need: Amounts, accept: Callable[[PlaceKey], bool]
+) -> Iterator[PlaceKey]:
+    """Every key that covers ``need`` and that ``accept`` takes, in index order."""
+    position = _first(keys, need, accept)
+    while position < len(keys):
+        yield keys[position]
+        position = _first(keys, need, accept, position + 1)
 
 
 def _accept_all(_key: PlaceKey) -> bool:
@@ -116,5 +127,12 @@ class PlaceIndex:
 
     def first(self, need: Amounts, accept: Callable[[PlaceKey], bool] = _accept_all) -> str | None:
         """The id of the first place (in index order) covering ``need`` that ``accept`` takes."""
-        key = _first(self._keys, need, accept)
-        return None if key is None else key.place_id
+        position = _first(self._keys, need, accept)
+        return None if position == len(self._keys) else self._keys[position].place_id
+
+    def covering(
+        self, need: Amounts, accept: Callable[[PlaceKey], bool] = _accept_all
+    ) -> Iterator[PlaceKey]:
+        """Every place covering ``need`` that ``accept`` takes, in index order (best fit
+        first); the index must not change while this is read."""
+        return _covering(self._keys, need, accept)

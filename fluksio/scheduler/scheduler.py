@@ -29,11 +29,14 @@ Rules of a pass (the contract the property tests hold it to):
 
 6. **Walltime.** A place whose batch job ends (``Worker.ends_at``) takes a request only if
    the request's ``limit`` fits in the time left, with ``walltime_margin_s`` to spare:
-   ``now + limit + margin <= ends_at``. A request without a limit never runs there (it
-   could not be known to finish), and a profile takes it only if its ``walltime_s``
-   allows ``limit + margin``. Time only runs out, so a place too near its end is, for
-   that request, a place that could never run it: it holds nothing there and counts as
-   demand for a profile whose walltime fits.
+   ``now + limit + margin <= ends_at``; a profile takes it only if its ``walltime_s``
+   allows ``limit + margin``. A request without a limit runs where jobs end too, but not
+   on a place inside its margin (it drains): of the places that fit, the one with the most
+   time left (a place whose job never ends has the most; best fit among equals), and the
+   time left less the margin becomes its limit (``Placement.job_limit``); any profile
+   whose walltime exceeds the margin may be asked for it. Time only runs out, so a place
+   too near its end is, for that request, a place that could never run it: it holds
+   nothing there and counts as demand for a profile whose walltime fits.
 
 A shape that cannot be placed or hold is done for the pass: within a pass places only
 fill up, so nothing later of that shape could fit either. A pass therefore costs
@@ -259,7 +262,8 @@ class Scheduler(Book):
                 group_key = self._group_for(label, policy, need, in_time)
                 found = where[shape] = (in_time, group_key, self._groups.get(group_key))
             in_time, group_key, group = found
-            place_id = group.free.first(need, in_time) if group is not None else None
+            limit = shape[3]
+            place_id = self._choose(group, need, in_time, limit) if group is not None else None
             if place_id is None:
                 verdict = self._blocked(
                     shape, group_key, group, in_time, request_id=request_id, asks=asks
@@ -269,7 +273,7 @@ class Scheduler(Book):
                     holds[request_id] = verdict.held_on
                 item = heapq.heappop(heap) if heap else None
                 continue
-            placements.append(self._allocate(place_id, request_id, need))
+            placements.append(self._allocate(place_id, request_id, need, limit))
             queue = self._queues[shape]
             queue.pop_head()
             if queue:
@@ -309,12 +313,39 @@ class Scheduler(Book):
     def _fits(self, ends_at: float | None, limit: float | None) -> bool:
         if ends_at is None:
             return True
-        if limit is None or self._now is None:
+        if self._now is None:
             return False
+        if limit is None:
+            return self._now + self._margin < ends_at
         return self._now + limit + self._margin <= ends_at
 
-    def _allocate(self, place_id: str, request_id: str, need: Amounts) -> Placement:
+    def _choose(
+        self, group: Group, need: Amounts, in_time: Callable[[PlaceKey], bool], limit: float | None
+    ) -> str | None:
+        """Where a request goes: the best fit; for one without a limit while some jobs end,
+        the place with the most time left (best fit among equals)."""
+        if limit is not None or not self._ending:
+            return group.free.first(need, in_time)
+        places = self._places
+        lasting = group.free.first(need, lambda key: places[key.place_id].worker.ends_at is None)
+        if lasting is not None:
+            return lasting
+        chosen: tuple[float, str] | None = None
+        for key in group.free.covering(need, in_time):
+            ends_at = places[key.place_id].worker.ends_at
+            assert ends_at is not None
+            if chosen is None or ends_at > chosen[0]:
+                chosen = (ends_at, key.place_id)
+        return chosen[1] if chosen is not None else None
+
+    def _allocate(
+        self, place_id: str, request_id: str, need: Amounts, limit: float | None
+    ) -> Placement:
         place = self._places[place_id]
+        ends_at = place.worker.ends_at
+        job_limit = None
+        if limit is None and ends_at is not None and self._now is not None:
+            job_limit = ends_at - self._now - self._margin
         taken = place.known(need)
         gpu_ids: tuple[int, ...] = ()
         if taken.gpus:
@@ -333,6 +364,7 @@ class Scheduler(Book):
             cpus=taken.cpus,
             gpus=taken.gpus,
             ram_mb=taken.ram_mb,
+            job_limit=job_limit,
         )
 
     def _blocked(

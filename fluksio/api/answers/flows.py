@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field
+
 from fluksio.api.answers.base import Answer
 
 
@@ -14,6 +16,9 @@ class FlowBody(Answer):
     """As stored: canonical field names (``worker``, never the ``device`` alias)."""
     created_at: datetime
     updated_at: datetime
+    warnings: list[str] = Field(default_factory=list)
+    """On ``PUT``: what the flow does that its author may not mean (a node without a
+    ``limit`` bound to machines whose jobs end, say), as sentences; it was saved."""
 
 
 class FlowSummary(Answer):

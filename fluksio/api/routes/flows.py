@@ -6,7 +6,7 @@ import asyncio
 
 from fluksio.api.answers.flows import FlowBody, FlowSummary
 from fluksio.api.answers.resources import Deleted
-from fluksio.api.appkeys import DISPATCHER, FLOWS
+from fluksio.api.appkeys import DISPATCHER, FLOWS, SETTINGS
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Routes
 from fluksio.api.routes.runs import RunBody, run_body
@@ -14,7 +14,7 @@ from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.runs.models import FlowSpec, RunRequest
 from fluksio.engine.runs.store import FlowRecord
-from fluksio.engine.runs.validation import check_flow
+from fluksio.engine.runs.validation import check_flow, flow_warnings
 
 __all__ = ["routes"]
 
@@ -54,7 +54,11 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     created = flows.put(name, call.body.model_dump(mode="json"))
     record = flows.get(name)
     assert record is not None
-    return Answered(_view(record), 201) if created else _view(record)
+    provisioning = call.app[DISPATCHER].provisioning
+    profiles = provisioning.scheduler_profiles() if provisioning is not None else []
+    margin = call.app[SETTINGS].walltime_margin_s
+    view = _view(record).model_copy(update={"warnings": flow_warnings(call.body, profiles, margin)})
+    return Answered(view, 201) if created else view
 
 
 @routes.get(

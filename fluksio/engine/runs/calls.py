@@ -1,19 +1,23 @@
-"""A placed call made ready for its executor: arguments, secrets, environment."""
+"""A placed call made ready for its executor: arguments, secrets, environment; and what
+its outcome says when its limit was its batch job's end."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from fluksio.agent.launcher import CallSpec
+from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.runner import THREAD_VARIABLES
 from fluksio.engine.runs.effects import CallInputs
+from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.signature import select_kwargs
 from fluksio.engine.runs.views import Executor
 from fluksio.engine.secrets import SecretStore, resolve_params
 from fluksio.scheduler import ENGINE_ID, Placement
 
-__all__ = ["call_spec"]
+__all__ = ["call_spec", "stopped_at_job_end", "walltime_text"]
 
 
 def call_spec(
@@ -40,7 +44,8 @@ def call_spec(
         kwargs=select_kwargs(spec.code, available),
         env={**_placement_env(placement), **executor.call_env()},
         timeout=spec.timeout,
-        limit=spec.limit or 0.0,
+        # A node that sets no limit, placed where a job ends, may run until its margin.
+        limit=spec.limit or placement.job_limit or 0.0,
         run_id=inputs.run.id,
     )
     return call, secret_values(spec.params, resolved)
@@ -54,3 +59,29 @@ def _placement_env(placement: Placement) -> dict[str, str]:
         # A call that asked for no GPUs sees none: it cannot take another call's card.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in placement.gpu_ids)
     return env
+
+
+def stopped_at_job_end(
+    outcome: CallOutcome, provenance: Provenance, walltime_s: float | None, margin: float
+) -> CallOutcome:
+    """The outcome of a call whose limit was its job's end (its node set none): stopped
+    there, it names the job and what to do, rather than a limit the node never set."""
+    if outcome.ok or (outcome.error or {}).get("type") != ErrorKind.NODE_LIMIT:
+        return outcome
+    job = provenance.batch_job or (
+        f"Slurm job {provenance.slurm_job_id}"
+        if provenance.slurm_job_id
+        else f"the job of worker {provenance.worker}"
+    )
+    length = f" ({walltime_text(walltime_s)})" if walltime_s else ""
+    said = (
+        f"ran until {job}{length} had {margin:g} s left;"
+        ' give the node a "limit" to be placed where it fits'
+    )
+    return dataclasses.replace(outcome, error=error_record(ErrorKind.NODE_LIMIT, said))
+
+
+def walltime_text(seconds: float) -> str:
+    """A walltime as Slurm writes one: ``04:00:00``."""
+    whole = round(seconds)
+    return f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterable
 
 from fluksio.engine.errors import InvalidInput
+from fluksio.engine.runs.calls import walltime_text
 from fluksio.engine.runs.models import FlowSpec, find_cycle
+from fluksio.scheduler import Profile
 
-__all__ = ["check_flow"]
+__all__ = ["check_flow", "flow_warnings"]
 
 
 def check_flow(flow: FlowSpec) -> None:
@@ -56,3 +59,32 @@ def check_flow(flow: FlowSpec) -> None:
             ) from exc
         except ValueError as exc:  # null bytes in the source
             raise InvalidInput(f"nodes.{index}.code", str(exc)) from exc
+
+
+def flow_warnings(flow: FlowSpec, profiles: Iterable[Profile], margin: float) -> list[str]:
+    """What a person saving ``flow`` should know but may mean: a node that sets no limit,
+    bound to a label only profiles whose jobs end carry, runs until its job has ``margin``
+    seconds left and is stopped there. Sentences, never a refusal."""
+    ending: dict[str, list[Profile]] = {}
+    lasting: set[str] = set()
+    for profile in profiles:
+        for carried in profile.labels:
+            if profile.walltime_s is None:
+                lasting.add(carried)
+            else:
+                ending.setdefault(carried, []).append(profile)
+    warnings = []
+    for node in flow.nodes:
+        label = node.worker
+        if node.limit is not None or label is None or label in lasting or label not in ending:
+            continue
+        jobs = ", ".join(
+            f"{p.key} after {walltime_text(p.walltime_s or 0)}"
+            for p in sorted(ending[label], key=lambda p: p.key)
+        )
+        warnings.append(
+            f"node {node.id!r} sets no limit, and every profile with {label!r} brings a job"
+            f" that ends ({jobs}): it is stopped when its job has {margin:g} s left;"
+            ' give it a "limit" to be placed where it fits'
+        )
+    return warnings
