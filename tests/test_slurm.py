@@ -34,7 +34,7 @@ from tests.support.engine import (
     write_provisioners,
 )
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, local_slurm
+from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
 from tests.support.transports import both_transports
 from tests.support.wait import wait_for
 
@@ -62,27 +62,6 @@ def _no_job_outlives_its_test(slurm: LocalSlurm) -> Iterator[None]:
     slurm.cancel_leftovers()
 
 
-def _provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str, Any]:
-    profile = {"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
-    profile.update(changes.pop("profile", {}))
-    entry: dict[str, Any] = {
-        "type": "slurm",
-        "name": "hpc",
-        "login": slurm.login_with_port,
-        "ssh_key": slurm.key,
-        "known_hosts": slurm.known_hosts,
-        "engine_url": attach_url_on(port),
-        "worker_command": slurm.worker,
-        "max_idle_s": 2,
-        "provision_timeout_s": 60,
-        "poll_interval_s": 0.3,
-        "retry_base_s": 30,
-        "profiles": [profile],
-    }
-    entry.update(changes)
-    return entry
-
-
 @pytest.fixture
 def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
     started: list[EngineProcess] = []
@@ -96,7 +75,7 @@ def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
         if tls is not None:
             args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
             changes.setdefault("engine_url", attach_url_on(port, "wss"))
-        config = [_provisioner(slurm, port, **changes)]
+        config = [slurm_provisioner(slurm, port, **changes)]
         write_provisioners(data_dir, config)
         engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port, args=args)
         started.append(engine)
@@ -309,7 +288,7 @@ def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
 
 
 def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
-    entry = _provisioner(slurm, 1, **changes)
+    entry = slurm_provisioner(slurm, 1, **changes)
     path = tmp_path / "provisioners.json"
     path.write_text(json.dumps([entry]))
     data = tmp_path / "data"
@@ -396,7 +375,7 @@ def _data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, 
     """A data directory (for an engine, then perhaps its restart) and the engine's port."""
     port = free_port()
     data_dir = tmp_path / "data"
-    write_provisioners(data_dir, [_provisioner(slurm, port, **changes)])
+    write_provisioners(data_dir, [slurm_provisioner(slurm, port, **changes)])
     return data_dir, port
 
 

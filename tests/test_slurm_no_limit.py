@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from tests.support.cli import fluksio
-from tests.support.engine import attach_url_on, free_port, start_engine, write_provisioners
+from tests.support.engine import free_port, start_engine, write_provisioners
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, local_slurm
+from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.contract
@@ -74,23 +74,13 @@ def marks() -> Iterator[Path]:
 
 def _provisioner(slurm: LocalSlurm, port: int) -> dict[str, Any]:
     common = {"cpus": 1, "gpus": 0, "ram_mb": 300}
-    return {
-        "type": "slurm",
-        "name": "hpc",
-        "login": slurm.login_with_port,
-        "ssh_key": slurm.key,
-        "known_hosts": slurm.known_hosts,
-        "engine_url": attach_url_on(port),
-        "worker_command": slurm.worker,
-        "max_idle_s": 300,  # they leave by draining, not by idling
-        "provision_timeout_s": 60,
-        "poll_interval_s": 0.3,
-        "profiles": [
-            # The spec's gpu-small, less what this one-node cluster does not have.
-            {**common, "name": "gpu-small", "labels": ["gpu"], "sbatch": ["--time=04:00:00"]},
-            {**common, "name": "short", "labels": ["hpc"], "sbatch": ["--time=00:01:00"]},
-        ],
-    }
+    profiles = [
+        # The spec's gpu-small, less what this one-node cluster does not have.
+        {**common, "name": "gpu-small", "labels": ["gpu"], "sbatch": ["--time=04:00:00"]},
+        {**common, "name": "short", "labels": ["hpc"], "sbatch": ["--time=00:01:00"]},
+    ]
+    # They leave by draining, not by idling.
+    return slurm_provisioner(slurm, port, max_idle_s=300, profiles=profiles)
 
 
 def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_margin(

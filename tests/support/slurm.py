@@ -16,9 +16,11 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.engine import attach_url_on
 from tests.support.wait import wait_for
 
 STATE = Path(os.environ.get("FLUKSIO_SLURM_STATE", "/var/lib/fluksio-slurm"))
@@ -169,3 +171,26 @@ def local_gridengine() -> LocalGridEngine:
         parallel_environment=facts["PE"],
         slots=int(facts["SLOTS"]),
     )
+
+
+def slurm_provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str, Any]:
+    """A provisioners.json entry for the local cluster, its jobs dialling an engine on
+    ``port``; ``profile`` changes its one profile, other keys the entry."""
+    profile = {"name": "small", "cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
+    profile.update(changes.pop("profile", {}))
+    entry: dict[str, Any] = {
+        "type": "slurm",
+        "name": "hpc",
+        "login": slurm.login_with_port,
+        "ssh_key": slurm.key,
+        "known_hosts": slurm.known_hosts,
+        "engine_url": attach_url_on(port),
+        "worker_command": slurm.worker,
+        "max_idle_s": 2,
+        "provision_timeout_s": 60,
+        "poll_interval_s": 0.3,
+        "retry_base_s": 30,
+        "profiles": [profile],
+    }
+    entry.update(changes)
+    return entry
