@@ -173,7 +173,8 @@ def test_every_screen_action_has_a_command(engine: EngineProcess, tmp_path: Path
         assert "needs-tpu/n" in waiting and "no attached worker carries label 'tpu'" in waiting
         (queued,) = json.loads(fluksio("workers", "waiting", "--json", env=env).stdout)
         assert queued["run_id"] == run_id
-        assert fluksio("runs", "cancel", run_id, env=env).returncode == 0
+        cancelled = fluksio("runs", "cancel", run_id, env=env)
+        assert cancelled.returncode == 0 and cancelled.stdout == f"run {run_id}: cancelled\n"
     finally:
         worker.stop()
 

@@ -31,6 +31,9 @@ def test_make_run_runs_the_example_flow_and_says_where_each_node_ran(tmp_path: P
     out = done.stdout
     assert "Flow 'hello' saved with 4 node(s)." in out
     assert "of 'hello': succeeded" in out
+    # Read as a log: the run's last line says it succeeded, after its last node's line.
+    followed = [line for line in out.splitlines() if line.startswith(("run ", "  "))]
+    assert followed[-1].startswith("run ") and followed[-1].endswith("of 'hello': succeeded")
     assert '-> {"count": 5, "sum_of_squares": 55}' in out
     node_lines = [line for line in out.splitlines() if line.startswith("  ")]
     lines = [line.split() for line in node_lines if not line.strip().startswith("on ")]

@@ -114,11 +114,15 @@ def test_a_broken_plugin_is_reported_by_name_and_left_out() -> None:
 
 
 def test_the_specs_example_file_is_valid_as_written() -> None:
-    [(kind, settings), (hosts_kind, hosts)] = load_provisioners(EXAMPLE, _types())
+    [(kind, settings), (hosts_kind, hosts), (ge_kind, ge)] = load_provisioners(EXAMPLE, _types())
     assert kind is SlurmProvisioner and settings.name == "hpc"
     assert [p.name for p in settings.profiles] == ["gpu-small"]
     assert hosts_kind is HostsProvisioner and hosts.name == "boxes"
     assert [p.name for p in hosts.profiles] == ["gpu-box-1"]
+    assert ge_kind.type_name == "gridengine" and ge.name == "sge"
+    assert [(p.name, ge_kind.walltime_s(ge_kind(ge), p)) for p in ge.profiles] == [
+        ("cpu-8", 4 * 3600)
+    ]
 
 
 @pytest.mark.parametrize(

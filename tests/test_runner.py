@@ -309,8 +309,8 @@ async def test_each_call_is_a_fresh_process_that_no_earlier_call_touched(
             "module attribute": False,
             "variable": [],
             "path": [],
-            "sources": ["<node f/n>"],
-            "module": "<node f/n>",
+            "sources": ["<node n>"],
+            "module": "<node n>",
         }
     assert len(pids) == 8, "every call had a process of its own"
 

@@ -203,8 +203,11 @@ async def test_cancel_kills_the_node_and_leaves_other_runs_of_it_alone(
     )
     assert alive(second_pid)
     assert (await api.run(second))["state"] == "running"
-    await api.request("POST", f"/runs/{second}/cancel")
-    assert (await api.wait_run(second))["state"] == "cancelled"
+    # Answered at once, the run is still running while its process is stopped; with
+    # ?wait= the answer is the run once it has ended cancelled.
+    waited = await api.request("POST", f"/runs/{second}/cancel?wait=20")
+    assert waited.status == 200 and waited.body["state"] == "cancelled", waited.body
+    assert nodes_of(waited.body)["wait"]["error"]["type"] == "NodeCancelled"
     again = await api.request("POST", f"/runs/{second}/cancel")
     assert again.status == 409 and "already ended" in again.body["detail"]
 

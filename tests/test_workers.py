@@ -526,4 +526,7 @@ def test_python_selects_the_interpreter_node_code_runs_on(
     assert nodes["new"]["result"] == "twice 42"
     error = nodes["broken"]["error"]
     assert error["type"] == "SyntaxError", error
-    assert error["message"].endswith(f"(compiled on worker {worker['name']} with Python 3.12)")
+    assert error["message"] == (
+        "invalid syntax (<node broken>, line 1)"
+        f" (compiled on worker {worker['name']} with Python 3.12)"
+    ), error

@@ -119,9 +119,16 @@ def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> RunBody:
                     click.echo(f"\x1b[{len(shown)}F\x1b[J", nl=False)
                 click.echo("\n".join(lines))
             else:
-                for line in lines:
+                # A log, read top down: after the first view, the run's own line comes after
+                # the node lines that changed it ("succeeded" last, not before its node).
+                head, *nodes = lines
+                if not shown:
+                    click.echo(head)
+                for line in nodes:
                     if line not in shown:
                         click.echo(line)
+                if shown and head not in shown:
+                    click.echo(head)
             shown = lines
         if run.state in TERMINAL_RUN_STATES:
             return run
@@ -176,6 +183,9 @@ def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
 @click.argument("run_id")
 @click.pass_context
 def cancel(ctx: click.Context, run_id: str) -> None:
-    """Cancel run RUN_ID: what it is executing is killed."""
-    run = client_of(ctx).read(RunBody, "POST", f"/runs/{run_id}/cancel")
-    click.echo(f"run {run.id}: {run.state}")
+    """Cancel run RUN_ID: what it is executing is killed; waits (up to 30 s) until it is."""
+    run = client_of(ctx).read(RunBody, "POST", f"/runs/{run_id}/cancel?wait=30")
+    if run.state in TERMINAL_RUN_STATES:
+        click.echo(f"run {run.id}: {run.state}")
+    else:
+        click.echo(f"run {run.id}: {run.state}, its calls still being stopped")

@@ -9,7 +9,7 @@ import signal
 import sys
 
 from fluksio.agent.runner.environment import drop_credentials
-from fluksio.agent.runner.node import run_spec
+from fluksio.agent.runner.node import run_spec, source_name
 from fluksio.agent.runner.processes import (
     become_subreaper,
     children_of,
@@ -245,7 +245,7 @@ def _rehearse() -> None:
         os.environ.pop("FLUKSIO_REHEARSAL", None)
         sys.modules.pop("fluksio", None)
         sys.modules.pop("fluksio_node", None)
-        linecache.cache.pop("<node /rehearsal>", None)
+        linecache.cache.pop(source_name("rehearsal"), None)
 
 
 def _wait_for_call(inbox: socket.socket, rehearse: bool) -> int:

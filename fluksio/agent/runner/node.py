@@ -43,12 +43,19 @@ def _pick_function(module: types.ModuleType, node: str) -> Callable[..., object]
     raise LookupError(f"node {node!r} has no process() and several public functions: {names}")
 
 
+def source_name(node: str) -> str:
+    """The file name a node's code has in its tracebacks and errors: ``<node train>``.
+
+    No "/" in it: a SyntaxError names its file by what follows the last "/" there."""
+    return f"<node {node}>"
+
+
 def _load(spec: dict[str, Any]) -> Callable[..., object]:
     import linecache
     import types
 
     node = spec.get("node", "node")
-    filename = f"<node {spec.get('flow', '')}/{node}>"
+    filename = source_name(node)
     source = spec["source"]
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")

@@ -160,10 +160,26 @@ async def _get(call: Call[None]) -> RunBody:
 
 @routes.post(
     "/runs/{run_id}/cancel",
-    summary="Cancel a run: what it executes is killed",
+    summary="Cancel a run: what it executes is killed (see wait)",
     auth="superuser",
     answer=RunBody,
-    errors=(404, 409),
+    errors=(404, 409, 422),
+    params=(
+        Param(
+            "wait",
+            "Hold the answer up to this many seconds (at most 60) until the run has ended"
+            " cancelled. Without it the answer is the run at the moment of the request:"
+            " its waiting nodes already cancelled, its running ones still running while"
+            " their processes are stopped (moments on the engine, a round trip on a worker).",
+            schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
+        ),
+    ),
 )
 async def _cancel(call: Call[None]) -> RunBody:
-    return run_body(call.app[DISPATCHER].cancel_run(call.request.match_info["run_id"]))
+    run_id = call.request.match_info["run_id"]
+    wait = _number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
+    dispatcher = call.app[DISPATCHER]
+    view = dispatcher.cancel_run(run_id)
+    if wait > 0:
+        view = await dispatcher.wait_run(run_id, wait) or view
+    return run_body(view)
