@@ -1,13 +1,14 @@
 """The run machine against its naive reference, over event sequences Hypothesis draws.
 
-Runs of random flows (dependencies, ``retries``, ``retry_on_restart``) are started,
+Runs of random flows (dependencies, ``retries`` or ``retry``, ``retry_on_restart``) are started,
 placed, refused a secret, ended every way a call ends, cancelled, and taken over by a new
 machine after a restart from what the effects wrote, never from the old machine's memory.
 After every event both must agree on every node's and run's state, and the effects must
 keep the promises the dispatcher relies on:
 
 - a call ends in exactly one terminal state, and stays there;
-- it is queued again only after ``WorkerGone`` with retries left, ``NotTaken``, or a
+- it is queued again only after a failure its ``retry`` (or ``retries``) chose with
+  attempts left (at once, or when its announced back-off is due), ``NotTaken``, or a
   restart (the reference counts each);
 - the queue holds exactly the queued nodes' calls, each id new;
 - what the effects wrote is what the machine holds: nothing is lost at a restart;
@@ -33,13 +34,14 @@ from fluksio.engine.runs.effects import (
     Progress,
     Queue,
     Release,
+    RetryAt,
     Save,
     Stop,
     Withdraw,
 )
 from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.provenance import Provenance
-from fluksio.engine.runs.reference import ReferenceNode, ReferenceRun
+from fluksio.engine.runs.reference import RETRIED_AS, ReferenceNode, ReferenceRun
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
 
@@ -56,6 +58,8 @@ OUTCOMES = {
     "not_taken": CallOutcome(
         False, error=error_record(ErrorKind.NOT_TAKEN, "the worker never took it")
     ),
+    "timeout": CallOutcome(False, error=error_record(ErrorKind.NODE_TIMEOUT, "silent 5 s")),
+    "limit": CallOutcome(False, error=error_record(ErrorKind.NODE_LIMIT, "ran for 5 s")),
 }
 
 
@@ -66,16 +70,36 @@ def flows(draw: st.DrawFn) -> list[dict[str, Any]]:
     for index in range(count):
         earlier = st.sampled_from(range(max(index, 1)))
         after = draw(st.lists(earlier, max_size=min(index, 2), unique=True))
-        nodes.append(
-            {
-                "id": f"n{index}",
-                "code": CODE,
-                "after": [f"n{i}" for i in after],
-                "retries": draw(st.integers(0, 2)),
-                "retry_on_restart": draw(st.booleans()),
+        node: dict[str, Any] = {
+            "id": f"n{index}",
+            "code": CODE,
+            "after": [f"n{i}" for i in after],
+            "retry_on_restart": draw(st.booleans()),
+        }
+        if draw(st.booleans()):
+            node["retries"] = draw(st.integers(0, 2))
+        else:
+            kinds = st.sampled_from(sorted(RETRIED_AS.values()))
+            node["retry"] = {
+                "on": draw(st.lists(kinds, min_size=1, max_size=4, unique=True)),
+                "times": draw(st.integers(1, 2)),
+                "backoff_s": draw(st.sampled_from([0.0, 5.0])),
             }
-        )
+        nodes.append(node)
     return nodes
+
+
+def _reference_node(node: dict[str, Any]) -> ReferenceNode:
+    after = tuple(node["after"])
+    retry = node.get("retry")
+    if retry is None:
+        retries = node.get("retries", 0)
+        kinds = frozenset({"WorkerGone"}) if retries else frozenset()
+        return ReferenceNode(after, kinds, retries, False, node["retry_on_restart"])
+    waits = retry["backoff_s"] > 0
+    return ReferenceNode(
+        after, frozenset(retry["on"]), retry["times"], waits, node["retry_on_restart"]
+    )
 
 
 class RunMachineComparison(RuleBasedStateMachine):
@@ -94,6 +118,8 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.ended: set[str] = set()
         self.terminal: dict[tuple[str, str], NodeState] = {}
         self.progress: dict[str, int] = {}
+        self.retry_at: set[tuple[str, str]] = set()
+        """Nodes the machine said wait out a back-off (``RetryAt``), and not yet due."""
 
     # -- carrying effects out, as the dispatcher would -----------------------------------
 
@@ -131,6 +157,9 @@ class RunMachineComparison(RuleBasedStateMachine):
                 assert effect.row.id not in self.ended, "a run ends once"
                 assert effect.row.state in TERMINAL_RUN_STATES
                 self.ended.add(effect.row.id)
+            elif isinstance(effect, RetryAt):
+                assert effect.at > self.now, "a back-off ends later"
+                self.retry_at.add((effect.run_id, effect.node_id))
             elif isinstance(effect, Progress):
                 # A node's count goes on over its calls (a retry is an event of its own).
                 key = f"{effect.row.id}/{effect.node.node_id}"
@@ -147,12 +176,7 @@ class RunMachineComparison(RuleBasedStateMachine):
         run_id = f"r{len(self.reference)}"
         self.now += 1
         self.apply(self.machine.start(run_id, "flow", {"nodes": nodes}, {}, self.now))
-        self.reference[run_id] = ReferenceRun(
-            {
-                n["id"]: ReferenceNode(tuple(n["after"]), n["retries"], n["retry_on_restart"])
-                for n in nodes
-            }
-        )
+        self.reference[run_id] = ReferenceRun({n["id"]: _reference_node(n) for n in nodes})
 
     @precondition(lambda self: bool(self.queue))
     @rule(data=st.data(), refused=st.booleans())
@@ -187,6 +211,33 @@ class RunMachineComparison(RuleBasedStateMachine):
         call_id = data.draw(st.sampled_from(sorted(self.running)))
         self.apply(self.machine.reported(call_id, {"event": "step", "outputs": {}}))
 
+    def _backing_off(self) -> list[tuple[str, str]]:
+        return sorted(
+            (run_id, node_id)
+            for run_id, run in self.reference.items()
+            for node_id, node in run.nodes.items()
+            if node.backing_off and node.state is NodeState.PENDING
+        )
+
+    @precondition(lambda self: bool(self.retry_at))
+    @rule(data=st.data())
+    def retry_due(self, data: st.DataObject) -> None:
+        """An announced back-off's timer fires: the node's next attempt is queued, unless
+        its run was cancelled meanwhile (then nothing at all happens)."""
+        run_id, node_id = data.draw(st.sampled_from(sorted(self.retry_at)))
+        self.retry_at.discard((run_id, node_id))
+        self.now += 5
+        effects = self.machine.retry_due(run_id, node_id, self.now)
+        if (run_id, node_id) in self._backing_off():
+            self.reference[run_id].retry_due(node_id)
+        else:
+            assert effects == [], "a cancelled run's node never starts again"
+        self.apply(effects)
+
+    @invariant()
+    def every_back_off_was_announced(self) -> None:
+        assert set(self._backing_off()) <= self.retry_at
+
     @precondition(lambda self: any(not self.machine.is_over(r) for r in self.reference))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
@@ -202,6 +253,7 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.machine = RunMachine(lambda: next(self.ids))
         self.queue.clear()
         self.running.clear()
+        self.retry_at.clear()  # a back-off is not kept over a restart
         self.progress.clear()  # a running call's reports are kept only once it ends
         unfinished = [
             (dataclasses.replace(row), [dataclasses.replace(n) for n in nodes.values()])

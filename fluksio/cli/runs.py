@@ -61,7 +61,7 @@ def _node_line(node: NodeBody) -> str:
         detail = f"-> {_preview(node.result)}"
     elif state in {NodeState.FAILED, NodeState.SKIPPED, NodeState.CANCELLED} and node.error:
         detail = node.error["short"]
-    elif state is NodeState.QUEUED:
+    elif state in (NodeState.QUEUED, NodeState.PENDING) and node.reason:
         detail = f"waiting: {node.reason}"
     elif state is NodeState.RUNNING and node.events:
         last = node.events[-1]
@@ -69,6 +69,11 @@ def _node_line(node: NodeBody) -> str:
     else:
         detail = ""
     line = f"  {node.id:16} {state:10} {where:18} {took:>9}  {detail}"
+    retried = [e for e in node.events if e.get("event") == "retried"]
+    if node.attempt > 1 and state is not NodeState.PENDING:
+        after = retried[-1]["outputs"].get("after") if retried else None
+        why = f" (attempt {node.attempt - 1} ended {after})" if after else ""
+        line += f"\n{'':20}attempt {node.attempt} of {node.attempts}{why}"
     if node.provenance is None:
         return line
     provenance = Provenance.from_json(node.provenance.model_dump())

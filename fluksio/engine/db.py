@@ -136,6 +136,10 @@ MIGRATIONS: tuple[str, ...] = (
         revoked_at  REAL
     );
     """,
+    # v7: which attempt a node is on, so that its retries are counted across a restart.
+    """
+    ALTER TABLE node_runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

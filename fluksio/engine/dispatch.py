@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import secrets
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
+from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.engine_events import (
     VIEWS_CHANGED,
     CallProgressed,
@@ -51,25 +51,28 @@ from fluksio.engine.runs.effects import (
     Progress,
     Queue,
     Release,
+    RetryAt,
     Save,
     Stop,
     Withdraw,
 )
 from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.rows import NodeRow, RunRow
-from fluksio.engine.runs.views import Executor, NodeView, RunChange, RunView, WaitingCall
+from fluksio.engine.runs.views import (
+    Executor,
+    RunChange,
+    RunView,
+    stored_view,
+)
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.secrets import SecretDenied
 from fluksio.provisioners.base import Provisioner, WorkerEvent
 from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
-from fluksio.provisioners.requests import MachineRequest, ProfileStatus
+from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import (
     DEFAULT_WALLTIME_MARGIN_S,
     ENGINE_ID,
     Placement,
-    PlaceView,
     Scheduler,
-    WaitReason,
     Worker,
 )
 
@@ -92,12 +95,7 @@ def _new_call_id() -> str:
     return secrets.token_hex(8)
 
 
-def _stored_view(row: RunRow, nodes: Sequence[NodeRow]) -> RunView:
-    """A run as the store holds it (an ended one's events are in its rows)."""
-    return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in nodes))
-
-
-class Dispatcher:
+class Dispatcher(DispatcherViews):
     def __init__(
         self,
         *,
@@ -212,63 +210,6 @@ class Dispatcher:
         assert view is not None
         return view
 
-    def view_run(self, run_id: str) -> RunView | None:
-        live = self._machine.snapshot(run_id)
-        if live is not None:
-            row, nodes = live
-            views = []
-            for node in nodes:
-                reason = None
-                if node.queued_call is not None:
-                    found = self.reason(node.queued_call)
-                    reason = found.text if found is not None else None
-                views.append(NodeView(node.row, reason, node.event_count, node.events))
-            return RunView(row, tuple(views))
-        ended = self._recently_ended.get(run_id)
-        if ended is not None:
-            return ended
-        stored = self._runs_store.get(run_id)
-        return _stored_view(*stored) if stored is not None else None
-
-    async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
-        """The run once it has ended, or as it is after ``timeout`` seconds."""
-        if timeout > 0 and not self._machine.is_over(run_id):
-            done = self._waiters.setdefault(run_id, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                async with self._clock.timeout(timeout):
-                    await done.wait()
-        return self.view_run(run_id)
-
-    def waiting_calls(self) -> list[WaitingCall]:
-        """Every waiting node call, in the order it will be served, with its reason."""
-        found = []
-        for call_id in self._scheduler.waiting():
-            call = self._machine.call(call_id)
-            if call is None:
-                continue
-            run, spec, row = call
-            found.append(
-                WaitingCall(
-                    call_id=call_id,
-                    run_id=run.id,
-                    flow=run.flow,
-                    node=spec.id,
-                    worker=spec.worker,
-                    queued_at=row.queued_at,
-                    reason=self.reason(call_id),
-                )
-            )
-        return found
-
-    def waiting_labels(self) -> collections.Counter[str]:
-        """How many calls wait, by the label each wants (``""``: any place will do)."""
-        wanted: collections.Counter[str] = collections.Counter()
-        for call_id in self._scheduler.waiting():
-            call = self._machine.call(call_id)
-            if call is not None:
-                wanted[call[1].worker or ""] += 1
-        return wanted
-
     # -- carrying the run machine's effects out ------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:
@@ -285,8 +226,17 @@ class Dispatcher:
             Progress: self._progressed,
             Create: self._created,
             Ended: self._ended,
+            RetryAt: self._retry_at,
             Log: lambda e: log.info(e.event, **e.fields),
         }
+
+    def _retry_at(self, effect: RetryAt) -> None:
+        def due() -> None:
+            if not self._closing:  # a node waiting at shutdown is queued at the restart
+                self._apply(self._machine.retry_due(effect.run_id, effect.node_id, now()))
+
+        now = self._clock.now
+        self._clock.call_later(max(0.0, effect.at - now()), due)
 
     # The queue or the free amounts changed: a pass, once for the moment, and before the
     # moment's rows are written, so that what it starts is written with them.
@@ -332,7 +282,7 @@ class Dispatcher:
             ended = self._machine.written(change.row.id)
             if ended is not None:
                 # Kept as written, for who reads it next (a waiter, mostly): no SQLite read.
-                self._recently_ended[change.row.id] = _stored_view(*ended)
+                self._recently_ended[change.row.id] = stored_view(*ended)
                 if len(self._recently_ended) > ENDED_KEPT:
                     self._recently_ended.popitem(last=False)
 
@@ -416,16 +366,6 @@ class Dispatcher:
         self._events.emit(WorkerLeft(event))
         self.kick()
 
-    def answering(self, worker_id: str) -> bool:
-        """Whether the worker answers (the one record of it: its place in the scheduler)."""
-        view = self._scheduler.view(worker_id)
-        return view is not None and not view.paused
-
-    def calls_on(self, worker_id: str) -> int:
-        """The calls placed on the worker and not yet ended (its place's slots in use)."""
-        view = self._scheduler.view(worker_id)
-        return view.calls if view is not None else 0
-
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""
         if self._scheduler.has_place(worker_id):
@@ -478,23 +418,3 @@ class Dispatcher:
             )
             if self.provisioning is not None:
                 self.provisioning.want(ask.provisioner, ask.profile)
-
-    # -- questions (read-only) ---------------------------------------------------------
-
-    def reason(self, call_id: str) -> WaitReason | None:
-        """Why a call waits, with how the provisioning it waits for stands now."""
-        now = self.provisioning.now() if self.provisioning is not None else None
-        return self._scheduler.reason(call_id, now)
-
-    def has_waiting(self) -> bool:
-        return self._scheduler.has_waiting()
-
-    def placed_on(self, call_id: str) -> str:
-        allocation = self._scheduler.allocation(call_id)
-        return allocation.place_id if allocation is not None else ENGINE_ID
-
-    def place(self, place_id: str) -> PlaceView | None:
-        return self._scheduler.view(place_id)
-
-    def profiles(self) -> list[ProfileStatus]:
-        return self.provisioning.profiles() if self.provisioning is not None else []

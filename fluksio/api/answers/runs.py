@@ -42,6 +42,11 @@ class NodeBody(Answer):
     logs: str
     events: list[dict[str, Any]]
     event_count: int
+    attempt: int = 1
+    """Which attempt it is on, or ended on: 1, then one more at each retry (``retry``,
+    ``retries``); each retry is an event ``retried`` saying why the last one ended."""
+    attempts: int = 1
+    """How many attempts its ``retry`` (or ``retries``) allows, the first included."""
 
 
 class RunBody(Answer):

@@ -14,6 +14,7 @@ from fluksio.api.appkeys import DISPATCHER, RUNS
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
+from fluksio.engine.runs.models import most_attempts
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import RunState
 from fluksio.engine.runs.views import RunView
@@ -33,6 +34,7 @@ def _duration(row: NodeRow) -> float | None:
 def run_body(view: RunView) -> RunBody:
     """The run as a client sees it (``GET /runs/{id}``, and the answer to starting one)."""
     row = view.row
+    most = most_attempts(row.spec)
     nodes = [
         NodeBody(
             id=node.row.node_id,
@@ -51,6 +53,8 @@ def run_body(view: RunView) -> RunBody:
             logs=node.row.logs,
             events=node.events if node.events is not None else node.row.events or [],
             event_count=node.event_count,
+            attempt=node.row.attempt,
+            attempts=most.get(node.row.node_id, 1),
         )
         for node in view.nodes
     ]

@@ -22,6 +22,7 @@ __all__ = [
     "Progress",
     "Queue",
     "Release",
+    "RetryAt",
     "Save",
     "Stop",
     "Withdraw",
@@ -91,6 +92,15 @@ class Ended:
 
 
 @dataclass(frozen=True)
+class RetryAt:
+    """A node waits out its back-off: call :meth:`RunMachine.retry_due` at ``at``."""
+
+    run_id: str
+    node_id: str
+    at: float
+
+
+@dataclass(frozen=True)
 class Log:
     """Something worth a line in the engine's log."""
 
@@ -98,7 +108,7 @@ class Log:
     fields: dict[str, Any]
 
 
-Effect = Queue | Withdraw | Stop | Release | Create | Save | Progress | Ended | Log
+Effect = Queue | Withdraw | Stop | Release | Create | Save | Progress | Ended | RetryAt | Log
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,12 @@ from fluksio.engine.runs.effects import (
     Progress,
     Queue,
     Release,
+    RetryAt,
     Save,
     Stop,
     Withdraw,
 )
-from fluksio.engine.runs.models import FlowSpec, NodeSpec
+from fluksio.engine.runs.models import FlowSpec, NodeSpec, failure_kind
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.rows import NodeRow, RunRow
@@ -74,8 +75,8 @@ class _Node:
     event_count: int = 0
     secrets: tuple[str, ...] = ()
     """Secret values released to the running call: blanked in what it reports."""
-    retried: int = 0
-    """How often it was queued again after losing its worker (``retries``)."""
+    retry_at: float | None = None
+    """While it waits out a back-off before its next attempt (``pending``): until when."""
 
 
 @dataclass
@@ -96,6 +97,10 @@ class NodeSnapshot:
     events: list[dict[str, Any]]
     event_count: int
     queued_call: str | None
+    retry_at: float | None = None
+    """While it waits out a back-off before its next attempt: until when."""
+    most_attempts: int = 1
+    """How many attempts its ``retry`` (or ``retries``) allows it, the first included."""
 
 
 class RunMachine:
@@ -134,6 +139,7 @@ class RunMachine:
         changed = []
         for node in run.nodes.values():
             state = node.row.state
+            node.retry_at = None  # a back-off ends with the run: nothing more starts
             if state in (NodeState.PENDING, NodeState.QUEUED):
                 if state is NodeState.QUEUED:
                     effects.append(Withdraw(self._forget_call(node)))
@@ -257,6 +263,18 @@ class RunMachine:
         self._finish(run, changed, now, effects)
         return effects
 
+    def retry_due(self, run_id: str, node_id: str, now: float) -> list[Effect]:
+        """A node's back-off is over: queue its next attempt (unless it ended meanwhile)."""
+        run = self._runs.get(run_id)
+        node = run.nodes.get(node_id) if run is not None else None
+        if run is None or node is None or node.retry_at is None or run.cancelling:
+            return []
+        node.retry_at = None
+        effects: list[Effect] = []
+        self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+        effects.append(Save(run.row, (node.row,)))
+        return effects
+
     def written(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
         """The run's rows are written; an ended run is let go (its final rows returned):
         it lives in the store now."""
@@ -286,6 +304,8 @@ class RunMachine:
                 list(node.events),
                 node.event_count,
                 node.row.call_id if node.row.state is NodeState.QUEUED else None,
+                node.retry_at,
+                node.spec.most_attempts,
             )
             for node in run.nodes.values()
         ]
@@ -321,6 +341,7 @@ class RunMachine:
     def _queue(self, run: _Run, node: _Node, queued_at: float, effects: list[Effect]) -> _Node:
         call_id = self._new_id()
         node.row.state = NodeState.QUEUED
+        node.row.error = None  # an earlier attempt's, shown while it waited to retry
         node.row.call_id = call_id
         node.row.queued_at = queued_at
         self._calls[call_id] = (run, node)
@@ -365,40 +386,48 @@ class RunMachine:
     def _retry(
         self, run: _Run, node: _Node, outcome: CallOutcome, now: float, effects: list[Effect]
     ) -> bool:
-        """Queue the node again when its worker never took it, or was lost and it allows a
-        retry.
+        """Queue the node again when its worker never took it, or when it failed in a way
+        its ``retry`` (or ``retries``) chose and has attempts left: at once, or after its
+        back-off (``pending`` meanwhile, with a :class:`RetryAt`).
 
-        The lost call's late answer, if its worker ever sends one, is ignored: the node
+        A lost call's late answer, if its worker ever sends one, is ignored: the node
         keeps exactly one result, the first its run receives.
         """
         error = outcome.error or {}
         if outcome.ok or run.cancelling:
             return False
         # A call its worker never took (it froze first) never ran: it simply goes back in
-        # line, whatever its retries. A lost call may have run: only with retries left.
+        # line, whatever its retries, and spends no attempt.
         never_ran = error.get("type") == ErrorKind.NOT_TAKEN
-        if not never_ran and (
-            error.get("type") != ErrorKind.WORKER_GONE or node.retried >= node.spec.retries
-        ):
-            return False
+        policy = node.spec.retry_policy()
+        wait = 0.0
         if not never_ran:
-            node.retried += 1
+            if (
+                policy is None
+                or failure_kind(error.get("type")) not in policy.on
+                or node.row.attempt > policy.times
+            ):
+                return False
+            wait = policy.wait_before(node.row.attempt)
+            node.row.attempt += 1
         node.secrets = ()
-        effects.append(
-            Log(
-                "call.requeued" if never_ran else "call.retried",
-                {
-                    "run_id": run.row.id,
-                    "node": node.spec.id,
-                    "attempt": node.retried + 1,
-                    "reason": error.get("message"),
-                },
-            )
-        )
+        said = error.get("short") or error.get("message")
+        fields: dict[str, Any] = {"run_id": run.row.id, "node": node.spec.id, "after": said}
+        if not never_ran:
+            assert policy is not None
+            fields.update(attempt=node.row.attempt, of=policy.times + 1, in_s=wait)
+        effects.append(Log("call.requeued" if never_ran else "call.retried", fields))
+        outputs = {k: v for k, v in fields.items() if k not in ("run_id", "node")}
         event = "requeued" if never_ran else "retried"
-        node.events.append({"event": event, "outputs": {"after": error.get("message")}, "ts": now})
+        node.events.append({"event": event, "outputs": outputs, "ts": now})
         node.event_count += 1
-        self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+        if wait > 0:
+            node.row.state = NodeState.PENDING
+            node.row.error = error
+            node.retry_at = now + wait
+            effects.append(RetryAt(run.row.id, node.spec.id, node.retry_at))
+        else:
+            self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
         effects.append(Save(run.row, (node.row,)))
         return True
 

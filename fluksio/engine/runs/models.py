@@ -16,12 +16,26 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
+from fluksio.agent.outcome import ErrorKind
 from fluksio.engine.models import Label
 
-__all__ = ["FlowSpec", "NodeResources", "NodeSpec", "RunRequest", "SecretRequest", "find_cycle"]
+__all__ = [
+    "FlowSpec",
+    "NodeResources",
+    "NodeSpec",
+    "RetryKind",
+    "RetryPolicy",
+    "RunRequest",
+    "SecretRequest",
+    "failure_kind",
+    "find_cycle",
+    "most_attempts",
+]
 
 LIMIT_MAX_S = 366 * 86400.0
 """A year and a day: beyond any batch walltime, and still a number a timer can hold."""
@@ -36,6 +50,64 @@ class NodeResources(BaseModel):
     cpus: int | None = Field(default=None, ge=0)
     gpus: int | None = Field(default=None, ge=0)
     ram_mb: int | None = Field(default=None, ge=0)
+
+
+RetryKind = Literal["NodeError", "NodeTimeout", "NodeLimit", "WorkerGone"]
+"""The failures an author may choose to retry."""
+
+
+class RetryPolicy(BaseModel):
+    """Failures of the chosen kinds run the node again, up to ``times`` more attempts,
+    each after a wait that grows: ``backoff_s``, then times ``factor``, at most
+    ``max_backoff_s``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    on: list[RetryKind] = Field(min_length=1, max_length=4)
+    """``NodeError`` (its code raised, or its process died), ``NodeTimeout`` (silent past
+    its ``timeout``), ``NodeLimit`` (ran past its ``limit``, or to its job's end),
+    ``WorkerGone`` (its worker was lost mid-call: it may then run twice)."""
+    times: int = Field(ge=1, le=10)
+    """How many attempts after the first, at most."""
+    backoff_s: float = Field(default=1.0, ge=0, le=3600)
+    """The wait before the first retry; 0: at once."""
+    factor: float = Field(default=2.0, ge=1, le=10)
+    """Each later wait is the one before times this."""
+    max_backoff_s: float = Field(default=300.0, ge=0, le=86400)
+    """No wait is longer than this."""
+
+    def wait_before(self, retry: int) -> float:
+        """The wait before retry number ``retry`` (1 for the first)."""
+        return min(self.backoff_s * self.factor ** (retry - 1), self.max_backoff_s)
+
+
+def failure_kind(error_type: str | None) -> RetryKind | None:
+    """How a call's error counts for ``retry``: None for what is never retried (a cancel,
+    a skip, a refused secret, the engine's own trouble, a record too large)."""
+    if error_type == ErrorKind.NODE_TIMEOUT:
+        return "NodeTimeout"
+    if error_type == ErrorKind.NODE_LIMIT:
+        return "NodeLimit"
+    if error_type == ErrorKind.WORKER_GONE:
+        return "WorkerGone"
+    if error_type not in _NOT_THE_NODES:
+        return "NodeError"
+    return None
+
+
+_NOT_THE_NODES = frozenset(
+    {
+        ErrorKind.NOT_TAKEN,
+        ErrorKind.NODE_CANCELLED,
+        ErrorKind.SECRET_DENIED,
+        ErrorKind.ENGINE_ERROR,
+        ErrorKind.ENGINE_RESTARTED,
+        ErrorKind.SKIPPED,
+        ErrorKind.FRAME_TOO_LARGE,
+        ErrorKind.RESULT_TOO_LARGE,
+    }
+)
+"""Error types the engine or agent gives that are no failure of the node's own code."""
 
 
 class NodeSpec(BaseModel):
@@ -58,13 +130,45 @@ class NodeSpec(BaseModel):
     limit: float | None = Field(default=None, gt=0, le=LIMIT_MAX_S)
     """The longest a call of this node may run, in seconds, however much it reports; it
     is stopped then. Also what places it on a batch job's worker: only where it fits
-    before the job ends. None: no bound, and never on a worker whose job ends."""
+    before the job ends. None: no bound of its own; on a worker whose job ends, it runs
+    until the job has the engine's walltime margin left."""
     resources: NodeResources = Field(default_factory=NodeResources)
     retry_on_restart: bool = False
     """Re-run (rather than fail) this node when the engine restarts while it executes."""
     retries: int = Field(default=0, ge=0, le=10)
     """Run it again, up to this many times, when its worker is lost mid-call (it may then
-    run twice: the first answer counts). Off by default."""
+    run twice: the first answer counts). Off by default. The same as ``retry`` with
+    ``{"on": ["WorkerGone"], "times": N, "backoff_s": 0}``."""
+    retry: RetryPolicy | None = None
+    """Which failures run it again, how many times, and after what wait (instead of
+    ``retries``, not beside it)."""
+
+    @field_validator("retry")
+    @classmethod
+    def _one_way_to_retry(
+        cls, retry: RetryPolicy | None, info: ValidationInfo
+    ) -> RetryPolicy | None:
+        retries = info.data.get("retries")
+        if retries and retry is not None:
+            raise ValueError(
+                f'give "retry" or "retries", not both ("retries": {retries} is'
+                f' "retry": {{"on": ["WorkerGone"], "times": {retries}, "backoff_s": 0}})'
+            )
+        return retry
+
+    @property
+    def most_attempts(self) -> int:
+        """How many attempts it may have, the first included."""
+        policy = self.retry_policy()
+        return 1 if policy is None else policy.times + 1
+
+    def retry_policy(self) -> RetryPolicy | None:
+        """How this node is retried, whichever way its author said it; None: never."""
+        if self.retry is not None:
+            return self.retry
+        if self.retries:
+            return RetryPolicy(on=["WorkerGone"], times=self.retries, backoff_s=0)
+        return None
 
     @model_validator(mode="after")
     def _secret_references_are_well_formed(self) -> NodeSpec:
@@ -93,6 +197,18 @@ class SecretRequest(BaseModel):
 
     value: Annotated[str, StringConstraints(min_length=1, max_length=65536)]
     labels: list[Label] = Field(default_factory=list, max_length=32)
+
+
+def most_attempts(flow: dict[str, Any]) -> dict[str, int]:
+    """How many attempts each node of a stored flow may have (only those with more than
+    one): read from the stored JSON without validating the whole flow again."""
+    found = {}
+    for node in flow.get("nodes", []):
+        retry = node.get("retry")
+        times = retry["times"] if retry else node.get("retries", 0)
+        if times:
+            found[node["id"]] = times + 1
+    return found
 
 
 def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:

@@ -15,14 +15,28 @@ from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState, RunState
 __all__ = ["ReferenceNode", "ReferenceRun"]
 
 
+RETRIED_AS = {
+    "error": "NodeError",
+    "timeout": "NodeTimeout",
+    "limit": "NodeLimit",
+    "gone": "WorkerGone",
+}
+"""How each way a call ends counts for a node's ``retry``."""
+
+
 @dataclass
 class ReferenceNode:
     after: tuple[str, ...]
-    retries: int = 0
+    retry_on: frozenset[str] = frozenset()
+    """The failures it is run again after (``retries`` is ``WorkerGone``, at once)."""
+    times: int = 0
+    """How many attempts after the first it may have."""
+    waits: bool = False
+    """Whether it waits out a back-off before each retry (``pending`` meanwhile)."""
     retry_on_restart: bool = False
     state: NodeState = NodeState.PENDING
-    lost: int = 0
-    """Calls of it lost with their worker so far."""
+    attempt: int = 1
+    backing_off: bool = False
 
 
 @dataclass
@@ -72,15 +86,30 @@ class ReferenceRun:
         elif kind == "not_taken" and not self.cancelling:
             node.state = NodeState.QUEUED
             self.queued_times += 1
-        elif kind == "gone" and not self.cancelling and node.lost < node.retries:
-            node.lost += 1
-            node.state = NodeState.QUEUED
-            self.queued_times += 1
+        elif (
+            not self.cancelling
+            and RETRIED_AS.get(kind) in node.retry_on
+            and node.attempt <= node.times
+        ):
+            node.attempt += 1
+            if node.waits:
+                node.state, node.backing_off = NodeState.PENDING, True
+            else:
+                node.state = NodeState.QUEUED
+                self.queued_times += 1
         elif kind == "cancelled" and self.cancelling:
             node.state = NodeState.CANCELLED
         else:
             node.state = NodeState.FAILED
         self._settle()
+
+    def retry_due(self, node_id: str) -> None:
+        """A node's back-off is over: its next attempt is queued."""
+        node = self.nodes[node_id]
+        assert node.state is NodeState.PENDING and node.backing_off
+        node.backing_off = False
+        node.state = NodeState.QUEUED
+        self.queued_times += 1
 
     def cancel(self) -> None:
         self.cancelling = True
@@ -98,6 +127,7 @@ class ReferenceRun:
                 node.state = NodeState.PENDING if node.retry_on_restart else NodeState.FAILED
             elif node.state is NodeState.QUEUED:
                 node.state = NodeState.PENDING  # queued again below, at its old turn
+            node.backing_off = False  # a back-off is not kept: it is queued at once
         self._settle()
 
     # -- the sweep -------------------------------------------------------------------------
@@ -118,8 +148,9 @@ class ReferenceRun:
         if node.state not in (NodeState.PENDING, NodeState.QUEUED):
             return None
         if self.cancelling:
+            node.backing_off = False
             return NodeState.CANCELLED  # what has not started never will
-        if node.state is NodeState.QUEUED:
+        if node.state is NodeState.QUEUED or node.backing_off:
             return None
         dependencies = [self.nodes[d].state for d in node.after]
         if any(s in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED} for s in dependencies):

@@ -26,6 +26,8 @@ class NodeRow:
     events: list[dict[str, Any]] | None = None
     provenance: Provenance | None = None
     """Where it ran (set when it starts)."""
+    attempt: int = 1
+    """Which attempt it is on (or ended on): 1, then one more at each retry."""
 
 
 @dataclass

@@ -73,6 +73,7 @@ _NODE_COLUMNS = (
     "logs",
     "events",
     "provenance",
+    "attempt",
 )
 
 
@@ -92,6 +93,7 @@ def _node(row: sqlite3.Row) -> NodeRow:
         provenance=Provenance.from_json(json.loads(row["provenance"]))
         if row["provenance"] is not None
         else None,
+        attempt=row["attempt"],
     )
 
 
@@ -154,6 +156,7 @@ class RunStore:
                 n.logs,
                 None if n.events is None else json.dumps(n.events),
                 None if n.provenance is None else json.dumps(n.provenance.to_json()),
+                n.attempt,
                 run_id,
                 n.node_id,
             )

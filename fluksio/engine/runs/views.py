@@ -11,7 +11,15 @@ from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.scheduler import WaitReason
 
-__all__ = ["Executor", "NodeView", "RunChange", "RunView", "WaitingCall"]
+__all__ = [
+    "Executor",
+    "NodeView",
+    "RunChange",
+    "RunView",
+    "WaitingCall",
+    "stored_view",
+    "waiting_to_retry",
+]
 
 
 class RunChange(NamedTuple):
@@ -39,6 +47,22 @@ class NodeView:
 class RunView:
     row: RunRow
     nodes: tuple[NodeView, ...]
+
+
+def stored_view(row: RunRow, nodes: Sequence[NodeRow]) -> RunView:
+    """A run as the store holds it (an ended one's events are in its rows)."""
+    return RunView(row, tuple(NodeView(n, None, len(n.events or [])) for n in nodes))
+
+
+def waiting_to_retry(row: NodeRow, most: int, retry_at: float, now: float) -> str:
+    """Why a node waits out its back-off: ``attempt 2 of 4 in 5 s; attempt 1 ended
+    NodeTimeout: ...``."""
+    error = row.error or {}
+    said = error.get("short") or error.get("type") or "failed"
+    left = max(0.0, retry_at - now)
+    return (
+        f"attempt {row.attempt} of {most} in {left:.0f} s; attempt {row.attempt - 1} ended {said}"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""The dispatcher's read-only questions: runs, waiting calls, places and profiles.
+
+:class:`~fluksio.engine.dispatch.Dispatcher` adds the events and the passes; what it holds
+is declared here, and nothing here changes it (as :class:`~fluksio.scheduler.book.Book`
+sits under the scheduler). The API and the feed read the engine only through these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+
+from fluksio.clock import Clock
+from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.store import RunStore
+from fluksio.engine.runs.views import NodeView, RunView, WaitingCall, stored_view, waiting_to_retry
+from fluksio.provisioners.driver import ProvisioningDriver
+from fluksio.provisioners.requests import ProfileStatus
+from fluksio.scheduler import ENGINE_ID, PlaceView, Scheduler, WaitReason
+
+__all__ = ["DispatcherViews"]
+
+
+class DispatcherViews:
+    """What the dispatcher answers without changing anything."""
+
+    _scheduler: Scheduler
+    _machine: RunMachine
+    _runs_store: RunStore
+    _clock: Clock
+    _waiters: dict[str, asyncio.Event]
+    _recently_ended: collections.OrderedDict[str, RunView]
+    provisioning: ProvisioningDriver | None
+
+    def view_run(self, run_id: str) -> RunView | None:
+        live = self._machine.snapshot(run_id)
+        if live is not None:
+            row, nodes = live
+            views = []
+            for node in nodes:
+                reason = None
+                if node.queued_call is not None:
+                    found = self.reason(node.queued_call)
+                    reason = found.text if found is not None else None
+                elif node.retry_at is not None:
+                    now = self._clock.now()
+                    reason = waiting_to_retry(node.row, node.most_attempts, node.retry_at, now)
+                views.append(NodeView(node.row, reason, node.event_count, node.events))
+            return RunView(row, tuple(views))
+        ended = self._recently_ended.get(run_id)
+        if ended is not None:
+            return ended
+        stored = self._runs_store.get(run_id)
+        return stored_view(*stored) if stored is not None else None
+
+    async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
+        """The run once it has ended, or as it is after ``timeout`` seconds."""
+        if timeout > 0 and not self._machine.is_over(run_id):
+            done = self._waiters.setdefault(run_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with self._clock.timeout(timeout):
+                    await done.wait()
+        return self.view_run(run_id)
+
+    def waiting_calls(self) -> list[WaitingCall]:
+        """Every waiting node call, in the order it will be served, with its reason."""
+        found = []
+        for call_id in self._scheduler.waiting():
+            call = self._machine.call(call_id)
+            if call is None:
+                continue
+            run, spec, row = call
+            found.append(
+                WaitingCall(
+                    call_id=call_id,
+                    run_id=run.id,
+                    flow=run.flow,
+                    node=spec.id,
+                    worker=spec.worker,
+                    queued_at=row.queued_at,
+                    reason=self.reason(call_id),
+                )
+            )
+        return found
+
+    def waiting_labels(self) -> collections.Counter[str]:
+        """How many calls wait, by the label each wants (``""``: any place will do)."""
+        wanted: collections.Counter[str] = collections.Counter()
+        for call_id in self._scheduler.waiting():
+            call = self._machine.call(call_id)
+            if call is not None:
+                wanted[call[1].worker or ""] += 1
+        return wanted
+
+    def answering(self, worker_id: str) -> bool:
+        """Whether the worker answers (the one record of it: its place in the scheduler)."""
+        view = self._scheduler.view(worker_id)
+        return view is not None and not view.paused
+
+    def calls_on(self, worker_id: str) -> int:
+        """The calls placed on the worker and not yet ended (its place's slots in use)."""
+        view = self._scheduler.view(worker_id)
+        return view.calls if view is not None else 0
+
+    def reason(self, call_id: str) -> WaitReason | None:
+        """Why a call waits, with how the provisioning it waits for stands now."""
+        now = self.provisioning.now() if self.provisioning is not None else None
+        return self._scheduler.reason(call_id, now)
+
+    def has_waiting(self) -> bool:
+        return self._scheduler.has_waiting()
+
+    def placed_on(self, call_id: str) -> str:
+        allocation = self._scheduler.allocation(call_id)
+        return allocation.place_id if allocation is not None else ENGINE_ID
+
+    def place(self, place_id: str) -> PlaceView | None:
+        return self._scheduler.view(place_id)
+
+    def profiles(self) -> list[ProfileStatus]:
+        return self.provisioning.profiles() if self.provisioning is not None else []
