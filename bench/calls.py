@@ -165,6 +165,27 @@ def start_engine(
     raise RuntimeError("the engine did not start")
 
 
+def start_worker(api: Api, url: str, label: str) -> subprocess.Popen[bytes]:
+    """A ``fluksio-worker`` carrying ``label``, attached (its token minted through ``api``)."""
+    minted = api.call("POST", "/workers/tokens", {"name": label, "labels": [label]})
+    worker = subprocess.Popen(
+        [
+            str(BIN / "fluksio-worker"),
+            "--url",
+            url.replace("http", "ws", 1) + "/api/v1/workers/attach",
+            "--labels",
+            label,
+        ],
+        env={**os.environ, "FLUKSIO_WORKER_TOKEN": minted["token"]},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not api.call("GET", "/workers") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return worker
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU time of one process alone (every thread of it; not its children): the engine's
     own work, without its fork server's or its calls'. From the scheduler's accounting

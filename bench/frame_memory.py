@@ -17,15 +17,13 @@ Run: ``.venv/bin/python bench/frame_memory.py [--mib 1 16 60]``
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import BIN, Api, start_engine
+from calls import Api, start_engine, start_worker
 
 MIB = 1024 * 1024
 
@@ -57,22 +55,7 @@ def measure(mib: int) -> dict[str, float]:
         worker = None
         try:
             api = Api.logged_in(url)
-            token = api.call("POST", "/workers/tokens", {"name": "big", "labels": ["big"]})["token"]
-            worker = subprocess.Popen(
-                [
-                    str(BIN / "fluksio-worker"),
-                    "--url",
-                    url.replace("http", "ws", 1) + "/api/v1/workers/attach",
-                    "--labels",
-                    "big",
-                ],
-                env={**os.environ, "FLUKSIO_WORKER_TOKEN": token},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            deadline = time.monotonic() + 30
-            while not api.call("GET", "/workers") and time.monotonic() < deadline:
-                time.sleep(0.05)
+            worker = start_worker(api, url, "big")
             api.call("PUT", "/flows/big", {"nodes": [{"id": "n", "worker": "big", "code": node}]})
             Path(f"/proc/{engine.pid}/clear_refs").write_text("5")  # the peak, from now
             before_kb = _status_kb(engine.pid, "VmHWM")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.session import shared_store_env
+from fluksio.agent.shared_store import shared_store_env
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import code, nodes_of, run_flow, wait_run

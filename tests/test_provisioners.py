@@ -205,6 +205,10 @@ def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
         "  workers reach the engine directly, at wss://fluksio.example.com/api/v1/workers/attach\n"
         "  gpu-box-1: cpus=16 gpus=2 ram_mb=65536 labels=gpu max_workers=1 parallel=16"
         " walltime=none\n"
+        "sge (gridengine):\n"
+        "  workers reach the engine directly, at wss://fluksio.example.com/api/v1/workers/attach\n"
+        "  cpu-8: cpus=8 gpus=None ram_mb=16384 labels=cpu max_workers=1 parallel=8"
+        " walltime=14400s\n"
     )
     (tmp_path / "routed").mkdir()
     routed = _write(

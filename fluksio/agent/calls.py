@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluksio.agent.errors import AgentError
+from fluksio.agent.live_output import LiveOutput
 from fluksio.agent.outcome import ErrorKind, error_record
 
 __all__ = [
@@ -112,6 +113,8 @@ class RunningCall:
         self.process: asyncio.subprocess.Process | None = None
         """Set when spawned (not forked): then this process reaps it."""
         self.output = BoundedOutput(LOG_LIMIT_BYTES)
+        self.live = LiveOutput(self._lines) if on_event is not None else None
+        """Its output as lines, handed to ``on_event`` as ``log`` records while it runs."""
         self.pending = bytearray()
         self.result: dict[str, Any] | None = None
         self.failure: dict[str, str] | None = None
@@ -123,6 +126,20 @@ class RunningCall:
         self.records_done: asyncio.Future[None] = loop.create_future()
         self.result_arrived: asyncio.Future[None] = loop.create_future()
         self.exit_status: asyncio.Future[int] = loop.create_future()
+
+    def take_output(self, data: bytes) -> None:
+        self.output.add(data)
+        if self.live is not None:
+            self.live.add(data)
+
+    def end_output(self) -> None:
+        """Its answer is in: the lines not yet handed on go now, before it."""
+        if self.live is not None:
+            self.live.close()
+
+    def _lines(self, first: int, lines: list[str]) -> None:
+        assert self.on_event is not None
+        self.on_event({"event": "log", "first": first, "lines": lines})
 
     def take_records(self, data: bytes) -> None:
         self.last_activity = time.monotonic()

@@ -24,6 +24,7 @@ __all__ = [
     "ErrorRecord",
     "HelloFrame",
     "InventoryReport",
+    "LogFrame",
     "ProgressFrame",
     "RefusedFrame",
     "RunFrame",
@@ -93,6 +94,20 @@ class ProgressFrame:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LogFrame:
+    """(ours) Lines a running call wrote (its stdout and stderr), sent while it runs, to an
+    engine whose welcome offered ``logs``. ``first`` is the position of ``lines[0]`` among
+    all the lines the call wrote (from 0); a position skipped between two frames is a line
+    not sent (the agent's rate bound, or a dropped connection). An empty ``lines`` at the
+    end says how many lines there were. The answer's ``logs`` still carry the whole output."""
+
+    call_id: str
+    event: Literal["log"] = "log"
+    first: int
+    lines: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ErrorRecord:
     """Why a call failed, as the runner or the agent wrote it."""
 
@@ -138,6 +153,8 @@ class WelcomeFrame:
     artifacts: str | None = None
     """(ours) The artifact URL behind the engine's ``--public-url``; the agent uses it
     unless told one (``--artifact-url``), and only under the same TLS rule as ``--url``."""
+    logs: bool = False
+    r"""(ours) The engine takes :class:`LogFrame`\ s: a call's lines while it runs."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -202,7 +202,7 @@ class Launcher:
         if spec_w is not None:
             self._write_spec(spec_w, data)
         call.output_fd = out_r
-        self._read(out_r, call.output.add, call.output_done, call)
+        self._read(out_r, call.take_output, call.output_done, call)
         self._read(rec_r, call.take_records, call.records_done, call)
         watchdog = self._watch(call)
         try:
@@ -216,7 +216,8 @@ class Launcher:
                 watchdog.cancel()
         if not call.output_done.done():
             # The child flushed its output before writing the result: it is in the pipe.
-            self._drain(out_r, call.output.add)
+            self._drain(out_r, call.take_output)
+        call.end_output()
         outcome = self._outcome(call)
         if not call.records_done.done():
             # It answered; it should exit now. If it lingers (non-daemon threads), end it.

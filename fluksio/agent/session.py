@@ -26,7 +26,6 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -40,12 +39,14 @@ from fluksio.agent.frames import (
     ErrorRecord,
     HelloFrame,
     InventoryReport,
+    LogFrame,
     ProgressFrame,
     encode,
 )
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.shared_store import shared_store_env
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
@@ -99,6 +100,8 @@ class Agent:
         engine's cancel behind it): never started."""
         self._idle_since = time.monotonic()
         self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._live_logs = False
+        """The engine offered to take calls' lines while they run (our engines do)."""
         self._held: list[ProgressFrame | AnswerFrame] = []
         """Frames of calls kept through a relay's drop, sent after the next welcome."""
         self._away: asyncio.Task[None] | None = None
@@ -193,6 +196,7 @@ class Agent:
                 if reply.get("op") != "welcome":
                     raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
+                self._live_logs = reply.get("logs") is True
                 await self._carry_on(ws)
                 self._session_env = (
                     shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
@@ -328,14 +332,24 @@ class Agent:
             self._idle_since = time.monotonic()
 
     async def _call(self, spec: CallSpec) -> None:
+        sending: set[asyncio.Task[None]] = set()
+
         def on_event(record: dict[str, Any]) -> None:
-            event = ProgressFrame(
-                call_id=spec.call_id,
-                event=record.get("event", "emit"),
-                outputs=record.get("outputs"),
-                ts=record.get("ts"),
-            )
-            asyncio.get_running_loop().create_task(self._deliver(event))
+            event: ProgressFrame | LogFrame
+            if record.get("event") == "log":
+                if not self._live_logs:
+                    return  # an engine that did not offer them: the answer's logs only
+                event = LogFrame(call_id=spec.call_id, first=record["first"], lines=record["lines"])
+            else:
+                event = ProgressFrame(
+                    call_id=spec.call_id,
+                    event=record.get("event", "emit"),
+                    outputs=record.get("outputs"),
+                    ts=record.get("ts"),
+                )
+            task = asyncio.get_running_loop().create_task(self._deliver(event))
+            sending.add(task)
+            task.add_done_callback(sending.discard)
 
         # Taken: said at once, so that the engine never gives a call this agent has away
         # as one a frozen worker never took (it waits 15 s for a word after sending).
@@ -348,6 +362,8 @@ class Agent:
             outcome = CallOutcome(False, error=dropped)
         else:
             outcome = await self.launcher.run(spec, on_event)
+        if sending:  # its last lines and events go before its answer, which ends it
+            await asyncio.gather(*sending)
         error = None
         if not outcome.ok:
             fields = {k: str(v) for k, v in (outcome.error or {}).items() if k in _ERROR_FIELDS}
@@ -421,42 +437,22 @@ class Agent:
         for frame in held:
             await _send(ws, frame)
 
-    async def _deliver(self, frame: ProgressFrame | AnswerFrame) -> None:
-        """Send a call's frame now, or hold it while the connection is down and kept."""
+    async def _deliver(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
+        """Send a call's frame now, or hold it while the connection is down and kept (not
+        heartbeats, nor lines: those are a gap in their positions, and in the answer)."""
         ws = self._ws
         if ws is not None and not ws.closed:
             await _send(ws, frame)
         elif self._away is not None and not (
-            isinstance(frame, ProgressFrame) and frame.event == "heartbeat"
+            isinstance(frame, LogFrame)
+            or (isinstance(frame, ProgressFrame) and frame.event == "heartbeat")
         ):
             self._held.append(frame)
 
 
-def shared_store_env(store: object) -> dict[str, str]:
-    """``FLUKSIO_ARTIFACT_DIR`` when this host provably shares the engine's store, else {}.
-
-    Proof: the probe file the engine wrote for this session is readable here and holds
-    the nonce the engine sent, and the store is writable. Anything less means HTTP.
-    """
-    if not isinstance(store, dict):
-        return {}
-    path, probe, nonce = store.get("path"), store.get("probe"), store.get("nonce")
-    if not (isinstance(path, str) and isinstance(probe, str) and isinstance(nonce, str)):
-        return {}
-    root = Path(path)
-    candidate = (root / probe).resolve()
-    if not nonce or root.resolve() not in candidate.parents:
-        return {}
-    try:
-        seen = candidate.read_text()
-    except OSError:
-        return {}
-    if seen != nonce or not os.access(root / "sha256", os.W_OK):
-        return {}
-    return {"FLUKSIO_ARTIFACT_DIR": str(root)}
-
-
-async def _send(ws: aiohttp.ClientWebSocketResponse, frame: ProgressFrame | AnswerFrame) -> None:
+async def _send(
+    ws: aiohttp.ClientWebSocketResponse, frame: ProgressFrame | LogFrame | AnswerFrame
+) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await ws.send_str(encode(frame))
 

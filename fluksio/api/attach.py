@@ -304,7 +304,7 @@ async def _welcome(request: web.Request, session: WorkerSession) -> None:
     artifacts = f"{public}/api/v1/artifacts" if public is not None else None
     session.frames.sent += 1
     await session.ws.send_str(
-        encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts))
+        encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts, logs=True))
     )
 
 

@@ -16,6 +16,7 @@ Everything comes from the engine's one stream (:mod:`fluksio.engine.engine_event
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from fluksio.api.routes.workers import (
@@ -27,6 +28,7 @@ from fluksio.api.routes.workers import (
 from fluksio.clock import Clock, Timer
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.engine_events import (
+    CallLogged,
     CallProgressed,
     EngineEvents,
     RunsWritten,
@@ -42,6 +44,10 @@ from fluksio.engine.workers.registry import WorkerRegistry
 
 __all__ = ["LiveEvents"]
 
+LOG_LINES_PER_EVENT = 200
+"""The most lines one ``call.log`` event carries (the newest, when more came)."""
+LOG_BYTES_PER_EVENT = 32 << 10
+"""... and the most text: a flood costs the feed this much per call every half second."""
 WORKER_SETTLE_S = 0.01
 PROGRESS_EVERY_S = 0.5
 """A call that reports events (``fluksio.emit``) is told at most this often."""
@@ -68,12 +74,15 @@ class LiveEvents:
         self._last_views: dict[str, Any] = {}
         self._progress: dict[str, tuple[RunRow, NodeRow, int]] = {}
         self._progress_due: Timer | None = None
+        self._logged: dict[str, _Lines] = {}
+        self._logged_due: Timer | None = None
         self._closed = False
 
     def connect(self, events: EngineEvents) -> None:
         """Subscribe to the engine's stream."""
         events.subscribe(RunsWritten, self._runs_written)
         events.subscribe(CallProgressed, self._progressed)
+        events.subscribe(CallLogged, self._call_logged)
         events.subscribe(WorkerChanged, self._worker_changed)
         events.subscribe(WorkerRefused, self._refused)
         events.subscribe(ViewsChanged, self._views_changed)
@@ -84,7 +93,7 @@ class LiveEvents:
 
     def close(self) -> None:
         self._closed = True
-        for handle in (self._workers_due, self._views_due, self._progress_due):
+        for handle in (self._workers_due, self._views_due, self._progress_due, self._logged_due):
             if handle is not None:
                 handle.cancel()
 
@@ -133,6 +142,33 @@ class LiveEvents:
                     "node": node.node_id,
                     "call_id": call_id,
                     "events": count,
+                },
+            )
+
+    def _call_logged(self, event: CallLogged) -> None:
+        gathered = self._logged.get(event.call_id)
+        if gathered is None:
+            gathered = self._logged[event.call_id] = _Lines(event, event.first)
+        gathered.add(event.first, event.lines)
+        if self._logged_due is None and not self._closed:
+            self._logged_due = self._clock.call_later(PROGRESS_EVERY_S, self._publish_logged)
+
+    def _publish_logged(self) -> None:
+        self._logged_due = None
+        logged, self._logged = self._logged, {}
+        for call_id, gathered in logged.items():
+            head = gathered.event
+            self._feed.publish(
+                "call.log",
+                {
+                    "run_id": head.run_id,
+                    "flow": head.flow,
+                    "node": head.node_id,
+                    "call_id": call_id,
+                    "attempt": head.attempt,
+                    "first": gathered.first,
+                    "lines": list(gathered.lines),
+                    "missed": gathered.first - gathered.since,
                 },
             )
 
@@ -205,3 +241,29 @@ class LiveEvents:
                 self._last_views[kind] = data
         if self._dispatcher.has_waiting():
             self._views_due = self._clock.call_later(COUNTDOWN_EVERY_S, self._publish_views)
+
+
+class _Lines:
+    """A call's lines since the last ``call.log`` event: the newest that fit in one."""
+
+    def __init__(self, event: CallLogged, since: int) -> None:
+        self.event = event
+        self.since = since
+        """The position the previous event left off at."""
+        self.first = since
+        self.lines: collections.deque[str] = collections.deque()
+        self.bytes = 0
+
+    def add(self, first: int, lines: list[str]) -> None:
+        if first > self.first + len(self.lines):  # lines passed over before these
+            self.lines.clear()
+            self.bytes = 0
+            self.first = first
+        for line in lines:
+            self.lines.append(line)
+            self.bytes += len(line) + 1
+        while self.lines and (
+            len(self.lines) > LOG_LINES_PER_EVENT or self.bytes > LOG_BYTES_PER_EVENT
+        ):
+            self.bytes -= len(self.lines.popleft()) + 1
+            self.first += 1

@@ -19,6 +19,7 @@ import click
 from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.client import ApiClient, ApiError, EngineRefused
 from fluksio.cli.context import api_group, client_of
+from fluksio.cli.logs import print_logs
 from fluksio.cli.tables import json_text
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES, NodeState, RunState
@@ -147,6 +148,8 @@ def _finish(run: RunBody, follow: bool, as_json: bool, client: ApiClient) -> Non
         click.echo(json_text(run))
     elif not follow:
         click.echo("\n".join(render_run(run)))
+        node = "" if len(run.nodes) == 1 else " [--node ID]"
+        click.echo(f"Output: fluksio runs logs {run.id}{node} [--follow]")
     if follow and run.state is not RunState.SUCCEEDED:
         sys.exit(1)
 
@@ -194,3 +197,22 @@ def cancel(ctx: click.Context, run_id: str) -> None:
         click.echo(f"run {run.id}: {run.state}")
     else:
         click.echo(f"run {run.id}: {run.state}, its calls still being stopped")
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option("--node", "node_id", help="Only this node's output (default: every node's).")
+@click.option("--follow", is_flag=True, help="Keep printing lines as they come, to the end.")
+@click.pass_context
+def logs(ctx: click.Context, run_id: str, node_id: str | None, follow: bool) -> None:
+    """Print what the nodes of run RUN_ID wrote (stdout and stderr); --follow prints the
+    lines of a running node as they come, from its first attempt to its last, and picks
+    up where it left off when the connection drops."""
+    client = client_of(ctx)
+    run = client.read(RunBody, "GET", f"/runs/{run_id}")
+    names = [node.id for node in run.nodes]
+    if node_id is not None and node_id not in names:
+        raise ConfigError(f"run {run_id} has no node {node_id!r} (it has {', '.join(names)})")
+    chosen = [node_id] if node_id is not None else names
+    for name in chosen:
+        print_logs(client, run_id, name, follow=follow, prefix=len(chosen) > 1)

@@ -33,6 +33,7 @@ from fluksio.clock import Clock
 from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.engine_events import (
     VIEWS_CHANGED,
+    CallLogged,
     CallProgressed,
     EngineEvents,
     RunsWritten,
@@ -56,6 +57,7 @@ from fluksio.engine.runs.effects import (
     Stop,
     Withdraw,
 )
+from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.views import (
     Executor,
@@ -111,6 +113,9 @@ class Dispatcher(DispatcherViews):
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
+        self.live_logs = LiveLogs(clock)
+        """The lines running calls write (and those that ended lately): read, never
+        changed, outside the dispatcher."""
         self._margin = walltime_margin_s
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
         self._machine = RunMachine(_new_call_id)
@@ -307,7 +312,10 @@ class Dispatcher(DispatcherViews):
             self._apply(self._machine.ended(call_id, refused, now))
             return
         self._apply(self._machine.running(call_id, released))
-        task = asyncio.get_running_loop().create_task(self._execute(executor, spec, placement))
+        self.live_logs.begin(call_id, inputs.run.id, inputs.spec.id, inputs.attempt)
+        task = asyncio.get_running_loop().create_task(
+            self._execute(executor, spec, placement, released)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -317,17 +325,23 @@ class Dispatcher(DispatcherViews):
         view = self._scheduler.view(place_id)
         return view.name if view is not None else place_id
 
-    async def _execute(self, executor: Executor, spec: CallSpec, placement: Placement) -> None:
+    async def _execute(
+        self, executor: Executor, spec: CallSpec, placement: Placement, secrets: tuple[str, ...]
+    ) -> None:
         call_id, place_id = spec.call_id, placement.worker_id
 
         def on_event(record: dict[str, Any]) -> None:
-            self._apply(self._machine.reported(call_id, record))
+            if record.get("event") == "log":
+                self._logged(call_id, record["first"], record["lines"], secrets)
+            else:
+                self._apply(self._machine.reported(call_id, record))
 
         try:
             outcome = await executor.run(spec, on_event)
         except Exception as exc:
             log.exception("call.crashed", call_id=call_id)
             outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
+        self.live_logs.end(call_id)
         if self._closing:
             return  # stopped by the engine's shutdown: recovery decides, not this outcome
         if placement.job_limit is not None:
@@ -339,6 +353,18 @@ class Dispatcher(DispatcherViews):
             # Its worker froze before it took the call: it gets nothing new until heard.
             self.set_answering(place_id, False)
         self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
+
+    def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
+        """A running call wrote lines: kept for its readers, and told to the stream."""
+        self.live_logs.add(call_id, first, lines, secrets)
+        call = self._machine.call(call_id)
+        read = self.live_logs.read(call_id, first)
+        if call is not None and read is not None and read.lines:
+            run, node, row = call
+            logged = CallLogged(
+                run.id, run.flow, node.id, call_id, row.attempt, read.first, read.lines
+            )
+            self._events.emit(logged)
 
     # -- events from attached workers ---------------------------------------------------
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VIEWS_CHANGED",
+    "CallLogged",
     "CallProgressed",
     "CommandRan",
     "EngineEvent",
@@ -72,6 +73,19 @@ class CallProgressed:
     run: RunRow
     node: NodeRow
     count: int
+
+
+@dataclass(frozen=True)
+class CallLogged:
+    """A running call wrote lines (secrets blanked): ``lines`` from position ``first``."""
+
+    run_id: str
+    flow: str
+    node_id: str
+    call_id: str
+    attempt: int
+    first: int
+    lines: list[str]
 
 
 @dataclass(frozen=True)
@@ -124,6 +138,7 @@ class TokenRevoked:
 EngineEvent = (
     RunsWritten
     | CallProgressed
+    | CallLogged
     | ViewsChanged
     | WorkerChanged
     | WorkerJoined

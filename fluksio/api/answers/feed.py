@@ -48,6 +48,23 @@ class CallProgressData(Answer):
     """How many it reported so far."""
 
 
+class CallLogData(Answer):
+    """Lines a running call wrote (secrets blanked): told at most twice a second per call,
+    at most :data:`~fluksio.api.live.LOG_LINES_PER_EVENT` lines each; the rest is
+    ``missed``, to be read with ``GET /runs/{id}/logs`` from ``first``."""
+
+    run_id: str
+    flow: str
+    node: str
+    call_id: str
+    attempt: int
+    first: int
+    """The position of ``lines[0]`` in the attempt's output."""
+    lines: list[str]
+    missed: int
+    """Lines written before ``first`` since the last event that this one leaves out."""
+
+
 class WorkerData(Answer):
     """A worker attached (``worker.attached``) or changed (``worker.changed``)."""
 
@@ -104,6 +121,7 @@ FEED_EVENTS: dict[str, type[BaseModel]] = {
     "run.state": RunStateData,
     "call.state": CallStateData,
     "call.progress": CallProgressData,
+    "call.log": CallLogData,
     "worker.attached": WorkerData,
     "worker.changed": WorkerData,
     "worker.gone": WorkerGoneData,

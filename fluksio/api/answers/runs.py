@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from fluksio.api.answers.base import Answer
 from fluksio.engine.runs.states import NodeState, RunState
@@ -71,3 +71,29 @@ class RunSummary(Answer):
     created_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
+
+
+class NodeLogs(Answer):
+    """A node's output from a position: the lines of one attempt, numbered from 0."""
+
+    run_id: str
+    node: str
+    attempt: int
+    """The attempt these lines are of."""
+    latest_attempt: int
+    """The node's attempt now: a follower moves on to the next once this one ``ended``."""
+    state: NodeState
+    """The node's state now."""
+    first: int
+    """The position of ``lines[0]`` (``from`` plus ``missed``)."""
+    lines: list[str]
+    missed: int
+    """Lines after ``from`` and before ``first`` that cannot be had: passed over by the
+    worker's rate bound, or fallen out of the engine's window on a long output."""
+    next: int
+    """Where to ask from next."""
+    ended: bool
+    """This attempt's output is complete: nothing will follow ``next``."""
+    source: Literal["live", "stored"]
+    """``live``: the lines kept while the call runs (and a while after); ``stored``: the
+    node's stored record (its answer's ``logs``, 1 MiB at most: first and last halves)."""

@@ -5,6 +5,8 @@ Each event has an ``id``, a kind (``event:``) and one line of JSON (``data:``):
 ``run.state``        {run_id, flow, state}
 ``call.state``       {run_id, flow, node, call_id, state, place}
 ``call.progress``    {run_id, flow, node, call_id, events}: a running call reported events
+``call.log``         {run_id, flow, node, call_id, attempt, first, lines, missed}: lines it
+                     wrote (at most 200 an event, twice a second; the rest by GET /runs/ID/logs)
 ``worker.attached``  {worker}  (as ``GET /workers`` shows one), and ``worker.changed``
 ``worker.gone``      {id, name, reason}
 ``worker.refused``   {worker}  (a worker refused for its protocol)

@@ -19,7 +19,16 @@ from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import RunState
 from fluksio.engine.runs.views import RunView
 
-__all__ = ["NodeBody", "RunBody", "RunSummary", "routes", "run_body"]
+__all__ = [
+    "MAX_WAIT_S",
+    "NodeBody",
+    "RunBody",
+    "RunSummary",
+    "number",
+    "routes",
+    "run_body",
+    "wait_param",
+]
 
 MAX_WAIT_S = 60.0
 routes = Routes()
@@ -87,7 +96,7 @@ def _artifact_refs(value: Any) -> list[dict[str, Any]]:
     return []
 
 
-def _number(request: web.Request, name: str, default: float, low: float, high: float) -> float:
+def number(request: web.Request, name: str, default: float, low: float, high: float) -> float:
     raw = request.query.get(name)
     if raw is None:
         return default
@@ -98,6 +107,15 @@ def _number(request: web.Request, name: str, default: float, low: float, high: f
     if not low <= value <= high:
         raise InvalidInput(name, f"must be a number from {low:g} to {high:g}")
     return value
+
+
+def wait_param(until: str) -> Param:
+    """``?wait=S``: hold the answer up to S seconds (at most 60) ``until`` ..."""
+    return Param(
+        "wait",
+        f"Hold the answer up to this many seconds (at most {MAX_WAIT_S:g}) {until}",
+        schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
+    )
 
 
 @routes.get(
@@ -124,7 +142,7 @@ async def _list(call: Call[None]) -> list[RunSummary]:
         state = RunState(raw_state) if raw_state is not None else None
     except ValueError:
         raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
-    limit = int(_number(call.request, "limit", 100, 1, 1000))
+    limit = int(number(call.request, "limit", 100, 1, 1000))
     rows = call.app[RUNS].find(flow=query.get("flow"), state=state, limit=limit)
     return [
         RunSummary(
@@ -145,17 +163,11 @@ async def _list(call: Call[None]) -> list[RunSummary]:
     auth="superuser",
     answer=RunBody,
     errors=(404, 422),
-    params=(
-        Param(
-            "wait",
-            "Hold the answer up to this many seconds (at most 60) until the run ends.",
-            schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
-        ),
-    ),
+    params=(wait_param("until the run ends."),),
 )
 async def _get(call: Call[None]) -> RunBody:
     run_id = call.request.match_info["run_id"]
-    wait = _number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
+    wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
     view = await call.app[DISPATCHER].wait_run(run_id, wait)
     if view is None:
         raise NotFound(f"no run with id {run_id!r}")
@@ -169,19 +181,17 @@ async def _get(call: Call[None]) -> RunBody:
     answer=RunBody,
     errors=(404, 409, 422),
     params=(
-        Param(
-            "wait",
-            "Hold the answer up to this many seconds (at most 60) until the run has ended"
-            " cancelled. Without it the answer is the run at the moment of the request:"
-            " its waiting nodes already cancelled, its running ones still running while"
-            " their processes are stopped (moments on the engine, a round trip on a worker).",
-            schema={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
+        wait_param(
+            "until the run has ended cancelled. Without it the answer is the run at the"
+            " moment of the request: its waiting nodes already cancelled, its running ones"
+            " still running while their processes are stopped (moments on the engine, a"
+            " round trip on a worker)."
         ),
     ),
 )
 async def _cancel(call: Call[None]) -> RunBody:
     run_id = call.request.match_info["run_id"]
-    wait = _number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
+    wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
     dispatcher = call.app[DISPATCHER]
     view = dispatcher.cancel_run(run_id)
     if wait > 0:

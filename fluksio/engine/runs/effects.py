@@ -120,3 +120,5 @@ class CallInputs:
     spec: NodeSpec
     params: dict[str, Any]
     results: dict[str, Any]
+    attempt: int = 1
+    """Which attempt of its node this call is."""

@@ -204,7 +204,7 @@ class RunMachine:
         node.row.provenance = provenance
         node.row.started_at = now
         results = {d: run.nodes[d].row.result for d in node.spec.after}
-        return CallInputs(run.row, node.spec, run.row.params, results)
+        return CallInputs(run.row, node.spec, run.row.params, results, node.row.attempt)
 
     def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:
         """The placed call was handed to its executor, with these secret values."""

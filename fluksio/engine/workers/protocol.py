@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
-from fluksio.agent.frames import PROTOCOL, AnswerFrame, HelloFrame, ProgressFrame
+from fluksio.agent.frames import PROTOCOL, AnswerFrame, HelloFrame, LogFrame, ProgressFrame
 from fluksio.names import NAME_RULE, is_name
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "PROTOCOL",
     "FrameError",
     "ValidationError",
+    "WorkerFrame",
     "is_unreadable",
     "parse_hello",
     "parse_worker_frame",
@@ -37,16 +38,26 @@ CLOSE_DRAINED = 4010
 
 def _kind(frame: Any) -> str:
     # The protocol's rule: a frame with an ``event`` is progress; without one it answers.
-    return "progress" if isinstance(frame, dict) and "event" in frame else "answer"
+    # Our agent's lines are progress too, of a shape of their own.
+    if not isinstance(frame, dict) or "event" not in frame:
+        return "answer"
+    return "log" if frame["event"] == "log" else "progress"
 
+
+WorkerFrame = ProgressFrame | LogFrame | AnswerFrame
+"""What a worker may send after its hello."""
 
 _HELLO: TypeAdapter[HelloFrame] = TypeAdapter(HelloFrame)
-_CALL_FRAME: TypeAdapter[ProgressFrame | AnswerFrame] = TypeAdapter(
+_CALL_FRAME: TypeAdapter[WorkerFrame] = TypeAdapter(
     Annotated[
-        Annotated[ProgressFrame, Tag("progress")] | Annotated[AnswerFrame, Tag("answer")],
+        Annotated[ProgressFrame, Tag("progress")]
+        | Annotated[LogFrame, Tag("log")]
+        | Annotated[AnswerFrame, Tag("answer")],
         Discriminator(_kind),
     ]
 )
+_MAX_LOG_LINES = 10_000
+_MAX_LOG_LINE = 64 << 10
 
 _TEXT_LIMITS = {
     "python": 4096,
@@ -125,7 +136,7 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
     return hello
 
 
-def parse_worker_frame(text: str | bytes) -> ProgressFrame | AnswerFrame:
+def parse_worker_frame(text: str | bytes) -> WorkerFrame:
     """A frame after the hello, from its JSON text: a progress event, or a call's answer.
 
     Parsed and validated in one pass (a result may be large), strictly (``"ok": "yes"`` is
@@ -135,6 +146,15 @@ def parse_worker_frame(text: str | bytes) -> ProgressFrame | AnswerFrame:
     frame = _CALL_FRAME.validate_json(text, strict=True)
     if not 1 <= len(frame.call_id) <= _MAX_CALL_ID:
         raise FrameError(f"call_id: must be 1 to {_MAX_CALL_ID} characters")
+    if isinstance(frame, LogFrame) and (
+        frame.first < 0
+        or len(frame.lines) > _MAX_LOG_LINES
+        or any(len(line) > _MAX_LOG_LINE for line in frame.lines)
+    ):
+        raise FrameError(
+            f"lines: at most {_MAX_LOG_LINES} lines of {_MAX_LOG_LINE} characters, from a"
+            " position of 0 or more"
+        )
     return frame
 
 

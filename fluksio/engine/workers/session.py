@@ -43,6 +43,7 @@ from fluksio.agent.frames import (
     AnswerFrame,
     CancelFrame,
     HelloFrame,
+    LogFrame,
     ProgressFrame,
     RunFrame,
     RunRef,
@@ -239,11 +240,14 @@ class WorkerSession:
 
     # -- what arrives on the socket ----------------------------------------------------
 
-    def handle(self, frame: ProgressFrame | AnswerFrame) -> None:
+    def handle(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
         self._heard()
         pending = self._pending.get(frame.call_id)
         if pending is None:
             self.unknown(frame.call_id, "answer" if isinstance(frame, AnswerFrame) else frame.event)
+            return
+        if isinstance(frame, LogFrame):
+            pending.on_event({"event": "log", "first": frame.first, "lines": frame.lines})
             return
         if isinstance(frame, ProgressFrame):
             if frame.event != "heartbeat":

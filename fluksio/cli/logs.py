@@ -1,0 +1,71 @@
+"""A node's output as ``fluksio runs logs`` prints it: from a position, resumed exactly.
+
+The engine numbers an attempt's lines from 0; each answer says where to ask next
+(``next``), so a follower whose connection drops asks again from there: no line twice,
+and none missed without a line saying how many.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from fluksio.api.answers.runs import NodeLogs
+from fluksio.cli.client import ApiClient, ApiError, EngineRefused
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES
+
+__all__ = ["print_logs"]
+
+WAIT_S = 25
+"""How long the engine holds each request while nothing new comes."""
+_RECONNECTS = 30
+_RECONNECT_S = 1.0
+_PENDING_S = 1.0
+"""While an ended attempt's node waits to start its next: how often to look."""
+
+
+def print_logs(client: ApiClient, run_id: str, node: str, *, follow: bool, prefix: bool) -> None:
+    """Print the node's lines (``[node] `` before each with ``prefix``): the latest
+    attempt's as they are, or, with ``follow``, every attempt's from the first, to the end."""
+    lead = f"[{node}] " if prefix else ""
+    attempt = 1 if follow else None
+    position = 0
+    while True:
+        query = f"node={node}&from={position}"
+        if attempt is not None:
+            query += f"&attempt={attempt}"
+        answer = _ask(client, f"/runs/{run_id}/logs?{query}", follow)
+        if answer.missed:
+            click.echo(f"{lead}[... {answer.missed} lines not kept ...]")
+        for line in answer.lines:
+            click.echo(f"{lead}{line}")
+        position, attempt = answer.next, answer.attempt
+        if not follow:
+            if answer.ended or not answer.lines:
+                return
+        elif answer.ended and answer.attempt < answer.latest_attempt:
+            attempt, position = answer.attempt + 1, 0
+            click.echo(f"{lead}--- attempt {attempt} ---")
+        elif answer.ended and answer.state in TERMINAL_NODE_STATES:
+            return
+        elif answer.ended:
+            time.sleep(_PENDING_S)  # its next attempt is not queued yet (a back-off)
+
+
+def _ask(client: ApiClient, path: str, follow: bool) -> NodeLogs:
+    """One answer; following, held up to :data:`WAIT_S` and asked again after a drop."""
+    failures = 0
+    while True:
+        try:
+            answer = client.read(NodeLogs, "GET", f"{path}&wait={WAIT_S}" if follow else path)
+        except EngineRefused:
+            raise
+        except ApiError:
+            failures += 1
+            if not follow or failures > _RECONNECTS:
+                raise
+            time.sleep(_RECONNECT_S)
+            continue
+        assert isinstance(answer, NodeLogs)
+        return answer
