@@ -81,7 +81,12 @@ async def test_result_events_and_logs(launcher: Launcher) -> None:
     )
     assert outcome.ok and outcome.result == {"sum": 42}
     assert outcome.logs == "working on 40\n"
-    assert [(e["event"], e["outputs"]) for e in events] == [("emit", {"progress": 0.5})]
+    emitted = [(e["event"], e["outputs"]) for e in events if e["event"] != "log"]
+    assert emitted == [("emit", {"progress": 0.5})]
+    # The same line came while it ran, numbered from 0.
+    assert [(e["first"], e["lines"]) for e in events if e["event"] == "log"] == [
+        (0, ["working on 40"])
+    ]
 
 
 async def test_the_only_public_function_is_called_and_generators_yield(launcher: Launcher) -> None:
@@ -179,7 +184,7 @@ async def test_import_fluksio_is_the_reporter_even_with_a_decoy_on_the_path(
     """,
     )
     assert outcome.result == [False, ["emit", "load_artifact", "logger", "save_artifact"]]
-    assert [e["outputs"] for e in events] == [{"step": 1}]
+    assert [e["outputs"] for e in events if e["event"] != "log"] == [{"step": 1}]
     assert "INFO logged" in outcome.logs
 
 

@@ -25,9 +25,11 @@ MODULES = (
     "connect_to",
     "walltime",
     "outcome",
+    "live_output",
     "calls",
     "fork_client",
     "launcher",
+    "shared_store",
     "session",
     "cli",
 )

@@ -42,6 +42,7 @@ from fluksio.engine.provisioning import (
     log_ready,
 )
 from fluksio.engine.runs.local import LocalExecutor, engine_place
+from fluksio.engine.runs.retention import keep_pruning
 from fluksio.engine.runs.store import FlowStore, RunStore
 from fluksio.engine.scrape_tokens import ScrapeTokenStore
 from fluksio.engine.secrets import SecretStore
@@ -103,6 +104,7 @@ def create_app(
     app.cleanup_ctx.append(_state)
     app.cleanup_ctx.append(_dispatch)
     app.cleanup_ctx.append(_workers)
+    app.cleanup_ctx.append(_retention)
     app.on_shutdown.append(_end_event_streams)
     app.on_shutdown.append(_tell_workers_it_is_going)
     add_routes(app)
@@ -197,6 +199,28 @@ async def _workers(app: web.Application) -> AsyncIterator[None]:
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
+
+
+async def _retention(app: web.Application) -> AsyncIterator[None]:
+    """Ended runs past the retention age deleted in the background (none with 0)."""
+    settings = app[appkeys.SETTINGS]
+    if not settings.keep_runs_s:
+        yield
+        return
+    pruner = asyncio.get_running_loop().create_task(
+        keep_pruning(
+            app[appkeys.RUNS],
+            app[appkeys.ARTIFACTS],
+            app[appkeys.DISPATCHER],
+            keep_s=settings.keep_runs_s,
+            every_s=settings.prune_every_s,
+            clock=app[appkeys.CLOCK],
+        )
+    )
+    yield
+    pruner.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pruner
 
 
 async def _end_event_streams(app: web.Application) -> None:

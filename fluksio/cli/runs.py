@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from fluksio.api.answers.resources import Deleted
 from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.client import ApiClient, ApiError, EngineRefused
 from fluksio.cli.context import api_group, client_of
@@ -216,3 +217,12 @@ def logs(ctx: click.Context, run_id: str, node_id: str | None, follow: bool) -> 
     chosen = [node_id] if node_id is not None else names
     for name in chosen:
         print_logs(client, run_id, name, follow=follow, prefix=len(chosen) > 1)
+
+
+@runs.command()
+@click.argument("run_id")
+@click.pass_context
+def delete(ctx: click.Context, run_id: str) -> None:
+    """Delete ended run RUN_ID (its artifacts go once nothing kept refers to them)."""
+    client_of(ctx).read(Deleted, "DELETE", f"/runs/{run_id}")
+    click.echo(f"run {run_id}: deleted")

@@ -10,6 +10,7 @@ This is the same layout the runner writes when a node runs on the engine itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
 import os
@@ -96,6 +97,30 @@ class ArtifactStore:
             (folder / name).write_text(nonce)
             self._probe = (f"probes/{name}", nonce)
         return self._probe
+
+    def refresh(self, found: StoredObject) -> None:
+        """Mark an object as just stored: a call that found the engine has its bytes (and
+        so uploads nothing) is about to name it, and the sweep spares what is newer than
+        every call in flight."""
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(found.path)
+
+    def remove_unreferenced(self, referenced: set[str], older_than: float) -> int:
+        """Remove every object whose digest (hex) is not in ``referenced`` and that was
+        stored before ``older_than`` (a Unix time); how many. Blocking: run it off the
+        event loop."""
+        removed = 0
+        for folder in (self.root / "sha256").iterdir():
+            for entry in folder.iterdir():
+                if entry.name in referenced:
+                    continue
+                try:
+                    if entry.stat().st_mtime < older_than:
+                        entry.unlink()
+                        removed += 1
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+        return removed
 
     def path_of(self, digest: str) -> Path:
         hex_digest = parse_digest(digest)

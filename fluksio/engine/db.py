@@ -140,6 +140,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE node_runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
     """,
+    # v8: ended runs found by their end, for the retention that deletes the oldest.
+    """
+    CREATE INDEX runs_by_end ON runs(ended_at) WHERE ended_at IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -215,6 +215,25 @@ class Dispatcher(DispatcherViews):
         assert view is not None
         return view
 
+    def delete_run(self, run_id: str) -> None:
+        """Delete an ended run: its rows, and what the engine keeps of it in memory."""
+        live = self._machine.snapshot(run_id)
+        if live is not None:
+            state = live[0].state
+            raise Conflict(f"run {run_id} has not ended ({state}): cancel it, then delete it")
+        if not self._runs_store.delete(run_id):
+            found = self._runs_store.get(run_id)
+            if found is None:
+                raise NotFound(f"no run with id {run_id!r}")
+            raise Conflict(f"run {run_id} has not ended ({found[0].state})")
+        self.forget_runs([run_id])
+        log.info("run.deleted", run_id=run_id)
+
+    def forget_runs(self, run_ids: Sequence[str]) -> None:
+        """These ended runs were deleted: nothing of them is answered from memory."""
+        for run_id in run_ids:
+            self._recently_ended.pop(run_id, None)
+
     # -- carrying the run machine's effects out ------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:

@@ -120,3 +120,12 @@ class DispatcherViews:
 
     def profiles(self) -> list[ProfileStatus]:
         return self.provisioning.profiles() if self.provisioning is not None else []
+
+    def oldest_call_started(self, default: float) -> float:
+        """When the call in flight that started first did (``default`` with none)."""
+        started = [default]
+        for call_id in self._machine.running_calls():
+            call = self._machine.call(call_id)
+            if call is not None and call[2].started_at is not None:
+                started.append(call[2].started_at)
+        return min(started)

@@ -216,6 +216,25 @@ class EngineSettings:
             minimum=0,
         ),
     )
+    keep_runs_s: float = _setting(
+        90 * 86400.0,
+        Flag(
+            "Ended runs older than this (seconds since they ended) are deleted in the"
+            " background, and then the artifacts nothing kept refers to; 0 keeps every run.",
+            kind=float,
+            minimum=0,
+            maximum=100 * 365 * 86400.0,
+        ),
+    )
+    prune_every_s: float = _setting(
+        600.0,
+        Flag(
+            "How often runs past --keep-runs-s are looked for.",
+            kind=float,
+            minimum=0.1,
+            maximum=86400,
+        ),
+    )
     event_buffer: int = _setting(
         10_000,
         Flag(

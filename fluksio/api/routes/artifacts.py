@@ -143,6 +143,8 @@ async def _get(call: Call[None]) -> web.StreamResponse:
         raise InvalidInput(error.field, error.detail) from None
     if found is None:
         raise NotFound(f"no artifact {digest}")
+    if request.method == "HEAD":
+        request.app[ARTIFACTS].refresh(found)  # a call saving it asks first (then names it)
     if any(tag.value == digest for tag in request.if_none_match or ()):
         return web.Response(status=304, headers={"ETag": f'"{digest}"', **_IMMUTABLE})
     sent = request.app[METRICS].artifact_bytes.labels("out").inc

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from fluksio.api.answers.resources import Deleted
 from fluksio.api.answers.runs import NodeBody, ProvenanceBody, RunBody, RunSummary
 from fluksio.api.appkeys import DISPATCHER, RUNS
 from fluksio.api.declare import Call, Param, Routes
@@ -197,3 +198,16 @@ async def _cancel(call: Call[None]) -> RunBody:
     if wait > 0:
         view = await dispatcher.wait_run(run_id, wait) or view
     return run_body(view)
+
+
+@routes.delete(
+    "/runs/{run_id}",
+    summary="Delete an ended run (409 while it has not ended)",
+    auth="superuser",
+    answer=Deleted,
+    errors=(404, 409),
+)
+async def _delete(call: Call[None]) -> Deleted:
+    run_id = call.request.match_info["run_id"]
+    call.app[DISPATCHER].delete_run(run_id)
+    return Deleted(deleted=run_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ class FlowStore:
     def delete(self, name: str) -> bool:
         return self._db.execute("DELETE FROM flows WHERE name = ?", (name,)).rowcount > 0
 
+
+_DIGEST_IN_TEXT = re.compile(r"sha256:([0-9a-f]{64})")
 
 _NODE_COLUMNS = (
     "state",
@@ -198,6 +201,43 @@ class RunStore:
             (*values, limit),
         )
         return [_run(row) for row in rows]
+
+    def delete(self, run_id: str) -> bool:
+        """Delete an ended run and its nodes; False when there is no such ended run."""
+        with self._db.transaction() as connection:
+            deleted = connection.execute(
+                "DELETE FROM runs WHERE id = ? AND ended_at IS NOT NULL", (run_id,)
+            )
+            return deleted.rowcount > 0
+
+    def delete_ended_before(self, cutoff: float, most: int) -> list[str]:
+        """Delete up to ``most`` runs that ended before ``cutoff``, oldest first, in one
+        transaction; their ids."""
+        with self._db.transaction() as connection:
+            rows = connection.execute(
+                "SELECT id FROM runs WHERE ended_at IS NOT NULL AND ended_at < ?"
+                " ORDER BY ended_at LIMIT ?",
+                (cutoff, most),
+            ).fetchall()
+            ids = [row["id"] for row in rows]
+            connection.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in ids])
+        return ids
+
+    def referenced_digests(self) -> set[str]:
+        """The artifact digests (hex) any run or flow mentions: in its parameters, its
+        nodes' parameters, results or events."""
+        found: set[str] = set()
+        queries = (
+            "SELECT spec || params AS text FROM runs"
+            " WHERE spec LIKE '%sha256:%' OR params LIKE '%sha256:%'",
+            "SELECT coalesce(result, '') || coalesce(events, '') AS text FROM node_runs"
+            " WHERE result LIKE '%sha256:%' OR events LIKE '%sha256:%'",
+            "SELECT spec AS text FROM flows WHERE spec LIKE '%sha256:%'",
+        )
+        for query in queries:
+            for row in self._db.execute(query):
+                found.update(_DIGEST_IN_TEXT.findall(row["text"]))
+        return found
 
     def unfinished(self) -> list[tuple[RunRow, list[NodeRow]]]:
         rows = self._db.execute(

@@ -1,0 +1,87 @@
+"""Ended runs older than the retention age are deleted, and the artifacts nobody needs.
+
+Every ``prune_every_s`` the engine deletes the runs that ended more than ``keep_runs_s``
+ago, :data:`BATCH` to a transaction and yielding to the event loop between them, so that
+calls are never held up by more than one small transaction. Once some went, the artifact
+store is swept: an object that no kept run or flow mentions (parameters, results,
+events), that is older than the retention age too, and older than every call in flight
+(one of those may have saved it without a result naming it yet), is removed. SQLite
+keeps the pages the deleted rows freed and writes new rows into them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from fluksio.clock import Clock
+from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.logging import get_logger
+from fluksio.engine.runs.store import RunStore
+
+__all__ = ["BATCH", "Pruned", "keep_pruning", "prune_once"]
+
+log = get_logger(__name__)
+BATCH = 100
+"""Runs deleted in one transaction."""
+
+
+@dataclass(frozen=True)
+class Pruned:
+    runs: int
+    artifacts: int
+
+
+async def prune_once(
+    runs: RunStore,
+    artifacts: ArtifactStore,
+    dispatcher: Dispatcher,
+    *,
+    keep_s: float,
+    clock: Clock,
+) -> Pruned:
+    """Delete what the retention age says is due now; what went."""
+    now = clock.now()
+    cutoff = now - keep_s
+    deleted = 0
+    while True:
+        ids = runs.delete_ended_before(cutoff, BATCH)
+        dispatcher.forget_runs(ids)
+        deleted += len(ids)
+        if len(ids) < BATCH:
+            break
+        await _one_turn()  # what else is ready (calls, requests) goes first
+    removed = 0
+    if deleted:
+        referenced = runs.referenced_digests()
+        older_than = min(cutoff, dispatcher.oldest_call_started(default=now))
+        loop = asyncio.get_running_loop()
+        removed = await loop.run_in_executor(
+            None, artifacts.remove_unreferenced, referenced, older_than
+        )
+        log.info("runs.pruned", runs=deleted, artifacts=removed, ended_before=cutoff)
+    return Pruned(deleted, removed)
+
+
+async def _one_turn() -> None:
+    """Let the event loop run everything ready once (not a wait on any clock)."""
+    loop = asyncio.get_running_loop()
+    turn: asyncio.Future[None] = loop.create_future()
+    loop.call_soon(turn.set_result, None)
+    await turn
+
+
+async def keep_pruning(
+    runs: RunStore,
+    artifacts: ArtifactStore,
+    dispatcher: Dispatcher,
+    *,
+    keep_s: float,
+    every_s: float,
+    clock: Clock,
+) -> None:
+    """Prune every ``every_s`` seconds, for ever (a task the app cancels at shutdown)."""
+    while True:
+        await clock.sleep(every_s)
+        await prune_once(runs, artifacts, dispatcher, keep_s=keep_s, clock=clock)
