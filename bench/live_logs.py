@@ -1,8 +1,9 @@
 """What a node that floods its output costs, and how soon ``runs logs --follow`` shows it.
 
 A real engine and a real ``fluksio-worker`` on 127.0.0.1. A *loud* node prints 10,000
-lines a second (100 every 10 ms) for ``--seconds``; a *quiet* node sleeps as long and
-prints nothing: the floor the loud one is measured against, in the same run. Each runs
+lines a second (100 every 10 ms) for ``--seconds``; a *flood* prints as fast as it can
+for as long (the rate bound drops what is over it); a *quiet* node sleeps as long and
+prints nothing: the floor the others are measured against, in the same run. Each runs
 on the engine and on the worker. Both first sleep 2 s, so that a follower
 (``fluksio runs logs RUN --follow``, started when the run is) is waiting when the node
 prints its first line, which carries the time it was printed: the *first line* column is
@@ -41,6 +42,21 @@ def process(seconds):
             print(f"line {tick * 100 + n} of a node that talks a lot", flush=False)
         time.sleep(0.01)
     return "done"
+"""
+
+FLOOD = """
+import time
+
+def process(seconds):
+    time.sleep(2)
+    print(f"first {time.time()}", flush=True)
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        for _ in range(1000):
+            print(f"line {n} of a node that floods its output")
+            n += 1
+    return n
 """
 
 QUIET = """
@@ -106,7 +122,9 @@ def measure(api: Api, url: str, engine_pid: int, flow: str, seconds: float) -> d
     follower.wait()
     if run["state"] != "succeeded":
         raise RuntimeError(f"{flow} ended {run['state']}")
+    result = run["nodes"][0]["result"]
     return {
+        "result": result if isinstance(result, int) else 0,
         "first_ms": (follower.first_s or float("nan")) * 1000,
         "cpu_s": process_cpu_seconds(engine_pid) - cpu_before,
         "peak_mib": (_status_kb(engine_pid, "VmHWM") - before_kb) / 1024,
@@ -126,7 +144,7 @@ def main() -> None:
         try:
             api = Api.logged_in(url)
             worker = start_worker(api, url, "box")
-            for name, code in (("loud", LOUD), ("quiet", QUIET)):
+            for name, code in (("loud", LOUD), ("flood", FLOOD), ("quiet", QUIET)):
                 for place, label in (("engine", None), ("worker", "box")):
                     node = {"id": "n", "code": code, "worker": label}
                     api.call("PUT", f"/flows/{name}-{place}", {"nodes": [node]})
@@ -135,9 +153,9 @@ def main() -> None:
                 f" {'peak RSS growth (MiB)':>22} {'lines shown':>12} {'of':>8} {'gaps':>5}"
             )
             for place in ("engine", "worker"):
-                for name in ("quiet", "loud"):
+                for name in ("quiet", "loud", "flood"):
                     row = measure(api, url, engine.pid, f"{name}-{place}", seconds)
-                    total = written if name == "loud" else 0
+                    total = {"loud": written, "flood": int(row["result"])}.get(name, 0)
                     print(
                         f"{place:7} {name:6} {row['first_ms']:16.0f} {row['cpu_s']:15.2f}"
                         f" {row['peak_mib']:22.1f} {row['shown']:12.0f} {total:8d}"

@@ -48,6 +48,9 @@ __all__ = [
 
 MAX_SERVER_RESTARTS = 3
 _READ_CHUNK = 1 << 16
+_SMALL_READ = 4096
+_GATHER_S = 0.005
+"""After a small read of a call's output, how long its writes gather before the next."""
 _EXIT_GRACE_S = 2.0
 LIMIT_GRACE_S = 3.0
 """A call past its ``limit`` is sent SIGTERM, its whole tree; what still runs this many
@@ -331,6 +334,11 @@ class Launcher:
             if data:
                 call.last_activity = time.monotonic()
                 sink(data)
+                if len(data) < _SMALL_READ:
+                    # A node writing line by line would wake this loop once a line: let
+                    # its writes gather in the pipe for a moment instead.
+                    loop.remove_reader(fd)
+                    loop.call_later(_GATHER_S, loop.add_reader, fd, on_readable)
                 return
             loop.remove_reader(fd)
             os.close(fd)

@@ -7,7 +7,8 @@ between two batches' positions, never as a silent loss.
 
 What bounds it, per call: a token bucket of :data:`BYTES_PER_S` with a burst of
 :data:`BURST_BYTES` (a line costs its bytes and one). A line that finds the bucket empty is
-dropped: counted by the gap it leaves, never kept. A line longer than :data:`LINE_BYTES`
+dropped: counted by the gap it leaves, never kept; and so is every line after it until
+the bucket holds :data:`RESUME_BYTES` again. A line longer than :data:`LINE_BYTES`
 is cut there (the rest starts the next line). So a node printing a flood costs the
 worker, the socket and the engine at most that rate, and its complete output still comes
 back with its result, under the launcher's 1 MiB rule.
@@ -29,6 +30,8 @@ BYTES_PER_S = 256 << 10
 """The rate a call's lines are handed on at, at most, over time."""
 BURST_BYTES = 1 << 20
 """What a call may hand on at once after a quiet while."""
+RESUME_BYTES = 64 << 10
+"""Once a line is dropped, lines are dropped until the bucket holds this much again."""
 LINE_BYTES = 8 << 10
 """A longer line is cut into lines of this size."""
 
@@ -52,6 +55,7 @@ class LiveOutput:
         self._batch_bytes = 0
         self._tokens = float(BURST_BYTES)
         self._filled_at = clock()
+        self._dropping = False
         self._due: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -64,17 +68,24 @@ class LiveOutput:
         if self._closed:
             return
         self._partial += data
+        partial = self._partial
         start = 0
         while True:
-            newline = self._partial.find(b"\n", start)
+            newline = partial.find(b"\n", start)
             if newline < 0:
                 break
-            self._line(bytes(self._partial[start:newline]))
+            if not self._line(bytes(partial[start:newline])):
+                # The bucket is empty: the rest of what came now is dropped, counted in
+                # bulk (a flood must cost the reader little more than reading it).
+                last = partial.rfind(b"\n")
+                self._next += partial.count(b"\n", newline + 1, last + 1)
+                start = last + 1
+                break
             start = newline + 1
-        del self._partial[:start]
-        while len(self._partial) >= LINE_BYTES:
-            self._line(bytes(self._partial[:LINE_BYTES]))
-            del self._partial[:LINE_BYTES]
+        del partial[:start]
+        while len(partial) >= LINE_BYTES:
+            self._line(bytes(partial[:LINE_BYTES]))
+            del partial[:LINE_BYTES]
 
     def close(self) -> None:
         """The call ended: its last line, if unfinished, and what is gathered go now; a
@@ -100,17 +111,23 @@ class LiveOutput:
             self._sent_to = self._batch_first + len(batch)
             self._send(self._batch_first, batch)
 
-    def _line(self, raw: bytes) -> None:
+    def _line(self, raw: bytes) -> bool:
+        """Number a line, and gather it if the bucket allows; whether it was kept."""
         position = self._next
         self._next += 1
         now = self._clock()
         self._tokens = min(BURST_BYTES, self._tokens + (now - self._filled_at) * BYTES_PER_S)
         self._filled_at = now
         cost = len(raw) + 1
-        if self._tokens < cost:
-            # Dropped: what was gathered goes first, so the gap falls between two batches.
+        if self._dropping and self._tokens >= RESUME_BYTES:
+            self._dropping = False
+        if self._dropping or self._tokens < cost:
+            # Dropped until the bucket holds RESUME_BYTES again, so that a flood makes a
+            # few long gaps a second, not one between every two lines. What was gathered
+            # goes first, so the gap falls between two batches.
+            self._dropping = True
             self.flush()
-            return
+            return False
         self._tokens -= cost
         if not self._batch:
             self._batch_first = position
@@ -120,3 +137,4 @@ class LiveOutput:
             self.flush()
         elif self._due is None:
             self._due = asyncio.get_running_loop().call_later(BATCH_S, self.flush)
+        return True
