@@ -107,6 +107,7 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
     assert (await api.wait_run(run["id"]))["state"] == "succeeded"
     assert (await api.request("GET", "/runs")).status == 200
     assert (await api.request("GET", f"/runs/{run['id']}/logs?node=n&from=0")).status == 200
+    assert (await api.request("DELETE", f"/runs/{run['id']}")).status == 200
     assert (
         await api.put_flow("parked", [{"id": "n", "code": NODE, "worker": "gpu"}])
     ).status == 201

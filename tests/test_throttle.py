@@ -56,3 +56,12 @@ def test_wait_is_never_negative_nor_above_the_cap(failures: int, elapsed: float)
         if failures < 5
         else (wait == max(0.0, min(2.0 ** (failures - 5), 300.0) - elapsed))
     )
+
+
+def test_a_client_that_keeps_failing_waits_the_cap_and_never_overflows() -> None:
+    """Found by the retention test: a script with an expired token failed 1,100 times, and
+    2.0 ** 1,095 overflowed, answering 500 instead of waiting."""
+    throttle = LoginThrottle(free_failures=5, base_delay_s=1.0, max_delay_s=300.0)
+    for _ in range(5_000):
+        throttle.failed("k", now=0.0)
+    assert throttle.retry_after("k", now=0.0) == 300.0

@@ -21,6 +21,9 @@ class _Failures:
     last_at: float
 
 
+_MOST_DOUBLINGS = 64
+
+
 class LoginThrottle:
     def __init__(
         self,
@@ -41,7 +44,10 @@ class LoginThrottle:
         failures = self._failures.get(key)
         if failures is None or failures.count < self._free:
             return 0.0
-        delay = min(self._base * 2.0 ** (failures.count - self._free), self._max)
+        # The exponent is capped: past ~1,000 failures 2.0 ** n overflows a float (a 500
+        # for the client that keeps failing), and 2 ** 64 times the base is past any max.
+        doublings = min(failures.count - self._free, _MOST_DOUBLINGS)
+        delay = min(self._base * 2.0**doublings, self._max)
         return max(0.0, failures.last_at + delay - now)
 
     def failed(self, key: str, now: float) -> None:

@@ -15,7 +15,8 @@ that one) and the dispatcher carries the effects out. One scheduling pass runs f
 events of a moment: it starts the placements on their executors and hands the plan's asks
 for machines to the driver. Nothing reaches through the dispatcher to its scheduler or
 machine: the API reads runs, places, waiting calls and profiles through the read-only
-questions at the end of this class.
+questions of its base, :class:`~fluksio.engine.dispatch_views.DispatcherViews`, and a
+running call's lines through :attr:`Dispatcher.live_logs`.
 """
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ class EngineSettings:
     prune_every_s: float = _setting(
         600.0,
         Flag(
-            "How often runs past --keep-runs-s are looked for.",
+            "How often (seconds) ended runs past the retention age are looked for.",
             kind=float,
             minimum=0.1,
             maximum=86400,
