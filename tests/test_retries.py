@@ -262,3 +262,25 @@ async def test_a_call_stopped_at_its_jobs_end_is_retried_in_another_job(
         " where it fits"
     )
     assert list(ending.calls) == [first["call_id"]], "never again in the job it ended in"
+
+
+async def test_a_retried_failure_shows_no_secret_while_it_waits(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api, _clock = await _engine(aiohttp_client, tmp_path)
+    secret = {"value": "hunter2-the-long-one", "labels": []}
+    assert (await api.request("PUT", "/secrets/tok", json_body=secret)).status == 200
+    leaks = "def process(token):\n    raise ValueError(f'bad token {token}')\n"
+    retry = {"on": ["NodeError"], "times": 1, "backoff_s": 60}
+    node = {"id": "flaky", "code": leaks, "params": {"token": {"$secret": "tok"}}, "retry": retry}
+    await api.put_flow("leaky", [node])
+    run_id = (await api.start_run("leaky"))["id"]
+
+    async def waiting() -> dict[str, Any] | None:
+        found = await _node(api, run_id)
+        return found if found["state"] == "pending" and found["error"] else None
+
+    shown = await poll_async(waiting, timeout=20, what="the first attempt to fail")
+    assert shown["error"]["message"] == "bad token [redacted]"
+    assert shown["events"][0]["outputs"]["after"] == "ValueError: bad token [redacted]"
+    assert "hunter2" not in str(shown)

@@ -410,6 +410,7 @@ class RunMachine:
                 return False
             wait = policy.wait_before(node.row.attempt)
             node.row.attempt += 1
+        error = redact(error, node.secrets)  # it is shown, in its events and meanwhile
         node.secrets = ()
         said = error.get("short") or error.get("message")
         fields: dict[str, Any] = {"run_id": run.row.id, "node": node.spec.id, "after": said}
