@@ -6,11 +6,10 @@ back as they happen, its output lines too (in batches, when the engine's welcome
 to take them), a heartbeat every ``heartbeat_s`` while it runs, and its answer, sent after
 all of those, ends it. If the connection drops, the calls it carried are killed (the
 engine has failed them) and the agent reconnects with capped exponential backoff and
-jitter. Through a relay
-(``--connect-to``) a drop says nothing of the worker or the engine (the relay's own SSH
-connection went), so there the calls go on: their frames are held, the next hello names
-them (``resume``) and the held frames follow the welcome; after ``gone_s`` without getting
-back, they are killed as above. A refusal (another
+jitter. Through a relay (``--connect-to``) a drop says nothing of the worker or the
+engine (the relay's own SSH connection went), so there the calls go on: their frames are
+held, the next hello names them (``resume``) and the held frames follow the welcome;
+after ``gone_s`` without getting back, they are killed as above. A refusal (another
 protocol, a revoked or invalid token, unsigned labels) is final: the agent says why and
 stops.
 """
