@@ -139,6 +139,44 @@ async def test_claims_the_verifier_requires(
     assert expected in detail
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("worker", "iat", 3600, False),
+        ("worker", "nbf", 3600, False),
+        ("worker", "iat", 30, True),  # within the stated skew
+        ("access", "iat", 3600, False),
+        ("artifact", "nbf", 3600, False),
+    ],
+    ids=lambda case: "-".join(map(str, case)),
+)
+async def test_a_token_dated_in_the_future_is_refused_past_a_minutes_skew(
+    api: InProcessEngine, minted: dict[str, Any], case: tuple[str, str, int, bool]
+) -> None:
+    """RFC 8725: a validly signed token whose iat or nbf lies ahead of the engine's clock
+    (by more than 60 s) is not trusted, whatever its kind."""
+    kind, claim, ahead_s, accepted = case
+    now = int(time.time())
+    claims = {**_claims(minted), claim: now + ahead_s, "exp": now + 7200}
+    path = "/workers/tokens/self"
+    if kind == "access":
+        claims.update(sub="admin", type="access")
+        path = "/workers/tokens"
+    elif kind == "artifact":
+        claims.update(type="artifact", worker_jti=minted["jti"])
+        path = "/artifacts/sha256:" + "0" * 64
+    forged = jwt.encode(claims, _engine_key(api.app[DATA_DIR].root), algorithm="EdDSA")
+    answer = await api.request("GET", path, token=forged)
+    if accepted:
+        assert answer.status == 200, answer.detail
+        return
+    assert answer.status == 401, (answer.status, answer.detail)
+    assert answer.detail == (
+        f"the {kind} token is dated in the future (more than 60 s ahead of this engine's"
+        " clock): mint a new one"
+    )
+
+
 async def test_access_token_is_not_a_worker_token_and_the_reverse(
     api: InProcessEngine, minted: dict[str, Any]
 ) -> None:

@@ -13,6 +13,9 @@ claim       access token                                worker token
 ``exp``     expiry (24 h by default)                    expiry (365 days by default)
 ==========  ==========================================  ======================
 
+A token whose ``iat`` or ``nbf`` lies more than :data:`CLOCK_SKEW_S` ahead of the engine's
+clock is refused (RFC 8725, section 3.10: a token from the future is no token to trust).
+
 Verification is pinned to EdDSA (so ``alg: none`` and an HMAC keyed with the public key
 are both refused), requires every claim it relies on, and checks the type so that one
 kind of token is never accepted as the other.
@@ -36,6 +39,7 @@ from fluksio.engine.worker_tokens import WorkerTokenRecord, WorkerTokenStore
 
 __all__ = [
     "ACCESS_TOKEN_TTL_S",
+    "CLOCK_SKEW_S",
     "WORKER_TOKEN_TTL_S",
     "MintedWorkerToken",
     "TokenService",
@@ -43,6 +47,9 @@ __all__ = [
 ]
 
 ALGORITHM = "EdDSA"
+CLOCK_SKEW_S = 60.0
+"""How far ahead of the engine's clock a token's ``iat`` or ``nbf`` may lie: a minted
+token's clock and the engine's are one, so this allows only for a reset or a replica."""
 WORKER_TOKEN_TTL_S = 365 * 24 * 3600
 # A real token is well under 1 KB; anything this long is not worth parsing.
 _MAX_TOKEN_CHARS = 4096
@@ -254,11 +261,15 @@ class TokenService:
                 "verify_nbf": False,
             },
         )
-        expires = claims["exp"]
-        if type(expires) not in (int, float) or type(claims["iat"]) not in (int, float):
-            raise jwt.InvalidTokenError("iat and exp must be numbers")
-        if expires <= self._clock.now():
+        expires, issued, not_before = claims["exp"], claims["iat"], claims.get("nbf", 0)
+        if any(type(t) not in (int, float) for t in (expires, issued, not_before)):
+            raise jwt.InvalidTokenError("iat, nbf and exp must be numbers")
+        now = self._clock.now()
+        if expires <= now:
             raise jwt.ExpiredSignatureError("Signature has expired")
+        if max(issued, not_before) > now + CLOCK_SKEW_S:
+            # Signed "in the future" (RFC 8725): a clock gone wrong, or a key misused.
+            raise jwt.ImmatureSignatureError("The token is not yet valid")
         if len(self._verified) >= _VERIFIED_KEPT:
             self._verified.clear()  # a rotation's leftovers and the long tail go together
         self._verified[(key.kid, token)] = claims
@@ -272,6 +283,11 @@ class TokenService:
             claims = self._verified_claims(token, key)
         except jwt.ExpiredSignatureError as exc:
             raise NotAuthenticated(f"the {expected_type} token has expired") from exc
+        except jwt.ImmatureSignatureError as exc:
+            raise NotAuthenticated(
+                f"the {expected_type} token is dated in the future (more than"
+                f" {CLOCK_SKEW_S:g} s ahead of this engine's clock): mint a new one"
+            ) from exc
         except jwt.InvalidSignatureError as exc:
             raise NotAuthenticated(
                 "the token's signature does not match this engine's signing key (it was"
