@@ -104,7 +104,7 @@ async def _ended(api: InProcessEngine, run_id: str) -> dict[str, Any] | None:
 async def test_a_failure_not_chosen_and_the_last_attempt_fail_the_node(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api, clock = await _engine(aiohttp_client, tmp_path)
+    api, _clock = await _engine(aiohttp_client, tmp_path)
     counter = str(tmp_path / "counter")
     params = {"counter": counter}
     nodes: list[dict[str, Any]] = [
@@ -127,7 +127,6 @@ async def test_a_failure_not_chosen_and_the_last_attempt_fail_the_node(
     (node,) = run["nodes"]
     assert (node["state"], node["attempt"]) == ("failed", 2)
     assert node["error"]["message"] == "attempt 2 fails"
-    assert clock.now() > 0
 
 
 async def test_cancel_during_the_back_off_stops_the_retries(

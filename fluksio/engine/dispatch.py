@@ -376,14 +376,11 @@ class Dispatcher(DispatcherViews):
 
     def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
         """A running call wrote lines: kept for its readers, and told to the stream."""
-        self.live_logs.add(call_id, first, lines, secrets)
+        kept = self.live_logs.add(call_id, first, lines, secrets)
         call = self._machine.call(call_id)
-        read = self.live_logs.read(call_id, first)
-        if call is not None and read is not None and read.lines:
+        if kept and call is not None:
             run, node, row = call
-            logged = CallLogged(
-                run.id, run.flow, node.id, call_id, row.attempt, read.first, read.lines
-            )
+            logged = CallLogged(run.id, run.flow, node.id, call_id, row.attempt, first, kept)
             self._events.emit(logged)
 
     # -- events from attached workers ---------------------------------------------------

@@ -96,12 +96,18 @@ class LiveLogs:
         self._calls[call_id] = CallLines(run_id, node_id, attempt)
         self._by_node[(run_id, node_id, attempt)] = call_id
 
-    def add(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
+    def add(
+        self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]
+    ) -> list[str] | None:
+        """Keep a batch of the call's lines; the lines as kept (secrets blanked), or None
+        when the call is not one whose lines are kept."""
         call = self._calls.get(call_id)
         if call is None or call.ended:
-            return
-        call.add(first, [redact(line, secrets) for line in lines] if secrets else lines)
+            return None
+        kept = [redact(line, secrets) for line in lines] if secrets else lines
+        call.add(first, kept)
         call.wake()
+        return kept
 
     def end(self, call_id: str) -> None:
         call = self._calls.get(call_id)
@@ -143,8 +149,3 @@ class LiveLogs:
                     await call.changed.wait()
         except TimeoutError:
             return
-
-    @property
-    def kept_bytes(self) -> int:
-        """The text all windows hold now (for the metrics and the benchmark)."""
-        return sum(call.bytes for call in self._calls.values())

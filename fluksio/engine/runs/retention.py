@@ -12,7 +12,6 @@ keeps the pages the deleted rows freed and writes new rows into them.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
@@ -20,17 +19,11 @@ from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.store import RunStore
 
-__all__ = ["BATCH", "Pruned", "keep_pruning", "prune_once"]
+__all__ = ["BATCH", "keep_pruning", "prune_once"]
 
 log = get_logger(__name__)
 BATCH = 100
 """Runs deleted in one transaction."""
-
-
-@dataclass(frozen=True)
-class Pruned:
-    runs: int
-    artifacts: int
 
 
 async def prune_once(
@@ -40,8 +33,8 @@ async def prune_once(
     *,
     keep_s: float,
     clock: Clock,
-) -> Pruned:
-    """Delete what the retention age says is due now; what went."""
+) -> None:
+    """Delete what the retention age says is due now."""
     now = clock.now()
     cutoff = now - keep_s
     deleted = 0
@@ -52,7 +45,6 @@ async def prune_once(
         if len(ids) < BATCH:
             break
         await _one_turn()  # what else is ready (calls, requests) goes first
-    removed = 0
     if deleted:
         referenced = runs.referenced_digests()
         older_than = min(cutoff, dispatcher.oldest_call_started(default=now))
@@ -61,7 +53,6 @@ async def prune_once(
             None, artifacts.remove_unreferenced, referenced, older_than
         )
         log.info("runs.pruned", runs=deleted, artifacts=removed, ended_before=cutoff)
-    return Pruned(deleted, removed)
 
 
 async def _one_turn() -> None:
