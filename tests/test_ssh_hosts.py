@@ -43,8 +43,9 @@ def slurm() -> LocalSlurm:
     return local_slurm()
 
 
-def host_workers() -> dict[int, str]:
-    """This machine's workers started by a provisioner: pid -> the request they carry."""
+def host_workers(*, worker_only: bool = True) -> dict[int, str]:
+    """This machine's workers started by a provisioner (or, not ``worker_only``, any of
+    their processes): pid -> the request they carry."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -52,7 +53,8 @@ def host_workers() -> dict[int, str]:
         with contextlib.suppress(OSError):
             environ = (entry / "environ").read_bytes().split(b"\0")
             marks = [v for v in environ if v.startswith(b"FLUKSIO_PROVISION_MARK=")]
-            if marks and b"fluksio-worker" in (entry / "cmdline").read_bytes():
+            command = (entry / "cmdline").read_bytes()
+            if marks and (b"fluksio-worker" in command or not worker_only):
                 found[int(entry.name)] = marks[0].split(b"=", 2)[2].decode()
     return found
 
@@ -83,11 +85,11 @@ def boxes(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
         started.append(engine)
         return engine, engine.login()
 
-    before = set(host_workers())
+    before = set(host_workers(worker_only=False))
     yield start
     for engine in started:
         engine.stop()
-    for pid in set(host_workers()) - before:  # what a failed test left: ours, by pid
+    for pid in set(host_workers(worker_only=False)) - before:  # a failed test's: by pid
         with contextlib.suppress(ProcessLookupError):
             __import__("os").kill(pid, signal.SIGKILL)
 
@@ -201,3 +203,38 @@ def test_a_worker_that_never_attaches_is_stopped_at_the_provision_timeout(
     assert "did not attach within 4 s" in said or "before its worker attached" in said, said
     listed = slurm.ssh("sh", "-c", f"ls ~/.fluksio/hosts/{request}.* ~/.fluksio/tokens/{request}")
     assert listed.stdout == "", "nothing of it is left on the host"
+
+
+def test_a_start_hung_in_its_prerun_leaves_no_process_on_the_host(
+    boxes: Any, slurm: LocalSlurm
+) -> None:
+    # The issue's case: a prerun that never returns, stopped at the provision timeout by
+    # Debian's sh (dash), used to leave its sleep running after the engine stopped.
+    engine, admin = boxes(
+        hosts=[
+            {
+                "name": "box",
+                "login": slurm.login_with_port,
+                "labels": ["box"],
+                "cpus": 1,
+                "prerun": ["sleep 3917"],
+            }
+        ],
+        provision_timeout_s=4,
+        retry_base_s=300,
+    )
+    run_flow(engine, admin, "box", [{"id": "n", "worker": "box", "code": NODE}])
+
+    def sleeping() -> list[int]:
+        """The prerun's sleep, found by its command line (as ps shows it), not its mark."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes() == b"sleep\x003917\x00":
+                    found.append(int(entry.name))
+        return found
+
+    ours = wait_for(sleeping, timeout=30, what="the prerun's sleep on the host")
+    wait_for(lambda: not set(ours) & set(sleeping()), timeout=30, what="the sleep stopped")
+    engine.stop()
+    assert sleeping() == [] and host_workers(worker_only=False) == {}, "nothing is left"

@@ -71,7 +71,11 @@ async def test_a_start_sends_the_token_on_stdin_and_keeps_the_worker(tmp_path: P
     assert token_line == "SECRET" and script == hosts.render(
         hosts.profile("gpu-box-1"), request_id="r1"
     )
-    assert script.splitlines()[1] == "source ~/venvs/fluksio/bin/activate"
+    # The mark comes first, so what a prerun line starts carries it and a stop finds it.
+    assert script.splitlines()[1:3] == [
+        "export FLUKSIO_PROVISION_MARK=fluksio-request=r1",
+        "source ~/venvs/fluksio/bin/activate",
+    ]
     assert script.endswith(
         " --name boxes-gpu-box-1 --labels gpu --max-idle 300 --parallel 16 --cpus 16 --gpus 2"
         " --ram-mb 65536\n"

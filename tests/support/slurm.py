@@ -42,7 +42,9 @@ class LocalSlurm:
         """As ``login`` in provisioners.json: ``user@host:port``."""
         return f"{self.login}:{self.port}"
 
-    def ssh(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, *argv: str, timeout: float = 30, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run a command on the login node with the system's OpenSSH client (not ours)."""
         return subprocess.run(
             [
@@ -68,6 +70,8 @@ class LocalSlurm:
             capture_output=True,
             text=True,
             timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
             check=False,
         )
 

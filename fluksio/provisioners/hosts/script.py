@@ -20,9 +20,10 @@ def render_script(settings: HostsSettings, host: HostProfile, *, request_id: str
     worker = worker_argv(settings.worker_command, settings, host)
     lines = [
         "set -e",
+        # First: what the prerun starts carries it too, so stopping finds all of it.
+        f"export {MARK}={shlex.quote(f'fluksio-request={request_id}')}",
         *host.prerun,
         *token_lines(settings, settings.name, request_id),
-        f"export {MARK}={shlex.quote(f'fluksio-request={request_id}')}",
         f"exec {shlex.join(worker)}",
     ]
     return "\n".join(lines) + "\n"
