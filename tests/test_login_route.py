@@ -22,6 +22,7 @@ import pytest
 
 from fluksio.clock import SYSTEM_CLOCK
 from fluksio.provisioners.login_route import LoginRoute, RouteDown, relay_argv
+from fluksio.ssh.relay_program import FIRST_BYTES_S
 from fluksio.ssh.shell import Forwarding
 from tests.support.process import parent_of
 from tests.support.relay import relay_pids
@@ -137,6 +138,26 @@ async def test_the_relay_carries_bytes_both_ways_and_refuses_past_its_bound() ->
                 wait_for, lambda: holding(relay) == 0, timeout=20, what="their slots freed"
             )
             assert await round_trip(port, b"again") == b"again"
+
+
+async def test_the_relay_closes_connections_that_never_speak() -> None:
+    # Silent connections filled the relay's places for good and cut every worker off.
+    async with echo_server() as upstream:
+        with relay_process(upstream, max_connections=3) as (relay, port):
+            opened = time.monotonic()
+            silent = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+            await asyncio.to_thread(
+                wait_for, lambda: holding(relay) == 3, timeout=20, what="its places all held"
+            )
+            for reader, _writer in silent:
+                assert await asyncio.wait_for(reader.read(1), FIRST_BYTES_S + 20) == b""
+            assert time.monotonic() - opened >= FIRST_BYTES_S - 1
+            await asyncio.to_thread(
+                wait_for, lambda: holding(relay) == 0, timeout=20, what="their places freed"
+            )
+            assert await round_trip(port, b"a worker speaks at once") == b"a worker speaks at once"
+            for _reader, writer in silent:
+                writer.close()
 
 
 async def _eventually(attempt: Callable[[], Awaitable[bytes]], timeout: float = 20) -> bytes:

@@ -24,9 +24,44 @@ from fluksio.engine.provisioning import Configured, load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 
-__all__ = ["data_dir_lock", "run_engine", "tls_context"]
+__all__ = ["REQUEST_HEAD_S", "TLS_HANDSHAKE_S", "data_dir_lock", "run_engine", "tls_context"]
 
 log = get_logger(__name__)
+
+REQUEST_HEAD_S = 30
+"""A connection that has not sent a complete request head this long after it opened, or
+after its last answer, is closed: idle sockets cannot pile up (a WebSocket, a feed and a
+long poll are answers under way, never idle)."""
+
+TLS_HANDSHAKE_S = 20
+"""On a TLS listener the handshake comes first, with this long (asyncio's default is 60 s):
+a connection that sends nothing is closed within 50 s either way."""
+
+
+class _ListenerSite(web.BaseSite):
+    """aiohttp's site on a socket we bound, with the TLS handshake bounded too."""
+
+    def __init__(
+        self, runner: web.BaseRunner, sock: socket.socket, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._sock = sock
+
+    @property
+    def name(self) -> str:
+        return repr(self._sock.getsockname())
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None  # the runner is set up before any site starts
+        self._server = await asyncio.get_running_loop().create_server(
+            server,
+            sock=self._sock,
+            ssl=self._ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_S if self._ssl_context else None,
+            backlog=self._backlog,
+        )
 
 
 @contextlib.contextmanager
@@ -155,10 +190,12 @@ async def run_engine(
     for provisioner in configured.provisioners:
         provisioner.engine_address = _own_address(listener)
     app = create_app(settings, provisioners=configured)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, keepalive_timeout=REQUEST_HEAD_S
+    )
     try:
         await runner.setup()
-        await web.SockSite(runner, listener, ssl_context=context).start()
+        await _ListenerSite(runner, listener, context).start()
         port = int(listener.getsockname()[1])
         url = _url(settings.host, port, tls=context is not None)
         layout.write_engine_info(pid=os.getpid(), url=url)

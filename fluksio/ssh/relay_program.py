@@ -12,6 +12,11 @@ engine writes a line every few seconds. End of input (the engine closed it, or i
 connection went) or ``silence_s`` without a line ends the relay and every connection it
 holds at once.
 
+A connection is carried to the engine only once it has sent something (a worker's TLS
+hello or request comes at once): one silent for ``FIRST_BYTES_S`` is closed, so silent
+connections cannot hold the relay's places; past that, the engine's own bound on a request
+head applies.
+
 Arguments: ``LABEL PORT UPSTREAM MAX_CONNECTIONS SILENCE_S``. ``PORT`` is the port it
 wants (0: any); one still held by a relay that is ending (a dropped connection's) is waited
 for up to ``SILENCE_S`` plus five seconds, then any port is taken. It prints ``listening
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 _CHUNK = 65536
+FIRST_BYTES_S = 10
 
 
 def _pump(source: socket.socket, sink: socket.socket, done: "Callable[[], None]") -> None:
@@ -66,12 +72,19 @@ class Relay:
             threading.Thread(target=self.carry, args=(client,), daemon=True).start()
 
     def carry(self, client: socket.socket) -> None:
-        try:
-            engine = socket.create_connection(("127.0.0.1", self.upstream), timeout=10)
-        except OSError:
+        client.settimeout(FIRST_BYTES_S)
+        first = b""
+        with contextlib.suppress(OSError):  # silent too long: a timeout is an OSError
+            first = client.recv(_CHUNK)
+        engine = None
+        if first:
+            with contextlib.suppress(OSError):
+                engine = socket.create_connection(("127.0.0.1", self.upstream), timeout=10)
+        if engine is None:
             client.close()
             self.release()
             return
+        client.settimeout(None)
         engine.settimeout(None)
         for end in (client, engine):
             end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -89,6 +102,11 @@ class Relay:
             self.release()
 
         threading.Thread(target=_pump, args=(engine, client, done), daemon=True).start()
+        try:
+            engine.sendall(first)
+        except OSError:
+            done()
+            return
         _pump(client, engine, done)
 
     def release(self) -> None:
