@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import inspect
 import json
+import typing
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from fluksio.errors import ConfigError
 from fluksio.provisioners import hookspecs
-from fluksio.provisioners.base import JobState, Provisioner
+from fluksio.provisioners.base import (
+    JobState,
+    ProfileSettings,
+    Provisioner,
+    ProvisionerSettings,
+)
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.hosts import HostsProvisioner
 from fluksio.provisioners.plugins import ENTRY_POINT_GROUP, build_plugins
@@ -189,6 +196,42 @@ def test_errors_name_the_file_provisioner_profile_and_field(
         load_provisioners(path, _types())
     assert raised.value.detail.startswith(str(path))
     assert message in raised.value.detail
+
+
+def _numeric_fields(model: type[BaseModel]) -> list[str]:
+    return [
+        name
+        for name, field in model.model_fields.items()
+        if {int, float} & set(typing.get_args(field.annotation) or (field.annotation,))
+    ]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400", "1e12"])
+@pytest.mark.parametrize("entry_at", [0, 2], ids=["slurm", "gridengine-plugin"])
+def test_every_number_of_the_file_is_finite_and_bounded(
+    tmp_path: Path, literal: str, entry_at: int
+) -> None:
+    # Python's json reads NaN, Infinity and 1e400 (as infinity); each is refused by name.
+    tried = 0
+    for level, fields in (
+        ("provisioner", _numeric_fields(ProvisionerSettings)),
+        ("profile", _numeric_fields(ProfileSettings)),
+    ):
+        for field in fields:
+            entries = _example()
+            entry = entries[entry_at]
+            target = entry if level == "provisioner" else entry["profiles"][0]
+            target[field] = "@number@"
+            path = tmp_path / "provisioners.json"
+            path.write_text(json.dumps(entries).replace('"@number@"', literal))
+            with pytest.raises(ConfigError) as raised:
+                load_provisioners(path, _types())
+            said = raised.value.detail
+            assert f"provisioner {entry['name']!r}" in said and f"field {field}:" in said, said
+            if level == "profile":
+                assert f"{target['name']!r}" in said, said
+            tried += 1
+    assert tried >= 12
 
 
 @pytest.mark.process

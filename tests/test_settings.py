@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pytest
 from click.testing import CliRunner
 
+from fluksio.agent.cli import main as worker
 from fluksio.cli import cli
 from fluksio.cli.options import settings_options
 from fluksio.engine.settings import EngineSettings
+from tests.support.cli import fluksio
 
 
 def _flag(name: str) -> str:
@@ -64,3 +67,78 @@ def test_a_flag_or_its_variable_sets_its_setting_and_a_bad_value_is_refused(
     refused = CliRunner().invoke(cli, ["serve", "--data-dir", data, "--port", "70000"])
     assert refused.exit_code == 2
     assert "Invalid value for '--port'" in refused.output
+
+
+def _numeric_settings() -> list[tuple[str, Any]]:
+    return [
+        (f.name, f.metadata["flag"])
+        for f in dataclasses.fields(EngineSettings)
+        if f.metadata["flag"].kind in (int, float)
+    ]
+
+
+NOT_NUMBERS = ("nan", "NaN", "inf", "-inf", "1e400", "-1e400")
+"""What ``float()`` reads and no setting may be: before, ``FLUKSIO_WORKER_GONE_S=nan`` turned
+the 90-second rule off and ``FLUKSIO_ACCESS_TOKEN_TTL_S=1e400`` made every login a 500."""
+
+
+def test_every_numeric_setting_refuses_what_is_not_a_finite_number_in_bounds(
+    tmp_path: Path,
+) -> None:
+    data = str(tmp_path / "data")
+    checked = 0
+    for name, flag in _numeric_settings():
+        dashed, variable = _flag(name), f"FLUKSIO_{name.upper()}"
+        assert flag.minimum is not None and flag.maximum is not None, f"{dashed} is unbounded"
+        above = str(flag.maximum * 2 + 1 if flag.kind is float else int(flag.maximum) + 1)
+        for bad in (*NOT_NUMBERS, above):
+            by_flag = CliRunner().invoke(cli, ["serve", "--data-dir", data, dashed, bad])
+            by_variable = CliRunner().invoke(
+                cli, ["serve", "--data-dir", data], env={variable: bad}
+            )
+            for refused in (by_flag, by_variable):
+                assert refused.exit_code == 2, (dashed, bad, refused.output)
+                (said,) = [line for line in refused.output.splitlines() if "Error" in line]
+                assert f"Invalid value for '{dashed}'" in said, said
+            assert f"(env var: '{variable}')" in by_variable.output, by_variable.output
+            checked += 1
+    assert checked >= 7 * 20, "every numeric setting was tried"
+    # The bounds are not too tight: each setting's own default and bounds are taken.
+    for name, flag in _numeric_settings():
+        for good in (flag.minimum, flag.maximum):
+            value = str(int(good)) if flag.kind is int else repr(float(good))
+            assert getattr(_parsed(["--data-dir", data, _flag(name), value]), name) == good
+
+
+def test_the_workers_numbers_are_finite_and_bounded_too() -> None:
+    url = ["--url", "ws://127.0.0.1:9/api/v1/workers/attach"]
+    env = {"FLUKSIO_WORKER_TOKEN": "x"}
+    cases = [(flag, bad) for flag in ("--max-idle", "--heartbeat") for bad in NOT_NUMBERS]
+    cases += [("--cpus", str(10**30)), ("--gpus", "5000"), ("--ram-mb", "1e400")]
+    for flag, bad in cases:
+        refused = CliRunner().invoke(worker, [*url, flag, bad], env=env)
+        assert refused.exit_code == 2, (flag, bad, refused.output)
+        assert f"Invalid value for '{flag}'" in refused.output, refused.output
+    for bad in ("nan", "inf", "1e400"):
+        refused = CliRunner().invoke(worker, [*url, "--ends-at", bad], env=env)
+        assert refused.exit_code == 2, refused.output
+        assert f"--ends-at: {bad!r} is not a time" in refused.output, refused.output
+
+
+@pytest.mark.process
+def test_the_engine_does_not_start_on_a_setting_that_is_not_a_number(tmp_path: Path) -> None:
+    # The values that started an engine before, each refused by a real `fluksio serve`.
+    data_dir = tmp_path / "data"
+    for variable, bad in (
+        ("FLUKSIO_WORKER_GONE_S", "nan"),
+        ("FLUKSIO_WORKER_GONE_S", "inf"),
+        ("FLUKSIO_ACCESS_TOKEN_TTL_S", "1e400"),
+    ):
+        refused = fluksio(
+            "serve", "--port", "0", "--data-dir", str(data_dir), env={variable: bad}, timeout=30
+        )
+        assert refused.returncode == 2, refused.stderr
+        said = refused.stderr.strip().splitlines()[-1]
+        assert said.startswith("Error: Invalid value for '--") and f"'{variable}'" in said
+        assert said.endswith(f"{bad!r} is not a finite number."), said
+        assert not (data_dir / "engine.json").exists()

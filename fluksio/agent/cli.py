@@ -21,6 +21,7 @@ import click
 from fluksio.agent import __version__
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
+from fluksio.agent.numbers import FiniteRange
 from fluksio.agent.session import Agent, AgentConfig
 from fluksio.agent.urls import UrlError, parse_attach_url, parse_connect_to, tls_trust
 from fluksio.agent.walltime import detect_job_end
@@ -88,12 +89,14 @@ def _venv_digest(python: str) -> str:
 @click.option(
     "--artifact-url", default=None, help="Where the artifact store is, if not beside the socket."
 )
-@click.option("--cpus", type=click.IntRange(0), default=None, help="Cores to advertise.")
-@click.option("--gpus", type=click.IntRange(0), default=None, help="GPUs to advertise.")
-@click.option("--ram-mb", type=click.IntRange(0), default=None, help="Memory to advertise, in MB.")
+@click.option("--cpus", type=click.IntRange(0, 1 << 20), default=None, help="Cores to advertise.")
+@click.option("--gpus", type=click.IntRange(0, 4096), default=None, help="GPUs to advertise.")
+@click.option(
+    "--ram-mb", type=click.IntRange(0, 1 << 40), default=None, help="Memory to advertise, in MB."
+)
 @click.option(
     "--max-idle",
-    type=click.FloatRange(0, min_open=True),
+    type=FiniteRange(0, 366 * 86400, min_open=True),
     default=None,
     help="Stop after this many seconds with nothing running.",
 )
@@ -113,7 +116,7 @@ def _venv_digest(python: str) -> str:
     default=None,
     help="Also trust the CAs in this PEM file (a private CA); SSL_CERT_FILE works too.",
 )
-@click.option("--heartbeat", type=click.FloatRange(0.05), default=10.0, hidden=True)
+@click.option("--heartbeat", type=FiniteRange(0.05, 3600), default=10.0, hidden=True)
 @click.option(
     "--runner-mode", type=click.Choice(["auto", "fork", "spawn"]), default="auto", hidden=True
 )

@@ -31,6 +31,7 @@ MODULES = (
     "launcher",
     "shared_store",
     "session",
+    "numbers",
     "cli",
 )
 """The agent's modules, each after those it imports."""

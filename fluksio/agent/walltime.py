@@ -16,6 +16,7 @@ backfill scheduler started shows one of 365 days.
 from __future__ import annotations
 
 import logging
+import math
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -40,9 +41,13 @@ def parse_end_time(text: str) -> float | None:
     if value.upper() in ("", "NONE", "UNKNOWN", "N/A", "UNLIMITED", "INFINITE"):
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(number):  # float() reads nan, inf and 1e400
+            raise ValueError(f"{value!r} is not a finite number")
+        return number
     # A time without a zone is this machine's local time, as squeue prints it.
     return datetime.fromisoformat(value).timestamp()
 

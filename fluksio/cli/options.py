@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from fluksio.agent.numbers import FiniteRange
 from fluksio.engine.datadir import default_data_dir
 from fluksio.engine.settings import EngineSettings, Flag
 
@@ -37,12 +38,12 @@ def _type(flag: Flag) -> click.ParamType[Any, Any] | type[Any]:
         return click.Choice(flag.choices)
     if flag.kind is Path:
         return click.Path(path_type=Path)
-    if flag.kind is int and (flag.minimum is not None or flag.maximum is not None):
-        low = None if flag.minimum is None else int(flag.minimum)
-        high = None if flag.maximum is None else int(flag.maximum)
-        return click.IntRange(low, high)
-    if flag.kind is float and (flag.minimum is not None or flag.maximum is not None):
-        return click.FloatRange(flag.minimum, flag.maximum)
+    if flag.kind in (int, float):
+        if flag.minimum is None or flag.maximum is None:
+            raise TypeError(f"a numeric setting needs both bounds: {flag.help}")
+        if flag.kind is int:
+            return click.IntRange(int(flag.minimum), int(flag.maximum))
+        return FiniteRange(flag.minimum, flag.maximum)
     return flag.kind
 
 

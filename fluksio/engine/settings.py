@@ -20,6 +20,10 @@ ACCESS_TOKEN_TTL_S = 24 * 3600
 
 __all__ = ["EngineSettings", "Flag"]
 
+_HOUR_S = 3600.0
+_DAY_S = 86400.0
+_YEAR_AND_A_DAY_S = 366 * _DAY_S
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -28,6 +32,8 @@ class Flag:
     help: str
     minimum: float | None = None
     maximum: float | None = None
+    """Every number has both bounds, and is finite: ``nan``, ``inf`` and ``1e400`` are
+    refused at start like any other value out of bounds."""
     choices: tuple[str, ...] = ()
     kind: type = str
     """The type of one value: ``str``, ``int``, ``float``, ``bool`` (a switch) or ``Path``."""
@@ -86,7 +92,12 @@ class EngineSettings:
     )
     access_token_ttl_s: float = _setting(
         ACCESS_TOKEN_TTL_S,
-        Flag("How long an access token (a login) lasts, in seconds.", kind=float, minimum=60),
+        Flag(
+            "How long an access token (a login) lasts, in seconds.",
+            kind=float,
+            minimum=60,
+            maximum=_YEAR_AND_A_DAY_S,
+        ),
     )
     login_free_failures: int = _setting(
         5,
@@ -94,16 +105,21 @@ class EngineSettings:
             "Failed logins (by user and by address) before each next one waits.",
             kind=int,
             minimum=1,
+            maximum=1_000_000,
         ),
     )
     login_base_delay_s: float = _setting(
         1.0,
         Flag(
-            "The first wait after the free failures; it doubles with each.", kind=float, minimum=0
+            "The first wait after the free failures; it doubles with each.",
+            kind=float,
+            minimum=0,
+            maximum=_DAY_S,
         ),
     )
     login_max_delay_s: float = _setting(
-        300.0, Flag("The longest wait between failed logins.", kind=float, minimum=0)
+        300.0,
+        Flag("The longest wait between failed logins.", kind=float, minimum=0, maximum=_DAY_S),
     )
     client_max_size: int = _setting(
         1024 * 1024,
@@ -111,6 +127,7 @@ class EngineSettings:
             "The largest JSON body a request may carry (artifact uploads stream apart).",
             kind=int,
             minimum=1024,
+            maximum=1 << 30,
         ),
     )
     engine_slots: int | None = _setting(
@@ -138,6 +155,7 @@ class EngineSettings:
             "A worker that says no hello this long after connecting is refused.",
             kind=float,
             minimum=0.1,
+            maximum=_HOUR_S,
         ),
     )
     worker_gone_s: float = _setting(
@@ -146,6 +164,7 @@ class EngineSettings:
             "A worker that sends nothing (not even a pong) this long is gone: the one rule.",
             kind=float,
             minimum=0.1,
+            maximum=_DAY_S,
         ),
     )
     worker_check_s: float = _setting(
@@ -154,6 +173,7 @@ class EngineSettings:
             "How often attached workers are checked (silence, revocation, key rotation).",
             kind=float,
             minimum=0.05,
+            maximum=_HOUR_S,
         ),
     )
     worker_ping_s: float = _setting(
@@ -162,6 +182,7 @@ class EngineSettings:
             "How often the engine pings each worker, so a healthy idle one is seen alive.",
             kind=float,
             minimum=0.05,
+            maximum=_HOUR_S,
         ),
     )
     worker_take_s: float = _setting(
@@ -172,6 +193,7 @@ class EngineSettings:
             " drop it.",
             kind=float,
             minimum=0.1,
+            maximum=_DAY_S,
         ),
     )
     max_frame_bytes: int = _setting(
@@ -180,6 +202,7 @@ class EngineSettings:
             "The largest frame a worker may send (a call's answer with its result).",
             kind=int,
             minimum=1024,
+            maximum=1 << 30,
         ),
     )
     worker_frames_per_s: float = _setting(
@@ -189,6 +212,7 @@ class EngineSettings:
             " as flooding.",
             kind=float,
             minimum=1,
+            maximum=1_000_000,
         ),
     )
     worker_frame_burst: float | None = _setting(
@@ -197,6 +221,7 @@ class EngineSettings:
             "... after a burst of this many frames (default: ten times the rate).",
             kind=float,
             minimum=1,
+            maximum=100_000_000,
         ),
     )
     max_artifact_bytes: int = _setting(
@@ -205,6 +230,7 @@ class EngineSettings:
             "The largest artifact upload the engine takes; a larger one is refused (413).",
             kind=int,
             minimum=1,
+            maximum=1 << 50,
         ),
     )
     walltime_margin_s: float = _setting(
@@ -214,6 +240,7 @@ class EngineSettings:
             " limit and this fit; an idle worker with less left is let go.",
             kind=float,
             minimum=0,
+            maximum=_DAY_S,
         ),
     )
     keep_runs_s: float = _setting(
@@ -242,6 +269,7 @@ class EngineSettings:
             " is told to fetch its views again.",
             kind=int,
             minimum=10,
+            maximum=10_000_000,
         ),
     )
     event_buffer_bytes: int = _setting(
@@ -251,6 +279,7 @@ class EngineSettings:
             " oldest leave first.",
             kind=int,
             minimum=1 << 20,
+            maximum=1 << 40,
         ),
     )
 

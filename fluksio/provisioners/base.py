@@ -61,15 +61,20 @@ TERMINAL_STATES = frozenset(
 )
 
 
+LONGEST_S = 366 * 86400.0
+"""A year and a day: the longest any duration of ``provisioners.json`` may be. Every number
+there is finite and bounded (JSON as Python reads it allows ``NaN`` and ``1e400``)."""
+
+
 class ProfileSettings(BaseModel):
     """One profile of ``provisioners.json``: the capacity one request brings."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     name: Name
-    cpus: int | None = Field(default=None, ge=1)
-    gpus: int | None = Field(default=None, ge=0)
-    ram_mb: int | None = Field(default=None, ge=1)
+    cpus: int | None = Field(default=None, ge=1, le=1 << 20)
+    gpus: int | None = Field(default=None, ge=0, le=4096)
+    ram_mb: int | None = Field(default=None, ge=1, le=1 << 40)
     labels: list[Name] = Field(default_factory=list, max_length=32)
     max_workers: int = Field(default=1, ge=1, le=1000)
     """How many jobs of this profile may exist at once. One is pending at a time; the next
@@ -77,7 +82,7 @@ class ProfileSettings(BaseModel):
     parallel: int | None = Field(default=None, ge=1, le=1024)
     """Calls at once on each of its workers (the worker's ``--parallel``); by default one
     per cpu of the profile (one-core calls), at least 1."""
-    walltime_s: float | None = Field(default=None, gt=0)
+    walltime_s: float | None = Field(default=None, gt=0, le=LONGEST_S)
     """How long each of its jobs may run. A provisioner may know it otherwise (Slurm reads
     ``--time`` from the profile's ``sbatch``); a call is asked for here only if its
     timeout fits."""
@@ -96,23 +101,23 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     Generic over the type of its profiles: ``ProvisionerSettings[SlurmProfile]``.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     type: str
     name: Name
     engine_url: str = Field(min_length=1)
     """The attach URL the worker dials, as the machine sees the engine."""
-    max_idle_s: float = Field(default=300, ge=0)
+    max_idle_s: float = Field(default=300, ge=0, le=LONGEST_S)
     """The worker exits after this long with nothing to run (0: never)."""
-    provision_timeout_s: float = Field(default=900, ge=0)
+    provision_timeout_s: float = Field(default=900, ge=0, le=LONGEST_S)
     """A request whose worker has not attached by then is cancelled (0: wait forever)."""
-    poll_interval_s: float = Field(default=10, gt=0)
+    poll_interval_s: float = Field(default=10, gt=0, le=3600)
     """How often the states of all live requests are read (one call for all of them)."""
-    retry_base_s: float = Field(default=10, gt=0)
+    retry_base_s: float = Field(default=10, gt=0, le=86400)
     """After a failed request the profile rests this long, doubling per failure in a row."""
-    retry_max_s: float = Field(default=600, gt=0)
+    retry_max_s: float = Field(default=600, gt=0, le=LONGEST_S)
     """The longest rest between attempts."""
-    replace_before_end_s: float | None = Field(default=None, ge=0, deprecated=True)
+    replace_before_end_s: float | None = Field(default=None, ge=0, le=LONGEST_S, deprecated=True)
     """No longer used, still accepted so that existing files load: ``max_workers`` is a
     hard cap, and a job near its end frees its slot only when it ends (its idle worker is
     drained within ``--walltime-margin-s`` of the end)."""

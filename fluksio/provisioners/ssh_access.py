@@ -52,7 +52,7 @@ def no_control(values: list[str], what: str) -> list[str]:
 class SSHAccess(BaseModel):
     """The SSH options of ``provisioners.json``, the same for every provisioner over SSH."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     ssh_key: str | None = Field(default=None, min_length=1)
     """The private key to log in with (default: the config's ``IdentityFile``, the

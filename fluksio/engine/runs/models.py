@@ -124,7 +124,7 @@ class NodeSpec(BaseModel):
     worker_policy: Literal["require", "prefer"] = Field(
         default="require", validation_alias=AliasChoices("worker_policy", "device_policy")
     )
-    timeout: float = Field(default=0, ge=0)
+    timeout: float = Field(default=0, ge=0, le=LIMIT_MAX_S)
     """Silence seconds: the node is stopped after this long without reporting anything
     (a result, an event, a log line); 0: never. It bounds silence, not duration."""
     limit: float | None = Field(default=None, gt=0, le=LIMIT_MAX_S)
