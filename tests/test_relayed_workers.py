@@ -9,7 +9,9 @@ the workers are scripted ends of real sockets.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from fluksio.api import appkeys
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
-from tests.support.engine import start_engine
+from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import (
     ClientFactory,
     InProcessEngine,
@@ -30,7 +32,7 @@ from tests.support.proxy import PausableProxy
 from tests.support.runs import code, node_of, nodes_of, run_flow, wait_run
 from tests.support.scripted import Scripted, scripted_settings
 from tests.support.wait import async_wait_for, wait_for
-from tests.support.worker import start_worker
+from tests.support.worker import WorkerProcess, start_worker
 
 NODE = "def process():\n    return 1\n"
 
@@ -51,6 +53,15 @@ async def _busy_relayed_worker(api: InProcessEngine) -> tuple[str, ScriptedWorke
     run = await api.start_run("cpu")
     call = (await worker.next_call())["call_id"]
     return token, worker, str(run["id"]), str(call)
+
+
+async def _away_relayed_worker(api: InProcessEngine) -> tuple[str, str, str]:
+    """A relayed worker that dropped mid-call, unheard since: its token, run's and call's ids."""
+    token, worker, run_id, call = await _busy_relayed_worker(api)
+    await worker.close()
+    session = api.app[appkeys.WORKERS].attached()[0]
+    await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
+    return token, run_id, call
 
 
 async def _places(api: InProcessEngine) -> dict[str, str]:
@@ -83,6 +94,43 @@ async def test_a_relayed_worker_that_comes_back_finishes_its_call_as_the_same_wo
     assert nodes_of(await api.wait_run(other["id"], timeout=10))["n"]["result"] == 8
 
 
+async def test_a_relayed_worker_cut_off_before_it_was_heard_keeps_its_call_which_runs_once(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # The path dropped after the run frame went out and before any frame of the worker's
+    # came back. Before, at 15 s the call was requeued as never taken, the returning
+    # worker told to drop it, and the call sent again: two starts, without retries.
+    api, clock = await _engine(aiohttp_client, tmp_path)
+    token, run_id, call = await _away_relayed_worker(api)
+    clock.advance(30)  # twice the take rule's 15 s
+    node = nodes_of(await api.run(run_id))["n"]
+    assert (node["state"], node["events"]) == ("running", []), "held, not requeued"
+    back = await api.attach(token, name="box", labels=["cpu"], relayed=True, resume=[call])
+    await back.answer(call, 7)
+    node = nodes_of(await api.wait_run(run_id, timeout=10))["n"]
+    assert (node["state"], node["result"]) == ("succeeded", 7)
+    assert back.cancelled == [], "the call it holds is never taken from it"
+
+
+async def test_a_silent_relayed_worker_keeps_its_call_past_the_take_rule(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # Connected but unheard past the take rule (its relay's path may be paused): held.
+    api, clock = await _engine(aiohttp_client, tmp_path)
+    _token, worker, run_id, call = await _busy_relayed_worker(api)
+    clock.advance(16)
+    other = await api.start_run("cpu")
+    assert other["state"] == "queued"
+    assert nodes_of(await api.run(run_id))["n"]["state"] == "running"
+    await worker.answer(call, 3)
+    assert nodes_of(await api.wait_run(run_id, timeout=10))["n"]["result"] == 3
+    clock.advance(3)  # the next check of the workers (every 2 s) sees it answer
+    second = await worker.next_call()  # heard again: it takes calls again
+    await worker.answer(second["call_id"], 4)
+    assert nodes_of(await api.wait_run(other["id"], timeout=10))["n"]["result"] == 4
+    assert worker.cancelled == []
+
+
 async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
@@ -112,10 +160,7 @@ async def test_what_a_returning_worker_no_longer_holds_fails_and_what_it_should_
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api, _clock = await _engine(aiohttp_client, tmp_path)
-    token, worker, run_id, call = await _busy_relayed_worker(api)
-    await worker.close()
-    session = api.app[appkeys.WORKERS].attached()[0]
-    await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
+    token, run_id, call = await _away_relayed_worker(api)
     back = await api.attach(token, name="box", labels=["cpu"], relayed=True, resume=["c-unknown"])
     node = nodes_of(await api.wait_run(run_id, timeout=10))["n"]
     assert node["error"]["message"] == "worker went away mid-call, and came back without the call"
@@ -137,6 +182,33 @@ async def test_a_direct_worker_that_drops_fails_its_call_at_once(
 
 # -- our agent, for real: a relay that drops mid-call ---------------------------------------
 
+
+@contextlib.contextmanager
+def _relayed_agent(
+    tmp_path: Path, *engine_args: str
+) -> Iterator[tuple[EngineProcess, str, PausableProxy, WorkerProcess]]:
+    """An engine, and our agent labelled ``far`` reaching it through a relay (the login
+    node's, in a test's hands): the engine, an access token, the relay and the worker."""
+    engine = start_engine(tmp_path / "data", tmp_path / "logs", args=engine_args)
+    relay = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
+    worker = None
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "far", ["far"])["token"]
+        port = engine.url.rsplit(":", 1)[1]
+        worker = start_worker(
+            engine, token, tmp_path / "worker", "--labels", "far",
+            "--connect-to", f"127.0.0.1:{relay.port}",
+            url=f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        )  # fmt: skip
+        yield engine, admin, relay, worker
+    finally:
+        if worker is not None:
+            worker.stop()
+        relay.close()
+        engine.stop()
+
+
 SLOW = code("""
     import time, fluksio
     def process():
@@ -149,18 +221,7 @@ SLOW = code("""
 
 @pytest.mark.process
 def test_our_agent_keeps_its_call_through_a_relay_drop_and_resumes_it(tmp_path: Path) -> None:
-    engine = start_engine(tmp_path / "data", tmp_path / "logs")
-    relay = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
-    worker = None
-    try:
-        admin = engine.login()
-        token = engine.mint(admin, "far", ["far"])["token"]
-        port = engine.url.rsplit(":", 1)[1]
-        worker = start_worker(
-            engine, token, tmp_path / "worker", "--labels", "far",
-            "--connect-to", f"127.0.0.1:{relay.port}",
-            url=f"ws://127.0.0.1:{port}/api/v1/workers/attach",
-        )  # fmt: skip
+    with _relayed_agent(tmp_path) as (engine, admin, relay, worker):
         run_id = run_flow(engine, admin, "far", [{"id": "n", "worker": "far", "code": SLOW}])
         wait_for(
             lambda: node_of(engine, admin, run_id, "n")["state"] == "running",
@@ -173,11 +234,51 @@ def test_our_agent_keeps_its_call_through_a_relay_drop_and_resumes_it(tmp_path: 
         assert (node["state"], node["result"]) == ("succeeded", "done"), node
         assert [e["outputs"]["step"] for e in node["events"]] == [0, 1, 2], "nothing lost"
         assert "keeping 1 call(s) for up to 90 s" in worker.logs()
-    finally:
-        if worker is not None:
-            worker.stop()
-        relay.close()
-        engine.stop()
+
+
+@pytest.mark.process
+def test_a_call_whose_relayed_worker_was_cut_off_before_it_was_heard_starts_once(
+    tmp_path: Path,
+) -> None:
+    # Measured before with real agents: a ledger showed 2 starts and 2 ends, no retries.
+    ledger, go_on = tmp_path / "ledger", tmp_path / "go-on"
+    node = code(f"""
+        import os, time
+        def process():
+            with open({str(ledger)!r}, "a") as kept:
+                kept.write("start\\n")
+            deadline = time.monotonic() + 120
+            while not os.path.exists({str(go_on)!r}) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with open({str(ledger)!r}, "a") as kept:
+                kept.write("end\\n")
+            return "once"
+    """)
+    with _relayed_agent(tmp_path, "--worker-take-s", "1") as (engine, admin, relay, worker):
+
+        def status() -> str:
+            found = engine.client(admin).request("GET", "/workers").body
+            return str(found[0]["status"]) if found else ""
+
+        wait_for(status, timeout=30, what="the worker attached")
+        relay.hold_upward()  # the run frame reaches the worker; nothing of its comes back
+        run_id = run_flow(engine, admin, "far", [{"id": "n", "worker": "far", "code": node}])
+        wait_for(ledger.exists, timeout=30, what="the call to start on the worker")
+        relay.cut()  # the path drops, what the worker said still held: it is away
+        # It stays away (its hellos held too) past the take rule's time, which the engine
+        # logs when it comes.
+        wait_for(lambda: "worker.not_taking" in engine.logs(), timeout=30, what="the take rule")
+        relay.release_upward()
+        wait_for(
+            lambda: "keeping 1 call(s)" in worker.logs() and status() == "busy",
+            timeout=60,
+            what="the worker back, carrying its call",
+        )
+        go_on.touch()
+        run = wait_run(engine, admin, run_id, timeout=60)
+        ran = nodes_of(run)["n"]
+        assert (ran["state"], ran["result"]) == ("succeeded", "once"), ran
+        assert ledger.read_text().split() == ["start", "end"], "it started once"
 
 
 async def test_while_the_way_in_is_down_waiting_calls_and_the_workers_view_say_so(

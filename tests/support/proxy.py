@@ -29,6 +29,8 @@ class PausableProxy:
         self._thread.start()
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self._upward = asyncio.Event()
+        self._upward.set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._relays: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server = self._call(asyncio.start_server(self._relay, listen_host, 0))
@@ -40,6 +42,14 @@ class PausableProxy:
 
     def resume(self) -> None:
         self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def hold_upward(self) -> None:
+        """What the clients send is held (a cut drops it); what comes to them still flows:
+        a path that fails one way first."""
+        self._loop.call_soon_threadsafe(self._upward.clear)
+
+    def release_upward(self) -> None:
+        self._loop.call_soon_threadsafe(self._upward.set)
 
     def cut(self) -> None:
         """Close every connection now, as a dropped link would end them; new ones are
@@ -80,18 +90,27 @@ class PausableProxy:
                 writer.close()
                 return
             self._writers.update((writer, upstream[1]))
-            await asyncio.gather(self._pump(reader, upstream[1]), self._pump(upstream[0], writer))
+            await asyncio.gather(
+                self._pump(reader, upstream[1], self._upward), self._pump(upstream[0], writer)
+            )
         finally:
             self._relays.discard(task)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        gate: asyncio.Event | None = None,
+    ) -> None:
+        gates = [self._flowing] + ([gate] if gate is not None else [])
         try:
             while True:
                 await self._flowing.wait()
                 data = await reader.read(65536)
                 if not data:
                     break
-                await self._flowing.wait()  # read before the pause: held, not delivered
+                for open_gate in gates:  # read before the pause: held, not delivered
+                    await open_gate.wait()
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):

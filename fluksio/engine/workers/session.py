@@ -5,11 +5,13 @@ when the socket closes ("worker went away mid-call") or when nothing at all has 
 the worker for ``gone_after_s`` while it executes.
 
 A call sent to a worker that then sends nothing at all (no frame, no pong) for
-``take_within_s`` was never taken: the worker froze before it could. It fails here as
-``NotTaken`` (the run machine queues it again, for another worker), the worker is paused
-in the scheduler until it is heard again, and it is sent ``cancel``, so that if it wakes
-it drops the call rather than run it (our agent never starts a call cancelled before it
-started; the published agent 0.1.6 may start it and then kill it). Our agent says at once
+``take_within_s`` was never taken: the worker froze before it could. The worker is paused
+in the scheduler until it is heard again; attached directly, the call fails here as
+``NotTaken`` (the run machine queues it again, for another worker) and the worker is sent
+``cancel``, so that if it wakes it drops the call rather than run it (our agent never
+starts a call cancelled before it started; the published agent 0.1.6 may start it and
+then kill it). A relayed worker's call is held instead: :func:`requeues_untaken` states
+the rule. Our agent says at once
 that it took a call (a heartbeat); the published agent is pinged after each call sent,
 and its pong says it is awake.
 
@@ -79,6 +81,26 @@ class FrameCounts:
 class _Pending:
     future: asyncio.Future[CallOutcome]
     on_event: EventCallback
+
+
+def requeues_untaken(hello: HelloFrame) -> bool:
+    """Whether a call this worker has not been heard from since it was sent goes back in
+    line at ``take_within_s`` (as ``NotTaken``, for another worker).
+
+    The rule it keeps: **no call starts twice unless its node opted into retries.** A call
+    goes elsewhere only once the first worker's copy is sure never to start: our agent
+    attached directly reads the ``cancel`` sent with the requeue on the one TCP stream the
+    run frame came by, and never starts a call cancelled before it started; if that stream
+    dies instead, it stops every call it had. A relayed worker's silence may be its relay's
+    path, not the worker: it may be running the call and come back naming it, so its calls
+    are held (no new ones are given it) until it is heard, comes back, or the 90-second
+    rule fails them as ``WorkerGone``. Two cases remain where a first copy may start, both
+    documented in docs/workers.md: the published agent 0.1.6 (it may start a call and kill
+    it at once when the cancel behind it is read), and a direct worker whose network path
+    goes silent without closing after the run frame reached it (its copy runs until the
+    agent's own 90-s rule stops it).
+    """
+    return not hello.relayed
 
 
 @dataclass
@@ -204,6 +226,8 @@ class WorkerSession:
                 return
             log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
             self.not_taking_after = heard_before
+            if not requeues_untaken(self.hello):
+                return  # held, as an away worker's calls are: see requeues_untaken
             self.cancel(call_id)
             said = (
                 f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"
