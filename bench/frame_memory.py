@@ -9,6 +9,11 @@ divided by the frame's size, is the frame's cost at its peak. What stays residen
 the run is shown too, and after three more of the same (it must not grow). A fresh
 engine per size.
 
+Then the frame no call waits for: a worker (a raw WebSocket with a real worker token)
+sends an answer of the same size naming a call never sent. The engine drops it unparsed;
+its cost is what reading it costs (aiohttp assembles a frame whole before handing it on).
+The pong to a ping sent behind it says it has been dealt with.
+
 The floor is 1.0: the frame's bytes, held once.
 
 Run: ``.venv/bin/python bench/frame_memory.py [--mib 1 16 60]``
@@ -17,12 +22,15 @@ Run: ``.venv/bin/python bench/frame_memory.py [--mib 1 16 60]``
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import aiohttp
 from calls import Api, start_engine, start_worker
 
 MIB = 1024 * 1024
@@ -82,21 +90,71 @@ def measure(mib: int) -> dict[str, float]:
     }
 
 
+async def _send_unclaimed(url: str, token: str, mib: int) -> None:
+    hello = {"op": "hello", "protocol": 2, "name": "bench", "labels": [], "version": "bench"}
+    attach = url.replace("http", "ws", 1) + "/api/v1/workers/attach"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(
+            attach, headers={"Authorization": f"Bearer {token}"}, max_msg_size=0, autoping=False
+        ) as ws,
+    ):
+        await ws.send_str(json.dumps(hello))
+        welcome = json.loads((await ws.receive(timeout=30)).data)
+        if welcome.get("op") != "welcome":
+            raise RuntimeError(f"not attached: {welcome}")
+        await ws.send_str(
+            '{"call_id": "never-sent", "ok": true, "result": "' + "x" * (mib * MIB) + '"}'
+        )
+        await ws.ping()
+        # Our pong comes once the engine has read, and dropped, the frame before it.
+        while (await ws.receive(timeout=120)).type != aiohttp.WSMsgType.PONG:
+            pass
+
+
+def measure_unclaimed(mib: int) -> float:
+    """Peak growth (MiB) for an answer frame naming no call in flight."""
+    with tempfile.TemporaryDirectory() as root:
+        engine, url = start_engine(
+            Path(root) / "data", "auto", args=("--max-frame-bytes", str((mib + 4) * MIB))
+        )
+        try:
+            api = Api.logged_in(url)
+            token = api.call("POST", "/workers/tokens", {"name": "bench", "labels": []})["token"]
+            Path(f"/proc/{engine.pid}/clear_refs").write_text("5")
+            before_kb = _status_kb(engine.pid, "VmHWM")
+            asyncio.run(_send_unclaimed(url, token, mib))
+            peak_kb = _status_kb(engine.pid, "VmHWM")
+        finally:
+            engine.terminate()
+            engine.wait(timeout=30)
+    return (peak_kb - before_kb) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, nargs="+", default=[1, 16, 60])
-    sizes = parser.parse_args().mib
+    parser.add_argument("--unclaimed-only", action="store_true")
+    parsed = parser.parse_args()
+    sizes, unclaimed_only = parsed.mib, parsed.unclaimed_only
     print(
         f"{'frame (MiB)':>12} {'peak growth (MiB)':>18} {'peak / size':>12} {'floor':>6}"
         f" {'idle RSS (MiB)':>15} {'kept after 1 (MiB)':>19} {'after 4':>8}"
     )
-    for mib in sizes:
+    for mib in sizes if not unclaimed_only else []:
         row = measure(mib)
         print(
             f"{mib:12d} {row['peak_growth_mib']:18.1f} {row['peak_growth_mib'] / mib:12.2f}"
             f" {1.0:6.1f} {row['before_mib']:15.1f} {row['kept_mib']:19.1f}"
             f" {row['kept_after_4_mib']:8.1f}"
         )
+    print()
+    print(
+        f"{'unclaimed frame (MiB)':>22} {'peak growth (MiB)':>18} {'peak / size':>12} {'floor':>6}"
+    )
+    for mib in sizes:
+        growth = measure_unclaimed(mib)
+        print(f"{mib:22d} {growth:18.1f} {growth / mib:12.2f} {1.0:6.1f}")
 
 
 if __name__ == "__main__":

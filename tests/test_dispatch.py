@@ -173,8 +173,11 @@ async def test_what_refused_hellos_make_the_engine_keep_is_bounded(api: InProces
 
     for index in range(40):
         await refused({"protocol": 1, "name": f"host-{index}", "version": "9" * 1000})
-    huge = await refused({"protocol": "2" * (2 << 20), "name": "x" * 5000})
-    assert len(huge) < 200, "the refusal quotes a bounded part of what was sent"
+    odd = await refused({"protocol": "2" * 5000, "name": "x" * 5000})
+    assert len(odd) < 200, "the refusal quotes a bounded part of what was sent"
+    # Over the bound on frames that are not answers: refused before it is read further.
+    huge = await refused({"protocol": 2, "name": "box", "padding": "x" * (2 << 20)})
+    assert huge.startswith("a hello of ") and len(huge) < 200, huge
     listed = (await api.request("GET", "/workers")).body
     assert len(listed) == 8, "at most 8 refused workers per token, the latest"
     # The latest 8; a name outside the name rule is kept as the token's name.

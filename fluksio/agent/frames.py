@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "CONTROL_FRAME_BYTES",
     "PROTOCOL",
     "AnswerFrame",
     "CancelFrame",
@@ -33,6 +34,12 @@ __all__ = [
     "WelcomeFrame",
     "encode",
 ]
+
+CONTROL_FRAME_BYTES = 1 << 20
+"""The largest frame a worker may send that is not a call's answer (a hello, an event,
+output lines); only an answer, which carries a result, may be larger, up to the engine's
+``--max-frame-bytes``. A larger event fails its call as ``FrameTooLarge``; a larger hello
+or other frame closes the socket."""
 
 PROTOCOL = 2
 """The protocol both sides speak; a hello naming another is refused with what to upgrade."""

@@ -22,6 +22,8 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from fluksio.agent.frames import (
+    CONTROL_FRAME_BYTES,
+    AnswerFrame,
     CancelFrame,
     HelloFrame,
     RefusedFrame,
@@ -93,6 +95,11 @@ async def _hello(
         ) from None
     if message.type != WSMsgType.TEXT:
         raise _Refused("the first frame must be a JSON hello")
+    if len(message.data) > CONTROL_FRAME_BYTES:
+        raise _Refused(
+            f"a hello of {len(message.data)} bytes; frames other than a call's answer are"
+            f" at most {CONTROL_FRAME_BYTES} bytes"
+        )
     try:
         raw: Any = parse_json(message.data)
     except ValueError as exc:
@@ -386,12 +393,16 @@ async def _serve(session: WorkerSession, budget: FrameBudget, max_frame_bytes: i
             if unexpected is not None:
                 session.unknown(unexpected, f"answer of {len(data)} bytes, unread")
                 continue
+            size = len(data)
             try:
                 frame = parse_worker_frame(data)
             except (ValidationError, FrameError) as exc:
                 await _malformed(session, exc)
                 return
             del data
+            if size > CONTROL_FRAME_BYTES and not isinstance(frame, AnswerFrame):
+                session.oversized(frame.call_id, frame.event, size)
+                continue
             session.handle(frame)
             del frame
         elif message.type == WSMsgType.BINARY:

@@ -6,7 +6,7 @@ import sys
 import time
 
 from fluksio.agent.runner.artifacts import load_artifact, save_artifact
-from fluksio.agent.runner.protocol import Records
+from fluksio.agent.runner.protocol import EVENT_MAX_BYTES, Records, encode_record
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs a spawned call
 # milliseconds. Type checkers treat this name as true all the same.
@@ -34,7 +34,15 @@ def reporter_module(records: Records) -> types.ModuleType:
     module = types.ModuleType("fluksio", "The node reporter, installed by the Fluksio runner.")
 
     def emit(**outputs: object) -> None:
-        records.write({"kind": "event", "event": "emit", "outputs": outputs, "ts": time.time()})
+        record = {"kind": "event", "event": "emit", "outputs": outputs, "ts": time.time()}
+        data = encode_record(record)
+        if len(data) > EVENT_MAX_BYTES:
+            raise ValueError(
+                f"fluksio.emit: an event is at most {EVENT_MAX_BYTES} bytes as JSON and this"
+                f" one is {len(data)}; save large data with fluksio.save_artifact and emit"
+                " its reference"
+            )
+        records.write_encoded(data)
 
     def __getattr__(name: str) -> object:
         # logging costs milliseconds to import: only nodes that use the logger pay it.

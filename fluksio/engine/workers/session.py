@@ -42,6 +42,7 @@ from typing import Any
 from aiohttp import WSCloseCode, web
 
 from fluksio.agent.frames import (
+    CONTROL_FRAME_BYTES,
     AnswerFrame,
     CancelFrame,
     HelloFrame,
@@ -288,6 +289,24 @@ class WorkerSession:
             pending.future.set_result(
                 CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
             )
+
+    def oversized(self, call_id: str, event: str, size: int) -> None:
+        """A frame of a call, not its answer, larger than the wire allows: the call fails
+        as ``FrameTooLarge`` and is stopped on the worker (the worker and its other calls
+        go on)."""
+        self._heard()
+        pending = self._pending.get(call_id)
+        if pending is None or pending.future.done():
+            self.unknown(call_id, f"{event} of {size} bytes, over the bound")
+            return
+        said = (
+            f"the call's {event} frame was {size} bytes; frames other than its answer are at"
+            f" most {CONTROL_FRAME_BYTES} bytes: save large data as an artifact"
+        )
+        self.cancel(call_id)
+        pending.future.set_result(
+            CallOutcome(False, error=error_record(ErrorKind.FRAME_TOO_LARGE, said))
+        )
 
     def expects(self, call_id: str) -> bool:
         """Whether a call of this id is in flight here (its answer is awaited)."""
