@@ -38,8 +38,8 @@ __all__ = [
 CONTROL_FRAME_BYTES = 1 << 20
 """The largest frame a worker may send that is not a call's answer (a hello, an event,
 output lines); only an answer, which carries a result, may be larger, up to the engine's
-``--max-frame-bytes``. A larger event fails its call as ``FrameTooLarge``; a larger hello
-or other frame closes the socket."""
+``--max-frame-bytes``. A larger event or batch of lines fails its call as
+``FrameTooLarge`` (one naming no call in flight is dropped); a larger hello is refused."""
 
 PROTOCOL = 2
 """The protocol both sides speak; a hello naming another is refused with what to upgrade."""
