@@ -281,6 +281,40 @@ def test_a_call_whose_relayed_worker_was_cut_off_before_it_was_heard_starts_once
         assert ledger.read_text().split() == ["start", "end"], "it started once"
 
 
+@pytest.mark.process
+def test_an_answer_lost_with_the_relays_path_is_sent_again_and_the_call_succeeds(
+    tmp_path: Path,
+) -> None:
+    # The call ends while the path holds what the worker sends, then the path drops: its
+    # answer went into the path and never arrived. Before, the returning worker did not
+    # name the call, and it failed WorkerGone, its result lost.
+    node = code("""
+        import os
+        def process():
+            return os.urandom(150_000).hex()  # does not shrink in the socket's deflate
+    """)
+    with _relayed_agent(tmp_path) as (engine, admin, relay, worker):
+        wait_for(
+            lambda: engine.client(admin).request("GET", "/workers").body,
+            timeout=30,
+            what="the worker attached",
+        )
+        relay.hold_upward()
+        before = relay.upward_bytes
+        run_id = run_flow(engine, admin, "far", [{"id": "n", "worker": "far", "code": node}])
+        wait_for(
+            lambda: relay.upward_bytes - before > 100_000,
+            timeout=30,
+            what="the answer written into the held path",
+        )
+        relay.cut()
+        relay.release_upward()
+        ran = nodes_of(wait_run(engine, admin, run_id, timeout=60))["n"]
+        assert ran["state"] == "succeeded", ran.get("error")
+        assert len(ran["result"]) == 300_000
+        assert "keeping 1 call(s)" in worker.logs()
+
+
 async def test_while_the_way_in_is_down_waiting_calls_and_the_workers_view_say_so(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:

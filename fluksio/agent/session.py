@@ -48,6 +48,7 @@ from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.shared_store import shared_store_env
+from fluksio.agent.unconfirmed import Unconfirmed
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
@@ -107,6 +108,7 @@ class Agent:
         """Frames of calls kept through a relay's drop, sent after the next welcome."""
         self._away: asyncio.Task[None] | None = None
         """While calls are kept through a drop: gives them up after ``gone_s``."""
+        self._unconfirmed = Unconfirmed()
         self._stop = asyncio.Event()
         self._session_env: dict[str, str] = {}
 
@@ -284,6 +286,9 @@ class Agent:
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     await ws.pong(message.data)
                 continue
+            if message.type == aiohttp.WSMsgType.PONG:
+                self._unconfirmed.pong(message.data)
+                continue
             if message.type in (
                 aiohttp.WSMsgType.CLOSE,
                 aiohttp.WSMsgType.CLOSING,
@@ -382,7 +387,7 @@ class Agent:
         while not ws.closed:
             await asyncio.sleep(self.config.ping_s)
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await ws.ping()
+                await ws.ping(self._unconfirmed.ping())
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
@@ -403,6 +408,7 @@ class Agent:
         them (the engine has failed them)."""
         route = self.config.route
         dropped = ws.close_code in (None, aiohttp.WSCloseCode.ABNORMAL_CLOSURE)
+        self._held[:0] = self._unconfirmed.take()  # sent, but perhaps lost with the path
         if route is None or not dropped or not (self._calls or self._held):
             self._abandon_calls()
             return
@@ -411,7 +417,7 @@ class Agent:
                 "the connection through %s:%s dropped: keeping %d call(s) for up to %g s",
                 route.to_host,
                 route.to_port,
-                len(self._calls),
+                len(self._calls) + sum(isinstance(f, AnswerFrame) for f in self._held),
                 self.config.gone_s,
             )
             self._away = asyncio.get_running_loop().create_task(self._give_up_later())
@@ -436,7 +442,7 @@ class Agent:
             self._away = None
         held, self._held = self._held, []
         for frame in held:
-            await _send(ws, frame)
+            await self._deliver(frame)
 
     async def _deliver(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
         """Send a call's frame now, or hold it while the connection is down and kept (not
@@ -444,6 +450,10 @@ class Agent:
         ws = self._ws
         if ws is not None and not ws.closed:
             await _send(ws, frame)
+            if isinstance(frame, AnswerFrame) and self.config.route is not None:
+                self._unconfirmed.sent(frame)
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await ws.ping(self._unconfirmed.ping())
         elif self._away is not None and not (
             isinstance(frame, LogFrame)
             or (isinstance(frame, ProgressFrame) and frame.event == "heartbeat")

@@ -30,6 +30,7 @@ MODULES = (
     "fork_client",
     "launcher",
     "shared_store",
+    "unconfirmed",
     "session",
     "numbers",
     "cli",

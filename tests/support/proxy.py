@@ -31,6 +31,8 @@ class PausableProxy:
         self._flowing.set()
         self._upward = asyncio.Event()
         self._upward.set()
+        self.upward_bytes = 0
+        """Bytes read from the clients so far, delivered or held."""
         self._writers: set[asyncio.StreamWriter] = set()
         self._relays: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server = self._call(asyncio.start_server(self._relay, listen_host, 0))
@@ -44,8 +46,8 @@ class PausableProxy:
         self._loop.call_soon_threadsafe(self._flowing.set)
 
     def hold_upward(self) -> None:
-        """What the clients send is held (a cut drops it); what comes to them still flows:
-        a path that fails one way first."""
+        """What the clients send is read and held (a cut drops it; after a release it goes
+        on with the next bytes); what comes to them still flows: a path failing one way."""
         self._loop.call_soon_threadsafe(self._upward.clear)
 
     def release_upward(self) -> None:
@@ -102,15 +104,20 @@ class PausableProxy:
         writer: asyncio.StreamWriter,
         gate: asyncio.Event | None = None,
     ) -> None:
-        gates = [self._flowing] + ([gate] if gate is not None else [])
+        held: list[bytes] = []
         try:
             while True:
                 await self._flowing.wait()
                 data = await reader.read(65536)
                 if not data:
                     break
-                for open_gate in gates:  # read before the pause: held, not delivered
-                    await open_gate.wait()
+                if gate is not None:
+                    self.upward_bytes += len(data)
+                    held.append(data)
+                    if not gate.is_set():
+                        continue  # read on, as a network would take it, and hold it
+                    data, held = b"".join(held), []
+                await self._flowing.wait()  # read before the pause: held, not delivered
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):
