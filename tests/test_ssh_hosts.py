@@ -25,6 +25,7 @@ from tests.support.engine import (
     write_provisioners,
 )
 from tests.support.process import parent_of
+from tests.support.process import provisioned_processes as host_workers
 from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
@@ -41,22 +42,6 @@ NODE = code("""
 @pytest.fixture(scope="module")
 def slurm() -> LocalSlurm:
     return local_slurm()
-
-
-def host_workers(*, worker_only: bool = True) -> dict[int, str]:
-    """This machine's workers started by a provisioner (or, not ``worker_only``, any of
-    their processes): pid -> the request they carry."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            marks = [v for v in environ if v.startswith(b"FLUKSIO_PROVISION_MARK=")]
-            command = (entry / "cmdline").read_bytes()
-            if marks and (b"fluksio-worker" in command or not worker_only):
-                found[int(entry.name)] = marks[0].split(b"=", 2)[2].decode()
-    return found
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.process import provisioned_processes
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
 
@@ -50,14 +51,8 @@ def slurm() -> LocalSlurm:
 
 def marked(request: str) -> list[int]:
     """This machine's processes carrying the request's mark."""
-    mark = f"FLUKSIO_PROVISION_MARK=fluksio-request={request}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if mark in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-    return found
+    found = provisioned_processes(worker_only=False)
+    return [pid for pid, kept in found.items() if kept == request]
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -49,3 +50,19 @@ class ManagedProcess:
             code = self.process.wait(timeout=timeout)
         self._stopped = True
         return code
+
+
+def provisioned_processes(*, worker_only: bool = True) -> dict[int, str]:
+    """This machine's workers started by a provisioner (or, not ``worker_only``, any
+    process of theirs, ``prerun`` lines included): pid -> the request they carry."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            marks = [v for v in environ if v.startswith(b"FLUKSIO_PROVISION_MARK=")]
+            command = (entry / "cmdline").read_bytes()
+            if marks and (b"fluksio-worker" in command or not worker_only):
+                found[int(entry.name)] = marks[0].split(b"=", 2)[2].decode()
+    return found
