@@ -73,11 +73,14 @@ _BOOT = (
 )
 
 
-def relay_argv(label: str, port: int, upstream: int) -> list[str]:
-    """The relay's command on the login node (the program itself goes on stdin)."""
+def relay_argv(label: str, port: int, upstream: int, listen_on: str | None = None) -> list[str]:
+    """The relay's command on the login node (the program itself goes on stdin); it
+    listens on ``listen_on`` if given (``127.0.0.1`` for a host's own workers), else on
+    every address."""
     return [
         "python3", "-c", _BOOT, str(len(_PROGRAM)), RELAY_MARK, label, str(port),
         str(upstream), str(MAX_CONNECTIONS), f"{RELAY_SILENCE_S:g}",
+        *([listen_on] if listen_on else []),
     ]  # fmt: skip
 
 
@@ -101,7 +104,8 @@ class LoginRoute:
     """Keeps one path from the login node's ``login_address`` to the engine's listener.
 
     ``shell`` is the provisioner's SSH (either transport); ``engine`` is where the engine
-    listens as its own machine reaches it.
+    listens as its own machine reaches it; ``listen_on`` is the relay's address there
+    (default: every address).
     """
 
     def __init__(
@@ -114,8 +118,10 @@ class LoginRoute:
         clock: Clock,
         port_file: Path | None = None,
         on_change: Callable[[], None] = lambda: None,
+        listen_on: str | None = None,
     ) -> None:
         self._shell = shell
+        self._listen_on = listen_on
         self._label = label
         self._login_host = login_host
         self._engine = engine
@@ -214,7 +220,7 @@ class LoginRoute:
         host, port = engine
         upstream = await self._shell.forward_remote(host, port)
         try:
-            argv = relay_argv(self._label, self._wanted_port(), upstream)
+            argv = relay_argv(self._label, self._wanted_port(), upstream, self._listen_on)
             relay = await self._shell.start(argv, _PROGRAM)
             try:
                 await self._serve(relay)

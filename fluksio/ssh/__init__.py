@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fluksio.ssh.base import CONNECT_TIMEOUT_S, TRANSPORTS, parse_login
+from fluksio.ssh.base import CONNECT_TIMEOUT_S, TRANSPORTS, CommandTimer, parse_login
 from fluksio.ssh.in_process import SSHTransport
 from fluksio.ssh.openssh import OpenSSHTransport
 from fluksio.ssh.shell import (
@@ -51,6 +51,7 @@ from fluksio.ssh.shell import (
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "TRANSPORTS",
+    "CommandTimer",
     "Completed",
     "OpenSSHTransport",
     "RemoteShell",
@@ -73,8 +74,10 @@ def open_transport(
     trust_on_first_use: bool = False,
     ssh_config: str | None = None,
     control_path: Path | None = None,
+    on_command: CommandTimer | None = None,
 ) -> SSHTransport | OpenSSHTransport:
-    """The transport ``kind`` names; ``control_path`` is where OpenSSH shares its login."""
+    """The transport ``kind`` names; ``control_path`` is where OpenSSH shares its login;
+    ``on_command`` is told of each command it runs."""
     if kind == "openssh":
         return OpenSSHTransport(
             login,
@@ -83,6 +86,7 @@ def open_transport(
             trust_on_first_use=trust_on_first_use,
             ssh_config=ssh_config,
             control_path=control_path,
+            on_command=on_command,
         )
     return SSHTransport(
         login,
@@ -90,4 +94,5 @@ def open_transport(
         known_hosts=known_hosts,
         trust_on_first_use=trust_on_first_use,
         ssh_config=ssh_config,
+        on_command=on_command,
     )

@@ -17,6 +17,7 @@ __all__ = [
     "CONNECT_TIMEOUT_S",
     "TRANSPORTS",
     "BaseTransport",
+    "CommandTimer",
     "ConnectionGone",
     "NeverStarted",
     "Options",
@@ -75,6 +76,11 @@ class ConnectionGone(Exception):
         self.reason = reason
 
 
+CommandTimer = Callable[[str, float, bool], None]
+"""Told of each command a shell ran: its program, its seconds (connecting included), and
+whether it reached the login node (any exit status) or the transport failed."""
+
+
 class Options(TypedDict, total=False):
     """The keyword options both transports take."""
 
@@ -84,6 +90,7 @@ class Options(TypedDict, total=False):
     command_timeout_s: float
     connect_timeout_s: float
     clock: Clock
+    on_command: CommandTimer | None
 
 
 class BaseTransport:
@@ -102,6 +109,7 @@ class BaseTransport:
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         clock: Clock = SYSTEM_CLOCK,
+        on_command: CommandTimer | None = None,
     ) -> None:
         self.login = login
         self._clock = clock
@@ -112,9 +120,7 @@ class BaseTransport:
         self._trust_on_first_use = trust_on_first_use
         self._command_timeout_s = command_timeout_s
         self._connect_timeout_s = connect_timeout_s
-        self.on_command: Callable[[str, float, bool], None] | None = None
-        """Told of each command: its program, its seconds (connecting included), and
-        whether it reached the login node (any exit status) or the transport failed."""
+        self.on_command = on_command
 
     async def run(
         self, argv: Sequence[str], stdin: str | None = None, *, once: bool = False

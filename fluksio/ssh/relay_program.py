@@ -17,7 +17,9 @@ hello or request comes at once): one silent for ``FIRST_BYTES_S`` is closed, so 
 connections cannot hold the relay's places; past that, the engine's own bound on a request
 head applies.
 
-Arguments: ``LABEL PORT UPSTREAM MAX_CONNECTIONS SILENCE_S``. ``PORT`` is the port it
+Arguments: ``LABEL PORT UPSTREAM MAX_CONNECTIONS SILENCE_S [ADDRESS]``. It listens on
+``ADDRESS`` (default every address; ``127.0.0.1`` where the workers run on the far end
+itself, an SSH host with no route out). ``PORT`` is the port it
 wants (0: any); one still held by a relay that is ending (a dropped connection's) is waited
 for up to ``SILENCE_S`` plus five seconds, then any port is taken. It prints ``listening
 PORT`` once listening, and ``holding N`` after each line the engine sends.
@@ -114,13 +116,13 @@ class Relay:
             self.held -= 1
 
 
-def _listen(port: int, wait_s: float) -> socket.socket:
+def _listen(address: str, port: int, wait_s: float) -> socket.socket:
     deadline = time.monotonic() + wait_s
     while True:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            listener.bind(("0.0.0.0", port))  # noqa: S104 (compute nodes must reach it)
+            listener.bind((address, port))
         except OSError:
             listener.close()
             if port == 0:
@@ -158,9 +160,10 @@ def _watch_input(silence_s: float, relay: Relay) -> None:
 
 
 def main(argv: "list[str]") -> None:
-    _label, port, upstream, max_connections, silence_s = argv
+    _label, port, upstream, max_connections, silence_s = argv[:5]
+    address = argv[5] if len(argv) > 5 else "0.0.0.0"  # noqa: S104 (compute nodes reach it)
     relay = Relay(int(upstream), int(max_connections))
-    listener = _listen(int(port), float(silence_s) + 5)
+    listener = _listen(address, int(port), float(silence_s) + 5)
     sys.stdout.write(f"listening {listener.getsockname()[1]}\n")
     sys.stdout.flush()
     threading.Thread(target=relay.serve, args=(listener,), daemon=True).start()
