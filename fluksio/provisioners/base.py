@@ -237,11 +237,17 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     """Set by the engine's provisioning driver: call it when :meth:`path_down` changes."""
     on_command: Callable[[str, float, bool], None] | None = None
     """Set by the engine's provisioning driver to time the commands run remotely
-    (``program, seconds, reached``; they become events of the engine's stream): the Slurm
-    provisioner hands it to its SSH transport. Optional for others to call."""
+    (``program, seconds, reached``; they become events of the engine's stream). A
+    provisioner hands :meth:`command_ran` to the shells it opens."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
+
+    def command_ran(self, program: str, seconds: float, reached: bool) -> None:
+        """Tell the engine a remote command ran (what a shell is given as its
+        ``on_command`` when it is opened); nothing before the engine listens."""
+        if self.on_command is not None:
+            self.on_command(program, seconds, reached)
 
     @property
     def name(self) -> str:

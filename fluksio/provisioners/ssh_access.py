@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fluksio.provisioners.base import ProvisionError
-from fluksio.ssh import OpenSSHTransport, SSHTransport, open_transport
+from fluksio.ssh import CommandTimer, OpenSSHTransport, SSHTransport, open_transport
 from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
 
 __all__ = [
@@ -69,6 +70,16 @@ class SSHAccess(BaseModel):
     system ``ssh``: everything the user's OpenSSH does, one shared connection, and
     ``fluksio provisioners login`` for sites that ask for a one-time code)."""
     worker_command: str = "fluksio-worker"
+    route: Literal["direct", "login"] = "direct"
+    """How its workers reach the engine: ``direct`` (they open a connection to
+    ``engine_url`` themselves) or ``login`` (through this provisioner's own SSH connection,
+    for machines with no route out: a batch system's compute nodes dial its login node, an
+    SSH host dials its own loopback)."""
+    login_address: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$", max_length=253
+    )
+    """With ``route: login``: the login node's name or address as compute nodes reach it
+    (default: the host SSH connects to); an IPv6 address in brackets."""
     ca_file: str | None = Field(default=None, min_length=1)
     """PEM certificates of a private CA the workers must trust for ``engine_url``. Read at
     each start and written beside the token on the machine; the worker's script only
@@ -92,10 +103,21 @@ class SSHAccess(BaseModel):
         no_control([value], "this field")
         return value
 
+    @model_validator(mode="after")
+    def _login_address_needs_the_login_route(self) -> Self:
+        if self.login_address is not None and self.route != "login":
+            raise ValueError('login_address is used only with "route": "login"')
+        return self
+
     def open_shell(
-        self, login: str, key: str | None, control_path: Path | None
+        self,
+        login: str,
+        key: str | None,
+        control_path: Path | None,
+        on_command: CommandTimer | None = None,
     ) -> SSHTransport | OpenSSHTransport:
-        """SSH to ``login`` with these options (``key`` overrides ``ssh_key``)."""
+        """SSH to ``login`` with these options (``key`` overrides ``ssh_key``), telling
+        ``on_command`` of each command it runs."""
         return open_transport(
             self.transport,
             login,
@@ -104,6 +126,7 @@ class SSHAccess(BaseModel):
             trust_on_first_use=self.trust_on_first_use,
             ssh_config=self.ssh_config,
             control_path=control_path,
+            on_command=on_command,
         )
 
 

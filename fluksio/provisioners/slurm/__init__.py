@@ -6,18 +6,18 @@ shell-quoted; ``prerun`` lines are commands by design (``module load``, ``source
 venv/bin/activate``); no field may contain a control character, so nothing can add a line
 to the script. The worker's token never appears in the script, argv or the job's recorded
 environment: it is written to a 0600 file in the same SSH command that runs ``sbatch``
-(token on stdin; ``submit.sh``), and the script reads it from there and deletes it. A
-``ca_file`` travels the same way (the script only names where it was put).
+(token on stdin; the batch base does it), and the script reads it from there and deletes
+it. A ``ca_file`` travels the same way (the script only names where it was put).
 
 Every job is marked with its request id (``--comment=fluksio-request=<id>``, shown by
 ``squeue -o %k``): a submission whose answer was lost (a hung ``sbatch``, an engine
 killed mid-submission) is found by its mark, never submitted again. The token file's name
 is the request id too, so a restarted engine, which keeps request ids on disk, removes
-what a cancelled job left behind (``cancel.sh``).
+what a cancelled job left behind.
 
 ``settings.py`` (``provisioners.json``), ``options.py`` (what ``sbatch`` options say),
 ``states.py`` (Slurm's states onto ours), ``script.py`` (the job script and what Slurm
-prints), ``provisioner.py`` (the class), and the two shell programs it runs.
+prints), and ``provisioner.py`` (what it declares to the batch base).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from fluksio.provisioners.base import Provisioner
+from fluksio.provisioners.batch import QueuedJob
 from fluksio.provisioners.hookspecs import hookimpl
 from fluksio.provisioners.slurm.options import (
     missing_partitions,
@@ -34,7 +35,6 @@ from fluksio.provisioners.slurm.options import (
 )
 from fluksio.provisioners.slurm.provisioner import SlurmProvisioner
 from fluksio.provisioners.slurm.script import (
-    QueuedJob,
     ca_file,
     job_mark,
     parse_sbatch_parsable,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import dataclass
 
-from fluksio.provisioners.base import JobStatus, worker_argv
+from fluksio.provisioners.base import JobStatus
+from fluksio.provisioners.batch import QueuedJob, worker_line
 from fluksio.provisioners.slurm.options import sbatch_time_limit
 from fluksio.provisioners.slurm.settings import SlurmProfile, SlurmSettings
 from fluksio.provisioners.slurm.states import slurm_state
@@ -63,11 +63,7 @@ def render_script(
     lines += [f"#SBATCH {option}" for option in profile.sbatch]
     lines += ["set -e", *profile.prerun, *token_lines(settings, settings.name, request_id)]
     # Resources the profile leaves unset the worker reads from SLURM_* itself.
-    worker = worker_argv(settings.worker_command, settings, profile)
-    if connect_to is not None:
-        worker += ["--connect-to", connect_to]
-    quoted = " ".join(shlex.quote(part) for part in worker[1:])
-    lines.append(f"exec {shlex.quote(worker[0])} {quoted}")
+    lines.append(worker_line(settings, profile, connect_to))
     return "\n".join(lines) + "\n"
 
 
@@ -82,14 +78,6 @@ def parse_sbatch_parsable(stdout: str) -> str:
 
 # The comment last: a user's own job may have "|" in its comment.
 SQUEUE_FORMAT = "%i|%T|%r|%k"
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """One line of ``squeue``: a job's status, and the request it was marked with."""
-
-    status: JobStatus
-    request_id: str | None
 
 
 def parse_squeue(stdout: str) -> dict[str, QueuedJob]:
