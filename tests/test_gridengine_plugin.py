@@ -256,7 +256,7 @@ async def test_commands_run_after_the_sites_settings_file() -> None:
     await hosts.cancel("12", request_id="r1")
     ((argv, _stdin),) = shell.sent
     assert argv[2].startswith(". /opt/sge/default/common/settings.sh || exit\n")
-    assert argv[3:] == ("fluksio-delete", "12", ".fluksio/tokens/r1")
+    assert argv[3:] == ("fluksio-cancel", "12", ".fluksio/tokens/r1")
 
 
 async def test_check_names_a_parallel_environment_the_cell_does_not_have() -> None:
@@ -268,3 +268,23 @@ async def test_check_names_a_parallel_environment_the_cell_does_not_have() -> No
         "parallel_environment 'smp' is not one of the cell's (qconf -spl lists: none)"
     )
     assert "qconf -spl 2>/dev/null || true" in shell.sent[0][0][2], "no PE is not a failure"
+
+
+def test_the_login_route_is_grid_engines_too_with_slurms_validation_and_words() -> None:
+    routed, _shell = _provisioner(route="login", login_address="submit-ib")
+    script = routed.render(routed.profile("gpu"), request_id="r1")
+    assert script.endswith(" --connect-to submit-ib:PORT\n"), script.splitlines()[-1]
+    assert routed.reach() == (
+        "through the login node, at submit-ib, verifying"
+        " wss://fluksio.example.com/api/v1/workers/attach"
+    )
+    assert routed.path_down() is None, "nothing is down before the route is wanted"
+    with pytest.raises(ValueError, match='login_address is used only with "route": "login"'):
+        _provisioner(login_address="submit-ib")
+
+
+async def test_a_shell_that_cannot_forward_cannot_carry_grid_engines_login_route() -> None:
+    routed, shell = _provisioner(route="login")
+    with pytest.raises(ProvisionError, match="needs an SSH transport that forwards"):
+        await routed.submit(routed.profile("gpu"), request_id="r1", token="t")
+    assert shell.sent == [], "nothing submitted without a way in"

@@ -1,156 +1,78 @@
-"""The Grid Engine provisioner: ``qsub``, ``qstat``, ``qdel`` and ``qconf`` over SSH."""
+"""The Grid Engine provisioner: what it declares to the batch base (``qsub``, ``qstat``,
+``qdel``, ``qconf`` and the job script); the base does the rest."""
 
 from __future__ import annotations
 
-import shlex
+import math
 from collections.abc import Iterable, Mapping
-from importlib.resources import files
 
 from fluksio.provisioners import (
-    Completed,
+    JOB_OUTPUT_DIR,
+    BatchProvisioner,
     JobState,
     JobStatus,
-    Provisioner,
     ProvisionError,
-    RemoteShell,
-    Submission,
-    TransportError,
-    delivering,
-    run_remote,
-    token_file,
+    token_lines,
+    worker_line,
 )
-from fluksio_gridengine.script import (
-    QueuedJob,
-    error_reasons,
-    parse_qstat,
-    parse_qsub,
-    render_script,
-)
-from fluksio_gridengine.settings import GridEngineProfile, GridEngineSettings
+from fluksio_gridengine.script import error_reasons, parse_qstat, parse_qsub
+from fluksio_gridengine.settings import GridEngineProfile, GridEngineSettings, qsub_runtime
 
 __all__ = ["GridEngineProvisioner"]
 
-_SUBMIT, _DELETE = (
-    (files(__package__) / f"{name}.sh").read_text(encoding="utf-8") for name in ("submit", "delete")
-)
-_QSTAT = 'qstat -xml -u "$(id -un)"'
-# The cell's queues, then its parallel environments (a cell may have none), in one round
-# trip.
-_CELL = 'qconf -sql && echo "#pe" && { qconf -spl 2>/dev/null || true; }'
 
-
-class GridEngineProvisioner(Provisioner[GridEngineSettings, GridEngineProfile]):
-    """Submits to a Grid Engine cell through a remote shell on one of its submit hosts.
-
-    ``shell`` is where the commands run: by default SSH to ``login``; tests hand it
-    scripted replies.
-    """
+class GridEngineProvisioner(BatchProvisioner[GridEngineSettings, GridEngineProfile]):
+    """Submits to a Grid Engine cell through a remote shell on one of its submit hosts."""
 
     type_name = "gridengine"
     settings_model = GridEngineSettings
     job_noun = "Grid Engine job"
 
-    def __init__(self, settings: GridEngineSettings, shell: RemoteShell | None = None) -> None:
-        super().__init__(settings)
-        self._shell = shell
+    submit_command = "qsub -terse"
+    queue_command = 'qstat -xml -u "$(id -un)"'  # an ended job is no longer listed
+    cancel_command = "qdel --"
+    cancel_gone = ("does not exist",)
+    # The cell's queues, then its parallel environments (a cell may have none).
+    site_command = 'qconf -sql && echo "#pe" && { qconf -spl 2>/dev/null || true; }'
+    parse_job_id = staticmethod(parse_qsub)
+    parse_queue = staticmethod(parse_qstat)
 
-    @property
-    def shell(self) -> RemoteShell:
-        """Where its commands run; SSH is opened on first use, once :attr:`state_dir` is
-        known (the shared connection's socket lives there)."""
-        if self._shell is None:
-            control = self.state_dir / "ssh" if self.state_dir is not None else None
-            self._shell = self.settings.open_shell(self.settings.login, None, control)
-            self._shell.on_command = self._command_done
-        return self._shell
+    def job_script(
+        self, profile: GridEngineProfile, *, request_id: str, connect_to: str | None
+    ) -> str:
+        # Its name (qstat lists it whole) marks the request.
+        lines = [
+            "#!/bin/bash",
+            f"#$ -N fluksio-{self.name}-{profile.name}.{request_id}",
+            "#$ -S /bin/bash",
+            "#$ -j y",
+            f"#$ -o $HOME/{JOB_OUTPUT_DIR}/",
+        ]
+        if profile.cpus:
+            lines.append(f"#$ -pe {self.settings.parallel_environment} {profile.cpus}")
+        if profile.ram_mb and self.settings.memory_resource:
+            # Grid Engine counts memory per slot: a job of 4 slots and 4G per slot has 16G.
+            per_slot = math.ceil(profile.ram_mb / (profile.cpus or 1))
+            lines.append(f"#$ -l {self.settings.memory_resource}={per_slot}M")
+        if profile.gpus and self.settings.gpu_resource:
+            lines.append(f"#$ -l {self.settings.gpu_resource}={profile.gpus}")
+        if profile.walltime_s is not None and qsub_runtime(profile.qsub) is None:
+            whole = math.ceil(profile.walltime_s)
+            lines.append(f"#$ -l h_rt={whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}")
+        if profile.queue:
+            lines.append(f"#$ -q {profile.queue}")
+        lines += [f"#$ {option}" for option in profile.qsub]
+        lines += ["set -e", *profile.prerun, *token_lines(self.settings, self.name, request_id)]
+        if profile.runtime_s is not None:
+            # The worker learns when its job ends, so it takes only calls that fit before.
+            ends = f"$(( $(date +%s) + {math.floor(profile.runtime_s)} ))"
+            lines.append(f"export FLUKSIO_WORKER_ENDS_AT={ends}")
+        # Resources the profile leaves unset the worker reads from the job's NSLOTS itself.
+        lines.append(worker_line(self.settings, profile, connect_to))
+        return "\n".join(lines) + "\n"
 
-    def _command_done(self, program: str, seconds: float, reached: bool) -> None:
-        if self.on_command is not None:
-            self.on_command(program, seconds, reached)
-
-    def render(self, profile: GridEngineProfile, *, request_id: str) -> str:
-        return render_script(self.settings, profile, request_id=request_id)
-
-    def walltime_s(self, profile: GridEngineProfile) -> float | None:
-        return profile.runtime_s
-
-    async def submit(
-        self, profile: GridEngineProfile, *, request_id: str, token: str
-    ) -> Submission:
-        delivery = delivering(
-            self.settings,
-            self.name,
-            request_id=request_id,
-            token=token,
-            program=self._program(_SUBMIT),
-            name="fluksio-submit",
-            then=self.render(profile, request_id=request_id),
-        )
-        done = await self._run(delivery.argv, delivery.stdin, once=True)
-        if not done.ok:
-            # "Unable to run job: Job was rejected because ...\nExiting.": its words, once.
-            said = done.error_text().replace("Unable to run job: ", "")
-            said = said.removesuffix("Exiting.").strip().removesuffix(";").strip()
-            raise ProvisionError(f"qsub refused the job: {said}")
-        try:
-            job_id = parse_qsub(done.stdout)
-        except ValueError as exc:
-            raise ProvisionError(str(exc)) from None
-        return Submission(job_id=job_id, profile=profile.name)
-
-    async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
-        wanted = set(job_ids)
-        if not wanted:
-            return {}
-        queue = await self._queue()
-        statuses = {job_id: job.status for job_id, job in queue.items() if job_id in wanted}
-        for job_id, status in statuses.items():
-            if status.state is JobState.FAILED:
-                # A job in error shows why only in `qstat -j`: asked for those alone.
-                argv = ["sh", "-c", self._program('qstat -j "$1"'), "fluksio-qstat", job_id]
-                done = await self._run(argv)
-                reason = error_reasons(done.stdout)
-                if reason is not None:
-                    statuses[job_id] = JobStatus(status.state, status.native, reason)
-        return statuses
-
-    async def find(self, request_ids: Iterable[str]) -> Mapping[str, str]:
-        wanted = set(request_ids)
-        if not wanted:
-            return {}
-        return {
-            job.request_id: job_id
-            for job_id, job in (await self._queue()).items()
-            if job.request_id is not None and job.request_id in wanted
-        }
-
-    async def _queue(self) -> dict[str, QueuedJob]:
-        # All of this user's jobs in one call; an ended job is no longer listed.
-        done = await self._run(["sh", "-c", self._program(_QSTAT)])
-        if not done.ok:
-            raise ProvisionError(f"qstat: {done.error_text()}")
-        try:
-            return parse_qstat(done.stdout)
-        except ValueError as exc:
-            raise ProvisionError(str(exc)) from None
-
-    async def cancel(self, job_id: str | None, *, request_id: str) -> None:
-        program = self._program(_DELETE)
-        argv = ["sh", "-c", program, "fluksio-delete", job_id or "", token_file(request_id)]
-        done = await self._run(argv)
-        if not done.ok:
-            what = f"qdel {job_id}" if job_id else f"removing request {request_id}'s token file"
-            raise ProvisionError(f"{what}: {done.error_text()}")
-
-    async def check(self) -> str:
-        try:
-            route = await self.shell.describe()
-        except TransportError as exc:
-            raise ProvisionError(exc.detail) from None
-        done = await self._run(["sh", "-c", self._program(_CELL)])
-        if not done.ok:
-            raise ProvisionError(f"qconf: {done.error_text()}")
-        queues_text, _, pes_text = done.stdout.partition("#pe\n")
+    def read_site(self, stdout: str) -> list[str]:
+        queues_text, _, pes_text = stdout.partition("#pe\n")
         queues, pes = queues_text.split(), pes_text.split()
         problems = [
             f"profile {p.name!r} asks for queue {p.queue!r}, which the cell does not have"
@@ -166,21 +88,23 @@ class GridEngineProvisioner(Provisioner[GridEngineSettings, GridEngineProfile]):
             )
         if problems:
             raise ProvisionError("; ".join(problems))
-        said = [*route.lines(), f"queues: {' '.join(queues)}"]
-        said.append(f"parallel environments: {' '.join(pes)}")
-        return "\n".join(said) + "\n"
+        return [f"queues: {' '.join(queues)}", f"parallel environments: {' '.join(pes)}"]
 
-    async def close(self) -> None:
-        if self._shell is not None:
-            await self._shell.close()
+    def refusal(self, said: str) -> str:
+        # "Unable to run job: Job was rejected because ...\nExiting.": its words, once.
+        said = said.replace("Unable to run job: ", "").removesuffix("Exiting.").strip()
+        return said.removesuffix(";").strip()
 
-    def _program(self, text: str) -> str:
-        """``text`` run after the site's ``settings_file``, if it names one."""
-        if self.settings.settings_file is None:
-            return text
-        return f". {shlex.quote(self.settings.settings_file)} || exit\n{text}"
+    def walltime_s(self, profile: GridEngineProfile) -> float | None:
+        return profile.runtime_s
 
-    async def _run(
-        self, argv: list[str], stdin: str | None = None, *, once: bool = False
-    ) -> Completed:
-        return await run_remote(self.shell, argv, stdin, once=once)
+    async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
+        statuses = dict(await super().poll(job_ids))
+        for job_id, status in statuses.items():
+            if status.state is JobState.FAILED:
+                # A job in error shows why only in `qstat -j`: asked for those alone.
+                done = await self.run(self.run_shell('qstat -j "$1"', job_id))
+                reason = error_reasons(done.stdout)
+                if reason is not None:
+                    statuses[job_id] = JobStatus(status.state, status.native, reason)
+        return statuses

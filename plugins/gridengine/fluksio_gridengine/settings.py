@@ -7,13 +7,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from fluksio.provisioners import (
-    LOGIN_PATTERN,
-    ProfileSettings,
-    ProvisionerSettings,
-    SSHAccess,
-    no_control,
-)
+from fluksio.provisioners import BatchProfile, BatchSettings, batch_options
 
 __all__ = ["GridEngineProfile", "GridEngineSettings", "parse_ge_time", "qsub_runtime"]
 
@@ -57,14 +51,12 @@ def ge_name(value: str, what: str) -> str:
     return value
 
 
-class GridEngineProfile(ProfileSettings):
+class GridEngineProfile(BatchProfile):
     queue: str | None = None
     """The cluster queue its jobs go to (``-q``); default: any the cell chooses."""
     qsub: list[str] = Field(default_factory=list)
     """More ``qsub`` options, one option (with its value) per entry: ``"-P myproject"``,
     ``"-l h_rt=4:00:00"``. Each becomes a ``#$`` line of the job script."""
-    prerun: list[str] = Field(default_factory=list)
-    """Shell lines run before the worker starts (they own the environment)."""
 
     @field_validator("queue")
     @classmethod
@@ -74,18 +66,10 @@ class GridEngineProfile(ProfileSettings):
     @field_validator("qsub")
     @classmethod
     def _qsub_options(cls, values: list[str]) -> list[str]:
-        for value in no_control(values, "qsub options"):
-            if not value.startswith("-"):
-                raise ValueError(f"{value!r} is not a qsub option (it starts with -)")
-        runtime = qsub_runtime(values)
+        runtime = qsub_runtime(batch_options(values, "a qsub option"))
         if runtime is not None:
             parse_ge_time(runtime)  # a ValueError names the bad limit
         return values
-
-    @field_validator("prerun")
-    @classmethod
-    def _prerun_lines(cls, values: list[str]) -> list[str]:
-        return no_control(values, "prerun lines")
 
     @property
     def runtime_s(self) -> float | None:
@@ -97,9 +81,9 @@ class GridEngineProfile(ProfileSettings):
         return parse_ge_time(runtime) if runtime is not None else None
 
 
-class GridEngineSettings(SSHAccess, ProvisionerSettings[GridEngineProfile]):
-    login: str = Field(pattern=LOGIN_PATTERN)
-    """``user@host[:port]`` of a submit host, or a ``Host`` alias of ``ssh_config``."""
+class GridEngineSettings(BatchSettings[GridEngineProfile]):
+    """A Grid Engine cell; ``login`` is one of its submit hosts."""
+
     parallel_environment: str = "smp"
     """The parallel environment a profile's ``cpus`` are asked for in (``-pe smp 8``); it
     must place all slots on one host (``allocation_rule $pe_slots``)."""
@@ -109,9 +93,6 @@ class GridEngineSettings(SSHAccess, ProvisionerSettings[GridEngineProfile]):
     gpu_resource: str | None = None
     """The consumable a profile's ``gpus`` are asked for with (``-l gpu=2``). Grid Engine
     has no standard one: a profile with ``gpus`` needs it named."""
-    settings_file: str | None = Field(default=None, pattern=r"^[^\x00-\x1f\x7f]+$")
-    """A file sourced before every command on the submit host (the cell's
-    ``settings.sh``), for sites whose ``qsub`` is not on a non-interactive shell's PATH."""
 
     @field_validator("parallel_environment")
     @classmethod
