@@ -7,10 +7,13 @@ local Slurm's sshd, in the root namespace) over a veth pair; Slurm runs its jobs
 root namespace, where nothing can open a connection to the engine. A ``"route":
 "direct"`` job's worker therefore cannot attach, and a ``"route": "login"`` job's worker
 comes in through the relay the engine keeps on the login node, TLS verified end to end.
+The same holds for a Grid Engine cell's jobs and for an SSH host (``"type": "ssh"``) with
+no route out, whose worker dials its own loopback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -27,7 +30,7 @@ from tests.support.netns import AirGap, air_gap
 from tests.support.proxy import PausableProxy
 from tests.support.relay import relay_pids
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
-from tests.support.slurm import LocalSlurm, local_slurm
+from tests.support.slurm import LocalSlurm, local_gridengine, local_slurm
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.contract
@@ -67,18 +70,30 @@ def slurm() -> LocalSlurm:
 @pytest.fixture(params=["asyncssh", "openssh"])
 def gapped(request: pytest.FixtureRequest, tmp_path: Path, slurm: LocalSlurm) -> Iterator[Gap]:
     """The gap, with the engine's SSH spoken by each transport in turn."""
+    with _gapped(tmp_path, slurm, request.param) as started:
+        yield started
+
+
+@pytest.fixture
+def gapped_once(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Gap]:
+    """The gap with the engine's SSH spoken by asyncssh only."""
+    with _gapped(tmp_path, slurm, "asyncssh") as started:
+        yield started
+
+
+@contextlib.contextmanager
+def _gapped(tmp_path: Path, slurm: LocalSlurm, transport: str) -> Iterator[Gap]:
     with air_gap() as gap:
         ssh = PausableProxy(slurm.port, listen_host=gap.outside)
         engine: EngineProcess | None = None
         try:
-            started = _start(tmp_path, slurm, gap, ssh, request.param)
+            started = _start(tmp_path, slurm, gap, ssh, transport)
             engine = started.engine
             yield started
         finally:
             if engine is not None:
                 engine.stop()
             ssh.close()
-            slurm.cancel_leftovers()
 
 
 def _start(
@@ -122,6 +137,24 @@ def _start(
                 "engine_url": f"wss://engine.example:{ENGINE_PORT}/api/v1/workers/attach",
                 "profiles": [{**profile, "labels": ["gap"]}],
             },
+            {
+                **common,
+                "type": "gridengine",
+                "name": "ge-gap",
+                "route": "login",
+                "login_address": "127.0.0.1",
+                "engine_url": f"wss://engine.example:{ENGINE_PORT}/api/v1/workers/attach",
+                "parallel_environment": local_gridengine().parallel_environment,
+                "profiles": [{"name": "small", "walltime_s": 600, "labels": ["ge-gap"]}],
+            },
+            {
+                **{key: value for key, value in common.items() if key != "login"},
+                "type": "ssh",
+                "name": "host-gap",
+                "route": "login",
+                "engine_url": f"wss://engine.example:{ENGINE_PORT}/api/v1/workers/attach",
+                "hosts": [{"name": "box", "login": login, "labels": ["host-gap"]}],
+            },
         ],
     )
     engine = start_engine(
@@ -149,6 +182,17 @@ def _flow(label: str, use: str) -> list[dict[str, Any]]:
         {"id": "make", "code": MAKE},
         {"id": "use", "worker": label, "after": ["make"], "code": use},
     ]
+
+
+def _check_ssh(gapped: Gap) -> str:
+    """What ``fluksio provisioners check --ssh`` says, run inside the gap."""
+    checked = subprocess.run(
+        [*gapped.gap.prefix(), str(BIN / "fluksio"), "provisioners", "check", "--ssh",
+         "--data-dir", str(gapped.engine.data_dir)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    return checked.stdout
 
 
 def _job_output(slurm: LocalSlurm, job_id: str) -> str:
@@ -192,15 +236,10 @@ def test_a_login_routed_job_runs_through_ssh_drops_and_leaves_nothing_after_sigk
     assert _profile(gapped, "gap")["path_down"] is None
 
     # provisioners check --ssh shows the relay the engine keeps on the login node.
-    checked = subprocess.run(
-        [*gapped.gap.prefix(), str(BIN / "fluksio"), "provisioners", "check", "--ssh",
-         "--data-dir", str(engine.data_dir)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert checked.returncode == 0, checked.stderr
+    checked = _check_ssh(gapped)
     port = (engine.data_dir / "provisioners" / "gap" / "route-port").read_text().strip()
-    assert f"route: login; jobs' workers connect to 127.0.0.1:{port}" in checked.stdout
-    assert "relay: running (pid " in checked.stdout
+    assert f"route: login; jobs' workers connect to 127.0.0.1:{port}" in checked
+    assert "relay: running (pid " in checked
     (relay,) = relay_pids("gap")
 
     # The engine's SSH connection dropped mid-call: the call still finishes.
@@ -223,3 +262,34 @@ def test_a_login_routed_job_runs_through_ssh_drops_and_leaves_nothing_after_sigk
         timeout=RELAY_SILENCE_S + 5,
         what="the relay to end after the engine was killed",
     )
+
+
+def test_a_grid_engine_job_and_an_ssh_host_with_no_route_out_come_in_through_their_ssh(
+    gapped_once: Gap,
+) -> None:
+    engine, admin = gapped_once.engine, gapped_once.admin
+    flow = [
+        *_flow("ge-gap", USE),
+        {"id": "host", "worker": "host-gap", "after": ["make"], "code": USE},
+    ]
+    run = wait_run(engine, admin, run_flow(engine, admin, "both", flow), timeout=180)
+    nodes = nodes_of(run)
+    assert run["state"] == "succeeded", {n: nodes[n]["error"] for n in ("use", "host")}
+    for node in ("use", "host"):
+        assert nodes[node]["result"]["size"] == 16 * 65536, nodes[node]
+    assert nodes["use"]["provenance"]["batch_job"].startswith("Grid Engine job ")
+    assert nodes["host"]["provenance"]["provisioner"] == "host-gap/box"
+    assert _profile(gapped_once, "ge-gap")["path_down"] is None
+    assert relay_pids("ge-gap") and relay_pids("host-gap"), "each kept its own relay"
+
+    # The host's relay listens on its loopback only: nothing else there reaches it.
+    checked = _check_ssh(gapped_once)
+    state = engine.data_dir / "provisioners"
+    ge_port = (state / "ge-gap" / "route-port").read_text().strip()
+    host_port = (state / "host-gap" / "route-port-box").read_text().strip()
+    assert f"route: login; jobs' workers connect to 127.0.0.1:{ge_port}" in checked
+    assert f"route: login; its worker connects to 127.0.0.1:{host_port} there" in checked
+    listening = subprocess.run(
+        ["ss", "-Htln", f"sport = :{host_port}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert f"127.0.0.1:{host_port}" in listening, listening

@@ -4,6 +4,7 @@ how it reads each answer, what it keeps. ``tests/test_ssh_hosts.py`` runs it for
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,19 @@ async def test_a_waiting_call_names_the_host_its_worker_starts_on(
         timeout=5,
         what="the started worker named by host and pid",
     )
+
+
+def test_a_host_with_no_route_out_dials_its_own_loopback_and_has_no_login_address(
+    tmp_path: Path,
+) -> None:
+    hosts = HostsProvisioner(HostsSettings.model_validate({**ENTRY, "route": "login"}))
+    script = hosts.render(hosts.profile("cpu-box"), request_id="r1")
+    assert script.splitlines()[-1].endswith(" --connect-to 127.0.0.1:PORT"), script
+    assert hosts.reach() == (
+        "through its own SSH connection, on its loopback, verifying"
+        " wss://engine.example/api/v1/workers/attach"
+    )
+    path = tmp_path / "provisioners.json"
+    path.write_text(json.dumps([{**ENTRY, "route": "login", "login_address": "gw"}]))
+    with pytest.raises(ConfigError, match="an SSH host has no login node"):
+        load_provisioners(path, build_plugins().provisioner_types())

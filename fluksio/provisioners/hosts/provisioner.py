@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
 
@@ -17,6 +18,7 @@ from fluksio.provisioners.hosts.script import (
 )
 from fluksio.provisioners.hosts.settings import HostProfile, HostsSettings
 from fluksio.provisioners.ssh_access import delivering, run_remote
+from fluksio.provisioners.way_in import WayIn
 from fluksio.ssh.shell import Completed, RemoteShell, TransportError
 
 __all__ = ["HostsProvisioner"]
@@ -46,6 +48,13 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
     ) -> None:
         super().__init__(settings)
         self._shells: dict[str, RemoteShell] = dict(shells or {})
+        self._ways = {
+            p.name: WayIn(self, functools.partial(self.shell_of, p.name), login=p.login,
+                          on_own_host=True, port_file=f"route-port-{p.name}")
+            for p in settings.profiles
+        }  # fmt: skip
+        """Each host's login route (``"route": "login"``): its worker dials the host's own
+        loopback, forwarded over the host's SSH connection."""
         self._kept: set[str] | None = None
         """Workers started, found or polled alive, not known to have ended (job ids): what
         a stopping engine stops. Kept in :attr:`state_dir` too, so an engine that was
@@ -60,25 +69,27 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
         if host not in self._shells:
             profile = self.profile(host)
             control = self.state_dir / f"ssh-{host}" if self.state_dir is not None else None
-            shell = self.settings.open_shell(profile.login, profile.ssh_key, control)
-            shell.on_command = self._command_done
-            self._shells[host] = shell
+            self._shells[host] = self.settings.open_shell(
+                profile.login, profile.ssh_key, control, on_command=self.command_ran
+            )
         return self._shells[host]
 
-    def _command_done(self, program: str, seconds: float, reached: bool) -> None:
-        if self.on_command is not None:
-            self.on_command(program, seconds, reached)
-
     def render(self, profile: HostProfile, *, request_id: str) -> str:
-        return render_script(self.settings, profile, request_id=request_id)
+        connect_to = self._ways[profile.name].planned()
+        return render_script(self.settings, profile, request_id=request_id, connect_to=connect_to)
 
     async def submit(self, profile: HostProfile, *, request_id: str, token: str) -> Submission:
-        script = self.render(profile, request_id=request_id)
-        delivery = delivering(
-            self.settings, self.name, request_id=request_id, token=token, program=_START,
-            name="fluksio-start", args=[request_id], then=script,
-        )  # fmt: skip
-        done = await self._run(profile.name, delivery.argv, delivery.stdin, once=True)
+        way = self._ways[profile.name]
+        with way.submitting():
+            connect_to = await way.connect_to()
+            script = render_script(
+                self.settings, profile, request_id=request_id, connect_to=connect_to
+            )
+            delivery = delivering(
+                self.settings, self.name, request_id=request_id, token=token, program=_START,
+                name="fluksio-start", args=[request_id], then=script,
+            )  # fmt: skip
+            done = await self._run(profile.name, delivery.argv, delivery.stdin, once=True)
         words = done.stdout.split()
         if not done.ok or len(words) != 2 or not words[0].isdigit():
             raise ProvisionError(f"{profile.name} did not start a worker: {done.error_text()}")
@@ -98,8 +109,9 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
             done = await self._run(host, argv)
             if not done.ok:
                 raise ProvisionError(f"{host}: polling failed: {done.error_text()}")
-            for polled in parse_poll(done.stdout):
-                statuses[job_id(host, polled.pid)] = polled.status
+            polled_here = {job_id(host, p.pid): p.status for p in parse_poll(done.stdout)}
+            statuses.update(polled_here)
+            await self._ways[host].keep(any(s.native == "RUNNING" for s in polled_here.values()))
         alive = {job for job, status in statuses.items() if status.native == "RUNNING"}
         self._kept_workers(alive, ended=set(statuses) - alive)
         return statuses
@@ -149,8 +161,16 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
                     f"{profile.name}: {self.settings.worker_command} is not found there"
                     " (install fluksio-worker, or name it in worker_command or prerun)"
                 )
-            said += [f"{profile.name}:", *(f"  {line}" for line in route.lines())]
+            lines = [*route.lines(), *await self._ways[profile.name].check(route.destination)]
+            said += [f"{profile.name}:", *(f"  {line}" for line in lines)]
         return "\n".join(said) + "\n"
+
+    def reach(self) -> str:
+        return next(iter(self._ways.values())).reach() or super().reach()
+
+    def path_down(self) -> str | None:
+        downs = [f"{host}: {down}" for host, way in self._ways.items() if (down := way.path_down())]
+        return "; ".join(downs) or None
 
     async def close(self) -> None:
         # Workers started here stop with the engine (a SIGKILLed engine's are adopted by
@@ -162,6 +182,8 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
                 with contextlib.suppress(ProvisionError):
                     await self._stop(parsed[0], "", parsed[1])
                     self._kept_workers(set(), ended={started})
+        for way in self._ways.values():
+            await way.stop()
         shells, self._shells = list(self._shells.values()), {}
         await asyncio.gather(*(shell.close() for shell in shells), return_exceptions=True)
 

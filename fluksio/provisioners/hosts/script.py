@@ -15,9 +15,14 @@ MARK = "FLUKSIO_PROVISION_MARK"
 """In the worker's environment: the request it was started for."""
 
 
-def render_script(settings: HostsSettings, host: HostProfile, *, request_id: str) -> str:
-    """The script a host runs, detached, for one request: exact and quoted."""
+def render_script(
+    settings: HostsSettings, host: HostProfile, *, request_id: str, connect_to: str | None = None
+) -> str:
+    """The script a host runs, detached, for one request: exact and quoted. ``connect_to``
+    (the login route: the host's own loopback) is where its worker dials."""
     worker = worker_argv(settings.worker_command, settings, host)
+    if connect_to is not None:
+        worker += ["--connect-to", connect_to]
     lines = [
         "set -e",
         # First: what the prerun starts carries it too, so stopping finds all of it.

@@ -36,3 +36,13 @@ class HostProfile(ProfileSettings):
 class HostsSettings(SSHAccess, ProvisionerSettings[HostProfile]):
     profiles: list[HostProfile] = Field(min_length=1, validation_alias="hosts")
     """The machines, each a profile of its own (``"hosts"`` in the file)."""
+
+    @field_validator("login_address")
+    @classmethod
+    def _no_login_node(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError(
+                'an SSH host has no login node: with "route": "login" its worker dials the'
+                " host's own loopback, so login_address is not used"
+            )
+        return value
