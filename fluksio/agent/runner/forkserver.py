@@ -154,9 +154,16 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
             if spare_ended:
                 _offer_spare(sock, spares, live)  # a spare was killed before it was taken
     finally:
-        # The client's death may deliver SIGTERM now (PDEATHSIG) while its EOF already
-        # brought us here: nothing may cut the cleanup short and orphan a setsid'd process.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # The client's death delivers SIGTERM (PDEATHSIG) just after its EOF, which may
+        # have brought us here already: its handler may raise once more, before it is
+        # ignored. Nothing may cut the cleanup short: every call would die by its own
+        # PDEATHSIG and leave what it started (a setsid'd process) orphaned to init.
+        while True:
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                break
+            except SystemExit:
+                continue
         for pid in live | spares:
             kill_call(pid)
         kill_tree(os.getpid())  # what a call that ended earlier left is orphaned here
