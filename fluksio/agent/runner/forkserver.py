@@ -155,18 +155,22 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
                 _offer_spare(sock, spares, live)  # a spare was killed before it was taken
     finally:
         # The client's death delivers SIGTERM (PDEATHSIG) just after its EOF, which may
-        # have brought us here already: its handler may raise once more, before it is
-        # ignored. Nothing may cut the cleanup short: every call would die by its own
-        # PDEATHSIG and leave what it started (a setsid'd process) orphaned to init.
-        while True:
-            try:
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                break
-            except SystemExit:
-                continue
-        for pid in live | spares:
-            kill_call(pid)
-        kill_tree(os.getpid())  # what a call that ended earlier left is orphaned here
+        # have brought us here already: its handler may raise once more, before the clean-
+        # up ignores it. Nothing may cut the clean-up short: every call would die by its
+        # own PDEATHSIG and leave what it started (a setsid'd process) orphaned to init.
+        try:
+            _end_every_call(live | spares)
+        except SystemExit:
+            _end_every_call(live | spares)
+
+
+def _end_every_call(calls: set[int]) -> None:
+    """Kill every call's tree, and what calls that ended earlier left orphaned here;
+    SIGTERM is ignored from its first line on."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for pid in calls:
+        kill_call(pid)
+    kill_tree(os.getpid())
 
 
 # Forking costs the server more than a millisecond here (its page tables, then the faults
