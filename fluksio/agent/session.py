@@ -107,6 +107,9 @@ class Agent:
         self._held: list[ProgressFrame | AnswerFrame] = []
         """Frames of calls kept through a relay's drop, sent after the next welcome."""
         self._away: asyncio.Task[None] | None = None
+        self._engine_closed = False
+        """Whether the engine closed the last connection with a close frame (else the
+        path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
         """While calls are kept through a drop: gives them up after ``gone_s``."""
         self._unconfirmed = Unconfirmed()
         self._stop = asyncio.Event()
@@ -214,7 +217,7 @@ class Agent:
                 finally:
                     heartbeat.cancel()
                     pinger.cancel()
-                    self._after_drop(ws)
+                    self._after_drop()
                 if ws.close_code == CLOSE_DRAINED:
                     # Its job ends before any more work could finish: leave, so the job
                     # ends now and frees its allocation, instead of being killed later.
@@ -277,6 +280,7 @@ class Agent:
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
+        self._engine_closed = False
         while True:
             try:
                 message = await ws.receive(timeout=self.config.gone_s)
@@ -295,7 +299,8 @@ class Agent:
                 aiohttp.WSMsgType.CLOSED,
                 aiohttp.WSMsgType.ERROR,
             ):
-                return str(message.extra or "") if message.type == aiohttp.WSMsgType.CLOSE else ""
+                self._engine_closed = message.type == aiohttp.WSMsgType.CLOSE
+                return str(message.extra or "") if self._engine_closed else ""
             if message.type != aiohttp.WSMsgType.TEXT:
                 continue
             try:
@@ -403,11 +408,11 @@ class Agent:
 
     # -- kept through a relay's drop ---------------------------------------------------
 
-    def _after_drop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        """Keep the calls if only the relay dropped (no close from the engine), else stop
-        them (the engine has failed them)."""
+    def _after_drop(self) -> None:
+        """Keep the calls if only the relay dropped (no close frame from the engine), else
+        stop them (the engine has failed them)."""
         route = self.config.route
-        dropped = ws.close_code in (None, aiohttp.WSCloseCode.ABNORMAL_CLOSURE)
+        dropped = not self._engine_closed
         self._held[:0] = self._unconfirmed.take()  # sent, but perhaps lost with the path
         if route is None or not dropped or not (self._calls or self._held):
             self._abandon_calls()
