@@ -107,10 +107,10 @@ class Agent:
         self._held: list[ProgressFrame | AnswerFrame] = []
         """Frames of calls kept through a relay's drop, sent after the next welcome."""
         self._away: asyncio.Task[None] | None = None
+        """While calls are kept through a drop: gives them up after ``gone_s``."""
         self._engine_closed = False
         """Whether the engine closed the last connection with a close frame (else the
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
-        """While calls are kept through a drop: gives them up after ``gone_s``."""
         self._unconfirmed = Unconfirmed()
         self._stop = asyncio.Event()
         self._session_env: dict[str, str] = {}
@@ -280,7 +280,7 @@ class Agent:
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
-        self._engine_closed = False
+        self._engine_closed: bool = False
         while True:
             try:
                 message = await ws.receive(timeout=self.config.gone_s)
