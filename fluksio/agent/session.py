@@ -280,7 +280,7 @@ class Agent:
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
-        self._engine_closed: bool = False
+        self._engine_closed = False
         while True:
             try:
                 message = await ws.receive(timeout=self.config.gone_s)
@@ -410,11 +410,13 @@ class Agent:
 
     def _after_drop(self) -> None:
         """Keep the calls if only the relay dropped (no close frame from the engine), else
-        stop them (the engine has failed them)."""
+        stop them (the engine has failed them). Away, the next hello says so (``resume``),
+        even with no call kept: a call whose run frame was lost with the path is then
+        queued again, not failed with a superseded connection."""
         route = self.config.route
         dropped = not self._engine_closed
         self._held[:0] = self._unconfirmed.take()  # sent, but perhaps lost with the path
-        if route is None or not dropped or not (self._calls or self._held):
+        if route is None or not dropped:
             self._abandon_calls()
             return
         if self._away is None:

@@ -358,17 +358,19 @@ class WorkerSession:
         return self.hello.relayed and live and self.closed_reason is None
 
     def come_back(self, ws: web.WebSocketResponse, hello: HelloFrame) -> list[str]:
-        """The worker attached again: carry on over ``ws``. Calls it no longer holds fail
-        as gone; returns the ids it holds that are not in flight here any more (ended or
-        cancelled meanwhile), for it to be told to drop."""
+        """The worker attached again: carry on over ``ws``. Calls it does not name never
+        reached it (it names every call it started until the engine has its answer), so
+        they go back in line, as never taken; returns the ids it holds that are not in
+        flight here any more (ended or cancelled meanwhile), for it to be told to drop."""
         held = set(hello.resume or ())
         for call_id, pending in list(self._pending.items()):
             if call_id not in held and not pending.future.done():
-                gone = error_record(
-                    ErrorKind.WORKER_GONE,
-                    "worker went away mid-call, and came back without the call",
+                lost = error_record(
+                    ErrorKind.NOT_TAKEN,
+                    f"the run frame was lost with worker {self.name}'s relay path (it came"
+                    " back without the call, so never started it); queued again",
                 )
-                pending.future.set_result(CallOutcome(False, error=gone))
+                pending.future.set_result(CallOutcome(False, error=lost))
         self.ws, self.hello, self.away, self.on_gone = ws, hello, False, None
         self._heard()
         return sorted(held - set(self._pending))
