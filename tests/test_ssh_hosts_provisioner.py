@@ -114,6 +114,7 @@ async def test_a_restarted_engine_finds_its_workers_and_stops_them_when_it_stops
     # Another instance on the same state (an engine SIGKILLed, then started again).
     again = HostsProvisioner(hosts.settings, {"gpu-box-1": shell, "cpu-box": shell})
     again.state_dir = hosts.state_dir
+    again.engine_address = ("127.0.0.1", 8080)  # an engine's instance: it listens
     await again.close()
     assert shell.sent[1][0][3:] == ("fluksio-stop", "", "4242")
     assert (tmp_path / "state" / "workers").read_text() == ""
@@ -187,3 +188,18 @@ def test_a_host_with_no_route_out_dials_its_own_loopback_and_has_no_login_addres
     path.write_text(json.dumps([{**ENTRY, "route": "login", "login_address": "gw"}]))
     with pytest.raises(ConfigError, match="an SSH host has no login node"):
         load_provisioners(path, build_plugins().provisioner_types())
+
+
+async def test_closing_an_instance_that_only_checked_stops_no_running_worker(
+    tmp_path: Path,
+) -> None:
+    # What `fluksio provisioners check --ssh` does on the engine's data directory.
+    found = (0, "/usr/bin/fluksio-worker\n", "")
+    hosts, shell = _provisioner(tmp_path, found, found)
+    assert hosts.state_dir is not None
+    hosts.state_dir.mkdir(parents=True)
+    (hosts.state_dir / "workers").write_text("cpu-box:4242\n")  # the engine's, running
+    await hosts.check()
+    await hosts.close()
+    assert [argv[3] for argv, _stdin in shell.sent] == ["fluksio-check"] * 2, "no stop sent"
+    assert (hosts.state_dir / "workers").read_text() == "cpu-box:4242\n"
