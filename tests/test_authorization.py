@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.api import appkeys
 from fluksio.engine.users import UserStore
 from tests.support.clock import ManualClock
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
@@ -35,7 +34,7 @@ async def test_unauthenticated_is_401_and_non_superuser_is_403(
     anonymous = await api.request(method, path, json_body=body, token="")
     assert anonymous.status == 401 and "bearer token" in anonymous.body["detail"]
 
-    UserStore(api.app[appkeys.DATABASE]).add("alice", "alice-password", is_superuser=False)
+    UserStore(api.engine.database).add("alice", "alice-password", is_superuser=False)
     plain = await api.login("alice", "alice-password")
     forbidden = await api.request(method, path, json_body=body, token=plain)
     assert forbidden.status == 403 and "not a superuser" in forbidden.body["detail"]
@@ -108,9 +107,9 @@ async def test_an_attached_worker_is_let_go_when_its_token_expires(
 ) -> None:
     clock = ManualClock(time.time())
     api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    minted = api.app[appkeys.TOKENS].mint_worker("box", ("cpu",), created_by=None, ttl_s=120)
+    minted = api.engine.tokens.mint_worker("box", ("cpu",), created_by=None, ttl_s=120)
     worker = await api.attach(minted.token, name="box", labels=["cpu"])
-    (session,) = api.app[appkeys.WORKERS].attached()
+    (session,) = api.engine.workers.attached()
 
     async def let_go() -> bool:
         return worker.socket.closed

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.api import appkeys
 from fluksio.engine.runs.store import RunStore
 from tests.support.inprocess import ClientFactory, start_in_process
 from tests.support.runs import code
@@ -106,7 +105,7 @@ async def test_a_full_disk_refuses_writes_in_a_sentence_and_the_engine_recovers_
 
     # Room again: nothing to restart. What waited in memory is written, writes work.
     filler.unlink()
-    store = RunStore(api.app[appkeys.DATABASE])
+    store = RunStore(api.engine.database)
 
     def stored_state() -> str | None:
         found = store.get(running["id"])

@@ -22,7 +22,6 @@ import pytest
 import structlog
 
 from fluksio.agent.frames import PROTOCOL, AnswerFrame, ErrorRecord, ProgressFrame, encode
-from fluksio.api import appkeys
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import WorkerEvent, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus
@@ -216,7 +215,7 @@ async def test_a_result_over_the_frame_limit_fails_its_call_naming_the_size(
 
 async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcessEngine) -> None:
     worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
-    (session,) = api.app[appkeys.WORKERS].attached()
+    (session,) = api.engine.workers.attached()
     # Unread: not even parsed (this one would not parse: it is cut off), so it costs
     # the engine its bytes once, not a parse's twice more.
     await worker.socket.send_str(
@@ -328,7 +327,7 @@ async def _seen_silent(api: InProcessEngine, name: str) -> None:
 async def _take_then_freeze(api: InProcessEngine, worker: ScriptedWorker, call_id: str) -> None:
     """Take the call as our agent does (a heartbeat at once), then freeze once the engine
     has heard it: the call is the worker's, and then nothing more comes from it."""
-    (session,) = [s for s in api.app[appkeys.WORKERS].attached() if s.expects(call_id)]
+    (session,) = [s for s in api.engine.workers.attached() if s.expects(call_id)]
     heard = session.heard
     await worker.send_raw(encode(ProgressFrame(call_id=call_id, event="heartbeat")))
     await async_wait_for(lambda: session.heard > heard, timeout=5, what="the heartbeat")
@@ -381,7 +380,7 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
     (first,) = frozen.calls
     assert frozen.cancelled == [first] and first != call["call_id"]
     await frozen.answer(first, "too late")  # if it ran anyway: ignored, one result kept
-    sessions = {s.name: s for s in api.app[appkeys.WORKERS].attached()}
+    sessions = {s.name: s for s in api.engine.workers.attached()}
     await async_wait_for(
         lambda: sessions["frozen"]._unknown_frames == 1, timeout=5, what="the late answer"
     )
@@ -595,9 +594,7 @@ async def test_a_job_that_ends_while_calls_wait_frees_its_slot_for_the_next_job(
     await worker.answer(call["call_id"], "done")
     assert (await api.wait_run(first["id"]))["state"] == "succeeded"
     await worker.close()  # as a drained worker leaves; its job has yet to end
-    await async_wait_for(
-        lambda: not api.app[appkeys.WORKERS].attached(), timeout=5, what="it to go"
-    )
+    await async_wait_for(lambda: not api.engine.workers.attached(), timeout=5, what="it to go")
     second = await api.start_run("hpc")
     await _settle_passes()
     assert len(provisioner.submitted) == 1, "its job is still alive: no second beside it"
@@ -817,9 +814,9 @@ async def test_a_token_revoked_or_lost_behind_the_engines_back_cuts_only_its_wor
     jtis = {w["name"]: w["token"]["jti"] for w in (await api.request("GET", "/workers")).body}
     # As another process would (``fluksio`` commands share the database): no API call, so
     # nothing disconnects at once and only the watcher can notice.
-    store = api.app[appkeys.WORKER_TOKENS]
+    store = api.engine.worker_tokens
     store.revoke(jtis["revoked"], "revoked elsewhere")
-    api.app[appkeys.DATABASE].execute("DELETE FROM worker_tokens WHERE jti = ?", (jtis["lost"],))
+    api.engine.database.execute("DELETE FROM worker_tokens WHERE jti = ?", (jtis["lost"],))
 
     def names() -> list[str] | None:
         closed = {name for name, worker in workers.items() if worker.socket.closed}

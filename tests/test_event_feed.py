@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fluksio.api.appkeys import EVENTS
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.events import EventFeed
 from fluksio.engine.keys import KeyRing
@@ -179,10 +178,10 @@ async def test_the_feed_is_for_superusers_and_can_follow_one_run(
         await events.first("run.state", where=lambda d: d["state"] == "cancelled")
         seen = {e.data.get("run_id") for e in events.events if e.kind != "ready"}
         assert seen == {waiting["id"]}
-        assert api.app[EVENTS].subscribers == 1
+        assert api.engine.feed.subscribers == 1
     # A quiet stream whose subscriber left lets go within seconds, not at its next event.
     await async_wait_for(
-        lambda: api.app[EVENTS].subscribers == 0, timeout=5, what="the stream to end"
+        lambda: api.engine.feed.subscribers == 0, timeout=5, what="the stream to end"
     )
 
 
@@ -235,7 +234,7 @@ async def test_a_stream_ends_within_seconds_once_its_key_is_rotated(
         assert time.monotonic() - rotated_at <= 10
         await events.until(lambda _events: events.ended, what="the stream's end")
     await async_wait_for(
-        lambda: api.app[EVENTS].subscribers == 0, timeout=5, what="the stream to let go"
+        lambda: api.engine.feed.subscribers == 0, timeout=5, what="the stream to let go"
     )
 
 

@@ -13,7 +13,6 @@ from prometheus_client import Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
 from fluksio.agent.frames import PROTOCOL
-from fluksio.api import appkeys
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins
@@ -191,7 +190,7 @@ async def test_a_metric_name_used_twice_is_refused_when_it_is_registered(
 ) -> None:
     # The families read at each scrape are described up front: a clash with one of them
     # fails where it is made, not at a scrape, where the whole exposition would fail.
-    registry = api.app[appkeys.METRICS].registry
+    registry = api.engine.metrics.registry
     with pytest.raises(ValueError, match="fluksio_calls_waiting"):
         Gauge("fluksio_calls_waiting", "a second family of the same name", registry=registry)
     status, text = await scrape(api)

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from fluksio.agent.frames import ProgressFrame, encode
-from fluksio.api import appkeys
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
@@ -59,7 +58,7 @@ async def _away_relayed_worker(api: InProcessEngine) -> tuple[str, str, str]:
     """A relayed worker that dropped mid-call, unheard since: its token, run's and call's ids."""
     token, worker, run_id, call = await _busy_relayed_worker(api)
     await worker.close()
-    session = api.app[appkeys.WORKERS].attached()[0]
+    session = api.engine.workers.attached()[0]
     await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
     return token, run_id, call
 
@@ -136,7 +135,7 @@ async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
 ) -> None:
     api, clock = await _engine(aiohttp_client, tmp_path)
     _token, worker, run_id, call = await _busy_relayed_worker(api)
-    session = api.app[appkeys.WORKERS].attached()[0]
+    session = api.engine.workers.attached()[0]
     heard = session.heard
     await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
     await async_wait_for(lambda: session.heard > heard, timeout=5, what="the heartbeat heard")
@@ -150,9 +149,7 @@ async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
     assert node["error"]["message"] == (
         "no message from the worker for 90 s while it was executing; its calls failed as gone"
     )
-    await async_wait_for(
-        lambda: not api.app[appkeys.WORKERS].attached(), timeout=10, what="it to leave"
-    )
+    await async_wait_for(lambda: not api.engine.workers.attached(), timeout=10, what="it to leave")
     assert await _places(api) == {}
 
 

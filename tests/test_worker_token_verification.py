@@ -25,7 +25,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fluksio.api.appkeys import DATA_DIR
 from tests.support.cli import fluksio
 from tests.support.client import EngineApi, SocketEngine
 from tests.support.engine import start_engine
@@ -101,7 +100,7 @@ async def test_hs256_keyed_with_the_public_key(
     api: InProcessEngine, minted: dict[str, Any]
 ) -> None:
     public_pem = (
-        _engine_key(api.app[DATA_DIR].root)
+        _engine_key(api.engine.layout.root)
         .public_key()
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
@@ -132,7 +131,7 @@ async def test_claims_the_verifier_requires(
     expected: str,
 ) -> None:
     forged = jwt.encode(
-        _claims(minted, **changes), _engine_key(api.app[DATA_DIR].root), algorithm="EdDSA"
+        _claims(minted, **changes), _engine_key(api.engine.layout.root), algorithm="EdDSA"
     )
     status, detail = await _self(api, forged)
     assert status == 401
@@ -165,7 +164,7 @@ async def test_a_token_dated_in_the_future_is_refused_past_a_minutes_skew(
     elif kind == "artifact":
         claims.update(type="artifact", worker_jti=minted["jti"])
         path = "/artifacts/sha256:" + "0" * 64
-    forged = jwt.encode(claims, _engine_key(api.app[DATA_DIR].root), algorithm="EdDSA")
+    forged = jwt.encode(claims, _engine_key(api.engine.layout.root), algorithm="EdDSA")
     answer = await api.request("GET", path, token=forged)
     if accepted:
         assert answer.status == 200, answer.detail

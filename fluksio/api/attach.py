@@ -32,14 +32,7 @@ from fluksio.agent.frames import (
     encode,
 )
 from fluksio.agent.outcome import ErrorKind
-from fluksio.api.appkeys import (
-    ARTIFACTS,
-    CLOCK,
-    DISPATCHER,
-    SETTINGS,
-    TOKENS,
-    WORKERS,
-)
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import parse_json
 from fluksio.clock import Clock
 from fluksio.engine.dispatch import Dispatcher
@@ -85,10 +78,10 @@ async def _refuse(ws: web.WebSocketResponse, reason: str) -> web.WebSocketRespon
 async def _hello(
     request: web.Request, ws: web.WebSocketResponse, token: WorkerIdentity
 ) -> HelloFrame:
-    settings = request.app[SETTINGS]
+    settings = request.app[ENGINE].settings
     try:
         message = await ws.receive(timeout=settings.worker_hello_timeout_s)
-        request.app[WORKERS].frames.received += 1
+        request.app[ENGINE].workers.frames.received += 1
     except TimeoutError:
         raise _Refused(
             f"no hello within {settings.worker_hello_timeout_s:g} s of connecting"
@@ -113,13 +106,13 @@ async def _hello(
         # are: a name by the name rule (else the token's), short texts, a number.
         hello_name = raw.get("name")
         name = hello_name if isinstance(hello_name, str) and is_name(hello_name) else token.name
-        request.app[WORKERS].refused_for_protocol(
+        request.app[ENGINE].workers.refused_for_protocol(
             NeedsUpgrade(
                 name=display_name(token.name, name),
                 protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
                 version=_text(raw.get("version"), 32),
                 python=_text(raw.get("python"), 256),
-                refused_at=request.app[CLOCK].now(),
+                refused_at=request.app[ENGINE].clock.now(),
                 reason=reason,
                 jti=token.jti,
             )
@@ -167,7 +160,7 @@ def _check_origin(request: web.Request) -> None:
 async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamResponse:
     """The socket of one worker, whose token ``token`` verified, from hello to close."""
     _check_origin(request)
-    settings = request.app[SETTINGS]
+    settings = request.app[ENGINE].settings
     # No aiohttp heartbeat: it would close a silent worker after 1.5 pings, long before the
     # 90-second rule. Liveness is one rule (the watcher's, worker_gone_s); the engine's own
     # pings only keep a healthy idle worker's last_seen fresh.
@@ -186,9 +179,9 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         log.info("worker.refused", worker=token.name, reason=refused.reason)
         return await _refuse(ws, refused.reason)
 
-    registry = request.app[WORKERS]
+    registry = request.app[ENGINE].workers
     name = display_name(token.name, hello.name)
-    dispatcher = request.app[DISPATCHER]
+    dispatcher = request.app[ENGINE].dispatcher
     away = registry.by_identity((token.jti, hello.name))
     if away is not None and away.away and hello.resume is not None:
         return await _come_back(request, away, ws, hello)
@@ -197,14 +190,14 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         name=name,
         identity=(token.jti, hello.name),
         token=token,
-        key_id=request.app[TOKENS].current_key_id(),
+        key_id=request.app[ENGINE].tokens.current_key_id(),
         hello=hello,
         ws=ws,
-        clock=request.app[CLOCK],
+        clock=request.app[ENGINE].clock,
         frames=registry.frames,
         take_within_s=settings.worker_take_s,
     )
-    tokens = request.app[TOKENS]
+    tokens = request.app[ENGINE].tokens
     session.mint_artifact_token = lambda: tokens.mint_artifact(
         name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S
     )
@@ -256,11 +249,11 @@ async def _come_back(
     await _welcome(request, session)
     for call_id in dropped:
         await _send_cancel(session, call_id)
-    request.app[DISPATCHER].set_answering(session.id, True)
+    request.app[ENGINE].dispatcher.set_answering(session.id, True)
     log.info(
         "worker.back", worker=session.name, worker_id=session.id, calls=len(hello.resume or ())
     )
-    job = _job_of(request.app[DISPATCHER], session.token)
+    job = _job_of(request.app[ENGINE].dispatcher, session.token)
     return await _connected(request, session, _event(session, job[1] if job else None))
 
 
@@ -268,10 +261,10 @@ async def _connected(
     request: web.Request, session: WorkerSession, event: WorkerEvent
 ) -> web.StreamResponse:
     """Serve the session's socket until it ends; then the worker is gone, or away."""
-    settings = request.app[SETTINGS]
-    registry = request.app[WORKERS]
-    dispatcher = request.app[DISPATCHER]
-    clock = request.app[CLOCK]
+    settings = request.app[ENGINE].settings
+    registry = request.app[ENGINE].workers
+    dispatcher = request.app[ENGINE].dispatcher
+    clock = request.app[ENGINE].clock
     ws = session.ws
     budget = FrameBudget(settings.worker_frames_per_s, settings.frame_burst, clock.monotonic)
     pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings), clock))
@@ -302,12 +295,12 @@ async def _connected(
 
 
 async def _welcome(request: web.Request, session: WorkerSession) -> None:
-    store = request.app[ARTIFACTS]
+    store = request.app[ENGINE].artifacts
     probe, nonce = store.probe()
     # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
     # such a worker's calls use the store directly instead of HTTP. Never assumed.
     shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
-    public = request.app[SETTINGS].public_url
+    public = request.app[ENGINE].settings.public_url
     artifacts = f"{public}/api/v1/artifacts" if public is not None else None
     session.frames.sent += 1
     await session.ws.send_str(

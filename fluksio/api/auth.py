@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from fluksio.api.appkeys import SCRAPE_TOKENS, TOKENS
+from fluksio.api.appkeys import ENGINE
 from fluksio.engine.errors import Forbidden, NotAuthenticated
 from fluksio.engine.scrape_tokens import PREFIX as SCRAPE_PREFIX
 from fluksio.engine.tokens import WorkerIdentity
@@ -41,14 +41,14 @@ def authorize(request: web.Request, scheme: str, *, allow_query: bool = False) -
         identity = require_worker(request, allow_query=allow_query)
         return Caller(worker=identity, described=f"worker {identity.name}")
     if scheme == "artifact":
-        tokens = request.app[TOKENS]
+        tokens = request.app[ENGINE].tokens
         return Caller(described=tokens.verify_artifact_access(bearer_token(request)))
     if scheme == "scrape":
         token = bearer_token(request)
         if not token.startswith(SCRAPE_PREFIX):
             user = require_superuser(request)
             return Caller(user=user, described=f"user {user.username}")
-        if not request.app[SCRAPE_TOKENS].valid(token):
+        if not request.app[ENGINE].scrape_tokens.valid(token):
             raise NotAuthenticated("the scrape token is unknown or revoked")
         return Caller(described="a scrape token")
     raise ValueError(f"no authentication scheme {scheme!r}")
@@ -70,7 +70,7 @@ def bearer_token(request: web.Request, *, allow_query: bool = False) -> str:
 
 
 def require_user(request: web.Request) -> User:
-    return request.app[TOKENS].verify_access(bearer_token(request))
+    return request.app[ENGINE].tokens.verify_access(bearer_token(request))
 
 
 def require_superuser(request: web.Request) -> User:
@@ -81,4 +81,4 @@ def require_superuser(request: web.Request) -> User:
 
 
 def require_worker(request: web.Request, *, allow_query: bool = False) -> WorkerIdentity:
-    return request.app[TOKENS].verify_worker(bearer_token(request, allow_query=allow_query))
+    return request.app[ENGINE].tokens.verify_worker(bearer_token(request, allow_query=allow_query))

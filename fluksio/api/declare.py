@@ -33,7 +33,7 @@ from typing import Any, Generic, Literal, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from fluksio.api.appkeys import EVENTS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import Caller, authorize
 from fluksio.api.bodies import read_json, required_form_field
 from fluksio.api.responses import conditional_response, model_response
@@ -286,7 +286,7 @@ def _respond(request: web.Request, declared: Declared, answer: Answer) -> web.St
             return model_response(_checked(declared, view.render()), status=operation.status)
 
         response = conditional_response(request, render, view.version)
-        response.headers[EVENT_ID_HEADER] = request.app[EVENTS].last_id
+        response.headers[EVENT_ID_HEADER] = request.app[ENGINE].feed.last_id
         return response
     if isinstance(answer, Answered):
         if answer.status not in operation.answers:

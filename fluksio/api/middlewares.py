@@ -15,7 +15,7 @@ import structlog
 from aiohttp import web
 
 from fluksio.api.answers.resources import ErrorBody
-from fluksio.api.appkeys import CLOCK, CREDENTIAL_THROTTLE, TOKENS
+from fluksio.api.appkeys import CREDENTIAL_THROTTLE, ENGINE
 from fluksio.api.responses import model_response
 from fluksio.engine.errors import (
     Conflict,
@@ -69,7 +69,7 @@ async def request_context_middleware(request: web.Request, handler: Handler) -> 
     """
     offered = request.headers.get("X-Request-ID", "")
     request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
-    clock = request.app[CLOCK]
+    clock = request.app[ENGINE].clock
     started = clock.monotonic()
     status = 500
     with structlog.contextvars.bound_contextvars(request_id=request_id):
@@ -144,8 +144,8 @@ async def credential_throttle_middleware(
         return await handler(request)
     throttle = request.app[CREDENTIAL_THROTTLE]
     address = request.remote or "unknown"
-    wait = throttle.retry_after(address, request.app[CLOCK].monotonic())
-    if wait > 0 and not request.app[TOKENS].verified_before(presented):
+    wait = throttle.retry_after(address, request.app[ENGINE].clock.monotonic())
+    if wait > 0 and not request.app[ENGINE].tokens.verified_before(presented):
         raise TooManyAttempts(
             f"too many refused credentials from this address; try again in {max(1, round(wait))} s",
             retry_after=wait,
@@ -153,7 +153,7 @@ async def credential_throttle_middleware(
     try:
         return await handler(request)
     except NotAuthenticated:
-        throttle.failed(address, request.app[CLOCK].monotonic())
+        throttle.failed(address, request.app[ENGINE].clock.monotonic())
         raise
 
 

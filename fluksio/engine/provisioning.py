@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pluggy
-from aiohttp import web
 
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.engine_events import EngineEvents, WorkerJoined, WorkerLeft
@@ -26,7 +25,6 @@ from fluksio.provisioners.plugins import Plugins, build_plugins
 from fluksio.provisioners.requests import MachineRequest
 
 __all__ = [
-    "CONFIGURED",
     "Configured",
     "TokensAndRequests",
     "forward_worker_events",
@@ -44,10 +42,6 @@ JOB_TOKEN_TTL_S = 24 * 3600
 class Configured:
     plugins: Plugins
     provisioners: list[Provisioner[Any, Any]]
-
-
-CONFIGURED = web.AppKey("provisioners_configured", Configured)
-"""What ``fluksio serve`` already loaded (to refuse a bad file before listening)."""
 
 
 def load_configured(layout: DataDir) -> Configured:

@@ -17,9 +17,10 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from fluksio.api import appkeys
 from fluksio.api.app import create_app
+from fluksio.api.appkeys import ENGINE
 from fluksio.clock import Clock
+from fluksio.engine.core import Engine
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
@@ -46,6 +47,11 @@ class InProcessEngine(EngineApi):
         self.answers = answers
         """Every answer is checked against the OpenAPI document; what was seen."""
         self.token = ""
+
+    @property
+    def engine(self) -> Engine:
+        """The engine behind the app (its stores, stream, workers, dispatcher)."""
+        return self.app[ENGINE]
 
     async def _send(
         self, method: str, path: str, json_body: Any, body: Any, headers: dict[str, str]
@@ -75,7 +81,7 @@ async def start_in_process(
     app = create_app(config, provisioners=configured, clock=clock)
     answers = check_answers(app)
     client = await aiohttp_client(app)
-    UserStore(app[appkeys.DATABASE]).add(SUPERUSER, SUPERUSER_PASSWORD, is_superuser=True)
+    UserStore(app[ENGINE].database).add(SUPERUSER, SUPERUSER_PASSWORD, is_superuser=True)
     engine = InProcessEngine(client, app, answers)
     engine.token = await engine.login()
     return engine

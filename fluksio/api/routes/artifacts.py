@@ -20,7 +20,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.helpers import ETag
 
 from fluksio.api.answers.resources import ArtifactRef
-from fluksio.api.appkeys import ARTIFACTS, METRICS, SETTINGS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.engine.errors import InvalidInput, NotFound, StorageFull, TooLarge
@@ -105,10 +105,10 @@ async def _put(call: Call[None]) -> ArtifactRef:
     if len(media_type) > 127 or "/" not in media_type:
         raise InvalidInput("media_type", "must be a media type such as application/octet-stream")
     try:
-        stored = await request.app[ARTIFACTS].put(
+        stored = await request.app[ENGINE].artifacts.put(
             request.content.iter_chunked(_CHUNK),
             expected=request.headers.get(DIGEST_HEADER),
-            max_bytes=request.app[SETTINGS].max_artifact_bytes,
+            max_bytes=request.app[ENGINE].settings.max_artifact_bytes,
             declared_size=request.content_length,
         )
     except ArtifactTooLarge as error:
@@ -119,7 +119,7 @@ async def _put(call: Call[None]) -> ArtifactRef:
     except ArtifactError as error:
         raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
-    request.app[METRICS].artifact_bytes.labels("in").inc(stored.size)
+    request.app[ENGINE].metrics.artifact_bytes.labels("in").inc(stored.size)
     return ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
 
 
@@ -138,16 +138,16 @@ async def _get(call: Call[None]) -> web.StreamResponse:
     request = call.request
     digest = request.match_info["digest"]
     try:
-        found = request.app[ARTIFACTS].find(digest)
+        found = request.app[ENGINE].artifacts.find(digest)
     except ArtifactError as error:
         raise InvalidInput(error.field, error.detail) from None
     if found is None:
         raise NotFound(f"no artifact {digest}")
     if request.method == "HEAD":
-        request.app[ARTIFACTS].refresh(found)  # a call saving it asks first (then names it)
+        request.app[ENGINE].artifacts.refresh(found)  # a call saving it asks first (then names it)
     if any(tag.value == digest for tag in request.if_none_match or ()):
         return web.Response(status=304, headers={"ETag": f'"{digest}"', **_IMMUTABLE})
-    sent = request.app[METRICS].artifact_bytes.labels("out").inc
+    sent = request.app[ENGINE].metrics.artifact_bytes.labels("out").inc
     response = _Artifact(found.path, digest, chunk_size=_CHUNK, on_sent=sent)
     response.headers.update(_IMMUTABLE)
     response.content_type = "application/octet-stream"

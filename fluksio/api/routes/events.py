@@ -31,7 +31,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from fluksio.api.answers.feed import FEED_EVENTS
-from fluksio.api.appkeys import CLOCK, EVENTS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import require_superuser
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
@@ -89,7 +89,7 @@ def _selected(run_id: str | None, event: FeedEvent) -> bool:
 )
 async def _events(call: Call[None]) -> web.StreamResponse:
     request = call.request
-    feed = request.app[EVENTS]
+    feed = request.app[ENGINE].feed
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
     try:
         position = feed.position(last)
@@ -126,7 +126,7 @@ async def _follow(
 ) -> None:
     """Write the feed's events after ``seq`` as they come, until the engine closes, the
     subscriber leaves or its credential ends."""
-    feed, clock = request.app[EVENTS], request.app[CLOCK]
+    feed, clock = request.app[ENGINE].feed, request.app[ENGINE].clock
     quiet_s = 0.0
     checked_at = clock.monotonic()
     while not feed.closed:

@@ -6,7 +6,7 @@ import asyncio
 
 from fluksio.api.answers.flows import FlowBody, FlowSummary
 from fluksio.api.answers.resources import Deleted
-from fluksio.api.appkeys import DISPATCHER, FLOWS, SETTINGS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Routes
 from fluksio.api.routes.runs import RunBody, run_body
@@ -34,7 +34,7 @@ def _view(record: FlowRecord) -> FlowBody:
 async def _list(call: Call[None]) -> list[FlowSummary]:
     return [
         FlowSummary(name=r.name, nodes=len(r.spec["nodes"]), updated_at=utc(r.updated_at))
-        for r in call.app[FLOWS].all()
+        for r in call.app[ENGINE].flows.all()
     ]
 
 
@@ -50,13 +50,13 @@ async def _list(call: Call[None]) -> list[FlowSummary]:
 async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     name = path_name(call.request)
     await asyncio.get_running_loop().run_in_executor(None, check_flow, call.body)
-    flows = call.app[FLOWS]
+    flows = call.app[ENGINE].flows
     created = flows.put(name, call.body.model_dump(mode="json"))
     record = flows.get(name)
     assert record is not None
-    provisioning = call.app[DISPATCHER].provisioning
+    provisioning = call.app[ENGINE].dispatcher.provisioning
     profiles = provisioning.scheduler_profiles() if provisioning is not None else []
-    margin = call.app[SETTINGS].walltime_margin_s
+    margin = call.app[ENGINE].settings.walltime_margin_s
     view = _view(record).model_copy(update={"warnings": flow_warnings(call.body, profiles, margin)})
     return Answered(view, 201) if created else view
 
@@ -66,7 +66,7 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
 )
 async def _get(call: Call[None]) -> FlowBody:
     name = path_name(call.request)
-    record = call.app[FLOWS].get(name)
+    record = call.app[ENGINE].flows.get(name)
     if record is None:
         raise NotFound(f"no flow named {name!r}")
     return _view(record)
@@ -77,7 +77,7 @@ async def _get(call: Call[None]) -> FlowBody:
 )
 async def _delete(call: Call[None]) -> Deleted:
     name = path_name(call.request)
-    if not call.app[FLOWS].delete(name):
+    if not call.app[ENGINE].flows.delete(name):
         raise NotFound(f"no flow named {name!r}")
     return Deleted(deleted=name)
 
@@ -94,4 +94,4 @@ async def _delete(call: Call[None]) -> Deleted:
 )
 async def _start_run(call: Call[RunRequest]) -> RunBody:
     name = path_name(call.request)
-    return run_body(call.app[DISPATCHER].start_run(name, call.body.params))
+    return run_body(call.app[ENGINE].dispatcher.start_run(name, call.body.params))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from fluksio.api.answers.resources import Health
-from fluksio.api.appkeys import SETTINGS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
 
 __all__ = ["routes"]
@@ -16,4 +16,4 @@ routes = Routes()
 
 @routes.get("/health", summary="Liveness, and the engine's version", auth="none", answer=Health)
 async def _health(call: Call[None]) -> Health:
-    return Health(version=version("fluksio"), public_url=call.app[SETTINGS].public_url)
+    return Health(version=version("fluksio"), public_url=call.app[ENGINE].settings.public_url)

@@ -11,7 +11,7 @@ import asyncio
 from pydantic import BaseModel
 
 from fluksio.api.answers.tokens import AccessToken
-from fluksio.api.appkeys import CLOCK, LOGIN_GUARD, TOKENS, USERS
+from fluksio.api.appkeys import ENGINE, LOGIN_GUARD
 from fluksio.api.declare import Call, Routes
 from fluksio.engine.errors import NotAuthenticated, TooManyAttempts
 from fluksio.engine.logging import get_logger
@@ -47,19 +47,19 @@ async def _access_token(call: Call[LoginForm]) -> AccessToken:
 
     guard = request.app[LOGIN_GUARD]
     address = request.remote or "unknown"
-    wait = guard.retry_after(username, address, request.app[CLOCK].monotonic())
+    wait = guard.retry_after(username, address, request.app[ENGINE].clock.monotonic())
     if wait > 0:
         raise TooManyAttempts(
             f"too many failed logins; try again in {max(1, round(wait))} s", retry_after=wait
         )
 
-    found = request.app[USERS].credentials(username)
+    found = request.app[ENGINE].users.credentials(username)
     user = await asyncio.get_running_loop().run_in_executor(None, check_password, found, password)
     if user is None:
-        guard.failed(username, address, request.app[CLOCK].monotonic())
+        guard.failed(username, address, request.app[ENGINE].clock.monotonic())
         log.info("login.failed", username=username)
         raise NotAuthenticated("incorrect username or password")
     guard.succeeded(username, address)
     log.info("login.succeeded", username=user.username)
-    token = request.app[TOKENS].mint_access(user)
+    token = request.app[ENGINE].tokens.mint_access(user)
     return AccessToken(access_token=token)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fluksio.api.answers.runs import NodeLogs
-from fluksio.api.appkeys import CLOCK, DISPATCHER
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.runs import MAX_WAIT_S, number, wait_param
 from fluksio.engine.errors import InvalidInput, NotFound
@@ -62,7 +62,7 @@ def _stored(logs: str, position: int, ended: bool) -> Read:
 )
 async def _logs(call: Call[None]) -> NodeLogs:
     run_id = call.request.match_info["run_id"]
-    dispatcher = call.app[DISPATCHER]
+    dispatcher = call.app[ENGINE].dispatcher
     view = dispatcher.view_run(run_id)
     if view is None:
         raise NotFound(f"no run with id {run_id!r}")
@@ -95,7 +95,7 @@ async def _logs(call: Call[None]) -> NodeLogs:
         else:
             read = _stored(found.logs, position, node_ended)
             if wait > 0 and not node_ended:
-                await call.app[CLOCK].sleep(min(wait, NOTHING_LIVE_WAIT_S))
+                await call.app[ENGINE].clock.sleep(min(wait, NOTHING_LIVE_WAIT_S))
         source = "stored"
     lines = read.lines[:MAX_LINES]
     complete = len(lines) == len(read.lines)

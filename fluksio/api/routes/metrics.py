@@ -12,7 +12,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from fluksio.api.answers.tokens import MintedScrapeToken, ScrapeTokenBody
-from fluksio.api.appkeys import METRICS, SCRAPE_TOKENS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
@@ -46,7 +46,9 @@ def _body(record: ScrapeTokenRecord) -> ScrapeTokenBody:
     media="text/plain",
 )
 async def _metrics(call: Call[None]) -> web.Response:
-    return web.Response(body=call.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
+    return web.Response(
+        body=call.app[ENGINE].metrics.render(), headers={"Content-Type": CONTENT_TYPE}
+    )
 
 
 @routes.post(
@@ -60,7 +62,7 @@ async def _metrics(call: Call[None]) -> web.Response:
 )
 async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
     minted_by = call.superuser.username
-    token, record = call.app[SCRAPE_TOKENS].mint(call.body.name, created_by=minted_by)
+    token, record = call.app[ENGINE].scrape_tokens.mint(call.body.name, created_by=minted_by)
     log.info("scrape_token.minted", id=record.id, name=record.name)
     return MintedScrapeToken(token=token, **_body(record).model_dump())
 
@@ -73,7 +75,7 @@ async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
     many=True,
 )
 async def _list(call: Call[None]) -> list[ScrapeTokenBody]:
-    return [_body(record) for record in call.app[SCRAPE_TOKENS].list()]
+    return [_body(record) for record in call.app[ENGINE].scrape_tokens.list()]
 
 
 @routes.post(
@@ -85,7 +87,7 @@ async def _list(call: Call[None]) -> list[ScrapeTokenBody]:
 )
 async def _revoke(call: Call[None]) -> ScrapeTokenBody:
     token_id = call.request.match_info["token_id"]
-    record = call.app[SCRAPE_TOKENS].revoke(token_id)
+    record = call.app[ENGINE].scrape_tokens.revoke(token_id)
     if record is None:
         raise NotFound(f"no scrape token with id {token_id!r}")
     log.info("scrape_token.revoked", id=record.id, name=record.name)

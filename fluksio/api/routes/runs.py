@@ -11,7 +11,7 @@ from aiohttp import web
 
 from fluksio.api.answers.resources import Deleted
 from fluksio.api.answers.runs import NodeBody, ProvenanceBody, RunBody, RunSummary
-from fluksio.api.appkeys import DISPATCHER, RUNS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
@@ -144,7 +144,7 @@ async def _list(call: Call[None]) -> list[RunSummary]:
     except ValueError:
         raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
     limit = int(number(call.request, "limit", 100, 1, 1000))
-    rows = call.app[RUNS].find(flow=query.get("flow"), state=state, limit=limit)
+    rows = call.app[ENGINE].runs.find(flow=query.get("flow"), state=state, limit=limit)
     return [
         RunSummary(
             id=r.id,
@@ -169,7 +169,7 @@ async def _list(call: Call[None]) -> list[RunSummary]:
 async def _get(call: Call[None]) -> RunBody:
     run_id = call.request.match_info["run_id"]
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    view = await call.app[DISPATCHER].wait_run(run_id, wait)
+    view = await call.app[ENGINE].dispatcher.wait_run(run_id, wait)
     if view is None:
         raise NotFound(f"no run with id {run_id!r}")
     return run_body(view)
@@ -193,7 +193,7 @@ async def _get(call: Call[None]) -> RunBody:
 async def _cancel(call: Call[None]) -> RunBody:
     run_id = call.request.match_info["run_id"]
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    dispatcher = call.app[DISPATCHER]
+    dispatcher = call.app[ENGINE].dispatcher
     view = dispatcher.cancel_run(run_id)
     if wait > 0:
         view = await dispatcher.wait_run(run_id, wait) or view
@@ -209,5 +209,5 @@ async def _cancel(call: Call[None]) -> RunBody:
 )
 async def _delete(call: Call[None]) -> Deleted:
     run_id = call.request.match_info["run_id"]
-    call.app[DISPATCHER].delete_run(run_id)
+    call.app[ENGINE].dispatcher.delete_run(run_id)
     return Deleted(deleted=run_id)

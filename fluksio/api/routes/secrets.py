@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fluksio.api.answers.resources import Deleted, SecretBody
-from fluksio.api.appkeys import SECRETS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Call, Routes
 from fluksio.api.timefmt import utc
@@ -36,7 +36,7 @@ def _view(info: SecretInfo) -> SecretBody:
 )
 async def _put(call: Call[SecretRequest]) -> SecretBody:
     name = path_name(call.request)
-    return _view(call.app[SECRETS].put(name, call.body.value, call.body.labels))
+    return _view(call.app[ENGINE].secrets.put(name, call.body.value, call.body.labels))
 
 
 @routes.get(
@@ -47,7 +47,7 @@ async def _put(call: Call[SecretRequest]) -> SecretBody:
     many=True,
 )
 async def _list(call: Call[None]) -> list[SecretBody]:
-    return [_view(info) for info in call.app[SECRETS].list()]
+    return [_view(info) for info in call.app[ENGINE].secrets.list()]
 
 
 @routes.delete(
@@ -59,6 +59,6 @@ async def _list(call: Call[None]) -> list[SecretBody]:
 )
 async def _delete(call: Call[None]) -> Deleted:
     name = path_name(call.request)
-    if not call.app[SECRETS].delete(name):
+    if not call.app[ENGINE].secrets.delete(name):
         raise NotFound(f"no secret named {name!r}")
     return Deleted(deleted=name)

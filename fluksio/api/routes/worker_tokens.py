@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from fluksio.api.answers.tokens import MintedToken, OwnToken, WorkerTokenBody
-from fluksio.api.appkeys import CLOCK, ENGINE_EVENTS, TOKENS, WORKER_TOKENS, WORKERS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes, View
 from fluksio.api.timefmt import utc
 from fluksio.engine.engine_events import TokenMinted, TokenRevoked
@@ -53,14 +53,14 @@ def _describe(record: WorkerTokenRecord, now: float) -> WorkerTokenBody:
 )
 async def _mint(call: Call[WorkerTokenRequest]) -> MintedToken:
     body = call.body
-    minted = call.app[TOKENS].mint_worker(
+    minted = call.app[ENGINE].tokens.mint_worker(
         body.name, tuple(body.labels), created_by=call.superuser.username
     )
     log.info("worker_token.minted", jti=minted.record.jti, name=body.name, labels=body.labels)
-    fields = _fields(minted.record, call.app[CLOCK].now())
+    fields = _fields(minted.record, call.app[ENGINE].clock.now())
     answer = MintedToken.model_validate({"token": minted.token, **fields})
     shown = WorkerTokenBody.model_validate(fields).model_dump(mode="json")
-    call.app[ENGINE_EVENTS].emit(TokenMinted(shown))
+    call.app[ENGINE].stream.emit(TokenMinted(shown))
     return answer
 
 
@@ -73,8 +73,8 @@ async def _mint(call: Call[WorkerTokenRequest]) -> MintedToken:
     view=True,
 )
 async def _list(call: Call[None]) -> View:
-    now = call.app[CLOCK].now()
-    records = call.app[WORKER_TOKENS].list()
+    now = call.app[ENGINE].clock.now()
+    records = call.app[ENGINE].worker_tokens.list()
     return View(lambda: [_describe(r, now) for r in records])
 
 
@@ -103,12 +103,12 @@ async def _self(call: Call[None]) -> OwnToken:
 )
 async def _revoke(call: Call[None]) -> WorkerTokenBody:
     jti = call.request.match_info["jti"]
-    record = call.app[WORKER_TOKENS].revoke(jti, f"revoked by {call.superuser.username}")
+    record = call.app[ENGINE].worker_tokens.revoke(jti, f"revoked by {call.superuser.username}")
     if record is None:
         raise NotFound(f"no worker token with jti {jti!r}")
     log.info("worker_token.revoked", jti=jti, name=record.name)
-    described = _describe(record, call.app[CLOCK].now())
-    call.app[ENGINE_EVENTS].emit(TokenRevoked(described.model_dump(mode="json")))
-    for session in call.app[WORKERS].with_jti(jti):
+    described = _describe(record, call.app[ENGINE].clock.now())
+    call.app[ENGINE].stream.emit(TokenRevoked(described.model_dump(mode="json")))
+    for session in call.app[ENGINE].workers.with_jti(jti):
         await session.close("the worker token was revoked")
     return described

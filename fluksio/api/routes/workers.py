@@ -38,7 +38,7 @@ from fluksio.api.answers.workers import (
     WorkerBody,
     WorkerList,
 )
-from fluksio.api.appkeys import CLOCK, DISPATCHER, WORKERS
+from fluksio.api.appkeys import ENGINE
 from fluksio.api.attach import attach
 from fluksio.api.declare import Call, Param, Routes, View
 from fluksio.api.timefmt import utc
@@ -139,8 +139,8 @@ async def _attach(call: Call[None]) -> web.StreamResponse:
     view=True,
 )
 async def _list(call: Call[None]) -> View:
-    dispatcher = call.app[DISPATCHER]
-    registry = call.app[WORKERS]
+    dispatcher = call.app[ENGINE].dispatcher
+    registry = call.app[ENGINE].workers
 
     def render() -> WorkerList:
         attached = [worker_body(s, dispatcher) for s in registry.sessions()]
@@ -162,17 +162,17 @@ async def _list(call: Call[None]) -> View:
     view=True,
 )
 async def _resources(call: Call[None]) -> View:
-    dispatcher = call.app[DISPATCHER]
+    dispatcher = call.app[ENGINE].dispatcher
     version = f"r{dispatcher.version}"  # places, queue, provisioning: one counter
     if dispatcher.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
-        version += f".{int(call.app[CLOCK].now())}"
+        version += f".{int(call.app[ENGINE].clock.now())}"
     return View(lambda: _resources_body(call.app), version)
 
 
 def _resources_body(app: web.Application) -> ResourcesBody:
-    dispatcher = app[DISPATCHER]
-    views = [dispatcher.place(s.id) for s in app[WORKERS].sessions()]
+    dispatcher = app[ENGINE].dispatcher
+    views = [dispatcher.place(s.id) for s in app[ENGINE].workers.sessions()]
     workers = [_place(view) for view in views if view is not None]
     engine = dispatcher.place(ENGINE_ID)
     assert engine is not None

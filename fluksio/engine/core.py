@@ -1,0 +1,233 @@
+"""The engine as one object: built from its settings, started, closed; no HTTP needed.
+
+``Engine(settings)`` holds what exists before it starts (the settings, the clock, the
+stream, the registry of workers, the live feed's buffer, the metrics); ``await
+engine.start()`` opens the rest (the database and its stores, the key ring, the launcher,
+the dispatcher with the provisioners, the watch over workers, the pruning of old runs);
+``await engine.close()`` closes what start opened, in reverse. A test, a benchmark or an
+embedding program runs one in its own process; the HTTP app (``fluksio.api.app``) is a
+face around one, kept under a single app key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from aiohttp import WSCloseCode
+
+from fluksio.agent.launcher import Launcher
+from fluksio.clock import Clock, SystemClock
+from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.datadir import DataDir
+from fluksio.engine.db import Database, open_database
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.engine_events import EngineEvents
+from fluksio.engine.events import EventFeed
+from fluksio.engine.keys import KeyRing
+from fluksio.engine.logging import get_logger
+from fluksio.engine.metrics import EngineMetrics
+from fluksio.engine.provision_requests import ProvisionRequestStore
+from fluksio.engine.provisioning import (
+    Configured,
+    TokensAndRequests,
+    forward_worker_events,
+    load_configured,
+    log_ready,
+)
+from fluksio.engine.runs.local import LocalExecutor, engine_place
+from fluksio.engine.runs.retention import keep_pruning
+from fluksio.engine.runs.store import FlowStore, RunStore
+from fluksio.engine.scrape_tokens import ScrapeTokenStore
+from fluksio.engine.secrets import SecretStore
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.tokens import TokenService
+from fluksio.engine.users import UserStore
+from fluksio.engine.worker_tokens import WorkerTokenStore
+from fluksio.engine.workers.registry import WorkerRegistry
+from fluksio.engine.workers.watch import watch_workers
+
+__all__ = ["Engine"]
+
+log = get_logger(__name__)
+
+
+class Engine:
+    """One engine: its state, its core and its background work, behind ``start``/``close``.
+
+    The stores and the dispatcher exist once ``start`` has run; reading one before is an
+    ``AttributeError`` naming it.
+    """
+
+    settings: EngineSettings
+    clock: Clock
+    """The engine's one clock (``fluksio.clock``): every reading of time, every timer;
+    tests give one they advance."""
+    layout: DataDir
+    stream: EngineEvents
+    """The engine's one stream of typed events (``fluksio.engine.engine_events``)."""
+    workers: WorkerRegistry
+    feed: EventFeed
+    """The live feed's buffer, which ``GET /events`` streams."""
+    metrics: EngineMetrics
+
+    database: Database
+    users: UserStore
+    worker_tokens: WorkerTokenStore
+    scrape_tokens: ScrapeTokenStore
+    tokens: TokenService
+    flows: FlowStore
+    runs: RunStore
+    secrets: SecretStore
+    artifacts: ArtifactStore
+    dispatcher: Dispatcher
+    """The core's shell: runs, places, waiting calls, provisioning."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        *,
+        provisioners: Configured | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """``provisioners`` as already loaded (``fluksio serve`` refuses a bad file before
+        it listens), else read from the data directory at start."""
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.layout = settings.layout
+        self.stream = EngineEvents()
+        self.workers = WorkerRegistry(self.stream)
+        self.feed = EventFeed(settings.event_buffer, settings.event_buffer_bytes, self.clock)
+        self.metrics = EngineMetrics()
+        self._configured = provisioners
+        self._opened = contextlib.AsyncExitStack()
+
+    async def start(self) -> None:
+        """Open the state, start the core, resume unfinished runs and machine requests."""
+        try:
+            await self._opened.enter_async_context(self._state())
+            await self._opened.enter_async_context(self._core())
+            self._run_in_background(self._watch_workers)
+            if self.settings.keep_runs_s:
+                self._run_in_background(self._prune_old_runs)
+        except BaseException:
+            await self._opened.aclose()
+            raise
+
+    async def stop_serving(self) -> None:
+        """End the live feed's streams and tell every attached worker the engine is going.
+
+        Before ``close`` when served: an open stream or worker socket is a handler the
+        server waits for before it lets the engine close.
+        """
+        self.feed.close()
+        for session in self.workers.sessions():
+            await session.close("the engine is shutting down", code=WSCloseCode.GOING_AWAY)
+
+    async def close(self) -> None:
+        """Stop the background work, cancel pending machine requests, stop what executes
+        (for the next start to recover) and close the database."""
+        await self._opened.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _state(self) -> AsyncIterator[None]:
+        layout = self.layout.ensure()
+        database = open_database(layout.database)
+        clock = self.clock
+        self.database = database
+        self.users = UserStore(database, clock)
+        self.worker_tokens = WorkerTokenStore(database, clock)
+        self.scrape_tokens = ScrapeTokenStore(database, clock)
+        keys = KeyRing(layout)
+        keys.current()  # created on first start, so a fresh data dir is complete at once
+        self.tokens = TokenService(
+            keys,
+            self.users,
+            self.worker_tokens,
+            access_ttl_s=self.settings.access_token_ttl_s,
+            clock=clock,
+        )
+        self.flows = FlowStore(database, clock)
+        self.runs = RunStore(database)
+        self.secrets = SecretStore(database, layout, clock)
+        self.artifacts = ArtifactStore(layout.artifacts)
+        try:
+            yield
+        finally:
+            database.close()
+
+    @contextlib.asynccontextmanager
+    async def _core(self) -> AsyncIterator[None]:
+        """The dispatcher, with the engine's executor and the provisioners.
+
+        At close, pending machine requests are cancelled, then what executes is stopped.
+        """
+        settings = self.settings
+        launcher = Launcher(settings.node_python, mode=settings.runner_mode)
+        await launcher.start()
+        log.info(
+            "runner.ready",
+            mode=launcher.mode,
+            python=launcher.python,
+            version=".".join(map(str, launcher.version)),
+        )
+        configured = self._configured or load_configured(self.layout)
+        requests = ProvisionRequestStore(self.database)
+        self.dispatcher = Dispatcher(
+            engine=engine_place(settings.engine_slots),
+            engine_executor=LocalExecutor(launcher, self.layout.artifacts),
+            runs=self.runs,
+            flows=self.flows,
+            secrets=self.secrets,
+            events=self.stream,
+            provisioners=configured.provisioners,
+            engine_side=TokensAndRequests(self.tokens, self.worker_tokens, requests),
+            clock=self.clock,
+            walltime_margin_s=settings.walltime_margin_s,
+        )
+        # The stream's subscribers here: the metrics and the plugins' hooks.
+        self.metrics.watch(self.stream, self.workers, self.dispatcher, self.feed)
+        forward_worker_events(self.stream, configured.plugins.manager.hook)
+        log_ready(configured)
+        self.dispatcher.recover(requests.load())
+        try:
+            yield
+        finally:
+            await self.dispatcher.close()
+            await launcher.close()
+
+    def _run_in_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        task = asyncio.get_running_loop().create_task(work())
+
+        async def stop() -> None:
+            # Awaited once cancelled: it has ended, and an error it met is raised here,
+            # not lost in a "never retrieved" warning.
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        self._opened.push_async_callback(stop)
+
+    async def _watch_workers(self) -> None:
+        """Silent workers gone, revoked ones cut off, drained ones closed."""
+        await watch_workers(
+            self.workers,
+            self.tokens,
+            self.worker_tokens,
+            self.settings,
+            self.dispatcher,
+            clock=self.clock,
+        )
+
+    async def _prune_old_runs(self) -> None:
+        """Ended runs past the retention age deleted in the background."""
+        await keep_pruning(
+            self.runs,
+            self.artifacts,
+            self.dispatcher,
+            keep_s=self.settings.keep_runs_s,
+            every_s=self.settings.prune_every_s,
+            clock=self.clock,
+        )

@@ -1,0 +1,70 @@
+"""The engine without HTTP: an ``Engine`` built from its settings, started, used, closed.
+
+What an embedding program or a benchmark does: no aiohttp application, no socket; the
+engine's own launcher still runs the node in a real process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fluksio.api.app import create_app
+from fluksio.api.appkeys import ENGINE
+from fluksio.engine.core import Engine
+from fluksio.engine.provisioning import Configured
+from fluksio.engine.runs.states import RunState
+from fluksio.engine.settings import EngineSettings
+from fluksio.provisioners.plugins import build_plugins
+from tests.support.runs import code
+
+NODE = code("""
+    def process(n):
+        return {"twice": n * 2}
+""")
+
+
+def _engine(data_dir: Path) -> Engine:
+    settings = EngineSettings(data_dir=data_dir, engine_slots=2)
+    return Engine(settings, provisioners=Configured(build_plugins(), []))
+
+
+async def test_an_engine_runs_a_flow_without_http_and_a_second_one_finds_the_run(
+    tmp_path: Path,
+) -> None:
+    engine = _engine(tmp_path / "data")
+    await engine.start()
+    try:
+        engine.flows.put("double", {"nodes": [{"id": "double", "code": NODE}]})
+        started = engine.dispatcher.start_run("double", {"n": 21})
+        ended = await engine.dispatcher.wait_run(started.row.id, 30)
+        assert ended is not None and ended.row.state is RunState.SUCCEEDED, ended
+        assert ended.nodes[0].row.result == {"twice": 42}
+    finally:
+        await engine.close()
+
+    again = _engine(tmp_path / "data")
+    await again.start()
+    try:
+        found = again.dispatcher.view_run(started.row.id)
+        assert found is not None and found.row.state is RunState.SUCCEEDED
+    finally:
+        await again.close()
+
+
+async def test_a_store_read_before_start_names_itself(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "data")
+    with pytest.raises(AttributeError, match="runs"):
+        _ = engine.runs
+    assert not (tmp_path / "data").exists()  # nothing is opened before start
+
+
+def test_the_http_app_holds_the_engine_under_one_key_and_nothing_of_it_elsewhere(
+    tmp_path: Path,
+) -> None:
+    app = create_app(EngineSettings(data_dir=tmp_path / "data"))
+    engine = app[ENGINE]
+    parts = {id(value) for value in vars(engine).values()}
+    assert [key for key in app if isinstance(app[key], Engine)] == [ENGINE]
+    assert [key for key in app if id(app[key]) in parts] == []
