@@ -19,7 +19,7 @@ from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.wait import async_wait_for, wait_for
-from tests.support.worker import WorkerProcess, start_worker
+from tests.support.worker import WorkerProcess, start_labelled_worker, start_worker
 
 FIFTY_MB = 50 * 1024 * 1024
 
@@ -408,13 +408,11 @@ def test_concurrent_loads_fetch_once_and_the_same_bytes_upload_once(
     engine: EngineProcess, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     admin = engine.login()
-    token = engine.mint(admin, "busy", ["busy"])["token"]
-    worker = start_worker(
+    worker = start_labelled_worker(
         engine,
-        token,
-        tmp_path / "busy",
-        "--labels",
+        admin,
         "busy",
+        tmp_path / "busy",
         "--name",
         "h",
         "--parallel",

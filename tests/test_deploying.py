@@ -34,7 +34,7 @@ from tests.support.engine import (
 from tests.support.nginx import Nginx, start_nginx
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
 from tests.support.wait import wait_for
-from tests.support.worker import start_worker
+from tests.support.worker import start_labelled_worker
 
 pytestmark = pytest.mark.contract
 
@@ -147,13 +147,11 @@ def test_behind_the_documented_nginx(
 ) -> None:
     engine, nginx, ca = deployed
     admin = engine.login()
-    worker_token = engine.mint(admin, "edge", ["edge"])["token"]
-    worker = start_worker(
+    worker = start_labelled_worker(
         engine,
-        worker_token,
-        tmp_path / "w",
-        "--labels",
+        admin,
         "edge",
+        tmp_path / "w",
         "--parallel",
         "3",
         "--ca-file",

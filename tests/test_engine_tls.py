@@ -24,7 +24,13 @@ from tests.support.certs import CertificateAuthority, KeyPair
 from tests.support.cli import fluksio
 from tests.support.engine import BIN, EngineProcess, start_engine
 from tests.support.runs import code, nodes_of, run_flow, wait_run
-from tests.support.worker import WorkerProcess, attach_url, start_worker, worker_cli
+from tests.support.worker import (
+    WorkerProcess,
+    attach_url,
+    start_labelled_worker,
+    start_worker,
+    worker_cli,
+)
 
 pytestmark = pytest.mark.process
 
@@ -72,17 +78,16 @@ def test_https_and_wss_on_one_port_and_a_node_moves_artifacts_over_https(
     cleanup.append(engine)
     assert engine.url.startswith("https://127.0.0.1:")
     admin = engine.login()
-    token = engine.mint(admin, "tls-box", ["tls"])["token"]
-    worker = start_worker(
+    worker = start_labelled_worker(
         engine,
-        token,
-        tmp_path / "worker",
-        "--labels",
+        admin,
         "tls",
+        tmp_path / "worker",
         "--ca-file",
         str(ca.pem),
         "--artifact-transport",
         "http",  # through HTTPS, not the shared directory
+        token_name="tls-box",
     )
     cleanup.append(worker)
     assert attach_url(engine).startswith("wss://")

@@ -15,7 +15,7 @@ import pytest
 from fluksio.agent import runner
 from tests.support.engine import start_engine
 from tests.support.runs import run_flow, wait_run
-from tests.support.worker import start_worker
+from tests.support.worker import start_labelled_worker
 
 pytestmark = pytest.mark.process
 
@@ -146,14 +146,13 @@ def test_agent_installed_alone_runs_without_any_engine_dependency(
     engine = start_engine(tmp_path / "data", tmp_path / "logs")
     try:
         admin = engine.login()
-        token = engine.mint(admin, "alone", ["solo"])["token"]
-        worker = start_worker(
+        worker = start_labelled_worker(
             engine,
-            token,
-            tmp_path / "w",
-            "--labels",
+            admin,
             "solo",
+            tmp_path / "w",
             executable=env_dir / "bin" / "fluksio-worker",
+            token_name="alone",
         )
         try:
             node = {"id": "n", "worker": "solo", "code": "def process():\n    return 'alone'\n"}

@@ -11,7 +11,7 @@ import pytest
 from tests.support.engine import EngineProcess
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
-from tests.support.worker import start_worker
+from tests.support.worker import start_labelled_worker
 
 pytestmark = pytest.mark.process
 
@@ -36,17 +36,16 @@ def test_the_two_files_attach_and_run_a_call(engine: EngineProcess, tmp_path: Pa
     )
 
     admin = engine.login()
-    token = engine.mint(admin, "no-pip", ["shed"])["token"]
-    worker = start_worker(
+    worker = start_labelled_worker(
         engine,
-        token,
-        tmp_path / "logs",
-        "--labels",
+        admin,
         "shed",
+        tmp_path / "logs",
         "--name",
         "pi",
         command=[sys.executable, "agent.py"],
         cwd=host,
+        token_name="no-pip",
     )
     try:
         # Read once the child has exec'd: before that, /proc shows the parent's command.

@@ -59,6 +59,21 @@ def start_worker(
     return WorkerProcess(process, log_path)
 
 
+def start_labelled_worker(
+    engine: EngineProcess,
+    admin: str,
+    label: str,
+    log_dir: Path,
+    *args: str,
+    token_name: str | None = None,
+    **options: Any,
+) -> WorkerProcess:
+    """A worker with ``label``, on a token of its own that ``admin`` mints (named
+    ``token_name``, else the label); ``args`` and ``options`` as for :func:`start_worker`."""
+    token = engine.mint(admin, token_name or label, [label])["token"]
+    return start_worker(engine, token, log_dir, "--labels", label, *args, **options)
+
+
 def hello_with_protocol(
     engine: EngineProcess, token: str, name: str, labels: list[str], *, protocol: int
 ) -> dict[str, Any]:
