@@ -199,6 +199,12 @@ def answers_may_import(name: str) -> bool:
     return _top(name) in STDLIB or _top(name) == "pydantic"
 
 
+def views_reader_may_import(name: str) -> bool:
+    """The routes and the live feed read the engine's frozen views (``engine/views.py``),
+    never the scheduler's or the provisioners' own types."""
+    return not (_within(name, "fluksio.scheduler") or _within(name, "fluksio.provisioners"))
+
+
 def cli_may_import(name: str) -> bool:
     if any(_within(name, prefix) for prefix in CLI_VOCABULARY):
         return True
@@ -220,6 +226,7 @@ RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "api": (api_may_import, "from fluksio.cli.client import Client"),
     "cli": (cli_may_import, "from fluksio.engine.tokens import TokenService"),
     "answers": (answers_may_import, "from aiohttp import web"),
+    "routes and feed": (views_reader_may_import, "from fluksio.scheduler import PlaceView"),
 }
 
 
@@ -435,6 +442,11 @@ def test_nothing_below_the_engine_imports_it_or_what_serves_it() -> None:
 def test_the_engine_imports_neither_the_http_api_nor_the_command_line() -> None:
     assert _violations(_files(PACKAGE / "engine"), engine_may_import) == []
     assert _violations(_files(PACKAGE / "api"), api_may_import) == []
+
+
+def test_routes_and_the_live_feed_read_views_not_the_cores_types() -> None:
+    readers = [*_files(PACKAGE / "api" / "routes"), PACKAGE / "api" / "live.py"]
+    assert _violations(readers, views_reader_may_import) == []
 
 
 def test_the_answers_models_are_plain_data_a_client_can_import() -> None:

@@ -72,7 +72,7 @@ def create_app(
 async def _engine_running(app: web.Application) -> AsyncIterator[None]:
     engine = app[ENGINE]
     await engine.start()
-    live = LiveEvents(engine.feed, engine.workers, engine.dispatcher, engine.clock)
+    live = LiveEvents(engine.feed, engine.views, engine.clock)
     live.connect(engine.stream)
     yield
     live.close()

@@ -26,7 +26,6 @@ from fluksio.api.routes.workers import (
     worker_body,
 )
 from fluksio.clock import Clock, Timer
-from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.engine_events import (
     CallLogged,
     CallProgressed,
@@ -40,7 +39,7 @@ from fluksio.engine.engine_events import (
 )
 from fluksio.engine.events import EventFeed
 from fluksio.engine.runs.rows import NodeRow, RunRow
-from fluksio.engine.workers.registry import WorkerRegistry
+from fluksio.engine.views import EngineViews
 
 __all__ = ["LiveEvents"]
 
@@ -57,13 +56,10 @@ COUNTDOWN_EVERY_S = 1.0
 
 
 class LiveEvents:
-    def __init__(
-        self, feed: EventFeed, registry: WorkerRegistry, dispatcher: Dispatcher, clock: Clock
-    ) -> None:
+    def __init__(self, feed: EventFeed, views: EngineViews, clock: Clock) -> None:
         self._feed = feed
         self._clock = clock
-        self._registry = registry
-        self._dispatcher = dispatcher
+        self._views_of = views
         self._dirty: set[str] = set()
         self._gone: dict[str, str | None] = {}
         """Why each worker among the changed ones went, when it went."""
@@ -192,15 +188,15 @@ class LiveEvents:
         dirty, self._dirty = self._dirty, set()
         gone, self._gone = self._gone, {}
         for worker_id in dirty:
-            attached = self._registry.get(worker_id)
-            if attached is not None and self._dispatcher.place(worker_id) is not None:
-                body = worker_body(attached, self._dispatcher).model_dump(mode="json")
+            worker = self._views_of.worker(worker_id)
+            if worker is not None:
+                body = worker_body(worker).model_dump(mode="json")
                 shown = self._announced.get(worker_id)
                 if shown != body:
                     kind = "worker.changed" if shown is not None else "worker.attached"
                     self._feed.publish(kind, {"worker": body})
                     self._announced[worker_id] = body
-            elif attached is None and worker_id in self._announced:
+            elif not self._views_of.is_attached(worker_id) and worker_id in self._announced:
                 name = self._announced.pop(worker_id)["name"]
                 reason = gone.get(worker_id)
                 self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": reason})
@@ -220,13 +216,14 @@ class LiveEvents:
         return {
             "queue": {
                 "queued": [
-                    body.model_dump(mode="json") for body in waiting_bodies(self._dispatcher)
+                    body.model_dump(mode="json")
+                    for body in waiting_bodies(self._views_of.waiting())
                 ]
             },
             "provisioning": {
                 "provisioners": [
                     body.model_dump(mode="json")
-                    for body in provisioner_bodies(self._dispatcher.profiles())
+                    for body in provisioner_bodies(self._views_of.profiles())
                 ]
             },
         }
@@ -239,7 +236,7 @@ class LiveEvents:
             if self._last_views.get(kind) != data:
                 self._feed.publish(kind, data, view=kind)
                 self._last_views[kind] = data
-        if self._dispatcher.has_waiting():
+        if self._views_of.has_waiting():
             self._views_due = self._clock.call_later(COUNTDOWN_EVERY_S, self._publish_views)
 
 

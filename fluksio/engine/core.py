@@ -45,6 +45,7 @@ from fluksio.engine.secrets import SecretStore
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.users import UserStore
+from fluksio.engine.views import EngineViews
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.engine.workers.registry import WorkerRegistry
 from fluksio.engine.workers.watch import watch_workers
@@ -84,6 +85,8 @@ class Engine:
     artifacts: ArtifactStore
     dispatcher: Dispatcher
     """The core's shell: runs, places, waiting calls, provisioning."""
+    views: EngineViews
+    """What the HTTP layer reads: workers with their places, the queue, the profiles."""
 
     def __init__(
         self,
@@ -187,6 +190,7 @@ class Engine:
             clock=self.clock,
             walltime_margin_s=settings.walltime_margin_s,
         )
+        self.views = EngineViews(self.workers, self.dispatcher)
         # The stream's subscribers here: the metrics and the plugins' hooks.
         self.metrics.watch(self.stream, self.workers, self.dispatcher, self.feed)
         forward_worker_events(self.stream, configured.plugins.manager.hook)

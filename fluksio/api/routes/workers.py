@@ -16,7 +16,6 @@ The shapes of these answers are declared here, once, as pydantic models.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Literal
 
 from aiohttp import web
 
@@ -42,11 +41,9 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.attach import attach
 from fluksio.api.declare import Call, Param, Routes, View
 from fluksio.api.timefmt import utc
-from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.runs.views import WaitingCall
+from fluksio.engine.views import Amounts, EngineViews, JobInfo, PlaceInfo, ProfileInfo, WorkerInfo
 from fluksio.engine.workers.registry import NeedsUpgrade
-from fluksio.engine.workers.session import WorkerSession
-from fluksio.provisioners.requests import MachineRequest, ProfileStatus
-from fluksio.scheduler import ENGINE_ID, PlaceView, Resources
 
 __all__ = [
     "provisioner_bodies",
@@ -59,30 +56,30 @@ __all__ = [
 routes = Routes()
 
 
-def _amounts(resources: Resources) -> AmountsBody:
-    return AmountsBody(**resources._asdict())
+def _amounts(amounts: Amounts) -> AmountsBody:
+    return AmountsBody.model_validate(amounts)
 
 
-def _place(view: PlaceView) -> PlaceBody:
+def _place(place: PlaceInfo) -> PlaceBody:
     return PlaceBody(
-        id=view.id,
-        name=view.name,
-        labels=sorted(view.labels),
-        inventory=_amounts(view.inventory),
-        free=_amounts(view.free),
+        id=place.id,
+        name=place.name,
+        labels=list(place.labels),
+        inventory=_amounts(place.inventory),
+        free=_amounts(place.free),
     )
 
 
-def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
+def worker_body(worker: WorkerInfo) -> WorkerBody:
+    session, place = worker.session, worker.place
     hello = session.hello
-    view = dispatcher.place(session.id)
     return WorkerBody(
         id=session.id,
         name=session.name,
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
-        in_flight=view.calls if view is not None else 0,
-        status=_status(view),
+        in_flight=place.calls if place is not None else 0,
+        status=place.status if place is not None else "idle",
         attached_at=utc(session.attached_at),
         last_seen=utc(session.last_seen),
         python=hello.python,
@@ -95,15 +92,9 @@ def worker_body(session: WorkerSession, dispatcher: Dispatcher) -> WorkerBody:
         host=hello.host,
         ends_at=utc(hello.ends_at),
         token=TokenRef(jti=session.token.jti, name=session.token.name),
-        inventory=_amounts(view.inventory) if view is not None else None,
-        free=_amounts(view.free) if view is not None else None,
+        inventory=_amounts(place.inventory) if place is not None else None,
+        free=_amounts(place.free) if place is not None else None,
     )
-
-
-def _status(view: PlaceView | None) -> Literal["busy", "idle", "not answering"]:
-    if view is not None and view.paused:
-        return "not answering"
-    return "busy" if view is not None and view.calls else "idle"
 
 
 def refused_body(entry: NeedsUpgrade) -> RefusedWorkerBody:
@@ -139,19 +130,18 @@ async def _attach(call: Call[None]) -> web.StreamResponse:
     view=True,
 )
 async def _list(call: Call[None]) -> View:
-    dispatcher = call.app[ENGINE].dispatcher
-    registry = call.app[ENGINE].workers
+    views = call.app[ENGINE].views
 
     def render() -> WorkerList:
-        attached = [worker_body(s, dispatcher) for s in registry.sessions()]
-        refused = [refused_body(e) for e in registry.needs_upgrade()]
+        attached = [worker_body(worker) for worker in views.workers()]
+        refused = [refused_body(e) for e in views.refused()]
         return WorkerList([*attached, *refused])
 
     # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
     # (a worker that stops answering changes its status, and so the tag).
     # The registry counts every change a worker's body shows (the stream's WorkerChanged,
     # its place's amounts and standing included): one counter.
-    return View(render, f"w{registry.version}")
+    return View(render, f"w{views.workers_version}")
 
 
 @routes.get(
@@ -162,29 +152,25 @@ async def _list(call: Call[None]) -> View:
     view=True,
 )
 async def _resources(call: Call[None]) -> View:
-    dispatcher = call.app[ENGINE].dispatcher
-    version = f"r{dispatcher.version}"  # places, queue, provisioning: one counter
-    if dispatcher.has_waiting():
+    engine = call.app[ENGINE]
+    version = f"r{engine.views.resources_version}"  # places, queue, provisioning: one counter
+    if engine.views.has_waiting():
         # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
-        version += f".{int(call.app[ENGINE].clock.now())}"
-    return View(lambda: _resources_body(call.app), version)
+        version += f".{int(engine.clock.now())}"
+    return View(lambda: _resources_body(engine.views), version)
 
 
-def _resources_body(app: web.Application) -> ResourcesBody:
-    dispatcher = app[ENGINE].dispatcher
-    views = [dispatcher.place(s.id) for s in app[ENGINE].workers.sessions()]
-    workers = [_place(view) for view in views if view is not None]
-    engine = dispatcher.place(ENGINE_ID)
-    assert engine is not None
+def _resources_body(views: EngineViews) -> ResourcesBody:
+    workers = [_place(w.place) for w in views.workers() if w.place is not None]
     return ResourcesBody(
-        places=[_place(engine), *workers],
+        places=[_place(views.engine_place()), *workers],
         labels=_by_label(workers),
-        queued=waiting_bodies(dispatcher),
-        provisioners=provisioner_bodies(dispatcher.profiles()),
+        queued=waiting_bodies(views.waiting()),
+        provisioners=provisioner_bodies(views.profiles()),
     )
 
 
-def waiting_bodies(dispatcher: Dispatcher) -> list[WaitingBody]:
+def waiting_bodies(waiting: list[WaitingCall]) -> list[WaitingBody]:
     """Every waiting call, in the order it will be served, with why it waits."""
     return [
         WaitingBody(
@@ -197,7 +183,7 @@ def waiting_bodies(dispatcher: Dispatcher) -> list[WaitingBody]:
             reason=call.reason.text if call.reason is not None else None,
             kind=call.reason.kind if call.reason is not None else None,
         )
-        for call in dispatcher.waiting_calls()
+        for call in waiting
     ]
 
 
@@ -214,51 +200,50 @@ def _by_label(workers: list[PlaceBody]) -> dict[str, LabelCapacity]:
     return totals
 
 
-def _machine_request(request: MachineRequest) -> MachineRequestBody:
+def _job(job: JobInfo) -> MachineRequestBody:
     return MachineRequestBody(
-        request_id=request.id,
-        job_id=request.job_id,
-        stage=request.stage,
-        state=request.status.native if request.status else None,
-        reason=request.status.reason if request.status else None,
-        since=utc(request.status_since or request.created_at),
-        submitted_at=utc(request.created_at),
-        answer_lost=request.answer_lost,
+        request_id=job.request_id,
+        job_id=job.job_id,
+        stage=job.stage,
+        state=job.state,
+        reason=job.reason,
+        since=utc(job.since),
+        submitted_at=utc(job.submitted_at),
+        answer_lost=job.answer_lost,
     )
 
 
-def provisioner_bodies(statuses: list[ProfileStatus]) -> list[ProvisionerBody]:
+def provisioner_bodies(profiles: list[ProfileInfo]) -> list[ProvisionerBody]:
     by_name: dict[str, ProvisionerBody] = {}
-    for status in statuses:
+    for profile in profiles:
         block = by_name.setdefault(
-            status.provisioner,
-            ProvisionerBody(name=status.provisioner, type=status.type_name, profiles=[]),
+            profile.provisioner,
+            ProvisionerBody(name=profile.provisioner, type=profile.type_name, profiles=[]),
         )
-        profile = status.profile
         block.profiles.append(
             ProfileBody(
                 name=profile.name,
-                labels=profile.labels,
+                labels=list(profile.labels),
                 cpus=profile.cpus,
                 gpus=profile.gpus,
                 ram_mb=profile.ram_mb,
                 max_workers=profile.max_workers,
-                parallel=profile.worker_parallel,
-                outstanding=_machine_request(status.outstanding) if status.outstanding else None,
-                jobs=[_machine_request(job) for job in status.jobs],
-                jobs_by_stage=dict(Counter(job.stage for job in status.jobs)),
-                last_error=ErrorAt(at=utc(status.last_error[0]), message=status.last_error[1])
-                if status.last_error
+                parallel=profile.parallel,
+                outstanding=_job(profile.outstanding) if profile.outstanding else None,
+                jobs=[_job(job) for job in profile.jobs],
+                jobs_by_stage=dict(Counter(job.stage for job in profile.jobs)),
+                last_error=ErrorAt(at=utc(profile.last_error[0]), message=profile.last_error[1])
+                if profile.last_error
                 else None,
-                retry_at=utc(status.retry_at),
-                failures=status.failures,
-                login_needed=status.login_needed,
-                path_down=status.path_down,
+                retry_at=utc(profile.retry_at),
+                failures=profile.failures,
+                login_needed=profile.login_needed,
+                path_down=profile.path_down,
                 workers=[
                     BroughtWorkerBody(
                         id=w.worker_id, name=w.name, job_id=w.job_id, attached_at=utc(w.attached_at)
                     )
-                    for w in status.workers
+                    for w in profile.workers
                 ],
             )
         )
