@@ -186,6 +186,22 @@ def start_worker(api: Api, url: str, label: str) -> subprocess.Popen[bytes]:
     return worker
 
 
+def stop(*processes: subprocess.Popen[bytes] | None) -> None:
+    """Terminate each process started (None: never started) and wait for it, in order."""
+    for process in processes:
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def ab_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """An A/B benchmark's arguments: the two builds' venvs, the same work run on each."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--a", type=Path, required=True, help="the first build's venv")
+    parser.add_argument("--b", type=Path, required=True, help="the second build's venv")
+    return parser
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU time of one process alone (every thread of it; not its children): the engine's
     own work, without its fork server's or its calls'. From the scheduler's accounting

@@ -15,13 +15,12 @@ Run: ``.venv/bin/python bench/engine_calls_ab.py --a /tmp/base/.venv --b .venv``
 
 from __future__ import annotations
 
-import argparse
 import pstats
 import signal
 import tempfile
 from pathlib import Path
 
-from calls import NOOP, Api, start_engine
+from calls import NOOP, Api, ab_arguments, start_engine
 from remote_calls import _login, _start_agent, _wait_attached
 
 WORKLOADS = {
@@ -66,9 +65,7 @@ def count_calls(venv: Path, workload: str, units: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--a", type=Path, required=True, help="the first build's venv")
-    parser.add_argument("--b", type=Path, required=True, help="the second build's venv")
+    parser = ab_arguments(__doc__)
     parser.add_argument("--short", type=int, default=200)
     parser.add_argument("--long", type=int, default=1200)
     args = parser.parse_args()

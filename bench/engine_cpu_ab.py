@@ -16,12 +16,11 @@ Run: ``.venv/bin/python bench/engine_cpu_ab.py --a /tmp/base/.venv --b .venv``
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 from pathlib import Path
 
-from calls import NOOP, Api, process_cpu_seconds, start_engine
+from calls import NOOP, Api, ab_arguments, process_cpu_seconds, start_engine
 from engine_calls_ab import WORKLOADS
 from remote_calls import _login, _start_agent, _wait_attached
 
@@ -58,9 +57,7 @@ class Build:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--a", type=Path, required=True, help="the first build's venv")
-    parser.add_argument("--b", type=Path, required=True, help="the second build's venv")
+    parser = ab_arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--fanout", type=int, default=300)

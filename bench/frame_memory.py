@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import aiohttp
-from calls import Api, start_engine, start_worker
+from calls import Api, start_engine, start_worker, stop
 
 MIB = 1024 * 1024
 
@@ -76,11 +76,7 @@ def measure(mib: int) -> dict[str, float]:
             peak_kb = _status_kb(engine.pid, "VmHWM")
             after_kb = _status_kb(engine.pid, "VmRSS")
         finally:
-            if worker is not None:
-                worker.terminate()
-                worker.wait(timeout=30)
-            engine.terminate()
-            engine.wait(timeout=30)
+            stop(worker, engine)
     return {
         "mib": mib,
         "peak_growth_mib": (peak_kb - before_kb) / 1024,

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import BIN, Api, process_cpu_seconds, start_engine, start_worker
+from calls import BIN, Api, process_cpu_seconds, start_engine, start_worker, stop
 
 LOUD = """
 import time
@@ -162,11 +162,7 @@ def main() -> None:
                         f" {row['gaps']:5.0f}"
                     )
         finally:
-            if worker is not None:
-                worker.terminate()
-                worker.wait(timeout=30)
-            engine.terminate()
-            engine.wait(timeout=30)
+            stop(worker, engine)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import Api, start_engine
 
+from fluksio.provisioners import BatchProvisioner
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
 from fluksio.ssh import SSHTransport
 
@@ -48,6 +50,18 @@ def _facts() -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
+def access(facts: dict[str, str], port: int) -> dict[str, Any]:
+    """The local cluster's SSH key and worker, for an engine on ``port``; quick to idle."""
+    return {
+        "ssh_key": facts["KEY"],
+        "known_hosts": facts["KNOWN_HOSTS"],
+        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
+        "worker_command": facts["WORKER"],
+        "max_idle_s": 1,
+        "poll_interval_s": 0.2,
+    }
+
+
 def _settings(
     facts: dict[str, str], port: int, sbatch: list[str], **profile: int
 ) -> dict[str, Any]:
@@ -55,12 +69,7 @@ def _settings(
         "type": "slurm",
         "name": "hpc",
         "login": f"{facts['LOGIN']}:{facts['PORT']}",
-        "ssh_key": facts["KEY"],
-        "known_hosts": facts["KNOWN_HOSTS"],
-        "engine_url": f"ws://127.0.0.1:{port}/api/v1/workers/attach",
-        "worker_command": facts["WORKER"],
-        "max_idle_s": 1,
-        "poll_interval_s": 0.2,
+        **access(facts, port),
         "profiles": [
             {
                 "name": "small",
@@ -83,11 +92,29 @@ async def median_ms(repeat: int, work: Callable[[], Awaitable[object]]) -> float
     return statistics.median(samples)
 
 
-async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
-    settings = SlurmSettings.model_validate(_settings(facts, 1, HELD))
-    provisioner = SlurmProvisioner(settings)
+@dataclass(frozen=True)
+class BatchFloors:
+    """A batch system's words in the step table, and the bare commands each step's floor is."""
+
+    queue: str
+    """What one poll of ours runs (``one squeue``)."""
+    per_job: Callable[[str], list[str]]
+    """The naive poll: this command for each job."""
+    per_job_words: str
+    submit: str
+    """Ours submits with this command (``sbatch``), a token file beside it."""
+    bare_submit: list[str]
+    bare_words: str
+    delete: str
+
+
+async def batch_steps(
+    provisioner: BatchProvisioner[Any, Any], profile_name: str, floors: BatchFloors, repeat: int
+) -> dict[str, float]:
+    """Poll 20 held jobs and submit one, ours against the floors, over the open connection."""
+    settings = provisioner.settings
     transport = SSHTransport(settings.login, settings.ssh_key, known_hosts=settings.known_hosts)
-    profile = provisioner.profile("small")
+    profile = provisioner.profile(profile_name)
     await transport.run(["true"])  # both connections open before anything is timed
     await provisioner.check()
     results: dict[str, float] = {}
@@ -97,15 +124,17 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
         for i in range(20)
     }
     try:
-        results["poll 20 jobs: one squeue (ours)"] = await median_ms(
+        results[f"poll 20 jobs: {floors.queue} (ours)"] = await median_ms(
             repeat, lambda: provisioner.poll(jobs)
         )
 
         async def per_job() -> None:
             for job in jobs:
-                await transport.run(["squeue", "-h", "-j", job, "-o", "%T"])
+                await transport.run(floors.per_job(job))
 
-        results["poll 20 jobs: squeue -j per job"] = await median_ms(max(1, repeat // 4), per_job)
+        results[f"poll 20 jobs: {floors.per_job_words}"] = await median_ms(
+            max(1, repeat // 4), per_job
+        )
     finally:
         for job, request_id in jobs.items():
             await provisioner.cancel(job, request_id=request_id)
@@ -115,16 +144,32 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
         submitted.append((await provisioner.submit(profile, request_id="b", token="x")).job_id)
 
     async def bare() -> None:
-        done = await transport.run(["sbatch", "--parsable", *HELD, "--wrap", "true"])
+        done = await transport.run(floors.bare_submit)
         submitted.append(done.stdout.strip())
 
-    results["submit: ours (token file + sbatch)"] = await median_ms(repeat, ours)
-    results["submit: bare sbatch --wrap (floor)"] = await median_ms(repeat, bare)
+    results[f"submit: ours (token file + {floors.submit})"] = await median_ms(repeat, ours)
+    results[f"submit: bare {floors.bare_words} (floor)"] = await median_ms(repeat, bare)
     for job in submitted:
-        await transport.run(["scancel", job])
+        await transport.run([floors.delete, job])
     await transport.close()
     await provisioner.close()
     return results
+
+
+SLURM_FLOORS = BatchFloors(
+    queue="one squeue",
+    per_job=lambda job: ["squeue", "-h", "-j", job, "-o", "%T"],
+    per_job_words="squeue -j per job",
+    submit="sbatch",
+    bare_submit=["sbatch", "--parsable", *HELD, "--wrap", "true"],
+    bare_words="sbatch --wrap",
+    delete="scancel",
+)
+
+
+async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
+    provisioner = SlurmProvisioner(SlurmSettings.model_validate(_settings(facts, 1, HELD)))
+    return await batch_steps(provisioner, "small", SLURM_FLOORS, repeat)
 
 
 async def _job_running_ms(facts: dict[str, str], repeat: int) -> list[float]:
@@ -151,19 +196,34 @@ async def _job_running_ms(facts: dict[str, str], repeat: int) -> list[float]:
     return samples
 
 
-def _timed_runs(
-    facts: dict[str, str], nodes: list[dict[str, Any]], repeat: int, **profile: int
-) -> list[float]:
-    """An engine provisioning from the local Slurm: ms from POST /runs to succeeded, each
-    run started with no job left from the one before."""
+def print_table(results: dict[str, float], unit: str) -> None:
+    width = max(map(len, results))
+    print(f"{'what':<{width}}  {unit}")
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:9.1f}")
+
+
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return int(probe.getsockname()[1])
+
+
+def timed_runs(
+    entry: dict[str, Any],
+    port: int,
+    nodes: list[dict[str, Any]],
+    repeat: int,
+    *,
+    settle: Callable[[], None],
+) -> list[float]:
+    """An engine on ``port`` provisioning by ``entry`` (one ``provisioners.json`` entry):
+    ms from POST /runs to succeeded, each run started once no job is left from the one
+    before and ``settle`` has returned."""
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         data_dir.mkdir(mode=0o700)
-        config = [_settings(facts, port, [], **profile)]
-        (data_dir / "provisioners.json").write_text(json.dumps(config))
+        (data_dir / "provisioners.json").write_text(json.dumps([entry]))
         process, url = start_engine(data_dir, "auto", port=port)
         try:
             api = Api.logged_in(url)
@@ -171,6 +231,7 @@ def _timed_runs(
             samples = []
             for _ in range(repeat):
                 _wait_no_jobs(api)
+                settle()
                 started = time.perf_counter()
                 run = api.run_to_end("hpc")
                 assert run["state"] == "succeeded", run
@@ -179,6 +240,14 @@ def _timed_runs(
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+def _timed_runs(
+    facts: dict[str, str], nodes: list[dict[str, Any]], repeat: int, **profile: int
+) -> list[float]:
+    port = free_port()
+    entry = _settings(facts, port, [], **profile)
+    return timed_runs(entry, port, nodes, repeat, settle=_wait_node_idle)
 
 
 def _end_to_end_ms(facts: dict[str, str], repeat: int) -> list[float]:
@@ -201,7 +270,6 @@ def _wait_no_jobs(api: Api) -> None:
     while time.monotonic() < deadline:
         (provisioner,) = api.call("GET", "/workers/resources")["provisioners"]
         if not provisioner["profiles"][0]["jobs"]:
-            _wait_node_idle()
             return
         time.sleep(0.1)
     raise RuntimeError("the previous job did not end")
@@ -244,10 +312,7 @@ def main() -> None:
     results["sbatch to RUNNING (floor), median"] = statistics.median(floor)
     results["node on a new job, POST /runs to succeeded, min"] = min(ours)
     results["node on a new job, POST /runs to succeeded, median"] = statistics.median(ours)
-    width = max(map(len, results))
-    print(f"{'what':<{width}}  median ms")
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:9.1f}")
+    print_table(results, "median ms")
     calls, workers, parallel = (int(args.burst[i]) for i in (0, 2, 3))
     seconds = args.burst[1]
     start_s = statistics.median(ours) / 1000

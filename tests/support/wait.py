@@ -30,14 +30,11 @@ async def async_wait_for(
     condition: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.01
 ) -> T:
     """:func:`wait_for` for coroutines: polls without blocking the event loop."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(interval)
+
+    async def checked() -> T | None:
+        return condition()
+
+    return await poll_async(checked, timeout=timeout, what=what, interval=interval)
 
 
 async def poll_async(
