@@ -18,6 +18,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.process)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Refuse to run a grouped test beside others: the tests marked ``xdist_group("cluster")``
+    share the local Slurm and Grid Engine and must run one at a time, on one worker.
+
+    pytest-xdist's ``--dist loadgroup`` groups them by a suffix on each test's id; when that
+    fails to take (it silently did on pytest 9.2, pytest-xdist issue 1386), they would run
+    at once and fail each other in ways that look like flakes, so this says so instead.
+    """
+    grouped = item.get_closest_marker("xdist_group") is not None
+    if grouped and getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid:
+        pytest.fail(
+            "--dist loadgroup did not group this test with the others that share the"
+            " cluster: this pytest-xdist and pytest do not work together (see pyproject.toml)",
+            pytrace=False,
+        )
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"

@@ -33,7 +33,7 @@ from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.slurm import LocalSlurm, local_gridengine, local_slurm
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 ENGINE_PORT = 8443  # the namespace is new: every port in it is free
 MAKE = code("""

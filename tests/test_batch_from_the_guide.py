@@ -28,7 +28,7 @@ from fluksio.provisioners import (
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import poll_async
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 
 # -- the backend, as a plugin author would write it from the guide --------------------

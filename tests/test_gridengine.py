@@ -31,7 +31,7 @@ from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.slurm import LocalGridEngine, local_gridengine
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 NODE = code("""
     import os, time

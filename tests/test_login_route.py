@@ -215,6 +215,7 @@ def slurm() -> LocalSlurm:
 
 
 @pytest.mark.contract
+@pytest.mark.xdist_group("cluster")
 @both_transports
 async def test_the_path_carries_connections_comes_back_on_its_port_and_leaves_nothing(
     slurm: LocalSlurm, tmp_path: Path, kind: str
@@ -255,6 +256,7 @@ async def test_the_path_carries_connections_comes_back_on_its_port_and_leaves_no
 
 
 @pytest.mark.contract
+@pytest.mark.xdist_group("cluster")
 async def test_a_path_that_cannot_be_built_says_why(slurm: LocalSlurm, tmp_path: Path) -> None:
     shell = make_transport(
         "asyncssh", slurm.login_with_port, str(tmp_path / "no-such-key"),

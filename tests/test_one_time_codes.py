@@ -33,7 +33,7 @@ from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.terminal import in_terminal
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 LOGIN_NEEDED = "login needed: run 'fluksio provisioners login hpc'"
 NODE = code(

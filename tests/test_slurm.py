@@ -38,7 +38,7 @@ from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
 from tests.support.transports import both_transports
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 NODE = code(
     """

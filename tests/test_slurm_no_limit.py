@@ -24,7 +24,7 @@ from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 MARGIN_S = 40
 """Large, so that the one-minute job's node is stopped some 15 s in, not 50."""

@@ -24,7 +24,7 @@ from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 SSHD = "/usr/sbin/sshd"
 

@@ -30,7 +30,7 @@ from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 NODE = code("""
     import os

@@ -22,7 +22,7 @@ from tests.support.process import provisioned_processes
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 REMOTE_SCRIPTS = sorted(
     (

@@ -23,7 +23,7 @@ from fluksio.ssh.shell import TransportError
 from tests.support.slurm import LocalSlurm, local_slurm
 from tests.support.transports import both_transports, make_transport
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(scope="module")

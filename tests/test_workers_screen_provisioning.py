@@ -18,7 +18,7 @@ from tests.support.runs import code, nodes_of, run_flow, wait_run
 from tests.support.slurm import local_gridengine, local_slurm
 from tests.test_workers_screen import LIVE_MS, _log_in, _shot, browser
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 
 __all__ = ["browser"]  # the shared module-scoped fixture, used by name below
 
