@@ -248,21 +248,28 @@ def test_the_cores_state_machines_and_their_data_do_no_io_read_no_clock_and_log_
     assert _violations(files, machine_may_import) == []
 
 
+def _flat(target: ast.expr) -> list[ast.expr]:
+    """Each name a target assigns: ``a.x, b.on_y = ...`` assigns two."""
+    if isinstance(target, ast.Tuple | ast.List):
+        return [t for each in target.elts for t in _flat(each)]
+    return [target]
+
+
 def _late_listeners(files: list[Path]) -> list[str]:
     """Callbacks hung on another object after it was built (``x.on_change = ...``), or
     observers appended to its lists: the ways of listening the engine's one stream of
     events replaced."""
-    found = []
+    found: list[tuple[str, int, str]] = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             targets = node.targets if isinstance(node, ast.Assign) else []
-            for target in targets:
+            for target in [t for each in targets for t in _flat(each)]:
                 if (
                     isinstance(target, ast.Attribute)
                     and target.attr.startswith("on_")
                     and not (isinstance(target.value, ast.Name) and target.value.id == "self")
                 ):
-                    found.append(f"{path.name}:{target.lineno} sets .{target.attr}")
+                    found.append((path.name, target.lineno, f"sets .{target.attr}"))
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -270,20 +277,29 @@ def _late_listeners(files: list[Path]) -> list[str]:
                 and isinstance(node.func.value, ast.Attribute)
                 and node.func.value.attr.endswith("observers")
             ):
-                found.append(f"{path.name}:{node.lineno} appends to .{node.func.value.attr}")
-    return found
+                found.append((path.name, node.lineno, f"appends to .{node.func.value.attr}"))
+    return [f"{name}:{line} {what}" for name, line, what in sorted(found)]
 
 
-def test_the_engine_listens_only_through_its_one_stream_of_events() -> None:
-    assert _late_listeners([*_files(PACKAGE / "engine"), *_files(PACKAGE / "api")]) == []
+def test_nothing_is_told_what_to_report_to_after_it_was_built() -> None:
+    """The engine listens through its one stream; provisioners are given what they report
+    to when they are started, shells when they are opened; the agent likewise."""
+    folders = ("engine", "api", "provisioners", "ssh", "agent")
+    files = [path for folder in folders for path in _files(PACKAGE / folder)]
+    plugins = [path for plugin in (ROOT / "plugins").iterdir() for path in _files(plugin)]
+    assert _late_listeners([*files, *plugins]) == []
 
 
 def test_the_listener_rule_can_fail(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("registry.on_session_change = feed.changed\nruns.observers.append(f)\n")
+    probe.write_text(
+        "registry.on_session_change = feed.changed\nruns.observers.append(f)\n"
+        "session.away, session.on_gone = True, farewell\n"
+    )
     assert _late_listeners([probe]) == [
         "probe.py:1 sets .on_session_change",
         "probe.py:2 appends to .observers",
+        "probe.py:3 sets .on_gone",
     ]
 
 
@@ -333,9 +349,14 @@ def _clock_readings(files: list[Path]) -> list[str]:
     return [f"{name}:{line} {what}" for name, line, what in sorted(found)]
 
 
-ENGINE = [p for folder in ("engine", "api", "provisioners") for p in _files(PACKAGE / folder)]
+ENGINE = [
+    p
+    for folder in ("engine", "api", "provisioners", "ssh")
+    for p in _files(PACKAGE / folder)
+    if p.name != "relay_program.py"
+]
 """The engine's code: everything but the agent (a program of its own), the command line
-(a client) and the clock."""
+(a client) and the clock; and not the relay, a program sent as text to a login node."""
 
 
 def test_the_engine_reads_time_only_through_its_one_clock() -> None:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
 from fluksio.ssh.shell import TransportError
+from tests.support.scripted import listening_at
 from tests.support.scripted_shell import ScriptedShell
 from tests.support.wait import async_wait_for
 
@@ -258,7 +259,7 @@ def _routed(
     )
     forwarding = ForwardingShell(*replies, **shell)
     slurm = SlurmProvisioner(settings, forwarding)
-    slurm.engine_address = ("127.0.0.1", 8443)
+    slurm.start(listening_at(8443))
     return slurm, forwarding
 
 

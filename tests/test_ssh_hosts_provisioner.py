@@ -20,6 +20,7 @@ from fluksio.provisioners.plugins import build_plugins
 from fluksio.ssh.shell import Completed
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, start_in_process
+from tests.support.scripted import listening_at
 from tests.support.scripted_shell import ScriptedShell
 from tests.support.wait import poll_async
 
@@ -114,7 +115,7 @@ async def test_a_restarted_engine_finds_its_workers_and_stops_them_when_it_stops
     # Another instance on the same state (an engine SIGKILLed, then started again).
     again = HostsProvisioner(hosts.settings, {"gpu-box-1": shell, "cpu-box": shell})
     again.state_dir = hosts.state_dir
-    again.engine_address = ("127.0.0.1", 8080)  # an engine's instance: it listens
+    again.start(listening_at(8080))  # an engine's instance: it listens
     await again.close()
     assert shell.sent[1][0][3:] == ("fluksio-stop", "", "4242")
     assert (tmp_path / "state" / "workers").read_text() == ""

@@ -35,11 +35,12 @@ def create_app(
     *,
     provisioners: Configured | None = None,
     clock: Clock | None = None,
+    address: tuple[str, int] | None = None,
 ) -> web.Application:
     """The engine; ``provisioners`` as already loaded, else read from the data dir at start.
 
     ``clock`` is the engine's one clock (every reading of time, every timer); tests pass
-    one they advance.
+    one they advance. ``address`` is where it listens (see :class:`Engine`).
     """
     proxies = parse_trusted_proxies(settings.trusted_proxies)
     app = web.Application(
@@ -51,7 +52,7 @@ def create_app(
         ],
         client_max_size=settings.client_max_size,
     )
-    app[ENGINE] = Engine(settings, provisioners=provisioners, clock=clock)
+    app[ENGINE] = Engine(settings, provisioners=provisioners, clock=clock, address=address)
     app[LOGIN_GUARD] = LoginGuard(
         free_failures=settings.login_free_failures,
         base_delay_s=settings.login_base_delay_s,

@@ -286,7 +286,7 @@ async def _connected(
         pinger.cancel()
         if session.ws is ws and session.may_come_back():
             # Its relay dropped, not the worker: its calls wait for it (the 90-s rule).
-            session.away, session.on_gone = True, farewell
+            session.go_away(farewell)
             dispatcher.set_answering(session.id, False)
             log.info("worker.away", worker=session.name, worker_id=session.id)
         elif session.ws is ws:

@@ -187,9 +187,7 @@ async def run_engine(
     # Bind before anything starts, so a busy port is one sentence and nothing else.
     listener = _listen(settings.host, settings.port)
     configured = provisioners if provisioners is not None else load_configured(layout)
-    for provisioner in configured.provisioners:
-        provisioner.engine_address = _own_address(listener)
-    app = create_app(settings, provisioners=configured)
+    app = create_app(settings, provisioners=configured, address=_own_address(listener))
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, keepalive_timeout=REQUEST_HEAD_S
     )

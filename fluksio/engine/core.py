@@ -94,9 +94,12 @@ class Engine:
         *,
         provisioners: Configured | None = None,
         clock: Clock | None = None,
+        address: tuple[str, int] | None = None,
     ) -> None:
         """``provisioners`` as already loaded (``fluksio serve`` refuses a bad file before
-        it listens), else read from the data directory at start."""
+        it listens), else read from the data directory at start; ``address`` is where the
+        engine listens as its own machine reaches it, for provisioners that carry their
+        workers' connections (None: it serves no socket)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         self.layout = settings.layout
@@ -105,6 +108,7 @@ class Engine:
         self.feed = EventFeed(settings.event_buffer, settings.event_buffer_bytes, self.clock)
         self.metrics = EngineMetrics()
         self._configured = provisioners
+        self._address = address
         self._opened = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
@@ -189,6 +193,7 @@ class Engine:
             engine_side=TokensAndRequests(self.tokens, self.worker_tokens, requests),
             clock=self.clock,
             walltime_margin_s=settings.walltime_margin_s,
+            engine_address=self._address,
         )
         self.views = EngineViews(self.workers, self.dispatcher)
         # The stream's subscribers here: the metrics and the plugins' hooks.

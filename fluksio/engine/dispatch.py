@@ -112,6 +112,7 @@ class Dispatcher(DispatcherViews):
         engine_side: EngineSide | None = None,
         clock: Clock,
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
+        engine_address: tuple[str, int] | None = None,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self.live_logs = LiveLogs(clock)
@@ -149,6 +150,7 @@ class Dispatcher(DispatcherViews):
                 on_change=self._provisioning_changed,
                 emit=events.emit,
                 clock=clock,
+                engine_address=engine_address,
             )
             self._scheduler.set_profiles(self.provisioning.scheduler_profiles())
 

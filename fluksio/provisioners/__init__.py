@@ -13,6 +13,7 @@ offers the login route (:class:`WayIn`, over :class:`LoginRoute`) as the built-i
 from __future__ import annotations
 
 from fluksio.provisioners.base import (
+    EngineLink,
     JobState,
     JobStatus,
     ProfileSettings,
@@ -55,6 +56,7 @@ __all__ = [
     "BatchSettings",
     "Completed",
     "Delivery",
+    "EngineLink",
     "JobState",
     "JobStatus",
     "LoginRoute",

@@ -206,6 +206,24 @@ class WorkerEvent:
     """When the worker's batch job ends (its walltime), as it reported; None: never."""
 
 
+@dataclass(frozen=True)
+class EngineLink:
+    """What the engine's provisioning gives a provisioner when it starts it: where the
+    engine listens, and what the provisioner reports to. Given once, by
+    :meth:`Provisioner.start`; never hung on it afterwards."""
+
+    address: tuple[str, int] | None
+    """Where the engine listens, as its own machine reaches it (``127.0.0.1`` for a
+    wildcard address); None where the engine serves no socket (an engine embedded in a
+    test). What a provisioner that carries its workers' connections forwards to."""
+    command_ran: Callable[[str, float, bool], None]
+    """Time a command run remotely (``program, seconds, reached``): it becomes an event of
+    the engine's stream and the ``fluksio_ssh_command_duration_seconds`` metric."""
+    path_changed: Callable[[], None]
+    """Call when :meth:`Provisioner.path_down` changes: the waiting calls' reasons and the
+    Workers screen show it."""
+
+
 SettingsT = TypeVar("SettingsT", bound=ProvisionerSettings[Any])
 
 
@@ -229,25 +247,34 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
     calls (the Slurm provisioner's shared SSH connection). Set by the engine and the CLI
     before any call; None where nothing is kept (a dry run, a test). Create it 0700 on
     first use, not in the constructor."""
-    engine_address: tuple[str, int] | None = None
-    """Where the engine listens, as its own machine reaches it (``127.0.0.1`` for a
-    wildcard address); set by the engine once it listens. What a provisioner that carries
-    its workers' connections itself (the Slurm provisioner's login route) forwards to."""
-    on_path_change: Callable[[], None] | None = None
-    """Set by the engine's provisioning driver: call it when :meth:`path_down` changes."""
-    on_command: Callable[[str, float, bool], None] | None = None
-    """Set by the engine's provisioning driver to time the commands run remotely
-    (``program, seconds, reached``; they become events of the engine's stream). A
-    provisioner hands :meth:`command_ran` to the shells it opens."""
+    link: EngineLink | None = None
+    """What the engine's provisioning gave at :meth:`start`; None in a provisioner it never
+    started (``fluksio provisioners check``, a dry run, a test of one call)."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
 
+    def start(self, link: EngineLink) -> None:
+        """Called once by the engine's provisioning, before it asks anything else: where
+        the engine listens, and what to report to. A subclass that extends it calls
+        ``super().start(link)`` first."""
+        self.link = link
+
+    @property
+    def engine_address(self) -> tuple[str, int] | None:
+        """Where the engine listens (:attr:`EngineLink.address`); None until started."""
+        return self.link.address if self.link is not None else None
+
     def command_ran(self, program: str, seconds: float, reached: bool) -> None:
         """Tell the engine a remote command ran (what a shell is given as its
-        ``on_command`` when it is opened); nothing before the engine listens."""
-        if self.on_command is not None:
-            self.on_command(program, seconds, reached)
+        ``on_command`` when it is opened); nothing unless started."""
+        if self.link is not None:
+            self.link.command_ran(program, seconds, reached)
+
+    def path_changed(self) -> None:
+        """Tell the engine :meth:`path_down` changed; nothing unless started."""
+        if self.link is not None:
+            self.link.path_changed()
 
     @property
     def name(self) -> str:

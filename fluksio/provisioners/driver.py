@@ -50,7 +50,13 @@ from typing import Any, Protocol
 import structlog
 
 from fluksio.clock import Clock, SystemClock, Timer
-from fluksio.provisioners.base import ProfileSettings, Provisioner, ProvisionError, WorkerEvent
+from fluksio.provisioners.base import (
+    EngineLink,
+    ProfileSettings,
+    Provisioner,
+    ProvisionError,
+    WorkerEvent,
+)
 from fluksio.provisioners.effects import (
     Cancel,
     Changed,
@@ -107,7 +113,9 @@ class ProvisioningDriver:
     """Carries the provisioning machine's effects out: submits, polls, cancels, timers.
 
     ``on_change`` is called after anything that changes how a profile stands; what happens
-    to requests and remote commands is given to ``emit`` (the engine's event stream).
+    to requests and remote commands is given to ``emit`` (the engine's event stream). Each
+    provisioner is started here, told ``engine_address`` (where the engine listens) and
+    given what it reports to.
     """
 
     def __init__(
@@ -118,6 +126,7 @@ class ProvisioningDriver:
         on_change: Callable[[], None],
         emit: Callable[[ProvisioningEvent], None] = lambda _event: None,
         clock: Clock | None = None,
+        engine_address: tuple[str, int] | None = None,
     ) -> None:
         self._engine = engine
         self._on_change = on_change
@@ -125,8 +134,8 @@ class ProvisioningDriver:
         self._clock: Clock = clock or SystemClock()
         self._provisioners = {p.name: p for p in provisioners}
         for provisioner in provisioners:
-            provisioner.on_command = functools.partial(self._command_ran, provisioner.name)
-            provisioner.on_path_change = on_change
+            command_ran = functools.partial(self._command_ran, provisioner.name)
+            provisioner.start(EngineLink(engine_address, command_ran, on_change))
         self._machine = ProvisioningMachine(
             [
                 ProfileRule(

@@ -175,8 +175,7 @@ class WayIn:
         return "host" if self._on_own_host else "login node"
 
     def _path_changed(self) -> None:
-        if self._provisioner.on_path_change is not None:
-            self._provisioner.on_path_change()
+        self._provisioner.path_changed()
 
     async def _login_route(self) -> LoginRoute:
         if self._route is None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fluksio.provisioners import (
+    EngineLink,
     JobState,
     JobStatus,
     ProfileSettings,
@@ -18,9 +19,15 @@ from fluksio.provisioners import (
 from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import RequestStage
 
-__all__ = ["RecordingEngine", "Scripted", "Settings", "scripted_settings"]
+__all__ = ["RecordingEngine", "Scripted", "Settings", "listening_at", "scripted_settings"]
 
 Settings = ProvisionerSettings[ProfileSettings]
+
+
+def listening_at(port: int) -> EngineLink:
+    """What an engine listening on 127.0.0.1:``port`` starts a provisioner with, its
+    reports going nowhere: an engine's instance of the provisioner, not a dry run's."""
+    return EngineLink(("127.0.0.1", port), lambda *_ran: None, lambda: None)
 
 
 class Scripted(Provisioner[Settings, ProfileSettings]):
@@ -61,8 +68,7 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
     def set_path(self, sentence: str | None) -> None:
         """The way in goes down (a sentence) or comes back (None), as a login route says."""
         self.path = sentence
-        if self.on_path_change is not None:
-            self.on_path_change()
+        self.path_changed()
 
     def render(self, profile: ProfileSettings, *, request_id: str) -> str:
         return f"run a worker for {profile.name}\n"

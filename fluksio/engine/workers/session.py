@@ -138,7 +138,7 @@ class WorkerSession:
     _unknown_frames: int = 0
     away: bool = False
     """Its socket dropped with calls in flight, and it may come back for them."""
-    on_gone: Callable[[], None] | None = None
+    _farewell: Callable[[], None] | None = None
     """While away: what ends it for good (the attach handler's farewell, which has
     returned), called once when it is closed instead of coming back."""
 
@@ -357,6 +357,11 @@ class WorkerSession:
         live = any(not p.future.done() for p in self._pending.values())
         return self.hello.relayed and live and self.closed_reason is None
 
+    def go_away(self, farewell: Callable[[], None]) -> None:
+        """Its relay dropped, not the worker: it stays, its calls held, until it comes back
+        or is closed (then ``farewell`` ends it for good, once)."""
+        self.away, self._farewell = True, farewell
+
     def come_back(self, ws: web.WebSocketResponse, hello: HelloFrame) -> list[str]:
         """The worker attached again: carry on over ``ws``. Calls it does not name never
         reached it (it names every call it started until the engine has its answer), so
@@ -371,7 +376,7 @@ class WorkerSession:
                     " back without the call, so never started it); queued again",
                 )
                 pending.future.set_result(CallOutcome(False, error=lost))
-        self.ws, self.hello, self.away, self.on_gone = ws, hello, False, None
+        self.ws, self.hello, self.away, self._farewell = ws, hello, False, None
         self._heard()
         return sorted(held - set(self._pending))
 
@@ -394,6 +399,6 @@ class WorkerSession:
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.ws.close(code=code, message=reason.encode()[:120])
         log.info("worker.closed", worker=self.name, worker_id=self.id, reason=reason)
-        farewell, self.on_gone, self.away = self.on_gone, None, False
+        farewell, self._farewell, self.away = self._farewell, None, False
         if farewell is not None:
             farewell()
