@@ -48,7 +48,8 @@ from fluksio.engine.workers.protocol import (
     parse_worker_frame,
     protocol_refusal,
 )
-from fluksio.engine.workers.registry import NeedsUpgrade, display_name
+from fluksio.engine.workers.refused import NeedsUpgrade
+from fluksio.engine.workers.registry import display_name
 from fluksio.engine.workers.session import WorkerSession
 from fluksio.engine.workers.watch import ping_every_s
 from fluksio.names import is_name

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.views import RunChange
+from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.provisioners.base import WorkerEvent
 from fluksio.provisioners.events import (
     CommandRan,
@@ -32,10 +34,6 @@ from fluksio.provisioners.events import (
     RequestFailed,
     RequestSubmitted,
 )
-
-if TYPE_CHECKING:
-    from fluksio.engine.runs.views import RunChange
-    from fluksio.engine.workers.registry import NeedsUpgrade
 
 __all__ = [
     "VIEWS_CHANGED",

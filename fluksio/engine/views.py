@@ -13,7 +13,8 @@ from typing import Literal
 
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.runs.views import WaitingCall
-from fluksio.engine.workers.registry import NeedsUpgrade, WorkerRegistry
+from fluksio.engine.workers.refused import NeedsUpgrade
+from fluksio.engine.workers.registry import WorkerRegistry
 from fluksio.engine.workers.session import WorkerSession
 from fluksio.provisioners.requests import MachineRequest, ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, RequestStage

@@ -43,7 +43,7 @@ from fluksio.api.declare import Call, Param, Routes, View
 from fluksio.api.timefmt import utc
 from fluksio.engine.runs.views import WaitingCall
 from fluksio.engine.views import Amounts, EngineViews, JobInfo, PlaceInfo, ProfileInfo, WorkerInfo
-from fluksio.engine.workers.registry import NeedsUpgrade
+from fluksio.engine.workers.refused import NeedsUpgrade
 
 __all__ = [
     "provisioner_bodies",

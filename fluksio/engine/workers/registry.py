@@ -9,9 +9,8 @@ another token signs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fluksio.engine.engine_events import EngineEvents, WorkerChanged, WorkerRefused
+from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.session import FrameCounts, WorkerSession
 
 __all__ = ["NeedsUpgrade", "WorkerRegistry", "display_name"]
@@ -23,21 +22,6 @@ def display_name(token_name: str, hello_name: str) -> str:
 
 REFUSED_PER_TOKEN = 8
 """Workers remembered as needing an upgrade per token: the most recently refused."""
-
-
-@dataclass(frozen=True)
-class NeedsUpgrade:
-    """A worker refused for its protocol, from bounded fields of its hello only (the
-    caller bounds them: a name by the name rule, short texts, the protocol a number)."""
-
-    name: str
-    protocol: int | None
-    version: str | None
-    python: str | None
-    refused_at: float
-    reason: str
-    jti: str = ""
-    """The token it used: each token may fill at most :data:`REFUSED_PER_TOKEN` entries."""
 
 
 class WorkerRegistry:
