@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from aiohttp import web
@@ -13,10 +13,12 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 from pydantic import BaseModel
 
+from fluksio.api.answers.workers import Stage
 from fluksio.api.app import create_app
 from fluksio.api.declare import Call, Routes
 from fluksio.api.openapi import openapi_document
 from fluksio.engine.settings import EngineSettings
+from fluksio.provisioners.requests import RequestStage
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.openapi_check import check_answers
 
@@ -214,3 +216,9 @@ def test_a_route_without_a_description_is_an_error_naming_it(tmp_path: Path) -> 
     app.router.add_get("/api/v1/secret-door", undocumented)
     with pytest.raises(LookupError, match="GET /api/v1/secret-door"):
         openapi_document(app)
+
+
+def test_a_machine_requests_stages_in_the_answers_are_the_engines() -> None:
+    """The answers name the stages themselves (a client imports no provisioner): the two
+    lists stay word for word the same."""
+    assert set(get_args(Stage)) == {stage.value for stage in RequestStage}

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import structlog.testing
 
 from fluksio.provisioners.base import JobState, JobStatus, WorkerEvent
 from fluksio.provisioners.driver import ProvisioningDriver
-from fluksio.provisioners.requests import MachineRequest
-from fluksio.scheduler import Provisioning, RequestStage
+from fluksio.provisioners.requests import MachineRequest, RequestStage
 from tests.support.clock import ManualClock
 from tests.support.scripted import RecordingEngine as Engine
 from tests.support.scripted import Scripted, scripted_settings
@@ -32,9 +32,40 @@ def _driver(**settings: Any) -> tuple[ProvisioningDriver, Scripted, Engine, Manu
     return driver, provisioner, engine, clock
 
 
-def _state(driver: ProvisioningDriver, profile: str = "small") -> Provisioning:
-    (found,) = [p.provisioning for p in driver.scheduler_profiles() if p.name == profile]
-    return found
+@dataclass(frozen=True)
+class Stands:
+    """How a profile stands, as these tests read it: the driver's view of its request
+    under way, and what the driver tells the scheduler (``outstanding``, ``said``)."""
+
+    stage: RequestStage | None
+    job_id: str | None
+    status: str | None
+    """The outside system's words for the request under way: ``PENDING (Priority)``."""
+    last_error: str | None
+    retry_at: float | None
+    login_needed: str | None
+    jobs: int
+    attached: int
+    outstanding: bool
+    said: str | None
+
+
+def _state(driver: ProvisioningDriver, profile: str = "small") -> Stands:
+    (told,) = [p.provisioning for p in driver.scheduler_profiles() if p.name == profile]
+    (shown,) = [p for p in driver.profiles() if p.profile.name == profile]
+    request = shown.outstanding
+    return Stands(
+        stage=request.stage if request is not None else None,
+        job_id=request.job_id if request is not None else None,
+        status=request.status.describe() if request is not None and request.status else None,
+        last_error=shown.last_error[1] if shown.last_error else None,
+        retry_at=shown.retry_at,
+        login_needed=shown.login_needed,
+        jobs=len(shown.jobs),
+        attached=sum(job.stage is RequestStage.ATTACHED for job in shown.jobs),
+        outstanding=told.outstanding,
+        said=told.said,
+    )
 
 
 def _attached(request_id: str) -> WorkerEvent:
@@ -57,7 +88,14 @@ async def test_asked_again_and_again_it_submits_once_and_polls_on_the_interval()
         driver.want("box", "small")
     await _settle()
     assert len(provisioner.submitted) == 1
-    assert _state(driver) == Provisioning("job", RequestStage.QUEUED, "100", jobs=1)
+    queued = _state(driver)
+    assert (queued.stage, queued.job_id, queued.status, queued.jobs) == (
+        RequestStage.QUEUED,
+        "100",
+        None,
+        1,
+    )
+    assert queued.said == "job 100 submitted"
     clock.advance(4.9)
     await _settle()
     assert provisioner.polls == 0, "not before the interval"
@@ -65,10 +103,12 @@ async def test_asked_again_and_again_it_submits_once_and_polls_on_the_interval()
     await _settle()
     assert provisioner.polls == 1
     assert _state(driver).status == "PENDING (Priority)"
+    assert _state(driver).said == "job 100 PENDING (Priority)"
     provisioner.jobs["100"] = JobStatus(JobState.RUNNING, "RUNNING")
     clock.advance(5)
     await _settle()
     assert _state(driver).stage is RequestStage.STARTED
+    assert _state(driver).said == "job 100 RUNNING, waiting for its worker to attach"
     assert engine.changes >= 4, "every change was told"
     await driver.close()
     assert provisioner.cancelled == ["100"]
@@ -253,14 +293,19 @@ async def test_a_lost_answer_is_looked_for_by_its_mark_and_adopted_not_sent_agai
     assert len(provisioner.submitted) == 1, "not submitted again while it may exist"
     state = _state(driver)
     assert state.stage is RequestStage.SUBMITTING and state.job_id is None
-    assert state.status == (
-        "its answer was lost (sbatch did not answer within 60 s); looking for the job by its mark"
+    assert state.said == (
+        "submitting a job: its answer was lost (sbatch did not answer within 60 s); looking"
+        " for the job by its mark"
     )
     clock.advance(5)
     await _settle()
     # Found at the poll, and polled in the same round like any other job.
-    assert _state(driver) == Provisioning(
-        "job", RequestStage.QUEUED, "100", "PENDING (Priority)", jobs=1
+    found = _state(driver)
+    assert (found.stage, found.job_id, found.status, found.jobs) == (
+        RequestStage.QUEUED,
+        "100",
+        "PENDING (Priority)",
+        1,
     )
     (request_id,) = provisioner.submitted
     assert engine.written[-1] == (request_id, "100", RequestStage.QUEUED)
@@ -318,11 +363,15 @@ async def test_an_engine_killed_mid_submission_finds_the_job_and_submits_none() 
     driver.want("box", "small")
     await _settle()
     assert provisioner.submitted == []
-    assert "engine stopped before the submission answered" in str(_state(driver).status)
+    assert "engine stopped before the submission answered" in str(_state(driver).said)
     clock.advance(5)
     await _settle()
-    assert _state(driver) == Provisioning(
-        "job", RequestStage.QUEUED, "77", "PENDING (Resources)", jobs=1
+    found = _state(driver)
+    assert (found.stage, found.job_id, found.status, found.jobs) == (
+        RequestStage.QUEUED,
+        "77",
+        "PENDING (Resources)",
+        1,
     )
     assert engine.written[-1] == ("r1", "77", RequestStage.QUEUED)
     await driver.close()

@@ -40,8 +40,7 @@ from fluksio.provisioners.effects import (
 )
 from fluksio.provisioners.machine import ProvisioningMachine
 from fluksio.provisioners.reference import ReferenceProvisioning
-from fluksio.provisioners.requests import MachineRequest, ProfileRule
-from fluksio.scheduler import RequestStage
+from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
 from tests.support.scripted import scripted_settings
 
 PROFILES = ("box/small", "box/big")

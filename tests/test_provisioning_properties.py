@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
 from fluksio.provisioners.driver import ProvisioningDriver
-from fluksio.scheduler import RequestStage
+from fluksio.provisioners.requests import RequestStage
 from tests.support.clock import ManualClock
 from tests.support.scripted import RecordingEngine, Scripted, scripted_settings
 

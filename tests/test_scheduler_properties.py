@@ -21,7 +21,6 @@ from fluksio.scheduler import (
     Policy,
     Profile,
     Provisioning,
-    RequestStage,
     Scheduler,
     Worker,
 )
@@ -210,9 +209,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         profile = self.profiles[index % len(self.profiles)]
         jobs = profile.provisioning.jobs
         if ends and jobs > 0:
-            changed = Provisioning(stage=None, jobs=jobs - 1)
-        elif profile.provisioning.stage is not None:
-            changed = Provisioning(stage=None, jobs=jobs, attached=1)
+            changed = Provisioning(jobs=jobs - 1)
+        elif profile.provisioning.under_way:
+            changed = Provisioning(jobs=jobs)
         else:
             return
         self.profiles = [
@@ -227,10 +226,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         if not self.profiles:
             return
         profile = self.profiles[index % len(self.profiles)]
-        if profile.provisioning.stage is None:
+        if not profile.provisioning.under_way:
             return
         state = profile.provisioning
-        resting = Provisioning(stage=None, jobs=state.jobs - 1, retry_at=NOW + 30)
+        resting = Provisioning(jobs=state.jobs - 1, resting_until=NOW + 30)
         self.profiles = [
             replace(p, provisioning=resting) if p.key == profile.key else p for p in self.profiles
         ]
@@ -260,9 +259,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.profiles = [
             replace(
                 p,
-                provisioning=Provisioning(
-                    stage=RequestStage.SUBMITTING, jobs=p.provisioning.jobs + 1
-                ),
+                provisioning=Provisioning(under_way=True, jobs=p.provisioning.jobs + 1),
             )
             if p.key in asked
             else p

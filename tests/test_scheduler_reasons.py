@@ -12,7 +12,6 @@ from fluksio.scheduler import (
     Policy,
     Profile,
     Provisioning,
-    RequestStage,
     Scheduler,
     WaitKind,
     WaitReason,
@@ -97,8 +96,9 @@ def test_provisioning_then_outstanding() -> None:
     )
     assert reason.provisioning == "hpc/gpu-small"
     assert scheduler.schedule().asks == plan.asks, "the driver has not said it is outstanding"
-    # The driver says how the request stands; the scheduler neither asks again nor words it.
-    submitted = Provisioning("Slurm job", RequestStage.QUEUED, "41", "PENDING (Priority)")
+    # The provisioning side says how the request stands, in its words; the scheduler
+    # neither asks again nor words it (tests/test_provisioning_words.py holds the words).
+    submitted = Provisioning(under_way=True, jobs=1, said="Slurm job 41 PENDING (Priority)")
     scheduler.set_profiles([replace(profiles[1], provisioning=submitted), profiles[0]])
     again = scheduler.schedule()
     assert again.asks == (), "never asked twice while outstanding"
@@ -109,41 +109,36 @@ def test_provisioning_then_outstanding() -> None:
     )
     # From here the larger profile has its one job alive, so the smaller is what the call
     # waits for (a profile that can bring a machine would be asked instead: rules tests).
-    large = replace(profiles[0], provisioning=Provisioning("Slurm job", jobs=1, attached=1))
-    failed = Provisioning("Slurm job", last_error="sbatch: invalid partition", retry_at=130.0)
+    large = replace(profiles[0], provisioning=Provisioning(jobs=1))
+    failed = Provisioning(
+        resting_until=130.0, said="the last attempt failed (sbatch: x)", counting_down=True
+    )
     scheduler.set_profiles([replace(profiles[1], provisioning=failed), large])
     assert scheduler.schedule().asks == (), "resting after a failure"
     resting = scheduler.reason("r", now=100.4)
     assert resting is not None and resting.text == (
-        "provisioning hpc/gpu-small, the last attempt failed (sbatch: invalid partition);"
-        " trying again in 30 s"
+        "provisioning hpc/gpu-small, the last attempt failed (sbatch: x); trying again in 30 s"
     )
+    later = scheduler.reason("r", now=125.0)
+    assert later is not None and later.text.endswith("; trying again in 5 s"), "it counts down"
     login = "login needed: run 'fluksio provisioners login hpc'"
-    waiting = Provisioning("Slurm job", retry_at=130.0, login_needed=login, last_error="old")
+    waiting = Provisioning(resting_until=130.0, said=login)
     scheduler.set_profiles([replace(profiles[1], provisioning=waiting), large])
     assert scheduler.schedule().asks == (), "nobody has logged in: nothing to ask yet"
     needs = scheduler.reason("r", now=100.4)
     assert needs is not None and needs.text == f"provisioning hpc/gpu-small, {login}"
-    # At the cap, with no worker of it able to take the call: it says what it waits for.
-    capped = Provisioning("Slurm job", jobs=2, attached=1)
+    # At the cap (max_workers, asked of the profile), nothing more goes out.
+    capped = Provisioning(jobs=2, said="max_workers reached")
     two = replace(profiles[1], provisioning=capped, max_workers=2)
+    assert two.at_cap and not replace(two, max_workers=3).at_cap
     scheduler.set_profiles([two, large])
     assert scheduler.schedule().asks == (), "never past max_workers"
     full = scheduler.reason("r")
-    assert full is not None and full.text == (
-        "provisioning hpc/gpu-small, max_workers reached: 2 Slurm jobs are alive (1 with a"
-        " worker); the next goes out when one ends"
-    )
-    # Its jobs' way in is down: that, not the job's state, is what the call waits for.
-    down = (
-        "the way in through login1 is down since 10:00:00 UTC (connection lost); it is being"
-        " built again"
-    )
-    cut_off = Provisioning("Slurm job", RequestStage.STARTED, "41", "RUNNING", path_down=down)
-    scheduler.set_profiles([replace(profiles[1], provisioning=cut_off), large])
-    assert scheduler.schedule().asks == ()
-    said = scheduler.reason("r")
-    assert said is not None and said.text == f"provisioning hpc/gpu-small, {down}"
+    assert full is not None and full.text == "provisioning hpc/gpu-small, max_workers reached"
+    # A profile the provisioning side has said nothing of yet waits as any other call.
+    scheduler.set_profiles([replace(profiles[1], provisioning=Provisioning(jobs=2)), large])
+    quiet = scheduler.reason("r")
+    assert quiet is not None and not quiet.text.startswith("provisioning hpc/gpu-small, ")
 
 
 def test_engine_busy_and_engine_too_small() -> None:

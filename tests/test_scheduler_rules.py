@@ -12,7 +12,6 @@ from fluksio.scheduler import (
     Policy,
     Profile,
     Provisioning,
-    RequestStage,
     Scheduler,
     WaitKind,
     WaitReason,
@@ -199,7 +198,7 @@ def test_provisioning_asks_for_the_smallest_fitting_profile_once() -> None:
     asks = scheduler.schedule().asks
     assert [(a.profile, a.request_id) for a in asks] == [("gpu-1", "one"), ("gpu-4", "four")]
     # Once the driver says both are under way, nothing is asked again.
-    under_way = Provisioning(stage=RequestStage.SUBMITTING)
+    under_way = Provisioning(under_way=True)
     scheduler.set_profiles(
         [replace(p, provisioning=under_way) if p.cpus != 64 else p for p in profiles]
     )
@@ -216,11 +215,13 @@ def test_the_next_profile_that_fits_is_asked_when_the_smallest_cannot_bring_a_ma
     scheduler.submit(CallRequest("a", 1.0, label="gpu", gpus=1))
     assert [a.profile for a in scheduler.schedule().asks] == ["small"], "the smallest first"
     # While small's request is under way, nothing larger is asked for the same call.
-    starting = Provisioning(stage=RequestStage.SUBMITTING)
+    starting = Provisioning(under_way=True)
     scheduler.set_profiles([large, middle, replace(small, provisioning=starting)])
     assert scheduler.schedule().asks == ()
-    running = Provisioning(jobs=1, attached=1)
-    resting = Provisioning(last_error="cannot reach me@middle", retry_at=130.0)
+    running = Provisioning(jobs=1)
+    resting = Provisioning(
+        resting_until=130.0, said="the last attempt failed (cannot reach me@middle)"
+    )
     scheduler.set_profiles(
         [large, replace(middle, provisioning=resting), replace(small, provisioning=running)]
     )
@@ -240,7 +241,7 @@ def test_busy_workers_scale_out_one_pending_job_at_a_time_up_to_max_workers() ->
     plan = scheduler.schedule()
     assert [p.request_id for p in plan.placements] == ["a"]
     assert [(a.profile, a.request_id) for a in plan.asks] == [("g", "b")], "one per pass"
-    pending = Provisioning(stage=RequestStage.QUEUED, job_id="41", status="PENDING", jobs=1)
+    pending = Provisioning(under_way=True, jobs=1, said="0 of 2 jobs running, job 41 PENDING")
     scheduler.set_profiles([replace(profile, provisioning=pending)])
     assert scheduler.schedule().asks == (), "one pending at a time"
     assert scheduler.reason("b") == WaitReason(
@@ -249,10 +250,10 @@ def test_busy_workers_scale_out_one_pending_job_at_a_time_up_to_max_workers() ->
         provisioning="hpc/g",
     )
     assert scheduler.schedule().holds == {"b": "g"}, "it keeps its place in line meanwhile"
-    up = Provisioning(jobs=1, attached=1)
+    up = Provisioning(jobs=1)
     scheduler.set_profiles([replace(profile, provisioning=up)])
     assert [a.request_id for a in scheduler.schedule().asks] == ["b"], "the next may go out"
-    full = Provisioning(jobs=2, attached=2)
+    full = Provisioning(jobs=2)
     scheduler.set_profiles([replace(profile, provisioning=full)])
     assert scheduler.schedule().asks == (), "max_workers reached"
     told = scheduler.reason("b")

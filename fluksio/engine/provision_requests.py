@@ -8,8 +8,7 @@ login node (the Slurm token file), so a restarted engine can clean that up.
 from __future__ import annotations
 
 from fluksio.engine.db import Database
-from fluksio.provisioners.requests import MachineRequest
-from fluksio.scheduler import RequestStage
+from fluksio.provisioners.requests import MachineRequest, RequestStage
 
 __all__ = ["ProvisionRequestStore"]
 

@@ -16,8 +16,8 @@ from fluksio.engine.runs.views import WaitingCall
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.registry import WorkerRegistry
 from fluksio.engine.workers.session import WorkerSession
-from fluksio.provisioners.requests import MachineRequest, ProfileStatus
-from fluksio.scheduler import ENGINE_ID, PlaceView, RequestStage
+from fluksio.provisioners.requests import MachineRequest, ProfileStatus, RequestStage
+from fluksio.scheduler import ENGINE_ID, PlaceView
 
 __all__ = [
     "Amounts",

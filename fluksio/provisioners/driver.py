@@ -177,13 +177,10 @@ class ProvisioningDriver:
 
     def scheduler_profiles(self) -> list[Profile]:
         """Every profile as the scheduler knows it, with how its provisioning stands."""
-        profiles = self._machine.scheduler_profiles()
-        return [
-            replace(p, provisioning=replace(p.provisioning, path_down=down))
-            if (down := self._provisioners[p.provisioner].path_down())
-            else p
-            for p in profiles
-        ]
+        paths_down = {
+            name: down for name, p in self._provisioners.items() if (down := p.path_down())
+        }
+        return self._machine.scheduler_profiles(paths_down)
 
     def profiles(self) -> list[ProfileStatus]:
         """Every profile: its outstanding request, live jobs, last error and workers, and

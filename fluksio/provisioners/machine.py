@@ -40,8 +40,7 @@ from fluksio.provisioners.effects import (
     Wake,
 )
 from fluksio.provisioners.machine_state import Brought, MachineState, ProfileEntry, as_scheduled
-from fluksio.provisioners.requests import MachineRequest, login_sentence
-from fluksio.scheduler import RequestStage
+from fluksio.provisioners.requests import MachineRequest, RequestStage, login_sentence
 
 __all__ = ["POLL_SOON_S", "ProvisioningMachine"]
 

@@ -4,7 +4,7 @@ scheduler and the API read."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fluksio.provisioners.base import WorkerEvent
@@ -14,8 +14,9 @@ from fluksio.provisioners.requests import (
     MachineRequest,
     ProfileRule,
     ProfileStatus,
+    RequestStage,
 )
-from fluksio.scheduler import Profile, Provisioning, RequestStage
+from fluksio.scheduler import Profile, Provisioning
 
 __all__ = ["Brought", "MachineState", "Poller", "ProfileEntry", "as_scheduled"]
 
@@ -87,9 +88,14 @@ class MachineState:
             }
         )
 
-    def scheduler_profiles(self) -> list[Profile]:
-        """Every profile as the scheduler knows it, with how its provisioning stands."""
-        return [as_scheduled(entry) for entry in self._profiles.values()]
+    def scheduler_profiles(self, paths_down: Mapping[str, str] | None = None) -> list[Profile]:
+        """Every profile as the scheduler knows it, with how its provisioning stands;
+        ``paths_down``: why each provisioner's workers cannot reach the engine, if so."""
+        down = paths_down or {}
+        return [
+            as_scheduled(entry, down.get(entry.rule.provisioner))
+            for entry in self._profiles.values()
+        ]
 
     def profiles(self) -> list[ProfileStatus]:
         """Every profile: its outstanding request, live jobs, last error and workers."""
@@ -164,7 +170,7 @@ class MachineState:
             effects.append(Wake(f"timeout:{request.id}", request.created_at + timeout))
 
 
-def as_scheduled(entry: ProfileEntry) -> Profile:
+def as_scheduled(entry: ProfileEntry, path_down: str | None = None) -> Profile:
     settings = entry.rule.profile
     return Profile(
         provisioner=entry.rule.provisioner,
@@ -173,31 +179,67 @@ def as_scheduled(entry: ProfileEntry) -> Profile:
         cpus=settings.cpus,
         gpus=settings.gpus,
         ram_mb=settings.ram_mb,
-        provisioning=_provisioning(entry),
+        provisioning=_provisioning(entry, path_down),
         max_workers=settings.max_workers,
         walltime_s=entry.rule.walltime_s,
     )
 
 
-def _provisioning(entry: ProfileEntry) -> Provisioning:
+def _provisioning(entry: ProfileEntry, path_down: str | None) -> Provisioning:
     request = entry.outstanding
+    said, counting_down = _said(entry, path_down)
     return Provisioning(
-        noun=entry.rule.job_noun,
-        starting=entry.rule.starting,
-        stage=request.stage if request is not None else None,
-        job_id=request.job_id if request is not None else None,
-        status=_status_text(entry, request),
-        last_error=entry.last_error[1] if entry.last_error else None,
-        retry_at=entry.resting_until,
+        under_way=request is not None,
+        resting_until=entry.resting_until,
         jobs=len(entry.live),
-        attached=sum(r.stage is RequestStage.ATTACHED for r in entry.live.values()),
-        login_needed=entry.login_needed,
+        said=said,
+        counting_down=counting_down,
     )
 
 
-def _status_text(entry: ProfileEntry, request: MachineRequest | None) -> str | None:
-    if request is None:
-        return None
+def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]:
+    """Why a call waiting for the profile waits, in one sentence (None: nothing to say yet),
+    and whether the time left until it tries again follows it."""
+    request, noun = entry.outstanding, entry.rule.job_noun
+    cap = entry.rule.profile.max_workers
+    attached = sum(r.stage is RequestStage.ATTACHED for r in entry.live.values())
+    counting_down = False
+    if path_down is not None:
+        # Whatever its jobs do, no worker of theirs can attach until the path is back.
+        said = path_down
+    elif request is not None:
+        said = _request_said(entry, request)
+    elif entry.login_needed is not None:
+        said = entry.login_needed
+    elif entry.last_error is not None:
+        said, counting_down = f"the last attempt failed ({entry.last_error[1]})", True
+    elif len(entry.live) >= cap:
+        # At the cap with none of them able to take it (their workers gone, or their
+        # time too short): it waits for one of them to end.
+        alive = f"{len(entry.live)} {noun}" + ("s are" if len(entry.live) != 1 else " is")
+        return (
+            f"max_workers reached: {alive} alive ({attached} with a worker);"
+            " the next goes out when one ends"
+        ), False
+    else:
+        return None, False
+    # With room for several jobs, how many run comes first: "2 of 4 Slurm jobs running".
+    count = f"{attached} of {cap} {noun}s running, " if cap > 1 and entry.live else ""
+    return count + said, counting_down
+
+
+def _request_said(entry: ProfileEntry, request: MachineRequest) -> str:
+    """How the request under way stands: "Slurm job 41 PENDING (Priority)"."""
+    status = _status_text(entry, request)
+    if request.stage is RequestStage.SUBMITTING:
+        return entry.rule.starting + (f": {status}" if status else "")
+    said = f"{entry.rule.job_noun} {request.job_id} {status or 'submitted'}"
+    if request.stage is RequestStage.STARTED:
+        said += ", waiting for its worker to attach"
+    return said
+
+
+def _status_text(entry: ProfileEntry, request: MachineRequest) -> str | None:
     if request.answer_lost is not None:
         noun = entry.rule.job_noun
         return f"its answer was lost ({request.answer_lost}); looking for the {noun} by its mark"

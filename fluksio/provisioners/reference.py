@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
-from fluksio.provisioners.requests import MachineRequest, ProfileRule
-from fluksio.scheduler import RequestStage
+from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
 
 __all__ = ["ReferenceProvisioning", "ReferenceRequest"]
 

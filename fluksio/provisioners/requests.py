@@ -3,13 +3,35 @@ shows, and what the engine writes down and the API reads."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
 from fluksio.provisioners.base import JobStatus, ProfileSettings, ProvisionerSettings
-from fluksio.scheduler import RequestStage
 
-__all__ = ["BroughtWorker", "MachineRequest", "ProfileRule", "ProfileStatus", "login_sentence"]
+__all__ = [
+    "BroughtWorker",
+    "MachineRequest",
+    "ProfileRule",
+    "ProfileStatus",
+    "RequestStage",
+    "login_sentence",
+]
+
+
+class RequestStage(enum.StrEnum):
+    """Where one machine request stands, from the engine's side."""
+
+    SUBMITTING = "submitting"
+    """Being handed to the outside system; its job id is not known yet."""
+    QUEUED = "queued"
+    """Accepted (it has a job id), not running yet."""
+    STARTED = "started"
+    """Running; its worker has not attached yet."""
+    ATTACHED = "attached"
+    """Its worker attached: the request is fulfilled."""
+    ENDED = "ended"
+    """Its job ended, was cancelled, or it failed."""
 
 
 def login_sentence(provisioner: str) -> str:

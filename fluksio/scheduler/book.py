@@ -78,7 +78,7 @@ class Book:
             )
         profile = self._profiles.get(verdict.profile or "")
         if profile is not None and (
-            verdict.kind is WaitKind.PROVISIONING or profile.provisioning.stage is not None
+            verdict.kind is WaitKind.PROVISIONING or profile.provisioning.under_way
         ):
             told = reasons.provisioning(profile, now)
             if told is not None:

@@ -21,7 +21,6 @@ __all__ = [
     "Profile",
     "ProvisionAsk",
     "Provisioning",
-    "RequestStage",
     "Resources",
     "WaitKind",
     "WaitReason",
@@ -103,58 +102,33 @@ class Worker:
         return tuple(range(self.gpus or 0))
 
 
-class RequestStage(enum.StrEnum):
-    """Where one machine request stands, from the engine's side."""
-
-    SUBMITTING = "submitting"
-    """Being handed to the outside system; its job id is not known yet."""
-    QUEUED = "queued"
-    """Accepted (it has a job id), not running yet."""
-    STARTED = "started"
-    """Running; its worker has not attached yet."""
-    ATTACHED = "attached"
-    """Its worker attached: the request is fulfilled."""
-    ENDED = "ended"
-    """Its job ended, was cancelled, or it failed."""
-
-
 @dataclass(frozen=True)
 class Provisioning:
-    """How a profile's provisioning stands: data from the provisioning driver.
+    """How a profile's provisioning stands, as the provisioning side tells it: what the
+    scheduler decides on, and one sentence of why a call waiting for it waits.
 
-    The scheduler reads only :attr:`outstanding` to decide; :mod:`.reasons` turns the rest
-    into the sentence a waiting call shows.
+    The sentence is composed where the states are known (``fluksio.provisioners``); a new
+    way a provisioner can be blocked changes that sentence, never this class.
     """
 
-    noun: str = "job"
-    """How the provisioner calls its requests: ``"Slurm job"``."""
-    stage: RequestStage | None = None
-    """The stage of the request under way, or None when there is none."""
-    job_id: str | None = None
-    status: str | None = None
-    """The outside system's words for its state: ``"PENDING (Priority)"``."""
-    last_error: str | None = None
-    """Why the last request failed, in the outside system's words."""
-    retry_at: float | None = None
-    """While resting after a failure: when the profile may be asked for again."""
+    under_way: bool = False
+    """A request of it is being submitted, is queued or is starting: no other goes out."""
+    resting_until: float | None = None
+    """After a failure: until when none goes out."""
     jobs: int = 0
-    """The profile's live requests: the pending one, and those whose worker started or
-    attached (until their job ends)."""
-    attached: int = 0
-    """How many of those have their worker attached."""
-    login_needed: str | None = None
-    """While a person must log in before anything can be submitted: what to run."""
-    path_down: str | None = None
-    """While the provisioner's workers cannot reach the engine (its login route is down):
-    why, in one sentence."""
-    starting: str = "submitting a job"
-    """How the provisioner says a request is under way before its system names a state:
-    ``"submitting a Slurm job"``, ``"starting a worker on gpu-box-2"``."""
+    """Its live requests: the one under way, and those whose worker started or attached
+    (until their job ends); none goes out at its ``max_workers``."""
+    said: str | None = None
+    """Why a call waiting for it waits (``Slurm job 41 PENDING (Priority)``); None while
+    the provisioning side has said nothing of it yet."""
+    counting_down: bool = False
+    """``said`` is followed by the time left until :attr:`resting_until` ("trying again
+    in 20 s"), which only the moment a reason is read knows."""
 
     @property
     def outstanding(self) -> bool:
         """A request is under way, or the profile rests: it is not asked for again."""
-        return self.stage is not None or self.retry_at is not None
+        return self.under_way or self.resting_until is not None
 
 
 @dataclass(frozen=True)
@@ -183,17 +157,22 @@ class Profile:
         return self.provisioning.outstanding
 
     @property
+    def at_cap(self) -> bool:
+        """``max_workers`` of its jobs are alive: the one place the cap is spelt."""
+        return self.provisioning.jobs >= self.max_workers
+
+    @property
     def bringing(self) -> bool:
         """A machine of it is coming or may be asked for: a request of it is under way, or
-        it neither rests after a failure nor has ``max_workers`` jobs alive."""
+        it neither rests after a failure nor is at its cap."""
         state = self.provisioning
-        return state.stage is not None or (state.retry_at is None and state.jobs < self.max_workers)
+        return state.under_way or (state.resting_until is None and not self.at_cap)
 
     @property
     def can_grow(self) -> bool:
         """Another request may go out: none is pending, the profile does not rest, and
-        fewer than ``max_workers`` of its jobs exist."""
-        return not self.outstanding and self.provisioning.jobs < self.max_workers
+        it is not at its cap."""
+        return not self.outstanding and not self.at_cap
 
 
 class Placement(NamedTuple):

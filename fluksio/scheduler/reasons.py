@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from fluksio.scheduler.model import (
     CallRequest,
     Profile,
-    RequestStage,
     WaitKind,
     WaitReason,
 )
@@ -196,48 +195,20 @@ def render(
 
 
 def provisioning(profile: Profile, now: float | None) -> WaitReason | None:
-    """The reason of a request waiting for ``profile``, from how its provisioning stands.
+    """The reason of a request waiting for ``profile``: the provisioning side's sentence,
+    with the time left until it tries again when it counts down.
 
-    None while the driver has said nothing of it yet (the pass that asks comes first).
+    None while the provisioning side has said nothing of it yet (the pass that asks comes
+    first).
     """
     state = profile.provisioning
-    noun, job = state.noun, state.job_id
-    # With room for several jobs, how many run comes first: "2 of 4 Slurm jobs running".
-    count = (
-        f"{state.attached} of {profile.max_workers} {noun}s running, "
-        if profile.max_workers > 1 and state.jobs
-        else ""
-    )
-    if state.path_down is not None:
-        # Whatever its jobs do, no worker of theirs can attach until the path is back.
-        said = state.path_down
-    elif state.stage is RequestStage.SUBMITTING:
-        said = state.starting + (f": {state.status}" if state.status else "")
-    elif state.stage is RequestStage.STARTED:
-        said = f"{noun} {job} {state.status or 'submitted'}, waiting for its worker to attach"
-    elif state.stage is not None:
-        said = f"{noun} {job} {state.status or 'submitted'}"
-    elif state.login_needed is not None:
-        said = state.login_needed
-    elif state.last_error is not None:
-        said = f"the last attempt failed ({state.last_error})"
-        if state.retry_at is not None and now is not None:
-            said += f"; trying again in {max(0.0, state.retry_at - now):.0f} s"
-    elif state.jobs >= profile.max_workers:
-        # At the cap with none of them able to take it (their workers gone, or their
-        # time too short): it waits for one of them to end.
-        alive = f"{state.jobs} {noun}" + ("s are" if state.jobs != 1 else " is")
-        said = (
-            f"max_workers reached: {alive} alive ({state.attached} with a worker);"
-            f" the next goes out when one ends"
-        )
-        count = ""
-    else:
+    if state.said is None:
         return None
+    said = state.said
+    if state.counting_down and state.resting_until is not None and now is not None:
+        said += f"; trying again in {max(0.0, state.resting_until - now):.0f} s"
     return WaitReason(
-        WaitKind.PROVISIONING,
-        f"provisioning {profile.key}, {count}{said}",
-        provisioning=profile.key,
+        WaitKind.PROVISIONING, f"provisioning {profile.key}, {said}", provisioning=profile.key
     )
 
 

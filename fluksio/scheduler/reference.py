@@ -121,9 +121,9 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                     fitting_profiles,
                     key=lambda p: (
                         not (
-                            p.provisioning.stage is not None
+                            p.provisioning.under_way
                             or (
-                                p.provisioning.retry_at is None
+                                p.provisioning.resting_until is None
                                 and p.provisioning.jobs < p.max_workers
                             )
                         ),

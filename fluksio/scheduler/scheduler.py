@@ -385,7 +385,7 @@ class Scheduler(Book):
             held_on = self._hold(request_id, group_key, group, need, in_time)
             # Busy: a request of the profile under way will add room, and it says so.
             growing = profile is not None and (
-                profile.key in asks or profile.provisioning.stage is not None
+                profile.key in asks or profile.provisioning.under_way
             )
             key = profile.key if growing and profile is not None else None
             return Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)

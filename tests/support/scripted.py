@@ -16,8 +16,7 @@ from fluksio.provisioners import (
     ProvisionerSettings,
     Submission,
 )
-from fluksio.provisioners.requests import MachineRequest
-from fluksio.scheduler import RequestStage
+from fluksio.provisioners.requests import MachineRequest, RequestStage
 
 __all__ = ["RecordingEngine", "Scripted", "Settings", "listening_at", "scripted_settings"]
 

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, RootModel
 
 from fluksio.api.answers.base import Answer
-from fluksio.scheduler import RequestStage, WaitKind
+from fluksio.scheduler import WaitKind
 
 
 class AmountsBody(Answer):
@@ -97,10 +97,14 @@ class WaitingBody(Answer):
     kind: WaitKind | None
 
 
+Stage = Literal["submitting", "queued", "started", "attached", "ended"]
+"""Where a machine request stands, from the engine's side."""
+
+
 class MachineRequestBody(Answer):
     request_id: str
     job_id: str | None
-    stage: RequestStage
+    stage: Stage
     state: str | None
     """The outside system's name for its state (Slurm's ``PENDING``)."""
     reason: str | None
@@ -134,7 +138,7 @@ class ProfileBody(Answer):
     """Calls at once on each of its workers."""
     outstanding: MachineRequestBody | None
     jobs: list[MachineRequestBody]
-    jobs_by_stage: dict[RequestStage, int]
+    jobs_by_stage: dict[Stage, int]
     """How many live jobs are in each stage (stages with none are left out)."""
     last_error: ErrorAt | None
     retry_at: datetime | None

@@ -16,6 +16,7 @@ The shapes of these answers are declared here, once, as pydantic models.
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
 from aiohttp import web
 
@@ -32,6 +33,7 @@ from fluksio.api.answers.workers import (
     ProvisionerBody,
     RefusedWorkerBody,
     ResourcesBody,
+    Stage,
     TokenRef,
     WaitingBody,
     WorkerBody,
@@ -200,11 +202,17 @@ def _by_label(workers: list[PlaceBody]) -> dict[str, LabelCapacity]:
     return totals
 
 
+def _stage(stage: str) -> Stage:
+    # The engine's stages are the answer's, word for word (tests/test_openapi.py holds
+    # the two lists together).
+    return cast(Stage, stage)
+
+
 def _job(job: JobInfo) -> MachineRequestBody:
     return MachineRequestBody(
         request_id=job.request_id,
         job_id=job.job_id,
-        stage=job.stage,
+        stage=_stage(job.stage),
         state=job.state,
         reason=job.reason,
         since=utc(job.since),
@@ -231,7 +239,7 @@ def provisioner_bodies(profiles: list[ProfileInfo]) -> list[ProvisionerBody]:
                 parallel=profile.parallel,
                 outstanding=_job(profile.outstanding) if profile.outstanding else None,
                 jobs=[_job(job) for job in profile.jobs],
-                jobs_by_stage=dict(Counter(job.stage for job in profile.jobs)),
+                jobs_by_stage=dict(Counter(_stage(job.stage) for job in profile.jobs)),
                 last_error=ErrorAt(at=utc(profile.last_error[0]), message=profile.last_error[1])
                 if profile.last_error
                 else None,
