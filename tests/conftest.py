@@ -7,6 +7,7 @@ import pytest
 
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.worker import WorkerProcess
 
 PROCESS_FIXTURES = frozenset({"engine", "shared_engine", "admin_token"})
 """Fixtures that start the engine as a real process: a test using one is marked ``process``."""
@@ -60,6 +61,15 @@ def shared_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePr
 @pytest.fixture
 def admin_token(engine: EngineProcess) -> str:
     return engine.login()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    """Worker processes a test started and appends here: each is stopped after it."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
 
 
 @pytest.fixture

@@ -9,114 +9,32 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import signal
 import socket
 import subprocess
-import tempfile
-import threading
-import time
-from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.certs import CertificateAuthority, KeyPair
+from tests.support.certs import CertificateAuthority
 from tests.support.cli import fluksio
-from tests.support.engine import (
-    EngineProcess,
-    attach_url_on,
-    free_port,
-    start_engine,
-    write_provisioners,
-)
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
+from tests.support.slurm import LocalSlurm, slurm_provisioner
+from tests.support.slurm_engine import (
+    NODE,
+    no_job_outlives_its_test,
+    profile_view,
+    resources_of,
+    slurm,
+    start,
+    wait_error,
+)
 from tests.support.transports import both_transports
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
-
-NODE = code(
-    """
-    import os
-
-    def process():
-        return {"job": os.environ.get("SLURM_JOB_ID"), "user": os.environ.get("USER")}
-    """
-)
-
-
-@pytest.fixture(scope="module")
-def slurm() -> LocalSlurm:
-    return local_slurm()
-
-
-@pytest.fixture(autouse=True)
-def _no_job_outlives_its_test(slurm: LocalSlurm) -> Iterator[None]:
-    # Set up first, so torn down last: after the test's engines have stopped.
-    yield
-    slurm.cancel_leftovers()
-
-
-@pytest.fixture
-def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
-    started: list[EngineProcess] = []
-
-    def start_with(tls: KeyPair | None = None, **changes: Any) -> tuple[EngineProcess, str]:
-        """An engine with one Slurm provisioner; with ``tls`` it serves HTTPS and WSS, and
-        its jobs' workers dial ``wss://``."""
-        port = free_port()
-        data_dir = tmp_path / f"data{len(started)}"
-        args: tuple[str, ...] = ()
-        if tls is not None:
-            args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
-            changes.setdefault("engine_url", attach_url_on(port, "wss"))
-        config = [slurm_provisioner(slurm, port, **changes)]
-        write_provisioners(data_dir, config)
-        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port, args=args)
-        started.append(engine)
-        return engine, engine.login()
-
-    yield start_with
-    for engine in started:
-        engine.stop()
-    for index in range(len(started)):  # what an engine killed mid-test left open
-        _log_out(tmp_path / f"data{index}")
-
-
-def _log_out(data_dir: Path) -> None:
-    """Close an openssh provisioner's shared connection (an engine SIGKILLed leaves its own)."""
-    if '"openssh"' in (data_dir / "provisioners.json").read_text():
-        fluksio("provisioners", "logout", "hpc", "--data-dir", str(data_dir))
-
-
-def _resources(engine: EngineProcess, token: str) -> dict[str, Any]:
-    answer = engine.client(token).request("GET", "/workers/resources")
-    assert answer.status == 200, answer
-    body: dict[str, Any] = answer.body
-    return body
-
-
-def _profile_view(engine: EngineProcess, token: str) -> dict[str, Any]:
-    (provisioner,) = _resources(engine, token)["provisioners"]
-    (profile,) = provisioner["profiles"]
-    assert provisioner["name"] == "hpc" and provisioner["type"] == "slurm"
-    view: dict[str, Any] = profile
-    return view
-
-
-def _wait_error(engine: EngineProcess, token: str, what: str) -> dict[str, Any]:
-    """The profile's last error, once there is one."""
-
-    def recorded() -> dict[str, Any] | None:
-        error: dict[str, Any] | None = _profile_view(engine, token)["last_error"]
-        return error
-
-    return wait_for(recorded, timeout=30, what=what)
+__all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
 
 
 @both_transports
@@ -128,7 +46,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     run_id = start_run(engine, token, "on-hpc")["id"]
 
     def submission() -> dict[str, Any] | None:
-        outstanding: dict[str, Any] | None = _profile_view(engine, token)["outstanding"]
+        outstanding: dict[str, Any] | None = profile_view(engine, token)["outstanding"]
         return outstanding if outstanding and outstanding["job_id"] else None
 
     outstanding = wait_for(submission, timeout=30, what="a Slurm job to be submitted")
@@ -147,7 +65,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
         "provisioner": "hpc/small",
         "request_id": outstanding["request_id"],
     }
-    profile = _profile_view(engine, token)
+    profile = profile_view(engine, token)
     assert profile["last_error"] is None
     # The worker idles out (max_idle_s=2), the job completes, its token is revoked.
     completed = wait_for(
@@ -157,7 +75,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
     )
     assert completed
     wait_for(
-        lambda: not _profile_view(engine, token)["jobs"],
+        lambda: not profile_view(engine, token)["jobs"],
         timeout=30,
         what="the ended job to leave /workers/resources",
     )
@@ -234,7 +152,7 @@ def test_many_queued_calls_still_make_one_job_and_stopping_the_engine_cancels_it
     runs = [start_run(engine, token, "many")["id"] for _ in range(3)]
 
     def pending() -> dict[str, Any] | None:
-        outstanding = _profile_view(engine, token)["outstanding"]
+        outstanding = profile_view(engine, token)["outstanding"]
         return outstanding if outstanding and outstanding["state"] == "PENDING" else None
 
     outstanding = wait_for(pending, timeout=30, what="the job to be PENDING")
@@ -243,10 +161,10 @@ def test_many_queued_calls_still_make_one_job_and_stopping_the_engine_cancels_it
     run = get_run(engine, token, runs[-1])
     assert run["state"] == "queued"
     assert run["reason"] == f"provisioning hpc/small, Slurm job {job_id} PENDING (BeginTime)"
-    queued = _resources(engine, token)["queued"]
+    queued = resources_of(engine, token)["queued"]
     assert len(queued) == 12 and {q["reason"] for q in queued} == {run["reason"]}
     assert slurm.fluksio_jobs() == [job_id]
-    assert len(_profile_view(engine, token)["jobs"]) == 1
+    assert len(profile_view(engine, token)["jobs"]) == 1
 
     assert engine.stop() == 0
     assert slurm.job_state(job_id) == "CANCELLED"
@@ -260,11 +178,11 @@ def test_a_job_that_never_starts_is_cancelled_after_provision_timeout(
     assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
     run_id = start_run(engine, token, "held")["id"]
 
-    error = _wait_error(engine, token, "the held job to time out")
+    error = wait_error(engine, token, "the held job to time out")
     found = re.fullmatch(r"Slurm job (\d+) did not attach within 2 s; cancelled", error["message"])
     assert found, error
     assert slurm.job_state(found.group(1)) == "CANCELLED"
-    view = _profile_view(engine, token)
+    view = profile_view(engine, token)
     assert view["outstanding"] is None and view["retry_at"] is not None
     reason = get_run(engine, token, run_id)["reason"]
     assert reason.startswith(
@@ -280,7 +198,7 @@ def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
     assert put_flow(engine, token, "nowhere", [{"id": "n", "worker": "hpc", "code": NODE}])
     run_id = start_run(engine, token, "nowhere")["id"]
 
-    error = _wait_error(engine, token, "sbatch's refusal")
+    error = wait_error(engine, token, "sbatch's refusal")
     assert "invalid partition specified: no-such-partition" in error["message"]
     reason = get_run(engine, token, run_id)["reason"]
     assert "invalid partition specified" in reason and "trying again in" in reason
@@ -369,397 +287,3 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     assert f"ssh-keyscan -p {slurm.port} 127.0.0.1" in refused.stderr
     assert "trust_on_first_use" not in refused.stderr, "trusting cannot help here"
     assert lying.read_text().count("\n") == 1
-
-
-def _data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
-    """A data directory (for an engine, then perhaps its restart) and the engine's port."""
-    port = free_port()
-    data_dir = tmp_path / "data"
-    write_provisioners(data_dir, [slurm_provisioner(slurm, port, **changes)])
-    return data_dir, port
-
-
-def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
-    """For engines whose jobs stay PENDING."""
-    return _data_dir(
-        tmp_path,
-        slurm,
-        provision_timeout_s=0,
-        profile={"sbatch": ["--begin=now+1hour"]},
-        **changes,
-    )
-
-
-def _restart(data_dir: Path, tmp_path: Path, port: int) -> tuple[EngineProcess, str]:
-    engine = start_engine(data_dir, tmp_path / "logs2", port=port)
-    return engine, engine.login()
-
-
-def _assert_cancelled_and_clean(slurm: LocalSlurm, job_id: str, request_id: str) -> None:
-    assert slurm.job_state(job_id) == "CANCELLED"
-    assert request_id not in slurm.token_files(), "the token file outlived its job"
-
-
-def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    data_dir, port = _held_jobs_data_dir(tmp_path, slurm)
-    engine = start_engine(data_dir, tmp_path / "logs", port=port)
-    try:
-        token = engine.login()
-        assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
-        run_id = start_run(engine, token, "held")["id"]
-
-        def pending() -> str | None:
-            outstanding = _profile_view(engine, token)["outstanding"]
-            return outstanding["job_id"] if outstanding and outstanding["state"] else None
-
-        job_id = wait_for(pending, timeout=30, what="the job to be PENDING")
-        assert engine.stop(signal.SIGKILL) != 0  # no shutdown: nothing is cancelled
-        assert slurm.fluksio_jobs() == [job_id]
-
-        engine, token = _restart(data_dir, tmp_path, port)
-        view = wait_for(
-            lambda: _profile_view(engine, token)["outstanding"],
-            timeout=30,
-            what="the restarted engine to list the job again",
-        )
-        assert view["job_id"] == job_id
-        expected = f"provisioning hpc/small, Slurm job {job_id} PENDING (BeginTime)"
-        wait_for(
-            lambda: get_run(engine, token, run_id)["reason"] == expected,
-            timeout=30,
-            what="the recovered run to say it waits for the same job",
-        )
-        assert slurm.fluksio_jobs() == [job_id]
-        assert view["request_id"] in slurm.token_files(), "the held job has not read it"
-    finally:
-        engine.stop()
-    # Cancelled by an engine that never submitted it: the token file goes too.
-    _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
-
-
-def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_restart(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    # Before, the restarted engine still counted the dead job against max_workers, learnt
-    # at its first poll that it had ended, and planned nothing: a new run stayed queued
-    # ("(outstanding)") until some other event, 150 s in the audit.
-    data_dir, port = _data_dir(tmp_path, slurm, max_idle_s=2, provision_timeout_s=120)
-    engine = start_engine(data_dir, tmp_path / "logs", port=port)
-    try:
-        token = engine.login()
-        node = [{"id": "n", "worker": "hpc", "code": NODE}]
-        assert put_flow(engine, token, "again", node)
-        first = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
-        assert first["state"] == "succeeded", first
-        (job_id,) = slurm.fluksio_jobs()
-        assert engine.stop(signal.SIGKILL) != 0  # its worker idles out meanwhile
-        wait_for(lambda: job_id not in slurm.fluksio_jobs(), timeout=60, what="the job to end")
-        engine, token = _restart(data_dir, tmp_path, port)
-        second = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
-        assert second["state"] == "succeeded", second
-        assert second["nodes"][0]["result"]["job"] != job_id, "it ran in a new job"
-    finally:
-        engine.stop()
-    # Its worker idles out: nothing of it is left for the next test.
-    wait_for(lambda: not slurm.fluksio_jobs(), timeout=60, what="the last job to end")
-
-
-@both_transports
-def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
-    tmp_path: Path, slurm: LocalSlurm, kind: str
-) -> None:
-    data_dir, port = _held_jobs_data_dir(tmp_path, slurm, transport=kind)
-    engine = start_engine(data_dir, tmp_path / "logs", port=port)
-    try:
-        token = engine.login()
-        with slurm.controller_frozen():
-            assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
-            start_run(engine, token, "held")
-            # sbatch runs on the login node and waits for the frozen controller.
-            wait_for(
-                lambda: slurm.ssh("pgrep", "-x", "sbatch").returncode == 0,
-                timeout=30,
-                what="sbatch to be waiting for slurmctld",
-            )
-            assert engine.stop(signal.SIGKILL) != 0  # the answer never comes
-        # The controller takes the submission it was holding: a job no engine knows of.
-        (job_id,) = wait_for(slurm.fluksio_jobs, timeout=30, what="the job to be queued")
-
-        engine, token = _restart(data_dir, tmp_path, port)
-
-        def adopted() -> dict[str, Any] | None:
-            outstanding: dict[str, Any] | None = _profile_view(engine, token)["outstanding"]
-            return outstanding if outstanding and outstanding["job_id"] else None
-
-        view = wait_for(adopted, timeout=30, what="the restarted engine to find the job")
-        assert view["job_id"] == job_id and view["answer_lost"] is None
-        assert engine.logs().count('"provision.found"') == 1
-        assert slurm.fluksio_jobs() == [job_id], "no second job"
-    finally:
-        engine.stop()
-        _log_out(data_dir)
-    _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
-
-
-def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works(
-    start: Any, slurm: LocalSlurm
-) -> None:
-    # The job fails at once until this file exists; the job user must be able to look, and
-    # pytest's tmp_path is root's alone.
-    shared = Path(tempfile.mkdtemp(prefix="fluksio-ready-"))
-    shared.chmod(0o755)
-    ready = shared / "ready"
-    token_files = slurm.token_files()
-    engine, token = start(
-        provision_timeout_s=120,
-        retry_base_s=1,
-        retry_max_s=2,
-        profile={"prerun": [f"test -e {ready} || exit 3"]},
-    )
-    try:
-        assert put_flow(engine, token, "flaky", [{"id": "n", "worker": "hpc", "code": NODE}])
-        run_id = start_run(engine, token, "flaky")["id"]
-        error = _wait_error(engine, token, "the job's failure at start")
-        # Noticed at a poll, long before the 120 s provision timeout.
-        assert re.fullmatch(
-            r"Slurm job \d+ ended FAILED( \(\w+\))? before its worker attached", error["message"]
-        ), error
-        wait_for(
-            lambda: _profile_view(engine, token)["failures"] >= 2,
-            timeout=30,
-            what="a second attempt after the backoff",
-        )
-        ready.write_text("")
-        ready.chmod(0o644)
-        run = wait_run(engine, token, run_id, timeout=60)
-        assert run["state"] == "succeeded", run
-        view = _profile_view(engine, token)
-        assert view["last_error"] is None and view["failures"] == 0
-        assert len(view["workers"]) == 1 and view["workers"][0]["job_id"]
-        # The failed jobs never read their token files; the engine removed them.
-        wait_for(
-            lambda: slurm.token_files() <= token_files,
-            timeout=30,
-            what="the failed jobs' token files to be removed",
-        )
-    finally:
-        shutil.rmtree(shared)
-
-
-class _Watch(threading.Thread):
-    """Polls squeue and /workers/resources while a test runs: the most seen at once."""
-
-    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm) -> None:
-        super().__init__(daemon=True)
-        self.engine, self.token, self.slurm = engine, token, slurm
-        self.stop = threading.Event()
-        self.most_jobs = self.most_queued = self.most_pending = 0
-        self.job_ids: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            listed = self.slurm.ssh("squeue", "--me", "-h", "-o", "%i %T %j").stdout.split("\n")
-            ours = [line.split() for line in listed if "fluksio-" in line]
-            self.job_ids.update(fields[0] for fields in ours)
-            self.most_jobs = max(self.most_jobs, len(ours))
-            queued = sum(fields[1] == "PENDING" for fields in ours)
-            self.most_queued = max(self.most_queued, queued)
-            stages = _profile_view(self.engine, self.token)["jobs_by_stage"]
-            pending = sum(n for stage, n in stages.items() if stage != "attached")
-            self.most_pending = max(self.most_pending, pending)
-            self.stop.wait(0.1)
-
-
-def _burst(
-    ran: Path, count: int = 48, *, seconds: float = 1, **fields: Any
-) -> list[dict[str, Any]]:
-    """Nodes of ``seconds`` each, for label hpc; each appends its id to ``ran``."""
-    node = code(f"""
-        import os, time
-
-        def process(node_id):
-            time.sleep({seconds})
-            with open({str(ran)!r}, "a") as out:
-                out.write(node_id + "\\n")
-            return os.environ.get("SLURM_JOB_ID")
-    """)
-    return [
-        {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, **fields}
-        for i in range(count)
-    ]
-
-
-def _burst_setup(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, Path, int]:
-    """For a burst: a directory its jobs write to, and an engine's data directory and port
-    (jobs get 120 s to attach)."""
-    data_dir, port = _data_dir(tmp_path, slurm, provision_timeout_s=120, **changes)
-    return _shared_dir(), data_dir, port
-
-
-def _shared_dir() -> Path:
-    """A directory the job user can write to (pytest's tmp_path is root's alone)."""
-    shared = Path(tempfile.mkdtemp(prefix="fluksio-burst-"))
-    shared.chmod(0o777)
-    return shared
-
-
-def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
-    start: Any, slurm: LocalSlurm
-) -> None:
-    shared = _shared_dir()
-    ran = shared / "ran"
-    engine, token = start(
-        profile={"max_workers": 4, "parallel": 4}, max_idle_s=2, provision_timeout_s=120
-    )
-    nodes = _burst(ran)
-    watch = _Watch(engine, token, slurm)
-    try:
-        assert put_flow(engine, token, "burst", nodes)
-        watch.start()
-        run_id = start_run(engine, token, "burst")["id"]
-        run = wait_run(engine, token, run_id, timeout=150)
-        watch.stop.set()
-        watch.join(timeout=30)
-        assert run["state"] == "succeeded", run
-        assert sorted(ran.read_text().split()) == sorted(n["id"] for n in nodes), "each once"
-        jobs_used = {n["result"] for n in run["nodes"]}
-        assert 2 <= len(jobs_used) <= 4, jobs_used
-        assert jobs_used <= watch.job_ids
-        assert watch.most_jobs <= 4 and watch.most_pending <= 1 and watch.most_queued <= 1
-    finally:
-        watch.stop.set()
-        shutil.rmtree(shared)
-
-
-def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_need(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    # Two-minute jobs: each worker is near its end from the moment it attaches. Before,
-    # such a worker stopped counting and eight calls brought six jobs at once.
-    shared, data_dir, port = _burst_setup(
-        tmp_path, slurm, max_idle_s=2, profile={"max_workers": 2, "sbatch": ["--time=00:02:00"]}
-    )
-    ran = shared / "ran"
-    engine = start_engine(
-        data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
-    )
-    watch: _Watch | None = None
-    try:
-        token = engine.login()
-        nodes = _burst(ran, 12, seconds=20, limit=30)
-        assert put_flow(engine, token, "capped", nodes)
-        watch = _Watch(engine, token, slurm)
-        watch.start()
-        run = wait_run(engine, token, start_run(engine, token, "capped")["id"], timeout=420)
-        watch.stop.set()
-        watch.join(timeout=30)
-        assert run["state"] == "succeeded", run
-        assert sorted(ran.read_text().split()) == sorted(n["id"] for n in nodes), "each once"
-        assert watch.most_jobs <= 2, f"squeue showed {watch.most_jobs} of the profile's jobs"
-        assert len(watch.job_ids) >= 3, "jobs ended at their walltime and were replaced"
-    finally:
-        if watch is not None:
-            watch.stop.set()
-        engine.stop()
-        shutil.rmtree(shared)
-    wait_for(lambda: not slurm.fluksio_jobs(), timeout=60, what="the last jobs to end")
-
-
-def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    shared, data_dir, port = _burst_setup(
-        tmp_path, slurm, max_idle_s=5, profile={"max_workers": 3, "parallel": 2}
-    )
-    ran = shared / "ran"
-    engine = start_engine(data_dir, tmp_path / "logs", port=port)
-    try:
-        token = engine.login()
-        # Calls that ran when the engine died run again (they may run twice).
-        assert put_flow(engine, token, "burst", _burst(ran, 36, retry_on_restart=True))
-        run_id = start_run(engine, token, "burst")["id"]
-        wait_for(
-            lambda: _profile_view(engine, token)["jobs_by_stage"].get("attached", 0) >= 2,
-            timeout=60,
-            what="two jobs' workers to attach",
-        )
-        before = set(slurm.fluksio_jobs())
-        assert engine.stop(signal.SIGKILL) != 0
-        engine, token = _restart(data_dir, tmp_path, port)
-        watch = _Watch(engine, token, slurm)
-        watch.start()
-        run = wait_run(engine, token, run_id, timeout=150)
-        watch.stop.set()
-        watch.join(timeout=30)
-        assert run["state"] == "succeeded", run
-        assert set(ran.read_text().split()) == {f"n{i}" for i in range(36)}
-        assert watch.most_jobs <= 3, "no extra job beside the ones found again"
-        assert len(before | watch.job_ids) <= 3, (before, watch.job_ids)
-    finally:
-        engine.stop()
-        shutil.rmtree(shared)
-
-
-def test_walltime_no_call_lands_past_its_job_end_and_the_replacement_takes_the_queue(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    data_dir, port = _data_dir(
-        tmp_path,
-        slurm,
-        max_idle_s=300,  # it leaves by draining, not by idling
-        profile={"sbatch": ["--time=00:01:00"]},
-    )
-    engine = start_engine(
-        data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
-    )
-    try:
-        token = engine.login()
-        fits = code("""
-            import os
-            def process():
-                return os.environ.get("SLURM_JOB_ID")
-        """)
-        assert put_flow(
-            engine, token, "fits", [{"id": "n", "worker": "hpc", "limit": 20, "code": fits}]
-        )
-        too_long = [{"id": "n", "worker": "hpc", "limit": 120, "code": fits}]
-        assert put_flow(engine, token, "too-long", too_long)
-        first = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
-        assert first["state"] == "succeeded", first
-        job1 = first["nodes"][0]["result"]
-        waiting = start_run(engine, token, "too-long")["id"]
-        (worker,) = engine.client(token).request("GET", "/workers").body
-        ends_at = datetime.fromisoformat(worker["ends_at"]).timestamp()
-        assert 0 < ends_at - time.time() <= 60, worker
-        reason = wait_for(
-            lambda: get_run(engine, token, waiting)["reason"], timeout=10, what="a reason"
-        )
-        assert re.fullmatch(
-            r"needs up to 120 s \(\+10 s to spare\); hpc-small's job ends in \d+ s;"
-            r" the profile with 'hpc' allows at most 60 s",
-            reason,
-        ), reason
-
-        # Under 30 s left, a call of 20 s (+10) no longer fits there: a replacement job
-        # is asked for ahead of the end, and takes it.
-        wait_for(lambda: ends_at - time.time() < 28, timeout=60, what="the job's last 28 s")
-        second = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
-        assert second["state"] == "succeeded", second
-        job2 = second["nodes"][0]["result"]
-        assert job2 != job1, "it ran on the replacement"
-
-        # The first worker drains and leaves: its job ends by itself, not at its limit.
-        state = wait_for(
-            lambda: (
-                slurm.job_state(job1) not in ("RUNNING", "COMPLETING", "") and slurm.job_state(job1)
-            ),
-            timeout=60,
-            what=f"job {job1} to end",
-        )
-        assert state == "COMPLETED", f"job {job1} ended {state}"
-        assert "drained: its job ends in" in engine.logs()
-        assert get_run(engine, token, waiting)["state"] == "queued", "never placed"
-    finally:
-        engine.stop()

@@ -169,6 +169,25 @@ class EngineApi(ABC):
         async with asyncio.timeout(timeout + 1):
             return await poll_async(reached, timeout=timeout, what=what)
 
+    async def first_queued_reason(self) -> str | None:
+        """Why the first call in line waits (``GET /workers/resources``), if one does."""
+        queued = (await self.request("GET", "/workers/resources")).body["queued"]
+        return str(queued[0]["reason"]) if queued else None
+
+    async def worker_status(self, name: str) -> str | None:
+        """The attached worker's status (``idle``, ``busy``, ``not answering``), if listed."""
+        found = [w for w in (await self.request("GET", "/workers")).body if w["name"] == name]
+        return str(found[0]["status"]) if found else None
+
+    async def seen_silent(self, name: str) -> None:
+        """Wait until the watch has looked since the clock moved and says the worker stopped
+        answering."""
+
+        async def silent() -> bool:
+            return await self.worker_status(name) == "not answering"
+
+        await poll_async(silent, timeout=10, what=f"{name} to be seen silent")
+
     async def attach(
         self,
         token: str,

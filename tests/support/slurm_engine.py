@@ -1,0 +1,115 @@
+"""An engine provisioning from the local Slurm, as the Slurm contract tests start one.
+
+The fixtures are imported by name into each test module that uses them (``slurm`` for the
+module, ``no_job_outlives_its_test`` on every test, ``start`` for engines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.certs import KeyPair
+from tests.support.cli import fluksio
+from tests.support.engine import (
+    EngineProcess,
+    attach_url_on,
+    free_port,
+    start_engine,
+    write_provisioners,
+)
+from tests.support.runs import code
+from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
+from tests.support.wait import wait_for
+
+__all__ = [
+    "NODE",
+    "log_out",
+    "no_job_outlives_its_test",
+    "profile_view",
+    "resources_of",
+    "slurm",
+    "start",
+    "wait_error",
+]
+
+NODE = code(
+    """
+    import os
+
+    def process():
+        return {"job": os.environ.get("SLURM_JOB_ID"), "user": os.environ.get("USER")}
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def slurm() -> LocalSlurm:
+    return local_slurm()
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test(slurm: LocalSlurm) -> Iterator[None]:
+    # Set up first, so torn down last: after the test's engines have stopped.
+    yield
+    slurm.cancel_leftovers()
+
+
+@pytest.fixture
+def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
+    started: list[EngineProcess] = []
+
+    def start_with(tls: KeyPair | None = None, **changes: Any) -> tuple[EngineProcess, str]:
+        """An engine with one Slurm provisioner; with ``tls`` it serves HTTPS and WSS, and
+        its jobs' workers dial ``wss://``."""
+        port = free_port()
+        data_dir = tmp_path / f"data{len(started)}"
+        args: tuple[str, ...] = ()
+        if tls is not None:
+            args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+            changes.setdefault("engine_url", attach_url_on(port, "wss"))
+        config = [slurm_provisioner(slurm, port, **changes)]
+        write_provisioners(data_dir, config)
+        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port, args=args)
+        started.append(engine)
+        return engine, engine.login()
+
+    yield start_with
+    for engine in started:
+        engine.stop()
+    for index in range(len(started)):  # what an engine killed mid-test left open
+        log_out(tmp_path / f"data{index}")
+
+
+def log_out(data_dir: Path) -> None:
+    """Close an openssh provisioner's shared connection (an engine SIGKILLed leaves its own)."""
+    if '"openssh"' in (data_dir / "provisioners.json").read_text():
+        fluksio("provisioners", "logout", "hpc", "--data-dir", str(data_dir))
+
+
+def resources_of(engine: EngineProcess, token: str) -> dict[str, Any]:
+    answer = engine.client(token).request("GET", "/workers/resources")
+    assert answer.status == 200, answer
+    body: dict[str, Any] = answer.body
+    return body
+
+
+def profile_view(engine: EngineProcess, token: str) -> dict[str, Any]:
+    (provisioner,) = resources_of(engine, token)["provisioners"]
+    (profile,) = provisioner["profiles"]
+    assert provisioner["name"] == "hpc" and provisioner["type"] == "slurm"
+    view: dict[str, Any] = profile
+    return view
+
+
+def wait_error(engine: EngineProcess, token: str, what: str) -> dict[str, Any]:
+    """The profile's last error, once there is one."""
+
+    def recorded() -> dict[str, Any] | None:
+        error: dict[str, Any] | None = profile_view(engine, token)["last_error"]
+        return error
+
+    return wait_for(recorded, timeout=30, what=what)
