@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fluksio_gridengine import GridEngineProvisioner, GridEngineSettings
 from provisioning import BatchFloors, access, batch_steps, free_port, print_table, timed_runs
 
-from fluksio.ssh import SSHTransport
+from fluksio.ssh import AsyncsshTransport
 
 STATE = Path("/var/lib/fluksio-slurm")
 NODE = "def process():\n    return 1\n"
@@ -73,7 +73,7 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
 async def _job_running_ms(facts: dict[str, str], repeat: int) -> list[float]:
     """qsub until qstat says the job runs: what any worker in a job waits before it starts."""
     login = f"{facts['LOGIN']}:{facts['PORT']}"
-    transport = SSHTransport(login, facts["KEY"], known_hosts=facts["KNOWN_HOSTS"])
+    transport = AsyncsshTransport(login, facts["KEY"], known_hosts=facts["KNOWN_HOSTS"])
     python = str(Path(facts["WORKER"]).parent / "python")
     samples = []
     for _ in range(repeat):
@@ -96,7 +96,7 @@ async def _job_running_ms(facts: dict[str, str], repeat: int) -> list[float]:
 async def _worker_start_ms(facts: dict[str, str], repeat: int) -> list[float]:
     """The worker's interpreter started over SSH: what a host's worker costs at least."""
     login = f"{facts['LOGIN']}:{facts['PORT']}"
-    transport = SSHTransport(login, facts["KEY"], known_hosts=facts["KNOWN_HOSTS"])
+    transport = AsyncsshTransport(login, facts["KEY"], known_hosts=facts["KNOWN_HOSTS"])
     await transport.run(["true"])
     samples = []
     for _ in range(repeat):

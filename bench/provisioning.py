@@ -39,7 +39,7 @@ from calls import Api, start_engine
 
 from fluksio.provisioners import BatchProvisioner
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
-from fluksio.ssh import SSHTransport
+from fluksio.ssh import AsyncsshTransport
 
 STATE = Path("/var/lib/fluksio-slurm")
 HELD = ["--begin=now+1hour"]
@@ -113,7 +113,9 @@ async def batch_steps(
 ) -> dict[str, float]:
     """Poll 20 held jobs and submit one, ours against the floors, over the open connection."""
     settings = provisioner.settings
-    transport = SSHTransport(settings.login, settings.ssh_key, known_hosts=settings.known_hosts)
+    transport = AsyncsshTransport(
+        settings.login, settings.ssh_key, known_hosts=settings.known_hosts
+    )
     profile = provisioner.profile(profile_name)
     await transport.run(["true"])  # both connections open before anything is timed
     await provisioner.check()
@@ -175,7 +177,7 @@ async def _steps(facts: dict[str, str], repeat: int) -> dict[str, float]:
 async def _job_running_ms(facts: dict[str, str], repeat: int) -> list[float]:
     """sbatch to Slurm saying RUNNING: what any provisioned worker waits before it starts."""
     login = f"{facts['LOGIN']}:{facts['PORT']}"
-    transport = SSHTransport(login, facts["KEY"], known_hosts=facts["KNOWN_HOSTS"])
+    transport = AsyncsshTransport(login, facts["KEY"], known_hosts=facts["KNOWN_HOSTS"])
     python = str(Path(facts["WORKER"]).parent / "python")
     argv = ["sbatch", "--parsable", "--cpus-per-task=1", "--mem=300M", "-o", "/dev/null"]
     samples = []

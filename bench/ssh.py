@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from fluksio.ssh import OpenSSHTransport, SSHTransport
+from fluksio.ssh import AsyncsshTransport, OpenSSHTransport
 from fluksio.ssh.shell import RemoteShell
 from tests.support.slurm import local_slurm
 
@@ -57,7 +57,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         socket = Path(tmp) / "ssh"
         shells: list[tuple[str, RemoteShell]] = [
-            ("asyncssh, one connection kept open", SSHTransport(login, key, known_hosts=known)),
+            (
+                "asyncssh, one connection kept open",
+                AsyncsshTransport(login, key, known_hosts=known),
+            ),
             (
                 "openssh, through the shared master",
                 OpenSSHTransport(login, key, known_hosts=known, control_path=socket),

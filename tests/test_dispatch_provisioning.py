@@ -15,7 +15,7 @@ import pytest
 
 from fluksio.agent.frames import AnswerFrame, ErrorRecord, encode
 from fluksio.engine.provisioning import Configured
-from fluksio.provisioners import WorkerEvent, hookimpl
+from fluksio.provisioners import WorkerRecord, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
@@ -40,11 +40,11 @@ class Listener:
         self.heard: list[tuple[str, str]] = []
 
     @hookimpl
-    def fluksio_worker_attached(self, worker: WorkerEvent) -> None:
+    def fluksio_worker_attached(self, worker: WorkerRecord) -> None:
         self.heard.append(("attached", worker.name))
 
     @hookimpl
-    def fluksio_worker_gone(self, worker: WorkerEvent) -> None:
+    def fluksio_worker_gone(self, worker: WorkerRecord) -> None:
         self.heard.append(("gone", worker.name))
 
 

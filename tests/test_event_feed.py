@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.events import EventFeed
+from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.sse import Event, EventReader
@@ -239,7 +239,7 @@ async def test_a_stream_ends_within_seconds_once_its_key_is_rotated(
 
 
 def test_the_buffer_is_bounded_by_bytes_and_keeps_one_snapshot_of_each_view() -> None:
-    feed = EventFeed(capacity=10_000, max_bytes=2 << 20)
+    feed = LiveFeed(capacity=10_000, max_bytes=2 << 20)
     queued = [
         {"call_id": f"c{i}", "reason": "provisioning box/small, " + "x" * 200} for i in range(400)
     ]

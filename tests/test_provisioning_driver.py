@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog.testing
 
-from fluksio.provisioners.base import JobState, JobStatus, WorkerEvent
+from fluksio.provisioners.base import JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.driver import ProvisioningDriver
 from fluksio.provisioners.requests import MachineRequest, RequestStage
 from tests.support.clock import ManualClock
@@ -68,8 +68,8 @@ def _state(driver: ProvisioningDriver, profile: str = "small") -> Stands:
     )
 
 
-def _attached(request_id: str) -> WorkerEvent:
-    return WorkerEvent("w1", "box-small", ("hpc",), "box", "small", request_id, None)
+def _attached(request_id: str) -> WorkerRecord:
+    return WorkerRecord("w1", "box-small", ("hpc",), "box", "small", request_id, None)
 
 
 async def _settle() -> None:
@@ -414,7 +414,7 @@ async def test_a_worker_near_its_job_end_holds_its_slot_until_its_job_ends() -> 
     driver.want("box", "small")
     await async_wait_for(lambda: provisioner.submitted, timeout=5, what="the first job")
     (request_id,) = provisioner.submitted
-    ends = WorkerEvent(
+    ends = WorkerRecord(
         "w1", "box-small", ("hpc",), "box", "small", request_id, "100", time.time() + 40
     )
     driver.worker_attached(ends)

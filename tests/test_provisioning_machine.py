@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.effects import (
     Cancel,
     CleanUp,
@@ -81,7 +81,7 @@ class ProvisioningComparison(RuleBasedStateMachine):
         self.job_ids = (str(n) for n in itertools.count(100))
         self.revoked: set[str] = set()
         self.minted: dict[str, str] = {}
-        self.attached: dict[str, WorkerEvent] = {}
+        self.attached: dict[str, WorkerRecord] = {}
         self.unreachable: set[str] = set()
         """Requests whose cancel failed: their jobs may run on, unwatched (said in the log)."""
         self.engines = 0
@@ -275,7 +275,7 @@ class ProvisioningComparison(RuleBasedStateMachine):
         request = self.machine.request(request_id)
         if request is None or request.stage is RequestStage.ATTACHED:
             return
-        event = WorkerEvent(
+        event = WorkerRecord(
             f"w-{request_id}", "box", ("hpc",), "box", request.profile, request_id, job_id
         )
         self.attached[event.worker_id] = event

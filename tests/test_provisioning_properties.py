@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.driver import ProvisioningDriver
 from fluksio.provisioners.requests import RequestStage
 from tests.support.clock import ManualClock
@@ -43,7 +43,7 @@ class World:
     provisioner: Scripted
     engine: RecordingEngine = field(default_factory=RecordingEngine)
     clock: ManualClock = field(default_factory=ManualClock)
-    attached: dict[str, WorkerEvent] = field(default_factory=dict)
+    attached: dict[str, WorkerRecord] = field(default_factory=dict)
     driver: ProvisioningDriver | None = None
 
     def start(self) -> ProvisioningDriver:
@@ -87,7 +87,7 @@ async def _play(steps: list[tuple[object, ...]], max_workers: int) -> None:
             if pending:
                 request = pending[int(step[1]) % len(pending)]  # type: ignore[call-overload]
                 left = step[2]
-                event = WorkerEvent(
+                event = WorkerRecord(
                     f"w-{request.id}", "box-small", ("hpc",), "box", "small", request.id,
                     request.job_id,
                     None if left is None else time.time() + float(left),  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from fluksio.agent.cli import main as worker
 from fluksio.cli import cli
-from fluksio.cli.options import settings_options
+from fluksio.cli.local.options import settings_options
 from fluksio.engine.settings import EngineSettings
 from tests.support.cli import fluksio
 

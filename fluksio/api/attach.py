@@ -53,7 +53,7 @@ from fluksio.engine.workers.registry import display_name
 from fluksio.engine.workers.session import WorkerSession
 from fluksio.engine.workers.watch import ping_every_s
 from fluksio.names import is_name
-from fluksio.provisioners.base import WorkerEvent
+from fluksio.provisioners.base import WorkerRecord
 from fluksio.scheduler import Worker
 from fluksio.validation import one_sentence
 
@@ -259,7 +259,7 @@ async def _come_back(
 
 
 async def _connected(
-    request: web.Request, session: WorkerSession, event: WorkerEvent
+    request: web.Request, session: WorkerSession, event: WorkerRecord
 ) -> web.StreamResponse:
     """Serve the session's socket until it ends; then the worker is gone, or away."""
     settings = request.app[ENGINE].settings
@@ -323,12 +323,12 @@ def _job_of(dispatcher: Dispatcher, token: WorkerIdentity) -> tuple[str, str] | 
     return dispatcher.provisioning.job_of(*provisioned)
 
 
-def _event(session: WorkerSession, job_id: str | None = None) -> WorkerEvent:
+def _event(session: WorkerSession, job_id: str | None = None) -> WorkerRecord:
     """What the provisioning driver and the worker hooks are told of it; ``job_id``: its
     request's job, where the worker did not say (only a Slurm job's worker does)."""
     provisioned = session.token.provisioned_by
     provisioner, profile, request_id = provisioned if provisioned else (None, None, None)
-    return WorkerEvent(
+    return WorkerRecord(
         worker_id=session.id,
         name=session.name,
         labels=tuple(session.hello.labels),

@@ -1,6 +1,6 @@
 """What the engine tells its live feed: runs, calls, workers, the queue and provisioning.
 
-Everything comes from the engine's one stream (:mod:`fluksio.engine.engine_events`):
+Everything comes from the engine's one stream (:mod:`fluksio.engine.stream`):
 
 - **Runs and calls** as they are written; a running call's
   reported events (``fluksio.emit``) as a count, at most twice a second.
@@ -26,10 +26,12 @@ from fluksio.api.routes.workers import (
     worker_body,
 )
 from fluksio.clock import Clock, Timer
-from fluksio.engine.engine_events import (
+from fluksio.engine.feed import LiveFeed
+from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.stream import (
     CallLogged,
     CallProgressed,
-    EngineEvents,
+    EngineStream,
     RunsWritten,
     TokenMinted,
     TokenRevoked,
@@ -37,8 +39,6 @@ from fluksio.engine.engine_events import (
     WorkerChanged,
     WorkerRefused,
 )
-from fluksio.engine.events import EventFeed
-from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.views import EngineViews
 
 __all__ = ["LiveEvents"]
@@ -56,7 +56,7 @@ COUNTDOWN_EVERY_S = 1.0
 
 
 class LiveEvents:
-    def __init__(self, feed: EventFeed, views: EngineViews, clock: Clock) -> None:
+    def __init__(self, feed: LiveFeed, views: EngineViews, clock: Clock) -> None:
         self._feed = feed
         self._clock = clock
         self._views_of = views
@@ -74,7 +74,7 @@ class LiveEvents:
         self._logged_due: Timer | None = None
         self._closed = False
 
-    def connect(self, events: EngineEvents) -> None:
+    def connect(self, events: EngineStream) -> None:
         """Subscribe to the engine's stream."""
         events.subscribe(RunsWritten, self._runs_written)
         events.subscribe(CallProgressed, self._progressed)

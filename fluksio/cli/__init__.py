@@ -31,15 +31,15 @@ class Refused(UserError):
 
 
 _COMMANDS = {
-    "serve": "fluksio.cli.serve:serve",
-    "keys": "fluksio.cli.keys:keys",
+    "serve": "fluksio.cli.local.serve:serve",
+    "keys": "fluksio.cli.local.keys:keys",
     "tokens": "fluksio.cli.tokens:tokens",
     "flows": "fluksio.cli.flows:flows",
     "runs": "fluksio.cli.runs:runs",
     "workers": "fluksio.cli.workers:workers",
     "metrics": "fluksio.cli.metrics:metrics",
-    "provisioners": "fluksio.cli.provisioners:provisioners",
-    "users": "fluksio.cli.users:users",
+    "provisioners": "fluksio.cli.local.provisioners:provisioners",
+    "users": "fluksio.cli.local.users:users",
     "worker": "fluksio.agent.cli:main",
 }
 """Each subcommand's module, imported only when it runs: ``fluksio tokens list`` need not

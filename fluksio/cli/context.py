@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from fluksio.cli.client import ApiClient, resolve_api_url
-from fluksio.cli.options import data_dir_option
+from fluksio.cli.local.options import data_dir_option
 
 __all__ = ["api_group", "client_of"]
 

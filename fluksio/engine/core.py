@@ -24,8 +24,7 @@ from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import Database, open_database
 from fluksio.engine.dispatch import Dispatcher
-from fluksio.engine.engine_events import EngineEvents
-from fluksio.engine.events import EventFeed
+from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
 from fluksio.engine.logging import get_logger
 from fluksio.engine.metrics import EngineMetrics
@@ -33,7 +32,7 @@ from fluksio.engine.provision_requests import ProvisionRequestStore
 from fluksio.engine.provisioning import (
     Configured,
     TokensAndRequests,
-    forward_worker_events,
+    forward_worker_hooks,
     load_configured,
     log_ready,
 )
@@ -43,6 +42,7 @@ from fluksio.engine.runs.store import FlowStore, RunStore
 from fluksio.engine.scrape_tokens import ScrapeTokenStore
 from fluksio.engine.secrets import SecretStore
 from fluksio.engine.settings import EngineSettings
+from fluksio.engine.stream import EngineStream
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.users import UserStore
 from fluksio.engine.views import EngineViews
@@ -67,10 +67,10 @@ class Engine:
     """The engine's one clock (``fluksio.clock``): every reading of time, every timer;
     tests give one they advance."""
     layout: DataDir
-    stream: EngineEvents
-    """The engine's one stream of typed events (``fluksio.engine.engine_events``)."""
+    stream: EngineStream
+    """The engine's one stream of typed events (``fluksio.engine.stream``)."""
     workers: WorkerRegistry
-    feed: EventFeed
+    feed: LiveFeed
     """The live feed's buffer, which ``GET /events`` streams."""
     metrics: EngineMetrics
 
@@ -103,9 +103,9 @@ class Engine:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.layout = settings.layout
-        self.stream = EngineEvents()
+        self.stream = EngineStream()
         self.workers = WorkerRegistry(self.stream)
-        self.feed = EventFeed(settings.event_buffer, settings.event_buffer_bytes, self.clock)
+        self.feed = LiveFeed(settings.event_buffer, settings.event_buffer_bytes, self.clock)
         self.metrics = EngineMetrics()
         self._configured = provisioners
         self._address = address
@@ -188,7 +188,7 @@ class Engine:
             runs=self.runs,
             flows=self.flows,
             secrets=self.secrets,
-            events=self.stream,
+            stream=self.stream,
             provisioners=configured.provisioners,
             engine_side=TokensAndRequests(self.tokens, self.worker_tokens, requests),
             clock=self.clock,
@@ -198,7 +198,7 @@ class Engine:
         self.views = EngineViews(self.workers, self.dispatcher)
         # The stream's subscribers here: the metrics and the plugins' hooks.
         self.metrics.watch(self.stream, self.workers, self.dispatcher, self.feed)
-        forward_worker_events(self.stream, configured.plugins.manager.hook)
+        forward_worker_hooks(self.stream, configured.plugins.manager.hook)
         log_ready(configured)
         self.dispatcher.recover(requests.load())
         try:

@@ -32,16 +32,6 @@ from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.dispatch_views import DispatcherViews
-from fluksio.engine.engine_events import (
-    VIEWS_CHANGED,
-    CallLogged,
-    CallProgressed,
-    EngineEvents,
-    RunsWritten,
-    WorkerChanged,
-    WorkerJoined,
-    WorkerLeft,
-)
 from fluksio.engine.errors import Conflict, NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.calls import call_spec, stopped_at_job_end
@@ -68,7 +58,17 @@ from fluksio.engine.runs.views import (
 )
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.secrets import SecretDenied
-from fluksio.provisioners.base import Provisioner, WorkerEvent
+from fluksio.engine.stream import (
+    VIEWS_CHANGED,
+    CallLogged,
+    CallProgressed,
+    EngineStream,
+    RunsWritten,
+    WorkerChanged,
+    WorkerJoined,
+    WorkerLeft,
+)
+from fluksio.provisioners.base import Provisioner, WorkerRecord
 from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
 from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import (
@@ -107,7 +107,7 @@ class Dispatcher(DispatcherViews):
         runs: RunStore,
         flows: FlowStore,
         secrets: SecretStore,
-        events: EngineEvents,
+        stream: EngineStream,
         provisioners: Sequence[Provisioner[Any, Any]] = (),
         engine_side: EngineSide | None = None,
         clock: Clock,
@@ -132,7 +132,7 @@ class Dispatcher(DispatcherViews):
         """The runs that ended last, as written: the newest :data:`ENDED_KEPT`."""
         self._pass_pending = False
         self._closing = False
-        self._events = events
+        self._stream = stream
         self._clock = clock
         """The engine's one clock: rows keep its wall time, and workers report their batch
         job's end in it."""
@@ -148,7 +148,7 @@ class Dispatcher(DispatcherViews):
                 provisioners,
                 engine_side,
                 on_change=self._provisioning_changed,
-                emit=events.emit,
+                emit=stream.emit,
                 clock=clock,
                 engine_address=engine_address,
             )
@@ -183,13 +183,13 @@ class Dispatcher(DispatcherViews):
 
     def _changed(self) -> None:
         self.version += 1
-        self._events.emit(VIEWS_CHANGED)
+        self._stream.emit(VIEWS_CHANGED)
 
     def _place_changed(self, place_id: str) -> None:
         """A place's free amounts or standing changed (a call placed or done, a worker
         attached, silent or answering again)."""
         if place_id != ENGINE_ID:
-            self._events.emit(WorkerChanged(place_id))
+            self._stream.emit(WorkerChanged(place_id))
 
     # -- runs --------------------------------------------------------------------------
 
@@ -287,7 +287,7 @@ class Dispatcher(DispatcherViews):
         self.kick()
 
     def _progressed(self, effect: Progress) -> None:
-        self._events.emit(CallProgressed(effect.row, effect.node, effect.count))
+        self._stream.emit(CallProgressed(effect.row, effect.node, effect.count))
 
     def _created(self, effect: Create) -> None:
         row = effect.row
@@ -304,7 +304,7 @@ class Dispatcher(DispatcherViews):
         log.info("run.ended", run_id=effect.row.id, state=effect.row.state)
 
     def _written(self, changes: Sequence[RunChange]) -> None:
-        self._events.emit(RunsWritten(changes))
+        self._stream.emit(RunsWritten(changes))
         for change in changes:
             ended = self._machine.written(change.row.id)
             if ended is not None:
@@ -383,11 +383,11 @@ class Dispatcher(DispatcherViews):
         if kept and call is not None:
             run, node, row = call
             logged = CallLogged(run.id, run.flow, node.id, call_id, row.attempt, first, kept)
-            self._events.emit(logged)
+            self._stream.emit(logged)
 
     # -- events from attached workers ---------------------------------------------------
 
-    def worker_attached(self, worker: Worker, executor: Executor, event: WorkerEvent) -> None:
+    def worker_attached(self, worker: Worker, executor: Executor, event: WorkerRecord) -> None:
         """A worker attached: it can take calls from the next pass on."""
         self._changed()
         self._executors[worker.id] = executor
@@ -395,20 +395,20 @@ class Dispatcher(DispatcherViews):
         self._place_changed(worker.id)
         if self.provisioning is not None:
             self.provisioning.worker_attached(event)
-        self._events.emit(WorkerJoined(event))
+        self._stream.emit(WorkerJoined(event))
         self.kick()
 
-    def worker_gone(self, event: WorkerEvent, reason: str | None = None) -> None:
+    def worker_gone(self, event: WorkerRecord, reason: str | None = None) -> None:
         """A worker is gone (``reason``, when known); its executor has already failed its
         calls in flight."""
         self._changed()
         self._executors.pop(event.worker_id, None)
         if self._scheduler.has_place(event.worker_id):
             self._scheduler.remove_worker(event.worker_id)
-        self._events.emit(WorkerChanged(event.worker_id, gone=reason))
+        self._stream.emit(WorkerChanged(event.worker_id, gone=reason))
         if self.provisioning is not None:
             self.provisioning.worker_gone(event)
-        self._events.emit(WorkerLeft(event))
+        self._stream.emit(WorkerLeft(event))
         self.kick()
 
     def set_answering(self, worker_id: str, answering: bool) -> None:

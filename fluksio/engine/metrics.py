@@ -22,16 +22,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fluksio.engine.dispatch import Dispatcher
-from fluksio.engine.engine_events import (
+from fluksio.engine.feed import LiveFeed
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
+from fluksio.engine.stream import (
     CommandRan,
-    EngineEvents,
+    EngineStream,
     RequestAttached,
     RequestFailed,
     RequestSubmitted,
     RunsWritten,
 )
-from fluksio.engine.events import EventFeed
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
 from fluksio.engine.workers.registry import WorkerRegistry
 
 __all__ = ["CONTENT_TYPE", "EngineMetrics"]
@@ -125,10 +125,10 @@ class EngineMetrics:
 
     def watch(
         self,
-        events: EngineEvents,
+        events: EngineStream,
         registry: WorkerRegistry,
         dispatcher: Dispatcher,
-        feed: EventFeed,
+        feed: LiveFeed,
     ) -> None:
         """Count what the engine's stream tells as it happens; read the rest at each scrape."""
         events.subscribe(RunsWritten, self.runs_written)
@@ -226,7 +226,7 @@ def _family(name: str) -> GaugeMetricFamily | CounterMetricFamily:
 class _EngineState(Collector):
     """What the engine holds now, read at each scrape."""
 
-    def __init__(self, registry: WorkerRegistry, dispatcher: Dispatcher, feed: EventFeed) -> None:
+    def __init__(self, registry: WorkerRegistry, dispatcher: Dispatcher, feed: LiveFeed) -> None:
         self._registry = registry
         self._dispatcher = dispatcher
         self._feed = feed

@@ -13,9 +13,9 @@ from typing import Any
 import pluggy
 
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.engine_events import EngineEvents, WorkerJoined, WorkerLeft
 from fluksio.engine.logging import get_logger
 from fluksio.engine.provision_requests import ProvisionRequestStore
+from fluksio.engine.stream import EngineStream, WorkerJoined, WorkerLeft
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
@@ -27,7 +27,7 @@ from fluksio.provisioners.requests import MachineRequest
 __all__ = [
     "Configured",
     "TokensAndRequests",
-    "forward_worker_events",
+    "forward_worker_hooks",
     "instantiate",
     "load_configured",
     "log_ready",
@@ -105,10 +105,10 @@ class TokensAndRequests:
         self._requests.delete(request_id)
 
 
-def forward_worker_events(events: EngineEvents, hook: pluggy.HookRelay) -> None:
+def forward_worker_hooks(stream: EngineStream, hook: pluggy.HookRelay) -> None:
     """The plugins' event hooks, as subscribers of the engine's stream."""
-    events.subscribe(WorkerJoined, lambda e: hook.fluksio_worker_attached(worker=e.worker))
-    events.subscribe(WorkerLeft, lambda e: hook.fluksio_worker_gone(worker=e.worker))
+    stream.subscribe(WorkerJoined, lambda e: hook.fluksio_worker_attached(worker=e.worker))
+    stream.subscribe(WorkerLeft, lambda e: hook.fluksio_worker_gone(worker=e.worker))
 
 
 def log_ready(configured: Configured) -> None:

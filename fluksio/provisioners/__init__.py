@@ -22,6 +22,7 @@ from fluksio.provisioners.base import (
     ProvisionerSettings,
     Submission,
     WorkerEvent,
+    WorkerRecord,
     worker_argv,
 )
 from fluksio.provisioners.batch import (
@@ -72,6 +73,7 @@ __all__ = [
     "TransportError",
     "WayIn",
     "WorkerEvent",
+    "WorkerRecord",
     "batch_options",
     "delivering",
     "hookimpl",

@@ -32,7 +32,7 @@ __all__ = [
     "Provisioner",
     "ProvisionerSettings",
     "Submission",
-    "WorkerEvent",
+    "WorkerRecord",
     "worker_argv",
 ]
 
@@ -187,8 +187,9 @@ class Submission:
 
 
 @dataclass(frozen=True)
-class WorkerEvent:
-    """A worker attached or went away; what ties it to a request, if anything does.
+class WorkerRecord:
+    """A worker that attached or went away: who it is, and what ties it to a request, if
+    anything does (what the worker hooks and the provisioning machine are given).
 
     ``provisioner``, ``profile`` and ``request_id`` come from the worker's signed token (the
     engine mints one per request); ``job_id`` is what the worker itself reported (e.g.
@@ -222,6 +223,11 @@ class EngineLink:
     path_changed: Callable[[], None]
     """Call when :meth:`Provisioner.path_down` changes: the waiting calls' reasons and the
     Workers screen show it."""
+
+
+WorkerEvent = WorkerRecord
+"""The name :class:`WorkerRecord` had before it said what it is (a record, not an event):
+kept so that plugins written against it still import."""
 
 
 SettingsT = TypeVar("SettingsT", bound=ProvisionerSettings[Any])

@@ -55,7 +55,7 @@ from fluksio.provisioners.base import (
     ProfileSettings,
     Provisioner,
     ProvisionError,
-    WorkerEvent,
+    WorkerRecord,
 )
 from fluksio.provisioners.effects import (
     Cancel,
@@ -207,10 +207,10 @@ class ProvisioningDriver:
         """Requests an earlier run of the engine submitted: watched again where they left."""
         self._apply(self._machine.recover(requests, self._clock.now()))
 
-    def worker_attached(self, event: WorkerEvent) -> None:
+    def worker_attached(self, event: WorkerRecord) -> None:
         self._apply(self._machine.worker_attached(event, self._clock.now()))
 
-    def worker_gone(self, event: WorkerEvent) -> None:
+    def worker_gone(self, event: WorkerRecord) -> None:
         self._apply(self._machine.worker_gone(event, self._clock.now()))
 
     async def close(self) -> None:

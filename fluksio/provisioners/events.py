@@ -1,7 +1,7 @@
 """What the provisioning driver tells the engine's event stream: typed, declared once here.
 
 The driver emits these through the ``emit`` it is given; the engine's stream
-(:mod:`fluksio.engine.engine_events`) carries them beside its own, and its metrics subscribe.
+(:mod:`fluksio.engine.stream`) carries them beside its own, and its metrics subscribe.
 """
 
 from __future__ import annotations

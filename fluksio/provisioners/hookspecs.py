@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from fluksio.provisioners.base import Provisioner, WorkerEvent
+    from fluksio.provisioners.base import Provisioner, WorkerRecord
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -69,7 +69,7 @@ def fluksio_provisioner_types() -> list[type[Provisioner[Any, Any]]]:  # type: i
 
 
 @hookspec
-def fluksio_worker_attached(worker: WorkerEvent) -> None:
+def fluksio_worker_attached(worker: WorkerRecord) -> None:
     """A worker attached to the engine and may now be given calls.
 
     Called on the engine's event loop after the worker's hello was accepted, for every
@@ -85,13 +85,13 @@ def fluksio_worker_attached(worker: WorkerEvent) -> None:
 
 
 @hookspec
-def fluksio_worker_gone(worker: WorkerEvent) -> None:
+def fluksio_worker_gone(worker: WorkerRecord) -> None:
     """A worker detached: it exited (``--max-idle``), its machine ended, or its socket closed.
 
     Called after the engine has failed the worker's calls in flight. The request that
     brought the worker is not ended here: its job's own end (seen at the next poll) ends
     it and revokes its token, since a worker may drop and reattach while its job runs on.
 
-    :param worker: The same :class:`~fluksio.provisioners.base.WorkerEvent` as at attach.
+    :param worker: The same :class:`~fluksio.provisioners.base.WorkerRecord` as at attach.
     :return: Nothing; return values are ignored.
     """

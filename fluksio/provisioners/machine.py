@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.effects import (
     Cancel,
     CleanUp,
@@ -289,7 +289,7 @@ class ProvisioningMachine(MachineState):
 
     # -- inputs: workers -----------------------------------------------------------------
 
-    def worker_attached(self, event: WorkerEvent, now: float) -> list[Effect]:
+    def worker_attached(self, event: WorkerRecord, now: float) -> list[Effect]:
         entry = self._entry_of(event)
         if entry is None:
             return []
@@ -312,7 +312,7 @@ class ProvisioningMachine(MachineState):
         effects += self._changed()
         return effects
 
-    def worker_gone(self, event: WorkerEvent, now: float) -> list[Effect]:
+    def worker_gone(self, event: WorkerRecord, now: float) -> list[Effect]:
         entry = self._entry_of(event)
         if entry is None:
             return []

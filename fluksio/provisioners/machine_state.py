@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from fluksio.provisioners.base import WorkerEvent
+from fluksio.provisioners.base import WorkerRecord
 from fluksio.provisioners.effects import Changed, Effect, Wake
 from fluksio.provisioners.requests import (
     BroughtWorker,
@@ -151,7 +151,7 @@ class MachineState:
             return None
         return entry.rule.job_noun, request.job_id
 
-    def _entry_of(self, event: WorkerEvent) -> ProfileEntry | None:
+    def _entry_of(self, event: WorkerRecord) -> ProfileEntry | None:
         if event.provisioner is None or event.profile is None:
             return None
         return self._profiles.get(f"{event.provisioner}/{event.profile}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerEvent
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
 
 __all__ = ["ReferenceProvisioning", "ReferenceRequest"]
@@ -211,7 +211,7 @@ class ReferenceProvisioning:
             if request is not None and request.stage in _PENDING:
                 self._cancel(request, failed=True)
 
-    def worker_attached(self, event: WorkerEvent, now: float) -> None:
+    def worker_attached(self, event: WorkerRecord, now: float) -> None:
         key = f"{event.provisioner}/{event.profile}"
         request = self._request(str(event.request_id))
         if key not in self.rules or request is None or request.profile != key:

@@ -21,7 +21,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fluksio.provisioners.base import ProvisionError
-from fluksio.ssh import CommandTimer, OpenSSHTransport, SSHTransport, open_transport
+from fluksio.ssh import AsyncsshTransport, CommandTimer, OpenSSHTransport, open_transport
 from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
 
 __all__ = [
@@ -115,7 +115,7 @@ class SSHAccess(BaseModel):
         key: str | None,
         control_path: Path | None,
         on_command: CommandTimer | None = None,
-    ) -> SSHTransport | OpenSSHTransport:
+    ) -> AsyncsshTransport | OpenSSHTransport:
         """SSH to ``login`` with these options (``key`` overrides ``ssh_key``), telling
         ``on_command`` of each command it runs."""
         return open_transport(

@@ -3,7 +3,7 @@
 Two implementations of :class:`~fluksio.ssh.shell.RemoteShell`, chosen per
 provisioner (``"transport"`` in ``provisioners.json``; :func:`open_transport`):
 
-- :class:`SSHTransport` (``asyncssh``, the default): one connection opened on first use
+- :class:`AsyncsshTransport` (``asyncssh``, the default): one connection opened on first use
   and kept, so a poll costs one channel, not a login (~50 ms per command against ~200 ms
   for a new OpenSSH process).
 - :class:`OpenSSHTransport` (``openssh``): the system ``ssh`` client, so whatever the
@@ -28,7 +28,7 @@ once (``sbatch``). Commands travel as argv, quoted for the remote shell here and
 else; anything secret travels on stdin, never in argv (``ps`` shows argv to every user).
 
 The retry policy and the sentences both transports say are in :mod:`fluksio.ssh.base`;
-:mod:`fluksio.ssh.in_process` (asyncssh) and :mod:`fluksio.ssh.openssh` (the system
+:mod:`fluksio.ssh.asyncssh_transport` (asyncssh) and :mod:`fluksio.ssh.openssh` (the system
 ``ssh``) each say only how a command is run once.
 """
 
@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fluksio.ssh.asyncssh_transport import AsyncsshTransport
 from fluksio.ssh.base import CONNECT_TIMEOUT_S, TRANSPORTS, CommandTimer, parse_login
-from fluksio.ssh.in_process import SSHTransport
 from fluksio.ssh.openssh import OpenSSHTransport
 from fluksio.ssh.shell import (
     Completed,
@@ -51,12 +51,12 @@ from fluksio.ssh.shell import (
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "TRANSPORTS",
+    "AsyncsshTransport",
     "CommandTimer",
     "Completed",
     "OpenSSHTransport",
     "RemoteShell",
     "Route",
-    "SSHTransport",
     "SharedLogin",
     "Transport",
     "TransportError",
@@ -75,7 +75,7 @@ def open_transport(
     ssh_config: str | None = None,
     control_path: Path | None = None,
     on_command: CommandTimer | None = None,
-) -> SSHTransport | OpenSSHTransport:
+) -> AsyncsshTransport | OpenSSHTransport:
     """The transport ``kind`` names; ``control_path`` is where OpenSSH shares its login;
     ``on_command`` is told of each command it runs."""
     if kind == "openssh":
@@ -88,7 +88,7 @@ def open_transport(
             control_path=control_path,
             on_command=on_command,
         )
-    return SSHTransport(
+    return AsyncsshTransport(
         login,
         key,
         known_hosts=known_hosts,

@@ -1,6 +1,6 @@
 """The remote shell a provisioner runs its commands through: one small interface.
 
-:class:`RemoteShell` is the shape of :meth:`fluksio.ssh.SSHTransport.run`;
+:class:`RemoteShell` is the shape of :meth:`fluksio.ssh.AsyncsshTransport.run`;
 a provisioner takes one at construction, so its life cycle can be tested with scripted
 replies (exit codes, an ``sbatch`` error, a ``squeue`` table, a timeout) and run for real
 over SSH with the same code. Nothing here knows SSH.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.ssh import TRANSPORTS, OpenSSHTransport, SSHTransport
+from fluksio.ssh import TRANSPORTS, AsyncsshTransport, OpenSSHTransport
 
 __all__ = ["TRANSPORTS", "both_transports", "make_transport"]
 
@@ -17,8 +17,8 @@ both_transports = pytest.mark.parametrize("kind", TRANSPORTS)
 
 def make_transport(
     kind: str, login: str, key: str | None = None, *, shared: Path, **options: Any
-) -> SSHTransport | OpenSSHTransport:
+) -> AsyncsshTransport | OpenSSHTransport:
     """``kind``'s transport; OpenSSH shares its connection through a socket at ``shared``."""
     if kind == "openssh":
         return OpenSSHTransport(login, key, control_path=shared, **options)
-    return SSHTransport(login, key, **options)
+    return AsyncsshTransport(login, key, **options)

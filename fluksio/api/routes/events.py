@@ -35,7 +35,7 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import require_superuser
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
-from fluksio.engine.events import FeedEvent, sse_frame
+from fluksio.engine.feed import FeedEvent, sse_frame
 
 __all__ = ["routes"]
 

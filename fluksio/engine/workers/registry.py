@@ -9,7 +9,7 @@ another token signs.
 
 from __future__ import annotations
 
-from fluksio.engine.engine_events import EngineEvents, WorkerChanged, WorkerRefused
+from fluksio.engine.stream import EngineStream, WorkerChanged, WorkerRefused
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.session import FrameCounts, WorkerSession
 
@@ -25,7 +25,7 @@ REFUSED_PER_TOKEN = 8
 
 
 class WorkerRegistry:
-    def __init__(self, events: EngineEvents) -> None:
+    def __init__(self, events: EngineStream) -> None:
         self._events = events
         self._by_id: dict[str, WorkerSession] = {}
         self._by_identity: dict[tuple[str, str], WorkerSession] = {}

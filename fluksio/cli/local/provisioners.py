@@ -18,7 +18,7 @@ import click
 
 from fluksio.api.answers.workers import ResourcesBody
 from fluksio.cli.client import ApiClient, resolve_api_url
-from fluksio.cli.options import data_dir_option
+from fluksio.cli.local.options import data_dir_option
 from fluksio.cli.tables import json_text, table
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.provisioning import instantiate

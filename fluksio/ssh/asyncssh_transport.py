@@ -26,7 +26,7 @@ from fluksio.ssh.base import (
 )
 from fluksio.ssh.shell import Completed, RemoteProcess, Route, Transport, TransportError
 
-__all__ = ["SSHTransport"]
+__all__ = ["AsyncsshTransport"]
 
 
 class _TrustOnFirstUse(asyncssh.SSHClient):
@@ -52,7 +52,7 @@ class _TrustOnFirstUse(asyncssh.SSHClient):
         return True
 
 
-class SSHTransport(BaseTransport):
+class AsyncsshTransport(BaseTransport):
     """asyncssh: runs commands as ``login``; keeps one connection open between them."""
 
     name: ClassVar[Transport] = "asyncssh"

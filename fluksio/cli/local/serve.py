@@ -10,7 +10,7 @@ import click
 
 from fluksio.api.proxies import parse_public_url, parse_trusted_proxies
 from fluksio.api.server import data_dir_lock, run_engine
-from fluksio.cli.options import settings_options
+from fluksio.cli.local.options import settings_options
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
 from fluksio.engine.logging import configure_logging, register_secret

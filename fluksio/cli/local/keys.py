@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from fluksio.cli.options import data_dir_option
+from fluksio.cli.local.options import data_dir_option
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
 from fluksio.engine.keys import KeyRing

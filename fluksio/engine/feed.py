@@ -29,8 +29,8 @@ from fluksio.clock import SYSTEM_CLOCK, Clock
 
 __all__ = [
     "DEFAULT_CAPACITY",
-    "EventFeed",
     "FeedEvent",
+    "LiveFeed",
     "Position",
     "sse_frame",
 ]
@@ -68,7 +68,7 @@ class Position:
     refetch: str | None = None
 
 
-class EventFeed:
+class LiveFeed:
     def __init__(
         self,
         capacity: int = DEFAULT_CAPACITY,

@@ -1,7 +1,7 @@
 """The engine's one stream of events: each kind declared once here, emitted where it happens.
 
 What happens in the engine is emitted as one of the typed events below, on the one
-:class:`EngineEvents` stream of the app:
+:class:`EngineStream` stream of the app:
 
 - the dispatcher emits what happens to runs, calls, places and the views it answers;
 - the worker registry and each worker's session what happens to attached workers;
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.views import RunChange
 from fluksio.engine.workers.refused import NeedsUpgrade
-from fluksio.provisioners.base import WorkerEvent
+from fluksio.provisioners.base import WorkerRecord
 from fluksio.provisioners.events import (
     CommandRan,
     RequestAttached,
@@ -41,7 +41,7 @@ __all__ = [
     "CallProgressed",
     "CommandRan",
     "EngineEvent",
-    "EngineEvents",
+    "EngineStream",
     "RequestAttached",
     "RequestFailed",
     "RequestSubmitted",
@@ -106,12 +106,12 @@ class WorkerChanged:
 class WorkerJoined:
     """A worker can take calls: what ties it to a machine request, if anything does."""
 
-    worker: WorkerEvent
+    worker: WorkerRecord
 
 
 @dataclass(frozen=True)
 class WorkerLeft:
-    worker: WorkerEvent
+    worker: WorkerRecord
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ VIEWS_CHANGED = ViewsChanged()
 E = TypeVar("E", bound=EngineEvent)
 
 
-class EngineEvents:
+class EngineStream:
     """The stream: emit an event, and its kind's subscribers are told, in order.
 
     A subscriber names the kinds it wants, so that an event nobody reads costs one lookup.
