@@ -51,6 +51,7 @@ from fluksio.engine.workers.protocol import (
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.registry import display_name
 from fluksio.engine.workers.session import WorkerSession
+from fluksio.engine.workers.socket import CountedSocket
 from fluksio.engine.workers.watch import ping_every_s
 from fluksio.names import is_name
 from fluksio.provisioners.base import WorkerRecord
@@ -70,19 +71,15 @@ class _Refused(Exception):
         self.reason = reason
 
 
-async def _refuse(ws: web.WebSocketResponse, reason: str) -> web.WebSocketResponse:
+async def _refuse(ws: CountedSocket, reason: str) -> None:
     await ws.send_str(encode(RefusedFrame(reason=reason)))
     await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=reason.encode()[:120])
-    return ws
 
 
-async def _hello(
-    request: web.Request, ws: web.WebSocketResponse, token: WorkerIdentity
-) -> HelloFrame:
+async def _hello(request: web.Request, ws: CountedSocket, token: WorkerIdentity) -> HelloFrame:
     settings = request.app[ENGINE].settings
     try:
         message = await ws.receive(timeout=settings.worker_hello_timeout_s)
-        request.app[ENGINE].workers.frames.received += 1
     except TimeoutError:
         raise _Refused(
             f"no hello within {settings.worker_hello_timeout_s:g} s of connecting"
@@ -165,7 +162,7 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
     # No aiohttp heartbeat: it would close a silent worker after 1.5 pings, long before the
     # 90-second rule. Liveness is one rule (the watcher's, worker_gone_s); the engine's own
     # pings only keep a healthy idle worker's last_seen fresh.
-    ws = web.WebSocketResponse(
+    response = web.WebSocketResponse(
         max_msg_size=settings.max_frame_bytes,
         compress=False,  # results are often already compressed; the CPU is better spent
         autoping=False,
@@ -173,19 +170,22 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         # large answer is not copied once more into a str first.
         decode_text=False,
     )
-    await ws.prepare(request)
+    await response.prepare(request)
+    registry = request.app[ENGINE].workers
+    ws = CountedSocket(response, registry.frames)
     try:
         hello = await _hello(request, ws, token)
     except _Refused as refused:
         log.info("worker.refused", worker=token.name, reason=refused.reason)
-        return await _refuse(ws, refused.reason)
+        await _refuse(ws, refused.reason)
+        return response
 
-    registry = request.app[ENGINE].workers
     name = display_name(token.name, hello.name)
     dispatcher = request.app[ENGINE].dispatcher
     away = registry.by_identity((token.jti, hello.name))
     if away is not None and away.away and hello.resume is not None:
-        return await _come_back(request, away, ws, hello)
+        await _come_back(request, away, ws, hello)
+        return response
     session = WorkerSession(
         id=f"w{secrets.token_hex(6)}",
         name=name,
@@ -195,7 +195,6 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         hello=hello,
         ws=ws,
         clock=request.app[ENGINE].clock,
-        frames=registry.frames,
         take_within_s=settings.worker_take_s,
     )
     tokens = request.app[ENGINE].tokens
@@ -239,12 +238,13 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         parallel=hello.max_parallel,
         version=hello.version or "0.1.x",
     )
-    return await _connected(request, session, event)
+    await _connected(request, session, event)
+    return response
 
 
 async def _come_back(
-    request: web.Request, session: WorkerSession, ws: web.WebSocketResponse, hello: HelloFrame
-) -> web.StreamResponse:
+    request: web.Request, session: WorkerSession, ws: CountedSocket, hello: HelloFrame
+) -> None:
     """A worker that was away attached again: the same session carries on over ``ws``."""
     dropped = session.come_back(ws, hello)
     await _welcome(request, session)
@@ -255,12 +255,10 @@ async def _come_back(
         "worker.back", worker=session.name, worker_id=session.id, calls=len(hello.resume or ())
     )
     job = _job_of(request.app[ENGINE].dispatcher, session.token)
-    return await _connected(request, session, _event(session, job[1] if job else None))
+    await _connected(request, session, _event(session, job[1] if job else None))
 
 
-async def _connected(
-    request: web.Request, session: WorkerSession, event: WorkerRecord
-) -> web.StreamResponse:
+async def _connected(request: web.Request, session: WorkerSession, event: WorkerRecord) -> None:
     """Serve the session's socket until it ends; then the worker is gone, or away."""
     settings = request.app[ENGINE].settings
     registry = request.app[ENGINE].workers
@@ -292,7 +290,6 @@ async def _connected(
             log.info("worker.away", worker=session.name, worker_id=session.id)
         elif session.ws is ws:
             farewell()
-    return ws
 
 
 async def _welcome(request: web.Request, session: WorkerSession) -> None:
@@ -303,7 +300,6 @@ async def _welcome(request: web.Request, session: WorkerSession) -> None:
     shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
     public = request.app[ENGINE].settings.public_url
     artifacts = f"{public}/api/v1/artifacts" if public is not None else None
-    session.frames.sent += 1
     await session.ws.send_str(
         encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts, logs=True))
     )
@@ -311,7 +307,6 @@ async def _welcome(request: web.Request, session: WorkerSession) -> None:
 
 async def _send_cancel(session: WorkerSession, call_id: str) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
-        session.frames.sent += 1
         await session.ws.send_str(encode(CancelFrame(call_id=call_id)))
 
 
@@ -345,7 +340,6 @@ async def _ping(session: WorkerSession, every_s: float, clock: Clock) -> None:
     while not session.ws.closed:
         await clock.sleep(every_s)
         with contextlib.suppress(ConnectionError, RuntimeError):
-            session.frames.sent += 1
             await session.ws.ping()
 
 
@@ -371,9 +365,7 @@ def _unexpected_call(session: WorkerSession, data: bytes) -> str | None:
 
 
 async def _serve(session: WorkerSession, budget: FrameBudget, max_frame_bytes: int) -> None:
-    frames = session.frames
     async for message in session.ws:
-        frames.received += 1
         if not budget.spend():
             await session.close(
                 "flooding: more frames a second than any worker needs; disconnected",
@@ -408,7 +400,6 @@ async def _serve(session: WorkerSession, budget: FrameBudget, max_frame_bytes: i
         elif message.type == WSMsgType.PING:
             session.touch()
             with contextlib.suppress(ConnectionError, RuntimeError):
-                frames.sent += 1
                 await session.ws.pong(message.data)
         else:
             session.touch()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from fluksio.engine.stream import EngineStream, WorkerChanged, WorkerRefused
 from fluksio.engine.workers.refused import NeedsUpgrade
-from fluksio.engine.workers.session import FrameCounts, WorkerSession
+from fluksio.engine.workers.session import WorkerSession
+from fluksio.engine.workers.socket import FrameCounts
 
 __all__ = ["NeedsUpgrade", "WorkerRegistry", "display_name"]
 

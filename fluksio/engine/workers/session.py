@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import WSCloseCode, web
+from aiohttp import WSCloseCode
 
 from fluksio.agent.frames import (
     CONTROL_FRAME_BYTES,
@@ -58,8 +58,9 @@ from fluksio.clock import Clock, Timer
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.tokens import WorkerIdentity
+from fluksio.engine.workers.socket import CountedSocket
 
-__all__ = ["FrameCounts", "WorkerSession"]
+__all__ = ["WorkerSession"]
 
 log = get_logger(__name__)
 EventCallback = Callable[[dict[str, Any]], None]
@@ -68,14 +69,6 @@ ARTIFACT_TOKEN_RENEW_S = 3600.0
 LIMIT_BACKSTOP_S = 10.0
 """How long after a call's ``limit`` and the agent's grace the engine stops waiting for our
 agent to stop it (it would have answered by then, unless something is wrong there)."""
-
-
-@dataclass
-class FrameCounts:
-    """WebSocket frames received from and sent to workers (pings included)."""
-
-    received: int = 0
-    sent: int = 0
 
 
 @dataclass
@@ -112,7 +105,7 @@ class WorkerSession:
     token: WorkerIdentity
     key_id: str
     hello: HelloFrame
-    ws: web.WebSocketResponse
+    ws: CountedSocket
     clock: Clock
     """The engine's: when it attached, was last heard, and each call's timers."""
     attached_at: float = 0.0
@@ -123,8 +116,6 @@ class WorkerSession:
     batch_job: str | None = None
     """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
     12"``), learned from the provisioning request its token was minted for."""
-    frames: FrameCounts = field(default_factory=FrameCounts)
-    """Where its frames are counted: the registry's, shared by every session."""
     take_within_s: float = 15.0
     """A call sent here with nothing at all heard since, this long, was never taken."""
     heard: int = 0
@@ -197,12 +188,10 @@ class WorkerSession:
         taken: Timer | None = None
         try:
             heard_before = self.heard
-            self.frames.sent += 1
             await self.ws.send_str(encode(frame))
             if self.hello.version is None:
                 # The published agent says nothing when it takes a call (its first heartbeat
                 # comes 10 s later): its pong to this ping shows it was not frozen.
-                self.frames.sent += 1
                 await self.ws.ping()
             taken = self._expect_taken(spec.call_id, heard_before)
             return await future
@@ -258,7 +247,6 @@ class WorkerSession:
         if call_id not in self._pending or self.ws.closed:
             return False
         frame = encode(CancelFrame(call_id=call_id))
-        self.frames.sent += 1
         task = asyncio.get_running_loop().create_task(self.ws.send_str(frame))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
         return True
@@ -362,7 +350,7 @@ class WorkerSession:
         or is closed (then ``farewell`` ends it for good, once)."""
         self.away, self._farewell = True, farewell
 
-    def come_back(self, ws: web.WebSocketResponse, hello: HelloFrame) -> list[str]:
+    def come_back(self, ws: CountedSocket, hello: HelloFrame) -> list[str]:
         """The worker attached again: carry on over ``ws``. Calls it does not name never
         reached it (it names every call it started until the engine has its answer), so
         they go back in line, as never taken; returns the ids it holds that are not in
