@@ -1,67 +1,11 @@
-"""The engine's one clock: every reading of time and every timer goes through it.
+"""The engine's one clock, as the engine names it: every reading of time and every timer.
 
-The engine runs on :class:`SystemClock` (the wall clock, a monotonic reading for
-durations, the event loop's timers). Tests hand the engine a clock they advance by hand,
-so liveness, backoff, drain, idle release and token expiry are tested without waiting.
-``tests/test_architecture.py`` holds engine code to it: no other module reads time.
+Declared in :mod:`fluksio.agent.clock` (standard library only; the agent, installed
+alone, runs on it too), so that one manual clock in the tests drives either side.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from fluksio.agent.clock import SYSTEM_CLOCK, Clock, SystemClock, Timer
 
 __all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock", "Timer"]
-
-
-class Timer(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Seconds since the epoch: what rows, tokens and the screen keep and show."""
-        ...
-
-    def monotonic(self) -> float:
-        """Seconds from an arbitrary start that never goes back: for how long things take."""
-        ...
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        """Call ``callback`` once, ``delay`` seconds from now, unless cancelled first."""
-        ...
-
-    async def sleep(self, seconds: float) -> None:
-        """Return ``seconds`` from now (a loop's pace: pings, the workers' watch)."""
-        ...
-
-    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
-        """Like :func:`asyncio.timeout`: what the block awaits is cancelled ``seconds``
-        from now, and the block raises :class:`TimeoutError`."""
-        ...
-
-
-class SystemClock:
-    """The wall clock, the monotonic clock and the running event loop's timers."""
-
-    def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        return asyncio.get_running_loop().call_later(max(0.0, delay), callback)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
-        return asyncio.timeout(seconds)
-
-
-SYSTEM_CLOCK = SystemClock()
-"""The clock of a process that is given none: the CLI's commands, a store opened alone."""

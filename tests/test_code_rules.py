@@ -126,6 +126,29 @@ def test_the_engine_reads_time_only_through_its_one_clock() -> None:
     assert _clock_readings(ENGINE) == []
 
 
+CALL_MACHINERY = frozenset(
+    {"launcher.py", "fork_client.py", "calls.py", "live_output.py", "artifacts.py"}
+)
+"""The agent's modules that start and watch call processes; the engine runs them too, and
+they still read time themselves (taking a clock there is the next step)."""
+IN_A_NODES_PROCESS = frozenset({"node.py", "reporter.py"})
+"""What runs inside a call's own process, where no clock can be handed in."""
+AGENT_ON_ITS_CLOCK = [
+    p
+    for p in files_under(PACKAGE / "agent")
+    if "runner" not in p.parts
+    and p.name not in CALL_MACHINERY | IN_A_NODES_PROCESS | {"clock.py", "walltime.py"}
+]
+"""The agent's side of the connection: attaching, the session, its pings and heartbeats,
+its idle limit, its judgement of a silent engine, its backoff. (``walltime.py`` reads the
+job's end once, at start.)"""
+
+
+def test_the_agent_reads_time_only_through_its_clock() -> None:
+    assert any(p.name == "session.py" for p in AGENT_ON_ITS_CLOCK)
+    assert _clock_readings(AGENT_ON_ITS_CLOCK) == []
+
+
 def test_the_clock_rule_can_fail(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(

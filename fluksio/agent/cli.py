@@ -19,10 +19,11 @@ from pathlib import Path
 import click
 
 from fluksio.agent import __version__
+from fluksio.agent.attaching import AgentConfig
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.numbers import FiniteRange
-from fluksio.agent.session import Agent, AgentConfig
+from fluksio.agent.session import Agent
 from fluksio.agent.urls import UrlError, parse_attach_url, parse_connect_to, tls_trust
 from fluksio.agent.walltime import detect_job_end
 

@@ -21,19 +21,16 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import random
 import socket
-import ssl
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from fluksio.agent import __version__
+from fluksio.agent.attaching import AgentConfig, Refused, describe_failure, untrusted
+from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.connect_to import RoutedConnector
-from fluksio.agent.errors import AgentError
 from fluksio.agent.frames import (
     PROTOCOL,
     AnswerFrame,
@@ -44,12 +41,10 @@ from fluksio.agent.frames import (
     ProgressFrame,
     encode,
 )
-from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.shared_store import shared_store_env
 from fluksio.agent.unconfirmed import Unconfirmed
-from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
 
@@ -60,47 +55,18 @@ _ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
-class Refused(AgentError):
-    """The engine will not take this worker; retrying cannot help."""
-
-
-@dataclass
-class AgentConfig:
-    url: AttachUrl
-    token: str
-    name: str
-    labels: list[str]
-    parallel: int
-    inventory: Inventory
-    max_idle_s: float | None = None
-    heartbeat_s: float = 10.0
-    gone_s: float = 90.0
-    """Nothing from the engine (not even a ping) for this long: the connection is dead."""
-    ping_s: float = 15.0
-    """How often the agent pings the engine, so either side sees the other is alive."""
-    backoff_max_s: float = 30.0
-    venv_digest: str = ""
-    slurm_job_id: str | None = None
-    ends_at: float | None = None
-    """When the batch job it runs in ends (a Unix time), if it does."""
-    tls: ssl.SSLContext | None = None
-    """Whom to trust for wss:// and https:// (None: the system's CAs, SSL_CERT_FILE)."""
-    extra_env: dict[str, str] = field(default_factory=dict)
-    use_shared_store: bool = True
-    """Use the engine's store directly when this host provably shares it."""
-    route: Route | None = None
-    """``--connect-to``: where the attach URL's host and port are reached instead."""
-
-
 class Agent:
-    def __init__(self, config: AgentConfig, launcher: Launcher) -> None:
+    def __init__(
+        self, config: AgentConfig, launcher: Launcher, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.config = config
         self.launcher = launcher
+        self._clock = clock
         self._calls: dict[str, asyncio.Task[None]] = {}
         self._dropped: set[str] = set()
         """Calls cancelled before they started (a frozen agent wakes to a run frame and the
         engine's cancel behind it): never started."""
-        self._idle_since = time.monotonic()
+        self._idle_since = self._clock.monotonic()
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._live_logs = False
         """The engine offered to take calls' lines while they run (our engines do)."""
@@ -131,13 +97,13 @@ class Agent:
                     return 3
                 except aiohttp.ClientConnectorCertificateError as exc:
                     # Trying again cannot make a certificate trusted: say why, and stop.
-                    log.error("%s", _untrusted(exc))
+                    log.error("%s", untrusted(exc))
                     return 3
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     log.warning(
                         "cannot reach the engine at %s: %s",
                         self.config.url.websocket,
-                        _describe(exc),
+                        describe_failure(exc),
                     )
                 if self._stop.is_set():
                     break
@@ -145,8 +111,9 @@ class Agent:
                 delay = min(self.config.backoff_max_s, 0.5 * 2**attempt)
                 delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not security
                 log.info("reconnecting in %.1f s", delay)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), delay)
+                with contextlib.suppress(TimeoutError):
+                    async with self._clock.timeout(delay):
+                        await self._stop.wait()
             return 0
         finally:
             idle_watch.cancel()
@@ -156,9 +123,9 @@ class Agent:
         if not limit:
             return
         while True:
-            await asyncio.sleep(min(1.0, limit / 4))
+            await self._clock.sleep(min(1.0, limit / 4))
             idle = not self._calls and not self._held
-            if idle and time.monotonic() - self._idle_since >= limit:
+            if idle and self._clock.monotonic() - self._idle_since >= limit:
                 log.info("idle for %g s: stopping", limit)
                 self._stop.set()
                 if self._ws is not None:
@@ -283,7 +250,8 @@ class Agent:
         self._engine_closed = False
         while True:
             try:
-                message = await ws.receive(timeout=self.config.gone_s)
+                async with self._clock.timeout(self.config.gone_s):
+                    message = await ws.receive()
             except TimeoutError:
                 return f"no message from the engine for {self.config.gone_s:g} s"
             if message.type == aiohttp.WSMsgType.PING:
@@ -340,7 +308,7 @@ class Agent:
     def _ended(self, call_id: str) -> None:
         self._calls.pop(call_id, None)
         if not self._calls:
-            self._idle_since = time.monotonic()
+            self._idle_since = self._clock.monotonic()
 
     async def _call(self, spec: CallSpec) -> None:
         sending: set[asyncio.Task[None]] = set()
@@ -390,13 +358,13 @@ class Agent:
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while not ws.closed:
-            await asyncio.sleep(self.config.ping_s)
+            await self._clock.sleep(self.config.ping_s)
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await ws.ping(self._unconfirmed.ping())
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
-            await asyncio.sleep(self.config.heartbeat_s)
+            await self._clock.sleep(self.config.heartbeat_s)
             for call_id in list(self._calls):
                 await _send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))
 
@@ -430,7 +398,7 @@ class Agent:
             self._away = asyncio.get_running_loop().create_task(self._give_up_later())
 
     async def _give_up_later(self) -> None:
-        await asyncio.sleep(self.config.gone_s)
+        await self._clock.sleep(self.config.gone_s)
         log.warning("not back within %g s: the calls kept are stopped", self.config.gone_s)
         self._away = None
         self._abandon_calls()
@@ -473,27 +441,3 @@ async def _send(
 ) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await ws.send_str(encode(frame))
-
-
-def _untrusted(exc: aiohttp.ClientConnectorCertificateError) -> str:
-    """A certificate the agent will not trust, as one sentence: the host and why."""
-    host = f"{exc.host}:{exc.port}"
-    cause = exc.certificate_error
-    reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or cause
-    return (
-        f"the engine's TLS certificate at {host} is not trusted ({reason}): give the agent"
-        " its CA with --ca-file (or SSL_CERT_FILE), or check the URL's host name"
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    """Why a connection failed, in the system's words: "connection refused
-    (10.0.0.2:8443)" says nothing listens there for us (an air gap, a firewall), where
-    aiohttp's own text says only that the connect call failed."""
-    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
-        exc, aiohttp.ClientSSLError
-    ):
-        error = exc.os_error
-        if not isinstance(error, socket.gaierror) and error.errno and error.errno > 0:
-            return f"{os.strerror(error.errno).lower()} ({exc.host}:{exc.port})"
-    return str(exc) or type(exc).__name__

@@ -19,6 +19,7 @@ __all__ = ["MODULES", "build_standalone_agent"]
 
 MODULES = (
     "errors",
+    "clock",
     "frames",
     "inventory",
     "urls",
@@ -31,6 +32,7 @@ MODULES = (
     "launcher",
     "shared_store",
     "unconfirmed",
+    "attaching",
     "session",
     "numbers",
     "cli",

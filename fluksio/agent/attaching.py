@@ -1,0 +1,73 @@
+"""What the agent attaches with (its configuration), a refusal, and how a failed attempt
+to reach the engine is said in one sentence."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from fluksio.agent.errors import AgentError
+from fluksio.agent.inventory import Inventory
+from fluksio.agent.urls import AttachUrl, Route
+
+__all__ = ["AgentConfig", "Refused", "describe_failure", "untrusted"]
+
+
+class Refused(AgentError):
+    """The engine will not take this worker; retrying cannot help."""
+
+
+@dataclass
+class AgentConfig:
+    url: AttachUrl
+    token: str
+    name: str
+    labels: list[str]
+    parallel: int
+    inventory: Inventory
+    max_idle_s: float | None = None
+    heartbeat_s: float = 10.0
+    gone_s: float = 90.0
+    """Nothing from the engine (not even a ping) for this long: the connection is dead."""
+    ping_s: float = 15.0
+    """How often the agent pings the engine, so either side sees the other is alive."""
+    backoff_max_s: float = 30.0
+    venv_digest: str = ""
+    slurm_job_id: str | None = None
+    ends_at: float | None = None
+    """When the batch job it runs in ends (a Unix time), if it does."""
+    tls: ssl.SSLContext | None = None
+    """Whom to trust for wss:// and https:// (None: the system's CAs, SSL_CERT_FILE)."""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    use_shared_store: bool = True
+    """Use the engine's store directly when this host provably shares it."""
+    route: Route | None = None
+    """``--connect-to``: where the attach URL's host and port are reached instead."""
+
+
+def untrusted(exc: aiohttp.ClientConnectorCertificateError) -> str:
+    """A certificate the agent will not trust, as one sentence: the host and why."""
+    host = f"{exc.host}:{exc.port}"
+    cause = exc.certificate_error
+    reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or cause
+    return (
+        f"the engine's TLS certificate at {host} is not trusted ({reason}): give the agent"
+        " its CA with --ca-file (or SSL_CERT_FILE), or check the URL's host name"
+    )
+
+
+def describe_failure(exc: BaseException) -> str:
+    """Why a connection failed, in the system's words: "connection refused
+    (10.0.0.2:8443)" says nothing listens there for us (an air gap, a firewall), where
+    aiohttp's own text says only that the connect call failed."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        error = exc.os_error
+        if not isinstance(error, socket.gaierror) and error.errno and error.errno > 0:
+            return f"{os.strerror(error.errno).lower()} ({exc.host}:{exc.port})"
+    return str(exc) or type(exc).__name__

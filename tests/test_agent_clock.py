@@ -1,0 +1,118 @@
+"""The agent's side on a clock the test moves: its idle limit and its judgement of a silent
+engine, asserted to the second without waiting for either.
+
+A real agent (``Agent``, in the test's process) attaches over a real socket to an engine
+in the test's process; only the agent's time is the test's to move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from fluksio.agent.attaching import AgentConfig
+from fluksio.agent.inventory import Inventory
+from fluksio.agent.launcher import Launcher
+from fluksio.agent.session import Agent
+from fluksio.agent.urls import parse_attach_url
+from tests.support.clock import ManualClock
+from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.wait import async_wait_for, poll_async
+
+
+@pytest.fixture
+async def launcher() -> AsyncIterator[Launcher]:
+    started = Launcher(mode="fork")
+    await started.start()
+    yield started
+    await started.close()
+
+
+@pytest.fixture
+async def quiet(aiohttp_client: ClientFactory, tmp_path: Path) -> InProcessEngine:
+    """An engine that sends the agent nothing of its own accord while a test runs."""
+    return await start_in_process(
+        aiohttp_client, tmp_path / "data", worker_ping_s=3600.0, worker_gone_s=36000.0
+    )
+
+
+async def _agent(
+    api: InProcessEngine, launcher: Launcher, clock: ManualClock, **config: float
+) -> Agent:
+    token = await api.mint("clocked", ["clocked"])
+    url = str(api.client.make_url("/api/v1/workers/attach")).replace("http", "ws", 1)
+    settings = AgentConfig(
+        url=parse_attach_url(url, insecure=False),
+        token=token,
+        name="clocked",
+        labels=["clocked"],
+        parallel=1,
+        inventory=Inventory(cpus=1, gpus=0, ram_mb=1024),
+        **config,  # type: ignore[arg-type]
+    )
+    return Agent(settings, launcher, clock)
+
+
+async def _attached(api: InProcessEngine) -> bool:
+    return await api.worker_status("clocked") is not None
+
+
+async def _armed_after(clock: ManualClock, moment: float) -> bool:
+    """The agent has looked since the clock moved: it has armed a timer after ``moment``."""
+    return any(due > moment for due in clock.pending())
+
+
+async def test_an_idle_agent_stops_when_its_clock_says_max_idle_has_passed_and_not_before(
+    quiet: InProcessEngine, launcher: Launcher
+) -> None:
+    clock = ManualClock()
+    agent = await _agent(quiet, launcher, clock, max_idle_s=30.0)
+    running = asyncio.create_task(agent.run())
+    try:
+        await poll_async(lambda: _attached(quiet), timeout=20, what="the agent to attach")
+        clock.advance(29)
+        moved = clock.now()
+        await poll_async(lambda: _armed_after(clock, moved), timeout=10, what="a look")
+        assert not running.done(), "29 s idle of 30: it carries on"
+        assert await _attached(quiet)
+        clock.advance(1)
+        assert await asyncio.wait_for(running, 10) == 0, "idle 30 s: it stops, exit 0"
+
+        async def gone() -> bool:
+            return not await _attached(quiet)
+
+        await poll_async(gone, timeout=10, what="the engine to see it leave")
+    finally:
+        running.cancel()
+        await async_wait_for(running.done, timeout=10, what="the agent to end")
+
+
+async def test_an_engine_silent_for_gone_s_on_the_agents_clock_is_let_go_and_dialled_again(
+    quiet: InProcessEngine, launcher: Launcher
+) -> None:
+    clock = ManualClock()
+    agent = await _agent(quiet, launcher, clock, gone_s=90.0, ping_s=3600.0, heartbeat_s=3600.0)
+    running = asyncio.create_task(agent.run())
+    try:
+        await poll_async(lambda: _attached(quiet), timeout=20, what="the agent to attach")
+        first = await quiet.request("GET", "/workers")
+        (attached_id,) = [w["id"] for w in first.body]
+        clock.advance(89)  # no timer of the agent's falls due before 90 s
+        assert not running.done()
+        assert [w["id"] for w in (await quiet.request("GET", "/workers")).body] == [attached_id]
+        clock.advance(1)
+
+        async def reattached() -> bool:
+            # Let go at 90 s of silence, it dials again after its backoff (on its clock).
+            clock.advance(1)
+            ids = [w["id"] for w in (await quiet.request("GET", "/workers")).body]
+            return len(ids) == 1 and ids != [attached_id]
+
+        await poll_async(reattached, timeout=20, what="the agent to let go and dial again")
+        assert not running.done()
+    finally:
+        running.cancel()
+        await async_wait_for(running.done, timeout=10, what="the agent to end")
