@@ -12,6 +12,7 @@ for what extends the engine: registering provisioner types, and hearing of worke
 from __future__ import annotations
 
 import enum
+import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -145,6 +146,21 @@ def worker_argv(
     if profile.ram_mb is not None:
         argv += ["--ram-mb", str(profile.ram_mb)]
     return argv
+
+
+def exec_worker(
+    command: str,
+    settings: ProvisionerSettings[Any],
+    profile: ProfileSettings,
+    connect_to: str | None = None,
+) -> str:
+    """A script's last line: ``exec`` of the worker (:func:`worker_argv`), quoted, dialling
+    ``connect_to`` (``HOST:PORT``, the login route) when given, still verifying the
+    engine's own name."""
+    worker = worker_argv(command, settings, profile)
+    if connect_to is not None:
+        worker += ["--connect-to", connect_to]
+    return f"exec {shlex.join(worker)}"
 
 
 class ProvisionError(FluksioError):

@@ -33,7 +33,7 @@ from fluksio.provisioners.base import (
     ProvisionError,
     ProvisionerSettings,
     Submission,
-    worker_argv,
+    exec_worker,
 )
 from fluksio.provisioners.ssh_access import (
     LOGIN_PATTERN,
@@ -138,10 +138,7 @@ def worker_line(
     """A job script's last line: ``exec`` of the profile's worker (:func:`worker_argv`),
     quoted, dialling ``connect_to`` (``HOST:PORT``, the login route) when given, still
     verifying the engine's own name."""
-    worker = worker_argv(settings.worker_command, settings, profile)
-    if connect_to is not None:
-        worker += ["--connect-to", connect_to]
-    return f"exec {shlex.join(worker)}"
+    return exec_worker(settings.worker_command, settings, profile, connect_to)
 
 
 BatchSettingsT = TypeVar("BatchSettingsT", bound=BatchSettings[Any])

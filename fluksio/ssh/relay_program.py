@@ -2,10 +2,11 @@
 
 Sent as text over the engine's SSH connection and run by the login node's ``python3``
 (3.6 or newer, standard library only: login nodes keep old Pythons; a test parses it as
-3.6). It listens on every address of the login node, where compute nodes can reach it,
-and passes each connection's bytes to a port on the login node's loopback that the engine's
-SSH connection forwards to the engine (``ssh -R 127.0.0.1:0:...``), so it works with
-``GatewayPorts no``. It never reads what it passes: TLS runs from the worker to the engine.
+3.6). It listens on every address of the login node, where compute nodes can reach it
+(or on the one ``ADDRESS`` it is given, below), and passes each connection's bytes to a
+port on the login node's loopback that the engine's SSH connection forwards to the engine
+(``ssh -R 127.0.0.1:0:...``), so it works with ``GatewayPorts no``. It never reads what
+it passes: TLS runs from the worker to the engine.
 
 It lives only as long as the engine keeps it: standard input is the engine's, and the
 engine writes a line every few seconds. End of input (the engine closed it, or its SSH

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from fluksio.provisioners.base import JobState, JobStatus, worker_argv
+from fluksio.provisioners.base import JobState, JobStatus, exec_worker
 from fluksio.provisioners.hosts.settings import HostProfile, HostsSettings
 from fluksio.provisioners.ssh_access import token_lines
 
@@ -20,16 +20,13 @@ def render_script(
 ) -> str:
     """The script a host runs, detached, for one request: exact and quoted. ``connect_to``
     (the login route: the host's own loopback) is where its worker dials."""
-    worker = worker_argv(settings.worker_command, settings, host)
-    if connect_to is not None:
-        worker += ["--connect-to", connect_to]
     lines = [
         "set -e",
         # First: what the prerun starts carries it too, so stopping finds all of it.
         f"export {MARK}={shlex.quote(f'fluksio-request={request_id}')}",
         *host.prerun,
         *token_lines(settings, settings.name, request_id),
-        f"exec {shlex.join(worker)}",
+        exec_worker(settings.worker_command, settings, host, connect_to),
     ]
     return "\n".join(lines) + "\n"
 
