@@ -53,6 +53,8 @@ CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leav
 log = logging.getLogger("fluksio.worker")
 _ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+WELCOME_WITHIN_S = 30.0
+"""How long the agent waits for the engine's welcome after its hello."""
 
 
 class Agent:
@@ -159,15 +161,7 @@ class Agent:
                 raise
             self._ws = ws
             try:
-                await ws.send_str(encode(self._hello()))
-                first = await ws.receive(timeout=30)
-                if first.type != aiohttp.WSMsgType.TEXT:
-                    raise aiohttp.ClientError(f"the engine closed the connection ({first.extra})")
-                reply = json.loads(first.data)
-                if reply.get("op") == "refused":
-                    raise Refused(str(reply.get("reason", "no reason given")))
-                if reply.get("op") != "welcome":
-                    raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
+                reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
                 self._live_logs = reply.get("logs") is True
                 await self._carry_on(ws)
@@ -200,6 +194,20 @@ class Agent:
             finally:
                 self._ws = None
                 await ws.close()
+
+    async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+        """Say hello; the engine's welcome, or :class:`Refused` saying why not."""
+        await ws.send_str(encode(self._hello()))
+        async with self._clock.timeout(WELCOME_WITHIN_S):
+            first = await ws.receive()
+        if first.type != aiohttp.WSMsgType.TEXT:
+            raise aiohttp.ClientError(f"the engine closed the connection ({first.extra})")
+        reply: dict[str, Any] = json.loads(first.data)
+        if reply.get("op") == "refused":
+            raise Refused(str(reply.get("reason", "no reason given")))
+        if reply.get("op") != "welcome":
+            raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
+        return reply
 
     def _offered_artifacts(self, offered: object) -> dict[str, str]:
         """The engine's public artifact URL for calls, unless ``--artifact-url`` was given."""
