@@ -69,7 +69,8 @@ async def test_an_idle_agent_stops_when_its_clock_says_max_idle_has_passed_and_n
     quiet: InProcessEngine, launcher: Launcher
 ) -> None:
     clock = ManualClock()
-    agent = await _agent(quiet, launcher, clock, max_idle_s=30.0)
+    # No pings or heartbeats due: the one timer re-armed is the idle watch's.
+    agent = await _agent(quiet, launcher, clock, max_idle_s=30.0, ping_s=3600.0, heartbeat_s=3600.0)
     running = asyncio.create_task(agent.run())
     try:
         await poll_async(lambda: _attached(quiet), timeout=20, what="the agent to attach")
@@ -103,15 +104,27 @@ async def test_an_engine_silent_for_gone_s_on_the_agents_clock_is_let_go_and_dia
         clock.advance(89)  # no timer of the agent's falls due before 90 s
         assert not running.done()
         assert [w["id"] for w in (await quiet.request("GET", "/workers")).body] == [attached_id]
+        clock.advance(1)  # 90 s without a word from the engine: it lets the connection go
+
+        async def let_go() -> bool:
+            return not (await quiet.request("GET", "/workers")).body
+
+        await poll_async(let_go, timeout=20, what="the engine to see the agent let go")
+
+        async def backing_off() -> bool:
+            # Its backoff before dialling again (under a second after a welcomed session)
+            # is the one timer of its clock due that soon.
+            now = clock.now()
+            return any(now < due <= now + 1 for due in clock.pending())
+
+        await poll_async(backing_off, timeout=20, what="the agent to wait out its backoff")
         clock.advance(1)
 
         async def reattached() -> bool:
-            # Let go at 90 s of silence, it dials again after its backoff (on its clock).
-            clock.advance(1)
             ids = [w["id"] for w in (await quiet.request("GET", "/workers")).body]
             return len(ids) == 1 and ids != [attached_id]
 
-        await poll_async(reattached, timeout=20, what="the agent to let go and dial again")
+        await poll_async(reattached, timeout=20, what="the agent to dial again")
         assert not running.done()
     finally:
         running.cancel()
