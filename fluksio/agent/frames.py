@@ -33,6 +33,7 @@ __all__ = [
     "StoreOffer",
     "WelcomeFrame",
     "encode",
+    "read_engine_frame",
 ]
 
 CONTROL_FRAME_BYTES = 1 << 20
@@ -235,6 +236,40 @@ def _plain(value: Any) -> Any:
             continue
         payload[name] = _plain(item)
     return payload
+
+
+def read_engine_frame(raw: object) -> RunFrame | CancelFrame | None:
+    """A call's frame from the engine (``run``, ``compile``, ``cancel``) as its declared
+    class; None for any other op (a newer engine's additions are ignored, like unknown
+    keys). Read as leniently as protocol 2 allows: text as text, numbers as numbers, an
+    absent optional field as its default; a frame with no call id, or whose arguments or
+    environment are not objects, is a :class:`ValueError` naming what is wrong."""
+    if not isinstance(raw, dict):
+        raise ValueError("a frame must be a JSON object")
+    op = raw.get("op")
+    if op not in ("run", "compile", "cancel"):
+        return None
+    call_id = raw.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(f"a {op} frame without a call_id")
+    if op == "cancel":
+        return CancelFrame(call_id=call_id)
+    kwargs, env = raw.get("kwargs") or {}, raw.get("env") or {}
+    if not isinstance(kwargs, dict) or not isinstance(env, dict):
+        raise ValueError(f"call {call_id}: kwargs and env must be JSON objects")
+    run = raw.get("run")
+    return RunFrame(
+        op="compile" if op == "compile" else "run",
+        call_id=call_id,
+        flow=str(raw.get("flow", "")),
+        node=str(raw.get("node", "")),
+        source=str(raw.get("source", "")),
+        kwargs=kwargs,
+        run=RunRef(id=str(run["id"])) if isinstance(run, dict) and "id" in run else None,
+        timeout=float(raw.get("timeout") or 0),
+        env={str(k): str(v) for k, v in env.items()},
+        limit=float(raw["limit"]) if raw.get("limit") else None,
+    )
 
 
 def encode(frame: Any) -> str:

@@ -34,12 +34,15 @@ from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.frames import (
     PROTOCOL,
     AnswerFrame,
+    CancelFrame,
     ErrorRecord,
     HelloFrame,
     InventoryReport,
     LogFrame,
     ProgressFrame,
+    RunFrame,
     encode,
+    read_engine_frame,
 )
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
@@ -284,30 +287,32 @@ class Agent:
             except ValueError:
                 log.warning("ignoring a frame that is not JSON")
                 continue
-            op = frame.get("op")
-            if op in ("run", "compile"):
-                self._start(ws, frame)
-            elif op == "cancel":
-                call_id = str(frame.get("call_id"))
-                if not self.launcher.cancel(call_id) and call_id in self._calls:
-                    self._dropped.add(call_id)
+            try:
+                call = read_engine_frame(frame)
+            except ValueError as exc:
+                log.warning("ignoring a malformed frame: %s", exc)
+                continue
+            if isinstance(call, RunFrame):
+                self._start(call)
+            elif (
+                isinstance(call, CancelFrame)
+                and not self.launcher.cancel(call.call_id)
+                and call.call_id in self._calls
+            ):
+                self._dropped.add(call.call_id)
 
-    def _start(self, ws: aiohttp.ClientWebSocketResponse, frame: dict[str, Any]) -> None:
-        call_id = str(frame["call_id"])
+    def _start(self, frame: RunFrame) -> None:
+        call_id = frame.call_id
         spec = CallSpec(
             call_id=call_id,
-            source=str(frame.get("source", "")),
-            node=str(frame.get("node", "")),
-            flow=str(frame.get("flow", "")),
-            op="compile" if frame.get("op") == "compile" else "run",
-            kwargs=frame.get("kwargs") or {},
-            env={
-                **self.config.extra_env,
-                **self._session_env,
-                **{str(k): str(v) for k, v in (frame.get("env") or {}).items()},
-            },
-            timeout=float(frame.get("timeout") or 0),
-            limit=float(frame.get("limit") or 0),
+            source=frame.source,
+            node=frame.node,
+            flow=frame.flow,
+            op=frame.op,
+            kwargs=frame.kwargs,
+            env={**self.config.extra_env, **self._session_env, **frame.env},
+            timeout=frame.timeout,
+            limit=frame.limit or 0.0,
         )
         task = asyncio.get_running_loop().create_task(self._call(spec))
         self._calls[call_id] = task
