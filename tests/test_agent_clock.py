@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -65,15 +66,27 @@ async def _armed_after(clock: ManualClock, moment: float) -> bool:
     return any(due > moment for due in clock.pending())
 
 
+@asynccontextmanager
+async def _attached_agent(
+    api: InProcessEngine, launcher: Launcher, **config: float
+) -> AsyncIterator[tuple[ManualClock, asyncio.Task[int]]]:
+    """A real agent on a manual clock, attached; no pings or heartbeats fall due, so the
+    timers a test waits for are the ones it means. Ended when the block is left."""
+    clock = ManualClock()
+    agent = await _agent(api, launcher, clock, ping_s=3600.0, heartbeat_s=3600.0, **config)
+    running = asyncio.create_task(agent.run())
+    try:
+        await poll_async(lambda: _attached(api), timeout=20, what="the agent to attach")
+        yield clock, running
+    finally:
+        running.cancel()
+        await async_wait_for(running.done, timeout=10, what="the agent to end")
+
+
 async def test_an_idle_agent_stops_when_its_clock_says_max_idle_has_passed_and_not_before(
     quiet: InProcessEngine, launcher: Launcher
 ) -> None:
-    clock = ManualClock()
-    # No pings or heartbeats due: the one timer re-armed is the idle watch's.
-    agent = await _agent(quiet, launcher, clock, max_idle_s=30.0, ping_s=3600.0, heartbeat_s=3600.0)
-    running = asyncio.create_task(agent.run())
-    try:
-        await poll_async(lambda: _attached(quiet), timeout=20, what="the agent to attach")
+    async with _attached_agent(quiet, launcher, max_idle_s=30.0) as (clock, running):
         clock.advance(29)
         moved = clock.now()
         await poll_async(lambda: _armed_after(clock, moved), timeout=10, what="a look")
@@ -86,19 +99,12 @@ async def test_an_idle_agent_stops_when_its_clock_says_max_idle_has_passed_and_n
             return not await _attached(quiet)
 
         await poll_async(gone, timeout=10, what="the engine to see it leave")
-    finally:
-        running.cancel()
-        await async_wait_for(running.done, timeout=10, what="the agent to end")
 
 
 async def test_an_engine_silent_for_gone_s_on_the_agents_clock_is_let_go_and_dialled_again(
     quiet: InProcessEngine, launcher: Launcher
 ) -> None:
-    clock = ManualClock()
-    agent = await _agent(quiet, launcher, clock, gone_s=90.0, ping_s=3600.0, heartbeat_s=3600.0)
-    running = asyncio.create_task(agent.run())
-    try:
-        await poll_async(lambda: _attached(quiet), timeout=20, what="the agent to attach")
+    async with _attached_agent(quiet, launcher, gone_s=90.0) as (clock, running):
         first = await quiet.request("GET", "/workers")
         (attached_id,) = [w["id"] for w in first.body]
         clock.advance(89)  # no timer of the agent's falls due before 90 s
@@ -126,6 +132,3 @@ async def test_an_engine_silent_for_gone_s_on_the_agents_clock_is_let_go_and_dia
 
         await poll_async(reattached, timeout=20, what="the agent to dial again")
         assert not running.done()
-    finally:
-        running.cancel()
-        await async_wait_for(running.done, timeout=10, what="the agent to end")

@@ -25,6 +25,7 @@ from tests.support.inprocess import (
     ClientFactory,
     InProcessEngine,
     ScriptedWorker,
+    cpu_flow_on_a_manual_clock,
     start_in_process,
 )
 from tests.support.runs import nodes_of
@@ -66,7 +67,7 @@ async def test_a_worker_gone_mid_call_fails_the_call_and_leaves_the_scheduler(
     api: InProcessEngine,
 ) -> None:
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    worker = await _attach_cpu(api, "box")
     run = await api.start_run("cpu")
     await worker.next_call()
     await worker.close()
@@ -113,7 +114,7 @@ async def test_retries_run_a_call_again_when_its_worker_is_lost_and_keep_one_res
     lost_call = next(c for c in first.calls.values() if c["node"] == "twice")
     await first.close()  # the host dies with both calls on it
 
-    second = await api.attach(await api.mint("second", ["cpu"]), name="second", labels=["cpu"])
+    second = await _attach_cpu(api, "second")
     again = await second.next_call()
     assert again["node"] == "twice" and again["call_id"] != lost_call["call_id"]
     await second.answer(again["call_id"], "second time lucky")
@@ -189,7 +190,7 @@ async def test_a_result_over_the_frame_limit_fails_its_call_naming_the_size(
 ) -> None:
     api = await start_in_process(aiohttp_client, tmp_path / "data", max_frame_bytes=1 << 20)
     await api.put_flow("big", [{"id": "n", "code": NODE, "worker": "cpu", "retries": 2}])
-    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    worker = await _attach_cpu(api, "box")
     run = await api.start_run("big")
     call = await worker.next_call()
     await worker.answer(call["call_id"], "x" * (2 << 20))
@@ -202,7 +203,7 @@ async def test_a_result_over_the_frame_limit_fails_its_call_naming_the_size(
 
 
 async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcessEngine) -> None:
-    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    worker = await _attach_cpu(api, "box")
     (session,) = api.engine.workers.attached()
     # Unread: not even parsed (this one would not parse: it is cut off), so it costs
     # the engine its bytes once, not a parse's twice more.
@@ -249,8 +250,8 @@ async def test_an_answer_for_a_call_not_sent_to_that_worker_changes_nothing(
     api: InProcessEngine,
 ) -> None:
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    honest = await api.attach(await api.mint("honest", ["cpu"]), name="honest", labels=["cpu"])
-    forger = await api.attach(await api.mint("forger", ["cpu"]), name="forger", labels=["cpu"])
+    honest = await _attach_cpu(api, "honest")
+    forger = await _attach_cpu(api, "forger")
     run = await api.start_run("cpu")
     await async_wait_for(
         lambda: honest.calls or forger.calls, timeout=5, what="the call to be sent"
@@ -280,7 +281,7 @@ async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_
     )
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
     flooder = await api.attach(await api.mint("flood", []), name="flood")
-    steady = await api.attach(await api.mint("steady", ["cpu"]), name="steady", labels=["cpu"])
+    steady = await _attach_cpu(api, "steady")
     heartbeat = encode(ProgressFrame(call_id="nothing", event="heartbeat"))
     for _ in range(1000):
         if flooder.socket.closed:
@@ -298,6 +299,22 @@ async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_
 # -- liveness: the one 90-second rule, on a clock the test moves -----------------------------
 
 
+async def _attach_cpu(api: InProcessEngine, name: str) -> ScriptedWorker:
+    """A scripted worker ``name`` labelled cpu, on a token of its own."""
+    return await api.attach(await api.mint(name, ["cpu"]), name=name, labels=["cpu"])
+
+
+async def _a_frozen_worker_with_a_call(
+    api: InProcessEngine,
+) -> tuple[ScriptedWorker, dict[str, Any], dict[str, Any]]:
+    """Worker box takes a run's call, then freezes: the worker, the run, the call."""
+    worker = await _attach_cpu(api, "box")
+    run = await api.start_run("cpu")
+    call = await worker.next_call()
+    await _take_then_freeze(api, worker, call["call_id"])
+    return worker, run, call
+
+
 async def _take_then_freeze(api: InProcessEngine, worker: ScriptedWorker, call_id: str) -> None:
     """Take the call as our agent does (a heartbeat at once), then freeze once the engine
     has heard it: the call is the worker's, and then nothing more comes from it."""
@@ -311,13 +328,8 @@ async def _take_then_freeze(api: InProcessEngine, worker: ScriptedWorker, call_i
 async def test_a_frozen_worker_fails_its_call_after_worker_gone_s_and_not_before(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    clock = ManualClock(time.time())
-    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
-    run = await api.start_run("cpu")
-    call = await worker.next_call()
-    await _take_then_freeze(api, worker, call["call_id"])
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
+    _worker, run, _call = await _a_frozen_worker_with_a_call(api)
     clock.advance(89)  # the spec's 90 s, less one
     await api.seen_silent("box")
     assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running"
@@ -333,13 +345,11 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     # Before, it waited out the 90-s rule and failed, while a healthy worker idled.
-    clock = ManualClock(time.time())
-    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    frozen = await api.attach(await api.mint("frozen", ["cpu"]), name="frozen", labels=["cpu"])
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
+    frozen = await _attach_cpu(api, "frozen")
     await frozen.freeze()
     run = await api.start_run("cpu")
-    healthy = await api.attach(await api.mint("healthy", ["cpu"]), name="healthy", labels=["cpu"])
+    healthy = await _attach_cpu(api, "healthy")
     clock.advance(15)  # worker_take_s
     call = await healthy.next_call(timeout=10)
     await healthy.answer(call["call_id"], "ran once, here")
@@ -369,13 +379,8 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
 async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    clock = ManualClock(time.time())
-    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
-    run = await api.start_run("cpu")
-    call = await worker.next_call()
-    await _take_then_freeze(api, worker, call["call_id"])
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
+    worker, run, call = await _a_frozen_worker_with_a_call(api)
     clock.advance(60)  # pings go unanswered, the watch looks, and it is not gone
     await api.seen_silent("box")
     worker.thaw()
@@ -388,10 +393,8 @@ async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
 async def test_a_worker_that_stopped_answering_gets_no_new_calls(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    clock = ManualClock(time.time())
-    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    frozen = await api.attach(await api.mint("frozen", ["cpu"]), name="frozen", labels=["cpu"])
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
+    frozen = await _attach_cpu(api, "frozen")
     await frozen.freeze()
     clock.advance(30)  # two pings unanswered; gone only at 90 s
     await api.seen_silent("frozen")
@@ -399,7 +402,7 @@ async def test_a_worker_that_stopped_answering_gets_no_new_calls(
     assert run["reason"].startswith(
         "1 worker carries 'cpu'; none has a free slot (frozen: not answering)"
     )
-    healthy = await api.attach(await api.mint("healthy", ["cpu"]), name="healthy", labels=["cpu"])
+    healthy = await _attach_cpu(api, "healthy")
     call = await healthy.next_call()
     await healthy.answer(call["call_id"], "here")
     assert nodes_of(await api.wait_run(run["id"]))["n"]["ran_on"] == "healthy"

@@ -10,7 +10,6 @@ the workers are scripted ends of real sockets.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tests.support.inprocess import (
     ClientFactory,
     InProcessEngine,
     ScriptedWorker,
+    cpu_flow_on_a_manual_clock,
     start_in_process,
 )
 from tests.support.proxy import PausableProxy
@@ -34,15 +34,6 @@ from tests.support.wait import async_wait_for, poll_async, wait_for
 from tests.support.worker import WorkerProcess, start_worker
 
 NODE = "def process():\n    return 1\n"
-
-
-async def _engine(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> tuple[InProcessEngine, ManualClock]:
-    clock = ManualClock(time.time())
-    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    return api, clock
 
 
 async def _busy_relayed_worker(api: InProcessEngine) -> tuple[str, ScriptedWorker, str, str]:
@@ -71,7 +62,7 @@ async def _places(api: InProcessEngine) -> dict[str, str]:
 async def test_a_relayed_worker_that_comes_back_finishes_its_call_as_the_same_worker(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api, clock = await _engine(aiohttp_client, tmp_path)
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     token, worker, run_id, call = await _busy_relayed_worker(api)
     before = await _places(api)
     await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
@@ -99,7 +90,7 @@ async def test_a_relayed_worker_cut_off_before_it_was_heard_keeps_its_call_which
     # The path dropped after the run frame went out and before any frame of the worker's
     # came back. Before, at 15 s the call was requeued as never taken, the returning
     # worker told to drop it, and the call sent again: two starts, without retries.
-    api, clock = await _engine(aiohttp_client, tmp_path)
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     token, run_id, call = await _away_relayed_worker(api)
     clock.advance(30)  # twice the take rule's 15 s
     node = nodes_of(await api.run(run_id))["n"]
@@ -115,7 +106,7 @@ async def test_a_silent_relayed_worker_keeps_its_call_past_the_take_rule(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     # Connected but unheard past the take rule (its relay's path may be paused): held.
-    api, clock = await _engine(aiohttp_client, tmp_path)
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     _token, worker, run_id, call = await _busy_relayed_worker(api)
     clock.advance(16)
     other = await api.start_run("cpu")
@@ -133,7 +124,7 @@ async def test_a_silent_relayed_worker_keeps_its_call_past_the_take_rule(
 async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api, clock = await _engine(aiohttp_client, tmp_path)
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     _token, worker, run_id, call = await _busy_relayed_worker(api)
     session = api.engine.workers.attached()[0]
     heard = session.heard
@@ -156,7 +147,7 @@ async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
 async def test_a_call_a_returning_worker_never_got_is_queued_again_and_runs_once(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api, clock = await _engine(aiohttp_client, tmp_path)
+    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     token, run_id, call = await _away_relayed_worker(api)
     back = await api.attach(token, name="box", labels=["cpu"], relayed=True, resume=["c-unknown"])
     await async_wait_for(lambda: back.cancelled == ["c-unknown"], timeout=5, what="the cancel")
@@ -179,7 +170,7 @@ async def test_a_call_a_returning_worker_never_got_is_queued_again_and_runs_once
 async def test_a_direct_worker_that_drops_fails_its_call_at_once(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api, _clock = await _engine(aiohttp_client, tmp_path)
+    api, _clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
     run = await api.start_run("cpu")
     await worker.next_call()

@@ -17,20 +17,11 @@ from fluksio.scheduler import (
     WaitReason,
     Worker,
 )
-
-ENGINE = Worker(id=ENGINE_ID, name="engine", slots=4, cpus=8, ram_mb=16384)
+from tests.support.scheduling import ENGINE, worker
 
 
 def gpu_worker(worker_id: str, name: str, *, gpus: int, slots: int = 4) -> Worker:
-    return Worker(
-        id=worker_id,
-        name=name,
-        labels=frozenset({"gpu"}),
-        slots=slots,
-        cpus=32,
-        gpus=gpus,
-        ram_mb=262144,
-    )
+    return worker(worker_id, "gpu", name=name, slots=slots, cpus=32, gpus=gpus, ram_mb=262144)
 
 
 def _waiting_reason(scheduler: Scheduler, request: CallRequest) -> tuple[WaitKind, str]:

@@ -15,29 +15,8 @@ from fluksio.scheduler import (
     Scheduler,
     WaitKind,
     WaitReason,
-    Worker,
 )
-
-ENGINE = Worker(id=ENGINE_ID, name="engine", slots=4, cpus=8, ram_mb=16384)
-
-
-def worker(
-    worker_id: str,
-    *labels: str,
-    slots: int = 4,
-    cpus: int | None = 16,
-    gpus: int | None = 0,
-    ram_mb: int | None = 65536,
-) -> Worker:
-    return Worker(
-        id=worker_id,
-        name=worker_id,
-        labels=frozenset(labels),
-        slots=slots,
-        cpus=cpus,
-        gpus=gpus,
-        ram_mb=ram_mb,
-    )
+from tests.support.scheduling import ENGINE, worker
 
 
 def placed(scheduler: Scheduler) -> dict[str, str]:

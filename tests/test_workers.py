@@ -304,30 +304,33 @@ def test_revoking_disconnects_and_the_agent_stops_saying_why(
     assert "revoked" in worker.logs()
 
 
+def _refused(engine: EngineProcess, token: str, tmp_path: Path, *args: str) -> str:
+    """What a worker started with ``args`` logged before the engine refused it (exit 3)."""
+    worker = start_worker(engine, token, tmp_path / "w", *args)
+    assert worker.process.wait(timeout=30) == 3
+    return worker.logs()
+
+
 def test_labels_the_token_does_not_sign_are_refused(
     engine: EngineProcess, admin: str, tmp_path: Path
 ) -> None:
     token = engine.mint(admin, "honest", ["cpu"])["token"]
-    worker = start_worker(engine, token, tmp_path / "w", "--labels", "cpu,gpu")
-    assert worker.process.wait(timeout=30) == 3
-    assert "labels gpu are not signed by this worker's token (it signs cpu)" in worker.logs()
+    said = _refused(engine, token, tmp_path, "--labels", "cpu,gpu")
+    assert "labels gpu are not signed by this worker's token (it signs cpu)" in said
 
 
 def test_a_name_outside_the_name_rule_is_refused_in_a_sentence(
     engine: EngineProcess, admin: str, tmp_path: Path
 ) -> None:
     token = engine.mint(admin, "named", ["cpu"])["token"]
-    worker = start_worker(engine, token, tmp_path / "w", "--name", "gpu box #1")
-    assert worker.process.wait(timeout=30) == 3
-    assert "the worker's name 'gpu box #1' must be 1 to 63 letters, digits" in worker.logs()
-    assert "pass another --name" in worker.logs()
+    said = _refused(engine, token, tmp_path, "--name", "gpu box #1")
+    assert "the worker's name 'gpu box #1' must be 1 to 63 letters, digits" in said
+    assert "pass another --name" in said
     assert [w for w in listed(engine, admin) if "gpu box" in w["name"]] == []
 
 
 def test_a_bad_token_is_refused_before_the_upgrade(engine: EngineProcess, tmp_path: Path) -> None:
-    worker = start_worker(engine, "not-a-token", tmp_path / "w")
-    assert worker.process.wait(timeout=30) == 3
-    assert "not a valid Fluksio token" in worker.logs()
+    assert "not a valid Fluksio token" in _refused(engine, "not-a-token", tmp_path)
 
 
 def test_a_second_attach_of_the_same_worker_supersedes_the_first(

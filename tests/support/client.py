@@ -305,28 +305,9 @@ class BlockingEngine:
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, once()).result()
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        token: str | None = None,
-        form: dict[str, str] | None = None,
-        data: bytes | str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Reply:
-        return self._run(
-            lambda api: api.request(
-                method,
-                path,
-                json_body=json_body,
-                token=token,
-                form=form,
-                data=data,
-                headers=headers,
-            )
-        )
+    def request(self, method: str, path: str, **options: Any) -> Reply:
+        """:meth:`EngineApi.request`, waited for: the same keyword options."""
+        return self._run(lambda api: api.request(method, path, **options))
 
     def login(self, username: str = SUPERUSER, password: str = SUPERUSER_PASSWORD) -> str:
         return self._run(lambda api: api.login(username, password))

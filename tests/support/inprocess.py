@@ -9,6 +9,7 @@ through :class:`~tests.support.client.SocketEngine`, the same interface
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,19 @@ from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.client import EngineApi, Reply, reply_of, url_path
+from tests.support.clock import ManualClock
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.openapi_check import AnswerCheck, check_answers
 from tests.support.scripted_worker import ScriptedWorker
 
-__all__ = ["InProcessEngine", "Reply", "ScriptedWorker", "start_in_process"]
+__all__ = [
+    "CPU_NODE",
+    "InProcessEngine",
+    "Reply",
+    "ScriptedWorker",
+    "cpu_flow_on_a_manual_clock",
+    "start_in_process",
+]
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
@@ -85,3 +94,17 @@ async def start_in_process(
     engine = InProcessEngine(client, app, answers)
     engine.token = await engine.login()
     return engine
+
+
+CPU_NODE = "def process():\n    return 1\n"
+
+
+async def cpu_flow_on_a_manual_clock(
+    aiohttp_client: ClientFactory, data_dir: Path
+) -> tuple[InProcessEngine, ManualClock]:
+    """An engine on a clock the test moves (starting now), with a one-node flow ``cpu``
+    whose node is bound to a worker labelled cpu."""
+    clock = ManualClock(time.time())
+    api = await start_in_process(aiohttp_client, data_dir, clock=clock)
+    await api.put_flow("cpu", [{"id": "n", "code": CPU_NODE, "worker": "cpu"}])
+    return api, clock
