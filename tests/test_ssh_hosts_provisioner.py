@@ -115,7 +115,7 @@ async def test_a_restarted_engine_finds_its_workers_and_stops_them_when_it_stops
     # Another instance on the same state (an engine SIGKILLed, then started again).
     again = HostsProvisioner(hosts.settings, {"gpu-box-1": shell, "cpu-box": shell})
     again.state_dir = hosts.state_dir
-    again.start(listening_at(8080))  # an engine's instance: it listens
+    again.start(listening_at(8080))  # the engine's own instance: started by its provisioning
     await again.close()
     assert shell.sent[1][0][3:] == ("fluksio-stop", "", "4242")
     assert (tmp_path / "state" / "workers").read_text() == ""

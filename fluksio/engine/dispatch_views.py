@@ -2,7 +2,8 @@
 
 :class:`~fluksio.engine.dispatch.Dispatcher` adds the events and the passes; what it holds
 is declared here, and nothing here changes it (as :class:`~fluksio.scheduler.book.Book`
-sits under the scheduler). The API and the feed read the engine only through these.
+sits under the scheduler). The API and the feed read them as frozen views, made in
+:mod:`fluksio.engine.views`.
 """
 
 from __future__ import annotations

@@ -174,12 +174,11 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
 
     async def close(self) -> None:
         # Workers started here stop with the engine (a SIGKILLed engine's are adopted by
-        # the next): nothing else would ever stop them. Only the engine's own instance
-        # (the one told where the engine listens) stops them: `fluksio provisioners check
-        # --ssh` opens another on the same state directory, and closing it must not stop
-        # the running engine's workers.
-        serving = self.engine_address is not None
-        running = sorted(self._kept_workers(set())) if serving else []
+        # the next): nothing else would ever stop them. Only an instance the engine's
+        # provisioning started (it has a link) stops them: `fluksio provisioners check
+        # --ssh` opens another on the same state directory, never started, and closing
+        # it must not stop the running engine's workers.
+        running = sorted(self._kept_workers(set())) if self.link is not None else []
         for started in running:
             parsed = split_job_id(started)
             if parsed is not None:
