@@ -49,6 +49,8 @@ PURE_CORE = (
     "fluksio.provisioners.requests",
     "fluksio.provisioners.reference",
     "fluksio.provisioners.base",
+    "fluksio.engine.workers.connection",
+    "fluksio.engine.workers.connection_reference",
     "fluksio.engine.runs.models",
     "fluksio.engine.runs.rows",
     "fluksio.engine.runs.states",
@@ -56,6 +58,7 @@ PURE_CORE = (
     "fluksio.engine.runs.redact",
     "fluksio.engine.models",
     "fluksio.agent.outcome",
+    "fluksio.agent.frames",
 )
 """The engine core's state machines and the plain data they speak in."""
 
