@@ -210,7 +210,7 @@ async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcess
     await worker.socket.send_str(
         '{"call_id": "never-sent", "ok": true, "result": "' + "x" * (8 << 20)
     )
-    await async_wait_for(lambda: session._unknown_frames == 1, timeout=10, what="the drop")
+    await async_wait_for(lambda: session.machine.unknown_frames == 1, timeout=10, what="the drop")
     # The socket goes on: the same worker still takes and answers a call.
     await api.put_flow("after", [{"id": "n", "code": NODE, "worker": "cpu"}])
     run = await api.start_run("after")
@@ -366,7 +366,7 @@ async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_t
     await frozen.answer(first, "too late")  # if it ran anyway: ignored, one result kept
     sessions = {s.name: s for s in api.engine.workers.attached()}
     await async_wait_for(
-        lambda: sessions["frozen"]._unknown_frames == 1, timeout=5, what="the late answer"
+        lambda: sessions["frozen"].machine.unknown_frames == 1, timeout=5, what="the late answer"
     )
 
     async def answering_again() -> bool:

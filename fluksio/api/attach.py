@@ -7,6 +7,10 @@ what to upgrade (and the worker is listed as needing an upgrade), labels the tok
 not sign are ``refused``; otherwise ``welcome``, and the worker's calls flow until the
 socket closes. A malformed frame closes that socket with a reason and affects nothing
 else.
+
+This module frames the socket: it reads the hello and every frame, counts and bounds
+them, and pings. Who is let in and what follows is the engine's
+(:mod:`fluksio.engine.worker_connections`, :mod:`fluksio.engine.workers.connection`).
 """
 
 from __future__ import annotations
@@ -14,61 +18,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import secrets
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from fluksio.agent.frames import (
-    CONTROL_FRAME_BYTES,
-    AnswerFrame,
-    CancelFrame,
-    HelloFrame,
-    RefusedFrame,
-    StoreOffer,
-    WelcomeFrame,
-    encode,
-)
+from fluksio.agent.frames import CONTROL_FRAME_BYTES, AnswerFrame, HelloFrame, RefusedFrame, encode
 from fluksio.agent.outcome import ErrorKind
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import parse_json
 from fluksio.clock import Clock
-from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.errors import Forbidden
 from fluksio.engine.logging import get_logger
 from fluksio.engine.tokens import WorkerIdentity
+from fluksio.engine.worker_connections import Refusal, WorkerConnections
 from fluksio.engine.workers.budget import FrameBudget
 from fluksio.engine.workers.protocol import (
-    CLOSE_SUPERSEDED,
     FrameError,
     is_unreadable,
     parse_hello,
     parse_worker_frame,
-    protocol_refusal,
 )
-from fluksio.engine.workers.refused import NeedsUpgrade
-from fluksio.engine.workers.registry import display_name
 from fluksio.engine.workers.session import WorkerSession
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.engine.workers.watch import ping_every_s
-from fluksio.names import is_name
-from fluksio.provisioners.base import WorkerRecord
-from fluksio.scheduler import Worker
 from fluksio.validation import one_sentence
 
 __all__ = ["attach"]
 
 log = get_logger(__name__)
-ARTIFACT_TOKEN_TTL_S = 24 * 3600
-"""How long a call may use its artifact token: as long as a batch job may reasonably run."""
-
-
-class _Refused(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 async def _refuse(ws: CountedSocket, reason: str) -> None:
@@ -76,67 +55,34 @@ async def _refuse(ws: CountedSocket, reason: str) -> None:
     await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=reason.encode()[:120])
 
 
-async def _hello(request: web.Request, ws: CountedSocket, token: WorkerIdentity) -> HelloFrame:
-    settings = request.app[ENGINE].settings
+async def _hello(
+    ws: CountedSocket, connections: WorkerConnections, token: WorkerIdentity, timeout_s: float
+) -> HelloFrame:
+    """The first frame, read and decoded as a hello; else :class:`Refusal` says why."""
     try:
-        message = await ws.receive(timeout=settings.worker_hello_timeout_s)
+        message = await ws.receive(timeout=timeout_s)
     except TimeoutError:
-        raise _Refused(
-            f"no hello within {settings.worker_hello_timeout_s:g} s of connecting"
-        ) from None
+        raise Refusal(f"no hello within {timeout_s:g} s of connecting") from None
     if message.type != WSMsgType.TEXT:
-        raise _Refused("the first frame must be a JSON hello")
+        raise Refusal("the first frame must be a JSON hello")
     if len(message.data) > CONTROL_FRAME_BYTES:
-        raise _Refused(
+        raise Refusal(
             f"a hello of {len(message.data)} bytes; frames other than a call's answer are"
             f" at most {CONTROL_FRAME_BYTES} bytes"
         )
     try:
         raw: Any = parse_json(message.data)
     except ValueError as exc:
-        raise _Refused(f"the first frame {exc}; it must be a JSON hello") from None
+        raise Refusal(f"the first frame {exc}; it must be a JSON hello") from None
     if not isinstance(raw, dict) or raw.get("op") != "hello":
-        raise _Refused('the first frame must be {"op": "hello", ...}')
-    protocol = raw.get("protocol")
-    reason = protocol_refusal(protocol)
-    if reason is not None:
-        # Kept until the worker attaches or the engine restarts, so only bounded fields
-        # are: a name by the name rule (else the token's), short texts, a number.
-        hello_name = raw.get("name")
-        name = hello_name if isinstance(hello_name, str) and is_name(hello_name) else token.name
-        request.app[ENGINE].workers.refused_for_protocol(
-            NeedsUpgrade(
-                name=display_name(token.name, name),
-                protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
-                version=_text(raw.get("version"), 32),
-                python=_text(raw.get("python"), 256),
-                refused_at=request.app[ENGINE].clock.now(),
-                reason=reason,
-                jti=token.jti,
-            )
-        )
-        raise _Refused(reason)
+        raise Refusal('the first frame must be {"op": "hello", ...}')
+    connections.check_protocol(token, raw)
     try:
-        hello = parse_hello(raw)
+        return parse_hello(raw)
     except ValidationError as exc:
-        raise _Refused(f"malformed hello: {one_sentence(exc, whole='hello')}") from None
+        raise Refusal(f"malformed hello: {one_sentence(exc, whole='hello')}") from None
     except FrameError as exc:
-        raise _Refused(f"malformed hello: {exc}") from None
-    unsigned = sorted(set(hello.labels) - set(token.labels))
-    if unsigned:
-        signed = ", ".join(token.labels) or "no labels"
-        raise _Refused(
-            f"labels {', '.join(unsigned)} are not signed by this worker's token (it signs"
-            f" {signed}); mint a token with them or drop them from --labels"
-        )
-    return hello
-
-
-def _text(value: object, limit: int) -> str | None:
-    """A hello's text field as kept: a string, cut to ``limit`` characters."""
-    if not isinstance(value, str):
-        return None
-    return value if len(value) <= limit else value[: limit - 3] + "..."
+        raise Refusal(f"malformed hello: {exc}") from None
 
 
 def _check_origin(request: web.Request) -> None:
@@ -158,10 +104,11 @@ def _check_origin(request: web.Request) -> None:
 async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamResponse:
     """The socket of one worker, whose token ``token`` verified, from hello to close."""
     _check_origin(request)
-    settings = request.app[ENGINE].settings
+    engine = request.app[ENGINE]
+    settings = engine.settings
     # No aiohttp heartbeat: it would close a silent worker after 1.5 pings, long before the
-    # 90-second rule. Liveness is one rule (the watcher's, worker_gone_s); the engine's own
-    # pings only keep a healthy idle worker's last_seen fresh.
+    # 90-second rule. Liveness is one rule (the connection machine's, worker_gone_s); the
+    # engine's own pings only keep a healthy idle worker's last_seen fresh.
     response = web.WebSocketResponse(
         max_msg_size=settings.max_frame_bytes,
         compress=False,  # results are often already compressed; the CPU is better spent
@@ -171,176 +118,31 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         decode_text=False,
     )
     await response.prepare(request)
-    registry = request.app[ENGINE].workers
-    ws = CountedSocket(response, registry.frames)
+    ws = CountedSocket(response, engine.workers.frames)
+    connections = engine.connections
     try:
-        hello = await _hello(request, ws, token)
-    except _Refused as refused:
+        hello = await _hello(ws, connections, token, settings.worker_hello_timeout_s)
+        session, socket = await connections.admit(token, hello, ws)
+    except Refusal as refused:
         log.info("worker.refused", worker=token.name, reason=refused.reason)
         await _refuse(ws, refused.reason)
         return response
-
-    name = display_name(token.name, hello.name)
-    dispatcher = request.app[ENGINE].dispatcher
-    away = registry.by_identity((token.jti, hello.name))
-    if away is not None and away.away and hello.resume is not None:
-        await _come_back(request, away, ws, hello)
-        return response
-    session = WorkerSession(
-        id=f"w{secrets.token_hex(6)}",
-        name=name,
-        identity=(token.jti, hello.name),
-        token=token,
-        key_id=request.app[ENGINE].tokens.current_key_id(),
-        hello=hello,
-        ws=ws,
-        clock=request.app[ENGINE].clock,
-        take_within_s=settings.worker_take_s,
-    )
-    tokens = request.app[ENGINE].tokens
-    session.mint_artifact_token = lambda: tokens.mint_artifact(
-        name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S
-    )
-    superseded = registry.add(session)
-    if superseded is not None:
-        await superseded.close(
-            "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
-        )
-    await _welcome(request, session)
-    # Calls it held for a connection this engine no longer knows (it restarted, or the
-    # 90-second rule ended them): it is told to drop them, so none runs on unseen.
-    for call_id in hello.resume or ():
-        await _send_cancel(session, call_id)
-    inventory = hello.inventory
-    job = _job_of(dispatcher, token)
-    if job is not None:
-        session.batch_job = " ".join(job)
-    event = _event(session, job[1] if job is not None else None)
-    dispatcher.worker_attached(
-        Worker(
-            id=session.id,
-            name=name,
-            labels=frozenset(hello.labels),
-            slots=hello.max_parallel,
-            cpus=inventory.cpus,
-            gpus=inventory.gpus,
-            ram_mb=inventory.ram_mb,
-            ends_at=hello.ends_at,
-        ),
-        session,
-        event,
-    )
-    log.info(
-        "worker.attached",
-        worker=name,
-        worker_id=session.id,
-        labels=hello.labels,
-        parallel=hello.max_parallel,
-        version=hello.version or "0.1.x",
-    )
-    await _connected(request, session, event)
+    budget = FrameBudget(settings.worker_frames_per_s, settings.frame_burst, engine.clock.monotonic)
+    pinger = asyncio.get_running_loop().create_task(_ping(ws, ping_every_s(settings), engine.clock))
+    try:
+        await _serve(session, ws, budget, settings.max_frame_bytes)
+    finally:
+        pinger.cancel()
+        session.socket_ended(socket)
     return response
 
 
-async def _come_back(
-    request: web.Request, session: WorkerSession, ws: CountedSocket, hello: HelloFrame
-) -> None:
-    """A worker that was away attached again: the same session carries on over ``ws``."""
-    dropped = session.come_back(ws, hello)
-    await _welcome(request, session)
-    for call_id in dropped:
-        await _send_cancel(session, call_id)
-    request.app[ENGINE].dispatcher.set_answering(session.id, True)
-    log.info(
-        "worker.back", worker=session.name, worker_id=session.id, calls=len(hello.resume or ())
-    )
-    job = _job_of(request.app[ENGINE].dispatcher, session.token)
-    await _connected(request, session, _event(session, job[1] if job else None))
-
-
-async def _connected(request: web.Request, session: WorkerSession, event: WorkerRecord) -> None:
-    """Serve the session's socket until it ends; then the worker is gone, or away."""
-    settings = request.app[ENGINE].settings
-    registry = request.app[ENGINE].workers
-    dispatcher = request.app[ENGINE].dispatcher
-    clock = request.app[ENGINE].clock
-    ws = session.ws
-    budget = FrameBudget(settings.worker_frames_per_s, settings.frame_burst, clock.monotonic)
-    pinger = asyncio.get_running_loop().create_task(_ping(session, ping_every_s(settings), clock))
-
-    def farewell() -> None:
-        registry.remove(session)
-        session.fail_all("worker went away mid-call")
-        dispatcher.worker_gone(event, session.closed_reason)
-        log.info(
-            "worker.detached",
-            worker=session.name,
-            worker_id=session.id,
-            reason=session.closed_reason or "disconnected",
-        )
-
-    try:
-        await _serve(session, budget, settings.max_frame_bytes)
-    finally:
-        pinger.cancel()
-        if session.ws is ws and session.may_come_back():
-            # Its relay dropped, not the worker: its calls wait for it (the 90-s rule).
-            session.go_away(farewell)
-            dispatcher.set_answering(session.id, False)
-            log.info("worker.away", worker=session.name, worker_id=session.id)
-        elif session.ws is ws:
-            farewell()
-
-
-async def _welcome(request: web.Request, session: WorkerSession) -> None:
-    store = request.app[ENGINE].artifacts
-    probe, nonce = store.probe()
-    # (ours) Where the store is, and a file only a worker sharing this filesystem can read:
-    # such a worker's calls use the store directly instead of HTTP. Never assumed.
-    shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
-    public = request.app[ENGINE].settings.public_url
-    artifacts = f"{public}/api/v1/artifacts" if public is not None else None
-    await session.ws.send_str(
-        encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts, logs=True))
-    )
-
-
-async def _send_cancel(session: WorkerSession, call_id: str) -> None:
-    with contextlib.suppress(ConnectionError, RuntimeError):
-        await session.ws.send_str(encode(CancelFrame(call_id=call_id)))
-
-
-def _job_of(dispatcher: Dispatcher, token: WorkerIdentity) -> tuple[str, str] | None:
-    """The job a provisioned worker's request runs as (its noun and id), if known."""
-    provisioned = token.provisioned_by
-    if provisioned is None or dispatcher.provisioning is None:
-        return None
-    return dispatcher.provisioning.job_of(*provisioned)
-
-
-def _event(session: WorkerSession, job_id: str | None = None) -> WorkerRecord:
-    """What the provisioning driver and the worker hooks are told of it; ``job_id``: its
-    request's job, where the worker did not say (only a Slurm job's worker does)."""
-    provisioned = session.token.provisioned_by
-    provisioner, profile, request_id = provisioned if provisioned else (None, None, None)
-    return WorkerRecord(
-        worker_id=session.id,
-        name=session.name,
-        labels=tuple(session.hello.labels),
-        provisioner=provisioner,
-        profile=profile,
-        request_id=request_id,
-        job_id=session.hello.slurm_job_id or job_id,
-        ends_at=session.hello.ends_at,
-    )
-
-
-async def _ping(session: WorkerSession, every_s: float, clock: Clock) -> None:
+async def _ping(ws: CountedSocket, every_s: float, clock: Clock) -> None:
     """Ping the worker now and then; its pong (or any frame) is a sign of life."""
-    while not session.ws.closed:
+    while not ws.closed:
         await clock.sleep(every_s)
         with contextlib.suppress(ConnectionError, RuntimeError):
-            await session.ws.ping()
+            await ws.ping()
 
 
 _LEADING_CALL_ID = re.compile(rb'\A\s*\{\s*"call_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
@@ -364,8 +166,10 @@ def _unexpected_call(session: WorkerSession, data: bytes) -> str | None:
     return None if session.expects(call_id) else call_id
 
 
-async def _serve(session: WorkerSession, budget: FrameBudget, max_frame_bytes: int) -> None:
-    async for message in session.ws:
+async def _serve(
+    session: WorkerSession, ws: CountedSocket, budget: FrameBudget, max_frame_bytes: int
+) -> None:
+    async for message in ws:
         if not budget.spend():
             await session.close(
                 "flooding: more frames a second than any worker needs; disconnected",
@@ -400,7 +204,7 @@ async def _serve(session: WorkerSession, budget: FrameBudget, max_frame_bytes: i
         elif message.type == WSMsgType.PING:
             session.touch()
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await session.ws.pong(message.data)
+                await ws.pong(message.data)
         else:
             session.touch()
 

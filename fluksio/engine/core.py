@@ -46,6 +46,7 @@ from fluksio.engine.stream import EngineStream
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.users import UserStore
 from fluksio.engine.views import EngineViews
+from fluksio.engine.worker_connections import WorkerConnections
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.engine.workers.registry import WorkerRegistry
 from fluksio.engine.workers.watch import watch_workers
@@ -85,6 +86,9 @@ class Engine:
     artifacts: ArtifactStore
     dispatcher: Dispatcher
     """The core's shell: runs, places, waiting calls, provisioning."""
+    connections: WorkerConnections
+    """Who is let in over the attach socket, and what the engine does as workers come
+    and go."""
     views: EngineViews
     """What the HTTP layer reads: workers with their places, the queue, the profiles."""
 
@@ -194,6 +198,14 @@ class Engine:
             clock=self.clock,
             walltime_margin_s=settings.walltime_margin_s,
             engine_address=self._address,
+        )
+        self.connections = WorkerConnections(
+            settings=settings,
+            clock=self.clock,
+            registry=self.workers,
+            dispatcher=self.dispatcher,
+            tokens=self.tokens,
+            artifacts=self.artifacts,
         )
         self.views = EngineViews(self.workers, self.dispatcher)
         # The stream's subscribers here: the metrics and the plugins' hooks.

@@ -350,7 +350,7 @@ class Dispatcher(DispatcherViews):
     async def _execute(
         self, executor: Executor, spec: CallSpec, placement: Placement, secrets: tuple[str, ...]
     ) -> None:
-        call_id, place_id = spec.call_id, placement.worker_id
+        call_id = spec.call_id
 
         def on_event(record: dict[str, Any]) -> None:
             if record.get("event") == "log":
@@ -371,9 +371,6 @@ class Dispatcher(DispatcherViews):
             walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
             walltime = walltimes.get(provenance.provisioner or "")
             outcome = stopped_at_job_end(outcome, provenance, walltime, self._margin)
-        if (outcome.error or {}).get("type") == ErrorKind.NOT_TAKEN:
-            # Its worker froze before it took the call: it gets nothing new until heard.
-            self.set_answering(place_id, False)
         self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
 
     def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:

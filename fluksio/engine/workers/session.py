@@ -10,10 +10,10 @@ in the scheduler until it is heard again; attached directly, the call fails here
 ``NotTaken`` (the run machine queues it again, for another worker) and the worker is sent
 ``cancel``, so that if it wakes it drops the call rather than run it (our agent never
 starts a call cancelled before it started; the published agent 0.1.6 may start it and
-then kill it). A relayed worker's call is held instead: :func:`requeues_untaken` states
-the rule. Our agent says at once
-that it took a call (a heartbeat); the published agent is pinged after each call sent,
-and its pong says it is awake.
+then kill it). A relayed worker's call is held instead:
+:func:`fluksio.engine.workers.connection.requeues_untaken` states the rule. Our agent says
+at once that it took a call (a heartbeat); the published agent is pinged after each call
+sent, and its pong says it is awake.
 
 A worker whose connection passes through a relay (our agent with ``--connect-to``, a
 login node's) can lose its socket while it lives: the relay's SSH connection dropped. Its
@@ -27,7 +27,10 @@ A call's ``limit`` travels in the run frame and our agent enforces it where the 
 The published agent 0.1.6 ignores that field, so for a worker whose hello names no
 version the engine enforces it: at the limit it sends ``cancel`` and fails the call with
 ``NodeLimit`` at once. For our agent the engine only keeps a backstop, the limit plus the
-agent's grace plus :data:`LIMIT_BACKSTOP_S`.
+agent's grace plus ``LIMIT_BACKSTOP_S``.
+
+What happens when is decided by the connection's pure machine
+(:mod:`fluksio.engine.workers.connection`); a session carries its effects out.
 """
 
 from __future__ import annotations
@@ -35,14 +38,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from aiohttp import WSCloseCode
 
 from fluksio.agent.frames import (
-    CONTROL_FRAME_BYTES,
     AnswerFrame,
     CancelFrame,
     HelloFrame,
@@ -52,105 +53,144 @@ from fluksio.agent.frames import (
     RunRef,
     encode,
 )
-from fluksio.agent.launcher import LIMIT_GRACE_S, CallOutcome, CallSpec, error_record, limit_error
+from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock, Timer
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.tokens import WorkerIdentity
+from fluksio.engine.workers.connection import (
+    UNKNOWN_FRAMES_LOGGED,
+    Answering,
+    Away,
+    Cancel,
+    CloseSocket,
+    ConnectionEffect,
+    ConnectionMachine,
+    ConnectionRules,
+    Fail,
+    Gone,
+    NotTaking,
+    Ping,
+    Unknown,
+    Wake,
+)
 from fluksio.engine.workers.socket import CountedSocket
+from fluksio.provisioners.base import WorkerRecord
 
-__all__ = ["WorkerSession"]
+__all__ = ["SessionLink", "WorkerSession"]
 
 log = get_logger(__name__)
 EventCallback = Callable[[dict[str, Any]], None]
-_UNKNOWN_FRAMES_LOGGED = 10
 ARTIFACT_TOKEN_RENEW_S = 3600.0
-LIMIT_BACKSTOP_S = 10.0
-"""How long after a call's ``limit`` and the agent's grace the engine stops waiting for our
-agent to stop it (it would have answered by then, unless something is wrong there)."""
 
 
-@dataclass
+class SessionLink(Protocol):
+    """What a session reports to (the engine's worker connections), given at construction."""
+
+    def answering(self, session: WorkerSession, answering: bool) -> None:
+        """It answers again, or stopped: the scheduler gives it nothing new meanwhile."""
+
+    def away(self, session: WorkerSession) -> None:
+        """Its relay's socket dropped with calls in flight: they are held for it."""
+
+    def gone(self, session: WorkerSession, reason: str) -> None:
+        """It ended for good (its calls have failed): forget it."""
+
+    def welcome(self, session: WorkerSession) -> str:
+        """The welcome frame it is sent, encoded."""
+        ...
+
+
+@dataclasses.dataclass
 class _Pending:
     future: asyncio.Future[CallOutcome]
     on_event: EventCallback
+    timers: list[Timer] = dataclasses.field(default_factory=list)
 
 
-def requeues_untaken(hello: HelloFrame) -> bool:
-    """Whether a call this worker has not been heard from since it was sent goes back in
-    line at ``take_within_s`` (as ``NotTaken``, for another worker).
-
-    The rule it keeps: **no call starts twice unless its node opted into retries.** A call
-    goes elsewhere only once the first worker's copy is sure never to start: our agent
-    attached directly reads the ``cancel`` sent with the requeue on the one TCP stream the
-    run frame came by, and never starts a call cancelled before it started; if that stream
-    dies instead, it stops every call it had. A relayed worker's silence may be its relay's
-    path, not the worker: it may be running the call and come back naming it, so its calls
-    are held (no new ones are given it) until it is heard, comes back, or the 90-second
-    rule fails them as ``WorkerGone``. Two cases remain where a first copy may start, both
-    documented in docs/workers.md: the published agent 0.1.6 (it may start a call and kill
-    it at once when the cancel behind it is read), and a direct worker whose network path
-    goes silent without closing after the run frame reached it (its copy runs until the
-    agent's own 90-s rule stops it).
-    """
-    return not hello.relayed
-
-
-@dataclass
 class WorkerSession:
-    id: str
-    name: str
-    identity: tuple[str, str]
-    token: WorkerIdentity
-    key_id: str
-    hello: HelloFrame
-    ws: CountedSocket
-    clock: Clock
-    """The engine's: when it attached, was last heard, and each call's timers."""
-    attached_at: float = 0.0
-    last_seen: float = 0.0
-    closed_reason: str | None = None
-    mint_artifact_token: Callable[[], str] | None = None
-    """Mints a token a call on this worker uses for artifacts (not the worker token)."""
-    batch_job: str | None = None
-    """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
-    12"``), learned from the provisioning request its token was minted for."""
-    take_within_s: float = 15.0
-    """A call sent here with nothing at all heard since, this long, was never taken."""
-    heard: int = 0
-    """How many times anything came from it (a frame, a pong): what "heard since" counts,
-    so that two things at one instant of the clock are still told apart."""
-    not_taking_after: int | None = None
-    """``heard`` when a call was sent that it never took: it answers again once heard after."""
-    _pending: dict[str, _Pending] = field(default_factory=dict)
-    _artifact_token: tuple[str, float] | None = None
-    """The artifact token calls here get, and when it was minted (monotonic)."""
-    _unknown_frames: int = 0
-    away: bool = False
-    """Its socket dropped with calls in flight, and it may come back for them."""
-    _farewell: Callable[[], None] | None = None
-    """While away: what ends it for good (the attach handler's farewell, which has
-    returned), called once when it is closed instead of coming back."""
+    """The I/O around one :class:`ConnectionMachine`: the socket it writes to, the futures
+    calls wait on, the timers it asked for, and the link it reports to."""
 
-    def __post_init__(self) -> None:
-        self.attached_at = self.last_seen = self.clock.now()
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str,
+        token: WorkerIdentity,
+        key_id: str,
+        hello: HelloFrame,
+        ws: CountedSocket,
+        clock: Clock,
+        rules: ConnectionRules,
+        link: SessionLink,
+        record: WorkerRecord,
+        mint_artifact_token: Callable[[], str] | None = None,
+        batch_job: str | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.identity = (token.jti, hello.name)
+        self.token = token
+        self.key_id = key_id
+        self.hello = hello
+        self.ws = ws
+        self.clock = clock
+        """The engine's: when it attached, was last heard, and each call's timers."""
+        self.record = record
+        """What the provisioning driver and the worker hooks are told of it."""
+        self.batch_job = batch_job
+        """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
+        12"``), learned from the provisioning request its token was minted for."""
+        self.machine = ConnectionMachine(
+            name, hello.relayed, hello.version is None, clock.now(), rules
+        )
+        self._link = link
+        self._mint_artifact_token = mint_artifact_token
+        """Mints a token a call on this worker uses for artifacts (not the worker token)."""
+        self._artifact_token: tuple[str, float] | None = None
+        """The artifact token calls here get, and when it was minted (monotonic)."""
+        self._pending: dict[str, _Pending] = {}
+        self._writes: set[asyncio.Task[None]] = set()
+
+    # -- what it shows ---------------------------------------------------------------------
 
     @property
     def labels(self) -> frozenset[str]:
         return frozenset(self.hello.labels)
 
+    @property
+    def attached_at(self) -> float:
+        return self.machine.attached_at
+
+    @property
+    def last_seen(self) -> float:
+        return self.machine.last_seen
+
+    @property
+    def heard(self) -> int:
+        return self.machine.heard
+
+    @property
+    def away(self) -> bool:
+        return self.machine.phase == "away"
+
+    @property
+    def closed_reason(self) -> str | None:
+        return self.machine.closed_reason
+
     # -- the executor interface --------------------------------------------------------
 
     def call_env(self) -> dict[str, str]:
-        if self.mint_artifact_token is None:
+        if self._mint_artifact_token is None:
             return {}
         # Every call here would get a token of the same powers (this worker's, tied to its
         # token), so one serves them all: signing one per call was a tenth of the engine's
         # work per remote call. Renewed hourly, so a call's token has 23 hours left or more.
         now = self.clock.monotonic()
         if self._artifact_token is None or now - self._artifact_token[1] > ARTIFACT_TOKEN_RENEW_S:
-            self._artifact_token = (self.mint_artifact_token(), now)
+            self._artifact_token = (self._mint_artifact_token(), now)
         return {"FLUKSIO_ARTIFACT_TOKEN": self._artifact_token[0]}
 
     def provenance(self) -> Provenance:
@@ -165,107 +205,63 @@ class WorkerSession:
         )
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
-        if self.closed_reason is not None:
-            return CallOutcome(False, error=error_record(ErrorKind.WORKER_GONE, self.closed_reason))
-        if self.away:
-            said = f"worker {self.name} is away (its connection dropped); queued again"
-            return CallOutcome(False, error=error_record(ErrorKind.NOT_TAKEN, said))
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-        self._pending[spec.call_id] = _Pending(future, on_event)
-        frame = RunFrame(
-            op="compile" if spec.op == "compile" else "run",
-            call_id=spec.call_id,
-            flow=spec.flow,
-            node=spec.node,
-            source=spec.source,
-            kwargs=spec.kwargs,
-            run=RunRef(id=spec.run_id) if spec.run_id else None,
-            timeout=spec.timeout,
-            env=spec.env,
-            limit=spec.limit or None,
-        )
-        stopper = self._enforce_limit(spec) if spec.limit > 0 else None
-        taken: Timer | None = None
+        pending = _Pending(future, on_event)
+        self._pending[spec.call_id] = pending
         try:
-            heard_before = self.heard
-            await self.ws.send_str(encode(frame))
-            if self.hello.version is None:
-                # The published agent says nothing when it takes a call (its first heartbeat
-                # comes 10 s later): its pong to this ping shows it was not frozen.
-                await self.ws.ping()
-            taken = self._expect_taken(spec.call_id, heard_before)
+            effects = self.machine.send(spec.call_id, spec.limit, self.clock.now())
+            if any(isinstance(effect, Fail) for effect in effects):
+                self._apply(effects)
+                return await future
+            frame = RunFrame(
+                op="compile" if spec.op == "compile" else "run",
+                call_id=spec.call_id,
+                flow=spec.flow,
+                node=spec.node,
+                source=spec.source,
+                kwargs=spec.kwargs,
+                run=RunRef(id=spec.run_id) if spec.run_id else None,
+                timeout=spec.timeout,
+                env=spec.env,
+                limit=spec.limit or None,
+            )
+            try:
+                await self.ws.send_str(encode(frame))
+            except (ConnectionError, RuntimeError) as exc:
+                effects = self.machine.send_failed(spec.call_id, str(exc))
+            self._apply(effects)
             return await future
-        except (ConnectionError, RuntimeError) as exc:
-            return CallOutcome(
-                False,
-                error=error_record(ErrorKind.WORKER_GONE, f"worker went away mid-call ({exc})"),
-            )
         finally:
-            if stopper is not None:
-                stopper.cancel()
-            if taken is not None:
-                taken.cancel()
+            for timer in pending.timers:
+                timer.cancel()
             self._pending.pop(spec.call_id, None)
-
-    def _expect_taken(self, call_id: str, heard_before: int) -> Timer:
-        """Give the call back if the worker sends nothing at all within ``take_within_s``."""
-
-        def check() -> None:
-            pending = self._pending.get(call_id)
-            if pending is None or pending.future.done() or self.heard > heard_before:
-                return
-            log.warning("worker.not_taking", worker=self.name, worker_id=self.id, call_id=call_id)
-            self.not_taking_after = heard_before
-            if not requeues_untaken(self.hello):
-                return  # held, as an away worker's calls are: see requeues_untaken
-            self.cancel(call_id)
-            said = (
-                f"worker {self.name} sent nothing for {self.take_within_s:g} s after it was"
-                " sent the call, so never took it; queued again for another worker"
-            )
-            pending.future.set_result(
-                CallOutcome(False, error=error_record(ErrorKind.NOT_TAKEN, said))
-            )
-
-        return self.clock.call_later(self.take_within_s, check)
-
-    def _enforce_limit(self, spec: CallSpec) -> Timer:
-        """Stop the call at its limit if the worker will not (see the module docstring)."""
-        published = self.hello.version is None
-        delay = spec.limit if published else spec.limit + LIMIT_GRACE_S + LIMIT_BACKSTOP_S
-
-        def stop() -> None:
-            pending = self._pending.get(spec.call_id)
-            if pending is None or pending.future.done():
-                return
-            self.cancel(spec.call_id)
-            pending.future.set_result(CallOutcome(False, error=limit_error(spec.limit)))
-
-        return self.clock.call_later(delay, stop)
+            self.machine.ended(spec.call_id)
 
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:
             return False
-        frame = encode(CancelFrame(call_id=call_id))
-        task = asyncio.get_running_loop().create_task(self.ws.send_str(frame))
-        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        self._send_later(encode(CancelFrame(call_id=call_id)))
         return True
 
     # -- what arrives on the socket ----------------------------------------------------
 
     def handle(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
-        self._heard()
+        answer = isinstance(frame, AnswerFrame)
+        what = "answer" if isinstance(frame, AnswerFrame) else frame.event
+        effects = self.machine.frame(frame.call_id, what, self.clock.now(), last=answer)
         pending = self._pending.get(frame.call_id)
-        if pending is None:
-            self.unknown(frame.call_id, "answer" if isinstance(frame, AnswerFrame) else frame.event)
+        if effects or pending is None:
+            self._apply(effects)
             return
         if isinstance(frame, LogFrame):
             pending.on_event({"event": "log", "first": frame.first, "lines": frame.lines})
-            return
-        if isinstance(frame, ProgressFrame):
+        elif isinstance(frame, ProgressFrame):
             if frame.event != "heartbeat":
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
-            return
+        elif not pending.future.done():
+            pending.future.set_result(self._outcome(frame))
+
+    def _outcome(self, frame: AnswerFrame) -> CallOutcome:
         error = dataclasses.asdict(frame.error) if frame.error is not None else None
         if not frame.ok and error is None:
             error = error_record(
@@ -273,48 +269,18 @@ class WorkerSession:
             )
         if error is not None and error.get("type") == "SyntaxError":
             error = self._compiled_here(error)
-        if not pending.future.done():
-            pending.future.set_result(
-                CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
-            )
+        return CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
 
     def oversized(self, call_id: str, event: str, size: int) -> None:
-        """A frame of a call, not its answer, larger than the wire allows: the call fails
-        as ``FrameTooLarge`` and is stopped on the worker (the worker and its other calls
-        go on)."""
-        self._heard()
-        pending = self._pending.get(call_id)
-        if pending is None or pending.future.done():
-            self.unknown(call_id, f"{event} of {size} bytes, over the bound")
-            return
-        said = (
-            f"the call's {event} frame was {size} bytes; frames other than its answer are at"
-            f" most {CONTROL_FRAME_BYTES} bytes: save large data as an artifact"
-        )
-        self.cancel(call_id)
-        pending.future.set_result(
-            CallOutcome(False, error=error_record(ErrorKind.FRAME_TOO_LARGE, said))
-        )
+        self._apply(self.machine.oversized(call_id, event, size, self.clock.now()))
 
     def expects(self, call_id: str) -> bool:
         """Whether a call of this id is in flight here (its answer is awaited)."""
-        return call_id in self._pending
+        return self.machine.expects(call_id)
 
     def unknown(self, call_id: str, frame: str) -> None:
-        """A frame for a call not in flight here: one that already failed (late answers
-        are normal after a limit), or one never sent to this worker. Nothing changes; the
-        first few are logged, so a worker cannot flood the log with them."""
-        self._heard()
-        self._unknown_frames += 1
-        if self._unknown_frames <= _UNKNOWN_FRAMES_LOGGED:
-            log.warning(
-                "worker.unknown_call",
-                worker=self.name,
-                worker_id=self.id,
-                call_id=call_id[:64],
-                frame=frame,
-                seen=self._unknown_frames,
-            )
+        """A frame for a call not in flight here, left unread."""
+        self._apply(self.machine.frame(call_id, frame, self.clock.now(), last=False))
 
     def _compiled_here(self, error: dict[str, str]) -> dict[str, str]:
         """A syntax error names the Python that found it: the worker's, not the engine's."""
@@ -331,50 +297,31 @@ class WorkerSession:
         }
 
     def touch(self) -> None:
-        self._heard()
+        """Something other than a call's frame came from it (a ping, a pong)."""
+        self._apply(self.machine.heard_from(self.clock.now()))
 
-    def _heard(self) -> None:
-        self.last_seen = self.clock.now()
-        self.heard += 1
+    # -- its life ------------------------------------------------------------------------
 
-    # -- away and back -----------------------------------------------------------------
+    async def welcome(self, resume: list[str]) -> None:
+        """Welcome it over its socket; calls it names from a connection gone are dropped."""
+        await self._write(self._link.welcome(self))
+        self._apply(self.machine.welcomed(resume))
 
-    def may_come_back(self) -> bool:
-        """Whether its dropped socket leaves it away rather than gone: it is relayed, has
-        calls in flight, and nothing on this side closed it."""
-        live = any(not p.future.done() for p in self._pending.values())
-        return self.hello.relayed and live and self.closed_reason is None
+    async def come_back(self, ws: CountedSocket, hello: HelloFrame) -> None:
+        """The away worker attached again: carry on over ``ws`` (see
+        :meth:`ConnectionMachine.came_back`)."""
+        self.ws, self.hello = ws, hello
+        effects = self.machine.came_back(hello.resume or [], self.clock.now())
+        await self._write(self._link.welcome(self))
+        self._apply(effects)
 
-    def go_away(self, farewell: Callable[[], None]) -> None:
-        """Its relay dropped, not the worker: it stays, its calls held, until it comes back
-        or is closed (then ``farewell`` ends it for good, once)."""
-        self.away, self._farewell = True, farewell
+    def socket_ended(self, socket: int) -> None:
+        """Socket ``socket`` (:attr:`ConnectionMachine.socket` when it was served) ended."""
+        self._apply(self.machine.socket_ended(socket))
 
-    def come_back(self, ws: CountedSocket, hello: HelloFrame) -> list[str]:
-        """The worker attached again: carry on over ``ws``. Calls it does not name never
-        reached it (it names every call it started until the engine has its answer), so
-        they go back in line, as never taken; returns the ids it holds that are not in
-        flight here any more (ended or cancelled meanwhile), for it to be told to drop."""
-        held = set(hello.resume or ())
-        for call_id, pending in list(self._pending.items()):
-            if call_id not in held and not pending.future.done():
-                lost = error_record(
-                    ErrorKind.NOT_TAKEN,
-                    f"the run frame was lost with worker {self.name}'s relay path (it came"
-                    " back without the call, so never started it); queued again",
-                )
-                pending.future.set_result(CallOutcome(False, error=lost))
-        self.ws, self.hello, self.away, self._farewell = ws, hello, False, None
-        self._heard()
-        return sorted(held - set(self._pending))
-
-    def fail_all(self, reason: str, kind: ErrorKind = ErrorKind.WORKER_GONE) -> None:
-        """Fail every call in flight (the socket is gone, or the worker went silent), as
-        ``kind``: ``WorkerGone`` unless the cause is known to be something else."""
-        self.closed_reason = self.closed_reason or reason
-        for pending in list(self._pending.values()):
-            if not pending.future.done():
-                pending.future.set_result(CallOutcome(False, error=error_record(kind, reason)))
+    async def check(self, now: float, *, busy: bool) -> None:
+        """The watcher's look: answering or not, and the 90-second rule."""
+        await self._carry_out(self.machine.check(now, busy=busy))
 
     async def close(
         self,
@@ -383,10 +330,83 @@ class WorkerSession:
         kind: ErrorKind = ErrorKind.WORKER_GONE,
     ) -> None:
         """Close the socket saying why; its calls fail with that reason, as ``kind``."""
-        self.fail_all(reason, kind)
+        await self._carry_out(self.machine.close(reason, code, kind))
+
+    # -- carrying effects out --------------------------------------------------------------
+
+    async def _carry_out(self, effects: list[ConnectionEffect]) -> None:
+        closing = self._apply(effects)
+        if closing is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self.ws.close(code=closing.code, message=closing.reason.encode()[:120])
+            log.info("worker.closed", worker=self.name, worker_id=self.id, reason=closing.reason)
+
+    def _apply(self, effects: list[ConnectionEffect]) -> CloseSocket | None:
+        """Carry out ``effects`` in order; a :class:`CloseSocket` is returned, to be awaited."""
+        closing = None
+        for effect in effects:
+            if isinstance(effect, Fail):
+                pending = self._pending.get(effect.call_id)
+                if pending is not None and not pending.future.done():
+                    pending.future.set_result(CallOutcome(False, error=effect.error))
+            elif isinstance(effect, Cancel):
+                self._send_later(encode(CancelFrame(call_id=effect.call_id)))
+            elif isinstance(effect, Wake):
+                self._wake(effect)
+            elif isinstance(effect, Ping):
+                self._later(self.ws.ping())
+            elif isinstance(effect, NotTaking):
+                log.warning(
+                    "worker.not_taking", worker=self.name, worker_id=self.id, call_id=effect.call_id
+                )
+            elif isinstance(effect, Answering):
+                self._link.answering(self, effect.answering)
+            elif isinstance(effect, CloseSocket):
+                closing = effect
+            elif isinstance(effect, Away):
+                self._link.away(self)
+            elif isinstance(effect, Gone):
+                self._link.gone(self, effect.reason)
+            elif isinstance(effect, Unknown):
+                self._unknown(effect)
+        return closing
+
+    def _wake(self, wake: Wake) -> None:
+        pending = self._pending.get(wake.call_id)
+        if pending is None:
+            return
+
+        def fired() -> None:
+            self._apply(self.machine.timer(wake.kind, wake.call_id))
+
+        pending.timers.append(self.clock.call_later(wake.delay_s, fired))
+
+    def _unknown(self, unknown: Unknown) -> None:
+        """Late answers are normal after a limit; the first few are logged, so a worker
+        cannot flood the log with them."""
+        if unknown.seen <= UNKNOWN_FRAMES_LOGGED:
+            log.warning(
+                "worker.unknown_call",
+                worker=self.name,
+                worker_id=self.id,
+                call_id=unknown.call_id[:64],
+                frame=unknown.frame,
+                seen=unknown.seen,
+            )
+
+    def _send_later(self, text: str) -> None:
+        if not self.ws.closed:
+            self._later(self.ws.send_str(text))
+
+    async def _write(self, text: str) -> None:
         with contextlib.suppress(ConnectionError, RuntimeError):
-            await self.ws.close(code=code, message=reason.encode()[:120])
-        log.info("worker.closed", worker=self.name, worker_id=self.id, reason=reason)
-        farewell, self._farewell, self.away = self._farewell, None, False
-        if farewell is not None:
-            farewell()
+            await self.ws.send_str(text)
+
+    def _later(self, write: Coroutine[Any, Any, None]) -> None:
+        async def quietly() -> None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await write
+
+        task = asyncio.get_running_loop().create_task(quietly())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)

@@ -22,18 +22,12 @@ from fluksio.engine.tokens import TokenService
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.engine.workers.protocol import CLOSE_DRAINED
 from fluksio.engine.workers.registry import WorkerRegistry
-from fluksio.engine.workers.session import WorkerSession
 
 __all__ = ["Standing", "check_once", "ping_every_s", "watch_workers"]
 
 
 class Standing(Protocol):
-    """Whether each worker answers: the dispatcher's to keep (its place is paused in the
-    scheduler while it does not)."""
-
-    def answering(self, worker_id: str) -> bool: ...
-
-    def set_answering(self, worker_id: str, answering: bool) -> None: ...
+    """What the dispatcher knows of each worker that the watcher needs."""
 
     def calls_on(self, worker_id: str) -> int:
         """The calls placed on the worker and not yet ended (the one count of them)."""
@@ -45,16 +39,6 @@ def ping_every_s(settings: EngineSettings) -> float:
     return min(settings.worker_ping_s, settings.worker_gone_s / 6)
 
 
-def _answering(session: WorkerSession, now: float, settings: EngineSettings) -> bool:
-    # A healthy worker answers each ping within moments: one ping left unanswered (with
-    # half an interval to spare) means it is frozen or cut off for now. One that never
-    # took a call sent to it answers again only once something came from it after.
-    stalled = session.not_taking_after
-    if stalled is not None and session.heard <= stalled:
-        return False
-    return now - session.last_seen <= 1.5 * ping_every_s(settings)
-
-
 async def check_once(
     registry: WorkerRegistry,
     tokens: TokenService,
@@ -64,27 +48,18 @@ async def check_once(
     *,
     now: float,
 ) -> None:
-    """Close the sessions that must end; tell ``standing`` (the dispatcher) who stopped or
-    resumed answering, so the scheduler gives a silent worker nothing new."""
+    """Close the sessions that must end; each session's machine says whether its worker
+    answers (the scheduler gives a silent worker nothing new) and keeps the 90-second rule."""
     key_id = tokens.current_key_id()
     sessions = registry.attached()
     unusable = store.unusable({session.token.jti for session in sessions})
     for session in sessions:
-        answering = _answering(session, now, settings)
-        if answering != standing.answering(session.id):
-            standing.set_answering(session.id, answering)
         busy = standing.calls_on(session.id) > 0
+        await session.check(now, busy=busy)
         reason = None
-        if now - session.last_seen > settings.worker_gone_s:
-            # The one liveness rule, for busy and idle workers alike: a healthy one answers
-            # the engine's pings, so silence this long means it is frozen or cut off.
-            silent = f"no message from the worker for {settings.worker_gone_s:g} s"
-            reason = (
-                f"{silent} while it was executing; its calls failed as gone"
-                if busy
-                else f"{silent}; disconnected"
-            )
-        elif session.key_id != key_id:
+        if session.closed_reason is not None:
+            continue
+        if session.key_id != key_id:
             reason = "the engine's signing key was replaced; mint a new worker token"
         elif session.token.expires_at <= now:
             reason = "the worker token expired; mint a new one"

@@ -1,0 +1,229 @@
+"""The engine's side of every worker connection: who is let in, and what follows.
+
+``api/attach.py`` frames the socket (reads the hello, reads and counts frames, pings);
+everything it decides lives here or in the connection machine
+(:mod:`fluksio.engine.workers.connection`): a protocol or labels refused (and the worker
+listed as needing an upgrade), a newer connection of the same worker superseding the
+older, an away worker coming back to its session, the welcome, and what the rest of the
+engine is told when a worker attaches, stops answering, is away, or is gone.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from fluksio.agent.frames import HelloFrame, StoreOffer, WelcomeFrame, encode
+from fluksio.agent.launcher import LIMIT_GRACE_S
+from fluksio.clock import Clock
+from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.logging import get_logger
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.tokens import TokenService, WorkerIdentity
+from fluksio.engine.workers.connection import LIMIT_BACKSTOP_S, ConnectionRules, unsigned_labels
+from fluksio.engine.workers.protocol import CLOSE_SUPERSEDED, protocol_refusal
+from fluksio.engine.workers.refused import NeedsUpgrade
+from fluksio.engine.workers.registry import WorkerRegistry, display_name
+from fluksio.engine.workers.session import WorkerSession
+from fluksio.engine.workers.socket import CountedSocket
+from fluksio.engine.workers.watch import ping_every_s
+from fluksio.names import is_name
+from fluksio.provisioners.base import WorkerRecord
+from fluksio.scheduler import Worker
+
+__all__ = ["Refusal", "WorkerConnections"]
+
+log = get_logger(__name__)
+ARTIFACT_TOKEN_TTL_S = 24 * 3600
+"""How long a call may use its artifact token: as long as a batch job may reasonably run."""
+
+
+class Refusal(Exception):
+    """A worker is not let in: ``reason`` is the sentence its ``refused`` frame carries."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class WorkerConnections:
+    """Admits workers and is the link every :class:`WorkerSession` reports to."""
+
+    def __init__(
+        self,
+        *,
+        settings: EngineSettings,
+        clock: Clock,
+        registry: WorkerRegistry,
+        dispatcher: Dispatcher,
+        tokens: TokenService,
+        artifacts: ArtifactStore,
+    ) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._registry = registry
+        self._dispatcher = dispatcher
+        self._tokens = tokens
+        self._artifacts = artifacts
+        self.rules = ConnectionRules(
+            take_within_s=settings.worker_take_s,
+            # A healthy worker answers each ping within moments: one ping left unanswered
+            # (with half an interval to spare) means it is frozen or cut off for now.
+            answer_within_s=1.5 * ping_every_s(settings),
+            gone_after_s=settings.worker_gone_s,
+            limit_backstop_s=LIMIT_GRACE_S + LIMIT_BACKSTOP_S,
+        )
+
+    def check_protocol(self, token: WorkerIdentity, raw: dict[str, Any]) -> None:
+        """Refuse a hello of another protocol, listing its worker as needing an upgrade."""
+        protocol = raw.get("protocol")
+        reason = protocol_refusal(protocol)
+        if reason is None:
+            return
+        # Kept until the worker attaches or the engine restarts, so only bounded fields
+        # are: a name by the name rule (else the token's), short texts, a number.
+        hello_name = raw.get("name")
+        name = hello_name if isinstance(hello_name, str) and is_name(hello_name) else token.name
+        self._registry.refused_for_protocol(
+            NeedsUpgrade(
+                name=display_name(token.name, name),
+                protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
+                version=_text(raw.get("version"), 32),
+                python=_text(raw.get("python"), 256),
+                refused_at=self._clock.now(),
+                reason=reason,
+                jti=token.jti,
+            )
+        )
+        raise Refusal(reason)
+
+    async def admit(
+        self, token: WorkerIdentity, hello: HelloFrame, ws: CountedSocket
+    ) -> tuple[WorkerSession, int]:
+        """Let the worker in over ``ws``: its session and which of its sockets ``ws`` is.
+
+        An away worker naming the calls it holds comes back to its session; otherwise a
+        new session begins, superseding any of the same worker (token and ``--name``).
+        """
+        reason = unsigned_labels(hello.labels, token.labels)
+        if reason is not None:
+            raise Refusal(reason)
+        away = self._registry.by_identity((token.jti, hello.name))
+        if away is not None and away.away and hello.resume is not None:
+            await away.come_back(ws, hello)
+            log.info(
+                "worker.back", worker=away.name, worker_id=away.id, calls=len(hello.resume or ())
+            )
+            return away, away.machine.socket
+        session = self._new_session(token, hello, ws)
+        superseded = self._registry.add(session)
+        if superseded is not None:
+            await superseded.close(
+                "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
+            )
+        await session.welcome(hello.resume or [])
+        inventory = hello.inventory
+        self._dispatcher.worker_attached(
+            Worker(
+                id=session.id,
+                name=session.name,
+                labels=frozenset(hello.labels),
+                slots=hello.max_parallel,
+                cpus=inventory.cpus,
+                gpus=inventory.gpus,
+                ram_mb=inventory.ram_mb,
+                ends_at=hello.ends_at,
+            ),
+            session,
+            session.record,
+        )
+        log.info(
+            "worker.attached",
+            worker=session.name,
+            worker_id=session.id,
+            labels=hello.labels,
+            parallel=hello.max_parallel,
+            version=hello.version or "0.1.x",
+        )
+        return session, session.machine.socket
+
+    def _new_session(
+        self, token: WorkerIdentity, hello: HelloFrame, ws: CountedSocket
+    ) -> WorkerSession:
+        worker_id = f"w{secrets.token_hex(6)}"
+        name = display_name(token.name, hello.name)
+        job = self._job_of(token)
+        tokens = self._tokens
+        return WorkerSession(
+            id=worker_id,
+            name=name,
+            token=token,
+            key_id=tokens.current_key_id(),
+            hello=hello,
+            ws=ws,
+            clock=self._clock,
+            rules=self.rules,
+            link=self,
+            record=_record(worker_id, name, token, hello, job[1] if job else None),
+            mint_artifact_token=lambda: tokens.mint_artifact(
+                name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S
+            ),
+            batch_job=" ".join(job) if job else None,
+        )
+
+    def _job_of(self, token: WorkerIdentity) -> tuple[str, str] | None:
+        """The job a provisioned worker's request runs as (its noun and id), if known."""
+        provisioned = token.provisioned_by
+        if provisioned is None or self._dispatcher.provisioning is None:
+            return None
+        return self._dispatcher.provisioning.job_of(*provisioned)
+
+    # -- what sessions report (SessionLink) ------------------------------------------------
+
+    def answering(self, session: WorkerSession, answering: bool) -> None:
+        self._dispatcher.set_answering(session.id, answering)
+
+    def away(self, session: WorkerSession) -> None:
+        log.info("worker.away", worker=session.name, worker_id=session.id)
+
+    def gone(self, session: WorkerSession, reason: str) -> None:
+        self._registry.remove(session)
+        self._dispatcher.worker_gone(session.record, reason)
+        log.info("worker.detached", worker=session.name, worker_id=session.id, reason=reason)
+
+    def welcome(self, session: WorkerSession) -> str:
+        store = self._artifacts
+        probe, nonce = store.probe()
+        # (ours) Where the store is, and a file only a worker sharing this filesystem can
+        # read: such a worker's calls use the store directly instead of HTTP. Never assumed.
+        shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
+        public = self._settings.public_url
+        artifacts = f"{public}/api/v1/artifacts" if public is not None else None
+        return encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts, logs=True))
+
+
+def _text(value: object, limit: int) -> str | None:
+    """A hello's text field as kept: a string, cut to ``limit`` characters."""
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def _record(
+    worker_id: str, name: str, token: WorkerIdentity, hello: HelloFrame, job_id: str | None
+) -> WorkerRecord:
+    """What the provisioning driver and the worker hooks are told of a worker; ``job_id``:
+    its request's job, where the worker did not say (only a Slurm job's worker does)."""
+    provisioned = token.provisioned_by
+    provisioner, profile, request_id = provisioned if provisioned else (None, None, None)
+    return WorkerRecord(
+        worker_id=worker_id,
+        name=name,
+        labels=tuple(hello.labels),
+        provisioner=provisioner,
+        profile=profile,
+        request_id=request_id,
+        job_id=hello.slurm_job_id or job_id,
+        ends_at=hello.ends_at,
+    )
