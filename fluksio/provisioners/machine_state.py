@@ -16,7 +16,7 @@ from fluksio.provisioners.requests import (
     ProfileStatus,
     RequestStage,
 )
-from fluksio.scheduler import Profile, Provisioning
+from fluksio.scheduler import Profile, Provisioning, cap_reached
 
 __all__ = ["Brought", "MachineState", "Poller", "ProfileEntry", "as_scheduled"]
 
@@ -213,7 +213,7 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         said = entry.login_needed
     elif entry.last_error is not None:
         said, counting_down = f"the last attempt failed ({entry.last_error[1]})", True
-    elif len(entry.live) >= cap:
+    elif cap_reached(len(entry.live), cap):
         # At the cap with none of them able to take it (their workers gone, or their
         # time too short): it waits for one of them to end.
         alive = f"{len(entry.live)} {noun}" + ("s are" if len(entry.live) != 1 else " is")

@@ -49,6 +49,7 @@ from fluksio.scheduler.model import (
     WaitKind,
     WaitReason,
     Worker,
+    cap_reached,
 )
 from fluksio.scheduler.scheduler import DEFAULT_WALLTIME_MARGIN_S, Plan, Scheduler
 from fluksio.scheduler.state import Allocation
@@ -70,4 +71,5 @@ __all__ = [
     "WaitKind",
     "WaitReason",
     "Worker",
+    "cap_reached",
 ]

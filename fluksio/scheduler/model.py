@@ -25,6 +25,7 @@ __all__ = [
     "WaitKind",
     "WaitReason",
     "Worker",
+    "cap_reached",
 ]
 
 ENGINE_ID = "@engine"
@@ -131,6 +132,12 @@ class Provisioning:
         return self.under_way or self.resting_until is not None
 
 
+def cap_reached(jobs: int, max_workers: int) -> bool:
+    """Whether ``jobs`` alive fill a profile's ``max_workers``: the one place the cap is
+    spelt, for the scheduler's decisions and provisioning's sentence alike."""
+    return jobs >= max_workers
+
+
 @dataclass(frozen=True)
 class Profile:
     """Capacity a provisioner could add: what one submitted job would attach."""
@@ -158,8 +165,8 @@ class Profile:
 
     @property
     def at_cap(self) -> bool:
-        """``max_workers`` of its jobs are alive: the one place the cap is spelt."""
-        return self.provisioning.jobs >= self.max_workers
+        """``max_workers`` of its jobs are alive."""
+        return cap_reached(self.provisioning.jobs, self.max_workers)
 
     @property
     def bringing(self) -> bool:
