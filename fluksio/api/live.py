@@ -59,15 +59,15 @@ class LiveEvents:
     def __init__(self, feed: LiveFeed, views: EngineViews, clock: Clock) -> None:
         self._feed = feed
         self._clock = clock
-        self._views_of = views
+        self._engine_views = views
         self._dirty: set[str] = set()
         self._gone: dict[str, str | None] = {}
         """Why each worker among the changed ones went, when it went."""
         self._announced: dict[str, dict[str, Any]] = {}
         """Each worker the feed has shown, with the body it last showed."""
         self._workers_due: Timer | None = None
-        self._views_due: Timer | None = None
-        self._last_views: dict[str, Any] = {}
+        self._bodies_due: Timer | None = None
+        self._last_bodies: dict[str, Any] = {}
         self._progress: dict[str, tuple[RunRow, NodeRow, int]] = {}
         self._progress_due: Timer | None = None
         self._logged: dict[str, _Lines] = {}
@@ -85,11 +85,11 @@ class LiveEvents:
         events.subscribe(TokenMinted, self._token)
         events.subscribe(TokenRevoked, self._token)
         # What the views are now is what a subscriber fetches; only changes are news.
-        self._last_views = self._views()
+        self._last_bodies = self._view_bodies()
 
     def close(self) -> None:
         self._closed = True
-        for handle in (self._workers_due, self._views_due, self._progress_due, self._logged_due):
+        for handle in (self._workers_due, self._bodies_due, self._progress_due, self._logged_due):
             if handle is not None:
                 handle.cancel()
 
@@ -188,7 +188,7 @@ class LiveEvents:
         dirty, self._dirty = self._dirty, set()
         gone, self._gone = self._gone, {}
         for worker_id in dirty:
-            worker = self._views_of.worker(worker_id)
+            worker = self._engine_views.worker(worker_id)
             if worker is not None:
                 body = worker_body(worker).model_dump(mode="json")
                 shown = self._announced.get(worker_id)
@@ -196,7 +196,7 @@ class LiveEvents:
                     kind = "worker.changed" if shown is not None else "worker.attached"
                     self._feed.publish(kind, {"worker": body})
                     self._announced[worker_id] = body
-            elif not self._views_of.is_attached(worker_id) and worker_id in self._announced:
+            elif not self._engine_views.is_attached(worker_id) and worker_id in self._announced:
                 name = self._announced.pop(worker_id)["name"]
                 reason = gone.get(worker_id)
                 self._feed.publish("worker.gone", {"id": worker_id, "name": name, "reason": reason})
@@ -208,36 +208,36 @@ class LiveEvents:
     # -- the queue and provisioning ------------------------------------------------------
 
     def _views_changed(self, _event: ViewsChanged | None = None) -> None:
-        if self._views_due is None and not self._closed:
+        if self._bodies_due is None and not self._closed:
             every = VIEWS_EVERY_S if self._feed.subscribers else VIEWS_EVERY_UNWATCHED_S
-            self._views_due = self._clock.call_later(every, self._publish_views)
+            self._bodies_due = self._clock.call_later(every, self._publish_bodies)
 
-    def _views(self) -> dict[str, Any]:
+    def _view_bodies(self) -> dict[str, Any]:
         return {
             "queue": {
                 "queued": [
                     body.model_dump(mode="json")
-                    for body in waiting_bodies(self._views_of.waiting())
+                    for body in waiting_bodies(self._engine_views.waiting())
                 ]
             },
             "provisioning": {
                 "provisioners": [
                     body.model_dump(mode="json")
-                    for body in provisioner_bodies(self._views_of.profiles())
+                    for body in provisioner_bodies(self._engine_views.profiles())
                 ]
             },
         }
 
-    def _publish_views(self) -> None:
-        self._views_due = None
+    def _publish_bodies(self) -> None:
+        self._bodies_due = None
         if self._closed:
             return
-        for kind, data in self._views().items():
-            if self._last_views.get(kind) != data:
+        for kind, data in self._view_bodies().items():
+            if self._last_bodies.get(kind) != data:
                 self._feed.publish(kind, data, view=kind)
-                self._last_views[kind] = data
-        if self._views_of.has_waiting():
-            self._views_due = self._clock.call_later(COUNTDOWN_EVERY_S, self._publish_views)
+                self._last_bodies[kind] = data
+        if self._engine_views.has_waiting():
+            self._bodies_due = self._clock.call_later(COUNTDOWN_EVERY_S, self._publish_bodies)
 
 
 class _Lines:
