@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.client import SocketEngine
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.wait import wait_for
 
@@ -77,10 +78,10 @@ def setup(engine: EngineProcess) -> dict[str, str]:
 
 
 async def _session(engine: EngineProcess, token: str, data: st.DataObject) -> None:
-    url = engine.url.replace("http", "ws") + "/api/v1/workers/attach"
+    bearer = {"Authorization": f"Bearer {token}"}
     async with (
-        aiohttp.ClientSession() as http,
-        http.ws_connect(url, headers={"Authorization": f"Bearer {token}"}, max_msg_size=0) as ws,
+        SocketEngine(engine.url) as api,
+        await api.ws_connect("/workers/attach", bearer, max_msg_size=0) as ws,
     ):
         await ws.send_str(
             json.dumps(
@@ -139,10 +140,10 @@ def test_an_oversized_frame_closes_the_socket(engine: EngineProcess, setup: dict
     """A guard against a fuzz test that exercises nothing: the closing path really closes."""
 
     async def oversized() -> aiohttp.WSMsgType:
-        url = engine.url.replace("http", "ws") + "/api/v1/workers/attach"
+        bearer = {"Authorization": f"Bearer {setup['token']}"}
         async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(url, headers={"Authorization": f"Bearer {setup['token']}"}) as ws,
+            SocketEngine(engine.url) as api,
+            await api.ws_connect("/workers/attach", bearer) as ws,
         ):
             await ws.send_str(
                 json.dumps({"op": "hello", "protocol": 2, "name": "fuzz2", "labels": ["fuzz"]})

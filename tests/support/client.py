@@ -110,9 +110,15 @@ class EngineApi(ABC):
 
     @abstractmethod
     async def ws_connect(
-        self, path: str, headers: dict[str, str]
+        self,
+        path: str,
+        headers: dict[str, str],
+        *,
+        params: dict[str, str] | None = None,
+        max_msg_size: int = 4 << 20,
     ) -> aiohttp.ClientWebSocketResponse:
-        """A WebSocket to ``path`` (the attach socket)."""
+        """A WebSocket to ``path`` (the attach socket); ``params`` in its query, and the
+        largest frame it reads (aiohttp's 4 MiB unless given; 0: any)."""
 
     def _headers(self, token: str | None, headers: dict[str, str] | None) -> dict[str, str]:
         sent = dict(headers or {})
@@ -258,10 +264,19 @@ class SocketEngine(EngineApi):
             return await reply_of(answer)
 
     async def ws_connect(
-        self, path: str, headers: dict[str, str]
+        self,
+        path: str,
+        headers: dict[str, str],
+        *,
+        params: dict[str, str] | None = None,
+        max_msg_size: int = 4 << 20,
     ) -> aiohttp.ClientWebSocketResponse:
         return await self.session.ws_connect(
-            f"{self.base}{url_path(path)}", headers=headers, ssl=self._ssl
+            f"{self.base}{url_path(path)}",
+            headers=headers,
+            ssl=self._ssl,
+            params=params,
+            max_msg_size=max_msg_size,
         )
 
     async def close(self) -> None:
@@ -304,6 +319,11 @@ class BlockingEngine:
         # (Playwright's synchronous API keeps one), where asyncio.run is refused.
         with ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, once()).result()
+
+    def using(self, use: Callable[[SocketEngine], Awaitable[Result]]) -> Result:
+        """``use`` run to its end with a :class:`SocketEngine` of this engine (for what
+        the helpers below do not cover: a hand-made socket)."""
+        return self._run(use)
 
     def request(self, method: str, path: str, **options: Any) -> Reply:
         """:meth:`EngineApi.request`, waited for: the same keyword options."""

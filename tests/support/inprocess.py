@@ -71,9 +71,16 @@ class InProcessEngine(EngineApi):
             return await reply_of(answer)
 
     async def ws_connect(
-        self, path: str, headers: dict[str, str]
+        self,
+        path: str,
+        headers: dict[str, str],
+        *,
+        params: dict[str, str] | None = None,
+        max_msg_size: int = 4 << 20,
     ) -> aiohttp.ClientWebSocketResponse:
-        return await self.client.ws_connect(url_path(path), headers=headers)
+        return await self.client.ws_connect(
+            url_path(path), headers=headers, params=params, max_msg_size=max_msg_size
+        )
 
 
 async def start_in_process(

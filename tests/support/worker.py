@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import os
 import subprocess
@@ -12,6 +10,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.support.client import BlockingEngine, SocketEngine
 from tests.support.engine import BIN, EngineProcess
 from tests.support.process import ManagedProcess
 
@@ -77,28 +76,25 @@ def start_labelled_worker(
 def hello_with_protocol(
     engine: EngineProcess, token: str, name: str, labels: list[str], *, protocol: int
 ) -> dict[str, Any]:
-    """Say hello as an agent of another protocol would; the engine's reply (it then closes)."""
+    """Say hello as an agent of another protocol would; the engine's reply (it then closes).
+    The token goes in the query, as the published agent sends it."""
 
-    async def hello() -> dict[str, Any]:
-        async with aiohttp.ClientSession() as http:
-            url = attach_url(engine)
-            async with http.ws_connect(url, params={"token": token}) as ws:
-                frame = {
-                    "op": "hello",
-                    "protocol": protocol,
-                    "name": name,
-                    "labels": labels,
-                    "python": "/usr/bin/python3",
-                }
-                await ws.send_str(json.dumps(frame))
-                reply: dict[str, Any] = json.loads((await ws.receive(timeout=10)).data)
-                closing = await ws.receive(timeout=10)
-                assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-                return reply
+    async def hello(api: SocketEngine) -> dict[str, Any]:
+        async with await api.ws_connect("/workers/attach", {}, params={"token": token}) as ws:
+            frame = {
+                "op": "hello",
+                "protocol": protocol,
+                "name": name,
+                "labels": labels,
+                "python": "/usr/bin/python3",
+            }
+            await ws.send_str(json.dumps(frame))
+            reply: dict[str, Any] = json.loads((await ws.receive(timeout=10)).data)
+            closing = await ws.receive(timeout=10)
+            assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            return reply
 
-    # In a thread of its own: a caller may already run an event loop (Playwright's does).
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, hello()).result(timeout=60)
+    return BlockingEngine(engine.url).using(hello)
 
 
 def worker_cli(*args: str) -> subprocess.CompletedProcess[str]:
