@@ -116,8 +116,8 @@ async def test_an_attached_worker_is_let_go_when_its_token_expires(
 
     # In steps, so that it answers the engine's pings all along: only its token ends.
     await advance_until(clock, 5, let_go, timeout=10, what="the worker to be let go")
-    assert 120 <= clock.now() - session.attached_at <= 125
-    assert session.closed_reason == "the worker token expired; mint a new one"
+    assert 120 <= clock.now() - session.machine.attached_at <= 125
+    assert session.machine.closed_reason == "the worker token expired; mint a new one"
     again = await api.request("GET", "/workers/tokens/self", token=minted.token)
     assert again.status == 401 and "expired" in again.body["detail"]
 

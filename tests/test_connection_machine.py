@@ -57,7 +57,7 @@ def test_a_superseded_connection_fails_its_calls_saying_so_and_then_is_gone() ->
                 "traceback": "",
             },
         ),
-        CloseSocket(CLOSE_SUPERSEDED, reason),
+        CloseSocket(reason, CLOSE_SUPERSEDED),
     ]
     assert machine.send("c2", 0, 102.0)[0] == Fail("c2", effects[0].error)  # type: ignore[union-attr]
     assert machine.socket_ended(0) == [Gone(reason)]
@@ -92,7 +92,7 @@ def test_a_worker_silent_for_90_seconds_stops_answering_then_is_closed() -> None
     reason = "no message from the worker for 90 s while it was executing; its calls failed as gone"
     assert machine.check(191.0, busy=True) == [
         Fail("c1", _error(ErrorKind.WORKER_GONE, reason)),
-        CloseSocket(1008, reason),
+        CloseSocket(reason, 1008),
     ]
 
 
@@ -117,11 +117,11 @@ def test_a_worker_heard_again_answers_again_at_the_watchers_next_look() -> None:
 def test_the_published_agent_is_pinged_after_a_call_and_stopped_at_its_limit() -> None:
     published, ours = _machine(published=True), _machine()
     assert published.send("c1", 5.0, 101.0) == [
-        Wake("take", "c1", 15),
-        Wake("limit", "c1", 5.0),
+        Wake("c1", "take", 15),
+        Wake("c1", "limit", 5.0),
         Ping(),
     ]
-    assert ours.send("c1", 5.0, 101.0) == [Wake("take", "c1", 15), Wake("limit", "c1", 18.0)]
+    assert ours.send("c1", 5.0, 101.0) == [Wake("c1", "take", 15), Wake("c1", "limit", 18.0)]
     limit = {"type": "NodeLimit", "message": "ran for 5 s, its limit, and was stopped"}
     effects = published.timer("limit", "c1")
     assert effects[0] == Cancel("c1")

@@ -22,26 +22,15 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from fluksio.agent.outcome import ErrorKind
-from fluksio.engine.workers.connection import (
-    Answering,
-    Away,
-    Cancel,
-    CloseSocket,
-    ConnectionEffect,
-    ConnectionMachine,
-    ConnectionRules,
-    Fail,
-    Gone,
-    Wake,
-)
+from fluksio.engine.workers import connection
 from fluksio.engine.workers.connection_reference import Happened, ReferenceConnection
+from tests.support.properties import against_reference
 
-RULES = ConnectionRules(
+RULES = connection.ConnectionRules(
     take_within_s=15.0, answer_within_s=22.5, gone_after_s=90.0, limit_backstop_s=13.0
 )
 
@@ -67,33 +56,33 @@ class ConnectionComparison(RuleBasedStateMachine):
         held=st.lists(st.sampled_from(["old1", "old2"]), unique=True),
     )
     def welcome(self, relayed: bool, published: bool, held: list[str]) -> None:
-        self.machine = ConnectionMachine("box", relayed, published, self.now, RULES)
+        self.machine = connection.ConnectionMachine("box", relayed, published, self.now, RULES)
         self.reference = ReferenceConnection(relayed, self.now, RULES)
         self.happen(Happened("welcomed", resume=tuple(held)), self.machine.welcomed(held))
 
     # -- carrying effects out, as a session would --------------------------------------
 
-    def happen(self, happened: Happened, effects: list[ConnectionEffect]) -> None:
+    def happen(self, happened: Happened, effects: list[connection.ConnectionEffect]) -> None:
         self.reference.record(happened)
         ended: list[str] = []
         for effect in effects:
-            if isinstance(effect, Fail):
+            if isinstance(effect, connection.Fail):
                 assert effect.call_id not in self.outcomes, f"{effect.call_id} ended twice"
                 self.outcomes[effect.call_id] = ("failed", effect.error["type"])
                 ended.append(effect.call_id)
-            elif isinstance(effect, Cancel):
+            elif isinstance(effect, connection.Cancel):
                 self.cancels.append(effect.call_id)
-            elif isinstance(effect, Wake):
+            elif isinstance(effect, connection.Wake):
                 due = self.now + effect.delay_s
                 heapq.heappush(self.timers, (due, next(self.order), effect.kind, effect.call_id))
-            elif isinstance(effect, Answering):
+            elif isinstance(effect, connection.Answering):
                 assert effect.answering != self.answering, "told what it already knew"
                 self.answering = effect.answering
-            elif isinstance(effect, CloseSocket):
+            elif isinstance(effect, connection.CloseSocket):
                 self.closed_sockets += 1
-            elif isinstance(effect, Gone):
+            elif isinstance(effect, connection.Gone):
                 self.gone += 1
-            elif isinstance(effect, Away):
+            elif isinstance(effect, connection.Away):
                 assert self.machine.in_flight(), "away only with calls held for it"
                 self.away += 1
         for call_id in ended:  # the call's owner has its outcome and stops waiting
@@ -194,10 +183,4 @@ class ConnectionComparison(RuleBasedStateMachine):
         assert self.gone == (1 if self.machine.phase == "gone" else 0)
 
 
-ConnectionComparison.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-test_connection_machine_keeps_the_reference_rules = ConnectionComparison.TestCase
+test_connection_machine_keeps_the_reference_rules = against_reference(ConnectionComparison)

@@ -319,9 +319,9 @@ async def _take_then_freeze(api: InProcessEngine, worker: ScriptedWorker, call_i
     """Take the call as our agent does (a heartbeat at once), then freeze once the engine
     has heard it: the call is the worker's, and then nothing more comes from it."""
     (session,) = [s for s in api.engine.workers.attached() if s.expects(call_id)]
-    heard = session.heard
+    heard = session.machine.heard
     await worker.send_raw(encode(ProgressFrame(call_id=call_id, event="heartbeat")))
-    await async_wait_for(lambda: session.heard > heard, timeout=5, what="the heartbeat")
+    await async_wait_for(lambda: session.machine.heard > heard, timeout=5, what="the heartbeat")
     await worker.freeze()
 
 

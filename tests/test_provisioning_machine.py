@@ -21,7 +21,6 @@ import dataclasses
 import itertools
 from typing import Any
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -41,6 +40,7 @@ from fluksio.provisioners.effects import (
 from fluksio.provisioners.machine import ProvisioningMachine
 from fluksio.provisioners.reference import ReferenceProvisioning
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
+from tests.support.properties import against_reference
 from tests.support.scripted import scripted_settings
 
 PROFILES = ("box/small", "box/big")
@@ -380,10 +380,4 @@ class ProvisioningComparison(RuleBasedStateMachine):
                 assert jti in self.revoked, request_id
 
 
-ProvisioningComparison.TestCase.settings = settings(
-    max_examples=300,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestProvisioningMachineAgreesWithItsReference = ProvisioningComparison.TestCase
+TestProvisioningMachineAgreesWithItsReference = against_reference(ProvisioningComparison)

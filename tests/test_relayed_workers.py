@@ -50,7 +50,9 @@ async def _away_relayed_worker(api: InProcessEngine) -> tuple[str, str, str]:
     token, worker, run_id, call = await _busy_relayed_worker(api)
     await worker.close()
     session = api.engine.workers.attached()[0]
-    await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
+    await async_wait_for(
+        lambda: session.machine.phase == "away", timeout=5, what="the worker to be away"
+    )
     return token, run_id, call
 
 
@@ -127,11 +129,15 @@ async def test_a_relayed_worker_that_does_not_come_back_fails_its_call_at_90_s(
     api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
     _token, worker, run_id, call = await _busy_relayed_worker(api)
     session = api.engine.workers.attached()[0]
-    heard = session.heard
+    heard = session.machine.heard
     await worker.send_raw(encode(ProgressFrame(call_id=call, event="heartbeat")))
-    await async_wait_for(lambda: session.heard > heard, timeout=5, what="the heartbeat heard")
+    await async_wait_for(
+        lambda: session.machine.heard > heard, timeout=5, what="the heartbeat heard"
+    )
     await worker.close()
-    await async_wait_for(lambda: session.away, timeout=5, what="the worker to be away")
+    await async_wait_for(
+        lambda: session.machine.phase == "away", timeout=5, what="the worker to be away"
+    )
     clock.advance(89)
     assert nodes_of(await api.run(run_id))["n"]["state"] == "running"
     clock.advance(2)

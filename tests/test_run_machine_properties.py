@@ -22,7 +22,6 @@ import dataclasses
 import itertools
 from typing import Any
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -44,6 +43,7 @@ from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.reference import RETRIED_AS, ReferenceNode, ReferenceRun
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
+from tests.support.properties import against_reference
 
 CODE = "def process():\n    return 1\n"
 OUTCOMES = {
@@ -311,10 +311,4 @@ class RunMachineComparison(RuleBasedStateMachine):
         assert set(self.queue) == queued
 
 
-RunMachineComparison.TestCase.settings = settings(
-    max_examples=300,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestRunMachineAgreesWithItsReference = RunMachineComparison.TestCase
+TestRunMachineAgreesWithItsReference = against_reference(RunMachineComparison)

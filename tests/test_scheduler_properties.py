@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -28,6 +27,7 @@ from fluksio.scheduler.reference import reference_plan
 from fluksio.scheduler.resources import UNKNOWN, covers
 from fluksio.scheduler.scheduler import plan
 from fluksio.scheduler.state import need_of
+from tests.support.properties import against_reference
 
 LABELS = ["gpu", "cpu", "arm"]
 NOW = 10_000.0
@@ -372,10 +372,4 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert not runnable, f"{request.id} starved although {runnable[0].id} could run it"
 
 
-SchedulerMachine.TestCase.settings = settings(
-    max_examples=300,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestScheduler = SchedulerMachine.TestCase
+TestScheduler = against_reference(SchedulerMachine)

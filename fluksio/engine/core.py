@@ -199,14 +199,7 @@ class Engine:
             walltime_margin_s=settings.walltime_margin_s,
             engine_address=self._address,
         )
-        self.connections = WorkerConnections(
-            settings=settings,
-            clock=self.clock,
-            registry=self.workers,
-            dispatcher=self.dispatcher,
-            tokens=self.tokens,
-            artifacts=self.artifacts,
-        )
+        self.connections = WorkerConnections(self)
         self.views = EngineViews(self.workers, self.dispatcher)
         # The stream's subscribers here: the metrics and the plugins' hooks.
         self.metrics.watch(self.stream, self.workers, self.dispatcher, self.feed)

@@ -11,7 +11,7 @@ engine is told when a worker attaches, stops answering, is away, or is gone.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, Protocol
 
 from fluksio.agent.frames import HelloFrame, StoreOffer, WelcomeFrame, encode
 from fluksio.agent.launcher import LIMIT_GRACE_S
@@ -32,7 +32,7 @@ from fluksio.names import is_name
 from fluksio.provisioners.base import WorkerRecord
 from fluksio.scheduler import Worker
 
-__all__ = ["Refusal", "WorkerConnections"]
+__all__ = ["EngineParts", "Refusal", "WorkerConnections"]
 
 log = get_logger(__name__)
 ARTIFACT_TOKEN_TTL_S = 24 * 3600
@@ -47,25 +47,23 @@ class Refusal(Exception):
         self.reason = reason
 
 
+class EngineParts(Protocol):
+    """What of the engine its worker connections use (:class:`~fluksio.engine.core.Engine`)."""
+
+    settings: EngineSettings
+    clock: Clock
+    workers: WorkerRegistry
+    dispatcher: Dispatcher
+    tokens: TokenService
+    artifacts: ArtifactStore
+
+
 class WorkerConnections:
     """Admits workers and is the link every :class:`WorkerSession` reports to."""
 
-    def __init__(
-        self,
-        *,
-        settings: EngineSettings,
-        clock: Clock,
-        registry: WorkerRegistry,
-        dispatcher: Dispatcher,
-        tokens: TokenService,
-        artifacts: ArtifactStore,
-    ) -> None:
-        self._settings = settings
-        self._clock = clock
-        self._registry = registry
-        self._dispatcher = dispatcher
-        self._tokens = tokens
-        self._artifacts = artifacts
+    def __init__(self, engine: EngineParts) -> None:
+        self._engine = engine
+        settings = engine.settings
         self.rules = ConnectionRules(
             take_within_s=settings.worker_take_s,
             # A healthy worker answers each ping within moments: one ping left unanswered
@@ -85,13 +83,13 @@ class WorkerConnections:
         # are: a name by the name rule (else the token's), short texts, a number.
         hello_name = raw.get("name")
         name = hello_name if isinstance(hello_name, str) and is_name(hello_name) else token.name
-        self._registry.refused_for_protocol(
+        self._engine.workers.refused_for_protocol(
             NeedsUpgrade(
                 name=display_name(token.name, name),
                 protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
                 version=_text(raw.get("version"), 32),
                 python=_text(raw.get("python"), 256),
-                refused_at=self._clock.now(),
+                refused_at=self._engine.clock.now(),
                 reason=reason,
                 jti=token.jti,
             )
@@ -109,22 +107,22 @@ class WorkerConnections:
         reason = unsigned_labels(hello.labels, token.labels)
         if reason is not None:
             raise Refusal(reason)
-        away = self._registry.by_identity((token.jti, hello.name))
-        if away is not None and away.away and hello.resume is not None:
+        away = self._engine.workers.by_identity((token.jti, hello.name))
+        if away is not None and away.machine.phase == "away" and hello.resume is not None:
             await away.come_back(ws, hello)
             log.info(
                 "worker.back", worker=away.name, worker_id=away.id, calls=len(hello.resume or ())
             )
             return away, away.machine.socket
         session = self._new_session(token, hello, ws)
-        superseded = self._registry.add(session)
+        superseded = self._engine.workers.add(session)
         if superseded is not None:
             await superseded.close(
                 "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
             )
         await session.welcome(hello.resume or [])
         inventory = hello.inventory
-        self._dispatcher.worker_attached(
+        self._engine.dispatcher.worker_attached(
             Worker(
                 id=session.id,
                 name=session.name,
@@ -154,15 +152,13 @@ class WorkerConnections:
         worker_id = f"w{secrets.token_hex(6)}"
         name = display_name(token.name, hello.name)
         job = self._job_of(token)
-        tokens = self._tokens
+        tokens = self._engine.tokens
         return WorkerSession(
-            id=worker_id,
-            name=name,
             token=token,
             key_id=tokens.current_key_id(),
             hello=hello,
             ws=ws,
-            clock=self._clock,
+            clock=self._engine.clock,
             rules=self.rules,
             link=self,
             record=_record(worker_id, name, token, hello, job[1] if job else None),
@@ -175,30 +171,30 @@ class WorkerConnections:
     def _job_of(self, token: WorkerIdentity) -> tuple[str, str] | None:
         """The job a provisioned worker's request runs as (its noun and id), if known."""
         provisioned = token.provisioned_by
-        if provisioned is None or self._dispatcher.provisioning is None:
+        if provisioned is None or self._engine.dispatcher.provisioning is None:
             return None
-        return self._dispatcher.provisioning.job_of(*provisioned)
+        return self._engine.dispatcher.provisioning.job_of(*provisioned)
 
     # -- what sessions report (SessionLink) ------------------------------------------------
 
     def answering(self, session: WorkerSession, answering: bool) -> None:
-        self._dispatcher.set_answering(session.id, answering)
+        self._engine.dispatcher.set_answering(session.id, answering)
 
     def away(self, session: WorkerSession) -> None:
         log.info("worker.away", worker=session.name, worker_id=session.id)
 
     def gone(self, session: WorkerSession, reason: str) -> None:
-        self._registry.remove(session)
-        self._dispatcher.worker_gone(session.record, reason)
+        self._engine.workers.remove(session)
+        self._engine.dispatcher.worker_gone(session.record, reason)
         log.info("worker.detached", worker=session.name, worker_id=session.id, reason=reason)
 
     def welcome(self, session: WorkerSession) -> str:
-        store = self._artifacts
+        store = self._engine.artifacts
         probe, nonce = store.probe()
         # (ours) Where the store is, and a file only a worker sharing this filesystem can
         # read: such a worker's calls use the store directly instead of HTTP. Never assumed.
         shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
-        public = self._settings.public_url
+        public = self._engine.settings.public_url
         artifacts = f"{public}/api/v1/artifacts" if public is not None else None
         return encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts, logs=True))
 

@@ -109,6 +109,10 @@ class EngineApi(ABC):
         """One request to ``path`` (already under ``/api/v1``), as the implementation sends it."""
 
     @abstractmethod
+    def _socket_to(self, path: str) -> tuple[aiohttp.ClientSession, str, ssl.SSLContext | bool]:
+        """Where a WebSocket to ``path`` (under the site root) is opened: the session, the
+        full URL, and how its TLS is verified."""
+
     async def ws_connect(
         self,
         path: str,
@@ -119,6 +123,10 @@ class EngineApi(ABC):
     ) -> aiohttp.ClientWebSocketResponse:
         """A WebSocket to ``path`` (the attach socket); ``params`` in its query, and the
         largest frame it reads (aiohttp's 4 MiB unless given; 0: any)."""
+        session, url, verify = self._socket_to(url_path(path))
+        return await session.ws_connect(
+            url, headers=headers, params=params, max_msg_size=max_msg_size, ssl=verify
+        )
 
     def _headers(self, token: str | None, headers: dict[str, str] | None) -> dict[str, str]:
         sent = dict(headers or {})
@@ -263,21 +271,8 @@ class SocketEngine(EngineApi):
         ) as answer:
             return await reply_of(answer)
 
-    async def ws_connect(
-        self,
-        path: str,
-        headers: dict[str, str],
-        *,
-        params: dict[str, str] | None = None,
-        max_msg_size: int = 4 << 20,
-    ) -> aiohttp.ClientWebSocketResponse:
-        return await self.session.ws_connect(
-            f"{self.base}{url_path(path)}",
-            headers=headers,
-            ssl=self._ssl,
-            params=params,
-            max_msg_size=max_msg_size,
-        )
+    def _socket_to(self, path: str) -> tuple[aiohttp.ClientSession, str, ssl.SSLContext | bool]:
+        return self.session, f"{self.base}{path}", self._ssl
 
     async def close(self) -> None:
         if self._session is not None:

@@ -9,6 +9,7 @@ through :class:`~tests.support.client.SocketEngine`, the same interface
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
 from fluksio.provisioners.plugins import build_plugins
-from tests.support.client import EngineApi, Reply, reply_of, url_path
+from tests.support.client import EngineApi, Reply, reply_of
 from tests.support.clock import ManualClock
 from tests.support.engine import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.openapi_check import AnswerCheck, check_answers
@@ -70,17 +71,8 @@ class InProcessEngine(EngineApi):
         ) as answer:
             return await reply_of(answer)
 
-    async def ws_connect(
-        self,
-        path: str,
-        headers: dict[str, str],
-        *,
-        params: dict[str, str] | None = None,
-        max_msg_size: int = 4 << 20,
-    ) -> aiohttp.ClientWebSocketResponse:
-        return await self.client.ws_connect(
-            url_path(path), headers=headers, params=params, max_msg_size=max_msg_size
-        )
+    def _socket_to(self, path: str) -> tuple[aiohttp.ClientSession, str, ssl.SSLContext | bool]:
+        return self.client.session, str(self.client.make_url(path)), True
 
 
 async def start_in_process(

@@ -62,35 +62,54 @@ agent to stop it (it would have answered by then, unless something is wrong ther
 
 
 @dataclass(frozen=True)
-class Fail:
+class _Signal:
+    """An effect that carries nothing but what it is (each kind is a class of its own, so
+    two kinds never compare equal)."""
+
+
+class Ping(_Signal):
+    """Ping the worker."""
+
+
+class Away(_Signal):
+    """Its socket dropped while it may come back: its calls are held."""
+
+
+@dataclass(frozen=True)
+class _OfCall:
+    """An effect about one call in flight."""
+
     call_id: str
+
+
+class Cancel(_OfCall):
+    """Tell the worker to drop the call."""
+
+
+class NotTaking(_OfCall):
+    """Nothing at all came from the worker since the call was sent to it (logged)."""
+
+
+@dataclass(frozen=True)
+class Fail(_OfCall):
     error: dict[str, str]
 
 
 @dataclass(frozen=True)
-class Cancel:
-    call_id: str
-
-
-@dataclass(frozen=True)
-class Wake:
+class Wake(_OfCall):
     """Call :meth:`ConnectionMachine.timer` with ``kind`` and ``call_id`` after ``delay_s``."""
 
     kind: TimerKind
-    call_id: str
     delay_s: float
 
 
 @dataclass(frozen=True)
-class Ping:
-    pass
+class Unknown(_OfCall):
+    """A frame named a call not in flight here: ``frame`` says what it was, ``seen`` how
+    many such frames came so far (only the first few are logged)."""
 
-
-@dataclass(frozen=True)
-class NotTaking:
-    """Nothing at all came from the worker since ``call_id`` was sent to it (logged)."""
-
-    call_id: str
+    frame: str
+    seen: int
 
 
 @dataclass(frozen=True)
@@ -99,27 +118,21 @@ class Answering:
 
 
 @dataclass(frozen=True)
-class CloseSocket:
+class _Ending:
+    """An effect of the connection's end, with the sentence that says why."""
+
+    reason: str
+
+
+class Gone(_Ending):
+    """It ended for good."""
+
+
+@dataclass(frozen=True)
+class CloseSocket(_Ending):
+    """Close its socket with ``code``, saying the reason; it is gone once the socket ends."""
+
     code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Away:
-    pass
-
-
-@dataclass(frozen=True)
-class Gone:
-    reason: str
-
-
-@dataclass(frozen=True)
-class Unknown:
-    call_id: str
-    frame: str
-    seen: int
-    """How many frames of unknown calls came so far (only the first few are logged)."""
 
 
 ConnectionEffect = (
@@ -200,10 +213,10 @@ class ConnectionMachine:
             said = f"worker {self.name} is away (its connection dropped); queued again"
             return [Fail(call_id, error_record(ErrorKind.NOT_TAKEN, said))]
         self._calls[call_id] = _Call(self.heard, limit)
-        effects: list[ConnectionEffect] = [Wake("take", call_id, self.rules.take_within_s)]
+        effects: list[ConnectionEffect] = [Wake(call_id, "take", self.rules.take_within_s)]
         if limit > 0:
             late = 0.0 if self.published else self.rules.limit_backstop_s
-            effects.append(Wake("limit", call_id, limit + late))
+            effects.append(Wake(call_id, "limit", limit + late))
         if self.published:
             effects.append(Ping())
         return effects
@@ -305,7 +318,7 @@ class ConnectionMachine:
             self.phase = "gone"
             return [*effects, Gone(reason)]
         self.phase = "closing"
-        return [*effects, CloseSocket(code, reason)]
+        return [*effects, CloseSocket(reason, code)]
 
     def socket_ended(self, socket: int) -> list[ConnectionEffect]:
         """Socket ``socket`` ended (the worker closed it, the network did, or this side)."""

@@ -116,8 +116,6 @@ class WorkerSession:
     def __init__(
         self,
         *,
-        id: str,
-        name: str,
         token: WorkerIdentity,
         key_id: str,
         hello: HelloFrame,
@@ -129,8 +127,8 @@ class WorkerSession:
         mint_artifact_token: Callable[[], str] | None = None,
         batch_job: str | None = None,
     ) -> None:
-        self.id = id
-        self.name = name
+        self.id = record.worker_id
+        self.name = name = record.name
         self.identity = (token.jti, hello.name)
         self.token = token
         self.key_id = key_id
@@ -154,31 +152,9 @@ class WorkerSession:
         self._pending: dict[str, _Pending] = {}
         self._writes: set[asyncio.Task[None]] = set()
 
-    # -- what it shows ---------------------------------------------------------------------
-
     @property
     def labels(self) -> frozenset[str]:
         return frozenset(self.hello.labels)
-
-    @property
-    def attached_at(self) -> float:
-        return self.machine.attached_at
-
-    @property
-    def last_seen(self) -> float:
-        return self.machine.last_seen
-
-    @property
-    def heard(self) -> int:
-        return self.machine.heard
-
-    @property
-    def away(self) -> bool:
-        return self.machine.phase == "away"
-
-    @property
-    def closed_reason(self) -> str | None:
-        return self.machine.closed_reason
 
     # -- the executor interface --------------------------------------------------------
 

@@ -57,7 +57,7 @@ async def check_once(
         busy = standing.calls_on(session.id) > 0
         await session.check(now, busy=busy)
         reason = None
-        if session.closed_reason is not None:
+        if session.machine.closed_reason is not None:
             continue
         if session.key_id != key_id:
             reason = "the engine's signing key was replaced; mint a new worker token"
