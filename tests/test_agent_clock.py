@@ -1,5 +1,5 @@
-"""The agent's side on a clock the test moves: its idle limit and its judgement of a silent
-engine, asserted to the second without waiting for either.
+"""The agent's side on a clock the test moves: its idle limit, its judgement of a silent
+engine and a call's limit and silence timeout, asserted to the second without waiting.
 
 A real agent (``Agent``, in the test's process) attaches over a real socket to an engine
 in the test's process; only the agent's time is the test's to move.
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.agent.attaching import AgentConfig
+from fluksio.agent.calls import CallSpec
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
 from fluksio.agent.session import Agent
@@ -132,3 +133,37 @@ async def test_an_engine_silent_for_gone_s_on_the_agents_clock_is_let_go_and_dia
 
         await poll_async(reattached, timeout=20, what="the agent to dial again")
         assert not running.done()
+
+
+# -- the call machinery: a call's own limits on the launcher's clock ----------------------
+
+SLEEPS_AN_HOUR = "import time\n\ndef process():\n    time.sleep(3600)\n"
+
+
+@pytest.mark.parametrize(
+    ("limit", "timeout", "ended_as"),
+    [(600.0, 0.0, "NodeLimit"), (0.0, 600.0, "NodeTimeout")],
+    ids=["limit", "silence"],
+)
+async def test_a_calls_limit_and_silence_timeout_are_decided_on_the_launchers_clock(
+    limit: float, timeout: float, ended_as: str
+) -> None:
+    clock = ManualClock()
+    launched = Launcher(mode="fork", clock=clock)
+    await launched.start()
+    try:
+        spec = CallSpec("c1", SLEEPS_AN_HOUR, "process", timeout=timeout, limit=limit)
+        running = asyncio.get_running_loop().create_task(launched.run(spec))
+        due = clock.now() + 600
+
+        async def armed() -> bool:
+            return due in clock.pending()
+
+        await poll_async(armed, timeout=30, what="the call's timer on the clock")
+        clock.advance(599)
+        assert due in clock.pending(), "not stopped a second early"
+        clock.advance(1)  # ten minutes of the clock, in no time: the call is stopped
+        outcome = await asyncio.wait_for(running, 60)
+        assert outcome.error is not None and outcome.error["type"] == ended_as, outcome
+    finally:
+        await launched.close()

@@ -126,26 +126,21 @@ def test_the_engine_reads_time_only_through_its_one_clock() -> None:
     assert _clock_readings(ENGINE) == []
 
 
-CALL_MACHINERY = frozenset(
-    {"launcher.py", "fork_client.py", "calls.py", "live_output.py", "artifacts.py"}
-)
-"""The agent's modules that start and watch call processes; the engine runs them too, and
-they still read time themselves (taking a clock there is the next step)."""
 IN_A_NODES_PROCESS = frozenset({"node.py", "reporter.py"})
 """What runs inside a call's own process, where no clock can be handed in."""
 AGENT_ON_ITS_CLOCK = [
     p
     for p in files_under(PACKAGE / "agent")
-    if "runner" not in p.parts
-    and p.name not in CALL_MACHINERY | IN_A_NODES_PROCESS | {"clock.py", "walltime.py"}
+    if "runner" not in p.parts and p.name not in IN_A_NODES_PROCESS | {"clock.py", "realtime.py"}
 ]
-"""The agent's side of the connection: attaching, the session, its pings and heartbeats,
-its idle limit, its judgement of a silent engine, its backoff. (``walltime.py`` reads the
-job's end once, at start.)"""
+"""The agent: attaching, the session, its pings and heartbeats, its idle limit, its
+judgement of a silent engine, its backoff, and the call machinery the engine runs too (a
+call's timeout, limit and grace). ``realtime.py`` holds, by name, the I/O pacing and
+process deadlines that stay real whatever the clock."""
 
 
 def test_the_agent_reads_time_only_through_its_clock() -> None:
-    assert any(p.name == "session.py" for p in AGENT_ON_ITS_CLOCK)
+    assert {"session.py", "launcher.py", "live_output.py"} <= {p.name for p in AGENT_ON_ITS_CLOCK}
     assert _clock_readings(AGENT_ON_ITS_CLOCK) == []
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluksio.agent.clock import Clock
 from fluksio.agent.errors import AgentError
 from fluksio.agent.live_output import LiveOutput
 from fluksio.agent.outcome import ErrorKind, error_record
@@ -106,8 +106,10 @@ class BoundedOutput:
 class RunningCall:
     """One running call: its pipes, what it reported, and why it ended."""
 
-    def __init__(self, spec: CallSpec, on_event: EventCallback | None) -> None:
+    def __init__(self, spec: CallSpec, on_event: EventCallback | None, clock: Clock) -> None:
         self.spec = spec
+        self.clock = clock
+        """The launcher's: when the call was last heard from, for its silence timeout."""
         self.on_event = on_event
         self.pid: int | None = None
         self.process: asyncio.subprocess.Process | None = None
@@ -118,7 +120,7 @@ class RunningCall:
         self.pending = bytearray()
         self.result: dict[str, Any] | None = None
         self.failure: dict[str, str] | None = None
-        self.last_activity = time.monotonic()
+        self.last_activity = clock.monotonic()
         self.ended_by: str | None = None  # "cancel", "timeout" or "limit" when we stopped it
         loop = asyncio.get_running_loop()
         self.output_fd = -1
@@ -142,7 +144,7 @@ class RunningCall:
         self.on_event({"event": "log", "first": first, "lines": lines})
 
     def take_records(self, data: bytes) -> None:
-        self.last_activity = time.monotonic()
+        self.last_activity = self.clock.monotonic()
         self.pending += data
         if len(self.pending) > RECORD_LIMIT_BYTES:
             self.failure = error_record(

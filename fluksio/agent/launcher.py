@@ -21,10 +21,9 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable
 
-from fluksio.agent import runner
+from fluksio.agent import realtime, runner
 from fluksio.agent.calls import (
     CallSpec,
     EventCallback,
@@ -32,6 +31,7 @@ from fluksio.agent.calls import (
     RunningCall,
     resolve_interpreter,
 )
+from fluksio.agent.clock import SYSTEM_CLOCK, Clock, Timer
 from fluksio.agent.fork_client import ForkServer
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error
@@ -60,7 +60,7 @@ seconds later is killed."""
 class _Watchdog:
     """Stops a call's timers (its silence timer, whichever re-armed handle is current)."""
 
-    def __init__(self, handles: list[asyncio.TimerHandle]) -> None:
+    def __init__(self, handles: list[Timer]) -> None:
         self._handles = handles
 
     def cancel(self) -> None:
@@ -77,7 +77,10 @@ class Launcher:
         *,
         mode: str = "auto",
         environ: dict[str, str] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """``clock``: what a call's timeout, limit and grace are decided on (the engine's
+        or the agent's); pacing and process deadlines stay real (:mod:`.realtime`)."""
         if mode not in {"auto", "fork", "spawn"}:
             raise ValueError(f"mode must be auto, fork or spawn, not {mode!r}")
         self._python_asked = python or sys.executable
@@ -91,6 +94,7 @@ class Launcher:
         self._by_pid: dict[int, RunningCall] = {}
         self._server: ForkServer | None = None
         self._server_restarts = 0
+        self._clock = clock
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -149,7 +153,7 @@ class Launcher:
     def _terminate(self, call: RunningCall) -> None:
         """SIGTERM the call's whole tree; kill what still runs after :data:`LIMIT_GRACE_S`."""
         if self._signal(call, "term"):
-            asyncio.get_running_loop().call_later(LIMIT_GRACE_S, self._kill, call)
+            self._clock.call_later(LIMIT_GRACE_S, lambda: self._kill(call))
 
     def _signal(self, call: RunningCall, op: str) -> bool:
         """``kill`` or ``term`` the call's tree, through the fork server that forked it or
@@ -173,7 +177,7 @@ class Launcher:
         """Run one call to its end and return how it ended (never raises for the node)."""
         if spec.call_id in self._calls:
             raise ValueError(f"call {spec.call_id!r} is already running")
-        call = RunningCall(spec, on_event)
+        call = RunningCall(spec, on_event, self._clock)
         self._calls[spec.call_id] = call
         try:
             return await self._run(call)
@@ -224,7 +228,7 @@ class Launcher:
         outcome = self._outcome(call)
         if not call.records_done.done():
             # It answered; it should exit now. If it lingers (non-daemon threads), end it.
-            asyncio.get_running_loop().call_later(_EXIT_GRACE_S, self._end_lingering, call)
+            self._clock.call_later(_EXIT_GRACE_S, lambda: self._end_lingering(call))
         return outcome
 
     def _end_lingering(self, call: RunningCall) -> None:
@@ -234,9 +238,9 @@ class Launcher:
     async def _exit_of(self, call: RunningCall, process: asyncio.subprocess.Process | None) -> None:
         if process is not None and not call.exit_status.done():
             with contextlib.suppress(asyncio.TimeoutError):
-                call.exit_status.set_result(await asyncio.wait_for(process.wait(), _EXIT_GRACE_S))
+                call.exit_status.set_result(await realtime.within(_EXIT_GRACE_S, process.wait()))
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(call.exit_status), _EXIT_GRACE_S)
+            await realtime.within(_EXIT_GRACE_S, asyncio.shield(call.exit_status))
 
     @staticmethod
     def _drain(fd: int, sink: Callable[[bytes], None]) -> None:
@@ -332,13 +336,13 @@ class Launcher:
             except OSError:
                 data = b""
             if data:
-                call.last_activity = time.monotonic()
+                call.last_activity = self._clock.monotonic()
                 sink(data)
                 if len(data) < _SMALL_READ:
                     # A node writing line by line would wake this loop once a line: let
                     # its writes gather in the pipe for a moment instead.
                     loop.remove_reader(fd)
-                    loop.call_later(_GATHER_S, loop.add_reader, fd, on_readable)
+                    realtime.after(_GATHER_S, lambda: loop.add_reader(fd, on_readable))
                 return
             loop.remove_reader(fd)
             os.close(fd)
@@ -348,27 +352,27 @@ class Launcher:
         loop.add_reader(fd, on_readable)
 
     def _watch(self, call: RunningCall) -> _Watchdog | None:
-        """Arm the call's silence timeout and its limit, those it has."""
-        loop = asyncio.get_running_loop()
+        """Arm the call's silence timeout and its limit, those it has, on the clock."""
+        clock = self._clock
         timeout = call.spec.timeout
-        handles: list[asyncio.TimerHandle] = []
+        handles: list[Timer] = []
 
         def check_silence() -> None:
-            quiet = time.monotonic() - call.last_activity
+            quiet = clock.monotonic() - call.last_activity
             if quiet >= timeout:
                 call.ended_by = call.ended_by or "timeout"
                 self._kill(call)
                 return
-            handles[0] = loop.call_later(timeout - quiet, check_silence)
+            handles[0] = clock.call_later(timeout - quiet, check_silence)
 
         def reach_limit() -> None:
             call.ended_by = call.ended_by or "limit"
             self._terminate(call)
 
         if timeout > 0:
-            handles.append(loop.call_later(timeout, check_silence))
+            handles.append(clock.call_later(timeout, check_silence))
         if call.spec.limit > 0:
-            handles.append(loop.call_later(call.spec.limit, reach_limit))
+            handles.append(clock.call_later(call.spec.limit, reach_limit))
         return _Watchdog(handles) if handles else None
 
     def _outcome(self, call: RunningCall) -> CallOutcome:

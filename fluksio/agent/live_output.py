@@ -17,8 +17,9 @@ back with its result, under the launcher's 1 MiB rule.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
+
+from fluksio.agent import realtime
 
 __all__ = ["BATCH_S", "BURST_BYTES", "BYTES_PER_S", "LINE_BYTES", "LiveOutput"]
 
@@ -42,7 +43,7 @@ Batch = Callable[[int, list[str]], None]
 class LiveOutput:
     """Cuts a call's output into lines and hands them to ``send`` in bounded batches."""
 
-    def __init__(self, send: Batch, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, send: Batch, *, clock: Callable[[], float] = realtime.monotonic) -> None:
         self._send = send
         self._clock = clock
         self._partial = bytearray()
@@ -136,5 +137,5 @@ class LiveOutput:
         if self._batch_bytes >= BATCH_BYTES:
             self.flush()
         elif self._due is None:
-            self._due = asyncio.get_running_loop().call_later(BATCH_S, self.flush)
+            self._due = realtime.after(BATCH_S, self.flush)
         return True

@@ -20,6 +20,7 @@ __all__ = ["MODULES", "build_standalone_agent"]
 MODULES = (
     "errors",
     "clock",
+    "realtime",
     "frames",
     "inventory",
     "urls",

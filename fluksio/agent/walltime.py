@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 import math
 import subprocess
-import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
+
+from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["detect_job_end", "parse_end_time"]
 
@@ -64,11 +65,14 @@ def _squeue(job_id: str) -> str:
 
 
 def detect_job_end(
-    environ: Mapping[str, str], explicit: str | None = None, squeue: Squeue = _squeue
+    environ: Mapping[str, str],
+    explicit: str | None = None,
+    squeue: Squeue = _squeue,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> float | None:
     """When this worker's job ends, or None when it does not (or nobody can tell)."""
     end = _job_end(environ, explicit, squeue)
-    if end is not None and end - time.time() > NO_END_BEYOND_S:
+    if end is not None and end - clock.now() > NO_END_BEYOND_S:
         return None
     return end
 

@@ -176,7 +176,7 @@ class Engine:
         At close, pending machine requests are cancelled, then what executes is stopped.
         """
         settings = self.settings
-        launcher = Launcher(settings.node_python, mode=settings.runner_mode)
+        launcher = Launcher(settings.node_python, mode=settings.runner_mode, clock=self.clock)
         await launcher.start()
         log.info(
             "runner.ready",
