@@ -18,17 +18,18 @@ def _flat(target: ast.expr) -> list[ast.expr]:
 
 
 def _late_listeners(files: list[Path]) -> list[str]:
-    """Callbacks hung on another object after it was built (``x.on_change = ...``), or
-    observers appended to its lists: the ways of listening the engine's one stream of
-    events replaced."""
+    """Callbacks hung on another object after it was built (``x.on_change = ...``, or any
+    ``x.attr = lambda ...``), or observers appended to its lists: the ways of listening
+    the engine's one stream of events replaced."""
     found: list[tuple[str, int, str]] = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             targets = node.targets if isinstance(node, ast.Assign) else []
+            a_lambda = isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda)
             for target in [t for each in targets for t in _flat(each)]:
                 if (
                     isinstance(target, ast.Attribute)
-                    and target.attr.startswith("on_")
+                    and (target.attr.startswith("on_") or a_lambda)
                     and not (isinstance(target.value, ast.Name) and target.value.id == "self")
                 ):
                     found.append((path.name, target.lineno, f"sets .{target.attr}"))
@@ -45,9 +46,9 @@ def _late_listeners(files: list[Path]) -> list[str]:
 
 def test_nothing_is_told_what_to_report_to_after_it_was_built() -> None:
     """The engine listens through its one stream; provisioners are given what they report
-    to when they are started, shells when they are opened; the agent likewise."""
-    folders = ("engine", "api", "provisioners", "ssh", "agent")
-    files = [path for folder in folders for path in files_under(PACKAGE / folder)]
+    to when they are started, shells when they are opened, worker sessions when they are
+    made; the agent likewise. Every package, the plugins too."""
+    files = files_under(PACKAGE)
     plugins = [path for plugin in (ROOT / "plugins").iterdir() for path in files_under(plugin)]
     assert _late_listeners([*files, *plugins]) == []
 
@@ -57,11 +58,14 @@ def test_the_listener_rule_can_fail(tmp_path: Path) -> None:
     probe.write_text(
         "registry.on_session_change = feed.changed\nruns.observers.append(f)\n"
         "session.away, session.on_gone = True, farewell\n"
+        "session.mint_artifact_token = lambda: tokens.mint(name)\n"
+        "self.on_exit = exited\n"
     )
     assert _late_listeners([probe]) == [
         "probe.py:1 sets .on_session_change",
         "probe.py:2 appends to .observers",
         "probe.py:3 sets .on_gone",
+        "probe.py:4 sets .mint_artifact_token",
     ]
 
 
