@@ -11,9 +11,10 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from fluksio.agent import realtime, runner
+from fluksio.agent import runner
 from fluksio.agent.calls import LauncherError
 from fluksio.agent.onefile import runner_path
+from fluksio.agent.realtime import realtime_within
 
 __all__ = ["ForkServer"]
 
@@ -62,7 +63,7 @@ class ForkServer:
         self._ready = loop.create_future()
         loop.add_reader(ours.fileno(), self._on_message)
         self.alive = True
-        hello = await realtime.within(10, self._ready)
+        hello = await realtime_within(10, self._ready)
         if hello.get("protocol") != runner.PROTOCOL:
             await self.close()
             raise LauncherError("the fork server speaks another runner protocol")
@@ -197,7 +198,7 @@ class ForkServer:
         self.alive = False
         if self._process is not None:
             try:
-                await realtime.within(5, self._process.wait())
+                await realtime_within(5, self._process.wait())
             except TimeoutError:
                 self._process.kill()
                 await self._process.wait()

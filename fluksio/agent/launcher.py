@@ -23,7 +23,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from fluksio.agent import realtime, runner
+from fluksio.agent import runner
 from fluksio.agent.calls import (
     CallSpec,
     EventCallback,
@@ -35,6 +35,7 @@ from fluksio.agent.clock import SYSTEM_CLOCK, Clock, Timer
 from fluksio.agent.fork_client import ForkServer
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error
+from fluksio.agent.realtime import realtime_after, realtime_within
 
 __all__ = [
     "CallOutcome",
@@ -238,9 +239,9 @@ class Launcher:
     async def _exit_of(self, call: RunningCall, process: asyncio.subprocess.Process | None) -> None:
         if process is not None and not call.exit_status.done():
             with contextlib.suppress(asyncio.TimeoutError):
-                call.exit_status.set_result(await realtime.within(_EXIT_GRACE_S, process.wait()))
+                call.exit_status.set_result(await realtime_within(_EXIT_GRACE_S, process.wait()))
         with contextlib.suppress(asyncio.TimeoutError):
-            await realtime.within(_EXIT_GRACE_S, asyncio.shield(call.exit_status))
+            await realtime_within(_EXIT_GRACE_S, asyncio.shield(call.exit_status))
 
     @staticmethod
     def _drain(fd: int, sink: Callable[[bytes], None]) -> None:
@@ -342,7 +343,7 @@ class Launcher:
                     # A node writing line by line would wake this loop once a line: let
                     # its writes gather in the pipe for a moment instead.
                     loop.remove_reader(fd)
-                    realtime.after(_GATHER_S, lambda: loop.add_reader(fd, on_readable))
+                    realtime_after(_GATHER_S, lambda: loop.add_reader(fd, on_readable))
                 return
             loop.remove_reader(fd)
             os.close(fd)

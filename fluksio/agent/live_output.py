@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from fluksio.agent import realtime
+from fluksio.agent.realtime import realtime_after, realtime_monotonic
 
 __all__ = ["BATCH_S", "BURST_BYTES", "BYTES_PER_S", "LINE_BYTES", "LiveOutput"]
 
@@ -43,7 +43,7 @@ Batch = Callable[[int, list[str]], None]
 class LiveOutput:
     """Cuts a call's output into lines and hands them to ``send`` in bounded batches."""
 
-    def __init__(self, send: Batch, *, clock: Callable[[], float] = realtime.monotonic) -> None:
+    def __init__(self, send: Batch, *, clock: Callable[[], float] = realtime_monotonic) -> None:
         self._send = send
         self._clock = clock
         self._partial = bytearray()
@@ -137,5 +137,5 @@ class LiveOutput:
         if self._batch_bytes >= BATCH_BYTES:
             self.flush()
         elif self._due is None:
-            self._due = realtime.after(BATCH_S, self.flush)
+            self._due = realtime_after(BATCH_S, self.flush)
         return True

@@ -19,21 +19,24 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["after", "monotonic", "within"]
+# Named with their module's name: the standalone agent joins the agent's modules into one
+# file, where these become globals beside everyone else's.
+
+__all__ = ["realtime_after", "realtime_monotonic", "realtime_within"]
 
 Result = TypeVar("Result")
 
 
-def monotonic() -> float:
+def realtime_monotonic() -> float:
     """Seconds on the machine's monotonic clock: for a rate, never for a decision."""
     return time.monotonic()
 
 
-def after(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+def realtime_after(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
     """Call ``callback`` after ``delay`` real seconds (I/O pacing)."""
     return asyncio.get_running_loop().call_later(delay, callback)
 
 
-async def within(seconds: float, awaitable: Awaitable[Result]) -> Result:
+async def realtime_within(seconds: float, awaitable: Awaitable[Result]) -> Result:
     """``awaitable``'s result, or ``TimeoutError`` after ``seconds`` real seconds."""
     return await asyncio.wait_for(awaitable, seconds)
