@@ -115,7 +115,7 @@ def plugin_may_import(name: str) -> bool:
     }
 
 
-UPPER = ("fluksio.engine", "fluksio.api", "fluksio.cli")
+UPPER = ("fluksio.engine", "fluksio.api", "fluksio.cli", "fluksio.client")
 """The engine and what serves and drives it; the layers below know nothing of them."""
 
 
@@ -161,6 +161,17 @@ def views_reader_may_import(name: str) -> bool:
     return not (within(name, "fluksio.scheduler") or within(name, "fluksio.provisioners"))
 
 
+CLIENT_VOCABULARY = ("fluksio.client", "fluksio.api.answers", "fluksio.engine.runs.states")
+"""What the Python client may name of the tree: itself, the answers' models it reads the
+engine's answers with, and the states; everything else of the engine is over HTTP."""
+
+
+def client_may_import(name: str) -> bool:
+    if within(name, "fluksio"):
+        return any(within(name, p) for p in (*CLIENT_VOCABULARY, *SHARED))
+    return top(name) in STDLIB or top(name) == "pydantic"
+
+
 def cli_may_import(name: str) -> bool:
     if any(within(name, prefix) for prefix in CLI_VOCABULARY):
         return True
@@ -181,6 +192,7 @@ RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "engine": (engine_may_import, "from fluksio.api.routes import add_routes"),
     "api": (api_may_import, "from fluksio.cli.client import Client"),
     "cli": (cli_may_import, "from fluksio.engine.tokens import TokenService"),
+    "client": (client_may_import, "from fluksio.engine.datadir import DataDir"),
     "answers": (answers_may_import, "from aiohttp import web"),
     "routes and feed": (views_reader_may_import, "from fluksio.scheduler import PlaceView"),
 }
@@ -302,6 +314,12 @@ def test_the_command_line_talks_to_the_engine_over_http() -> None:
     clients = [p for p in files_under(PACKAGE / "cli") if CLI_LOCAL not in p.parents]
     assert clients
     assert violations(clients, cli_may_import) == []
+
+
+def test_the_python_client_talks_to_the_engine_over_http_only() -> None:
+    """A script needs the answers' models and nothing of the server (no aiohttp, no
+    engine stores): ``fluksio.client`` reads the engine's answers and nothing else."""
+    assert violations(files_under(PACKAGE / "client"), client_may_import) == []
 
 
 def test_plugins_use_the_public_provisioner_api_only() -> None:

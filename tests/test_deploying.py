@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fluksio.cli.sse import EventParser
+from fluksio.client.sse import EventParser
 from tests.support.certs import CertificateAuthority
 from tests.support.engine import (
     SUPERUSER,

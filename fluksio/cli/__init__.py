@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from fluksio.cli.client import EngineRefused
+from fluksio.client.http import EngineRefused
 from fluksio.errors import FluksioError
 
 __all__ = ["Refused", "UserError", "cli", "main"]

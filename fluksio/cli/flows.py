@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from fluksio.api.answers.flows import FlowBody, FlowSummary
+from fluksio.api.answers.flows import FlowBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.tables import when
 from fluksio.errors import ConfigError
@@ -60,5 +60,5 @@ def put(ctx: click.Context, file: Path, name: str | None) -> None:
 @click.pass_context
 def list_flows(ctx: click.Context) -> None:
     """List the flows."""
-    for flow in client_of(ctx).read_list(FlowSummary, "/flows"):
+    for flow in client_of(ctx).flows():
         click.echo(f"{flow.name:30} {flow.nodes:4} node(s)  updated {when(flow.updated_at)}")

@@ -12,7 +12,8 @@ import time
 import click
 
 from fluksio.api.answers.runs import NodeLogs
-from fluksio.cli.client import ApiClient, ApiError, EngineRefused
+from fluksio.client.client import Client
+from fluksio.client.http import ClientError, EngineRefused
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 
 __all__ = ["print_logs"]
@@ -25,17 +26,14 @@ _PENDING_S = 1.0
 """While an ended attempt's node waits to start its next: how often to look."""
 
 
-def print_logs(client: ApiClient, run_id: str, node: str, *, follow: bool, prefix: bool) -> None:
+def print_logs(client: Client, run_id: str, node: str, *, follow: bool, prefix: bool) -> None:
     """Print the node's lines (``[node] `` before each with ``prefix``): the latest
     attempt's as they are, or, with ``follow``, every attempt's from the first, to the end."""
     lead = f"[{node}] " if prefix else ""
     attempt = 1 if follow else None
     position = 0
     while True:
-        query = f"node={node}&from={position}"
-        if attempt is not None:
-            query += f"&attempt={attempt}"
-        answer = _ask(client, f"/runs/{run_id}/logs?{query}", follow)
+        answer = _ask(client, run_id, node, start=position, attempt=attempt, follow=follow)
         if answer.missed:
             click.echo(f"{lead}[... {answer.missed} lines not kept ...]")
         for line in answer.lines:
@@ -53,15 +51,18 @@ def print_logs(client: ApiClient, run_id: str, node: str, *, follow: bool, prefi
             time.sleep(_PENDING_S)  # its next attempt is not queued yet (a back-off)
 
 
-def _ask(client: ApiClient, path: str, follow: bool) -> NodeLogs:
+def _ask(
+    client: Client, run_id: str, node: str, *, start: int, attempt: int | None, follow: bool
+) -> NodeLogs:
     """One answer; following, held up to :data:`WAIT_S` and asked again after a drop."""
     failures = 0
+    wait = WAIT_S if follow else 0
     while True:
         try:
-            answer = client.read(NodeLogs, "GET", f"{path}&wait={WAIT_S}" if follow else path)
+            answer = client.logs(run_id, node, start=start, attempt=attempt, wait=wait)
         except EngineRefused:
             raise
-        except ApiError:
+        except ClientError:
             failures += 1
             if not follow or failures > _RECONNECTS:
                 raise

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from fluksio.api.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.tables import json_text, table, when
 
@@ -26,7 +25,7 @@ def token() -> None:
 @click.pass_context
 def mint(ctx: click.Context, name: str, as_json: bool) -> None:
     """Mint a scrape token for NAME (a Prometheus server); it is printed once."""
-    answer = client_of(ctx).read(MintedScrapeToken, "POST", "/metrics/tokens", {"name": name})
+    answer = client_of(ctx).mint_scrape_token(name)
     if as_json:
         click.echo(json_text(answer))
         return
@@ -39,7 +38,7 @@ def mint(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def list_tokens(ctx: click.Context, as_json: bool) -> None:
     """List scrape tokens (never their text)."""
-    answer = client_of(ctx).read_list(ScrapeTokenBody, "/metrics/tokens")
+    answer = client_of(ctx).scrape_tokens()
     if as_json:
         click.echo(json_text(answer))
         return
@@ -52,6 +51,5 @@ def list_tokens(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, token_id: str) -> None:
     """Revoke scrape token TOKEN_ID: refused from the next scrape on."""
-    path = f"/metrics/tokens/{token_id}/revoke"
-    answer = client_of(ctx).read(ScrapeTokenBody, "POST", path)
+    answer = client_of(ctx).revoke_scrape_token(token_id)
     click.echo(f"Revoked scrape token {answer.name!r} ({answer.id}).")

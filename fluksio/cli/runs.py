@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from fluksio.api.answers.resources import Deleted
 from fluksio.api.answers.runs import NodeBody, RunBody
-from fluksio.cli.client import ApiClient, ApiError, EngineRefused
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.logs import print_logs
 from fluksio.cli.tables import json_text
+from fluksio.client.client import Client
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES, NodeState, RunState
 from fluksio.errors import ConfigError
@@ -32,7 +30,6 @@ __all__ = ["render_run", "runs"]
 _RUN_NEWS = {"ready", "refetch", "run.state", "call.state", "call.progress"}
 """Events after which the followed run is fetched again."""
 _RECONNECTS = 30
-_RECONNECT_S = 1.0
 _PREVIEW = 70
 
 
@@ -89,33 +86,19 @@ def render_run(run: RunBody) -> list[str]:
     return [head, *(_node_line(node) for node in run.nodes)]
 
 
-def _changes(client: ApiClient, run_id: str) -> Iterator[RunBody]:
+def _changes(client: Client, run_id: str) -> Iterator[RunBody]:
     """The run now, then again after each change the live feed reports of it.
 
     Once the feed is open (``ready``) the run is fetched, so no change falls between the
-    two. A dropped feed is reopened with the last event id, so none is missed then either.
+    two. A dropped feed is reopened with the last event id (the client does), so none is
+    missed then either.
     """
-    last_id: str | None = None
-    failures = 0
-    while True:
-        try:
-            for event in client.events(f"?run={run_id}", last_id):
-                failures = 0
-                if event.id:
-                    last_id = event.id
-                if event.kind in _RUN_NEWS:
-                    yield client.read(RunBody, "GET", f"/runs/{run_id}")
-            raise ApiError("the engine closed the live feed")
-        except EngineRefused:
-            raise
-        except ApiError:
-            failures += 1
-            if failures > _RECONNECTS:
-                raise
-            time.sleep(_RECONNECT_S)
+    for event in client.events(run=run_id, reconnects=_RECONNECTS):
+        if event.kind in _RUN_NEWS:
+            yield client.run(run_id)
 
 
-def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> RunBody:
+def _follow(client: Client, run_id: str, *, live_view: bool) -> RunBody:
     live = live_view and sys.stdout.isatty()
     shown: list[str] = []
     for run in _changes(client, run_id):
@@ -142,7 +125,7 @@ def _follow(client: ApiClient, run_id: str, *, live_view: bool) -> RunBody:
     raise AssertionError("unreachable: the feed is reopened until the run ends")
 
 
-def _finish(run: RunBody, follow: bool, as_json: bool, client: ApiClient) -> None:
+def _finish(run: RunBody, follow: bool, as_json: bool, client: Client) -> None:
     if follow:
         run = _follow(client, run.id, live_view=not as_json)
     if as_json:
@@ -172,8 +155,7 @@ def start(
 ) -> None:
     """Start a run of FLOW."""
     client = client_of(ctx)
-    body = {"params": dict(map(_parse_param, params))}
-    run = client.read(RunBody, "POST", f"/flows/{flow}/runs", body)
+    run = client.start_run(flow, dict(map(_parse_param, params)))
     _finish(run, follow, as_json, client)
 
 
@@ -185,7 +167,7 @@ def start(
 def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
     """Show run RUN_ID (and follow it live)."""
     client = client_of(ctx)
-    _finish(client.read(RunBody, "GET", f"/runs/{run_id}"), follow, as_json, client)
+    _finish(client.run(run_id), follow, as_json, client)
 
 
 @runs.command()
@@ -193,7 +175,7 @@ def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, run_id: str) -> None:
     """Cancel run RUN_ID: what it is executing is killed; waits (up to 30 s) until it is."""
-    run = client_of(ctx).read(RunBody, "POST", f"/runs/{run_id}/cancel?wait=30")
+    run = client_of(ctx).cancel_run(run_id, wait=30)
     if run.state in TERMINAL_RUN_STATES:
         click.echo(f"run {run.id}: {run.state}")
     else:
@@ -210,7 +192,7 @@ def logs(ctx: click.Context, run_id: str, node_id: str | None, follow: bool) -> 
     lines of a running node as they come, from its first attempt to its last, and picks
     up where it left off when the connection drops."""
     client = client_of(ctx)
-    run = client.read(RunBody, "GET", f"/runs/{run_id}")
+    run = client.run(run_id)
     names = [node.id for node in run.nodes]
     if node_id is not None and node_id not in names:
         raise ConfigError(f"run {run_id} has no node {node_id!r} (it has {', '.join(names)})")
@@ -224,5 +206,5 @@ def logs(ctx: click.Context, run_id: str, node_id: str | None, follow: bool) -> 
 @click.pass_context
 def delete(ctx: click.Context, run_id: str) -> None:
     """Delete ended run RUN_ID (its artifacts go once nothing kept refers to them)."""
-    client_of(ctx).read(Deleted, "DELETE", f"/runs/{run_id}")
+    client_of(ctx).delete_run(run_id)
     click.echo(f"run {run_id}: deleted")

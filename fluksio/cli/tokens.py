@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from fluksio.api.answers.tokens import MintedToken, WorkerTokenBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.tables import json_text, when
 
@@ -23,8 +22,7 @@ def tokens() -> None: ...
 def mint(ctx: click.Context, name: str, labels: str, as_json: bool) -> None:
     """Mint a token for worker NAME; the token is printed once and never stored."""
     label_list = [label.strip() for label in labels.split(",") if label.strip()]
-    body = {"name": name, "labels": label_list}
-    answer = client_of(ctx).read(MintedToken, "POST", "/workers/tokens", body)
+    answer = client_of(ctx).mint_worker_token(name, label_list)
     if as_json:
         click.echo(json_text(answer))
         return
@@ -41,7 +39,7 @@ def mint(ctx: click.Context, name: str, labels: str, as_json: bool) -> None:
 @click.pass_context
 def list_tokens(ctx: click.Context, as_json: bool) -> None:
     """List worker tokens (never their text)."""
-    answer = client_of(ctx).read_list(WorkerTokenBody, "/workers/tokens")
+    answer = client_of(ctx).worker_tokens()
     if as_json:
         click.echo(json_text(answer))
         return
@@ -58,5 +56,5 @@ def list_tokens(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, jti: str) -> None:
     """Revoke the token JTI: attached workers using it are refused from now on."""
-    answer = client_of(ctx).read(WorkerTokenBody, "POST", f"/workers/tokens/{jti}/revoke")
+    answer = client_of(ctx).revoke_worker_token(jti)
     click.echo(f"Revoked {answer.name!r} ({answer.jti}): {answer.revoked_reason}.")

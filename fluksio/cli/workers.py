@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fluksio.api.answers.workers import AmountsBody, RefusedWorkerBody, ResourcesBody, WorkerList
+from fluksio.api.answers.workers import AmountsBody, RefusedWorkerBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.tables import json_text, table, when
 
@@ -28,7 +28,7 @@ def _of(amounts: AmountsBody | None, resource: str) -> int | None:
 @click.pass_context
 def list_workers(ctx: click.Context, as_json: bool) -> None:
     """Attached workers, and those refused for their protocol."""
-    answer = client_of(ctx).read(WorkerList, "GET", "/workers").root
+    answer = client_of(ctx).workers()
     if as_json:
         return click.echo(json_text(answer))
     if not answer:
@@ -61,7 +61,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def resources(ctx: click.Context, as_json: bool) -> None:
     """Every place's amounts and what is free, by label too."""
-    answer = client_of(ctx).read(ResourcesBody, "GET", "/workers/resources")
+    answer = client_of(ctx).resources()
     if as_json:
         return click.echo(json_text(answer))
     rows = []
@@ -93,7 +93,7 @@ def resources(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def waiting(ctx: click.Context, as_json: bool) -> None:
     """Each waiting node call, in the order it will be served, and why it waits."""
-    queued = client_of(ctx).read(ResourcesBody, "GET", "/workers/resources").queued
+    queued = client_of(ctx).resources().queued
     if as_json:
         return click.echo(json_text(queued))
     if not queued:

@@ -13,8 +13,8 @@ import aiohttp
 from pydantic import ValidationError
 
 from fluksio.api.answers.feed import FEED_EVENTS
-from fluksio.cli.sse import EventParser
-from fluksio.cli.sse import ReceivedEvent as Event
+from fluksio.client.sse import EventParser
+from fluksio.client.sse import ReceivedEvent as Event
 
 __all__ = ["Event", "EventReader"]
 

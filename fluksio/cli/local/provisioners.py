@@ -16,8 +16,7 @@ from typing import Any
 
 import click
 
-from fluksio.api.answers.workers import ResourcesBody
-from fluksio.cli.client import ApiClient, resolve_api_url
+from fluksio.cli.client import client_from_environment
 from fluksio.cli.local.options import data_dir_option
 from fluksio.cli.tables import json_text, table
 from fluksio.engine.datadir import DataDir
@@ -146,9 +145,7 @@ def logout(data_dir: Path, name: str) -> None:
 def status(url: str | None, data_dir: Path, as_json: bool) -> None:
     """How each profile stands on the running engine: its jobs, its pending request, its
     last error (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/PASSWORD)."""
-    client = ApiClient(resolve_api_url(url, data_dir))
-    client.login_from_environment()
-    blocks = client.read(ResourcesBody, "GET", "/workers/resources").provisioners
+    blocks = client_from_environment(url, data_dir).resources().provisioners
     if as_json:
         click.echo(json_text(blocks))
         return

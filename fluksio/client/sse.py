@@ -1,5 +1,5 @@
 """Server-sent events read back from their text: the subscriber's side of ``GET /events``
-(``fluksio runs --follow``, and the tests)."""
+(``fluksio.client``, so ``fluksio runs --follow``, and the tests)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,132 @@
+"""The engine's API over HTTP, untyped: one request, one answer, one error per failure.
+
+The standard library's ``urllib`` only (no event loop): the command line starts in tens of
+milliseconds on it, and a script or a notebook needs nothing running. TLS is verified
+against the system's CAs, or a CA file given.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fluksio.client.sse import EventParser, ReceivedEvent
+from fluksio.errors import FluksioError
+
+__all__ = ["ClientError", "EngineRefused", "Http"]
+
+TIMEOUT_S = 90.0
+"""Above the longest server-side wait a request may ask for (``?wait=60``)."""
+FEED_SILENCE_S = 45.0
+"""Three of the live feed's keepalive comments: a read waiting longer means it is gone."""
+
+
+class ClientError(FluksioError):
+    """The engine could not be reached, or answered in a shape this client does not know."""
+
+
+class EngineRefused(ClientError):
+    """The engine answered with a refusal: ``status`` (its HTTP status) and
+    ``engine_detail`` (its own sentence, which names the field at fault); ``detail`` is
+    the whole sentence to show ("the engine refused: ...")."""
+
+    def __init__(self, status: int, engine_detail: str) -> None:
+        super().__init__(f"the engine refused: {engine_detail}")
+        self.status = status
+        self.engine_detail = engine_detail
+
+
+class Http:
+    """Requests to the API at ``base_url`` (``https://host/api/v1``) with a bearer token."""
+
+    def __init__(self, base_url: str, token: str | None = None, ca_file: str | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
+
+    def json(
+        self, method: str, path: str, body: object | None = None, query: Mapping[str, Any] = {}
+    ) -> Any:
+        """The JSON answer to ``method path`` with ``body`` (as JSON) and ``query``."""
+        data = None if body is None else json.dumps(body).encode()
+        content = None if data is None else "application/json"
+        return json.loads(self.send(method, _with(path, query), data, content) or b"null")
+
+    def upload(self, path: str, data: bytes, query: Mapping[str, Any] = {}) -> Any:
+        """The JSON answer to ``data`` put to ``path`` as raw bytes (an artifact)."""
+        raw = self.send("PUT", _with(path, query), data, "application/octet-stream")
+        return json.loads(raw)
+
+    def form(self, path: str, fields: Mapping[str, str]) -> Any:
+        """The JSON answer to a form posted to ``path`` (the login)."""
+        data = urllib.parse.urlencode(fields).encode()
+        return json.loads(self.send("POST", path, data, "application/x-www-form-urlencoded"))
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
+        """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx."""
+        request = self._request(method, path, data, content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._tls) as answer:  # noqa: S310
+                body: bytes = answer.read()
+                return body
+        except urllib.error.HTTPError as exc:
+            raise _refused(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ClientError(f"cannot reach the engine at {self.base_url}: {reason}") from None
+
+    def events(self, path: str, last_id: str | None = None) -> Iterator[ReceivedEvent]:
+        """Server-sent events from ``path`` as they come, until the engine ends them; a
+        connection gone quiet or dropped is :class:`ClientError`."""
+        request = self._request("GET", path, None, None)
+        request.add_header("Accept", "text/event-stream")
+        if last_id:
+            request.add_header("Last-Event-ID", last_id)
+        try:
+            with urllib.request.urlopen(  # noqa: S310
+                request, timeout=FEED_SILENCE_S, context=self._tls
+            ) as answer:
+                parser = EventParser()
+                for line in answer:
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
+        except urllib.error.HTTPError as exc:
+            raise _refused(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ClientError(f"the live feed from {self.base_url} broke off: {reason}") from None
+
+    def _request(
+        self, method: str, path: str, data: bytes | None, content_type: str | None
+    ) -> urllib.request.Request:
+        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method)  # noqa: S310
+        if content_type:
+            request.add_header("Content-Type", content_type)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        return request
+
+
+def _with(path: str, query: Mapping[str, Any]) -> str:
+    given = {k: v for k, v in query.items() if v is not None}
+    return f"{path}?{urllib.parse.urlencode(given)}" if given else path
+
+
+def _refused(error: urllib.error.HTTPError) -> EngineRefused:
+    try:
+        detail = json.loads(error.read()).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return EngineRefused(error.code, str(detail) if detail else f"HTTP {error.code}")
