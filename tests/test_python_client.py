@@ -1,0 +1,179 @@
+"""``fluksio.client.Client`` against a real engine in its own process, as a script uses it.
+
+A script logs in (a password, a token, or the environment), puts a flow, starts a run,
+waits for it and reads its result and output; a refusal is an exception with the
+engine's status and sentence; an engine out of reach is one sentence; artifacts go up and
+come back checked against their digest; the live feed goes on after the last event seen;
+worker tokens are minted, listed and revoked; an HTTPS engine is trusted through a CA file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from fluksio.client import Client, ClientError, EngineRefused, ReceivedEvent
+from tests.support.certs import CertificateAuthority
+from tests.support.client import SUPERUSER, SUPERUSER_PASSWORD
+from tests.support.engine import EngineProcess, free_port, start_engine
+from tests.support.runs import code
+
+pytestmark = pytest.mark.process
+Result = TypeVar("Result")
+
+PRINTS_AND_ADDS = code("""
+    def process(a, b):
+        print("adding", a, "and", b)
+        return a + b
+""")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
+    root = tmp_path_factory.mktemp("client")
+    process = start_engine(root / "data", root / "logs")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def client(engine: EngineProcess) -> Client:
+    logged_in = Client(engine.url)
+    logged_in.login(SUPERUSER, SUPERUSER_PASSWORD)
+    return logged_in
+
+
+def test_a_script_runs_a_flow_and_reads_its_result_and_output(client: Client) -> None:
+    saved = client.put_flow("add", [{"id": "add", "code": PRINTS_AND_ADDS}])
+    assert [node["id"] for node in saved.nodes] == ["add"]
+    started = client.start_run("add", {"a": 2, "b": 40})
+    run = client.wait_run(started.id, timeout=60)
+    assert (run.state, run.nodes[0].result) == ("succeeded", 42)
+    assert client.logs(run.id).lines == ["adding 2 and 40"]
+    assert started.id in [summary.id for summary in client.runs(flow="add")]
+
+
+def test_credentials_come_from_the_environment(
+    engine: EngineProcess, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FLUKSIO_TOKEN", raising=False)
+    monkeypatch.setenv("FLUKSIO_USERNAME", SUPERUSER)
+    monkeypatch.setenv("FLUKSIO_PASSWORD", SUPERUSER_PASSWORD)
+    assert Client.from_environment(engine.url).health().status == "ok"
+    monkeypatch.setenv("FLUKSIO_TOKEN", str(client.http.token))
+    monkeypatch.delenv("FLUKSIO_PASSWORD")
+    by_token = Client.from_environment(f"{engine.url}/api/v1")
+    assert by_token.http.token == client.http.token
+    assert isinstance(by_token.workers(), list)
+    monkeypatch.delenv("FLUKSIO_TOKEN")
+    with pytest.raises(ClientError, match="set FLUKSIO_TOKEN, or FLUKSIO_USERNAME and"):
+        Client.from_environment(engine.url)
+
+
+def test_a_refusal_carries_the_engines_status_and_sentence(
+    engine: EngineProcess, client: Client
+) -> None:
+    with pytest.raises(EngineRefused) as bad_flow:
+        client.put_flow("bad", [{"id": "n"}])
+    assert bad_flow.value.status == 422
+    assert "code" in bad_flow.value.engine_detail
+    assert bad_flow.value.detail == f"the engine refused: {bad_flow.value.engine_detail}"
+    with pytest.raises(EngineRefused) as missing:
+        client.run("no-such-run")
+    assert missing.value.status == 404
+    with pytest.raises(EngineRefused) as anonymous:
+        Client(engine.url).workers()
+    assert anonymous.value.status == 401
+
+
+def test_an_engine_out_of_reach_is_one_sentence() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ClientError, match=f"cannot reach the engine at {url}/api/v1: "):
+        Client(url).health()
+
+
+def test_artifacts_go_up_and_come_back_checked(client: Client, tmp_path: Path) -> None:
+    data = b"\x00weights\xff" * 10_000
+    ref = client.put_artifact(data, name="w.bin")
+    assert ref.digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert (ref.size, ref.name) == (len(data), "w.bin")
+    assert client.artifact(ref.digest) == data
+    table = tmp_path / "table.csv"
+    table.write_text("a,b\n1,2\n")
+    from_file = client.put_artifact(table, media_type="text/csv")
+    assert (from_file.name, from_file.media_type) == ("table.csv", "text/csv")
+    never_stored = "sha256:" + hashlib.sha256(b"never stored").hexdigest()
+    with pytest.raises(EngineRefused) as missing:
+        client.artifact(never_stored)
+    assert missing.value.status == 404
+
+
+def test_the_live_feed_goes_on_after_the_last_event_seen(client: Client) -> None:
+    client.put_flow("feed", [{"id": "one", "code": PRINTS_AND_ADDS}])
+
+    def until_it_succeeds() -> list[ReceivedEvent]:
+        feed = client.events(reconnects=0)
+        assert next(feed).kind == "ready"  # open before the run starts: nothing is missed
+        run = client.start_run("feed", {"a": 1, "b": 1})
+        seen = []
+        for event in feed:
+            if event.id:
+                seen.append(event)
+            data = event.data if isinstance(event.data, dict) else {}
+            if event.kind == "run.state" and data == {
+                **data,
+                "run_id": run.id,
+                "state": "succeeded",
+            }:
+                return seen
+        raise AssertionError("the feed ended")
+
+    seen = _within(60, until_it_succeeds)
+    assert len(seen) >= 3, [e.kind for e in seen]
+
+    def after_the_first() -> list[ReceivedEvent]:
+        # A script that stopped reading after the first event picks up with the second
+        # (after the feed's own "ready", which says where it starts).
+        resumed = client.events(last_id=seen[0].id, reconnects=0)
+        news = (e for e in resumed if e.id and e.kind != "ready")
+        return list(itertools.islice(news, len(seen) - 1))
+
+    again = _within(60, after_the_first)
+    assert [e.id for e in again] == [e.id for e in seen[1:]]
+
+
+def _within(seconds: float, work: Callable[[], Result]) -> Result:
+    """``work``'s result, or a failure after ``seconds`` (a feed waits for ever)."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(work).result(timeout=seconds)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def test_worker_tokens_are_minted_listed_and_revoked(client: Client) -> None:
+    minted = client.mint_worker_token("gpu-box", ["gpu"])
+    assert minted.token and minted.labels == ["gpu"]
+    assert minted.jti in [t.jti for t in client.worker_tokens()]
+    assert client.revoke_worker_token(minted.jti).revoked_at is not None
+    assert client.resources().queued == []
+
+
+def test_an_https_engine_is_trusted_through_a_ca_file(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path)
+    pair = ca.issue("engine", ["127.0.0.1"])
+    args = ("--tls-cert", str(pair.cert), "--tls-key", str(pair.key))
+    engine = start_engine(tmp_path / "data", tmp_path / "logs", args=args, ca_file=str(ca.pem))
+    try:
+        assert engine.url.startswith("https://")
+        assert Client(engine.url, ca_file=str(ca.pem)).health().status == "ok"
+        with pytest.raises(ClientError, match="CERTIFICATE_VERIFY_FAILED"):
+            Client(engine.url).health()
+    finally:
+        engine.stop()
