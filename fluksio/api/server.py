@@ -180,8 +180,10 @@ async def run_engine(
     *,
     on_ready: Callable[[str], None],
     provisioners: Configured | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; ``on_ready`` gets the base URL once listening."""
+    """Serve until ``stop`` is set, or (without one) until SIGINT or SIGTERM; ``on_ready``
+    gets the base URL once listening."""
     layout = settings.layout
     context = tls_context(settings)  # a bad certificate is one sentence, before anything
     # Bind before anything starts, so a busy port is one sentence and nothing else.
@@ -199,10 +201,11 @@ async def run_engine(
         layout.write_engine_info(pid=os.getpid(), url=url)
         log.info("engine.listening", url=url, data_dir=str(layout.root))
         on_ready(url)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
+        if stop is None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
         await stop.wait()
         log.info("engine.stopping")
     finally:

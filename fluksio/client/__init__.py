@@ -6,6 +6,9 @@
     run = client.start_run("nightly", {"day": "2026-12-04"})
     print(client.wait_run(run.id).state)
 
+    with local() as client:  # an engine of one's own, for a laptop or a notebook
+        ...
+
 ``fluksio`` is a namespace package that the engine's distribution and the worker's
 (``fluksio-worker``) share, so the client lives at ``fluksio.client``, not at the top.
 See docs/python.md.
@@ -21,14 +24,16 @@ from fluksio.client.sse import ReceivedEvent
 
 if TYPE_CHECKING:
     from fluksio.client.client import Client
+    from fluksio.client.embedded import local
 
-__all__ = ["Client", "ClientError", "EngineRefused", "ReceivedEvent"]
+__all__ = ["Client", "ClientError", "EngineRefused", "ReceivedEvent", "local"]
+_LAZY = {"Client": "fluksio.client.client", "local": "fluksio.client.embedded"}
 
 
 def __getattr__(name: str) -> object:
-    # The typed client brings the answers' models (pydantic): loaded when first asked
-    # for, so that a command which only reports an error need not pay for them.
-    if name == "Client":
-        client: object = importlib.import_module("fluksio.client.client").Client
-        return client
+    # Loaded when first asked for: the typed client brings the answers' models (pydantic),
+    # local() the whole engine; a command that only reports an error needs neither.
+    if name in _LAZY:
+        found: object = getattr(importlib.import_module(_LAZY[name]), name)
+        return found
     raise AttributeError(f"module 'fluksio.client' has no attribute {name!r}")
