@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,12 +34,9 @@ PRINTS_AND_ADDS = code("""
 """)
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
-    root = tmp_path_factory.mktemp("client")
-    process = start_engine(root / "data", root / "logs")
-    yield process
-    process.stop()
+@pytest.fixture
+def engine(shared_engine: EngineProcess) -> EngineProcess:
+    return shared_engine
 
 
 @pytest.fixture

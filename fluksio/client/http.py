@@ -7,6 +7,7 @@ against the system's CAs, or a CA file given.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import urllib.error
@@ -76,15 +77,12 @@ class Http:
     ) -> bytes:
         """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx."""
         request = self._request(method, path, data, content_type)
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._tls) as answer:  # noqa: S310
-                body: bytes = answer.read()
-                return body
-        except urllib.error.HTTPError as exc:
-            raise _refused(exc) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ClientError(f"cannot reach the engine at {self.base_url}: {reason}") from None
+        with (
+            _failing_as(f"cannot reach the engine at {self.base_url}"),
+            urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._tls) as answer,  # noqa: S310
+        ):
+            body: bytes = answer.read()
+            return body
 
     def events(self, path: str, last_id: str | None = None) -> Iterator[ReceivedEvent]:
         """Server-sent events from ``path`` as they come, until the engine ends them; a
@@ -93,20 +91,15 @@ class Http:
         request.add_header("Accept", "text/event-stream")
         if last_id:
             request.add_header("Last-Event-ID", last_id)
-        try:
-            with urllib.request.urlopen(  # noqa: S310
-                request, timeout=FEED_SILENCE_S, context=self._tls
-            ) as answer:
-                parser = EventParser()
-                for line in answer:
-                    event = parser.feed(line)
-                    if event is not None:
-                        yield event
-        except urllib.error.HTTPError as exc:
-            raise _refused(exc) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ClientError(f"the live feed from {self.base_url} broke off: {reason}") from None
+        with (
+            _failing_as(f"the live feed from {self.base_url} broke off"),
+            urllib.request.urlopen(request, timeout=FEED_SILENCE_S, context=self._tls) as answer,  # noqa: S310
+        ):
+            parser = EventParser()
+            for line in answer:
+                event = parser.feed(line)
+                if event is not None:
+                    yield event
 
     def _request(
         self, method: str, path: str, data: bytes | None, content_type: str | None
@@ -122,6 +115,18 @@ class Http:
 def _with(path: str, query: Mapping[str, Any]) -> str:
     given = {k: v for k, v in query.items() if v is not None}
     return f"{path}?{urllib.parse.urlencode(given)}" if given else path
+
+
+@contextlib.contextmanager
+def _failing_as(what: str) -> Iterator[None]:
+    """A refusal as :class:`EngineRefused`; a connection that fails as :class:`ClientError`
+    saying ``what`` and why."""
+    try:
+        yield
+    except urllib.error.HTTPError as exc:
+        raise _refused(exc) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ClientError(f"{what}: {getattr(exc, 'reason', exc)}") from None
 
 
 def _refused(error: urllib.error.HTTPError) -> EngineRefused:
