@@ -1,6 +1,7 @@
 """Every Python example in docs/python.md runs as it is, against a real engine.
 
-Each block is run as a script of its own (``python -c``), with ``$FLUKSIO_URL`` and the
+Each block is run as a script of its own (a file: an executor reads its functions'
+source), with ``$FLUKSIO_URL`` and the
 superuser's credentials in its environment as a user's shell would have them; a block
 that starts its own engine (``local()``) needs neither. A block that fails fails here,
 with what it printed.
@@ -26,7 +27,8 @@ BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
 def test_the_page_has_its_examples() -> None:
-    assert len(BLOCKS) >= 7
+    assert len(BLOCKS) >= 8
+    assert any(".executor(" in block for block in BLOCKS)
     assert any("local()" in block for block in BLOCKS)
 
 
@@ -41,8 +43,10 @@ def test_an_example_runs_as_written(
         "FLUKSIO_PASSWORD": SUPERUSER_PASSWORD,
     }
     env.pop("FLUKSIO_TOKEN", None)
+    script = tmp_path / "example.py"
+    script.write_text(block)
     done = subprocess.run(
-        [sys.executable, "-c", block],
+        [sys.executable, str(script)],
         env=env,
         cwd=tmp_path,
         capture_output=True,

@@ -19,15 +19,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from fluksio.client.http import ClientError, EngineRefused
+from fluksio.client.http import CannotSend, ClientError, EngineRefused
 from fluksio.client.sse import ReceivedEvent
 
 if TYPE_CHECKING:
     from fluksio.client.client import Client
     from fluksio.client.embedded import local
+    from fluksio.client.executor import CallFuture, RemoteError
 
-__all__ = ["Client", "ClientError", "EngineRefused", "ReceivedEvent", "local"]
-_LAZY = {"Client": "fluksio.client.client", "local": "fluksio.client.embedded"}
+__all__ = [
+    "CallFuture",
+    "CannotSend",
+    "Client",
+    "ClientError",
+    "EngineRefused",
+    "ReceivedEvent",
+    "RemoteError",
+    "local",
+]
+_LAZY = {
+    "Client": "fluksio.client.client",
+    "local": "fluksio.client.embedded",
+    "CallFuture": "fluksio.client.executor",
+    "RemoteError": "fluksio.client.executor",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -27,6 +27,7 @@ from fluksio.api.answers.tokens import (
     WorkerTokenBody,
 )
 from fluksio.api.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody, WorkerList
+from fluksio.client.executor import RemoteExecutor
 from fluksio.client.http import ClientError, EngineRefused, Http
 from fluksio.client.sse import ReceivedEvent
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES
@@ -171,16 +172,19 @@ class Client:
         run: str | None = None,
         last_id: str | None = None,
         reconnects: int = FEED_RECONNECTS,
+        stop: Callable[[], bool] | None = None,
     ) -> Iterator[ReceivedEvent]:
         """The live feed (``GET /events``), for ever: a connection that drops (or that the
         engine ends, restarting) is opened again from the last event seen, so no event is
         lost or repeated in between; after ``reconnects`` failures in a row, the last one
-        is raised. ``run``: only that run's events; ``last_id``: go on after that event."""
+        is raised. ``run``: only that run's events; ``last_id``: go on after that event;
+        ``stop``: asked at each line the engine sends (a keepalive every 15 s), and the
+        feed ends once it is true."""
         failures = 0
         path = "/events" + (f"?run={run}" if run else "")
-        while True:
+        while stop is None or not stop():
             try:
-                for event in self.http.events(path, last_id):
+                for event in self.http.events(path, last_id, stop):
                     failures = 0
                     if event.id:
                         last_id = event.id
@@ -190,10 +194,41 @@ class Client:
                 raise  # opening it again would be refused again
             except ClientError as gone:
                 ended = gone
+            if stop is not None and stop():
+                return
             failures += 1
             if failures > reconnects:
                 raise ended
             time.sleep(FEED_RECONNECT_S)
+
+    # -- Python functions as nodes ----------------------------------------------------------
+
+    def executor(
+        self,
+        *,
+        worker: str | None = None,
+        policy: Literal["require", "prefer"] = "require",
+        resources: dict[str, int] | None = None,
+        limit: float | None = None,
+        timeout: float = 0.0,
+        retries: int = 0,
+        imports: Sequence[str] = (),
+    ) -> RemoteExecutor:
+        """A ``concurrent.futures.Executor`` whose calls run as nodes placed as given:
+        ``worker`` (a label) with ``policy``, ``resources`` (``cpus``, ``gpus``,
+        ``ram_mb``), ``limit`` (seconds it may run), ``timeout`` (seconds it may stay
+        silent), ``retries`` (after a lost worker); ``imports``: modules the functions use,
+        as ``"numpy as np"`` or ``"from math import sqrt"``. See docs/python.md."""
+        node: dict[str, Any] = {"worker_policy": policy, "retries": retries}
+        if worker is not None:
+            node["worker"] = worker
+        if resources:
+            node["resources"] = dict(resources)
+        if limit is not None:
+            node["limit"] = limit
+        if timeout:
+            node["timeout"] = timeout
+        return RemoteExecutor(self, node, imports)
 
     # -- artifacts -------------------------------------------------------------------------
 

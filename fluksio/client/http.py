@@ -13,13 +13,13 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fluksio.client.sse import EventParser, ReceivedEvent
 from fluksio.errors import FluksioError
 
-__all__ = ["ClientError", "EngineRefused", "Http"]
+__all__ = ["CannotSend", "ClientError", "EngineRefused", "Http"]
 
 TIMEOUT_S = 90.0
 """Above the longest server-side wait a request may ask for (``?wait=60``)."""
@@ -40,6 +40,10 @@ class EngineRefused(ClientError):
         super().__init__(f"the engine refused: {engine_detail}")
         self.status = status
         self.engine_detail = engine_detail
+
+
+class CannotSend(ClientError):
+    """A function or an argument that cannot travel to a worker, and why (one sentence)."""
 
 
 class Http:
@@ -84,9 +88,12 @@ class Http:
             body: bytes = answer.read()
             return body
 
-    def events(self, path: str, last_id: str | None = None) -> Iterator[ReceivedEvent]:
-        """Server-sent events from ``path`` as they come, until the engine ends them; a
-        connection gone quiet or dropped is :class:`ClientError`."""
+    def events(
+        self, path: str, last_id: str | None = None, stop: Callable[[], bool] | None = None
+    ) -> Iterator[ReceivedEvent]:
+        """Server-sent events from ``path`` as they come, until the engine ends them or
+        ``stop()`` is true (asked at each line: the engine's keepalives come every 15 s);
+        a connection gone quiet or dropped is :class:`ClientError`."""
         request = self._request("GET", path, None, None)
         request.add_header("Accept", "text/event-stream")
         if last_id:
@@ -97,6 +104,8 @@ class Http:
         ):
             parser = EventParser()
             for line in answer:
+                if stop is not None and stop():
+                    return
                 event = parser.feed(line)
                 if event is not None:
                     yield event

@@ -1,0 +1,221 @@
+"""``client.executor(...)``: a ``concurrent.futures.Executor`` whose calls run as nodes.
+
+``submit(fn, *args, **kwargs)`` runs ``fn`` as a one-node run wherever the scheduler
+places it (an attached worker, or a machine a provisioner brings up for it) and returns a
+:class:`CallFuture`; ``map`` fans out as one run with a node per item. What can travel is
+:mod:`fluksio.client.sending`'s to say, at submit. A future learns its end from the
+engine's live feed, which one thread of the executor reads (opened before the first run
+starts, so no end is missed); ``result()`` is the node's return value, a node's exception
+is :class:`RemoteError` with the remote traceback, and ``provenance`` says where it ran.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING, Any
+
+from fluksio.api.answers.runs import ProvenanceBody, RunBody
+from fluksio.client.http import ClientError
+from fluksio.client.sending import check_arguments, flow_name, node_code
+from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+
+if TYPE_CHECKING:
+    from fluksio.client.client import Client
+
+__all__ = ["CallFuture", "RemoteError", "RemoteExecutor"]
+
+ENDS_REMEMBERED = 10_000
+"""Runs the feed said ended before their futures were registered (a fast run), kept."""
+FEED_OPEN_WITHIN_S = 30.0
+
+
+class RemoteError(Exception):
+    """A node's call failed where it ran: ``type`` (its exception's, or the engine's kind:
+    ``NodeLimit``, ``WorkerGone``...), ``message``, and the remote ``traceback``."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        self.type = str(error.get("type", "RemoteError"))
+        self.message = str(error.get("message", ""))
+        self.traceback = str(error.get("traceback", ""))
+        text = f"{self.type}: {self.message}"
+        if self.traceback:
+            text += f"\n\nRemote traceback:\n{self.traceback.rstrip()}"
+        super().__init__(text)
+
+
+class CallFuture(Future[Any]):
+    """The future of one call: ``run_id`` and ``node`` name it on the engine;
+    ``provenance`` says where it ran, once it has ended."""
+
+    def __init__(self, executor: RemoteExecutor, run_id: str, node: str, alone: bool) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.node = node
+        self.provenance: ProvenanceBody | None = None
+        self._executor = executor
+        self._alone = alone
+
+    def cancel(self) -> bool:
+        """Cancel the call on the engine (a ``submit``'s run). A ``map``'s items are one
+        run: they are cancelled together, by ``shutdown(cancel_futures=True)``."""
+        if self.done() or not self._alone:
+            return self.cancelled()
+        self._executor.client.cancel_run(self.run_id)
+        return super().cancel()
+
+
+class RemoteExecutor(Executor):
+    """Runs functions as nodes with the placement given (see :meth:`Client.executor`)."""
+
+    def __init__(self, client: Client, node: dict[str, Any], imports: Sequence[str]) -> None:
+        self.client = client
+        self._node = node
+        self._imports = tuple(imports)
+        self._flows: set[str] = set()
+        self._waiting: dict[str, list[CallFuture]] = {}
+        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._feed_open = threading.Event()
+        self._stopping = False
+        self._watcher: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> CallFuture:
+        code = self._sendable(fn, [(args, kwargs)])
+        node = {"id": "call", "code": code, **self._node}
+        name = flow_name(fn, node)
+        self._put_once(name, [node])
+        run = self.client.start_run(name, {"args": list(args), "kwargs": kwargs})
+        (future,) = self._register(run, ["call"], alone=True)
+        return future
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+    ) -> Iterator[Any]:
+        """``fn`` over the items, as one run with a node per item; results in order."""
+        del chunksize  # each item is a node; the scheduler packs them onto places
+        items = [list(item) for item in zip(*iterables, strict=False)]
+        if not items:
+            return iter(())
+        code = self._sendable(fn, [(tuple(item), {}) for item in items])
+        nodes = [
+            {"id": f"item{index}", "code": code, "params": {"args": item, "kwargs": {}}}
+            | self._node
+            for index, item in enumerate(items)
+        ]
+        name = flow_name(fn, nodes)
+        self._put_once(name, nodes)
+        run = self.client.start_run(name)
+        futures = self._register(run, [node["id"] for node in nodes], alone=False)
+        return _in_order(futures, timeout)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """No more submits; ``cancel_futures``: cancel the runs not yet ended; ``wait``:
+        return once every call has ended."""
+        self._closed = True
+        with self._lock:
+            pending = {run_id: list(futures) for run_id, futures in self._waiting.items()}
+        if cancel_futures:
+            for run_id, futures in pending.items():
+                self.client.cancel_run(run_id)
+                for future in futures:
+                    Future.cancel(future)
+        if wait:
+            for futures in pending.values():
+                for future in futures:
+                    _wait_quietly(future)
+        self._stopping = True
+
+    # -- inside ----------------------------------------------------------------------------
+
+    def _sendable(self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]]) -> str:
+        if self._closed:
+            raise RuntimeError("cannot submit to an executor after its shutdown")
+        code = node_code(fn, self._imports)
+        for args, kwargs in calls:
+            check_arguments(fn.__name__, args, kwargs)
+        self._watch()
+        return code
+
+    def _put_once(self, name: str, nodes: list[dict[str, Any]]) -> None:
+        if name not in self._flows:
+            self.client.put_flow(name, nodes)
+            self._flows.add(name)
+
+    def _register(self, run: RunBody, nodes: list[str], *, alone: bool) -> list[CallFuture]:
+        futures = [CallFuture(self, run.id, node, alone) for node in nodes]
+        with self._lock:
+            ended = run.state in TERMINAL_RUN_STATES or run.id in self._ended
+            if not ended:
+                self._waiting[run.id] = futures
+        if ended:
+            _settle(run if run.state in TERMINAL_RUN_STATES else self.client.run(run.id), futures)
+        return futures
+
+    def _watch(self) -> None:
+        """Read the live feed on a thread of its own, opened before the first run starts."""
+        if self._watcher is None:
+            self._watcher = threading.Thread(
+                target=self._follow, name="fluksio-executor-feed", daemon=True
+            )
+            self._watcher.start()
+        if not self._feed_open.wait(FEED_OPEN_WITHIN_S):
+            raise ClientError("the engine's live feed did not open; calls cannot be followed")
+
+    def _follow(self) -> None:
+        try:
+            for event in self.client.events(stop=lambda: self._stopping):
+                if event.kind == "ready":
+                    self._feed_open.set()
+                elif event.kind == "run.state" and event.data["state"] in TERMINAL_RUN_STATES:
+                    self._run_ended(str(event.data["run_id"]))
+        except ClientError as lost:
+            with self._lock:
+                orphans = [f for futures in self._waiting.values() for f in futures]
+                self._waiting.clear()
+            for future in orphans:
+                if not future.done():
+                    future.set_exception(lost)
+
+    def _run_ended(self, run_id: str) -> None:
+        with self._lock:
+            futures = self._waiting.pop(run_id, None)
+            if futures is None:
+                self._ended[run_id] = None
+                while len(self._ended) > ENDS_REMEMBERED:
+                    self._ended.popitem(last=False)
+                return
+        _settle(self.client.run(run_id), futures)
+
+
+def _settle(run: RunBody, futures: list[CallFuture]) -> None:
+    nodes = {node.id: node for node in run.nodes}
+    for future in futures:
+        node = nodes[future.node]
+        future.provenance = node.provenance
+        if future.done():
+            continue
+        if node.state == "succeeded":
+            future.set_result(node.result)
+        else:
+            future.set_exception(RemoteError(node.error or {"type": str(node.state)}))
+
+
+def _in_order(futures: list[CallFuture], timeout: float | None) -> Iterator[Any]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for future in futures:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        yield future.result(left)
+
+
+def _wait_quietly(future: Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

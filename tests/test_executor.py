@@ -1,0 +1,159 @@
+"""``client.executor(...)``: Python functions submitted from a script run as nodes on a worker.
+
+Against an engine of the test's own (``local()``) with a real ``fluksio-worker`` labelled
+``gpu``: a submitted call's result and where it ran; ``map`` as one run, results in order;
+a remote exception with its traceback; what cannot travel refused at submit in one
+sentence (a lambda, a closure, a module-level name, an argument that is not JSON);
+``imports``; a call cancelled; ``shutdown(cancel_futures=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from concurrent.futures import CancelledError
+
+import pytest
+
+from fluksio.client import CannotSend, Client, RemoteError, local
+from fluksio.client.executor import RemoteExecutor
+
+pytestmark = pytest.mark.process
+
+SCALE = 10  # a module-level name: a function that reads it cannot be sent
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def where_am_i() -> str:
+    import socket  # noqa: PLC0415 -- inside: what travels is the function alone
+
+    return socket.gethostname()
+
+
+def fails_on_three(x: int) -> int:
+    if x == 3:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+def root_of(x: float) -> float:
+    return sqrt(x)  # type: ignore[name-defined]  # noqa: F821 -- named in imports=
+
+
+def scaled(x: int) -> int:
+    return x * SCALE
+
+
+def sleeps(seconds: float) -> str:
+    import time  # noqa: PLC0415
+
+    time.sleep(seconds)
+    return "woke"
+
+
+def reports(x: int) -> int:
+    import fluksio  # noqa: PLC0415 -- the runner's, inside a node
+
+    fluksio.emit(seen=x)
+    return x
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    with local(worker_labels=["gpu"]) as own:
+        yield own
+
+
+@pytest.fixture
+def gpu(client: Client) -> Iterator[RemoteExecutor]:
+    with client.executor(worker="gpu", limit=120) as executor:
+        yield executor
+
+
+def test_a_submitted_call_returns_its_result_and_says_where_it_ran(gpu: RemoteExecutor) -> None:
+    future = gpu.submit(square, 7)
+    assert future.result(timeout=60) == 49
+    assert future.provenance is not None and future.provenance.worker == "local-worker"
+    assert gpu.submit(where_am_i).result(timeout=60)
+
+
+def test_map_is_one_run_with_a_node_per_item(client: Client, gpu: RemoteExecutor) -> None:
+    before = len(client.runs())
+    assert list(gpu.map(square, range(20), timeout=120)) == [x * x for x in range(20)]
+    runs = client.runs()
+    assert len(runs) == before + 1
+    assert len(client.run(runs[0].id).nodes) == 20
+
+
+def test_a_remote_exception_comes_back_with_its_traceback(gpu: RemoteExecutor) -> None:
+    results = gpu.map(fails_on_three, [1, 3])
+    assert next(results) == 1
+    with pytest.raises(RemoteError) as raised:
+        next(results)
+    failure = raised.value
+    assert (failure.type, failure.message) == ("ValueError", "bad item 3")
+    assert "fails_on_three" in failure.traceback
+    assert "Remote traceback" in str(failure)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "said"),
+    [
+        (lambda x: x, (1,), "a lambda cannot be sent: define the function with def"),
+        (scaled, (1,), "scaled uses SCALE from its module, which does not travel with it"),
+        (square, (b"bytes",), "argument 1 of square is not JSON (a bytes)"),
+        (math.sqrt, (4,), "sqrt is not a function defined with def"),
+    ],
+    ids=["lambda", "module-name", "not-json", "builtin"],
+)
+def test_what_cannot_travel_is_refused_at_submit(
+    gpu: RemoteExecutor, fn: object, args: tuple[object, ...], said: str
+) -> None:
+    with pytest.raises(CannotSend, match=re.escape(said)):
+        gpu.submit(fn, *args)  # type: ignore[arg-type]
+
+
+def test_a_closure_is_refused_at_submit(gpu: RemoteExecutor) -> None:
+    factor = 3
+
+    def times(x: int) -> int:
+        return x * factor
+
+    with pytest.raises(CannotSend, match="times is defined inside"):
+        gpu.submit(times, 2)
+
+
+def test_imports_named_travel_with_the_function(client: Client) -> None:
+    with client.executor(worker="gpu", imports=["from math import sqrt"]) as executor:
+        assert executor.submit(root_of, 81.0).result(timeout=60) == 9.0
+
+
+def test_a_call_is_cancelled_on_the_engine(client: Client, gpu: RemoteExecutor) -> None:
+    future = gpu.submit(sleeps, 300)
+    assert future.cancel()
+    assert future.cancelled()
+    run = client.wait_run(future.run_id, timeout=60)
+    assert run.state == "cancelled"
+
+
+def test_shutdown_cancels_what_has_not_ended(client: Client) -> None:
+    executor = client.executor(worker="gpu")
+    results = executor.map(sleeps, [300, 300])
+    executor.shutdown(wait=True, cancel_futures=True)
+    with pytest.raises(CancelledError):
+        next(results)
+    run_id = client.runs()[0].id
+    assert client.wait_run(run_id, timeout=60).state == "cancelled"
+    with pytest.raises(RuntimeError, match="after its shutdown"):
+        executor.submit(square, 1)
+
+
+def test_a_call_reports_events_as_any_node_does(client: Client, gpu: RemoteExecutor) -> None:
+    future = gpu.submit(reports, 5)
+    assert future.result(timeout=60) == 5
+    node = client.run(future.run_id).nodes[0]
+    assert {"seen": 5} in [event.get("outputs") for event in node.events]
