@@ -12,10 +12,11 @@ is :class:`RemoteError` with the remote traceback, and ``provenance`` says where
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 from fluksio.api.answers.runs import ProvenanceBody, RunBody
@@ -58,6 +59,17 @@ class CallFuture(Future[Any]):
         self.provenance: ProvenanceBody | None = None
         self._executor = executor
         self._alone = alone
+
+    def result(self, timeout: float | None = None) -> Any:
+        """What the call returned; its exception as :class:`RemoteError`. A ``submit``'s
+        caller asks the engine itself (held until the run ends), which answers as soon as
+        it ends; the feed's thread settles the futures nobody waits on."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._alone and not self.done():
+            with contextlib.suppress(ClientError):  # the feed's thread still settles it
+                self._executor.settle(self._executor.client.wait_run(self.run_id, timeout))
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return super().result(left)
 
     def cancel(self) -> bool:
         """Cancel the call on the engine (a ``submit``'s run). A ``map``'s items are one
@@ -195,18 +207,26 @@ class RemoteExecutor(Executor):
                 return
         _settle(self.client.run(run_id), futures)
 
+    def settle(self, run: RunBody) -> None:
+        """``run``, read by a waiting caller: its futures settle if it has ended."""
+        if run.state not in TERMINAL_RUN_STATES:
+            return
+        with self._lock:
+            futures = self._waiting.pop(run.id, None)
+        if futures is not None:
+            _settle(run, futures)
+
 
 def _settle(run: RunBody, futures: list[CallFuture]) -> None:
     nodes = {node.id: node for node in run.nodes}
     for future in futures:
         node = nodes[future.node]
         future.provenance = node.provenance
-        if future.done():
-            continue
-        if node.state == "succeeded":
-            future.set_result(node.result)
-        else:
-            future.set_exception(RemoteError(node.error or {"type": str(node.state)}))
+        with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
+            if node.state == "succeeded":
+                future.set_result(node.result)
+            else:
+                future.set_exception(RemoteError(node.error or {"type": str(node.state)}))
 
 
 def _in_order(futures: list[CallFuture], timeout: float | None) -> Iterator[Any]:

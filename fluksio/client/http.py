@@ -1,15 +1,18 @@
 """The engine's API over HTTP, untyped: one request, one answer, one error per failure.
 
-The standard library's ``urllib`` only (no event loop): the command line starts in tens of
-milliseconds on it, and a script or a notebook needs nothing running. TLS is verified
+The standard library only (no event loop): the command line starts in tens of
+milliseconds on it, and a script or a notebook needs nothing running. Each thread keeps
+its connection open between requests; the live feed has one of its own. TLS is verified
 against the system's CAs, or a CA file given.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import ssl
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -53,6 +56,10 @@ class Http:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self._tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        self._where = urllib.parse.urlsplit(self.base_url)
+        self._kept = threading.local()
+        """Each thread's connection, kept open between requests (a new one costs a
+        handshake, and with TLS several)."""
 
     def json(
         self, method: str, path: str, body: object | None = None, query: Mapping[str, Any] = {}
@@ -80,13 +87,53 @@ class Http:
         content_type: str | None = None,
     ) -> bytes:
         """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx."""
-        request = self._request(method, path, data, content_type)
-        with (
-            _failing_as(f"cannot reach the engine at {self.base_url}"),
-            urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._tls) as answer,  # noqa: S310
-        ):
-            body: bytes = answer.read()
-            return body
+        headers = {"Content-Type": content_type} if content_type else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        target = self._where.path + path
+        with _failing_as(f"cannot reach the engine at {self.base_url}"):
+            for fresh in (False, True):
+                connection, reused = self._connection()
+                try:
+                    connection.request(method, target, body=data, headers=headers)
+                    answer = connection.getresponse()
+                    body = answer.read()
+                except ConnectionError:
+                    self._forget()
+                    if reused and not fresh:
+                        continue  # a kept connection the engine had closed: once more, anew
+                    raise
+                except BaseException:
+                    self._forget()
+                    raise
+                if answer.will_close:
+                    self._forget()
+                if answer.status >= 400:
+                    raise _refusal(answer.status, body)
+                return body
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection to the engine, and whether it served a request before."""
+        kept: http.client.HTTPConnection | None = getattr(self._kept, "connection", None)
+        if kept is not None:
+            return kept, True
+        host, port = self._where.hostname or "127.0.0.1", self._where.port
+        if self._where.scheme == "https":
+            tls = self._tls or ssl.create_default_context()
+            made: http.client.HTTPConnection = http.client.HTTPSConnection(
+                host, port, timeout=TIMEOUT_S, context=tls
+            )
+        else:
+            made = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
+        self._kept.connection = made
+        return made, False
+
+    def _forget(self) -> None:
+        kept = getattr(self._kept, "connection", None)
+        if kept is not None:
+            kept.close()
+            self._kept.connection = None
 
     def events(
         self, path: str, last_id: str | None = None, stop: Callable[[], bool] | None = None
@@ -139,8 +186,12 @@ def _failing_as(what: str) -> Iterator[None]:
 
 
 def _refused(error: urllib.error.HTTPError) -> EngineRefused:
+    return _refusal(error.code, error.read())
+
+
+def _refusal(status: int, body: bytes) -> EngineRefused:
     try:
-        detail = json.loads(error.read()).get("detail")
+        detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):
         detail = None
-    return EngineRefused(error.code, str(detail) if detail else f"HTTP {error.code}")
+    return EngineRefused(status, str(detail) if detail else f"HTTP {status}")
