@@ -20,11 +20,10 @@ SUPERUSER_ENDPOINTS = [
     ("POST", "/workers/tokens", {"name": "w", "labels": []}),
     ("GET", "/workers/tokens", None),
     ("POST", "/workers/tokens/0123/revoke", None),
-    ("GET", "/workers", None),
-    ("GET", "/workers/resources", None),
-    ("GET", "/runs", None),
+    ("GET", "/metrics/tokens", None),
     ("PUT", "/secrets/s", {"value": "v", "labels": []}),
 ]
+"""A superuser's routes (flows, runs, workers and resources are any user's: test_roles)."""
 
 
 @pytest.mark.parametrize(("method", "path", "body"), SUPERUSER_ENDPOINTS)

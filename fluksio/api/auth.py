@@ -12,7 +12,14 @@ from fluksio.engine.scrape_tokens import PREFIX as SCRAPE_PREFIX
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.users import User
 
-__all__ = ["Caller", "authorize", "bearer_token", "require_superuser", "require_worker"]
+__all__ = [
+    "Caller",
+    "authorize",
+    "bearer_token",
+    "require_superuser",
+    "require_user",
+    "require_worker",
+]
 
 
 @dataclass(frozen=True)
@@ -28,14 +35,14 @@ class Caller:
 def authorize(request: web.Request, scheme: str, *, allow_query: bool = False) -> Caller:
     """The caller of a route declared with ``scheme``; 401 or 403 when it may not call it.
 
-    ``none`` anyone; ``superuser`` a superuser's access token; ``worker`` a worker token;
-    ``artifact`` a worker token, a call's artifact token or a superuser's access token;
-    ``scrape`` a scrape token or a superuser's access token.
+    ``none`` anyone; ``user`` any user's access token; ``superuser`` a superuser's;
+    ``worker`` a worker token; ``artifact`` a worker token, a call's artifact token or a
+    user's access token; ``scrape`` a scrape token or a superuser's access token.
     """
     if scheme == "none":
         return Caller()
-    if scheme == "superuser":
-        user = require_superuser(request)
+    if scheme in ("user", "superuser"):
+        user = require_superuser(request) if scheme == "superuser" else require_user(request)
         return Caller(user=user, described=f"user {user.username}")
     if scheme == "worker":
         identity = require_worker(request, allow_query=allow_query)

@@ -60,7 +60,7 @@ API_PREFIX = "/api/v1"
 EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 """On the views the feed keeps current: the newest event they already include."""
 
-Auth = Literal["none", "superuser", "worker", "artifact", "scrape"]
+Auth = Literal["none", "user", "superuser", "worker", "artifact", "scrape"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 Body = TypeVar("Body")
 

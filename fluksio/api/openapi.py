@@ -51,6 +51,7 @@ _SCHEMES: dict[str, dict[str, str]] = {
 }
 _SECURITY: dict[Auth, list[dict[str, list[str]]]] = {
     "none": [],
+    "user": [{"accessToken": []}],
     "superuser": [{"accessToken": []}],
     "worker": [{"workerToken": []}],
     "artifact": [{"workerToken": []}, {"artifactToken": []}, {"accessToken": []}],
@@ -60,9 +61,10 @@ _SECURITY: dict[Auth, list[dict[str, list[str]]]] = {
 # an access token of a user who is not a superuser is a 403 wherever one is taken.
 _AUTH_ERRORS: dict[Auth, tuple[int, ...]] = {
     "none": (),
+    "user": (401, 429),
     "superuser": (401, 403, 429),
     "worker": (401, 429),
-    "artifact": (401, 403, 429),
+    "artifact": (401, 429),
     "scrape": (401, 403, 429),
 }
 _ERROR_TEXT = {
@@ -144,6 +146,9 @@ def _path_item(
         "operationId": _operation_id(method, path),
         "security": _SECURITY[operation.auth],
     }
+    if operation.auth in ("user", "superuser"):
+        # (ours) Which role a user's access token needs: any user, or a superuser.
+        item["x-fluksio-role"] = operation.auth
     if operation.description:
         item["description"] = operation.description
     given = {param.name for param in operation.params if param.where == "path"}

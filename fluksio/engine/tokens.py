@@ -31,7 +31,7 @@ from typing import Any
 import jwt
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.errors import Forbidden, NotAuthenticated
+from fluksio.engine.errors import NotAuthenticated
 from fluksio.engine.keys import KeyRing, SigningKey
 from fluksio.engine.settings import ACCESS_TOKEN_TTL_S
 from fluksio.engine.users import User, UserStore
@@ -166,15 +166,12 @@ class TokenService:
 
     def verify_artifact_access(self, token: str) -> str:
         """Who may move artifacts with ``token``: a worker, an artifact token's subject, or
-        a superuser; :class:`NotAuthenticated` or :class:`Forbidden` otherwise."""
+        a user; :class:`NotAuthenticated` otherwise."""
         kind = _unverified_type(token)
         if kind == "worker":
             return f"worker {self.verify_worker(token).name}"
         if kind == "access":
-            user = self.verify_access(token)
-            if not user.is_superuser:
-                raise Forbidden(f"user {user.username!r} is not a superuser")
-            return f"user {user.username}"
+            return f"user {self.verify_access(token).username}"
         claims = self._decode(token, expected_type="artifact")
         parent = claims.get("parent")
         if parent is not None:

@@ -56,6 +56,32 @@ class UserStore:
             raise ConfigError(f"a user named {username!r} already exists") from exc
         return User(username, is_superuser)
 
+    def all(self) -> list[User]:
+        rows = self._db.execute("SELECT username, is_superuser FROM users ORDER BY username")
+        return [User(row["username"], bool(row["is_superuser"])) for row in rows]
+
+    def set_superuser(self, username: str, is_superuser: bool) -> User:
+        """Make ``username`` a superuser or a user; it takes effect at its next request."""
+        self._require(username)
+        self._db.execute(
+            "UPDATE users SET is_superuser = ? WHERE username = ?", (int(is_superuser), username)
+        )
+        return User(username, is_superuser)
+
+    def remove(self, username: str) -> None:
+        """Remove ``username``: its access tokens stop working at once (each request looks
+        its user up). The last superuser stays, so the engine keeps someone to manage it."""
+        user = self._require(username)
+        if user.is_superuser and sum(u.is_superuser for u in self.all()) == 1:
+            raise ConfigError(f"{username!r} is the only superuser; make another one first")
+        self._db.execute("DELETE FROM users WHERE username = ?", (username,))
+
+    def _require(self, username: str) -> User:
+        user = self.get(username)
+        if user is None:
+            raise ConfigError(f"no user named {username!r}")
+        return user
+
     def credentials(self, username: str) -> tuple[User, str] | None:
         """The user and the stored password hash, for verifying off the event loop."""
         row = self._db.execute(

@@ -32,7 +32,7 @@ from aiohttp import web
 
 from fluksio.api.answers.feed import FEED_EVENTS
 from fluksio.api.appkeys import ENGINE
-from fluksio.api.auth import require_superuser
+from fluksio.api.auth import require_user
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.engine.feed import FeedEvent, sse_frame
@@ -59,7 +59,7 @@ def _gone(request: web.Request) -> bool:
 def _revoked(request: web.Request) -> str | None:
     """Why the stream's credential no longer holds, or None while it does."""
     try:
-        require_superuser(request)
+        require_user(request)
     except (NotAuthenticated, Forbidden) as exc:
         return str(exc)
     return None
@@ -72,7 +72,7 @@ def _selected(run_id: str | None, event: FeedEvent) -> bool:
 @routes.get(
     "/events",
     summary="The live feed: changes to runs, calls, workers, queue, provisioning (SSE)",
-    auth="superuser",
+    auth="user",
     media="text/event-stream",
     errors=(422,),
     params=(

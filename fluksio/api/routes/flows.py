@@ -30,7 +30,7 @@ def _view(record: FlowRecord) -> FlowBody:
     )
 
 
-@routes.get("/flows", summary="Every flow", auth="superuser", answer=FlowSummary, many=True)
+@routes.get("/flows", summary="Every flow", auth="user", answer=FlowSummary, many=True)
 async def _list(call: Call[None]) -> list[FlowSummary]:
     return [
         FlowSummary(name=r.name, nodes=len(r.spec["nodes"]), updated_at=utc(r.updated_at))
@@ -41,7 +41,7 @@ async def _list(call: Call[None]) -> list[FlowSummary]:
 @routes.put(
     "/flows/{name}",
     summary="Create or replace a flow (201 when new)",
-    auth="superuser",
+    auth="user",
     answer=FlowBody,
     body=FlowSpec,
     errors=(422,),
@@ -62,7 +62,7 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
 
 
 @routes.get(
-    "/flows/{name}", summary="One flow", auth="superuser", answer=FlowBody, errors=(404, 422)
+    "/flows/{name}", summary="One flow", auth="user", answer=FlowBody, errors=(404, 422)
 )
 async def _get(call: Call[None]) -> FlowBody:
     name = path_name(call.request)
@@ -73,7 +73,7 @@ async def _get(call: Call[None]) -> FlowBody:
 
 
 @routes.delete(
-    "/flows/{name}", summary="Delete a flow", auth="superuser", answer=Deleted, errors=(404, 422)
+    "/flows/{name}", summary="Delete a flow", auth="user", answer=Deleted, errors=(404, 422)
 )
 async def _delete(call: Call[None]) -> Deleted:
     name = path_name(call.request)
@@ -85,7 +85,7 @@ async def _delete(call: Call[None]) -> Deleted:
 @routes.post(
     "/flows/{name}/runs",
     summary="Start a run of a flow",
-    auth="superuser",
+    auth="user",
     answer=RunBody,
     status=201,
     body=RunRequest,

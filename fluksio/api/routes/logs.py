@@ -42,7 +42,7 @@ def _stored(logs: str, position: int, ended: bool) -> Read:
 @routes.get(
     "/runs/{run_id}/logs",
     summary="A node's output from a position (live while it runs)",
-    auth="superuser",
+    auth="user",
     answer=NodeLogs,
     errors=(404, 422),
     params=(

@@ -122,7 +122,7 @@ def wait_param(until: str) -> Param:
 @routes.get(
     "/runs",
     summary="Recent runs, newest first",
-    auth="superuser",
+    auth="user",
     answer=RunSummary,
     many=True,
     errors=(422,),
@@ -161,7 +161,7 @@ async def _list(call: Call[None]) -> list[RunSummary]:
 @routes.get(
     "/runs/{run_id}",
     summary="One run with its nodes",
-    auth="superuser",
+    auth="user",
     answer=RunBody,
     errors=(404, 422),
     params=(wait_param("until the run ends."),),
@@ -178,7 +178,7 @@ async def _get(call: Call[None]) -> RunBody:
 @routes.post(
     "/runs/{run_id}/cancel",
     summary="Cancel a run: what it executes is killed (see wait)",
-    auth="superuser",
+    auth="user",
     answer=RunBody,
     errors=(404, 409, 422),
     params=(
@@ -203,7 +203,7 @@ async def _cancel(call: Call[None]) -> RunBody:
 @routes.delete(
     "/runs/{run_id}",
     summary="Delete an ended run (409 while it has not ended)",
-    auth="superuser",
+    auth="user",
     answer=Deleted,
     errors=(404, 409),
 )

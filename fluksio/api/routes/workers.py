@@ -127,7 +127,7 @@ async def _attach(call: Call[None]) -> web.StreamResponse:
 @routes.get(
     "/workers",
     summary="Attached workers, and those refused for their protocol",
-    auth="superuser",
+    auth="user",
     answer=WorkerList,
     view=True,
 )
@@ -149,7 +149,7 @@ async def _list(call: Call[None]) -> View:
 @routes.get(
     "/workers/resources",
     summary="Every place's amounts, the queue with why each call waits, provisioning",
-    auth="superuser",
+    auth="user",
     answer=ResourcesBody,
     view=True,
 )
