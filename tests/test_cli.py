@@ -211,3 +211,28 @@ def test_runs_show_follow_reads_the_live_feed(engine: EngineProcess) -> None:
     assert fetched <= 4, f"{fetched} fetches of a run with three changes: it polled"
     as_json = fluksio("runs", "show", run_id, "--follow", "--json", env=env)
     assert json.loads(as_json.stdout)["state"] == "succeeded"
+
+
+def test_users_are_listed_given_a_role_and_removed_on_the_data_directory(
+    engine: EngineProcess,
+) -> None:
+    data = ("--data-dir", str(engine.data_dir))
+    added = fluksio("users", "add", "ada", "--password-stdin", *data, stdin="ada-password-1\n")
+    assert added.returncode == 0, added.stderr
+    listed = fluksio("users", "list", *data)
+    assert "ada" in listed.stdout and "admin" in listed.stdout
+    as_ada = {
+        "FLUKSIO_URL": engine.api,
+        "FLUKSIO_USERNAME": "ada",
+        "FLUKSIO_PASSWORD": "ada-password-1",
+    }
+    assert fluksio("workers", "list", env=as_ada).returncode == 0
+    refused = fluksio("tokens", "list", env=as_ada)
+    assert refused.returncode == 3 and "not a superuser" in refused.stderr
+    assert fluksio("users", "role", "ada", "superuser", *data).returncode == 0
+    assert fluksio("tokens", "list", env=as_ada).returncode == 0
+    assert fluksio("users", "remove", "ada", *data).returncode == 0
+    gone = fluksio("tokens", "list", env=as_ada)
+    assert gone.returncode == 3, gone.stderr
+    last = fluksio("users", "remove", "admin", *data)
+    assert last.returncode == 2 and "the only superuser" in last.stderr
