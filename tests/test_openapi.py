@@ -141,6 +141,11 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
         assert m.status == 200
     assert (await api.request("POST", f"/metrics/tokens/{scrape.body['id']}/revoke")).status == 200
 
+    personal = await api.request("POST", "/tokens", json_body={"name": "script"})
+    assert personal.status == 201, personal
+    assert (await api.request("GET", "/tokens")).status == 200
+    assert (await api.request("POST", f"/tokens/{personal.body['id']}/revoke")).status == 200
+
     for page in ("/", "/workers", "/static/workers.js"):
         async with api.client.get(page, allow_redirects=False) as answer:
             assert answer.status in (200, 302), page

@@ -174,3 +174,20 @@ def test_an_https_engine_is_trusted_through_a_ca_file(tmp_path: Path) -> None:
             Client(engine.url).health()
     finally:
         engine.stop()
+
+
+def test_a_script_runs_on_a_personal_token_until_it_is_revoked(
+    engine: EngineProcess, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    minted = client.mint_personal_token("nightly-report", days=7)
+    monkeypatch.setenv("FLUKSIO_TOKEN", minted.token)
+    script = Client.from_environment(engine.url)
+    assert isinstance(script.runs(), list)
+    assert [t.name for t in client.personal_tokens()] == ["nightly-report"]
+    client.revoke_personal_token(minted.id)
+    with pytest.raises(EngineRefused) as refused:
+        script.runs()
+    assert (refused.value.status, refused.value.engine_detail) == (
+        401,
+        "personal token 'nightly-report' is revoked",
+    )

@@ -32,8 +32,12 @@ USER_MAY = {
     ("GET", "/workers/resources"),
     ("PUT", "/artifacts"),
     ("GET", "/artifacts/{digest}"),
+    ("POST", "/tokens"),
+    ("GET", "/tokens"),
+    ("POST", "/tokens/{token_id}/revoke"),
 }
-"""What a user who is not a superuser may call: the issue's list, written out once here."""
+"""What a user who is not a superuser may call: the issue's list (and their own personal
+tokens), written out once here."""
 
 
 async def _operations(api: InProcessEngine) -> list[tuple[str, str, dict[str, Any]]]:
@@ -107,3 +111,43 @@ async def test_the_last_superuser_cannot_be_removed(api: InProcessEngine) -> Non
         assert "the only superuser" in str(refused)
     else:
         raise AssertionError("the last superuser was removed")
+
+
+async def test_a_personal_token_speaks_for_its_user_until_revoked(api: InProcessEngine) -> None:
+    UserStore(api.engine.database).add(USER, USER_PASSWORD, is_superuser=False)
+    ada = await api.login(USER, USER_PASSWORD)
+    minted = await api.request(
+        "POST", "/tokens", json_body={"name": "nightly", "days": 30}, token=ada
+    )
+    assert minted.status == 201, minted.body
+    token, token_id = minted.body["token"], minted.body["id"]
+    assert token.startswith("fpt_")
+    assert await _status(api, "GET", "/api/v1/runs", token) == 200
+    assert await _status(api, "GET", "/api/v1/workers/tokens", token) == 403, "a user's role"
+    listed = (await api.request("GET", "/tokens", token=ada)).body
+    assert [(t["name"], t["status"]) for t in listed] == [("nightly", "active")]
+    assert "token" not in listed[0], "never its text again"
+    stored = api.engine.database.execute("SELECT * FROM personal_tokens").fetchall()
+    assert all(token not in [str(v) for v in tuple(row)] for row in stored)
+    # Another user's token is not hers to see or revoke; a superuser may revoke it.
+    others = await api.request("POST", f"/tokens/{token_id}/revoke", token=await api.login())
+    assert others.status == 200 and others.body["status"] == "revoked"
+    refused = await api.request("GET", "/runs", token=token)
+    assert refused.status == 401
+    assert refused.body["detail"] == "personal token 'nightly' is revoked"
+
+
+async def test_a_users_tokens_are_its_own(api: InProcessEngine) -> None:
+    users = UserStore(api.engine.database)
+    users.add(USER, USER_PASSWORD, is_superuser=False)
+    users.add("bo", "bo-password-12", is_superuser=False)
+    ada, bo = await api.login(USER, USER_PASSWORD), await api.login("bo", "bo-password-12")
+    minted = (await api.request("POST", "/tokens", json_body={"name": "a"}, token=ada)).body
+    assert (await api.request("GET", "/tokens", token=bo)).body == []
+    stolen = await api.request("POST", f"/tokens/{minted['id']}/revoke", token=bo)
+    assert stolen.status == 404
+    bad = await api.request("POST", "/tokens", json_body={"name": "a", "days": 400}, token=ada)
+    assert bad.status == 422 and "days" in bad.body["detail"]
+    users.remove(USER)
+    gone = await api.request("GET", "/runs", token=minted["token"])
+    assert gone.status == 401 and "no longer exists" in gone.body["detail"]

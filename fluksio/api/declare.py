@@ -133,8 +133,15 @@ class Call(Generic[Body]):
     @property
     def superuser(self) -> User:
         """The superuser asking (a route declared ``superuser``)."""
-        if self.caller.user is None:
+        if self.caller.user is None or not self.caller.user.is_superuser:
             raise RuntimeError("this route is not declared for a superuser")
+        return self.caller.user
+
+    @property
+    def user(self) -> User:
+        """The user asking (a route declared ``user`` or ``superuser``)."""
+        if self.caller.user is None:
+            raise RuntimeError("this route is not declared for a user")
         return self.caller.user
 
     @property

@@ -22,8 +22,10 @@ from fluksio.api.answers.flows import FlowBody, FlowSummary
 from fluksio.api.answers.resources import ArtifactRef, Deleted, Health
 from fluksio.api.answers.runs import NodeLogs, RunBody, RunSummary
 from fluksio.api.answers.tokens import (
+    MintedPersonalToken,
     MintedScrapeToken,
     MintedToken,
+    PersonalTokenBody,
     ScrapeTokenBody,
     WorkerTokenBody,
 )
@@ -275,6 +277,20 @@ class Client:
     def revoke_worker_token(self, jti: str) -> WorkerTokenBody:
         """Revoke a worker token: its workers are disconnected at once."""
         return self.read(WorkerTokenBody, "POST", f"/workers/tokens/{jti}/revoke")
+
+    # -- personal API tokens ----------------------------------------------------------------
+
+    def mint_personal_token(self, name: str, *, days: int = 90) -> MintedPersonalToken:
+        """A token for your scripts (``$FLUKSIO_TOKEN``), valid ``days``; its text is in
+        this answer only."""
+        return self.read(MintedPersonalToken, "POST", "/tokens", {"name": name, "days": days})
+
+    def personal_tokens(self) -> list[PersonalTokenBody]:
+        return self._list(PersonalTokenBody, "/tokens")
+
+    def revoke_personal_token(self, token_id: str) -> PersonalTokenBody:
+        """Revoke one of your tokens: refused from its next request on."""
+        return self.read(PersonalTokenBody, "POST", f"/tokens/{token_id}/revoke")
 
     # -- metrics ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
 from fluksio.engine.logging import get_logger
 from fluksio.engine.metrics import EngineMetrics
+from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.provision_requests import ProvisionRequestStore
 from fluksio.engine.provisioning import (
     Configured,
@@ -79,6 +80,7 @@ class Engine:
     users: UserStore
     worker_tokens: WorkerTokenStore
     scrape_tokens: ScrapeTokenStore
+    personal_tokens: PersonalTokenStore
     tokens: TokenService
     flows: FlowStore
     runs: RunStore
@@ -151,12 +153,14 @@ class Engine:
         self.users = UserStore(database, clock)
         self.worker_tokens = WorkerTokenStore(database, clock)
         self.scrape_tokens = ScrapeTokenStore(database, clock)
+        self.personal_tokens = PersonalTokenStore(database, clock)
         keys = KeyRing(layout)
         keys.current()  # created on first start, so a fresh data dir is complete at once
         self.tokens = TokenService(
             keys,
             self.users,
             self.worker_tokens,
+            personal_tokens=self.personal_tokens,
             access_ttl_s=self.settings.access_token_ttl_s,
             clock=clock,
         )

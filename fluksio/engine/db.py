@@ -144,6 +144,19 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX runs_by_end ON runs(ended_at) WHERE ended_at IS NOT NULL;
     """,
+    # v9: personal API tokens, for a user's scripts, kept as digests only.
+    """
+    CREATE TABLE personal_tokens (
+        id          TEXT PRIMARY KEY,
+        username    TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        digest      TEXT NOT NULL UNIQUE,
+        created_at  REAL NOT NULL,
+        expires_at  REAL NOT NULL,
+        revoked_at  REAL
+    );
+    CREATE INDEX personal_tokens_by_user ON personal_tokens(username);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

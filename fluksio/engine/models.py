@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from fluksio.names import Name
 
-__all__ = ["Label", "Name", "ScrapeTokenRequest", "WorkerTokenRequest"]
+__all__ = ["Label", "Name", "PersonalTokenRequest", "ScrapeTokenRequest", "WorkerTokenRequest"]
 
 MAX_LABELS = 32
 
@@ -39,3 +39,13 @@ class ScrapeTokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Name
+
+
+class PersonalTokenRequest(BaseModel):
+    """``POST /tokens``: a name for the token (what script holds it) and how many days it
+    lasts (at most a year)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Name
+    days: int = Field(default=90, ge=1, le=365)

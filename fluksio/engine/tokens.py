@@ -33,6 +33,8 @@ import jwt
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.errors import NotAuthenticated
 from fluksio.engine.keys import KeyRing, SigningKey
+from fluksio.engine.personal_tokens import PREFIX as PERSONAL_PREFIX
+from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.settings import ACCESS_TOKEN_TTL_S
 from fluksio.engine.users import User, UserStore
 from fluksio.engine.worker_tokens import WorkerTokenRecord, WorkerTokenStore
@@ -86,6 +88,7 @@ class TokenService:
         users: UserStore,
         worker_tokens: WorkerTokenStore,
         *,
+        personal_tokens: PersonalTokenStore | None = None,
         access_ttl_s: float = ACCESS_TOKEN_TTL_S,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
@@ -93,6 +96,7 @@ class TokenService:
         self._clock = clock
         self._users = users
         self._worker_tokens = worker_tokens
+        self._personal_tokens = personal_tokens
         self._access_ttl_s = access_ttl_s
         self._verified: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -190,9 +194,13 @@ class TokenService:
     # -- verifying ---------------------------------------------------------------------
 
     def verify_access(self, token: str) -> User:
-        """The user an access token speaks for, or :class:`NotAuthenticated`."""
-        claims = self._decode(token, expected_type="access")
-        user = self._users.get(str(claims["sub"]))
+        """The user an access token (a login's, or a personal token) speaks for, or
+        :class:`NotAuthenticated`."""
+        if token.startswith(PERSONAL_PREFIX) and self._personal_tokens is not None:
+            username = self._personal_tokens.username_of(token)
+        else:
+            username = str(self._decode(token, expected_type="access")["sub"])
+        user = self._users.get(username)
         if user is None:
             raise NotAuthenticated("the user this access token was issued to no longer exists")
         return user

@@ -1,4 +1,4 @@
-"""Tokens as the API shows them: access, worker and scrape tokens (a token's text only in
+"""Tokens as the API shows them: access, worker, scrape and personal tokens (a token's text only in
 the answer that minted it)."""
 
 from __future__ import annotations
@@ -52,5 +52,22 @@ class ScrapeTokenBody(Answer):
 class MintedScrapeToken(ScrapeTokenBody):
     """The one answer that holds the token's text: put it in Prometheus's
     ``authorization.credentials_file``."""
+
+    token: str
+
+
+class PersonalTokenBody(Answer):
+    id: str
+    name: str
+    status: str
+    """``active``, ``revoked`` or ``expired``."""
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+
+
+class MintedPersonalToken(PersonalTokenBody):
+    """The one answer that holds the token's text: give it to the script as
+    ``$FLUKSIO_TOKEN``."""
 
     token: str

@@ -61,9 +61,7 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     return Answered(view, 201) if created else view
 
 
-@routes.get(
-    "/flows/{name}", summary="One flow", auth="user", answer=FlowBody, errors=(404, 422)
-)
+@routes.get("/flows/{name}", summary="One flow", auth="user", answer=FlowBody, errors=(404, 422))
 async def _get(call: Call[None]) -> FlowBody:
     name = path_name(call.request)
     record = call.app[ENGINE].flows.get(name)
