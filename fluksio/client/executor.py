@@ -17,17 +17,40 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, InvalidStateError
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fluksio.api.answers.runs import ProvenanceBody, RunBody
 from fluksio.client.http import ClientError
 from fluksio.client.sending import check_arguments, flow_name, node_code
+from fluksio.client.sse import ReceivedEvent
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES
 
-if TYPE_CHECKING:
-    from fluksio.client.client import Client
 
-__all__ = ["CallFuture", "RemoteError", "RemoteExecutor"]
+class Engine(Protocol):
+    """What of :class:`~fluksio.client.client.Client` an executor uses (a protocol, so
+    that the client, which makes executors, and this module do not import each other)."""
+
+    def put_flow(self, name: str, nodes: list[dict[str, Any]]) -> object: ...
+
+    def start_run(self, flow: str, params: dict[str, Any] | None = None) -> RunBody: ...
+
+    def run(self, run_id: str) -> RunBody: ...
+
+    def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody: ...
+
+    def cancel_run(self, run_id: str, *, wait: int = 0) -> RunBody: ...
+
+    def events(
+        self,
+        *,
+        run: str | None = None,
+        last_id: str | None = None,
+        reconnects: int = ...,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[ReceivedEvent]: ...
+
+
+__all__ = ["CallFuture", "Engine", "RemoteError", "RemoteExecutor"]
 
 ENDS_REMEMBERED = 10_000
 """Runs the feed said ended before their futures were registered (a fast run), kept."""
@@ -83,7 +106,7 @@ class CallFuture(Future[Any]):
 class RemoteExecutor(Executor):
     """Runs functions as nodes with the placement given (see :meth:`Client.executor`)."""
 
-    def __init__(self, client: Client, node: dict[str, Any], imports: Sequence[str]) -> None:
+    def __init__(self, client: Engine, node: dict[str, Any], imports: Sequence[str]) -> None:
         self.client = client
         self._node = node
         self._imports = tuple(imports)
