@@ -211,6 +211,9 @@ def test_runs_show_follow_reads_the_live_feed(engine: EngineProcess) -> None:
     assert fetched <= 4, f"{fetched} fetches of a run with three changes: it polled"
     as_json = fluksio("runs", "show", run_id, "--follow", "--json", env=env)
     assert json.loads(as_json.stdout)["state"] == "succeeded"
+    # Followed once it has ended, read as a log, the run's own line still comes last.
+    again = fluksio("runs", "show", run_id, "--follow", env=env).stdout.splitlines()
+    assert again[-1] == f"run {run_id} of 'slow': succeeded", again
 
 
 def test_users_are_listed_given_a_role_and_removed_on_the_data_directory(

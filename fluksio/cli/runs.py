@@ -110,14 +110,16 @@ def _follow(client: Client, run_id: str, *, live_view: bool) -> RunBody:
                 click.echo("\n".join(lines))
             else:
                 # A log, read top down: after the first view, the run's own line comes after
-                # the node lines that changed it ("succeeded" last, not before its node).
+                # the node lines that changed it ("succeeded" last, not before its node);
+                # so too when the run had already ended by the first view.
                 head, *nodes = lines
-                if not shown:
+                ended = run.state in TERMINAL_RUN_STATES
+                if not shown and not ended:
                     click.echo(head)
                 for line in nodes:
                     if line not in shown:
                         click.echo(line)
-                if shown and head not in shown:
+                if (shown or ended) and head not in shown:
                     click.echo(head)
             shown = lines
         if run.state in TERMINAL_RUN_STATES:
