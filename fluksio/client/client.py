@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -30,10 +31,12 @@ from fluksio.api.answers.tokens import (
     WorkerTokenBody,
 )
 from fluksio.api.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody, WorkerList
-from fluksio.client.executor import RemoteExecutor
 from fluksio.client.http import ClientError, EngineRefused, Http
 from fluksio.client.sse import ReceivedEvent
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+
+if TYPE_CHECKING:
+    from fluksio.client.executor import RemoteExecutor
 
 __all__ = ["Client"]
 
@@ -235,7 +238,12 @@ class Client:
             node["limit"] = limit
         if timeout:
             node["timeout"] = timeout
-        return RemoteExecutor(self, node, imports)
+        # Loaded when first asked for: a command that only reads answers need not pay for
+        # reading functions' source (ast, inspect) and futures.
+        executor: type[RemoteExecutor] = importlib.import_module(
+            "fluksio.client.executor"
+        ).RemoteExecutor
+        return executor(self, node, imports)
 
     # -- artifacts -------------------------------------------------------------------------
 

@@ -111,6 +111,9 @@ class RemoteExecutor(Executor):
         self._node = node
         self._imports = tuple(imports)
         self._flows: set[str] = set()
+        self._sources: dict[Callable[..., Any], tuple[str, str]] = {}
+        """Each function's node code and one-node flow, made once (reading a function's
+        source costs more than the rest of a submit here)."""
         self._waiting: dict[str, list[CallFuture]] = {}
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -122,7 +125,10 @@ class RemoteExecutor(Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> CallFuture:
         code = self._sendable(fn, [(args, kwargs)])
         node = {"id": "call", "code": code, **self._node}
-        name = flow_name(fn, node)
+        known = self._sources.get(fn)
+        if known is None:
+            known = self._sources[fn] = (code, flow_name(fn, node))
+        name = known[1]
         self._put_once(name, [node])
         run = self.client.start_run(name, {"args": list(args), "kwargs": kwargs})
         (future,) = self._register(run, ["call"], alone=True)
@@ -174,7 +180,8 @@ class RemoteExecutor(Executor):
     def _sendable(self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]]) -> str:
         if self._closed:
             raise RuntimeError("cannot submit to an executor after its shutdown")
-        code = node_code(fn, self._imports)
+        known = self._sources.get(fn)
+        code = known[0] if known is not None else node_code(fn, self._imports)
         for args, kwargs in calls:
             check_arguments(fn.__name__, args, kwargs)
         self._watch()

@@ -36,6 +36,9 @@ scheduler to and the benchmark measures against.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from fluksio.scheduler.model import (
     ENGINE_ID,
     CallRequest,
@@ -51,8 +54,10 @@ from fluksio.scheduler.model import (
     Worker,
     cap_reached,
 )
-from fluksio.scheduler.scheduler import DEFAULT_WALLTIME_MARGIN_S, Plan, Scheduler
-from fluksio.scheduler.state import Allocation
+
+if TYPE_CHECKING:
+    from fluksio.scheduler.scheduler import DEFAULT_WALLTIME_MARGIN_S, Plan, Scheduler
+    from fluksio.scheduler.state import Allocation
 
 __all__ = [
     "DEFAULT_WALLTIME_MARGIN_S",
@@ -73,3 +78,18 @@ __all__ = [
     "Worker",
     "cap_reached",
 ]
+_DECIDING = {
+    "DEFAULT_WALLTIME_MARGIN_S": "fluksio.scheduler.scheduler",
+    "Plan": "fluksio.scheduler.scheduler",
+    "Scheduler": "fluksio.scheduler.scheduler",
+    "Allocation": "fluksio.scheduler.state",
+}
+
+
+def __getattr__(name: str) -> object:
+    # The deciding machinery is loaded when first named: a client that reads answers
+    # naming a wait's kind needs the plain data above, not the scheduler.
+    if name in _DECIDING:
+        found: object = getattr(importlib.import_module(_DECIDING[name]), name)
+        return found
+    raise AttributeError(f"module 'fluksio.scheduler' has no attribute {name!r}")
