@@ -239,3 +239,19 @@ def test_users_are_listed_given_a_role_and_removed_on_the_data_directory(
     assert gone.returncode == 3, gone.stderr
     last = fluksio("users", "remove", "admin", *data)
     assert last.returncode == 2 and "the only superuser" in last.stderr
+
+
+def test_a_personal_token_is_minted_used_and_revoked_from_the_command_line(
+    engine: EngineProcess,
+) -> None:
+    as_admin = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": engine.login()}
+    minted = fluksio("personal-tokens", "mint", "cron", "--days", "7", "--json", env=as_admin)
+    assert minted.returncode == 0, minted.stderr
+    token, token_id = json.loads(minted.stdout)["token"], json.loads(minted.stdout)["id"]
+    as_script = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": token}
+    assert fluksio("workers", "list", env=as_script).returncode == 0
+    listed = fluksio("personal-tokens", "list", env=as_admin)
+    assert "cron" in listed.stdout and token not in listed.stdout
+    assert fluksio("personal-tokens", "revoke", token_id, env=as_admin).returncode == 0
+    refused = fluksio("workers", "list", env=as_script)
+    assert refused.returncode == 3 and "personal token 'cron' is revoked" in refused.stderr

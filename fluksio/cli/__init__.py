@@ -34,6 +34,7 @@ _COMMANDS = {
     "serve": "fluksio.cli.local.serve:serve",
     "keys": "fluksio.cli.local.keys:keys",
     "tokens": "fluksio.cli.tokens:tokens",
+    "personal-tokens": "fluksio.cli.personal_tokens:personal_tokens",
     "flows": "fluksio.cli.flows:flows",
     "runs": "fluksio.cli.runs:runs",
     "workers": "fluksio.cli.workers:workers",
