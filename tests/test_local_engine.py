@@ -44,13 +44,19 @@ def _engine_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "fluksio-local-engine"]
 
 
-def test_a_script_runs_on_an_engine_of_its_own_and_leaves_nothing() -> None:
+def test_a_script_runs_on_an_engine_of_its_own_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Temporary directories go under this test's own, so that another test's engine of
+    # its own (on another xdist worker) is not taken for this one's.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = _children()
     with local() as client:
         client.put_flow("add", [{"id": "add", "code": ADDS}])
         run = client.wait_run(client.start_run("add", {"a": 40, "b": 2}).id, timeout=60)
         assert (run.state, run.nodes[0].result) == ("succeeded", 42)
-        url, data_dir = client.base_url, _data_dir_of(client)
+        url = client.base_url
+        (data_dir,) = tmp_path.glob("fluksio-local-*")
         assert data_dir.is_dir()
     with pytest.raises(ClientError, match="cannot reach the engine"):
         Client(url).health()
@@ -69,10 +75,3 @@ def test_a_local_worker_takes_the_calls_that_require_it() -> None:
         assert (run.state, node.result) == ("succeeded", 3)
         assert node.provenance is not None and node.provenance.worker == "local-worker"
     assert _children() <= before, "the worker and the engine's processes are gone"
-
-
-def _data_dir_of(client: Client) -> Path:
-    """Where the engine keeps its files: the temporary directory it was started on."""
-    roots = list(Path(tempfile.gettempdir()).glob("fluksio-local-*"))
-    assert len(roots) == 1, roots
-    return roots[0]
