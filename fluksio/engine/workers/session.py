@@ -128,7 +128,7 @@ class WorkerSession:
         batch_job: str | None = None,
     ) -> None:
         self.id = record.worker_id
-        self.name = name = record.name
+        self.name = record.name
         self.identity = (token.jti, hello.name)
         self.token = token
         self.key_id = key_id
@@ -142,7 +142,7 @@ class WorkerSession:
         """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
         12"``), learned from the provisioning request its token was minted for."""
         self.machine = ConnectionMachine(
-            name, hello.relayed, hello.version is None, clock.now(), rules
+            record.name, hello.relayed, hello.version is None, clock.now(), rules
         )
         self._link = link
         self._mint_artifact_token = mint_artifact_token

@@ -56,9 +56,9 @@ async def check_once(
     for session in sessions:
         busy = standing.calls_on(session.id) > 0
         await session.check(now, busy=busy)
-        reason = None
         if session.machine.closed_reason is not None:
-            continue
+            continue  # the 90-second rule ended it
+        reason = None
         if session.key_id != key_id:
             reason = "the engine's signing key was replaced; mint a new worker token"
         elif session.token.expires_at <= now:
