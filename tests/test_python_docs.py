@@ -4,11 +4,13 @@ Each block is run as a script of its own (a file: an executor reads its function
 source), with ``$FLUKSIO_URL`` and the
 superuser's credentials in its environment as a user's shell would have them; a block
 that starts its own engine (``local()``) needs neither. A block that fails fails here,
-with what it printed.
+with what it printed, and so does one that prints other than what its comment says
+(``print(x)  # [0, 1]``).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -55,3 +57,18 @@ def test_an_example_runs_as_written(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    printed = done.stdout.splitlines()
+    for said in _printed_literals(block):
+        assert said in printed, f"the page says it prints {said}; it printed {printed}"
+
+
+def _printed_literals(block: str) -> list[str]:
+    """What the page says a line prints, where it says it as a literal
+    (``print(...)  # [0, 1, 4, 9]``), as ``print`` writes it."""
+    said = []
+    for comment in re.findall(r"print\(.*\)\s+# (.+)$", block, flags=re.M):
+        try:
+            said.append(str(ast.literal_eval(comment)))
+        except (ValueError, SyntaxError):
+            continue  # a comment in words
+    return said
