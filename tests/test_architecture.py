@@ -164,12 +164,14 @@ def views_reader_may_import(name: str) -> bool:
 CLIENT_VOCABULARY = ("fluksio.client", "fluksio.api.answers", "fluksio.engine.runs.states")
 """What the Python client may name of the tree: itself, the answers' models it reads the
 engine's answers with, and the states; everything else of the engine is over HTTP."""
+CLIENT_LIBRARIES = ("pydantic", "aiohttp")
+"""The answers' models, and the async client's HTTP."""
 
 
 def client_may_import(name: str) -> bool:
     if within(name, "fluksio"):
         return any(within(name, p) for p in (*CLIENT_VOCABULARY, *SHARED))
-    return top(name) in STDLIB or top(name) == "pydantic"
+    return top(name) in STDLIB or top(name) in CLIENT_LIBRARIES
 
 
 def cli_may_import(name: str) -> bool:

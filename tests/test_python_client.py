@@ -22,7 +22,7 @@ from fluksio.client import Client, ClientError, EngineRefused, ReceivedEvent
 from tests.support.certs import CertificateAuthority
 from tests.support.client import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.engine import EngineProcess, free_port, start_engine
-from tests.support.runs import code
+from tests.support.runs import code, says_run_succeeded
 
 pytestmark = pytest.mark.process
 Result = TypeVar("Result")
@@ -122,12 +122,7 @@ def test_the_live_feed_goes_on_after_the_last_event_seen(client: Client) -> None
         for event in feed:
             if event.id:
                 seen.append(event)
-            data = event.data if isinstance(event.data, dict) else {}
-            if event.kind == "run.state" and data == {
-                **data,
-                "run_id": run.id,
-                "state": "succeeded",
-            }:
+            if says_run_succeeded(event.kind, event.data, run.id):
                 return seen
         raise AssertionError("the feed ended")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from fluksio.client.http import EngineRefused
+from fluksio.client.errors import EngineRefused
 from fluksio.errors import FluksioError
 
 __all__ = ["Refused", "UserError", "cli", "main"]

@@ -13,7 +13,7 @@ import click
 
 from fluksio.api.answers.runs import NodeLogs
 from fluksio.client.client import Client
-from fluksio.client.http import ClientError, EngineRefused
+from fluksio.client.errors import ClientError, EngineRefused
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 
 __all__ = ["print_logs"]

@@ -9,6 +9,9 @@
     with local() as client:  # an engine of one's own, for a laptop or a notebook
         ...
 
+    async with AsyncClient(url, token=token) as client:  # the same, awaited
+        run = await client.start_run("nightly")
+
 ``fluksio`` is a namespace package that the engine's distribution and the worker's
 (``fluksio-worker``) share, so the client lives at ``fluksio.client``, not at the top.
 See docs/python.md.
@@ -19,15 +22,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from fluksio.client.http import CannotSend, ClientError, EngineRefused
+from fluksio.client.errors import CannotSend, ClientError, EngineRefused
 from fluksio.client.sse import ReceivedEvent
 
 if TYPE_CHECKING:
+    from fluksio.client.async_client import AsyncClient
     from fluksio.client.client import Client
     from fluksio.client.embedded import local
     from fluksio.client.executor import CallFuture, RemoteError
 
 __all__ = [
+    "AsyncClient",
     "CallFuture",
     "CannotSend",
     "Client",
@@ -38,6 +43,7 @@ __all__ = [
     "local",
 ]
 _LAZY = {
+    "AsyncClient": "fluksio.client.async_client",
     "Client": "fluksio.client.client",
     "local": "fluksio.client.embedded",
     "CallFuture": "fluksio.client.executor",

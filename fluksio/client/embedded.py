@@ -35,7 +35,7 @@ import structlog
 
 from fluksio.api.server import run_engine
 from fluksio.client.client import Client
-from fluksio.client.http import ClientError
+from fluksio.client.errors import ClientError
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
 from fluksio.engine.logging import configure_logging

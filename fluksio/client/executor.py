@@ -20,7 +20,7 @@ from concurrent.futures import Executor, Future, InvalidStateError
 from typing import Any, Protocol
 
 from fluksio.api.answers.runs import ProvenanceBody, RunBody
-from fluksio.client.http import ClientError
+from fluksio.client.errors import ClientError
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES

@@ -10,43 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import ssl
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator
 
+from fluksio.client.errors import ClientError, EngineRefused, refusal
 from fluksio.client.sse import EventParser, ReceivedEvent
-from fluksio.errors import FluksioError
 
-__all__ = ["CannotSend", "ClientError", "EngineRefused", "Http"]
+__all__ = ["Http"]
 
 TIMEOUT_S = 90.0
 """Above the longest server-side wait a request may ask for (``?wait=60``)."""
 FEED_SILENCE_S = 45.0
 """Three of the live feed's keepalive comments: a read waiting longer means it is gone."""
-
-
-class ClientError(FluksioError):
-    """The engine could not be reached, or answered in a shape this client does not know."""
-
-
-class EngineRefused(ClientError):
-    """The engine answered with a refusal: ``status`` (its HTTP status) and
-    ``engine_detail`` (its own sentence, which names the field at fault); ``detail`` is
-    the whole sentence to show ("the engine refused: ...")."""
-
-    def __init__(self, status: int, engine_detail: str) -> None:
-        super().__init__(f"the engine refused: {engine_detail}")
-        self.status = status
-        self.engine_detail = engine_detail
-
-
-class CannotSend(ClientError):
-    """A function or an argument that cannot travel to a worker, and why (one sentence)."""
 
 
 class Http:
@@ -60,24 +39,6 @@ class Http:
         self._kept = threading.local()
         """Each thread's connection, kept open between requests (a new one costs a
         handshake, and with TLS several)."""
-
-    def json(
-        self, method: str, path: str, body: object | None = None, query: Mapping[str, Any] = {}
-    ) -> Any:
-        """The JSON answer to ``method path`` with ``body`` (as JSON) and ``query``."""
-        data = None if body is None else json.dumps(body).encode()
-        content = None if data is None else "application/json"
-        return json.loads(self.send(method, _with(path, query), data, content) or b"null")
-
-    def upload(self, path: str, data: bytes, query: Mapping[str, Any] = {}) -> Any:
-        """The JSON answer to ``data`` put to ``path`` as raw bytes (an artifact)."""
-        raw = self.send("PUT", _with(path, query), data, "application/octet-stream")
-        return json.loads(raw)
-
-    def form(self, path: str, fields: Mapping[str, str]) -> Any:
-        """The JSON answer to a form posted to ``path`` (the login)."""
-        data = urllib.parse.urlencode(fields).encode()
-        return json.loads(self.send("POST", path, data, "application/x-www-form-urlencoded"))
 
     def send(
         self,
@@ -109,7 +70,7 @@ class Http:
                 if answer.will_close:
                     self._forget()
                 if answer.status >= 400:
-                    raise _refusal(answer.status, body)
+                    raise refusal(answer.status, body)
                 return body
         raise AssertionError("unreachable: the second attempt returns or raises")
 
@@ -168,11 +129,6 @@ class Http:
         return request
 
 
-def _with(path: str, query: Mapping[str, Any]) -> str:
-    given = {k: v for k, v in query.items() if v is not None}
-    return f"{path}?{urllib.parse.urlencode(given)}" if given else path
-
-
 @contextlib.contextmanager
 def _failing_as(what: str) -> Iterator[None]:
     """A refusal as :class:`EngineRefused`; a connection that fails as :class:`ClientError`
@@ -186,12 +142,4 @@ def _failing_as(what: str) -> Iterator[None]:
 
 
 def _refused(error: urllib.error.HTTPError) -> EngineRefused:
-    return _refusal(error.code, error.read())
-
-
-def _refusal(status: int, body: bytes) -> EngineRefused:
-    try:
-        detail = json.loads(body).get("detail")
-    except (ValueError, AttributeError):
-        detail = None
-    return EngineRefused(status, str(detail) if detail else f"HTTP {status}")
+    return refusal(error.code, error.read())

@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fluksio.client.http import CannotSend
+from fluksio.client.errors import CannotSend
 
 __all__ = ["CannotSend", "check_arguments", "flow_name", "node_code"]
 

@@ -65,3 +65,12 @@ def nodes_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def node_of(engine: EngineProcess, token: str, run_id: str, node_id: str) -> dict[str, Any]:
     return nodes_of(get_run(engine, token, run_id))[node_id]
+
+
+def says_run_succeeded(kind: str, data: object, run_id: str) -> bool:
+    """Whether a live feed's event (``kind``, ``data``) says run ``run_id`` succeeded."""
+    return (
+        kind == "run.state"
+        and isinstance(data, dict)
+        and (data.get("run_id"), data.get("state")) == (run_id, "succeeded")
+    )

@@ -1,0 +1,136 @@
+"""``AsyncClient``: the engine's API from an event loop (a web service, a notebook's
+``await``, an asyncio pipeline), the twin of :class:`~fluksio.client.client.Client`.
+
+The same methods with the same answers, awaited: both are made of the same
+:class:`~fluksio.client.operations.Operations`. Use it as ``async with``, or ``await
+client.close()``, so its connections end with it. What it has not: the executor (a
+``concurrent.futures.Executor`` is for threads; ``asyncio.wrap_future`` awaits its
+futures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from fluksio.api.answers.runs import RunBody
+from fluksio.client.async_http import AsyncHttp
+from fluksio.client.errors import ClientError, EngineRefused
+from fluksio.client.operations import (
+    FEED_RECONNECT_S,
+    FEED_RECONNECTS,
+    FeedPosition,
+    Operations,
+    api_url,
+    credentials,
+    login,
+    run_end,
+)
+from fluksio.client.request import Request, Steps, json_request
+from fluksio.client.sse import ReceivedEvent
+
+__all__ = ["AsyncClient"]
+
+Answer = TypeVar("Answer")
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class AsyncClient(Operations):
+    """The API of the engine at ``url``, awaited; ``token`` and ``ca_file`` as
+    :class:`~fluksio.client.client.Client` takes them."""
+
+    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None):
+        self.http = AsyncHttp(api_url(url), token, ca_file)
+
+    @classmethod
+    async def from_environment(cls, url: str, *, ca_file: str | None = None) -> AsyncClient:
+        """A client with ``$FLUKSIO_TOKEN``, or logged in as ``$FLUKSIO_USERNAME`` with
+        ``$FLUKSIO_PASSWORD``."""
+        name_or_token, password = credentials()
+        if password is None:
+            return cls(url, token=name_or_token, ca_file=ca_file)
+        client = cls(url, ca_file=ca_file)
+        await client.login(name_or_token, password)
+        return client
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """End the client's connections."""
+        await self.http.close()
+
+    @property
+    def base_url(self) -> str:
+        return self.http.base_url
+
+    async def send(self, request: Request[Answer]) -> Answer:
+        """``request`` sent, and its answer read."""
+        raw = await self.http.send(
+            request.method, request.target, request.data, request.content_type
+        )
+        return request.decode(raw)
+
+    async def drive(self, steps: Steps[Answer]) -> Answer:
+        """An operation of several requests, each sent in turn."""
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(await self.send(request))
+        except StopIteration as done:
+            answer: Answer = done.value
+            return answer
+
+    async def login(self, username: str, password: str) -> None:
+        """Log in: the client holds the access token the engine gives."""
+        self.http.token = await self.send(login(username, password))
+
+    async def read(
+        self, model: type[Model], method: str, path: str, body: object | None = None, **query: Any
+    ) -> Model:
+        """The engine's answer to ``method path`` as ``model`` (for what has no method)."""
+        answer: Model = await self.send(json_request(model, method, path, body, **query))
+        return answer
+
+    async def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody:
+        """The run once it has ended, or as it stands after ``timeout`` seconds."""
+        return await self.drive(run_end(run_id, timeout))
+
+    async def events(
+        self,
+        *,
+        run: str | None = None,
+        last_id: str | None = None,
+        reconnects: int = FEED_RECONNECTS,
+        stop: Callable[[], bool] | None = None,
+    ) -> AsyncGenerator[ReceivedEvent, None]:
+        """The live feed, resumed from the last event seen as
+        :meth:`Client.events <fluksio.client.client.Client.events>` does it; ``async
+        for`` over it, and leave the loop (or cancel the task) to end it."""
+        position = FeedPosition(run, last_id, reconnects)
+        while stop is None or not stop():
+            try:
+                async for event in self.http.events(position.path, position.last_id, stop):
+                    position.seen(event)
+                    yield event
+                ended = ClientError("the engine closed the live feed")
+            except EngineRefused:
+                raise  # opening it again would be refused again
+            except ClientError as gone:
+                ended = gone
+            if stop is not None and stop():
+                return
+            position.dropped(ended)
+            await asyncio.sleep(FEED_RECONNECT_S)

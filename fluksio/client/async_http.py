@@ -1,0 +1,105 @@
+"""The engine's API over HTTP for an event loop (aiohttp): :class:`AsyncHttp` is to
+:class:`~fluksio.client.async_client.AsyncClient` what :class:`~fluksio.client.http.Http`
+is to the blocking client: bytes in, bytes out, one error per failure."""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import aiohttp
+
+from fluksio.client.errors import ClientError, EngineRefused, refusal
+from fluksio.client.http import FEED_SILENCE_S, TIMEOUT_S
+from fluksio.client.sse import EventParser, ReceivedEvent
+
+__all__ = ["AsyncHttp"]
+
+
+class AsyncHttp:
+    """Requests to the API at ``base_url`` with a bearer token, on one connection pool
+    (opened at the first request, in the loop that makes it; :meth:`close` ends it)."""
+
+    def __init__(self, base_url: str, token: str | None = None, ca_file: str | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._tls: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=ca_file) if ca_file else True
+        )
+        self._session: aiohttp.ClientSession | None = None
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
+        """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx."""
+        headers = self._headers()
+        if content_type:
+            headers["Content-Type"] = content_type
+        with _failing_as(f"cannot reach the engine at {self.base_url}"):
+            async with self._pool().request(
+                method,
+                self.base_url + path,
+                data=data,
+                headers=headers,
+                ssl=self._tls,
+                timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
+            ) as answer:
+                body = await answer.read()
+        if answer.status >= 400:
+            raise refusal(answer.status, body)
+        return body
+
+    async def events(
+        self, path: str, last_id: str | None = None, stop: Callable[[], bool] | None = None
+    ) -> AsyncIterator[ReceivedEvent]:
+        """Server-sent events from ``path`` as they come, until the engine ends them or
+        ``stop()`` is true (asked at each line); a feed gone quiet is :class:`ClientError`."""
+        headers = self._headers()
+        headers["Accept"] = "text/event-stream"
+        if last_id:
+            headers["Last-Event-ID"] = last_id
+        with _failing_as(f"the live feed from {self.base_url} broke off"):
+            async with self._pool().get(
+                self.base_url + path,
+                headers=headers,
+                ssl=self._tls,
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=FEED_SILENCE_S),
+            ) as answer:
+                if answer.status >= 400:
+                    raise refusal(answer.status, await answer.read())
+                parser = EventParser()
+                async for line in answer.content:
+                    if stop is not None and stop():
+                        return
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _pool(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+@contextlib.contextmanager
+def _failing_as(what: str) -> Iterator[None]:
+    """A connection that fails as :class:`ClientError` saying ``what`` and why."""
+    try:
+        yield
+    except EngineRefused:
+        raise
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise ClientError(f"{what}: {exc or type(exc).__name__}") from None

@@ -1,0 +1,272 @@
+"""The engine's API, written once for both clients: a method per request, and the
+operations of several requests as steps (see :mod:`fluksio.client.request`).
+
+Every answer is read with the model the engine made it from (``fluksio.api.answers``,
+the models the OpenAPI document is made from), so a field renamed on one side fails the
+type check on the other, and an answer of another version is one sentence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import urllib.parse
+from pathlib import Path
+
+from fluksio.api.answers.flows import FlowBody, FlowSummary
+from fluksio.api.answers.resources import ArtifactRef, Deleted, Health
+from fluksio.api.answers.runs import NodeLogs, RunBody, RunSummary
+from fluksio.api.answers.tokens import (
+    AccessToken,
+    MintedPersonalToken,
+    MintedScrapeToken,
+    MintedToken,
+    PersonalTokenBody,
+    ScrapeTokenBody,
+    WorkerTokenBody,
+)
+from fluksio.api.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody
+from fluksio.client.errors import ClientError
+from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
+from fluksio.client.sse import ReceivedEvent
+from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+
+__all__ = [
+    "Credentials",
+    "FeedPosition",
+    "Operations",
+    "api_url",
+    "credentials",
+    "login",
+    "run_end",
+]
+
+LONGEST_WAIT_S = 60
+"""The longest an engine holds one answer (``?wait=``); longer waits ask again."""
+FEED_RECONNECTS = 5
+"""How many times in a row a dropped live feed is opened again before giving up."""
+FEED_RECONNECT_S = 1.0
+
+
+class Operations:
+    """The methods of :class:`~fluksio.client.client.Client` and of
+    :class:`~fluksio.client.async_client.AsyncClient` that are one request each (on the
+    async client, each returns an awaitable of the same answer)."""
+
+    # -- the engine ------------------------------------------------------------------------
+
+    @Operation
+    def health() -> Request[Health]:
+        return json_request(Health, "GET", "/health")
+
+    # -- flows and runs --------------------------------------------------------------------
+
+    @Operation
+    def put_flow(name: str, nodes: list[dict[str, object]]) -> Request[FlowBody]:
+        """Create or replace flow ``name`` (each node a dict as ``PUT /flows/{name}`` takes)."""
+        return json_request(FlowBody, "PUT", f"/flows/{name}", {"nodes": nodes})
+
+    @Operation
+    def flow(name: str) -> Request[FlowBody]:
+        return json_request(FlowBody, "GET", f"/flows/{name}")
+
+    @Operation
+    def flows() -> Request[list[FlowSummary]]:
+        return json_request(list[FlowSummary], "GET", "/flows")
+
+    @Operation
+    def delete_flow(name: str) -> Request[Deleted]:
+        return json_request(Deleted, "DELETE", f"/flows/{name}")
+
+    @Operation
+    def start_run(flow: str, params: dict[str, object] | None = None) -> Request[RunBody]:
+        """Start a run of ``flow``; ``params`` as its nodes read them."""
+        return json_request(RunBody, "POST", f"/flows/{flow}/runs", {"params": params or {}})
+
+    @Operation
+    def run(run_id: str) -> Request[RunBody]:
+        return json_request(RunBody, "GET", f"/runs/{run_id}")
+
+    @Operation
+    def cancel_run(run_id: str, *, wait: int = 0) -> Request[RunBody]:
+        """Cancel a run; ``wait``: hold the answer up to that many seconds (at most 60)
+        until what it executes has been stopped."""
+        return json_request(RunBody, "POST", f"/runs/{run_id}/cancel", wait=wait or None)
+
+    @Operation
+    def delete_run(run_id: str) -> Request[Deleted]:
+        """Delete an ended run (its artifacts go once nothing kept refers to them)."""
+        return json_request(Deleted, "DELETE", f"/runs/{run_id}")
+
+    @Operation
+    def runs(
+        *, flow: str | None = None, state: str | None = None, limit: int | None = None
+    ) -> Request[list[RunSummary]]:
+        return json_request(list[RunSummary], "GET", "/runs", flow=flow, state=state, limit=limit)
+
+    @Operation
+    def logs(
+        run_id: str,
+        node: str | None = None,
+        *,
+        start: int = 0,
+        attempt: int | None = None,
+        wait: int = 0,
+    ) -> Request[NodeLogs]:
+        """A node's output lines from position ``start`` (the last answer's ``next``), of
+        its latest attempt or ``attempt``; ``wait``: hold the answer up to that many
+        seconds until there is a line."""
+        query = {"node": node, "from": start or None, "attempt": attempt, "wait": wait or None}
+        return json_request(NodeLogs, "GET", f"/runs/{run_id}/logs", **query)
+
+    # -- artifacts -------------------------------------------------------------------------
+
+    @Operation
+    def put_artifact(
+        data: bytes | Path, *, name: str = "", media_type: str | None = None
+    ) -> Request[ArtifactRef]:
+        """Store ``data`` (bytes, or a file's) as an artifact; its reference names it."""
+        if isinstance(data, Path):
+            name = name or data.name
+            data = data.read_bytes()
+        query = {"name": name or None, "media_type": media_type}
+        stored = json_request(ArtifactRef, "PUT", "/artifacts", **query)
+        return dataclasses.replace(stored, data=data, content_type="application/octet-stream")
+
+    @Operation
+    def artifact(digest: str) -> Request[bytes]:
+        """An artifact's bytes, checked against ``digest`` (``sha256:<hex>``)."""
+        return Request("GET", f"/artifacts/{digest}", bytes_checked(digest))
+
+    # -- workers ---------------------------------------------------------------------------
+
+    @Operation
+    def workers() -> Request[list[WorkerBody | RefusedWorkerBody]]:
+        """Every attached worker, and those refused for their protocol."""
+        return json_request(list[WorkerBody | RefusedWorkerBody], "GET", "/workers")
+
+    @Operation
+    def resources() -> Request[ResourcesBody]:
+        """Places, what is free, the queue with each call's reason, the provisioners."""
+        return json_request(ResourcesBody, "GET", "/workers/resources")
+
+    @Operation
+    def mint_worker_token(name: str, labels: list[str]) -> Request[MintedToken]:
+        body = {"name": name, "labels": labels}
+        return json_request(MintedToken, "POST", "/workers/tokens", body)
+
+    @Operation
+    def worker_tokens() -> Request[list[WorkerTokenBody]]:
+        return json_request(list[WorkerTokenBody], "GET", "/workers/tokens")
+
+    @Operation
+    def revoke_worker_token(jti: str) -> Request[WorkerTokenBody]:
+        """Revoke a worker token: its workers are disconnected at once."""
+        return json_request(WorkerTokenBody, "POST", f"/workers/tokens/{jti}/revoke")
+
+    # -- personal API tokens ----------------------------------------------------------------
+
+    @Operation
+    def mint_personal_token(name: str, *, days: int = 90) -> Request[MintedPersonalToken]:
+        """A token for your scripts (``$FLUKSIO_TOKEN``), valid ``days``; its text is in
+        this answer only."""
+        body = {"name": name, "days": days}
+        return json_request(MintedPersonalToken, "POST", "/tokens", body)
+
+    @Operation
+    def personal_tokens() -> Request[list[PersonalTokenBody]]:
+        return json_request(list[PersonalTokenBody], "GET", "/tokens")
+
+    @Operation
+    def revoke_personal_token(token_id: str) -> Request[PersonalTokenBody]:
+        """Revoke one of your tokens: refused from its next request on."""
+        return json_request(PersonalTokenBody, "POST", f"/tokens/{token_id}/revoke")
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    @Operation
+    def mint_scrape_token(name: str) -> Request[MintedScrapeToken]:
+        """A token that reads ``/metrics`` and nothing else (for Prometheus)."""
+        return json_request(MintedScrapeToken, "POST", "/metrics/tokens", {"name": name})
+
+    @Operation
+    def scrape_tokens() -> Request[list[ScrapeTokenBody]]:
+        return json_request(list[ScrapeTokenBody], "GET", "/metrics/tokens")
+
+    @Operation
+    def revoke_scrape_token(token_id: str) -> Request[ScrapeTokenBody]:
+        return json_request(ScrapeTokenBody, "POST", f"/metrics/tokens/{token_id}/revoke")
+
+
+def api_url(url: str) -> str:
+    """``url`` (``http://host:8080``, with or without ``/api/v1``) as the API's base."""
+    base = url.rstrip("/")
+    return base if base.endswith("/api/v1") else base + "/api/v1"
+
+
+Credentials = tuple[str, None] | tuple[str, str]
+"""A token and None, or a username and a password."""
+
+
+def credentials() -> Credentials:
+    """``$FLUKSIO_TOKEN``, or ``$FLUKSIO_USERNAME`` with ``$FLUKSIO_PASSWORD``: from the
+    environment, never from argv."""
+    token = os.environ.get("FLUKSIO_TOKEN")
+    if token:
+        return token, None
+    username = os.environ.get("FLUKSIO_USERNAME")
+    password = os.environ.get("FLUKSIO_PASSWORD")
+    if not (username and password):
+        raise ClientError(
+            "set FLUKSIO_TOKEN, or FLUKSIO_USERNAME and FLUKSIO_PASSWORD, to talk to the engine"
+        )
+    return username, password
+
+
+def login(username: str, password: str) -> Request[str]:
+    """The login form; its answer is the access token."""
+    data = urllib.parse.urlencode({"username": username, "password": password}).encode()
+    answer = json_request(AccessToken, "POST", "/login/access-token").decode
+
+    def access_token(raw: bytes) -> str:
+        return str(answer(raw).access_token)
+
+    return Request(
+        "POST", "/login/access-token", access_token, data, "application/x-www-form-urlencoded"
+    )
+
+
+def run_end(run_id: str, timeout: float | None) -> Steps[RunBody]:
+    """The run once it has ended, or as it stands after ``timeout`` seconds (None: however
+    long it takes): the engine holds each answer until the end or a minute."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = LONGEST_WAIT_S if deadline is None else deadline - time.monotonic()
+        wait = max(0, min(LONGEST_WAIT_S, int(left)))
+        run: RunBody = yield json_request(RunBody, "GET", f"/runs/{run_id}", wait=wait or None)
+        if run.state in TERMINAL_RUN_STATES or wait == 0:
+            return run
+
+
+class FeedPosition:
+    """Where a reader of the live feed is, so that a feed opened again goes on from the
+    last event seen, and when it gives up (``reconnects`` failures in a row)."""
+
+    def __init__(self, run: str | None, last_id: str | None, reconnects: int) -> None:
+        self.path = "/events" + (f"?run={run}" if run else "")
+        self.last_id = last_id
+        self._reconnects = reconnects
+        self._failures = 0
+
+    def seen(self, event: ReceivedEvent) -> None:
+        self._failures = 0
+        if event.id:
+            self.last_id = event.id
+
+    def dropped(self, why: ClientError) -> None:
+        """The feed broke off (or the engine ended it): ``why`` is raised once it has
+        done so too often in a row."""
+        self._failures += 1
+        if self._failures > self._reconnects:
+            raise why
