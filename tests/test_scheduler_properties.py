@@ -70,6 +70,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     @rule(
         labels=labels_strategy,
         slots=st.integers(0, 3),
+        pipeline=st.sampled_from([0, 0, 1, 2]),
         cpus=maybe,
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         ram=st.one_of(st.none(), st.sampled_from([0, 512, 4096])),
@@ -80,6 +81,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         *,
         labels: frozenset[str],
         slots: int,
+        pipeline: int,
         cpus: int | None,
         gpus: int | None,
         ram: int | None,
@@ -92,6 +94,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 name=worker_id,
                 labels=labels,
                 slots=slots,
+                pipeline=pipeline,
                 cpus=cpus,
                 gpus=gpus,
                 ram_mb=ram,

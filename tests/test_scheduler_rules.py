@@ -388,3 +388,34 @@ def test_with_no_worker_a_call_longer_than_any_profiles_walltime_says_so() -> No
         WaitKind.WALLTIME,
         "needs up to 7200 s (+60 s to spare); the profile with 'hpc' allows at most 3600 s",
     )
+
+
+def test_calls_go_to_free_slots_first_then_into_busy_workers_pipelines() -> None:
+    """A worker's pipeline takes calls ahead only once no place has a slot free: two
+    calls on two idle workers run side by side, not one behind the other."""
+    scheduler = Scheduler(ENGINE)
+    for name in ("far-a", "far-b"):
+        scheduler.add_worker(worker(name, "far", slots=1, pipeline=2))
+    scheduler.submit(CallRequest("first", 1.0, label="far"))
+    scheduler.submit(CallRequest("second", 2.0, label="far"))
+    assert placed(scheduler) == {"first": "far-a", "second": "far-b"}
+    for n in range(5):
+        scheduler.submit(CallRequest(f"more{n}", 3.0 + n, label="far"))
+    ahead = placed(scheduler)
+    assert sorted(ahead.values()) == ["far-a", "far-a", "far-b", "far-b"]
+    assert "more4" not in ahead
+    reason = scheduler.reason("more4")
+    assert reason is not None
+    assert "all 1 slots busy and 2 calls sent ahead" in reason.text
+
+
+def test_calls_sent_ahead_take_their_resources_and_threads_count_running_slots() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(worker("gpu", "gpu", slots=1, pipeline=2, cpus=8, gpus=1))
+    scheduler.submit(CallRequest("runs", 1.0, label="gpu", gpus=1))
+    scheduler.submit(CallRequest("ahead", 2.0, label="gpu"))
+    plan = scheduler.schedule()
+    # Its thread cap is the share of one running slot, not of the slots and the pipeline.
+    assert [(p.request_id, p.threads) for p in plan.placements] == [("runs", 8), ("ahead", 8)]
+    scheduler.submit(CallRequest("second-gpu", 3.0, label="gpu", gpus=1))
+    assert placed(scheduler) == {}  # the GPU is the running call's: not sent ahead

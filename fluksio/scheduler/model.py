@@ -71,8 +71,11 @@ class CallRequest:
 class Worker:
     """A place to run: an attached worker, or the engine itself (``id == ENGINE_ID``).
 
-    ``slots`` is how many calls it takes at once (``--parallel``). ``gpu_ids`` are the
-    device indices it may hand out; by default ``0 .. gpus - 1``.
+    ``slots`` is how many calls it runs at once (``--parallel``); ``pipeline`` how many
+    more it takes ahead, each started as a slot frees (``--pipeline``), so that a far
+    worker has its next call when one ends: a call sent ahead is placed, and takes its
+    resources, like one that runs, and goes to a place with a slot free first. ``gpu_ids``
+    are the device indices it may hand out; by default ``0 .. gpus - 1``.
     """
 
     id: str
@@ -85,10 +88,13 @@ class Worker:
     gpu_ids: tuple[int, ...] | None = None
     ends_at: float | None = None
     """When its batch job ends (its walltime), as a Unix time; None: it does not end."""
+    pipeline: int = 0
 
     def __post_init__(self) -> None:
         if self.slots < 0:
             raise ValueError(f"slots must not be negative, got {self.slots}")
+        if self.pipeline < 0:
+            raise ValueError(f"pipeline must not be negative, got {self.pipeline}")
         for name in ("cpus", "gpus", "ram_mb"):
             amount = getattr(self, name)
             if amount is not None and amount < 0:

@@ -23,6 +23,7 @@ from fluksio.scheduler.model import (
     Profile,
     WaitKind,
     WaitReason,
+    Worker,
 )
 from fluksio.scheduler.resources import RESOURCES, UNKNOWN, Amounts
 from fluksio.scheduler.state import PlaceState
@@ -99,11 +100,17 @@ def _shortfall(place: PlaceState, need: Amounts, asks_one_kind: bool) -> str:
         return "has room now"
     first = lacking[0]
     if first == "slots":
-        return f"all {place.capacity.slots} slots busy"
+        return _slots_busy(place.worker)
     if first == "reserved":
         return "held for an earlier request"
     unit = "" if asks_one_kind else f" {_UNITS[first]}"
     return f"{_left(place, first)} of {getattr(place.capacity, first)}{unit} free"
+
+
+def _slots_busy(worker: Worker) -> str:
+    if worker.pipeline:
+        return f"all {worker.slots} slots busy and {worker.pipeline} calls sent ahead"
+    return f"all {worker.slots} slots busy"
 
 
 def _detail(place: PlaceState, need: Amounts, asks_one_kind: bool) -> str:

@@ -83,6 +83,9 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         shape = (request.label, request.policy, need, request.limit)
         candidates = _candidates(request, places, need, snapshot)
         fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
+        # Where it starts at once, if anywhere: not in a busy worker's pipeline while
+        # another has a slot free.
+        fitting = [p for p in fitting if p.runs_now()] or fitting
         if fitting:
             best, job_limit = _choose(request, fitting, snapshot)
             taken = best.known(need)

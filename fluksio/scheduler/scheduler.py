@@ -99,6 +99,8 @@ class Scheduler(Book):
         self._now: float | None = None
         self._ending = 0
         """How many places have a job end: while none does, time costs nothing."""
+        self._pipelines = 0
+        """How many places take calls ahead: while none does, every slot starts at once."""
         self._places: dict[str, PlaceState] = {}
         self._groups: dict[GroupKey, Group] = {}
         # Whether a group's whole capacity could ever hold a need: asked for every blocked
@@ -158,6 +160,8 @@ class Scheduler(Book):
         self._capacity_fits.clear()
         if worker.ends_at is not None:
             self._ending += 1
+        if worker.pipeline:
+            self._pipelines += 1
         for key in place.groups:
             group = self._groups.setdefault(key, Group())
             group.members.add(place.id)
@@ -170,6 +174,8 @@ class Scheduler(Book):
         self._capacity_fits.clear()
         if place.worker.ends_at is not None:
             self._ending -= 1
+        if place.worker.pipeline:
+            self._pipelines -= 1
         self._unindex_free(place)
         for key in place.groups:
             group = self._groups[key]
@@ -322,16 +328,34 @@ class Scheduler(Book):
     def _choose(
         self, group: Group, need: Amounts, in_time: Callable[[PlaceKey], bool], limit: float | None
     ) -> str | None:
-        """Where a request goes: the best fit; for one without a limit while some jobs end,
-        the place with the most time left (best fit among equals)."""
+        """Where a request goes: among the places where it would start at once if there
+        are any (not in a busy worker's pipeline while another has a slot free), the best
+        fit; for one without a limit while some jobs end, the place with the most time
+        left (best fit among equals)."""
+        if self._pipelines:
+            places = self._places
+
+            def starts_at_once(key: PlaceKey) -> bool:
+                return places[key.place_id].runs_now() and in_time(key)
+
+            at_once = self._best(group, need, starts_at_once, limit)
+            if at_once is not None:
+                return at_once
+        return self._best(group, need, in_time, limit)
+
+    def _best(
+        self, group: Group, need: Amounts, accept: Callable[[PlaceKey], bool], limit: float | None
+    ) -> str | None:
         if limit is not None or not self._ending:
-            return group.free.first(need, in_time)
+            return group.free.first(need, accept)
         places = self._places
-        lasting = group.free.first(need, lambda key: places[key.place_id].worker.ends_at is None)
+        lasting = group.free.first(
+            need, lambda key: places[key.place_id].worker.ends_at is None and accept(key)
+        )
         if lasting is not None:
             return lasting
         chosen: tuple[float, str] | None = None
-        for key in group.free.covering(need, in_time):
+        for key in group.free.covering(need, accept):
             ends_at = places[key.place_id].worker.ends_at
             assert ends_at is not None
             if chosen is None or ends_at > chosen[0]:

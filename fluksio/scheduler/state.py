@@ -54,8 +54,12 @@ class PlaceState:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.capacity = Amounts(
-            _amount(worker.gpus), _amount(worker.cpus), _amount(worker.ram_mb), worker.slots
+            _amount(worker.gpus),
+            _amount(worker.cpus),
+            _amount(worker.ram_mb),
+            worker.slots + worker.pipeline,
         )
+        """Its slots count the calls it takes ahead (``pipeline``): they are placed."""
         self.used = ZERO
         self.held = ZERO
         self.paused = False
@@ -113,6 +117,10 @@ class PlaceState:
         """Capacity less holds: what could run here once the running calls end."""
         return self.capacity.minus(self.held)
 
+    def runs_now(self) -> bool:
+        """A call placed here now starts at once (a slot is free, not only its pipeline)."""
+        return self.used.slots + self.held.slots < self.worker.slots
+
     def free_key(self) -> PlaceKey:
         gpus, cpus, ram_mb, slots = self._free()  # no Amounts made only to be unpacked
         return PlaceKey(gpus, cpus, ram_mb, slots, self.worker.id)
@@ -126,7 +134,7 @@ class PlaceState:
             return need.cpus
         if self.capacity.cpus == UNKNOWN:
             return None
-        return max(1, self.capacity.cpus // max(1, self.capacity.slots))
+        return max(1, self.capacity.cpus // max(1, self.worker.slots))
 
 
 class Group:

@@ -18,6 +18,7 @@ def worker(
     cpus: int | None = 16,
     gpus: int | None = 0,
     ram_mb: int | None = 65536,
+    pipeline: int = 0,
 ) -> Worker:
     """An attached worker with ``labels``, named after its id unless ``name`` is given."""
     return Worker(
@@ -28,4 +29,5 @@ def worker(
         cpus=cpus,
         gpus=gpus,
         ram_mb=ram_mb,
+        pipeline=pipeline,
     )
