@@ -30,7 +30,7 @@ from fluksio.client.operations import (
     login,
     run_end,
 )
-from fluksio.client.request import Request, Steps, json_request
+from fluksio.client.request import Awaited, Request, Steps, json_request
 from fluksio.client.sse import ReceivedEvent
 
 __all__ = ["AsyncClient"]
@@ -39,7 +39,7 @@ Answer = TypeVar("Answer")
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class AsyncClient(Operations):
+class AsyncClient(Operations, Awaited):
     """The API of the engine at ``url``, awaited; ``token`` and ``ca_file`` as
     :class:`~fluksio.client.client.Client` takes them."""
 

@@ -28,7 +28,7 @@ from fluksio.client.operations import (
     login,
     run_end,
 )
-from fluksio.client.request import Request, Steps, json_request
+from fluksio.client.request import Blocking, Request, Steps, json_request
 from fluksio.client.sse import ReceivedEvent
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ Answer = TypeVar("Answer")
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class Client(Operations):
+class Client(Operations, Blocking):
     """The API of the engine at ``url`` (``http://host:8080``, with or without ``/api/v1``).
 
     ``token``: a bearer token (a login's, or a personal one); else call :meth:`login`, or

@@ -16,17 +16,13 @@ import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from fluksio.client.errors import ClientError
 
-if TYPE_CHECKING:
-    from fluksio.client.async_client import AsyncClient
-    from fluksio.client.client import Client
-
-__all__ = ["Operation", "Request", "Steps", "bytes_checked", "json_request"]
+__all__ = ["Awaited", "Blocking", "Operation", "Request", "Steps", "bytes_checked", "json_request"]
 
 Answer = TypeVar("Answer")
 Params = ParamSpec("Params")
@@ -99,6 +95,15 @@ def _validator(shape: Any) -> Callable[[Any], Any]:
     return TypeAdapter(shape).validate_python
 
 
+class Blocking:
+    """A client whose methods return their answers (:class:`Client`): what an
+    :class:`Operation` is on it."""
+
+
+class Awaited:
+    """A client whose methods are awaited (:class:`AsyncClient`)."""
+
+
 class Operation(Generic[Params, Answer]):
     """A client method made of one request: ``build`` (the method's parameters, without
     ``self``) gives the request; the client sends it. Its docstring is the method's."""
@@ -110,9 +115,9 @@ class Operation(Generic[Params, Answer]):
     @overload
     def __get__(self, client: None, owner: type) -> Operation[Params, Answer]: ...
     @overload
-    def __get__(self, client: Client, owner: type) -> Callable[Params, Answer]: ...
+    def __get__(self, client: Awaited, owner: type) -> Callable[Params, Awaitable[Answer]]: ...
     @overload
-    def __get__(self, client: AsyncClient, owner: type) -> Callable[Params, Awaitable[Answer]]: ...
+    def __get__(self, client: Blocking, owner: type) -> Callable[Params, Answer]: ...
     def __get__(self, client: Any, owner: type) -> Any:
         if client is None:
             return self

@@ -9,8 +9,9 @@ Rules of a pass (the contract the property tests hold it to):
    attached worker carrying the label could ever hold it.
 3. **Fit and best fit.** A place fits when its free amounts (capacity less allocations
    less holds) cover the request: a slot, and the GPUs, cores and memory asked for.
-   Among fitting places the best fit wins (see :class:`~.resources.PlaceIndex`).
-   A *paused* place (one that stopped answering) never fits: it keeps its running calls.
+   Among fitting places the best fit wins (see :class:`~.resources.PlaceIndex`), those
+   where it starts at once first: a worker's ``pipeline`` (calls it takes ahead) is
+   slots, used once no fitting place has one free. A *paused* place never fits.
 4. **No starvation.** The first request of each *shape* (label, policy and amounts) that
    cannot be placed *holds* what it needs on one place that could hold it once its
    running calls end: the place it held last pass if it still can, else the smallest
@@ -328,17 +329,12 @@ class Scheduler(Book):
     def _choose(
         self, group: Group, need: Amounts, in_time: Callable[[PlaceKey], bool], limit: float | None
     ) -> str | None:
-        """Where a request goes: among the places where it would start at once if there
-        are any (not in a busy worker's pipeline while another has a slot free), the best
-        fit; for one without a limit while some jobs end, the place with the most time
-        left (best fit among equals)."""
+        """Where a request goes (rules 3 and 6): where it starts at once if anywhere."""
+        places = self._places
         if self._pipelines:
-            places = self._places
-
-            def starts_at_once(key: PlaceKey) -> bool:
-                return places[key.place_id].runs_now() and in_time(key)
-
-            at_once = self._best(group, need, starts_at_once, limit)
+            at_once = self._best(
+                group, need, lambda key: places[key.place_id].runs_now() and in_time(key), limit
+            )
             if at_once is not None:
                 return at_once
         return self._best(group, need, in_time, limit)
@@ -354,13 +350,10 @@ class Scheduler(Book):
         )
         if lasting is not None:
             return lasting
-        chosen: tuple[float, str] | None = None
-        for key in group.free.covering(need, accept):
-            ends_at = places[key.place_id].worker.ends_at
-            assert ends_at is not None
-            if chosen is None or ends_at > chosen[0]:
-                chosen = (ends_at, key.place_id)
-        return chosen[1] if chosen is not None else None
+        # The most time left; the first (best fit) of equals. Each ends: none lasts.
+        ending = group.free.covering(need, accept)
+        chosen = max(ending, key=lambda k: places[k.place_id].worker.ends_at or 0.0, default=None)
+        return chosen.place_id if chosen is not None else None
 
     def _allocate(
         self, place_id: str, request_id: str, need: Amounts, limit: float | None
