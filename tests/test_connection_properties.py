@@ -53,11 +53,15 @@ class ConnectionComparison(RuleBasedStateMachine):
     @initialize(
         relayed=st.booleans(),
         published=st.booleans(),
+        pipelined=st.booleans(),
         held=st.lists(st.sampled_from(["old1", "old2"]), unique=True),
     )
-    def welcome(self, relayed: bool, published: bool, held: list[str]) -> None:
-        self.machine = connection.ConnectionMachine("box", relayed, published, self.now, RULES)
-        self.reference = ReferenceConnection(relayed, self.now, RULES)
+    def welcome(self, relayed: bool, published: bool, pipelined: bool, held: list[str]) -> None:
+        pipelined = pipelined and not published  # the published agent takes nothing ahead
+        self.machine = connection.ConnectionMachine(
+            "box", relayed, published, self.now, RULES, pipelined=pipelined
+        )
+        self.reference = ReferenceConnection(relayed, self.now, RULES, pipelined)
         self.happen(Happened("welcomed", resume=tuple(held)), self.machine.welcomed(held))
 
     # -- carrying effects out, as a session would --------------------------------------
@@ -120,13 +124,15 @@ class ConnectionComparison(RuleBasedStateMachine):
     def heard(self) -> None:
         self.happen(Happened("heard", now=self.now), self.machine.heard_from(self.now))
 
-    @rule(data=st.data(), last=st.booleans())
-    def frame(self, data: st.DataObject, last: bool) -> None:
+    @rule(data=st.data(), last=st.booleans(), started=st.booleans())
+    def frame(self, data: st.DataObject, last: bool, started: bool) -> None:
         call_id = data.draw(st.sampled_from([*self.sent, "never-sent"]))
         live = self.machine.expects(call_id)
-        effects = self.machine.frame(call_id, "answer" if last else "log", self.now, last=last)
-        assert (effects == []) == live, "a frame of a call in flight is its owner's"
-        self.happen(Happened("frame", call=call_id, last=last, now=self.now), effects)
+        what = "answer" if last else "started" if started else "log"
+        effects = self.machine.frame(call_id, what, self.now, last=last)
+        unknown = any(isinstance(effect, connection.Unknown) for effect in effects)
+        assert unknown != live, "a frame of a call in flight is its owner's"
+        self.happen(Happened("frame", call=call_id, last=last, kind=what, now=self.now), effects)
         if live and last:
             self.outcomes[call_id] = ("answered", "")
             self.machine.ended(call_id)

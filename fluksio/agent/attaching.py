@@ -29,6 +29,8 @@ class AgentConfig:
     labels: list[str]
     parallel: int
     inventory: Inventory
+    pipeline: int = 0
+    """Calls taken ahead of a free slot (``--pipeline``)."""
     max_idle_s: float | None = None
     heartbeat_s: float = 10.0
     gone_s: float = 90.0

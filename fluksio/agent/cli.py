@@ -88,6 +88,15 @@ def _venv_digest(python: str) -> str:
     help="How many node calls it takes at once.",
 )
 @click.option(
+    "--pipeline",
+    type=click.IntRange(0, 256),
+    default=None,
+    help=(
+        "How many more calls it takes ahead, each started as a slot frees, so that a far"
+        " worker has its next call when one ends (default: twice --parallel; 0: none)."
+    ),
+)
+@click.option(
     "--artifact-url", default=None, help="Where the artifact store is, if not beside the socket."
 )
 @click.option("--cpus", type=click.IntRange(0, 1 << 20), default=None, help="Cores to advertise.")
@@ -140,6 +149,7 @@ def main(
     labels: str,
     python: str | None,
     parallel: int,
+    pipeline: int | None,
     artifact_url: str | None,
     cpus: int | None,
     gpus: int | None,
@@ -187,6 +197,7 @@ def main(
         name=name or socket.gethostname().split(".")[0][:63],
         labels=_labels(labels),
         parallel=parallel,
+        pipeline=min(256, 2 * parallel) if pipeline is None else pipeline,
         inventory=inventory,
         max_idle_s=max_idle,
         heartbeat_s=heartbeat,

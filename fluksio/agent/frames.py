@@ -72,6 +72,10 @@ class HelloFrame:
     """(ours) That interpreter's version, ``major.minor``."""
     max_parallel: int = 1
     """Calls it runs at once (``parallel`` is accepted as an alias on arrival)."""
+    pipeline: int = 0
+    """(ours) Calls it takes ahead of a free slot, each started as a slot frees, so that a
+    far worker has its next call when one ends; it says ``started`` as each starts to an
+    engine whose welcome took them."""
     venv_digest: str = ""
     inventory: InventoryReport = field(default_factory=InventoryReport)
     version: str | None = None
@@ -96,7 +100,8 @@ class ProgressFrame:
     """A call's sign of life (``heartbeat``) or output (``emit``, ``yield``)."""
 
     call_id: str
-    event: Literal["heartbeat", "emit", "yield"]
+    event: Literal["heartbeat", "emit", "yield", "started"]
+    """``started``: (ours) a call sent ahead left the worker's line and runs now."""
     outputs: Any = None
     ts: float | None = None
 
@@ -163,6 +168,9 @@ class WelcomeFrame:
     unless told one (``--artifact-url``), and only under the same TLS rule as ``--url``."""
     logs: bool = False
     r"""(ours) The engine takes :class:`LogFrame`\ s: a call's lines while it runs."""
+    pipeline: int = 0
+    """(ours) How many calls ahead of a free slot the engine may send (at most the hello's
+    ``pipeline``); when more than none, the worker says ``started`` as each starts."""
 
 
 @dataclass(frozen=True, kw_only=True)

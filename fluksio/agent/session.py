@@ -47,6 +47,7 @@ from fluksio.agent.frames import (
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.shared_store import shared_store_env
+from fluksio.agent.slots import Slots
 from fluksio.agent.unconfirmed import Unconfirmed
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
@@ -85,6 +86,9 @@ class Agent:
         self._unconfirmed = Unconfirmed()
         self._stop = asyncio.Event()
         self._session_env: dict[str, str] = {}
+        self._slots = Slots(config.parallel)
+        self._pipelined = False
+        """The engine takes calls ahead of a free slot here: each says ``started``."""
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -167,6 +171,8 @@ class Agent:
                 reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
                 self._live_logs = reply.get("logs") is True
+                taken_ahead = reply.get("pipeline")
+                self._pipelined = isinstance(taken_ahead, int) and taken_ahead > 0
                 await self._carry_on(ws)
                 self._session_env = (
                     shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
@@ -244,6 +250,7 @@ class Agent:
             python=self.launcher.python,
             python_version=".".join(map(str, self.launcher.version)),
             max_parallel=self.config.parallel,
+            pipeline=self.config.pipeline,
             venv_digest=self.config.venv_digest,
             inventory=InventoryReport(
                 cpus=inventory.cpus, gpus=inventory.gpus, ram_mb=inventory.ram_mb
@@ -298,6 +305,7 @@ class Agent:
                 isinstance(call, CancelFrame)
                 and not self.launcher.cancel(call.call_id)
                 and call.call_id in self._calls
+                and not self._slots.drop(call.call_id)
             ):
                 self._dropped.add(call.call_id)
 
@@ -346,14 +354,24 @@ class Agent:
         # Taken: said at once, so that the engine never gives a call this agent has away
         # as one a frozen worker never took (it waits 15 s for a word after sending).
         await self._deliver(ProgressFrame(call_id=spec.call_id, event="heartbeat"))
-        if spec.call_id in self._dropped:
+        # A call taken ahead waits here for a slot; one cancelled meanwhile never starts.
+        runs = spec.call_id not in self._dropped and await self._slots.take(spec.call_id)
+        if runs and spec.call_id in self._dropped:
+            self._slots.give_back()
+            runs = False
+        if not runs:
             self._dropped.discard(spec.call_id)
             dropped = error_record(
                 ErrorKind.NODE_CANCELLED, "the call was cancelled before it started"
             )
             outcome = CallOutcome(False, error=dropped)
         else:
-            outcome = await self.launcher.run(spec, on_event)
+            try:
+                if self._pipelined:
+                    await self._deliver(ProgressFrame(call_id=spec.call_id, event="started"))
+                outcome = await self.launcher.run(spec, on_event)
+            finally:
+                self._slots.give_back()
         if sending:  # its last lines and events go before its answer, which ends it
             await asyncio.gather(*sending)
         error = None
@@ -383,6 +401,7 @@ class Agent:
 
     def _abandon_calls(self) -> None:
         """The connection is gone, and the engine has failed these calls: stop them."""
+        self._slots.drop_all()  # taken ahead: they never start now
         for call_id in list(self._calls):
             self.launcher.cancel(call_id)
         self._held.clear()

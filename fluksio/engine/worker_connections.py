@@ -128,6 +128,7 @@ class WorkerConnections:
                 name=session.name,
                 labels=frozenset(hello.labels),
                 slots=hello.max_parallel,
+                pipeline=session.pipeline,
                 cpus=inventory.cpus,
                 gpus=inventory.gpus,
                 ram_mb=inventory.ram_mb,
@@ -142,6 +143,7 @@ class WorkerConnections:
             worker_id=session.id,
             labels=hello.labels,
             parallel=hello.max_parallel,
+            pipeline=session.pipeline,
             version=hello.version or "0.1.x",
         )
         return session, session.machine.socket
@@ -196,7 +198,15 @@ class WorkerConnections:
         shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
         public = self._engine.settings.public_url
         artifacts = f"{public}/api/v1/artifacts" if public is not None else None
-        return encode(WelcomeFrame(name=session.name, store=shared, artifacts=artifacts, logs=True))
+        return encode(
+            WelcomeFrame(
+                name=session.name,
+                store=shared,
+                artifacts=artifacts,
+                logs=True,
+                pipeline=session.pipeline,
+            )
+        )
 
 
 def _text(value: object, limit: int) -> str | None:

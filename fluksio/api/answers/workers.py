@@ -31,6 +31,8 @@ class WorkerBody(Answer):
     name: str
     labels: list[str]
     parallel: int
+    pipeline: int = 0
+    """Calls it takes ahead of its free slots (``--pipeline``): counted in ``in_flight``."""
     in_flight: int
     status: Literal["busy", "idle", "not answering"]
     """``not answering`` once it missed a ping: it gets no new calls until it answers."""

@@ -80,6 +80,7 @@ def worker_body(worker: WorkerInfo) -> WorkerBody:
         name=session.name,
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
+        pipeline=session.pipeline,
         in_flight=place.calls if place is not None else 0,
         status=place.status if place is not None else "idle",
         attached_at=utc(session.machine.attached_at),

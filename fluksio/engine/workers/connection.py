@@ -159,6 +159,9 @@ class ConnectionRules:
 class _Call:
     heard_when_sent: int
     limit: float
+    started: bool
+    """It runs (or ran): said by a ``started`` event where the worker takes calls ahead;
+    at once where it does not (a call sent starts when it arrives)."""
 
 
 @dataclass
@@ -167,7 +170,10 @@ class ConnectionMachine:
 
     ``name``: the worker's, as its sentences say it; ``relayed``: its path passes a relay,
     so a dropped socket may not mean a dead worker; ``published``: the hello named no
-    version (the published agent 0.1.6); ``attached_at``: when it was welcomed.
+    version (the published agent 0.1.6); ``attached_at``: when it was welcomed;
+    ``pipelined``: it takes calls ahead of a free slot and says ``started`` as each starts
+    (a call's limit counts from then, and one it never started goes back in line if the
+    connection ends).
     """
 
     name: str
@@ -175,6 +181,7 @@ class ConnectionMachine:
     published: bool
     attached_at: float
     rules: ConnectionRules = field(default_factory=ConnectionRules)
+    pipelined: bool = False
     phase: Phase = "attached"
     last_seen: float = 0.0
     heard: int = 0
@@ -212,11 +219,10 @@ class ConnectionMachine:
         if self.phase == "away":
             said = f"worker {self.name} is away (its connection dropped); queued again"
             return [Fail(call_id, error_record(ErrorKind.NOT_TAKEN, said))]
-        self._calls[call_id] = _Call(self.heard, limit)
+        self._calls[call_id] = _Call(self.heard, limit, started=not self.pipelined)
         effects: list[ConnectionEffect] = [Wake(call_id, "take", self.rules.take_within_s)]
-        if limit > 0:
-            late = 0.0 if self.published else self.rules.limit_backstop_s
-            effects.append(Wake(call_id, "limit", limit + late))
+        if not self.pipelined:
+            effects += self._limit_timer(call_id)
         if self.published:
             effects.append(Ping())
         return effects
@@ -242,11 +248,15 @@ class ConnectionMachine:
         """A frame of a call came (``last``: its answer). Nothing to do for a call in flight
         (its owner delivers the frame); one not in flight is :class:`Unknown`."""
         self.heard_from(now)
-        if call_id not in self._calls:
+        call = self._calls.get(call_id)
+        if call is None:
             self.unknown_frames += 1
             return [Unknown(call_id, what, self.unknown_frames)]
         if last:
             del self._calls[call_id]
+        elif what == "started" and not call.started:
+            call.started = True
+            return self._limit_timer(call_id)
         return []
 
     def oversized(self, call_id: str, what: str, size: int, now: float) -> list[ConnectionEffect]:
@@ -302,18 +312,26 @@ class ConnectionMachine:
                 if busy
                 else f"{silent}; disconnected"
             )
-            effects += self.close(reason)
+            effects += self.close(reason, heard_to_the_end=False)
         return effects
 
     def close(
-        self, reason: str, code: int = 1008, kind: ErrorKind = ErrorKind.WORKER_GONE
+        self,
+        reason: str,
+        code: int = 1008,
+        kind: ErrorKind = ErrorKind.WORKER_GONE,
+        *,
+        heard_to_the_end: bool = True,
     ) -> list[ConnectionEffect]:
         """This side ends the connection, saying why: its calls fail with that reason, as
-        ``kind``. An away worker is gone at once; an attached one once its socket ends."""
+        ``kind``. An away worker is gone at once; an attached one once its socket ends.
+        ``heard_to_the_end``: every frame the worker sent has come (it is not closed for
+        its silence), so a call sent ahead that it never said started never will."""
         if self.phase in ("closing", "gone"):
             return []
         self.closed_reason = reason
-        effects: list[ConnectionEffect] = self._fail_all(error_record(kind, reason))
+        error = error_record(kind, reason)
+        effects: list[ConnectionEffect] = self._fail_all(error, heard_to_the_end)
         if self.phase == "away":
             self.phase = "gone"
             return [*effects, Gone(reason)]
@@ -329,7 +347,7 @@ class ConnectionMachine:
             self.phase = "away"
             return [*self._answers(False), Away()]
         self.closed_reason = self.closed_reason or WENT_AWAY
-        effects = self._fail_all(error_record(ErrorKind.WORKER_GONE, WENT_AWAY))
+        effects = self._fail_all(error_record(ErrorKind.WORKER_GONE, WENT_AWAY), True)
         self.phase = "gone"
         return [*effects, Gone(self.closed_reason)]
 
@@ -372,10 +390,29 @@ class ConnectionMachine:
         self.answering = answering
         return [Answering(answering)]
 
-    def _fail_all(self, error: dict[str, str]) -> list[ConnectionEffect]:
-        failed: list[ConnectionEffect] = [Fail(call_id, error) for call_id in self._calls]
+    def _fail_all(self, error: dict[str, str], heard_to_the_end: bool) -> list[ConnectionEffect]:
+        """Every call fails with ``error``, but those sent ahead that never started, where
+        all the worker sent has come: they go back in line (their worker drops what it
+        had not started when its connection ends, so none starts twice)."""
+        never_started = error_record(
+            ErrorKind.NOT_TAKEN,
+            f"worker {self.name}'s connection ended before the call, sent ahead, started;"
+            " queued again",
+        )
+        failed: list[ConnectionEffect] = [
+            Fail(call_id, error if call.started or not heard_to_the_end else never_started)
+            for call_id, call in self._calls.items()
+        ]
         self._calls.clear()
         return failed
+
+    def _limit_timer(self, call_id: str) -> list[ConnectionEffect]:
+        """The call's limit, from now (when it starts), with our agent's grace beyond."""
+        limit = self._calls[call_id].limit
+        if limit <= 0:
+            return []
+        late = 0.0 if self.published else self.rules.limit_backstop_s
+        return [Wake(call_id, "limit", limit + late)]
 
 
 def requeues_untaken(relayed: bool) -> bool:

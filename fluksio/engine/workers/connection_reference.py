@@ -28,7 +28,7 @@ class Happened:
     limit: float = 0.0
     last: bool = False
     kind: str = ""
-    """A timer's kind, or the error kind a close fails calls as."""
+    """A timer's kind, the error kind a close fails calls as, or a frame's (``started``)."""
     socket: int = 0
     resume: tuple[str, ...] = ()
 
@@ -42,6 +42,7 @@ class ReferenceConnection:
     relayed: bool
     attached_at: float
     rules: ConnectionRules
+    pipelined: bool = False
     history: list[Happened] = field(default_factory=list)
 
     def record(self, happened: Happened) -> None:
@@ -107,6 +108,10 @@ class ReferenceConnection:
         mine = event.call == call
         untaken = not self._heard_between(sent, index) and not self.relayed
         ending = self.phase(index) in ("closing", "gone")
+        started = not self.pipelined or any(
+            e.what == "frame" and e.call == call and e.kind == "started"
+            for e in self.history[sent + 1 : index]
+        )
         socket_ends = event.what == "socket_end" and self._ends_current(index)
         rules = [
             (mine and event.what == "frame" and event.last, ("answered", "")),
@@ -119,8 +124,12 @@ class ReferenceConnection:
                 ("failed", "NotTaken"),
             ),
             (event.what == "back" and call not in event.resume, ("failed", "NotTaken")),
+            # A call sent ahead that never said it started, when the worker was heard to
+            # the end (not closed for its silence): it never will, so back in line.
+            (event.what == "close" and not ending and not started, ("failed", "NotTaken")),
             (event.what == "close" and not ending, ("failed", event.kind)),
             (self._silent_at(index) and not ending, ("failed", "WorkerGone")),
+            (socket_ends and (ending or not self.relayed) and not started, ("failed", "NotTaken")),
             (socket_ends and (ending or not self.relayed), ("failed", "WorkerGone")),
         ]
         return next((fate for holds, fate in rules if holds), None)

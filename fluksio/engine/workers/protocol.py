@@ -20,6 +20,7 @@ from fluksio.names import NAME_RULE, is_name
 
 __all__ = [
     "CLOSE_SUPERSEDED",
+    "MAX_PIPELINE",
     "PROTOCOL",
     "FrameError",
     "ValidationError",
@@ -69,6 +70,8 @@ _TEXT_LIMITS = {
 }
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096
+MAX_PIPELINE = 256
+"""The most calls a worker may take ahead of its free slots."""
 _MAX_CALL_ID = 128
 
 
@@ -122,11 +125,12 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
         raise FrameError(f"labels: at most {_MAX_LABELS}")
     if not 1 <= hello.max_parallel <= _MAX_PARALLEL:
         raise FrameError(f"max_parallel: must be from 1 to {_MAX_PARALLEL}")
+    if not 0 <= hello.pipeline <= MAX_PIPELINE:
+        raise FrameError(f"pipeline: must be from 0 to {MAX_PIPELINE}")
     resume = hello.resume or []
-    if len(resume) > _MAX_PARALLEL or any(not 1 <= len(c) <= _MAX_CALL_ID for c in resume):
-        raise FrameError(
-            f"resume: at most {_MAX_PARALLEL} call ids of 1 to {_MAX_CALL_ID} characters"
-        )
+    most = _MAX_PARALLEL + MAX_PIPELINE
+    if len(resume) > most or any(not 1 <= len(c) <= _MAX_CALL_ID for c in resume):
+        raise FrameError(f"resume: at most {most} call ids of 1 to {_MAX_CALL_ID} characters")
     inventory = hello.inventory
     for name, amount in (("cpus", inventory.cpus), ("gpus", inventory.gpus)):
         if amount is not None and not 0 <= amount <= 1_000_000:

@@ -141,8 +141,11 @@ class WorkerSession:
         self.batch_job = batch_job
         """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
         12"``), learned from the provisioning request its token was minted for."""
+        published = hello.version is None
+        self.pipeline = 0 if published else hello.pipeline
+        """Calls it takes ahead of its free slots (the published agent takes none)."""
         self.machine = ConnectionMachine(
-            record.name, hello.relayed, hello.version is None, clock.now(), rules
+            record.name, hello.relayed, published, clock.now(), rules, self.pipeline > 0
         )
         self._link = link
         self._mint_artifact_token = mint_artifact_token
@@ -232,7 +235,7 @@ class WorkerSession:
         if isinstance(frame, LogFrame):
             pending.on_event({"event": "log", "first": frame.first, "lines": frame.lines})
         elif isinstance(frame, ProgressFrame):
-            if frame.event != "heartbeat":
+            if frame.event not in ("heartbeat", "started"):
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
         elif not pending.future.done():
             pending.future.set_result(self._outcome(frame))
