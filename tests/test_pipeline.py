@@ -8,7 +8,8 @@ sleeps), so a test sees which calls started, and how often, wherever they ran:
   call running before it;
 - a worker killed holding calls: the one it ran fails as ``WorkerGone``; those it held go
   back in line and run once, on another worker, spending no retry;
-- a worker drained at its job's end runs the calls it holds before it leaves.
+- a worker drained at its job's end runs the calls it holds before it leaves;
+- a call that waits for a slot has the artifacts its arguments name fetched meanwhile.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ STARTS_THEN_WAITS = code("""
                 raise TimeoutError("never released")
             time.sleep(0.05)
         return name
+""")
+READS_ITS_INPUT = code("""
+    import fluksio
+
+    def process(weights):
+        with open(fluksio.load_artifact(weights), "rb") as data:
+            return len(data.read())
 """)
 WITHIN_S = 60
 
@@ -191,3 +199,39 @@ def test_a_worker_drained_at_its_jobs_end_runs_the_calls_it_holds_first(tmp_path
             worker.stop()
     finally:
         engine.stop()
+
+
+def test_a_call_that_waits_for_a_slot_has_its_inputs_fetched_meanwhile(
+    shared_engine: EngineProcess, tmp_path: Path
+) -> None:
+    client = _client(shared_engine)
+    label = "ahead-inputs"
+    cache = tmp_path / "cache"
+    worker = start_labelled_worker(
+        shared_engine,
+        shared_engine.login(),
+        label,
+        tmp_path / "w",
+        "--parallel",
+        "1",
+        "--pipeline",
+        "1",
+        "--artifact-transport",
+        "http",  # as on another machine: no shared store, a cache of its own
+        env={"FLUKSIO_ARTIFACT_CACHE": str(cache)},
+    )
+    try:
+        _attached(client, label)
+        blocker = _start(client, _flow(client, label), "first", tmp_path)
+        wait_for(lambda: _started(tmp_path) == ["first"], timeout=WITHIN_S, what="first starts")
+        weights = client.put_artifact(b"\x01" * 300_000, name="weights.bin")
+        client.put_flow("reads", [{"id": "n", "code": READS_ITS_INPUT, "worker": label}])
+        reader = client.start_run("reads", {"weights": weights.model_dump()}).id
+        cached = cache / "sha256" / weights.digest[7:9] / weights.digest[7:]
+        wait_for(cached.exists, timeout=WITHIN_S, what="the input fetched while it waits")
+        assert client.run(blocker).state == "running"
+        (tmp_path / "release").touch()
+        read = client.wait_run(reader, timeout=WITHIN_S)
+        assert (read.state, read.nodes[0].result) == ("succeeded", 300_000)
+    finally:
+        worker.stop()

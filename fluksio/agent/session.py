@@ -46,6 +46,7 @@ from fluksio.agent.frames import (
 )
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.prefetch import Prefetches
 from fluksio.agent.shared_store import shared_store_env
 from fluksio.agent.slots import Slots
 from fluksio.agent.unconfirmed import Unconfirmed
@@ -87,6 +88,7 @@ class Agent:
         self._stop = asyncio.Event()
         self._session_env: dict[str, str] = {}
         self._slots = Slots(config.parallel)
+        self._prefetches = Prefetches()
         self._pipelined = False
         """The engine takes calls ahead of a free slot here: each says ``started``."""
 
@@ -354,7 +356,10 @@ class Agent:
         # Taken: said at once, so that the engine never gives a call this agent has away
         # as one a frozen worker never took (it waits 15 s for a word after sending).
         await self._deliver(ProgressFrame(call_id=spec.call_id, event="heartbeat"))
-        # A call taken ahead waits here for a slot; one cancelled meanwhile never starts.
+        # A call taken ahead waits here for a slot (its inputs fetched meanwhile); one
+        # cancelled meanwhile never starts.
+        if self._slots.full:
+            self._prefetches.start(spec)
         runs = spec.call_id not in self._dropped and await self._slots.take(spec.call_id)
         if runs and spec.call_id in self._dropped:
             self._slots.give_back()

@@ -21,6 +21,11 @@ class Slots:
     def waiting(self) -> int:
         return len(self._waiting)
 
+    @property
+    def full(self) -> bool:
+        """A call taken now would wait."""
+        return self._free == 0 or bool(self._waiting)
+
     async def take(self, call_id: str) -> bool:
         """A slot for ``call_id``: True once it has one (give it back with :meth:`give_back`),
         False if it was dropped while it waited (it must not start)."""

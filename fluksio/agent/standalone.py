@@ -33,6 +33,8 @@ MODULES = (
     "launcher",
     "shared_store",
     "unconfirmed",
+    "slots",
+    "prefetch",
     "attaching",
     "session",
     "numbers",

@@ -43,7 +43,12 @@ then SIGKILLs its whole tree.
 
 from __future__ import annotations
 
-from fluksio.agent.runner.artifacts import load_artifact, save_artifact
+from fluksio.agent.runner.artifacts import (
+    load_artifact,
+    named_digests,
+    prefetch_artifacts,
+    save_artifact,
+)
 from fluksio.agent.runner.environment import THREAD_VARIABLES, filtered_environ
 from fluksio.agent.runner.processes import kill_call, signal_tree
 from fluksio.agent.runner.protocol import MAX_MESSAGE_BYTES, PROTOCOL
@@ -56,6 +61,8 @@ __all__ = [
     "filtered_environ",
     "kill_call",
     "load_artifact",
+    "named_digests",
+    "prefetch_artifacts",
     "save_artifact",
     "signal_tree",
 ]

@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: nothing here is imported when the runner runs
     import http.client
     import socket
+    from collections.abc import Mapping
     from typing import IO, Any
 
     Source = bytes | bytearray | memoryview | str | os.PathLike[str]
@@ -75,11 +76,14 @@ def _save_local(root: str, source: Source) -> tuple[str, int]:
 class _Http:
     """The artifact endpoints beside the attach socket, with the call's artifact token."""
 
-    def __init__(self, base: str, token: str) -> None:
+    def __init__(self, base: str, token: str, settings: Mapping[str, str] | None = None) -> None:
         import urllib.parse
 
         self.base = urllib.parse.urlsplit(base.rstrip("/"))
         self.token = token
+        self.settings = os.environ if settings is None else settings
+        """Where its CA file and route come from: a call's environment (the agent's
+        prefetch passes the call's, as the call will have it)."""
 
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -93,7 +97,7 @@ class _Http:
 
             # The agent's trust: the system's CAs, and its --ca-file if it has one.
             context = ssl.create_default_context()
-            ca_file = os.environ.get("FLUKSIO_CA_FILE")
+            ca_file = self.settings.get("FLUKSIO_CA_FILE")
             if ca_file:
                 context.load_verify_locations(cafile=ca_file)
             connection = http.client.HTTPSConnection(
@@ -103,16 +107,16 @@ class _Http:
             connection = http.client.HTTPConnection(
                 self.base.netloc, timeout=300, blocksize=1 << 20
             )
-        _route(connection)
+        _route(connection, self.settings)
         all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         connection.request(method, self.base.path + path, body=body, headers=all_headers)
         return connection.getresponse()
 
 
-def _route(connection: http.client.HTTPConnection) -> None:
+def _route(connection: http.client.HTTPConnection, settings: Mapping[str, str]) -> None:
     """Send ``connection`` where the agent's ``--connect-to`` says, if it names its host and
     port: the TLS handshake and the Host header still name the URL's host."""
-    raw = os.environ.get("FLUKSIO_CONNECT_TO")
+    raw = settings.get("FLUKSIO_CONNECT_TO")
     if not raw:
         return
     route = json.loads(raw)
@@ -179,12 +183,16 @@ def save_artifact(
     return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}
 
 
-def _cache_dir() -> str:
+def _cache_dir(settings: Mapping[str, str]) -> str:
     import tempfile
 
-    return os.environ.get("FLUKSIO_ARTIFACT_CACHE") or os.path.join(
+    return settings.get("FLUKSIO_ARTIFACT_CACHE") or os.path.join(
         tempfile.gettempdir(), f"fluksio-artifacts-{os.getuid()}"
     )
+
+
+def _cache_bound(settings: Mapping[str, str]) -> int:
+    return int(settings.get("FLUKSIO_ARTIFACT_CACHE_BYTES") or 1 << 30)
 
 
 def _matches(path: str, hex_digest: str) -> bool:
@@ -243,7 +251,7 @@ def _receive_hashing(answer: Any, out: IO[bytes]) -> str:
     return digest.hexdigest()
 
 
-def _fetch(http: _Http, hex_digest: str, root: str) -> str:
+def _fetch(http: _Http, hex_digest: str, root: str, bound: int) -> str:
     """The cached path of ``hex_digest``, fetched once (across processes) and verified."""
     import fcntl
 
@@ -272,7 +280,6 @@ def _fetch(http: _Http, hex_digest: str, root: str) -> str:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    bound = int(os.environ.get("FLUKSIO_ARTIFACT_CACHE_BYTES") or 1 << 30)
     _evict(root, path, bound)
     return path
 
@@ -289,4 +296,35 @@ def load_artifact(ref: dict[str, object] | str) -> str:
     http = _http()
     if http is None:
         raise RuntimeError("no artifact store is available to this call")
-    return _fetch(http, hex_digest, _cache_dir())
+    return _fetch(http, hex_digest, _cache_dir(os.environ), _cache_bound(os.environ))
+
+
+def named_digests(value: object) -> list[str]:
+    """The artifacts ``value`` (a call's arguments) names by reference, anywhere within
+    it: the hex digests of ``{"digest": "sha256:<hex>", ...}`` dicts, in order, once each."""
+    found: dict[str, None] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            digest = item.get("digest")
+            if isinstance(digest, str) and digest.startswith("sha256:") and len(digest) == 71:
+                found[digest[7:]] = None
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return list(found)
+
+
+def prefetch_artifacts(hex_digests: list[str], settings: Mapping[str, str]) -> None:
+    """Bring the artifacts into this machine's cache as a call with environment
+    ``settings`` would fetch them (the agent, for a call that waits for a slot, so that
+    it finds its inputs there when it starts). A call that reads the engine's store
+    directly, or has no artifact token, fetches nothing."""
+    base, token = settings.get("FLUKSIO_ARTIFACT_URL"), settings.get("FLUKSIO_ARTIFACT_TOKEN")
+    if settings.get("FLUKSIO_ARTIFACT_DIR") or not (base and token):
+        return
+    http = _Http(base, token, settings)
+    root, bound = _cache_dir(settings), _cache_bound(settings)
+    for hex_digest in hex_digests:
+        _fetch(http, hex_digest, root, bound)
