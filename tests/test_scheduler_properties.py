@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -23,14 +24,19 @@ from fluksio.scheduler import (
     Scheduler,
     Worker,
 )
+from fluksio.scheduler.plan import Snapshot
 from fluksio.scheduler.reference import reference_plan
-from fluksio.scheduler.resources import UNKNOWN, covers
+from fluksio.scheduler.resources import UNKNOWN, Amounts, covers
 from fluksio.scheduler.scheduler import plan
-from fluksio.scheduler.state import need_of
+from fluksio.scheduler.state import Allocation, need_of
 from tests.support.properties import against_reference
 
 LABELS = ["gpu", "cpu", "arm"]
 NOW = 10_000.0
+INPUTS = [
+    ("sha256:" + c * 64, size) for c, size in (("a", 50 << 20), ("b", 50 << 20), ("c", 1 << 20))
+]
+"""Input artifacts requests may name: two alike in size (a tie the cache must break), one small."""
 """Every pass runs at this time: jobs end 100 s or 10,000 s after it, or never."""
 MARGIN = 60.0
 labels_strategy = st.frozensets(st.sampled_from(LABELS), max_size=2)
@@ -75,6 +81,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         ram=st.one_of(st.none(), st.sampled_from([0, 512, 4096])),
         ends_in=st.sampled_from([None, None, 100.0, 10_000.0]),
+        holds=st.frozensets(st.sampled_from([d for d, _ in INPUTS])),
     )
     def attach(
         self,
@@ -86,6 +93,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         gpus: int | None,
         ram: int | None,
         ends_in: float | None,
+        holds: frozenset[str],
     ) -> None:
         worker_id = self._next_id("w")
         self.scheduler.add_worker(
@@ -101,6 +109,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 ends_at=None if ends_in is None else NOW + ends_in,
             )
         )
+        self.scheduler.set_cached(worker_id, holds)  # what it had cached when it attached
 
     @precondition(lambda self: len(self.scheduler.places()) > 1)
     @rule(data=st.data())
@@ -119,6 +128,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         copies=st.integers(1, 4),
         earlier=st.booleans(),
         limit=st.sampled_from([None, None, 30.0, 5_000.0]),
+        inputs=st.lists(st.sampled_from(INPUTS), max_size=2, unique=True),
     )
     def submit(
         self,
@@ -131,6 +141,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         copies: int,
         earlier: bool,
         limit: float | None,
+        inputs: list[tuple[str, int]],
     ) -> None:
         # Bursts of alike requests, so shapes repeat; mostly in time order, sometimes
         # older (an engine restart re-submits old work).
@@ -148,9 +159,16 @@ class SchedulerMachine(RuleBasedStateMachine):
                     gpus=gpus,
                     ram_mb=ram,
                     limit=limit,
+                    inputs=tuple(inputs),
                 )
             )
             self.since_last_pass.add(request_id)
+
+    @precondition(lambda self: len(self.scheduler.places()) > 1)
+    @rule(data=st.data(), holds=st.frozensets(st.sampled_from([d for d, _ in INPUTS])))
+    def a_cache_changes(self, data: st.DataObject, holds: frozenset[str]) -> None:
+        ids = sorted(p.id for p in self.scheduler.places() if p.id != ENGINE_ID)
+        self.scheduler.set_cached(data.draw(st.sampled_from(ids)), holds)
 
     @precondition(lambda self: bool(self.scheduler.running()))
     @rule(data=st.data())
@@ -376,3 +394,58 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 
 TestScheduler = against_reference(SchedulerMachine)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    workers=st.lists(
+        st.tuples(
+            st.integers(1, 2),  # slots
+            st.sampled_from([None, 4, 8]),  # cpus
+            st.sampled_from([None, 10_000.0, 20_000.0]),  # when its job ends
+            st.frozensets(st.sampled_from([d for d, _ in INPUTS])),  # its cache
+            st.integers(0, 1),  # calls running there already
+        ),
+        min_size=2,
+        max_size=5,
+    ),
+    requests=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(INPUTS), max_size=3, unique=True),
+            st.sampled_from([None, 30.0]),
+            st.sampled_from([None, 2]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_where_inputs_are_cached_decides_as_the_reference_says(
+    workers: list[tuple[int, int | None, float | None, frozenset[str], int]],
+    requests: list[tuple[list[tuple[str, int]], float | None, int | None]],
+) -> None:
+    """Labelled workers alike but for their caches, free room and job ends, and calls
+    naming inputs: the scheduler places each where the reference does."""
+    places = tuple(
+        Worker(
+            id=f"w{i}",
+            name=f"w{i}",
+            labels=frozenset({"gpu"}),
+            slots=slots,
+            cpus=cpus,
+            ram_mb=4096,
+            ends_at=ends,
+        )
+        for i, (slots, cpus, ends, _cache, _busy) in enumerate(workers)
+    )
+    running = tuple(
+        (CallRequest(f"busy{i}", 0.0, label="gpu"), Allocation(f"w{i}", Amounts(0, 0, 0, 1), ()))
+        for i, (_slots, _cpus, _ends, _cache, busy) in enumerate(workers)
+        if busy
+    )
+    waiting = tuple(
+        CallRequest(f"r{n}", float(n), label="gpu", cpus=cpus, limit=limit, inputs=tuple(inputs))
+        for n, (inputs, limit, cpus) in enumerate(requests)
+    )
+    cached = tuple((f"w{i}", cache) for i, (*_rest, cache, _busy) in enumerate(workers) if cache)
+    snapshot = Snapshot(places, running, waiting, cached=cached, now=NOW, walltime_margin_s=MARGIN)
+    assert plan(snapshot) == reference_plan(snapshot)

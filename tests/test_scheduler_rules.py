@@ -419,3 +419,24 @@ def test_calls_sent_ahead_take_their_resources_and_threads_count_running_slots()
     assert [(p.request_id, p.threads) for p in plan.placements] == [("runs", 8), ("ahead", 8)]
     scheduler.submit(CallRequest("second-gpu", 3.0, label="gpu", gpus=1))
     assert placed(scheduler) == {}  # the GPU is the running call's: not sent ahead
+
+
+WEIGHTS = ("sha256:" + "a" * 64, 20 << 30)
+"""A 20-GiB model, as a call's input."""
+
+
+def test_a_call_goes_where_its_inputs_are_cached_among_the_places_that_fit() -> None:
+    scheduler = Scheduler(ENGINE)
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        scheduler.add_worker(worker(name, "gpu", slots=1))
+    scheduler.set_cached("gpu-b", frozenset({WEIGHTS[0]}))
+    scheduler.submit(CallRequest("infer", 1.0, label="gpu", inputs=(WEIGHTS,)))
+    scheduler.submit(CallRequest("other", 2.0, label="gpu"))
+    plan = scheduler.schedule()
+    assert [(p.request_id, p.worker_id, p.cached_bytes) for p in plan.placements] == [
+        ("infer", "gpu-b", 20 << 30),
+        ("other", "gpu-a", 0),
+    ]
+    # Busy, the worker with the cache is not waited for: the call goes where it fits.
+    scheduler.submit(CallRequest("again", 3.0, label="gpu", inputs=(WEIGHTS,)))
+    assert placed(scheduler) == {"again": "gpu-c"}

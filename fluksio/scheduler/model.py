@@ -57,6 +57,9 @@ class CallRequest:
 
     Not the node's ``timeout``, which bounds silence, not duration, and so says nothing of
     when a call ends."""
+    inputs: tuple[tuple[str, int], ...] = ()
+    """The artifacts its arguments name, as (digest, size in bytes): among the places that
+    fit, it goes where the most of those bytes are cached already."""
 
     def __post_init__(self) -> None:
         for name in ("cpus", "gpus", "ram_mb"):
@@ -206,6 +209,9 @@ class Placement(NamedTuple):
     job_limit: float | None = None
     """Set only for a request that states no ``limit`` placed where a batch job ends: the
     time left in that job less the margin, which becomes the call's limit."""
+    cached_bytes: int = 0
+    """How many bytes of its inputs the place had cached: when more than none, what
+    decided among the places that fit."""
 
 
 @dataclass(frozen=True)

@@ -48,3 +48,5 @@ class Snapshot:
     now: float | None = None
     """The time of the pass (what walltimes are counted from)."""
     walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S
+    cached: tuple[tuple[str, frozenset[str]], ...] = ()
+    """What each place reports its cache holds (digests), where it holds any."""

@@ -32,15 +32,20 @@ def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> boo
 def _choose(
     request: CallRequest, fitting: list[PlaceState], snapshot: Snapshot
 ) -> tuple[PlaceState, float | None]:
-    """The best fit; for a request without a limit, the most time left, then the best fit,
-    and the time left less the margin as its limit where the job ends."""
+    """The most of its inputs cached, then the best fit; for a request without a limit, the
+    most time left first, and the time left less the margin as its limit where the job
+    ends."""
+
+    def cached(place: PlaceState) -> int:
+        return place.cached_bytes(request.inputs)
+
     if request.limit is not None:
-        return min(fitting, key=lambda p: p.free_key()), None
+        return min(fitting, key=lambda p: (-cached(p), p.free_key())), None
 
     def ends(place: PlaceState) -> float:
         return math.inf if place.worker.ends_at is None else place.worker.ends_at
 
-    best = min(fitting, key=lambda p: (-ends(p), p.free_key()))
+    best = min(fitting, key=lambda p: (-ends(p), -cached(p), p.free_key()))
     if best.worker.ends_at is None or snapshot.now is None:
         return best, None
     return best, best.worker.ends_at - snapshot.now - snapshot.walltime_margin_s
@@ -69,6 +74,8 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         place = by_id[allocation.place_id]
         place.used = place.used.plus(allocation.taken)
         place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
+    for place_id, digests in snapshot.cached:
+        by_id[place_id].cached = digests
     profiles = {p.key: p for p in snapshot.profiles}
     targets = dict(snapshot.targets)
     paused = frozenset(snapshot.paused)
@@ -102,6 +109,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                     gpus=taken.gpus,
                     ram_mb=taken.ram_mb,
                     job_limit=job_limit,
+                    cached_bytes=best.cached_bytes(request.inputs),
                 )
             )
             continue

@@ -9,9 +9,8 @@ Rules of a pass (the contract the property tests hold it to):
    attached worker carrying the label could ever hold it.
 3. **Fit and best fit.** A place fits when its free amounts (capacity less allocations
    less holds) cover the request: a slot, and the GPUs, cores and memory asked for.
-   Among fitting places the best fit wins (see :class:`~.resources.PlaceIndex`), those
-   where it starts at once first: a worker's ``pipeline`` (calls it takes ahead) is
-   slots, used once no fitting place has one free. A *paused* place never fits.
+   Which fitting place wins is :mod:`~.choose`'s (at once, time left, cache, best fit).
+   A worker's ``pipeline`` counts as slots. A *paused* place never fits.
 4. **No starvation.** The first request of each *shape* (label, policy and amounts) that
    cannot be placed *holds* what it needs on one place that could hold it once its
    running calls end: the place it held last pass if it still can, else the smallest
@@ -50,6 +49,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from fluksio.scheduler.book import Book, Shape, Verdict, shape_of
+from fluksio.scheduler.choose import choose
 from fluksio.scheduler.model import (
     CallRequest,
     Placement,
@@ -100,8 +100,9 @@ class Scheduler(Book):
         self._now: float | None = None
         self._ending = 0
         """How many places have a job end: while none does, time costs nothing."""
-        self._pipelines = 0
-        """How many places take calls ahead: while none does, every slot starts at once."""
+        # How many places take calls ahead, and report a cache holding anything: while
+        # none does, every slot starts at once, and no request's inputs decide anything.
+        self._pipelines = self._caching = 0
         self._places: dict[str, PlaceState] = {}
         self._groups: dict[GroupKey, Group] = {}
         # Whether a group's whole capacity could ever hold a need: asked for every blocked
@@ -137,6 +138,8 @@ class Scheduler(Book):
         scheduler._targets = dict(snapshot.targets)
         for place_id in snapshot.paused:
             scheduler.set_paused(place_id, True)
+        for place_id, digests in snapshot.cached:
+            scheduler.set_cached(place_id, digests)
         return scheduler
 
     def snapshot(self) -> Snapshot:
@@ -149,6 +152,7 @@ class Scheduler(Book):
             paused=tuple(sorted(p.id for p in self._places.values() if p.paused)),
             now=self._now,
             walltime_margin_s=self._margin,
+            cached=tuple(sorted((p.id, p.cached) for p in self._places.values() if p.cached)),
         )
 
     # -- events ------------------------------------------------------------------------
@@ -177,6 +181,8 @@ class Scheduler(Book):
             self._ending -= 1
         if place.worker.pipeline:
             self._pipelines -= 1
+        if place.cached:
+            self._caching -= 1
         self._unindex_free(place)
         for key in place.groups:
             group = self._groups[key]
@@ -191,6 +197,12 @@ class Scheduler(Book):
             del self._requests[request_id]
         self._targets = {r: p for r, p in self._targets.items() if p != worker_id}
         return lost
+
+    def set_cached(self, place_id: str, digests: frozenset[str]) -> None:
+        """What a place's cache holds now, as it reports it (artifact digests)."""
+        place = self._places[place_id]
+        self._caching += bool(digests) - bool(place.cached)
+        place.cached = digests
 
     def set_paused(self, place_id: str, paused: bool) -> None:
         """A place stopped answering (or answers again): while paused it keeps what runs
@@ -270,7 +282,9 @@ class Scheduler(Book):
                 found = where[shape] = (in_time, group_key, self._groups.get(group_key))
             in_time, group_key, group = found
             limit = shape[3]
-            place_id = self._choose(group, need, in_time, limit) if group is not None else None
+            place_id = (
+                None if group is None else self._choose(group, request_id, need, in_time, limit)
+            )
             if place_id is None:
                 verdict = self._blocked(
                     shape, group_key, group, in_time, request_id=request_id, asks=asks
@@ -327,33 +341,18 @@ class Scheduler(Book):
         return self._now + limit + self._margin <= ends_at
 
     def _choose(
-        self, group: Group, need: Amounts, in_time: Callable[[PlaceKey], bool], limit: float | None
+        self,
+        group: Group,
+        request_id: str,
+        need: Amounts,
+        in_time: Callable[[PlaceKey], bool],
+        limit: float | None,
     ) -> str | None:
-        """Where a request goes (rules 3 and 6): where it starts at once if anywhere."""
-        places = self._places
-        if self._pipelines:
-            at_once = self._best(
-                group, need, lambda key: places[key.place_id].runs_now() and in_time(key), limit
-            )
-            if at_once is not None:
-                return at_once
-        return self._best(group, need, in_time, limit)
-
-    def _best(
-        self, group: Group, need: Amounts, accept: Callable[[PlaceKey], bool], limit: float | None
-    ) -> str | None:
-        if limit is not None or not self._ending:
-            return group.free.first(need, accept)
-        places = self._places
-        lasting = group.free.first(
-            need, lambda key: places[key.place_id].worker.ends_at is None and accept(key)
-        )
-        if lasting is not None:
-            return lasting
-        # The most time left; the first (best fit) of equals. Each ends: none lasts.
-        ending = group.free.covering(need, accept)
-        chosen = max(ending, key=lambda k: places[k.place_id].worker.ends_at or 0.0, default=None)
-        return chosen.place_id if chosen is not None else None
+        inputs = self._requests[request_id].inputs if self._caching else ()
+        return choose(
+            group, self._places, need, in_time, limit,
+            pipelines=self._pipelines > 0, ending=self._ending > 0, inputs=inputs,
+        )  # fmt: skip
 
     def _allocate(
         self, place_id: str, request_id: str, need: Amounts, limit: float | None
@@ -364,6 +363,7 @@ class Scheduler(Book):
         if limit is None and ends_at is not None and self._now is not None:
             job_limit = ends_at - self._now - self._margin
         taken = place.known(need)
+        cached_bytes = place.cached_bytes(self._requests[request_id].inputs)
         gpu_ids: tuple[int, ...] = ()
         if taken.gpus:
             gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
@@ -382,6 +382,7 @@ class Scheduler(Book):
             gpus=taken.gpus,
             ram_mb=taken.ram_mb,
             job_limit=job_limit,
+            cached_bytes=cached_bytes,
         )
 
     def _blocked(

@@ -12,10 +12,12 @@ from typing import NamedTuple
 from fluksio.scheduler.model import ENGINE_ID, CallRequest, Worker
 from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, PlaceIndex, PlaceKey
 
-__all__ = ["Allocation", "Group", "GroupKey", "PlaceState", "need_of"]
+__all__ = ["Allocation", "Group", "GroupKey", "Inputs", "PlaceState", "need_of"]
 
 GroupKey = str | None
 """A label, or None for the engine's own group."""
+Inputs = tuple[tuple[str, int], ...]
+"""A request's input artifacts: (digest, size in bytes)."""
 
 
 def _amount(value: int | None) -> int:
@@ -41,6 +43,7 @@ class PlaceState:
     __slots__ = (
         "_capacity_key",
         "all_known",
+        "cached",
         "capacity",
         "free_gpu_ids",
         "groups",
@@ -73,6 +76,8 @@ class PlaceState:
         self.indexed: PlaceKey | None = None
         """The free key its groups' indexes hold it under, if they hold it."""
         self._capacity_key = PlaceKey(*self.capacity, worker.id)
+        self.cached: frozenset[str] = frozenset()
+        """The artifacts its cache holds, as it last reported (digests)."""
 
     @property
     def id(self) -> str:
@@ -116,6 +121,11 @@ class PlaceState:
     def unheld(self) -> Amounts:
         """Capacity less holds: what could run here once the running calls end."""
         return self.capacity.minus(self.held)
+
+    def cached_bytes(self, inputs: Inputs) -> int:
+        """How many bytes of ``inputs`` its cache holds."""
+        cached = self.cached
+        return sum(size for digest, size in inputs if digest in cached) if cached else 0
 
     def runs_now(self) -> bool:
         """A call placed here now starts at once (a slot is free, not only its pipeline)."""
