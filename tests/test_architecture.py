@@ -43,6 +43,8 @@ PURE_CORE = (
     "fluksio.engine.runs.machine",
     "fluksio.engine.runs.effects",
     "fluksio.engine.runs.reference",
+    "fluksio.engine.runs.inputs",
+    "fluksio.engine.runs.signature",
     "fluksio.provisioners.machine",
     "fluksio.provisioners.machine_state",
     "fluksio.provisioners.effects",

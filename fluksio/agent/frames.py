@@ -121,6 +121,23 @@ class LogFrame:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CacheFrame:
+    """(ours) What the worker's artifact cache holds, its largest entries first (at most
+    :data:`CACHE_REPORTED`, of at least :data:`CACHE_REPORTED_FROM_BYTES` each: a summary
+    that stays small however large the cache): sent to an engine whose welcome takes it,
+    after the welcome and whenever it changes. The engine places a call where most of its
+    inputs' bytes are."""
+
+    op: Literal["cache"] = "cache"
+    holds: list[str]
+    """Digests, ``sha256:<hex>``."""
+
+
+CACHE_REPORTED = 512
+CACHE_REPORTED_FROM_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True)
 class ErrorRecord:
     """Why a call failed, as the runner or the agent wrote it."""
 
@@ -171,6 +188,8 @@ class WelcomeFrame:
     pipeline: int = 0
     """(ours) How many calls ahead of a free slot the engine may send (at most the hello's
     ``pipeline``); when more than none, the worker says ``started`` as each starts."""
+    cache: bool = False
+    r"""(ours) The engine takes :class:`CacheFrame`\ s (it places calls by them)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import random
 import socket
 from typing import Any
@@ -29,11 +30,13 @@ import aiohttp
 
 from fluksio.agent import __version__
 from fluksio.agent.attaching import AgentConfig, Refused, describe_failure, untrusted
+from fluksio.agent.cache_report import CacheReport
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.frames import (
     PROTOCOL,
     AnswerFrame,
+    CacheFrame,
     CancelFrame,
     ErrorRecord,
     HelloFrame,
@@ -89,6 +92,9 @@ class Agent:
         self._session_env: dict[str, str] = {}
         self._slots = Slots(config.parallel)
         self._prefetches = Prefetches()
+        self._cache = CacheReport(clock, {**os.environ, **config.extra_env})
+        self._tells_cache = False
+        """The engine takes reports of what the artifact cache holds."""
         self._pipelined = False
         """The engine takes calls ahead of a free slot here: each says ``started``."""
 
@@ -173,6 +179,8 @@ class Agent:
                 reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
                 self._live_logs = reply.get("logs") is True
+                self._tells_cache = reply.get("cache") is True
+                self._cache.reset()
                 taken_ahead = reply.get("pipeline")
                 self._pipelined = isinstance(taken_ahead, int) and taken_ahead > 0
                 await self._carry_on(ws)
@@ -182,6 +190,8 @@ class Agent:
                 if self._session_env:
                     log.info("this host shares the engine's artifact store: calls use it directly")
                 self._session_env.update(self._offered_artifacts(reply.get("artifacts")))
+                if self._tells_cache:
+                    await self._cache.tell(self._send_now)
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
                 pinger = asyncio.get_running_loop().create_task(self._ping(ws))
                 try:
@@ -391,6 +401,13 @@ class Agent:
             logs=outcome.logs,
         )
         await self._deliver(answer)
+        if self._tells_cache:  # what it fetched may be worth placing calls by
+            self._cache.changed(self._send_now)
+
+    async def _send_now(self, frame: CacheFrame) -> None:
+        ws = self._ws
+        if ws is not None and not ws.closed:
+            await _send(ws, frame)
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while not ws.closed:
@@ -474,7 +491,8 @@ class Agent:
 
 
 async def _send(
-    ws: aiohttp.ClientWebSocketResponse, frame: ProgressFrame | LogFrame | AnswerFrame
+    ws: aiohttp.ClientWebSocketResponse,
+    frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
 ) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await ws.send_str(encode(frame))

@@ -35,6 +35,7 @@ MODULES = (
     "unconfirmed",
     "slots",
     "prefetch",
+    "cache_report",
     "attaching",
     "session",
     "numbers",

@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
-from fluksio.agent.frames import CONTROL_FRAME_BYTES, AnswerFrame, HelloFrame, RefusedFrame, encode
+from fluksio.agent.frames import (
+    CONTROL_FRAME_BYTES,
+    AnswerFrame,
+    CacheFrame,
+    HelloFrame,
+    RefusedFrame,
+    encode,
+)
 from fluksio.agent.outcome import ErrorKind
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import parse_json
@@ -190,6 +197,9 @@ async def _serve(
                 await _malformed(session, exc)
                 return
             del data
+            if isinstance(frame, CacheFrame):
+                session.cached(frame.holds)
+                continue
             if size > CONTROL_FRAME_BYTES and not isinstance(frame, AnswerFrame):
                 session.oversized(frame.call_id, frame.event, size)
                 continue

@@ -323,7 +323,11 @@ class Dispatcher(DispatcherViews):
         may not go there)."""
         call_id = placement.request_id
         executor = self._executors[placement.worker_id]
-        provenance = dataclasses.replace(executor.provenance(), gpu_ids=tuple(placement.gpu_ids))
+        provenance = dataclasses.replace(
+            executor.provenance(),
+            gpu_ids=tuple(placement.gpu_ids),
+            cached_bytes=placement.cached_bytes,
+        )
         inputs = self._machine.placed(
             call_id, self._place_name(placement.worker_id), provenance, now
         )
@@ -407,6 +411,14 @@ class Dispatcher(DispatcherViews):
             self.provisioning.worker_gone(event)
         self._stream.emit(WorkerLeft(event))
         self.kick()
+
+    def set_cached(self, worker_id: str, digests: frozenset[str]) -> None:
+        """A worker reported what its artifact cache holds: calls reading those inputs
+        prefer it, among the places that fit."""
+        if self._scheduler.has_place(worker_id):
+            self._changed()
+            self._scheduler.set_cached(worker_id, digests)
+            self.kick()
 
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""

@@ -190,6 +190,9 @@ class WorkerConnections:
         self._engine.dispatcher.worker_gone(session.record, reason)
         log.info("worker.detached", worker=session.name, worker_id=session.id, reason=reason)
 
+    def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
+        self._engine.dispatcher.set_cached(session.id, digests)
+
     def welcome(self, session: WorkerSession) -> str:
         store = self._engine.artifacts
         probe, nonce = store.probe()
@@ -205,6 +208,7 @@ class WorkerConnections:
                 artifacts=artifacts,
                 logs=True,
                 pipeline=session.pipeline,
+                cache=True,
             )
         )
 

@@ -44,6 +44,7 @@ then SIGKILLs its whole tree.
 from __future__ import annotations
 
 from fluksio.agent.runner.artifacts import (
+    artifact_cache_dir,
     load_artifact,
     named_digests,
     prefetch_artifacts,
@@ -58,6 +59,7 @@ __all__ = [
     "MODULES",
     "PROTOCOL",
     "THREAD_VARIABLES",
+    "artifact_cache_dir",
     "filtered_environ",
     "kill_call",
     "load_artifact",

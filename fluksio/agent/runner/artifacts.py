@@ -183,7 +183,8 @@ def save_artifact(
     return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}
 
 
-def _cache_dir(settings: Mapping[str, str]) -> str:
+def artifact_cache_dir(settings: Mapping[str, str]) -> str:
+    """Where calls with environment ``settings`` cache the artifacts they fetch."""
     import tempfile
 
     return settings.get("FLUKSIO_ARTIFACT_CACHE") or os.path.join(
@@ -296,7 +297,7 @@ def load_artifact(ref: dict[str, object] | str) -> str:
     http = _http()
     if http is None:
         raise RuntimeError("no artifact store is available to this call")
-    return _fetch(http, hex_digest, _cache_dir(os.environ), _cache_bound(os.environ))
+    return _fetch(http, hex_digest, artifact_cache_dir(os.environ), _cache_bound(os.environ))
 
 
 def named_digests(value: object) -> list[str]:
@@ -325,6 +326,6 @@ def prefetch_artifacts(hex_digests: list[str], settings: Mapping[str, str]) -> N
     if settings.get("FLUKSIO_ARTIFACT_DIR") or not (base and token):
         return
     http = _Http(base, token, settings)
-    root, bound = _cache_dir(settings), _cache_bound(settings)
+    root, bound = artifact_cache_dir(settings), _cache_bound(settings)
     for hex_digest in hex_digests:
         _fetch(http, hex_digest, root, bound)

@@ -23,6 +23,9 @@ class ProvenanceBody(Answer):
     provisioner: str | None
     """``provisioner/profile`` of the request that brought the worker, if one did."""
     request_id: str | None
+    cached_bytes: int = 0
+    """Bytes of the call's input artifacts the worker's cache held when it was placed:
+    when more than none, what chose this worker among those that fit."""
 
 
 class NodeBody(Answer):

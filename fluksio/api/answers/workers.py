@@ -33,6 +33,9 @@ class WorkerBody(Answer):
     parallel: int
     pipeline: int = 0
     """Calls it takes ahead of its free slots (``--pipeline``): counted in ``in_flight``."""
+    cached_artifacts: int = 0
+    """How many artifacts of 1 MiB or more its cache reports holding (our agent only):
+    a call reading them prefers it among the workers that fit."""
     in_flight: int
     status: Literal["busy", "idle", "not answering"]
     """``not answering`` once it missed a ping: it gets no new calls until it answers."""

@@ -39,10 +39,12 @@ from fluksio.engine.runs.effects import (
     Stop,
     Withdraw,
 )
+from fluksio.engine.runs.inputs import input_artifacts
 from fluksio.engine.runs.models import FlowSpec, NodeSpec, failure_kind
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.signature import select_kwargs
 from fluksio.engine.runs.states import (
     TERMINAL_NODE_STATES,
     TERMINAL_RUN_STATES,
@@ -346,6 +348,8 @@ class RunMachine:
         node.row.queued_at = queued_at
         self._calls[call_id] = (run, node)
         resources = node.spec.resources
+        results = {d: run.nodes[d].row.result for d in node.spec.after}
+        arguments = select_kwargs(node.spec.code, {**run.row.params, **results})
         effects.append(
             Queue(
                 CallRequest(
@@ -357,6 +361,7 @@ class RunMachine:
                     gpus=resources.gpus,
                     ram_mb=resources.ram_mb,
                     limit=node.spec.limit,
+                    inputs=input_artifacts(arguments),
                 )
             )
         )

@@ -30,6 +30,9 @@ class Provenance:
     """``provisioner/profile`` of the request that brought the worker, if one did."""
     request_id: str | None = None
     """That request's id (as in ``GET /workers/resources``)."""
+    cached_bytes: int = 0
+    """Bytes of the call's input artifacts the worker's cache held when it was placed:
+    when more than none, what chose this worker among those that fit."""
 
     def to_json(self) -> dict[str, Any]:
         # Not asdict(): it deep-copies each field, and this runs at every write of a node.
@@ -41,6 +44,7 @@ class Provenance:
             "gpu_ids": list(self.gpu_ids),
             "provisioner": self.provisioner,
             "request_id": self.request_id,
+            "cached_bytes": self.cached_bytes,
         }
 
     @classmethod
@@ -62,4 +66,13 @@ class Provenance:
             )
         if self.provisioner:
             parts.append(f"brought by {self.provisioner} request {self.request_id}")
+        if self.cached_bytes:
+            parts.append(f"chosen for {_bytes(self.cached_bytes)} of its inputs in its cache")
         return f"{self.worker} ({', '.join(parts)})" if parts else self.worker
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"

@@ -15,7 +15,15 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
-from fluksio.agent.frames import PROTOCOL, AnswerFrame, HelloFrame, LogFrame, ProgressFrame
+from fluksio.agent.frames import (
+    CACHE_REPORTED,
+    PROTOCOL,
+    AnswerFrame,
+    CacheFrame,
+    HelloFrame,
+    LogFrame,
+    ProgressFrame,
+)
 from fluksio.names import NAME_RULE, is_name
 
 __all__ = [
@@ -40,12 +48,14 @@ CLOSE_DRAINED = 4010
 def _kind(frame: Any) -> str:
     # The protocol's rule: a frame with an ``event`` is progress; without one it answers.
     # Our agent's lines are progress too, of a shape of their own.
+    if isinstance(frame, dict) and frame.get("op") == "cache":
+        return "cache"
     if not isinstance(frame, dict) or "event" not in frame:
         return "answer"
     return "log" if frame["event"] == "log" else "progress"
 
 
-WorkerFrame = ProgressFrame | LogFrame | AnswerFrame
+WorkerFrame = ProgressFrame | LogFrame | AnswerFrame | CacheFrame
 """What a worker may send after its hello."""
 
 _HELLO: TypeAdapter[HelloFrame] = TypeAdapter(HelloFrame)
@@ -53,7 +63,8 @@ _CALL_FRAME: TypeAdapter[WorkerFrame] = TypeAdapter(
     Annotated[
         Annotated[ProgressFrame, Tag("progress")]
         | Annotated[LogFrame, Tag("log")]
-        | Annotated[AnswerFrame, Tag("answer")],
+        | Annotated[AnswerFrame, Tag("answer")]
+        | Annotated[CacheFrame, Tag("cache")],
         Discriminator(_kind),
     ]
 )
@@ -148,6 +159,10 @@ def parse_worker_frame(text: str | bytes) -> WorkerFrame:
     ValidationError of type ``json_invalid``.
     """
     frame = _CALL_FRAME.validate_json(text, strict=True)
+    if isinstance(frame, CacheFrame):
+        if len(frame.holds) > CACHE_REPORTED or not all(map(_is_digest, frame.holds)):
+            raise FrameError(f"holds: at most {CACHE_REPORTED} digests sha256:<64 hex>")
+        return frame
     if not 1 <= len(frame.call_id) <= _MAX_CALL_ID:
         raise FrameError(f"call_id: must be 1 to {_MAX_CALL_ID} characters")
     if isinstance(frame, LogFrame) and (
@@ -160,6 +175,13 @@ def parse_worker_frame(text: str | bytes) -> WorkerFrame:
             " position of 0 or more"
         )
     return frame
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 71 and text.startswith("sha256:") and all(c in _HEX for c in text[7:])
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def is_unreadable(error: ValidationError) -> bool:

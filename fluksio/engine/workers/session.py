@@ -101,6 +101,9 @@ class SessionLink(Protocol):
         """The welcome frame it is sent, encoded."""
         ...
 
+    def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
+        """It reported what its artifact cache holds."""
+
 
 @dataclasses.dataclass
 class _Pending:
@@ -153,6 +156,8 @@ class WorkerSession:
         self._artifact_token: tuple[str, float] | None = None
         """The artifact token calls here get, and when it was minted (monotonic)."""
         self._pending: dict[str, _Pending] = {}
+        self.cache_holds: frozenset[str] = frozenset()
+        """The large artifacts its cache holds, as it last reported (our agent only)."""
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
@@ -249,6 +254,12 @@ class WorkerSession:
         if error is not None and error.get("type") == "SyntaxError":
             error = self._compiled_here(error)
         return CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
+
+    def cached(self, digests: list[str]) -> None:
+        """It reported what its artifact cache holds (a frame: it was heard)."""
+        self._apply(self.machine.heard_from(self.clock.now()))
+        self.cache_holds = frozenset(digests)
+        self._link.cached(self, self.cache_holds)
 
     def oversized(self, call_id: str, event: str, size: int) -> None:
         self._apply(self.machine.oversized(call_id, event, size, self.clock.now()))
