@@ -186,6 +186,24 @@ def start_worker(api: Api, url: str, label: str) -> subprocess.Popen[bytes]:
     return worker
 
 
+def agent(
+    url: str, token: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """One of our agents dialling the engine at ``url`` (its HTTP base), quietly; the
+    token in its environment."""
+    return subprocess.Popen(
+        [
+            str(BIN / "fluksio-worker"),
+            "--url",
+            url.replace("http", "ws", 1) + "/api/v1/workers/attach",
+            *options,
+        ],
+        env={**os.environ, **(env or {}), "FLUKSIO_WORKER_TOKEN": token},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def stop(*processes: subprocess.Popen[bytes] | None) -> None:
     """Terminate each process started (None: never started) and wait for it, in order."""
     for process in processes:

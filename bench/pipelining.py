@@ -14,7 +14,6 @@ Run: ``.venv/bin/python bench/pipelining.py [--calls N] [--repeat N] [--mbit M]`
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import BIN, Api, start_engine, stop
+from calls import Api, agent, start_engine, stop
 from forwarder import DelayForwarder
 
 QUICK = "import time\n\ndef process():\n    time.sleep(0.001)\n    return 1\n"
@@ -33,23 +32,8 @@ CALL_S = 0.001
 
 def _agent(url: str, token: str, parallel: int, pipeline: int | None) -> subprocess.Popen[bytes]:
     ahead = [] if pipeline is None else ["--pipeline", str(pipeline)]
-    return subprocess.Popen(
-        [
-            str(BIN / "fluksio-worker"),
-            "--url",
-            url.replace("http", "ws", 1) + "/api/v1/workers/attach",
-            "--labels",
-            "far",
-            "--name",
-            "far",
-            "--parallel",
-            str(parallel),
-            *ahead,
-        ],
-        env={**os.environ, "FLUKSIO_WORKER_TOKEN": token},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    options = ["--labels", "far", "--name", "far", "--parallel", str(parallel), *ahead]
+    return agent(url, token, *options)
 
 
 def _attached(api: Api) -> None:

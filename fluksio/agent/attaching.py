@@ -31,6 +31,8 @@ class AgentConfig:
     inventory: Inventory
     pipeline: int = 0
     """Calls taken ahead of a free slot (``--pipeline``)."""
+    report_cache: bool = True
+    """Tell an engine that takes it what the artifact cache holds."""
     max_idle_s: float | None = None
     heartbeat_s: float = 10.0
     gone_s: float = 90.0

@@ -141,6 +141,7 @@ def _venv_digest(python: str) -> str:
 @click.option(
     "--artifact-transport", type=click.Choice(["auto", "http"]), default="auto", hidden=True
 )
+@click.option("--report-cache/--no-report-cache", default=True, hidden=True)
 def main(
     *,
     url: str,
@@ -163,6 +164,7 @@ def main(
     connect_to: str | None,
     dev_dir: Path,
     artifact_transport: str,
+    report_cache: bool,
 ) -> None:
     """Attach this machine to a Fluksio engine and run the node calls it sends."""
     try:
@@ -198,6 +200,7 @@ def main(
         labels=_labels(labels),
         parallel=parallel,
         pipeline=min(256, 2 * parallel) if pipeline is None else pipeline,
+        report_cache=report_cache,
         inventory=inventory,
         max_idle_s=max_idle,
         heartbeat_s=heartbeat,

@@ -179,7 +179,7 @@ class Agent:
                 reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
                 self._live_logs = reply.get("logs") is True
-                self._tells_cache = reply.get("cache") is True
+                self._tells_cache = reply.get("cache") is True and self.config.report_cache
                 self._cache.reset()
                 taken_ahead = reply.get("pipeline")
                 self._pipelined = isinstance(taken_ahead, int) and taken_ahead > 0

@@ -349,7 +349,7 @@ class RunMachine:
         self._calls[call_id] = (run, node)
         resources = node.spec.resources
         results = {d: run.nodes[d].row.result for d in node.spec.after}
-        arguments = select_kwargs(node.spec.code, {**run.row.params, **results})
+        arguments = select_kwargs(node.spec.code, {**run.row.params, **node.spec.params, **results})
         effects.append(
             Queue(
                 CallRequest(
