@@ -285,6 +285,7 @@ async def test_each_call_records_the_worker_host_job_and_gpus_it_ran_on(
         "gpu_ids": [0],
         "provisioner": None,
         "request_id": None,
+        "cached_bytes": 0,
     }
 
 
@@ -297,6 +298,7 @@ def test_provenance_is_stored_whole_and_read_back_the_same() -> None:
         gpu_ids=(0, 1),
         provisioner="hpc/gpu",
         request_id="r1",
+        cached_bytes=5 << 30,
     )
     stored = json.loads(json.dumps(full.to_json()))
     assert set(stored) == {f.name for f in dataclasses.fields(Provenance)}, "no field is lost"

@@ -87,6 +87,7 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
             "gpu_ids": [],
             "provisioner": None,
             "request_id": None,
+            "cached_bytes": 0,
         }
         assert by_id["slow"]["state"] == "failed"
         assert by_id["slow"]["error"]["type"] == "EngineRestarted"

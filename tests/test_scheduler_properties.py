@@ -405,6 +405,7 @@ TestScheduler = against_reference(SchedulerMachine)
             st.sampled_from([None, 10_000.0, 20_000.0]),  # when its job ends
             st.frozensets(st.sampled_from([d for d, _ in INPUTS])),  # its cache
             st.integers(0, 1),  # calls running there already
+            st.integers(0, 2),  # calls it takes ahead
         ),
         min_size=2,
         max_size=5,
@@ -418,13 +419,16 @@ TestScheduler = against_reference(SchedulerMachine)
         min_size=1,
         max_size=6,
     ),
+    profile=st.booleans(),
 )
 def test_where_inputs_are_cached_decides_as_the_reference_says(
-    workers: list[tuple[int, int | None, float | None, frozenset[str], int]],
+    workers: list[tuple[int, int | None, float | None, frozenset[str], int, int]],
     requests: list[tuple[list[tuple[str, int]], float | None, int | None]],
+    profile: bool,
 ) -> None:
-    """Labelled workers alike but for their caches, free room and job ends, and calls
-    naming inputs: the scheduler places each where the reference does."""
+    """Labelled workers alike but for their caches, free room, job ends and pipelines,
+    calls naming inputs, and perhaps a profile that could bring a machine: the scheduler
+    places each where the reference does, and asks what it asks."""
     places = tuple(
         Worker(
             id=f"w{i}",
@@ -434,18 +438,22 @@ def test_where_inputs_are_cached_decides_as_the_reference_says(
             cpus=cpus,
             ram_mb=4096,
             ends_at=ends,
+            pipeline=ahead,
         )
-        for i, (slots, cpus, ends, _cache, _busy) in enumerate(workers)
+        for i, (slots, cpus, ends, _cache, _busy, ahead) in enumerate(workers)
     )
     running = tuple(
         (CallRequest(f"busy{i}", 0.0, label="gpu"), Allocation(f"w{i}", Amounts(0, 0, 0, 1), ()))
-        for i, (_slots, _cpus, _ends, _cache, busy) in enumerate(workers)
+        for i, (_slots, _cpus, _ends, _cache, busy, _ahead) in enumerate(workers)
         if busy
     )
     waiting = tuple(
         CallRequest(f"r{n}", float(n), label="gpu", cpus=cpus, limit=limit, inputs=tuple(inputs))
         for n, (inputs, limit, cpus) in enumerate(requests)
     )
-    cached = tuple((f"w{i}", cache) for i, (*_rest, cache, _busy) in enumerate(workers) if cache)
-    snapshot = Snapshot(places, running, waiting, cached=cached, now=NOW, walltime_margin_s=MARGIN)
+    cached = tuple((f"w{i}", c) for i, (*_rest, c, _busy, _ahead) in enumerate(workers) if c)
+    profiles = (Profile("p", "gpu-box", frozenset({"gpu"}), cpus=8),) if profile else ()
+    snapshot = Snapshot(
+        places, running, waiting, profiles, cached=cached, now=NOW, walltime_margin_s=MARGIN
+    )
     assert plan(snapshot) == reference_plan(snapshot)

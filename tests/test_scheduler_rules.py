@@ -440,3 +440,18 @@ def test_a_call_goes_where_its_inputs_are_cached_among_the_places_that_fit() -> 
     # Busy, the worker with the cache is not waited for: the call goes where it fits.
     scheduler.submit(CallRequest("again", 3.0, label="gpu", inputs=(WEIGHTS,)))
     assert placed(scheduler) == {"again": "gpu-c"}
+
+
+def test_a_call_a_profile_could_bring_a_machine_for_is_not_sent_ahead() -> None:
+    """Sent ahead, a call would count as placed and no machine would be asked for it: it
+    waits in the queue instead, and the profile is asked for, as without a pipeline."""
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(worker("box", "box", slots=1, pipeline=2, cpus=1))
+    scheduler.submit(CallRequest("first", 1.0, label="box"))
+    scheduler.submit(CallRequest("second", 2.0, label="box"))
+    scheduler.set_profiles([Profile("hosts", "big", frozenset({"box"}), cpus=2)])
+    plan = scheduler.schedule()
+    assert [p.request_id for p in plan.placements] == ["first"]
+    assert [(a.profile, a.request_id) for a in plan.asks] == [("big", "second")]
+    scheduler.set_profiles([])  # no machine could come for it: sent ahead after all
+    assert placed(scheduler) == {"second": "box"}

@@ -64,6 +64,7 @@ def test_a_node_for_hpc_brings_a_job_whose_worker_runs_it_then_leaves(
         "gpu_ids": [],
         "provisioner": "hpc/small",
         "request_id": outstanding["request_id"],
+        "cached_bytes": 0,
     }
     profile = profile_view(engine, token)
     assert profile["last_error"] is None

@@ -25,19 +25,23 @@ def choose(
     limit: float | None,
     *,
     pipelines: bool,
+    ahead: bool,
     ending: bool,
     inputs: Inputs,
 ) -> str | None:
     """The place the request goes to, or None if none fits. ``pipelines``: some place
-    takes calls ahead; ``ending``: some place's job ends; ``inputs``: the request's input
-    artifacts and their sizes, where some place caches any (else empty)."""
+    takes calls ahead; ``ahead``: this request may be sent ahead (no profile could bring
+    a machine for it: one that could is better asked for, and the request waits in the
+    engine's queue, where a machine that frees or comes takes it); ``ending``: some
+    place's job ends; ``inputs``: the request's input artifacts and their sizes, where
+    some place caches any (else empty)."""
     if pipelines:
 
         def at_once(key: PlaceKey) -> bool:
             return places[key.place_id].runs_now() and in_time(key)
 
         found = _best(group, places, need, at_once, limit=limit, ending=ending, inputs=inputs)
-        if found is not None:
+        if found is not None or not ahead:
             return found
     return _best(group, places, need, in_time, limit=limit, ending=ending, inputs=inputs)
 

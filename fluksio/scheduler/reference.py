@@ -91,8 +91,14 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         candidates = _candidates(request, places, need, snapshot)
         fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
         # Where it starts at once, if anywhere: not in a busy worker's pipeline while
-        # another has a slot free.
-        fitting = [p for p in fitting if p.runs_now()] or fitting
+        # another has a slot free, nor when a profile could bring a machine for it.
+        could_bring = request.label is not None and any(
+            request.label in p.labels
+            and covers(profile_amounts(p), need)
+            and long_enough(p, request.limit, snapshot.walltime_margin_s)
+            for p in profiles.values()
+        )
+        fitting = [p for p in fitting if p.runs_now()] or ([] if could_bring else fitting)
         if fitting:
             best, job_limit = _choose(request, fitting, snapshot)
             taken = best.known(need)

@@ -78,6 +78,9 @@ __all__ = [
 ]
 
 
+Fit = Callable[[PlaceKey], bool]
+
+
 def _always(_key: PlaceKey) -> bool:
     return True
 
@@ -341,17 +344,14 @@ class Scheduler(Book):
         return self._now + limit + self._margin <= ends_at
 
     def _choose(
-        self,
-        group: Group,
-        request_id: str,
-        need: Amounts,
-        in_time: Callable[[PlaceKey], bool],
-        limit: float | None,
+        self, group: Group, request_id: str, need: Amounts, in_time: Fit, limit: float | None
     ) -> str | None:
-        inputs = self._requests[request_id].inputs if self._caching else ()
+        request, pipelines, margin = self._requests[request_id], self._pipelines > 0, self._margin
+        provisioned = fitting_profile(self._profiles.values(), request.label, need, limit, margin)
         return choose(
-            group, self._places, need, in_time, limit,
-            pipelines=self._pipelines > 0, ending=self._ending > 0, inputs=inputs,
+            group, self._places, need, in_time, limit, pipelines=pipelines,
+            ahead=pipelines and not provisioned, ending=self._ending > 0,
+            inputs=request.inputs if self._caching else (),
         )  # fmt: skip
 
     def _allocate(

@@ -60,7 +60,8 @@ class PlaceState:
             _amount(worker.gpus),
             _amount(worker.cpus),
             _amount(worker.ram_mb),
-            worker.slots + worker.pipeline,
+            # A place that runs nothing (no slot) takes nothing ahead either.
+            worker.slots + (worker.pipeline if worker.slots else 0),
         )
         """Its slots count the calls it takes ahead (``pipeline``): they are placed."""
         self.used = ZERO
