@@ -340,6 +340,7 @@ class Agent:
 
     def _ended(self, call_id: str) -> None:
         self._calls.pop(call_id, None)
+        self._dropped.discard(call_id)
         if not self._calls:
             self._idle_since = self._clock.monotonic()
 
@@ -425,7 +426,8 @@ class Agent:
         """The connection is gone, and the engine has failed these calls: stop them."""
         self._slots.drop_all()  # taken ahead: they never start now
         for call_id in list(self._calls):
-            self.launcher.cancel(call_id)
+            if not self.launcher.cancel(call_id):
+                self._dropped.add(call_id)  # not started yet (taking it): it never will
         self._held.clear()
 
     # -- kept through a relay's drop ---------------------------------------------------
