@@ -13,10 +13,9 @@ Rules of a pass (the contract the property tests hold it to):
    A worker's ``pipeline`` counts as slots. A *paused* place never fits.
 4. **No starvation.** The first request of each *shape* (label, policy and amounts) that
    cannot be placed *holds* what it needs on one place that could hold it once its
-   running calls end: the place it held last pass if it still can, else the smallest
-   capable one. Later requests may use a held place only with what the hold leaves, so
-   they never delay it (conservative backfill: no runtime estimates are needed).
-   Requests of one shape never overtake each other, so one hold per shape suffices.
+   running calls end (where it held last pass if it still can, else the smallest capable
+   place); later ones use a held place only with what the hold leaves (conservative
+   backfill). Requests of one shape never overtake each other: one hold per shape.
 5. **Provisioning.** When a request cannot start, the smallest profile whose labels
    include its label and whose amounts cover it is asked for, if it can grow: no request
    of it is pending, it does not rest after a failure, and fewer than its
@@ -346,12 +345,13 @@ class Scheduler(Book):
     def _choose(
         self, group: Group, request_id: str, need: Amounts, in_time: Fit, limit: float | None
     ) -> str | None:
-        request, pipelines, margin = self._requests[request_id], self._pipelines > 0, self._margin
-        provisioned = fitting_profile(self._profiles.values(), request.label, need, limit, margin)
+        request = self._requests[request_id]
+        ahead = self._pipelines > 0 and not fitting_profile(
+            self._profiles.values(), request.label, need, limit, self._margin
+        )
         return choose(
-            group, self._places, need, in_time, limit, pipelines=pipelines,
-            ahead=pipelines and not provisioned, ending=self._ending > 0,
-            inputs=request.inputs if self._caching else (),
+            group, self._places, need, in_time, limit, pipelines=self._pipelines > 0,
+            ahead=ahead, ending=self._ending > 0, inputs=request.inputs if self._caching else (),
         )  # fmt: skip
 
     def _allocate(
