@@ -20,6 +20,7 @@ import click
 
 from fluksio.agent import __version__
 from fluksio.agent.attaching import AgentConfig
+from fluksio.agent.frames import MAX_PIPELINE
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.numbers import FiniteRange
@@ -89,7 +90,7 @@ def _venv_digest(python: str) -> str:
 )
 @click.option(
     "--pipeline",
-    type=click.IntRange(0, 256),
+    type=click.IntRange(0, MAX_PIPELINE),
     default=None,
     help=(
         "How many more calls it takes ahead, each started as a slot frees, so that a far"
@@ -199,7 +200,7 @@ def main(
         name=name or socket.gethostname().split(".")[0][:63],
         labels=_labels(labels),
         parallel=parallel,
-        pipeline=min(256, 2 * parallel) if pipeline is None else pipeline,
+        pipeline=min(MAX_PIPELINE, 2 * parallel) if pipeline is None else pipeline,
         report_cache=report_cache,
         inventory=inventory,
         max_idle_s=max_idle,

@@ -133,6 +133,8 @@ class CacheFrame:
     """Digests, ``sha256:<hex>``."""
 
 
+MAX_PIPELINE = 256
+"""The most calls a worker may take ahead of its free slots (``HelloFrame.pipeline``)."""
 CACHE_REPORTED = 512
 CACHE_REPORTED_FROM_BYTES = 1 << 20
 

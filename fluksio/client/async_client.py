@@ -27,7 +27,7 @@ from fluksio.client.operations import (
     Operations,
     api_url,
     credentials,
-    login,
+    login_form,
     run_end,
 )
 from fluksio.client.request import Awaited, Request, Steps, json_request
@@ -95,7 +95,7 @@ class AsyncClient(Operations, Awaited):
 
     async def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
-        self.http.token = await self.send(login(username, password))
+        self.http.token = await self.send(login_form(username, password))
 
     async def read(
         self, model: type[Model], method: str, path: str, body: object | None = None, **query: Any

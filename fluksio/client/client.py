@@ -25,7 +25,7 @@ from fluksio.client.operations import (
     Operations,
     api_url,
     credentials,
-    login,
+    login_form,
     run_end,
 )
 from fluksio.client.request import Blocking, Request, Steps, json_request
@@ -84,7 +84,7 @@ class Client(Operations, Blocking):
 
     def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
-        self.http.token = self.send(login(username, password))
+        self.http.token = self.send(login_form(username, password))
 
     def read(
         self, model: type[Model], method: str, path: str, body: object | None = None, **query: Any

@@ -38,7 +38,7 @@ __all__ = [
     "Operations",
     "api_url",
     "credentials",
-    "login",
+    "login_form",
     "run_end",
 ]
 
@@ -224,7 +224,7 @@ def credentials() -> Credentials:
     return username, password
 
 
-def login(username: str, password: str) -> Request[str]:
+def login_form(username: str, password: str) -> Request[str]:
     """The login form; its answer is the access token."""
     data = urllib.parse.urlencode({"username": username, "password": password}).encode()
     answer = json_request(AccessToken, "POST", "/login/access-token").decode

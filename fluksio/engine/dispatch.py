@@ -418,6 +418,7 @@ class Dispatcher(DispatcherViews):
         if self._scheduler.has_place(worker_id):
             self._changed()
             self._scheduler.set_cached(worker_id, digests)
+            self._place_changed(worker_id)  # its view shows how many it holds
             self.kick()
 
     def set_answering(self, worker_id: str, answering: bool) -> None:

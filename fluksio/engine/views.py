@@ -45,6 +45,8 @@ class PlaceInfo:
     calls: int
     """The calls placed here and not yet ended."""
     answering: bool
+    cached: int = 0
+    """How many artifacts its cache reported holding."""
 
     @property
     def status(self) -> Literal["busy", "idle", "not answering"]:
@@ -62,6 +64,7 @@ def _place(view: PlaceView) -> PlaceInfo:
         free=view.free._asdict(),
         calls=view.calls,
         answering=not view.paused,
+        cached=view.cached,
     )
 
 

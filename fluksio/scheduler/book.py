@@ -140,6 +140,7 @@ class Book:
             _resources(place.capacity),
             _resources(place.free()),
             place.paused,
+            len(place.cached),
         )
 
     def place(self, worker_id: str) -> PlaceState:

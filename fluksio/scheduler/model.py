@@ -275,6 +275,8 @@ class PlaceView:
     free: Resources
     paused: bool = False
     """Not answering for now: it keeps what runs there, and is given nothing new."""
+    cached: int = 0
+    """How many artifacts its cache holds, as it last reported (``Scheduler.set_cached``)."""
 
     @property
     def calls(self) -> int:

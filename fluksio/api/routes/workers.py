@@ -81,7 +81,7 @@ def worker_body(worker: WorkerInfo) -> WorkerBody:
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
         pipeline=session.pipeline,
-        cached_artifacts=len(session.cache_holds),
+        cached_artifacts=place.cached if place is not None else 0,
         in_flight=place.calls if place is not None else 0,
         status=place.status if place is not None else "idle",
         attached_at=utc(session.machine.attached_at),

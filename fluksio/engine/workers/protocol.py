@@ -17,6 +17,7 @@ from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from fluksio.agent.frames import (
     CACHE_REPORTED,
+    MAX_PIPELINE,
     PROTOCOL,
     AnswerFrame,
     CacheFrame,
@@ -28,7 +29,6 @@ from fluksio.names import NAME_RULE, is_name
 
 __all__ = [
     "CLOSE_SUPERSEDED",
-    "MAX_PIPELINE",
     "PROTOCOL",
     "FrameError",
     "ValidationError",
@@ -81,8 +81,6 @@ _TEXT_LIMITS = {
 }
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096
-MAX_PIPELINE = 256
-"""The most calls a worker may take ahead of its free slots."""
 _MAX_CALL_ID = 128
 
 

@@ -156,8 +156,6 @@ class WorkerSession:
         self._artifact_token: tuple[str, float] | None = None
         """The artifact token calls here get, and when it was minted (monotonic)."""
         self._pending: dict[str, _Pending] = {}
-        self.cache_holds: frozenset[str] = frozenset()
-        """The large artifacts its cache holds, as it last reported (our agent only)."""
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
@@ -258,8 +256,7 @@ class WorkerSession:
     def cached(self, digests: list[str]) -> None:
         """It reported what its artifact cache holds (a frame: it was heard)."""
         self._apply(self.machine.heard_from(self.clock.now()))
-        self.cache_holds = frozenset(digests)
-        self._link.cached(self, self.cache_holds)
+        self._link.cached(self, frozenset(digests))
 
     def oversized(self, call_id: str, event: str, size: int) -> None:
         self._apply(self.machine.oversized(call_id, event, size, self.clock.now()))
