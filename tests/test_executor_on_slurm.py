@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fluksio.client import Client
-from tests.support.cli import fluksio
+from tests.support.cli import add_user
 from tests.support.slurm import LocalSlurm
 from tests.support.slurm_engine import no_job_outlives_its_test, slurm, start
 
@@ -27,16 +27,7 @@ def test_a_user_maps_a_function_onto_a_slurm_job_and_reads_where_each_call_ran(
     start: Any, slurm: LocalSlurm
 ) -> None:
     engine, _admin = start()
-    added = fluksio(
-        "users",
-        "add",
-        "ada",
-        "--password-stdin",
-        "--data-dir",
-        str(engine.data_dir),
-        stdin="ada-password-1\n",
-    )
-    assert added.returncode == 0, added.stderr
+    add_user(engine.data_dir, "ada", "ada-password-1")
     client = Client(engine.url)
     client.login("ada", "ada-password-1")
     with client.executor(worker="hpc", limit=300) as executor:

@@ -23,7 +23,7 @@ import pytest
 # A dev dependency (make install): missing, it is an error, never a skip.
 from playwright import sync_api as playwright
 
-from tests.support.cli import fluksio
+from tests.support.cli import add_user, fluksio
 from tests.support.engine import (
     SUPERUSER,
     SUPERUSER_PASSWORD,
@@ -231,16 +231,7 @@ def test_a_user_who_is_not_the_superuser_is_told_so(
     browser: Any, engine_on_port: tuple[EngineProcess, int]
 ) -> None:
     engine, _port = engine_on_port
-    added = fluksio(
-        "users",
-        "add",
-        "viewer",
-        "--password-stdin",
-        "--data-dir",
-        str(engine.data_dir),
-        stdin="viewer-password-1\n",
-    )
-    assert added.returncode == 0, added.stderr
+    add_user(engine.data_dir, "viewer", "viewer-password-1")
     page = browser.new_context().new_page()
     page.goto(engine.url + "/workers")
     page.get_by_label("User name").fill("viewer")

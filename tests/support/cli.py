@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 from tests.support.engine import BIN
 
@@ -21,3 +22,13 @@ def fluksio(
         timeout=timeout,
         check=False,
     )
+
+
+def add_user(data_dir: Path, username: str, password: str) -> None:
+    """A user (not a superuser) added to the engine at ``data_dir`` with ``fluksio users
+    add``, the password on standard input as a person would type it."""
+    added = fluksio(
+        "users", "add", username, "--password-stdin", "--data-dir", str(data_dir),
+        stdin=f"{password}\n",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
