@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.certs import CertificateAuthority
+from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.process import alive
 from tests.support.runs import run_flow, wait_run
@@ -301,3 +302,22 @@ def test_a_call_longer_than_the_take_bound_is_not_taken_from_it(
     node = _run_on_it(engine, admin, "pub-long", long)
     assert (node["state"], node["result"], node["ran_on"]) == ("succeeded", "once", "published/pub")
     assert node["events"] == [], "never requeued"
+
+
+def test_its_output_is_read_by_the_logs_route_and_the_command_line(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    # It sends a call's output only with its answer: the ended call's lines come from the
+    # node's stored record, for the route and for ``runs logs`` with and without --follow.
+    admin, _worker = attached_published
+    three = "def process():\n    for n in range(3):\n        print(f'line {n}')\n"
+    node = {"id": "n", "worker": "gpu", "code": three}
+    run_id = run_flow(engine, admin, "pub-logs", [node])
+    assert wait_run(engine, admin, run_id)["state"] == "succeeded"
+    wanted = ["line 0", "line 1", "line 2"]
+    answer = engine.client(admin).request("GET", f"/runs/{run_id}/logs").body
+    assert (answer["lines"], answer["ended"], answer["next"]) == (wanted, True, 3), answer
+    env = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": admin}
+    for follow in ([], ["--follow"]):
+        printed = fluksio("runs", "logs", run_id, *follow, env=env, timeout=30)
+        assert (printed.returncode, printed.stdout.splitlines()) == (0, wanted), printed

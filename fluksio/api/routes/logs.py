@@ -82,6 +82,10 @@ async def _logs(call: Call[None]) -> NodeLogs:
     live = dispatcher.live_logs
     call_id = live.call_of(run_id, node_id, attempt)
     read = live.read(call_id, position) if call_id is not None else None
+    if read is not None and read.ended and read.next == 0 and attempt == latest:
+        # An ended call whose window heard no line: a published agent sends its output
+        # only with its answer, so the node's stored record holds it.
+        read = None
     if call_id is not None and read is not None:
         if wait > 0 and not read.lines and not read.ended:
             await live.wait(call_id, position, wait)
