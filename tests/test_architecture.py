@@ -41,6 +41,7 @@ MACHINE_IMPURE = IMPURE | {"secrets", "sqlite3", "logging", "aiohttp", "structlo
 """What would give a state machine of the engine's core I/O, a clock, chance or a log."""
 PURE_CORE = (
     "fluksio.engine.runs.machine",
+    "fluksio.engine.runs.machine_state",
     "fluksio.engine.runs.effects",
     "fluksio.engine.runs.reference",
     "fluksio.engine.runs.inputs",

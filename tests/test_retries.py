@@ -145,12 +145,18 @@ async def test_cancel_during_the_back_off_stops_the_retries(
         return (await _node(api, run_id))["state"] == "pending" or None
 
     await poll_async(backing_off, timeout=20, what="the first failure")
+    clock.advance(30)  # half its back-off
     cancelled = await api.request("POST", f"/runs/{run_id}/cancel")
     assert cancelled.status == 200 and cancelled.body["state"] == "cancelled"
     clock.advance(600)
     run = await api.wait_run(run_id)
-    assert nodes_of(run)["flaky"]["state"] == "cancelled"
+    node = nodes_of(run)["flaky"]
+    assert node["state"] == "cancelled"
     assert Path(counter).read_text() == "1", "it never ran again"
+    # Attempt 2 never started: the node shows the attempt that ran, and its duration.
+    assert node["attempt"] == 1 and node["duration_s"] < 30, node
+    shown = "\n".join(render_run(RunBody.model_validate(run)))
+    assert "attempt 2" not in shown, shown
 
 
 async def test_a_lost_worker_is_retried_on_another_worker_after_the_back_off(

@@ -280,6 +280,8 @@ class RunMachineComparison(RuleBasedStateMachine):
             row, nodes = self._nodes_now(run_id)
             expected = {node_id: node.state for node_id, node in reference.nodes.items()}
             assert {node_id: n.state for node_id, n in nodes.items()} == expected, run_id
+            attempts = {node_id: node.attempt for node_id, node in reference.nodes.items()}
+            assert {node_id: n.attempt for node_id, n in nodes.items()} == attempts, run_id
             assert row.state is reference.state(), run_id
             assert (run_id in self.ended) is (row.state in TERMINAL_RUN_STATES), run_id
             assert self.queued_times.get(run_id, 0) == reference.queued_times, run_id

@@ -3,17 +3,20 @@ stopped mid-run loses nothing; `fluksio` puts a flow from files and follows a ru
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import fluksio
-from tests.support.engine import EngineProcess, start_engine
+from tests.support.engine import BIN, EngineProcess, free_port, start_engine
 from tests.support.process import alive
-from tests.support.runs import code, node_of, nodes_of, put_flow, start_run
+from tests.support.runs import code, node_of, nodes_of, put_flow, run_flow, start_run
 from tests.support.wait import wait_for
+from tests.support.worker import start_worker
 
 # -- validation ----------------------------------------------------------------------------
 
@@ -126,3 +129,72 @@ def test_cli_puts_a_flow_from_files_and_follows_a_run(
     assert failing.returncode == 1 and "failed" in failing.stdout
     bad = fluksio("runs", "start", "cli-flow", "--param", "x", env=cli_env)
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_a_worker_call_runs_again_after_a_restart_as_its_second_attempt(
+    tmp_path: Path, stop_signal: int
+) -> None:
+    # The promise of retry_on_restart holds for a call on a worker however the engine
+    # stops; the rerun is attempt 2, so a follower of its output says so and reads the
+    # second process from its first line.
+    port = free_port()
+    data = tmp_path / "data"
+    engine = start_engine(data, tmp_path / "logs1", port=port)
+    token = engine.login()
+    worker_token = engine.mint(token, "steady", ["cpu"])["token"]
+    worker = start_worker(engine, worker_token, tmp_path / "w", "--labels", "cpu")
+    marker = tmp_path / "ran"
+    source = code(f"""
+        import os, time
+        def process():
+            first = not os.path.exists({str(marker)!r})
+            open({str(marker)!r}, "a").write("x")
+            for n in range(3):
+                print(f"{{'first' if first else 'second'}} {{n}}", flush=True)
+            if first:
+                time.sleep(120)
+            return "second attempt"
+    """)
+    node = {"id": "again", "worker": "cpu", "retry_on_restart": True, "code": source}
+    second: EngineProcess | None = None
+    follower: subprocess.Popen[bytes] | None = None
+    try:
+        run_id = run_flow(engine, token, "again", [node])
+        cli_env = {**os.environ, "FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": token}
+        cli_env["PYTHONUNBUFFERED"] = "1"
+        followed = tmp_path / "followed.txt"
+        with followed.open("wb") as out:
+            follower = subprocess.Popen(
+                [str(BIN / "fluksio"), "runs", "logs", run_id, "--follow"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=cli_env,
+            )  # fmt: skip
+        wait_for(
+            lambda: "first 2" in followed.read_text(), timeout=30, what="the first attempt's lines"
+        )
+        engine.stop(stop_signal)
+        second = start_engine(data, tmp_path / "logs2", port=port)
+        token = second.login()
+        wait_for(
+            lambda: node_of(second, token, run_id, "again")["state"] == "succeeded",
+            timeout=60,
+            what="the call to run again on the worker",
+        )
+        again = node_of(second, token, run_id, "again")
+        assert (again["result"], again["attempt"], again["attempts"]) == ("second attempt", 2, 2)
+        assert [e["event"] for e in again["events"]] == ["rerun"]
+        assert follower.wait(timeout=30) == 0
+        lines = followed.read_text().splitlines()
+        assert lines == [*(f"first {n}" for n in range(3)), "--- attempt 2 ---"] + [
+            f"second {n}" for n in range(3)
+        ], lines
+        assert worker.process.poll() is None
+    finally:
+        if follower is not None and follower.poll() is None:
+            follower.kill()
+            follower.wait(timeout=10)
+        worker.stop()
+        engine.stop()
+        if second is not None:
+            second.stop()

@@ -68,7 +68,7 @@ def _node_line(node: NodeBody) -> str:
     else:
         detail = ""
     line = f"  {node.id:16} {state:10} {where:18} {took:>9}  {detail}"
-    retried = [e for e in node.events if e.get("event") == "retried"]
+    retried = [e for e in node.events if e.get("event") in ("retried", "rerun")]
     if node.attempt > 1 and state is not NodeState.PENDING:
         after = retried[-1]["outputs"].get("after") if retried else None
         why = f" (attempt {node.attempt - 1} ended {after})" if after else ""

@@ -136,6 +136,9 @@ class Engine:
         server waits for before it lets the engine close.
         """
         self.feed.close()
+        # Before the sockets close: a call they end is the next start's to recover (run
+        # again where its node says ``retry_on_restart``), not a failure to record now.
+        self.dispatcher.stopping()
         for session in self.workers.sessions():
             await session.close("the engine is shutting down", code=WSCloseCode.GOING_AWAY)
 

@@ -167,11 +167,16 @@ class Dispatcher(DispatcherViews):
         self.kick()
         return len(found)
 
+    def stopping(self) -> None:
+        """The engine is going: nothing more starts, and how a call ends from now on is
+        not recorded (its workers' sockets close first, failing their calls as gone)."""
+        self._closing = True
+
     async def close(self) -> None:
         """Cancel pending machine requests, then stop what executes, recording nothing of
         how it ended: a graceful stop leaves the state exactly as a crash would, so that
         the next engine's recovery treats both alike (``EngineRestarted``, or a retry)."""
-        self._closing = True
+        self.stopping()
         self._writer.closing = True
         if self.provisioning is not None:
             await self.provisioning.close()

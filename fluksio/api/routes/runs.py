@@ -64,7 +64,8 @@ def run_body(view: RunView) -> RunBody:
             events=node.events if node.events is not None else node.row.events or [],
             event_count=node.event_count,
             attempt=node.row.attempt,
-            attempts=most.get(node.row.node_id, 1),
+            # A rerun after a restart is an attempt too, beyond what its retries allow.
+            attempts=max(most.get(node.row.node_id, 1), node.row.attempt),
         )
         for node in view.nodes
     ]

@@ -19,9 +19,7 @@ happens at a restart is :meth:`RunMachine.recover`'s.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
@@ -40,6 +38,7 @@ from fluksio.engine.runs.effects import (
     Withdraw,
 )
 from fluksio.engine.runs.inputs import input_artifacts
+from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
 from fluksio.engine.runs.models import FlowSpec, NodeSpec, failure_kind
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
@@ -53,63 +52,20 @@ from fluksio.engine.runs.states import (
 )
 from fluksio.scheduler import CallRequest, Policy
 
-__all__ = ["EVENTS_KEPT", "NodeSnapshot", "RunMachine"]
+__all__ = ["RunMachine"]
 
-EVENTS_KEPT = 100
-"""The reported events a node keeps (the newest); the count says how many there were."""
+_RESTARTED = "the engine restarted while this node was executing"
 
 
 def _cancelled() -> dict[str, str]:
     return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
 
 
-# -- the state ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Node:
-    spec: NodeSpec
-    row: NodeRow
-    dependents: list[str] = field(default_factory=list)
-    events: collections.deque[dict[str, Any]] = field(
-        default_factory=lambda: collections.deque(maxlen=EVENTS_KEPT)
-    )
-    event_count: int = 0
-    secrets: tuple[str, ...] = ()
-    """Secret values released to the running call: blanked in what it reports."""
-    retry_at: float | None = None
-    """While it waits out a back-off before its next attempt (``pending``): until when."""
-
-
-@dataclass
-class _Run:
-    row: RunRow
-    nodes: dict[str, _Node]
-    cancelling: bool = False
-    unfinished: int = 0
-    """How many nodes are not yet in a terminal state (kept by :meth:`RunMachine._end`)."""
-
-
-@dataclass(frozen=True)
-class NodeSnapshot:
-    """One node of a live run as it stands: its row, the events its call reported (a
-    copy) and how many, and its call id while queued."""
-
-    row: NodeRow
-    events: list[dict[str, Any]]
-    event_count: int
-    queued_call: str | None
-    retry_at: float | None = None
-    """While it waits out a back-off before its next attempt: until when."""
-    most_attempts: int = 1
-    """How many attempts its ``retry`` (or ``retries``) allows it, the first included."""
-
-
 class RunMachine:
     def __init__(self, new_id: Callable[[], str]) -> None:
         self._new_id = new_id
-        self._runs: dict[str, _Run] = {}
-        self._calls: dict[str, tuple[_Run, _Node]] = {}
+        self._runs: dict[str, LiveRun] = {}
+        self._calls: dict[str, tuple[LiveRun, LiveNode]] = {}
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -145,7 +101,7 @@ class RunMachine:
             if state in (NodeState.PENDING, NodeState.QUEUED):
                 if state is NodeState.QUEUED:
                     effects.append(Withdraw(self._forget_call(node)))
-                self._end(run, node, NodeState.CANCELLED, now, _cancelled())
+                self._cancel_unstarted(run, node, now)
                 changed.append(node)
             elif state is NodeState.RUNNING:
                 effects.append(Stop(str(node.row.call_id)))
@@ -173,7 +129,7 @@ class RunMachine:
             self._finish(run, changed, now, effects, announce=True)
         return effects
 
-    def _interrupted(self, run: _Run, now: float) -> list[_Node]:
+    def _interrupted(self, run: LiveRun, now: float) -> list[LiveNode]:
         """What a restart did to a run: its running calls are lost, its queue forgotten."""
         # A cancel is stored only as the nodes it cancelled: a run whose every node was
         # running when the cancel came is not known to have been cancelled.
@@ -182,12 +138,13 @@ class RunMachine:
         for node in run.nodes.values():
             if node.row.state is NodeState.RUNNING:
                 if node.spec.retry_on_restart:
+                    # Run again from its start: a new attempt, so that a follower of its
+                    # output is told the first one ended and reads the second from line 0.
                     node.row.state = NodeState.PENDING
+                    node.row.attempt += 1
+                    node.note("rerun", now, attempt=node.row.attempt, after=_RESTARTED)
                 else:
-                    restarted = error_record(
-                        ErrorKind.ENGINE_RESTARTED,
-                        "the engine restarted while this node was executing",
-                    )
+                    restarted = error_record(ErrorKind.ENGINE_RESTARTED, _RESTARTED)
                     self._end(run, node, NodeState.FAILED, now, restarted)
                 changed.append(node)
             elif node.row.state is NodeState.QUEUED:
@@ -195,9 +152,19 @@ class RunMachine:
         if run.cancelling:  # what has not started never will
             for node in run.nodes.values():
                 if node.row.state is NodeState.PENDING:
-                    self._end(run, node, NodeState.CANCELLED, now, _cancelled())
+                    self._cancel_unstarted(run, node, now)
                     changed.append(node)
         return changed
+
+    def _cancel_unstarted(self, run: LiveRun, node: LiveNode, now: float) -> None:
+        """Cancel a node whose attempt has not started: it shows the last attempt that
+        did, and that attempt's duration, not a second one that never ran."""
+        last_ended = node.row.ended_at
+        if node.row.attempt > 1:
+            node.row.attempt -= 1
+        self._end(run, node, NodeState.CANCELLED, now, _cancelled())
+        if last_ended is not None:
+            node.row.ended_at = last_ended
 
     def placed(self, call_id: str, place: str, provenance: Provenance, now: float) -> CallInputs:
         """The scheduler placed the call: it records where, and says what the call needs."""
@@ -205,6 +172,7 @@ class RunMachine:
         node.row.place = place
         node.row.provenance = provenance
         node.row.started_at = now
+        node.row.ended_at = None  # an earlier attempt's
         results = {d: run.nodes[d].row.result for d in node.spec.after}
         return CallInputs(run.row, node.spec, run.row.params, results, node.row.attempt)
 
@@ -328,19 +296,21 @@ class RunMachine:
 
     # -- the rules ---------------------------------------------------------------------------
 
-    def _build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> _Run:
+    def _build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> LiveRun:
         by_id = {node_row.node_id: node_row for node_row in node_rows}
-        nodes = {spec.id: _Node(spec, by_id[spec.id]) for spec in flow.nodes}
+        nodes = {spec.id: LiveNode(spec, by_id[spec.id]) for spec in flow.nodes}
         for node in nodes.values():
             for dependency in node.spec.after:
                 nodes[dependency].dependents.append(node.spec.id)
             node.events.extend(node.row.events or [])
             node.event_count = len(node.events)
-        run = _Run(row=row, nodes=nodes)
+        run = LiveRun(row=row, nodes=nodes)
         run.unfinished = sum(1 for n in nodes.values() if n.row.state not in TERMINAL_NODE_STATES)
         return run
 
-    def _queue(self, run: _Run, node: _Node, queued_at: float, effects: list[Effect]) -> _Node:
+    def _queue(
+        self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
+    ) -> LiveNode:
         call_id = self._new_id()
         node.row.state = NodeState.QUEUED
         node.row.error = None  # an earlier attempt's, shown while it waited to retry
@@ -367,15 +337,15 @@ class RunMachine:
         )
         return node
 
-    def _forget_call(self, node: _Node) -> str:
+    def _forget_call(self, node: LiveNode) -> str:
         call_id = str(node.row.call_id)
         self._calls.pop(call_id, None)
         return call_id
 
     @staticmethod
     def _end(
-        run: _Run,
-        node: _Node,
+        run: LiveRun,
+        node: LiveNode,
         state: NodeState,
         now: float,
         error: dict[str, Any] | None = None,
@@ -389,7 +359,7 @@ class RunMachine:
             node.row.error = error
 
     def _retry(
-        self, run: _Run, node: _Node, outcome: CallOutcome, now: float, effects: list[Effect]
+        self, run: LiveRun, node: LiveNode, outcome: CallOutcome, now: float, effects: list[Effect]
     ) -> bool:
         """Queue the node again when its worker never took it, or when it failed in a way
         its ``retry`` (or ``retries``) chose and has attempts left: at once, or after its
@@ -415,6 +385,7 @@ class RunMachine:
                 return False
             wait = policy.wait_before(node.row.attempt)
             node.row.attempt += 1
+            node.row.ended_at = now  # the attempt's end, its duration while the next waits
         error = redact(error, node.secrets)  # it is shown, in its events and meanwhile
         node.secrets = ()
         said = error.get("short") or error.get("message")
@@ -424,9 +395,7 @@ class RunMachine:
             fields.update(attempt=node.row.attempt, of=policy.times + 1, in_s=wait)
         effects.append(Log("call.requeued" if never_ran else "call.retried", fields))
         outputs = {k: v for k, v in fields.items() if k not in ("run_id", "node")}
-        event = "requeued" if never_ran else "retried"
-        node.events.append({"event": event, "outputs": outputs, "ts": now})
-        node.event_count += 1
+        node.note("requeued" if never_ran else "retried", now, **outputs)
         if wait > 0:
             node.row.state = NodeState.PENDING
             node.row.error = error
@@ -437,10 +406,10 @@ class RunMachine:
         effects.append(Save(run.row, (node.row,)))
         return True
 
-    def _ready(self, run: _Run, node: _Node) -> bool:
+    def _ready(self, run: LiveRun, node: LiveNode) -> bool:
         return all(run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after)
 
-    def _skip_dependents(self, run: _Run, node: _Node, now: float) -> list[_Node]:
+    def _skip_dependents(self, run: LiveRun, node: LiveNode, now: float) -> list[LiveNode]:
         skipped = []
         for dependent_id in node.dependents:
             dependent = run.nodes[dependent_id]
@@ -456,8 +425,8 @@ class RunMachine:
 
     def _finish(
         self,
-        run: _Run,
-        changed: list[_Node],
+        run: LiveRun,
+        changed: list[LiveNode],
         now: float,
         effects: list[Effect],
         *,

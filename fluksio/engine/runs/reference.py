@@ -123,8 +123,11 @@ class ReferenceRun:
         """
         self.cancelling = any(n.state is NodeState.CANCELLED for n in self.nodes.values())
         for node in self.nodes.values():
-            if node.state is NodeState.RUNNING:
-                node.state = NodeState.PENDING if node.retry_on_restart else NodeState.FAILED
+            if node.state is NodeState.RUNNING and node.retry_on_restart:
+                node.state = NodeState.PENDING
+                node.attempt += 1  # run again from its start: a new attempt
+            elif node.state is NodeState.RUNNING:
+                node.state = NodeState.FAILED
             elif node.state is NodeState.QUEUED:
                 node.state = NodeState.PENDING  # queued again below, at its old turn
             node.backing_off = False  # a back-off is not kept: it is queued at once
@@ -149,6 +152,7 @@ class ReferenceRun:
             return None
         if self.cancelling:
             node.backing_off = False
+            node.attempt = max(1, node.attempt - 1)  # it shows the last attempt that ran
             return NodeState.CANCELLED  # what has not started never will
         if node.state is NodeState.QUEUED or node.backing_off:
             return None

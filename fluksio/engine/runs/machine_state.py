@@ -1,0 +1,63 @@
+"""What the run machine holds of each live run and node, and the snapshot it gives out.
+
+Plain data: :class:`~fluksio.engine.runs.machine.RunMachine` alone changes it.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluksio.engine.runs.models import NodeSpec
+from fluksio.engine.runs.rows import NodeRow, RunRow
+
+__all__ = ["EVENTS_KEPT", "LiveNode", "LiveRun", "NodeSnapshot"]
+
+EVENTS_KEPT = 100
+"""The reported events a node keeps (the newest); the count says how many there were."""
+
+
+@dataclass
+class LiveNode:
+    spec: NodeSpec
+    row: NodeRow
+    dependents: list[str] = field(default_factory=list)
+    events: collections.deque[dict[str, Any]] = field(
+        default_factory=lambda: collections.deque(maxlen=EVENTS_KEPT)
+    )
+    event_count: int = 0
+    secrets: tuple[str, ...] = ()
+    """Secret values released to the running call: blanked in what it reports."""
+    retry_at: float | None = None
+    """While it waits out a back-off before its next attempt (``pending``): until when."""
+
+    def note(self, event: str, now: float, **outputs: Any) -> None:
+        """What the engine did to the node, among the events it shows (``retried``,
+        ``rerun``)."""
+        self.events.append({"event": event, "outputs": outputs, "ts": now})
+        self.event_count += 1
+
+
+@dataclass
+class LiveRun:
+    row: RunRow
+    nodes: dict[str, LiveNode]
+    cancelling: bool = False
+    unfinished: int = 0
+    """How many nodes are not yet in a terminal state (kept by the machine's ``_end``)."""
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """One node of a live run as it stands: its row, the events its call reported (a
+    copy) and how many, and its call id while queued."""
+
+    row: NodeRow
+    events: list[dict[str, Any]]
+    event_count: int
+    queued_call: str | None
+    retry_at: float | None = None
+    """While it waits out a back-off before its next attempt: until when."""
+    most_attempts: int = 1
+    """How many attempts its ``retry`` (or ``retries``) allows it, the first included."""
