@@ -16,6 +16,7 @@ from typing import Any
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
+from fluksio.engine.users import UserStore
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.sse import Event, EventReader
 from tests.support.wait import async_wait_for
@@ -25,9 +26,9 @@ NODE = "def process():\n    return 1\n"
 
 @asynccontextmanager
 async def feed(
-    api: InProcessEngine, *, last_id: str | None = None, query: str = ""
+    api: InProcessEngine, *, last_id: str | None = None, query: str = "", token: str = ""
 ) -> AsyncIterator[EventReader]:
-    headers = {"Authorization": f"Bearer {api.token}"}
+    headers = {"Authorization": f"Bearer {token or api.token}"}
     if last_id is not None:
         headers["Last-Event-ID"] = last_id
     response = await api.client.get(f"/api/v1/events{query}", headers=headers)
@@ -161,7 +162,7 @@ async def test_a_subscriber_too_far_behind_or_from_before_a_restart_refetches(
         assert "Last-Event-ID" in (await answer.json())["detail"]
 
 
-async def test_the_feed_is_for_superusers_and_can_follow_one_run(
+async def test_the_feed_needs_a_login_and_can_follow_one_run(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api = await start_in_process(aiohttp_client, tmp_path / "data")
@@ -183,6 +184,39 @@ async def test_the_feed_is_for_superusers_and_can_follow_one_run(
     await async_wait_for(
         lambda: api.engine.feed.subscribers == 0, timeout=5, what="the stream to end"
     )
+
+
+async def test_a_users_stream_carries_no_worker_token_a_user_may_not_list(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    users = UserStore(api.engine.database)
+    users.add("ann", "ann-password", is_superuser=False)
+    ann = await api.login("ann", "ann-password")
+    await api.put_flow("here", [{"id": "n", "code": NODE}])
+    async with feed(api, token=ann) as theirs, feed(api) as ours:
+        minted = await api.mint_token("box", ["cpu"])
+        revoked = await api.request("POST", f"/workers/tokens/{minted['jti']}/revoke")
+        assert revoked.status == 200, revoked
+        await ours.first("token.revoked")
+        run = await api.start_run("here")
+        await theirs.first("run.state", where=lambda d: d["state"] == "succeeded")
+        told = {e.kind for e in theirs.events}
+        assert "token.minted" not in told and "token.revoked" not in told, told
+        assert minted["jti"] not in str([e.data for e in theirs.events])
+        assert run["id"] in str([e.data for e in theirs.events])
+    # A superuser demoted while following gets no more of a superuser's events.
+    users.add("bo", "bo-password-12", is_superuser=True)
+    bo = await api.login("bo", "bo-password-12")
+    async with feed(api, token=bo) as demoted:
+        await api.mint_token("before", ["cpu"])
+        await demoted.first("token.minted")
+        users.set_superuser("bo", False)
+        await api.mint_token("after", ["cpu"])
+        await api.start_run("here")
+        await demoted.first("run.state", where=lambda d: d["state"] == "succeeded")
+        names = [e.data["token"]["name"] for e in demoted.events if e.kind == "token.minted"]
+        assert names == ["before"], names
 
 
 async def test_the_queue_is_told_with_why_each_call_waits(

@@ -1,4 +1,4 @@
-"""``GET /events``: the engine's live feed as server-sent events (superuser).
+"""``GET /events``: the engine's live feed as server-sent events.
 
 Each event has an ``id``, a kind (``event:``) and one line of JSON (``data:``):
 
@@ -12,7 +12,8 @@ Each event has an ``id``, a kind (``event:``) and one line of JSON (``data:``):
 ``worker.refused``   {worker}  (a worker refused for its protocol)
 ``queue``            {queued}  (as ``GET /workers/resources`` shows it), when it changes
 ``provisioning``     {provisioners}, when it changes
-``token.minted``     {token}, and ``token.revoked`` (never the token's text)
+``token.minted``     {token}, and ``token.revoked`` (never the token's text): to a
+                     superuser only, as listing worker tokens is
 
 A stream opens with ``ready`` {last_id}. Sent ``Last-Event-ID`` (the header a browser's
 ``EventSource`` sends on reconnecting, or ``?last_event_id=``), it first replays every
@@ -22,8 +23,8 @@ keeps only that run's events. A comment line every 15 s keeps proxies from closi
 
 A stream lives only as long as its credential: its access token is checked again every
 few seconds, and once it no longer verifies (the signing key was rotated, the token
-expired, the user was removed or is no longer a superuser) the stream sends ``closed``
-{reason} and ends.
+expired, the user was removed) the stream sends ``closed`` {reason} and ends; a user
+who is no longer a superuser gets no more of a superuser's events.
 """
 
 from __future__ import annotations
@@ -56,16 +57,23 @@ def _gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
-def _revoked(request: web.Request) -> str | None:
-    """Why the stream's credential no longer holds, or None while it does."""
+SUPERUSER_KINDS = frozenset({"token.minted", "token.revoked"})
+"""What only a superuser's stream carries: it tells what only a superuser may list."""
+
+
+def _credential(request: web.Request) -> tuple[str | None, bool]:
+    """Why the stream's credential no longer holds (None while it does), and whether it
+    is a superuser's."""
     try:
-        require_user(request)
+        user = require_user(request)
     except (NotAuthenticated, Forbidden) as exc:
-        return str(exc)
-    return None
+        return str(exc), False
+    return None, user.is_superuser
 
 
-def _selected(run_id: str | None, event: FeedEvent) -> bool:
+def _selected(run_id: str | None, superuser: bool, event: FeedEvent) -> bool:
+    if event.kind in SUPERUSER_KINDS and not superuser:
+        return False
     return run_id is None or event.run_id == run_id
 
 
@@ -113,7 +121,7 @@ async def _events(call: Call[None]) -> web.StreamResponse:
             opening += sse_frame(feed.last_id, "refetch", {"reason": position.refetch})
         opening += sse_frame(f"{feed.epoch}.{seq}", "ready", {"last_id": f"{feed.epoch}.{seq}"})
         await response.write(opening)
-        await _follow(request, response, seq, run_id)
+        await _follow(request, response, seq, run_id, call.user.is_superuser)
     except (ConnectionError, RuntimeError):
         pass  # the subscriber went away
     finally:
@@ -122,17 +130,22 @@ async def _events(call: Call[None]) -> web.StreamResponse:
 
 
 async def _follow(
-    request: web.Request, response: web.StreamResponse, seq: int, run_id: str | None
+    request: web.Request,
+    response: web.StreamResponse,
+    seq: int,
+    run_id: str | None,
+    superuser: bool,
 ) -> None:
-    """Write the feed's events after ``seq`` as they come, until the engine closes, the
-    subscriber leaves or its credential ends."""
+    """Write the feed's events after ``seq`` as they come (a superuser's kinds only while
+    the credential is a superuser's), until the engine closes, the subscriber leaves or
+    its credential ends."""
     feed, clock = request.app[ENGINE].feed, request.app[ENGINE].clock
     quiet_s = 0.0
     checked_at = clock.monotonic()
     while not feed.closed:
         if clock.monotonic() - checked_at >= CREDENTIAL_CHECK_S:
             checked_at = clock.monotonic()
-            reason = _revoked(request)
+            reason, superuser = _credential(request)
             if reason is not None:
                 await response.write(sse_frame(feed.last_id, "closed", {"reason": reason}))
                 return
@@ -145,7 +158,10 @@ async def _follow(
         events = feed.after(seq)
         if events:
             seq = events[-1].seq
-            chunk = b"".join(e.frame() for e in events if _selected(run_id, e))
+            if superuser and any(e.kind in SUPERUSER_KINDS for e in events):
+                # Rare, and asked again now: a superuser demoted a moment ago sees none.
+                reason, superuser = _credential(request)
+            chunk = b"".join(e.frame() for e in events if _selected(run_id, superuser, e))
             if chunk:
                 await response.write(chunk)
         elif await feed.wait_after(seq, GONE_CHECK_S):
