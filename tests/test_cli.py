@@ -239,6 +239,9 @@ def test_users_are_listed_given_a_role_and_removed_on_the_data_directory(
     assert gone.returncode == 3, gone.stderr
     last = fluksio("users", "remove", "admin", *data)
     assert last.returncode == 2 and "the only superuser" in last.stderr
+    demoted = fluksio("users", "role", "admin", "user", *data)
+    assert demoted.returncode == 2 and "the only superuser" in demoted.stderr, demoted
+    assert "admin                            superuser" in fluksio("users", "list", *data).stdout
 
 
 def test_a_personal_token_is_minted_used_and_revoked_from_the_command_line(

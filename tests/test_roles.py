@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from fluksio.engine.users import UserStore
+from fluksio.errors import ConfigError
 from tests.support.inprocess import InProcessEngine
 
 USER, USER_PASSWORD = "ada", "ada-password-1"
@@ -102,15 +105,16 @@ async def test_a_user_removed_or_demoted_is_refused_at_the_next_request(
     assert "no longer exists" in refused.body["detail"]
 
 
-async def test_the_last_superuser_cannot_be_removed(api: InProcessEngine) -> None:
+async def test_the_last_superuser_cannot_be_removed_or_demoted(api: InProcessEngine) -> None:
     users = UserStore(api.engine.database)
     (only,) = [u.username for u in users.all() if u.is_superuser]
-    try:
-        users.remove(only)
-    except Exception as refused:
-        assert "the only superuser" in str(refused)
-    else:
-        raise AssertionError("the last superuser was removed")
+    for leave in (lambda: users.remove(only), lambda: users.set_superuser(only, False)):
+        with pytest.raises(ConfigError, match="the only superuser; make another one first"):
+            leave()
+    assert [u.username for u in users.all() if u.is_superuser] == [only]
+    users.add("second", "second-password", is_superuser=True)
+    users.set_superuser(only, False)  # another superuser remains: allowed
+    assert [u.username for u in users.all() if u.is_superuser] == ["second"]
 
 
 async def test_a_personal_token_speaks_for_its_user_until_revoked(api: InProcessEngine) -> None:

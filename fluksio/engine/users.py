@@ -61,8 +61,11 @@ class UserStore:
         return [User(row["username"], bool(row["is_superuser"])) for row in rows]
 
     def set_superuser(self, username: str, is_superuser: bool) -> User:
-        """Make ``username`` a superuser or a user; it takes effect at its next request."""
-        self._require(username)
+        """Make ``username`` a superuser or a user; it takes effect at its next request.
+        The last superuser stays one, as it stays at :meth:`remove`."""
+        user = self._require(username)
+        if not is_superuser:
+            self._keep_a_superuser(user)
         self._db.execute(
             "UPDATE users SET is_superuser = ? WHERE username = ?", (int(is_superuser), username)
         )
@@ -71,10 +74,13 @@ class UserStore:
     def remove(self, username: str) -> None:
         """Remove ``username``: its access tokens stop working at once (each request looks
         its user up). The last superuser stays, so the engine keeps someone to manage it."""
-        user = self._require(username)
-        if user.is_superuser and sum(u.is_superuser for u in self.all()) == 1:
-            raise ConfigError(f"{username!r} is the only superuser; make another one first")
+        self._keep_a_superuser(self._require(username))
         self._db.execute("DELETE FROM users WHERE username = ?", (username,))
+
+    def _keep_a_superuser(self, leaving: User) -> None:
+        """Refuse to leave the engine with no superuser to manage it."""
+        if leaving.is_superuser and sum(u.is_superuser for u in self.all()) == 1:
+            raise ConfigError(f"{leaving.username!r} is the only superuser; make another one first")
 
     def _require(self, username: str) -> User:
         user = self.get(username)
