@@ -237,17 +237,23 @@ async def rotating_engine(tmp_path: Path) -> AsyncIterator[tuple[SocketEngine, P
 
 
 @pytest.mark.process
-async def test_keys_rotate_invalidates_every_token_while_the_engine_runs(
+async def test_keys_rotate_invalidates_every_signed_token_while_the_engine_runs(
     rotating_engine: tuple[SocketEngine, Path],
 ) -> None:
     api, data_dir = rotating_engine
     access = api.token
     worker = await api.mint_token("w1", [])
     assert (await _self(api, worker["token"]))[0] == 200
+    minted = await api.request("POST", "/tokens", json_body={"name": "cron", "days": 7})
+    personal = minted.body["token"]
 
     done = fluksio("keys", "rotate", "--yes", "--data-dir", str(data_dir))
     assert done.returncode == 0, done.stderr
     assert "1 worker token(s) revoked" in done.stdout
+    # What it says is what happens: a personal API token, which the key never signed, is
+    # its user's own credential and keeps working until revoked.
+    assert "personal API tokens keep working" in done.stdout, done.stdout
+    assert (await api.request("GET", "/workers/tokens", token=personal)).status == 200
 
     assert (await _self(api, worker["token"]))[0] == 401
     assert (await api.request("GET", "/workers/tokens", token=access)).status == 401

@@ -1,4 +1,8 @@
-"""``fluksio keys rotate``: replace the signing key, revoking every token at once."""
+"""``fluksio keys rotate``: replace the signing key, revoking every token it signed at once.
+
+A personal API token is not signed with the key (the engine keeps its digest): it is its
+user's own credential, and survives a rotation until it is revoked or its user removed.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,8 @@ def keys() -> None:
 @data_dir_option
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def rotate(data_dir: Path, yes: bool) -> None:
-    """Replace the signing key: every access and worker token stops working at once.
+    """Replace the signing key: every access and worker token stops working at once
+    (personal API tokens, which it does not sign, keep working).
 
     Works whether or not the engine is running; a running engine uses the new key for the
     next request.
@@ -46,5 +51,7 @@ def rotate(data_dir: Path, yes: bool) -> None:
         database.close()
     click.echo(
         f"Signing key replaced: {revoked} worker token(s) revoked and every access token"
-        " invalidated. Mint new worker tokens and log in again."
+        " invalidated; personal API tokens keep working (the key does not sign them:"
+        " fluksio personal-tokens revoke ID ends one). Mint new worker tokens and log in"
+        " again."
     )
