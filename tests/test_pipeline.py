@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.client import Client
+from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.runs import code
 from tests.support.wait import wait_for
@@ -111,6 +112,48 @@ def test_a_call_taken_ahead_and_cancelled_never_starts(
         (tmp_path / "release").touch()
         assert client.wait_run(first, timeout=WITHIN_S).state == "succeeded"
         assert _started(tmp_path) == ["first"]
+    finally:
+        worker.stop()
+
+
+def test_a_call_held_ahead_is_shown_as_sent_ahead_and_timed_from_its_start(
+    shared_engine: EngineProcess, tmp_path: Path
+) -> None:
+    client = _client(shared_engine)
+    admin = shared_engine.login()
+    label = "ahead-shown"
+    worker = start_labelled_worker(
+        shared_engine, admin, label, tmp_path / "w", "--parallel", "1", "--pipeline", "2"
+    )
+    try:
+        name = _attached(client, label)
+        flow = _flow(client, label)
+        runs = {each: _start(client, flow, each, tmp_path) for each in ("a", "b", "c")}
+        wait_for(lambda: _started(tmp_path) == ["a"], timeout=WITHIN_S, what="a starts")
+        wait_for(lambda: _in_flight(client, name) == 3, timeout=WITHIN_S, what="b, c held")
+        for each in ("b", "c"):
+            held = client.run(runs[each]).nodes[0]
+            assert (held.state, held.sent_ahead, held.started_at) == ("running", True, None)
+            assert held.reason == f"sent ahead to {name}: waits there for a free slot"
+        running = client.run(runs["a"]).nodes[0]
+        assert (running.sent_ahead, running.reason) == (False, None)
+        assert running.started_at is not None
+        env = {"FLUKSIO_URL": shared_engine.url, "FLUKSIO_TOKEN": admin}
+        listed = fluksio("workers", "list", env=env)
+        (row,) = [line for line in listed.stdout.splitlines() if line.startswith(name)]
+        assert " 1/1 +2 ahead " in row, row
+        shown = fluksio("runs", "show", runs["b"], env=env)
+        assert "sent ahead" in shown.stdout and "free slot" in shown.stdout, shown.stdout
+        released_at = time.time()
+        (tmp_path / "release").touch()
+        ended = {each: client.wait_run(run, timeout=WITHIN_S) for each, run in runs.items()}
+        assert {each: run.state for each, run in ended.items()} == dict.fromkeys("abc", "succeeded")
+        for each in ("b", "c"):
+            node = ended[each].nodes[0]
+            # Its start is when a slot freed, after the release: its time in line is not
+            # in its duration.
+            assert node.started_at is not None and node.started_at.timestamp() >= released_at
+            assert node.sent_ahead is False
     finally:
         worker.stop()
 

@@ -109,6 +109,7 @@ class LiveEvents:
                         "call_id": node.call_id,
                         "state": node.state.value,
                         "place": node.place,
+                        "sent_ahead": node.sent_ahead,
                     },
                 )
             if change.run_changed:

@@ -62,12 +62,15 @@ def _node_line(node: NodeBody) -> str:
         detail = node.error["short"]
     elif state in (NodeState.QUEUED, NodeState.PENDING) and node.reason:
         detail = f"waiting: {node.reason}"
+    elif node.sent_ahead:
+        detail = "waiting for a free slot on its worker"
     elif state is NodeState.RUNNING and node.events:
         last = node.events[-1]
         detail = f"{last['event']} {_preview(last['outputs'])}"
     else:
         detail = ""
-    line = f"  {node.id:16} {state:10} {where:18} {took:>9}  {detail}"
+    shown = "sent ahead" if node.sent_ahead else state
+    line = f"  {node.id:16} {shown:10} {where:18} {took:>9}  {detail}"
     retried = [e for e in node.events if e.get("event") in ("retried", "rerun")]
     if node.attempt > 1 and state is not NodeState.PENDING:
         after = retried[-1]["outputs"].get("after") if retried else None

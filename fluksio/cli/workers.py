@@ -23,6 +23,12 @@ def _of(amounts: AmountsBody | None, resource: str) -> int | None:
     return None if amounts is None else getattr(amounts, resource)
 
 
+def _calls(in_flight: int, sent_ahead: int, parallel: int) -> str:
+    """Running of its slots, then what it holds ahead: ``1/1 +2 ahead``."""
+    running = f"{in_flight - sent_ahead}/{parallel}"
+    return f"{running} +{sent_ahead} ahead" if sent_ahead else running
+
+
 @workers.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print what the engine answered, as JSON.")
 @click.pass_context
@@ -47,7 +53,7 @@ def list_workers(ctx: click.Context, as_json: bool) -> None:
                 worker.name,
                 worker.status,
                 f"{worker.version} (protocol {worker.protocol})",
-                f"{worker.in_flight}/{worker.parallel}",
+                _calls(worker.in_flight, worker.sent_ahead, worker.parallel),
                 f"cpus {cpus}, gpus {gpus}",
                 ",".join(worker.labels) or "-",
             ]

@@ -362,8 +362,13 @@ class Dispatcher(DispatcherViews):
         call_id = spec.call_id
 
         def on_event(record: dict[str, Any]) -> None:
-            if record.get("event") == "log":
+            event = record.get("event")
+            if event == "log":
                 self._logged(call_id, record["first"], record["lines"], secrets)
+            elif event == "sent_ahead":
+                self._apply(self._machine.sent_ahead(call_id))
+            elif event == "started":
+                self._apply(self._machine.started(call_id, self._clock.now()))
             else:
                 self._apply(self._machine.reported(call_id, record))
 

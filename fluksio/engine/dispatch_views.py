@@ -47,6 +47,8 @@ class DispatcherViews:
                 elif node.retry_at is not None:
                     now = self._clock.now()
                     reason = waiting_to_retry(node.row, node.most_attempts, node.retry_at, now)
+                elif node.row.sent_ahead:
+                    reason = f"sent ahead to {node.row.place}: waits there for a free slot"
                 views.append(NodeView(node.row, reason, node.event_count, node.events))
             return RunView(row, tuple(views))
         ended = self._recently_ended.get(run_id)

@@ -35,6 +35,9 @@ class CallStateData(Answer):
     state: NodeState
     place: str | None
     """Where it runs or ran: ``engine`` or a worker's name."""
+    sent_ahead: bool = False
+    """Running, but held by its worker ahead of a free slot: a later ``call.state``, with
+    this false, says it started."""
 
 
 class CallProgressData(Answer):

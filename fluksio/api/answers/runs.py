@@ -32,7 +32,7 @@ class NodeBody(Answer):
     id: str
     state: NodeState
     reason: str | None
-    """Why it waits, while it is queued."""
+    """Why it waits: while it is queued, waits to retry, or is sent ahead."""
     ran_on: str | None
     provenance: ProvenanceBody | None
     """Where it ran, once it started."""
@@ -50,6 +50,9 @@ class NodeBody(Answer):
     ``retries``); each retry is an event ``retried`` saying why the last one ended."""
     attempts: int = 1
     """How many attempts its ``retry`` (or ``retries``) allows, the first included."""
+    sent_ahead: bool = False
+    """Running, but held by its worker ahead of a free slot (``--pipeline``): not started
+    yet, so ``started_at`` and ``duration_s`` are null until it starts."""
 
 
 class RunBody(Answer):

@@ -33,10 +33,13 @@ class WorkerBody(Answer):
     parallel: int
     pipeline: int = 0
     """Calls it takes ahead of its free slots (``--pipeline``): counted in ``in_flight``."""
+    sent_ahead: int = 0
+    """Of ``in_flight``, the calls it holds ahead of a free slot, not yet started."""
     cached_artifacts: int = 0
     """How many artifacts of 1 MiB or more its cache reports holding (our agent only):
     a call reading them prefers it among the workers that fit."""
     in_flight: int
+    """The calls sent to it and not yet answered: running, and held ahead."""
     status: Literal["busy", "idle", "not answering"]
     """``not answering`` once it missed a ping: it gets no new calls until it answers."""
     attached_at: datetime

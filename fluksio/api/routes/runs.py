@@ -66,6 +66,7 @@ def run_body(view: RunView) -> RunBody:
             attempt=node.row.attempt,
             # A rerun after a restart is an attempt too, beyond what its retries allow.
             attempts=max(most.get(node.row.node_id, 1), node.row.attempt),
+            sent_ahead=node.row.sent_ahead,
         )
         for node in view.nodes
     ]

@@ -83,6 +83,7 @@ def worker_body(worker: WorkerInfo) -> WorkerBody:
         pipeline=session.pipeline,
         cached_artifacts=place.cached if place is not None else 0,
         in_flight=place.calls if place is not None else 0,
+        sent_ahead=session.machine.sent_ahead(),
         status=place.status if place is not None else "idle",
         attached_at=utc(session.machine.attached_at),
         last_seen=utc(session.machine.last_seen),

@@ -187,6 +187,23 @@ class RunMachine:
             run.row.started_at = node.row.started_at
         return [Save(run.row, (node.row,), run_changed)]
 
+    def sent_ahead(self, call_id: str) -> list[Effect]:
+        """The call went to a worker that holds it until a slot frees: it has not started,
+        so its duration does not count the wait."""
+        return self._set_start(call_id, None)
+
+    def started(self, call_id: str, now: float) -> list[Effect]:
+        """A call sent ahead left its worker's line and runs from ``now``."""
+        return self._set_start(call_id, now)
+
+    def _set_start(self, call_id: str, at: float | None) -> list[Effect]:
+        found = self._calls.get(call_id)
+        if found is None or found[1].row.state is not NodeState.RUNNING:
+            return []  # it ended (or was queued again) meanwhile
+        run, node = found
+        node.row.started_at = at
+        return [Save(run.row, (node.row,))]
+
     def reported(self, call_id: str, record: dict[str, Any]) -> list[Effect]:
         """The running call reported an event (``fluksio.emit``)."""
         found = self._calls.get(call_id)

@@ -29,6 +29,12 @@ class NodeRow:
     attempt: int = 1
     """Which attempt it is on (or ended on): 1, then one more at each retry."""
 
+    @property
+    def sent_ahead(self) -> bool:
+        """Its call went to a worker that took it ahead of a free slot (``--pipeline``)
+        and has not started it: running, with no ``started_at`` until it starts."""
+        return self.state is NodeState.RUNNING and self.started_at is None
+
 
 @dataclass
 class RunRow:

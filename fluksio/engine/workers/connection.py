@@ -209,6 +209,10 @@ class ConnectionMachine:
     def expects(self, call_id: str) -> bool:
         return call_id in self._calls
 
+    def sent_ahead(self) -> int:
+        """How many of its calls it holds ahead of a free slot, not yet started."""
+        return sum(1 for call in self._calls.values() if not call.started)
+
     # -- inputs ----------------------------------------------------------------------------
 
     def send(self, call_id: str, limit: float, now: float) -> list[ConnectionEffect]:

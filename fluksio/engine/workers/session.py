@@ -207,6 +207,10 @@ class WorkerSession:
                 env=spec.env,
                 limit=spec.limit or None,
             )
+            if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
+                # Every slot has a call: it holds this one until a slot frees, and says
+                # when it starts (with a slot free it starts at once: nothing to say).
+                on_event({"event": "sent_ahead"})
             try:
                 await self.ws.send_str(encode(frame))
             except (ConnectionError, RuntimeError) as exc:
@@ -232,6 +236,8 @@ class WorkerSession:
         what = "answer" if isinstance(frame, AnswerFrame) else frame.event
         effects = self.machine.frame(frame.call_id, what, self.clock.now(), last=answer)
         pending = self._pending.get(frame.call_id)
+        if what == "started" and pending is not None:
+            pending.on_event({"event": "started"})
         if effects or pending is None:
             self._apply(effects)
             return

@@ -421,7 +421,7 @@ function renderWorkers(workers) {
           ? el("span", { class: "muted" }, "refused: upgrade fluksio-worker")
           : [bar("cores", inventory.cpus, free.cpus, ""), bar("GPUs", inventory.gpus, free.gpus, ""), bar("memory", inventory.ram_mb, free.ram_mb, "MB")],
       ),
-      el("td", {}, upgrade ? "—" : `${worker.in_flight} of ${worker.parallel}`),
+      el("td", {}, upgrade ? "—" : `${worker.in_flight - (worker.sent_ahead || 0)} of ${worker.parallel}` + (worker.sent_ahead ? ` +${worker.sent_ahead} ahead` : "")),
       el("td", {}, upgrade ? ["refused ", time(worker.refused_at)] : seenCell(worker)),
     );
   });
