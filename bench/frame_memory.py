@@ -10,8 +10,9 @@ the run is shown too, and after three more of the same (it must not grow). A fre
 engine per size.
 
 Then the frame no call waits for: a worker (a raw WebSocket with a real worker token)
-sends an answer of the same size naming a call never sent. The engine drops it unparsed;
-its cost is what reading it costs (aiohttp assembles a frame whole before handing it on).
+sends an answer of the same size naming a call never sent. The engine judges it by its
+first bytes as it arrives and passes it over, never held whole (before issue 48, aiohttp
+assembled it first: 3x its size).
 The pong to a ping sent behind it says it has been dealt with.
 
 The floor is 1.0: the frame's bytes, held once.

@@ -211,6 +211,8 @@ async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcess
         '{"call_id": "never-sent", "ok": true, "result": "' + "x" * (8 << 20)
     )
     await async_wait_for(lambda: session.machine.unknown_frames == 1, timeout=10, what="the drop")
+    # Passed over as it arrived: aiohttp's reader never held it whole.
+    assert api.engine.workers.frames.passed_over == 1
     # The socket goes on: the same worker still takes and answers a call.
     await api.put_flow("after", [{"id": "n", "code": NODE, "worker": "cpu"}])
     run = await api.start_run("after")

@@ -41,6 +41,7 @@ async def test_an_event_over_the_bound_fails_its_call_and_the_worker_goes_on(
     await worker.send_raw(frame)
     node = nodes_of(await api.wait_run(run["id"]))["n"]
     assert node["error"]["type"] == "FrameTooLarge", node
+    assert api.engine.workers.frames.passed_over == 1, "judged as it arrived, never held"
     assert node["error"]["message"] == (
         f"the call's emit frame was {len(frame.encode())} bytes; frames other than its answer"
         f" are at most {CONTROL_FRAME_BYTES} bytes: save large data as an artifact"
@@ -54,6 +55,25 @@ async def test_an_event_over_the_bound_fails_its_call_and_the_worker_goes_on(
     answered = nodes_of(await api.wait_run(again["id"], timeout=60))["n"]
     assert answered["result"] == "y" * (2 << 20), answered["error"]
     assert not worker.socket.closed
+
+
+async def test_a_large_frame_naming_no_call_closes_the_socket_unread(
+    api: InProcessEngine,
+) -> None:
+    await api.put_flow("f", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    worker = await api.attach(await api.mint("box", ["cpu"]), name="box", labels=["cpu"])
+    run = await api.start_run("f")
+    await worker.next_call()
+    frame = json.dumps({"padding": "x" * (2 << 20)})
+    await worker.send_raw(frame)
+    await async_wait_for(lambda: worker.socket.closed, timeout=10, what="the socket to close")
+    assert worker.socket.close_code == 1009
+    assert api.engine.workers.frames.passed_over == 1
+    node = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert node["error"]["message"] == (
+        f"a frame of {len(frame)} bytes that names no call; frames other than a call's answer"
+        f" are at most {CONTROL_FRAME_BYTES} bytes"
+    ), node
 
 
 async def test_a_hello_over_the_bound_is_refused(api: InProcessEngine) -> None:

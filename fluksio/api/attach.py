@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
-from typing import Any
+import secrets
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -35,6 +37,7 @@ from fluksio.agent.frames import (
 from fluksio.agent.outcome import ErrorKind
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import parse_json
+from fluksio.api.frame_gate import FrameGate
 from fluksio.clock import Clock
 from fluksio.engine.errors import Forbidden
 from fluksio.engine.logging import get_logger
@@ -48,7 +51,7 @@ from fluksio.engine.workers.protocol import (
     parse_worker_frame,
 )
 from fluksio.engine.workers.session import WorkerSession
-from fluksio.engine.workers.socket import CountedSocket
+from fluksio.engine.workers.socket import CountedSocket, FrameCounts
 from fluksio.engine.workers.watch import ping_every_s
 from fluksio.validation import one_sentence
 
@@ -63,7 +66,11 @@ async def _refuse(ws: CountedSocket, reason: str) -> None:
 
 
 async def _hello(
-    ws: CountedSocket, connections: WorkerConnections, token: WorkerIdentity, timeout_s: float
+    ws: CountedSocket,
+    connections: WorkerConnections,
+    token: WorkerIdentity,
+    timeout_s: float,
+    gate: _Judge,
 ) -> HelloFrame:
     """The first frame, read and decoded as a hello; else :class:`Refusal` says why."""
     try:
@@ -72,9 +79,11 @@ async def _hello(
         raise Refusal(f"no hello within {timeout_s:g} s of connecting") from None
     if message.type != WSMsgType.TEXT:
         raise Refusal("the first frame must be a JSON hello")
-    if len(message.data) > CONTROL_FRAME_BYTES:
+    passed_over = gate.passed_over(message.data)
+    size = passed_over.size if passed_over is not None else len(message.data)
+    if size > CONTROL_FRAME_BYTES:
         raise Refusal(
-            f"a hello of {len(message.data)} bytes; frames other than a call's answer are"
+            f"a hello of {size} bytes; frames other than a call's answer are"
             f" at most {CONTROL_FRAME_BYTES} bytes"
         )
     try:
@@ -124,20 +133,23 @@ async def attach(request: web.Request, token: WorkerIdentity) -> web.StreamRespo
         # large answer is not copied once more into a str first.
         decode_text=False,
     )
+    judge = _Judge(engine.workers.frames)
     await response.prepare(request)
+    _gate_reading(request, judge, settings.max_frame_bytes)
     ws = CountedSocket(response, engine.workers.frames)
     connections = engine.connections
     try:
-        hello = await _hello(ws, connections, token, settings.worker_hello_timeout_s)
+        hello = await _hello(ws, connections, token, settings.worker_hello_timeout_s, judge)
         session, socket = await connections.admit(token, hello, ws)
     except Refusal as refused:
         log.info("worker.refused", worker=token.name, reason=refused.reason)
         await _refuse(ws, refused.reason)
         return response
+    judge.session = session
     budget = FrameBudget(settings.worker_frames_per_s, settings.frame_burst, engine.clock.monotonic)
     pinger = asyncio.get_running_loop().create_task(_ping(ws, ping_every_s(settings), engine.clock))
     try:
-        await _serve(session, ws, budget, settings.max_frame_bytes)
+        await _serve(session, ws, budget, settings.max_frame_bytes, judge)
     finally:
         pinger.cancel()
         session.socket_ended(socket)
@@ -155,6 +167,69 @@ async def _ping(ws: CountedSocket, every_s: float, clock: Clock) -> None:
 _LEADING_CALL_ID = re.compile(rb'\A\s*\{\s*"call_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
 _PEEK_ABOVE_BYTES = 64 * 1024
 """A frame this large is first checked for a call this worker was sent, before parsing."""
+_LEADING_KEY = re.compile(rb'\s*,\s*"(\w{1,32})"(?:\s*:\s*"(\w{1,32})")?')
+"""After the call id: the next key (``event`` in an event, never in an answer) and its
+value, when a word."""
+
+
+class PassedOver(NamedTuple):
+    """A frame over 1 MiB that was not a call's awaited answer, passed over unread."""
+
+    size: int
+    call_id: str | None
+    """The call it named first, if any."""
+    event: str | None
+    """Its ``event``, when it named a call in flight (then it is an event, not an answer)."""
+
+
+class _Judge:
+    """Which large frames of one worker are read whole: an answer to a call in flight,
+    only. The rest are passed over as they arrive, each replaced by a stand-in that only
+    this socket's gate can write (it starts with a mark made for it)."""
+
+    def __init__(self, counts: FrameCounts) -> None:
+        self.session: WorkerSession | None = None
+        self._counts = counts
+        self._mark = b"\0" + secrets.token_hex(16).encode()
+
+    def __call__(self, lead: bytes, size: int) -> bytes | None:
+        call_id = event = None
+        found = _LEADING_CALL_ID.match(lead)
+        if found is not None:
+            call_id = found.group(1).decode()
+            after = _LEADING_KEY.match(lead, found.end())
+            in_flight = self.session is not None and self.session.expects(call_id)
+            if in_flight and after is not None and after.group(1) != b"event":
+                return None  # an answer awaited: read whole
+            if in_flight and after is not None:
+                event = (after.group(2) or b"event").decode()
+            elif in_flight:
+                return None  # nothing to tell it by: parsed, as any frame is
+        self._counts.passed_over += 1
+        return self._mark + json.dumps(PassedOver(size, call_id, event)._asdict()).encode()
+
+    def passed_over(self, data: bytes) -> PassedOver | None:
+        """What a stand-in says, or None for a frame as the worker sent it."""
+        if not data.startswith(self._mark):
+            return None
+        return PassedOver(**json.loads(data[len(self._mark) :]))
+
+
+def _gate_reading(request: web.Request, judge: _Judge, most: int) -> None:
+    """Put a :class:`FrameGate` before the reader aiohttp gave the started socket, so that
+    a large frame no call awaits is judged as it arrives, not held whole.
+
+    aiohttp has no hook for it: the connection's ``_payload_parser`` is swapped (checked
+    by a test, so that an aiohttp that changes it fails there, not in the field). Data a
+    client sent before it had the handshake's answer reached the reader first; both
+    agents wait for it, and one that does not garbles only its own socket.
+    """
+    protocol = request.protocol
+    reader = getattr(protocol, "_payload_parser", None)
+    if reader is None:
+        log.warning("frames.ungated", reason="aiohttp's connection has no reader to gate")
+        return
+    protocol._payload_parser = FrameGate(reader, judge, above=CONTROL_FRAME_BYTES, most=most)
 
 
 def _unexpected_call(session: WorkerSession, data: bytes) -> str | None:
@@ -174,7 +249,11 @@ def _unexpected_call(session: WorkerSession, data: bytes) -> str | None:
 
 
 async def _serve(
-    session: WorkerSession, ws: CountedSocket, budget: FrameBudget, max_frame_bytes: int
+    session: WorkerSession,
+    ws: CountedSocket,
+    budget: FrameBudget,
+    max_frame_bytes: int,
+    judge: _Judge,
 ) -> None:
     async for message in ws:
         if not budget.spend():
@@ -186,10 +265,11 @@ async def _serve(
         if message.type == WSMsgType.TEXT:
             data = message.data
             del message  # a large answer's text is held once, and not past its parsing
-            unexpected = _unexpected_call(session, data)
-            if unexpected is not None:
-                session.unknown(unexpected, f"answer of {len(data)} bytes, unread")
-                continue
+            unread = await _unread(session, data, judge)
+            if unread is not None:
+                if unread:
+                    continue
+                return
             size = len(data)
             try:
                 frame = parse_worker_frame(data)
@@ -217,6 +297,32 @@ async def _serve(
                 await ws.pong(message.data)
         else:
             session.touch()
+
+
+async def _unread(session: WorkerSession, data: bytes, judge: _Judge) -> bool | None:
+    """A frame left unparsed, told to the session: a stand-in for one passed over as it
+    arrived, or a large one (of a fragmented message) naming a call not in flight. None:
+    parse it; True: read on; False: the socket is closed for it (a large frame naming no
+    call at all)."""
+    frame = judge.passed_over(data)
+    if frame is None:
+        unexpected = _unexpected_call(session, data)
+        if unexpected is not None:
+            session.unknown(unexpected, f"answer of {len(data)} bytes, unread")
+            return True
+        return None
+    if frame.call_id is None:
+        said = (
+            f"a frame of {frame.size} bytes that names no call; frames other than a call's"
+            f" answer are at most {CONTROL_FRAME_BYTES} bytes"
+        )
+        await session.close(said, code=WSCloseCode.MESSAGE_TOO_BIG)
+        return False
+    if frame.event is not None:
+        session.oversized(frame.call_id, frame.event, frame.size)
+    else:
+        session.unknown(frame.call_id, f"answer of {frame.size} bytes, unread")
+    return True
 
 
 async def _malformed(session: WorkerSession, exc: ValidationError | FrameError) -> None:

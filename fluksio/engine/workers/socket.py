@@ -21,6 +21,9 @@ class FrameCounts:
 
     received: int = 0
     sent: int = 0
+    passed_over: int = 0
+    """Of those received, frames over 1 MiB passed over as they arrived, never held: not
+    a call's awaited answer."""
 
 
 class CountedSocket:
