@@ -84,6 +84,14 @@ def test_a_direct_worker_whose_socket_drops_fails_its_calls_at_once() -> None:
     assert machine.socket_ended(0) == [Fail("c1", _error(ErrorKind.WORKER_GONE, went)), Gone(went)]
 
 
+def test_a_worker_that_closes_with_no_call_in_flight_is_not_said_to_leave_mid_call() -> None:
+    machine = _machine()
+    machine.send("c1", 0, 101.0)
+    machine.ended("c1")
+    idle = "the worker closed its connection with no call in flight (idle, or stopped)"
+    assert machine.socket_ended(0) == [Gone(idle)]
+
+
 def test_a_worker_silent_for_90_seconds_stops_answering_then_is_closed() -> None:
     machine = _machine()
     machine.send("c1", 0, 100.0)

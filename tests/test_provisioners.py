@@ -250,8 +250,10 @@ def test_check_prints_profiles_and_the_exact_script(tmp_path: Path) -> None:
         " walltime=none\n"
         "sge (gridengine):\n"
         "  workers reach the engine directly, at wss://fluksio.example.com/api/v1/workers/attach\n"
-        "  cpu-8: cpus=8 gpus=None ram_mb=16384 labels=cpu max_workers=1 parallel=8"
+        "  cpu-8: cpus=8 gpus=as detected ram_mb=16384 labels=cpu max_workers=1 parallel=8"
         " walltime=14400s\n"
+        "as detected: not set in the profile, so the worker reports what it finds on its"
+        " machine (its cores, its GPU devices, its memory)\n"
     )
     (tmp_path / "routed").mkdir()
     routed = _write(

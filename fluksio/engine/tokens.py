@@ -196,13 +196,15 @@ class TokenService:
     def verify_access(self, token: str) -> User:
         """The user an access token (a login's, or a personal token) speaks for, or
         :class:`NotAuthenticated`."""
+        kind = "access token"
         if token.startswith(PERSONAL_PREFIX) and self._personal_tokens is not None:
             username = self._personal_tokens.username_of(token)
+            kind = "personal token"
         else:
             username = str(self._decode(token, expected_type="access")["sub"])
         user = self._users.get(username)
         if user is None:
-            raise NotAuthenticated("the user this access token was issued to no longer exists")
+            raise NotAuthenticated(f"the user this {kind} was issued to no longer exists")
         return user
 
     def verify_worker(self, token: str) -> WorkerIdentity:

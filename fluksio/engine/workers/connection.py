@@ -55,6 +55,7 @@ __all__ = [
 Phase = Literal["attached", "closing", "away", "gone"]
 TimerKind = Literal["take", "limit"]
 WENT_AWAY = "worker went away mid-call"
+CLOSED_IDLE = "the worker closed its connection with no call in flight (idle, or stopped)"
 UNKNOWN_FRAMES_LOGGED = 10
 LIMIT_BACKSTOP_S = 10.0
 """How long after a call's ``limit`` and the agent's grace the engine stops waiting for our
@@ -350,7 +351,7 @@ class ConnectionMachine:
             # Its relay dropped, not the worker: its calls wait for it (the 90-s rule).
             self.phase = "away"
             return [*self._answers(False), Away()]
-        self.closed_reason = self.closed_reason or WENT_AWAY
+        self.closed_reason = self.closed_reason or (WENT_AWAY if self._calls else CLOSED_IDLE)
         effects = self._fail_all(error_record(ErrorKind.WORKER_GONE, WENT_AWAY), True)
         self.phase = "gone"
         return [*effects, Gone(self.closed_reason)]
