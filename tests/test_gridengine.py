@@ -51,7 +51,6 @@ def cell() -> LocalGridEngine:
 def gridengine(tmp_path: Path, cell: LocalGridEngine) -> Iterator[Any]:
     started: list[EngineProcess] = []
     port = free_port()
-    before = set(cell.qstat_jobs())
 
     def start(profile: dict[str, Any] | None = None, **changes: Any) -> tuple[EngineProcess, str]:
         login = cell.login
@@ -79,8 +78,8 @@ def gridengine(tmp_path: Path, cell: LocalGridEngine) -> Iterator[Any]:
     yield start
     for engine in started:
         engine.stop()
-    # What a failed test left queued: ours only, by id.
-    left = sorted(set(cell.qstat_jobs()) - before)
+    # What a failed test left queued: its own engines' jobs only.
+    left = cell.fluksio_jobs(tmp_path)
     if left:
         cell.login.ssh("qdel", *left)
 
@@ -139,16 +138,15 @@ def test_a_refused_qsub_shows_grid_engines_own_words(gridengine: Any) -> None:
 
 
 def test_a_job_that_never_starts_is_deleted_at_the_provision_timeout(
-    gridengine: Any, cell: LocalGridEngine
+    gridengine: Any, cell: LocalGridEngine, tmp_path: Path
 ) -> None:
     # A user hold: the job waits in the queue and would never start by itself.
     engine, admin = gridengine({"qsub": ["-h"]}, provision_timeout_s=4, retry_base_s=300)
     run_flow(engine, admin, "sge", [{"id": "n", "worker": "sge", "limit": 60, "code": NODE}])
 
-    def ours() -> list[str]:
-        return [job for job, name in cell.qstat_jobs().items() if name.startswith("fluksio-sge-")]
-
-    (job,) = wait_for(ours, timeout=30, what="the held job in the queue")
+    (job,) = wait_for(
+        lambda: cell.fluksio_jobs(tmp_path), timeout=30, what="the held job in the queue"
+    )
     wait_for(lambda: job not in cell.qstat_jobs(), timeout=30, what="the job deleted")
     said = wait_for(
         lambda: (_profile_view(engine, admin)["last_error"] or {}).get("message"),
@@ -159,7 +157,7 @@ def test_a_job_that_never_starts_is_deleted_at_the_provision_timeout(
 
 
 def test_a_burst_spreads_over_no_more_jobs_than_max_workers(
-    gridengine: Any, cell: LocalGridEngine
+    gridengine: Any, cell: LocalGridEngine, tmp_path: Path
 ) -> None:
     engine, admin = gridengine({"cpus": 1, "ram_mb": 1024, "max_workers": 2}, max_idle_s=5)
     seen: set[str] = set()
@@ -168,7 +166,7 @@ def test_a_burst_spreads_over_no_more_jobs_than_max_workers(
     runs = [run_flow(engine, admin, f"burst{i}", [node]) for i in range(5)]
 
     def all_ended() -> bool:
-        seen.update(j for j, n in cell.qstat_jobs().items() if n.startswith("fluksio-sge-"))
+        seen.update(cell.fluksio_jobs(tmp_path))
         assert len(seen) <= 2, f"more jobs than max_workers: {sorted(seen)}"
         return all(get_run(engine, admin, r)["state"] == "succeeded" for r in runs)
 

@@ -64,7 +64,7 @@ def data_dir(tmp_path: Path, slurm: LocalSlurm, node: OtpLoginNode) -> Iterator[
     yield data
     # Whatever the test left open (a person's login) is closed, and queued jobs cancelled.
     fluksio("provisioners", "logout", "hpc", "--data-dir", str(data))
-    slurm.cancel_leftovers()
+    slurm.cancel_leftovers(tmp_path)
 
 
 def _write_config(data: Path, slurm: LocalSlurm, node: OtpLoginNode, port: int) -> None:

@@ -142,7 +142,7 @@ def test_a_job_trusts_the_engines_private_ca_from_ca_file_over_wss(
 
 @both_transports
 def test_many_queued_calls_still_make_one_job_and_stopping_the_engine_cancels_it(
-    start: Any, slurm: LocalSlurm, kind: str
+    start: Any, slurm: LocalSlurm, kind: str, tmp_path: Path
 ) -> None:
     # Held for an hour: it stays PENDING (BeginTime) however long the test looks at it.
     engine, token = start(
@@ -164,12 +164,12 @@ def test_many_queued_calls_still_make_one_job_and_stopping_the_engine_cancels_it
     assert run["reason"] == f"provisioning hpc/small, Slurm job {job_id} PENDING (BeginTime)"
     queued = resources_of(engine, token)["queued"]
     assert len(queued) == 12 and {q["reason"] for q in queued} == {run["reason"]}
-    assert slurm.fluksio_jobs() == [job_id]
+    assert slurm.fluksio_jobs(tmp_path) == [job_id]
     assert len(profile_view(engine, token)["jobs"]) == 1
 
     assert engine.stop() == 0
     assert slurm.job_state(job_id) == "CANCELLED"
-    assert slurm.fluksio_jobs() == []
+    assert slurm.fluksio_jobs(tmp_path) == []
 
 
 def test_a_job_that_never_starts_is_cancelled_after_provision_timeout(
@@ -193,7 +193,7 @@ def test_a_job_that_never_starts_is_cancelled_after_provision_timeout(
 
 @both_transports
 def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
-    start: Any, slurm: LocalSlurm, kind: str
+    start: Any, slurm: LocalSlurm, kind: str, tmp_path: Path
 ) -> None:
     engine, token = start(transport=kind, profile={"sbatch": ["--partition=no-such-partition"]})
     assert put_flow(engine, token, "nowhere", [{"id": "n", "worker": "hpc", "code": NODE}])
@@ -203,7 +203,7 @@ def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
     assert "invalid partition specified: no-such-partition" in error["message"]
     reason = get_run(engine, token, run_id)["reason"]
     assert "invalid partition specified" in reason and "trying again in" in reason
-    assert slurm.fluksio_jobs() == []
+    assert slurm.fluksio_jobs(tmp_path) == []
 
 
 def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:

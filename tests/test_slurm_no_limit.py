@@ -140,4 +140,4 @@ def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_m
         assert state == "COMPLETED", f"job {short_job} ended {state}"
     finally:
         engine.stop()
-        slurm.cancel_leftovers()
+        slurm.cancel_leftovers(tmp_path)

@@ -86,7 +86,7 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
 
         job_id = wait_for(pending, timeout=30, what="the job to be PENDING")
         assert engine.stop(signal.SIGKILL) != 0  # no shutdown: nothing is cancelled
-        assert slurm.fluksio_jobs() == [job_id]
+        assert slurm.fluksio_jobs(tmp_path) == [job_id]
 
         engine, token = _restart(data_dir, tmp_path, port)
         view = wait_for(
@@ -101,7 +101,7 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
             timeout=30,
             what="the recovered run to say it waits for the same job",
         )
-        assert slurm.fluksio_jobs() == [job_id]
+        assert slurm.fluksio_jobs(tmp_path) == [job_id]
         assert view["request_id"] in slurm.token_files(), "the held job has not read it"
     finally:
         engine.stop()
@@ -123,9 +123,11 @@ def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_rest
         assert put_flow(engine, token, "again", node)
         first = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
         assert first["state"] == "succeeded", first
-        (job_id,) = slurm.fluksio_jobs()
+        (job_id,) = slurm.fluksio_jobs(tmp_path)
         assert engine.stop(signal.SIGKILL) != 0  # its worker idles out meanwhile
-        wait_for(lambda: job_id not in slurm.fluksio_jobs(), timeout=60, what="the job to end")
+        wait_for(
+            lambda: job_id not in slurm.fluksio_jobs(tmp_path), timeout=60, what="the job to end"
+        )
         engine, token = _restart(data_dir, tmp_path, port)
         second = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
         assert second["state"] == "succeeded", second
@@ -133,7 +135,7 @@ def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_rest
     finally:
         engine.stop()
     # Its worker idles out: nothing of it is left for the next test.
-    wait_for(lambda: not slurm.fluksio_jobs(), timeout=60, what="the last job to end")
+    wait_for(lambda: not slurm.fluksio_jobs(tmp_path), timeout=60, what="the last job to end")
 
 
 @both_transports
@@ -155,7 +157,9 @@ def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
             )
             assert engine.stop(signal.SIGKILL) != 0  # the answer never comes
         # The controller takes the submission it was holding: a job no engine knows of.
-        (job_id,) = wait_for(slurm.fluksio_jobs, timeout=30, what="the job to be queued")
+        (job_id,) = wait_for(
+            lambda: slurm.fluksio_jobs(tmp_path), timeout=30, what="the job to be queued"
+        )
 
         engine, token = _restart(data_dir, tmp_path, port)
 
@@ -166,7 +170,7 @@ def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
         view = wait_for(adopted, timeout=30, what="the restarted engine to find the job")
         assert view["job_id"] == job_id and view["answer_lost"] is None
         assert engine.logs().count('"provision.found"') == 1
-        assert slurm.fluksio_jobs() == [job_id], "no second job"
+        assert slurm.fluksio_jobs(tmp_path) == [job_id], "no second job"
     finally:
         engine.stop()
         log_out(data_dir)
@@ -221,20 +225,19 @@ def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works
 class _Watch(threading.Thread):
     """Polls squeue and /workers/resources while a test runs: the most seen at once."""
 
-    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm) -> None:
+    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm, root: Path) -> None:
         super().__init__(daemon=True)
-        self.engine, self.token, self.slurm = engine, token, slurm
+        self.engine, self.token, self.slurm, self.root = engine, token, slurm, root
         self.stop = threading.Event()
         self.most_jobs = self.most_queued = self.most_pending = 0
         self.job_ids: set[str] = set()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            listed = self.slurm.ssh("squeue", "--me", "-h", "-o", "%i %T %j").stdout.split("\n")
-            ours = [line.split() for line in listed if "fluksio-" in line]
-            self.job_ids.update(fields[0] for fields in ours)
+            ours = self.slurm.fluksio_job_states(self.root)  # this test's engine's only
+            self.job_ids.update(ours)
             self.most_jobs = max(self.most_jobs, len(ours))
-            queued = sum(fields[1] == "PENDING" for fields in ours)
+            queued = sum(state == "PENDING" for state in ours.values())
             self.most_queued = max(self.most_queued, queued)
             stages = profile_view(self.engine, self.token)["jobs_by_stage"]
             pending = sum(n for stage, n in stages.items() if stage != "attached")
@@ -276,7 +279,7 @@ def _shared_dir() -> Path:
 
 
 def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
-    start: Any, slurm: LocalSlurm
+    start: Any, slurm: LocalSlurm, tmp_path: Path
 ) -> None:
     shared = _shared_dir()
     ran = shared / "ran"
@@ -284,7 +287,7 @@ def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
         profile={"max_workers": 4, "parallel": 4}, max_idle_s=2, provision_timeout_s=120
     )
     nodes = _burst(ran)
-    watch = _Watch(engine, token, slurm)
+    watch = _Watch(engine, token, slurm, tmp_path)
     try:
         assert put_flow(engine, token, "burst", nodes)
         watch.start()
@@ -320,7 +323,7 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
         token = engine.login()
         nodes = _burst(ran, 12, seconds=20, limit=30)
         assert put_flow(engine, token, "capped", nodes)
-        watch = _Watch(engine, token, slurm)
+        watch = _Watch(engine, token, slurm, tmp_path)
         watch.start()
         run = wait_run(engine, token, start_run(engine, token, "capped")["id"], timeout=420)
         watch.stop.set()
@@ -334,7 +337,7 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
             watch.stop.set()
         engine.stop()
         shutil.rmtree(shared)
-    wait_for(lambda: not slurm.fluksio_jobs(), timeout=60, what="the last jobs to end")
+    wait_for(lambda: not slurm.fluksio_jobs(tmp_path), timeout=60, what="the last jobs to end")
 
 
 def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
@@ -355,10 +358,10 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
             timeout=60,
             what="two jobs' workers to attach",
         )
-        before = set(slurm.fluksio_jobs())
+        before = set(slurm.fluksio_jobs(tmp_path))
         assert engine.stop(signal.SIGKILL) != 0
         engine, token = _restart(data_dir, tmp_path, port)
-        watch = _Watch(engine, token, slurm)
+        watch = _Watch(engine, token, slurm, tmp_path)
         watch.start()
         run = wait_run(engine, token, run_id, timeout=150)
         watch.stop.set()

@@ -72,7 +72,7 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
     finally:
         engine.stop()
     # Only its own job: one an earlier test's worker still holds may be ending meanwhile.
-    assert job_id not in slurm.fluksio_jobs(), "stopping the engine cancels the pending job"
+    assert job_id not in slurm.fluksio_jobs(tmp_path), "stopping the engine cancels the pending job"
     assert slurm.job_state(job_id) in ("CANCELLED", ""), slurm.job_state(job_id)
 
 
@@ -129,7 +129,6 @@ def test_grid_engine_jobs_and_their_workers_show_like_slurms(browser: Any, tmp_p
         "poll_interval_s": 0.3, "retry_base_s": 60, "max_idle_s": 60, "profiles": profiles,
     }  # fmt: skip
     write_provisioners(data_dir, [entry])
-    before = set(cell.qstat_jobs())
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         page = _log_in(browser, engine)
@@ -154,7 +153,7 @@ def test_grid_engine_jobs_and_their_workers_show_like_slurms(browser: Any, tmp_p
         _shot(page, "10-grid-engine")
     finally:
         engine.stop()
-        # Its attached worker's job outlives the engine until idle: ours only, by id.
-        left = sorted(set(cell.qstat_jobs()) - before)
+        # Its attached worker's job outlives the engine until idle: this engine's only.
+        left = cell.fluksio_jobs(tmp_path)
         if left:
             login.ssh("qdel", *left)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from fluksio.client.errors import CannotSend, ClientError, EngineRefused
+from fluksio.client.bounds import Bounds
+from fluksio.client.errors import CannotSend, ClientError, EngineRefused, Redirected
 from fluksio.client.sse import ReceivedEvent
 
 if TYPE_CHECKING:
@@ -33,12 +34,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncClient",
+    "Bounds",
     "CallFuture",
     "CannotSend",
     "Client",
     "ClientError",
     "EngineRefused",
     "ReceivedEvent",
+    "Redirected",
     "RemoteError",
     "local",
 ]

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from fluksio.api.answers.runs import RunBody
 from fluksio.client.async_http import AsyncHttp
-from fluksio.client.errors import ClientError, EngineRefused
+from fluksio.client.bounds import Bounds
+from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.operations import (
     FEED_RECONNECT_S,
     FEED_RECONNECTS,
@@ -40,11 +41,18 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class AsyncClient(Operations, Awaited):
-    """The API of the engine at ``url``, awaited; ``token`` and ``ca_file`` as
+    """The API of the engine at ``url``, awaited; ``token``, ``ca_file`` and ``bounds`` as
     :class:`~fluksio.client.client.Client` takes them."""
 
-    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None):
-        self.http = AsyncHttp(api_url(url), token, ca_file)
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        ca_file: str | None = None,
+        bounds: Bounds | None = None,
+    ):
+        self.http = AsyncHttp(api_url(url), token, ca_file, bounds)
 
     @classmethod
     async def from_environment(cls, url: str, *, ca_file: str | None = None) -> AsyncClient:
@@ -79,7 +87,7 @@ class AsyncClient(Operations, Awaited):
     async def send(self, request: Request[Answer]) -> Answer:
         """``request`` sent, and its answer read."""
         raw = await self.http.send(
-            request.method, request.target, request.data, request.content_type
+            request.method, request.target, request.data, request.content_type, large=request.large
         )
         return request.decode(raw)
 
@@ -126,8 +134,8 @@ class AsyncClient(Operations, Awaited):
                     position.seen(event)
                     yield event
                 ended = ClientError("the engine closed the live feed")
-            except EngineRefused:
-                raise  # opening it again would be refused again
+            except (EngineRefused, Redirected):
+                raise  # opening it again would be refused (or redirected) again
             except ClientError as gone:
                 ended = gone
             if stop is not None and stop():

@@ -1,15 +1,19 @@
 """The engine's API over HTTP for an event loop (aiohttp): :class:`AsyncHttp` is to
 :class:`~fluksio.client.async_client.AsyncClient` what :class:`~fluksio.client.http.Http`
-is to the blocking client: bytes in, bytes out, one error per failure."""
+is to the blocking client: bytes in, bytes out, one error per failure, every answer
+bounded in size and time and no redirect followed (:mod:`fluksio.client.bounds`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import aiohttp
+from aiohttp.http_exceptions import LineTooLong
 
+from fluksio.client.bounds import EVENT_BYTES, Bounds, redirected
 from fluksio.client.errors import ClientError, EngineRefused, refusal
 from fluksio.client.http import FEED_SILENCE_S, TIMEOUT_S
 from fluksio.client.sse import EventParser, ReceivedEvent
@@ -21,9 +25,16 @@ class AsyncHttp:
     """Requests to the API at ``base_url`` with a bearer token, on one connection pool
     (opened at the first request, in the loop that makes it; :meth:`close` ends it)."""
 
-    def __init__(self, base_url: str, token: str | None = None, ca_file: str | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        ca_file: str | None = None,
+        bounds: Bounds | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.token = token
+        self.bounds = bounds or Bounds()
         self._tls: ssl.SSLContext | bool = (
             ssl.create_default_context(cafile=ca_file) if ca_file else True
         )
@@ -35,21 +46,45 @@ class AsyncHttp:
         path: str,
         data: bytes | None = None,
         content_type: str | None = None,
+        *,
+        large: bool = False,
     ) -> bytes:
-        """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx."""
+        """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx. ``large``: an
+        artifact's bytes, bounded as those are."""
         headers = self._headers()
         if content_type:
             headers["Content-Type"] = content_type
-        with _failing_as(f"cannot reach the engine at {self.base_url}"):
-            async with self._pool().request(
-                method,
-                self.base_url + path,
-                data=data,
-                headers=headers,
-                ssl=self._tls,
-                timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
-            ) as answer:
-                body = await answer.read()
+        what = f"{method} {path}"
+        most = self.bounds.artifact_bytes if large else self.bounds.answer_bytes
+        started = asyncio.get_running_loop().time()
+        received = 0
+        try:
+            async with asyncio.timeout_at(self.bounds.deadline(started, 0)) as deadline:
+                with _failing_as(f"cannot reach the engine at {self.base_url}"):
+                    async with self._pool().request(
+                        method,
+                        self.base_url + path,
+                        data=data,
+                        headers=headers,
+                        ssl=self._tls,
+                        allow_redirects=False,
+                        timeout=aiohttp.ClientTimeout(total=None, sock_read=TIMEOUT_S),
+                    ) as answer:
+                        if 300 <= answer.status < 400:
+                            raise redirected(what, answer.status, answer.headers.get("Location"))
+                        declared = answer.content_length
+                        if declared is not None and declared > most:
+                            raise self.bounds.too_large(what, declared, most)
+                        pieces = []
+                        async for piece in answer.content.iter_any():
+                            pieces.append(piece)
+                            received += len(piece)
+                            if received > most:
+                                raise self.bounds.too_large(what, received, most)
+                            deadline.reschedule(self.bounds.deadline(started, received))
+                        body = b"".join(pieces)
+        except TimeoutError:
+            raise self.bounds.too_slow(what, received) from None
         if answer.status >= 400:
             raise refusal(answer.status, body)
         return body
@@ -68,12 +103,15 @@ class AsyncHttp:
                 self.base_url + path,
                 headers=headers,
                 ssl=self._tls,
+                allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=None, sock_read=FEED_SILENCE_S),
             ) as answer:
+                if 300 <= answer.status < 400:
+                    raise redirected(f"GET {path}", answer.status, answer.headers.get("Location"))
                 if answer.status >= 400:
-                    raise refusal(answer.status, await answer.read())
+                    raise refusal(answer.status, await answer.content.read(EVENT_BYTES))
                 parser = EventParser()
-                async for line in answer.content:
+                async for line in _lines(answer.content):
                     if stop is not None and stop():
                         return
                     event = parser.feed(line)
@@ -92,6 +130,22 @@ class AsyncHttp:
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The stream's lines, each at most :data:`EVENT_BYTES` (a longer one is given up
+    before it is held whole)."""
+    while True:
+        try:
+            line = await stream.readuntil(b"\n", max_size=EVENT_BYTES)
+        except LineTooLong:
+            raise ClientError(
+                f"a line of the live feed is over {EVENT_BYTES} bytes, more than any event"
+                " the engine sends; given up"
+            ) from None
+        if not line:
+            return
+        yield line
 
 
 @contextlib.contextmanager

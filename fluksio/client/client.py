@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from fluksio.api.answers.runs import RunBody
-from fluksio.client.errors import ClientError, EngineRefused
+from fluksio.client.bounds import Bounds
+from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.http import Http
 from fluksio.client.operations import (
     FEED_RECONNECT_S,
@@ -45,12 +46,20 @@ class Client(Operations, Blocking):
 
     ``token``: a bearer token (a login's, or a personal one); else call :meth:`login`, or
     build it with :meth:`from_environment`. ``ca_file``: the CA an ``https`` engine's
-    certificate is verified against (default: the system's). Safe to share between
-    threads (each keeps its own connection).
+    certificate is verified against (default: the system's). ``bounds``: how large and
+    how slow an answer may be (:class:`~fluksio.client.bounds.Bounds`). Safe to share
+    between threads (each keeps its own connection).
     """
 
-    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None):
-        self.http = Http(api_url(url), token, ca_file)
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        ca_file: str | None = None,
+        bounds: Bounds | None = None,
+    ):
+        self.http = Http(api_url(url), token, ca_file, bounds)
 
     @classmethod
     def from_environment(cls, url: str, *, ca_file: str | None = None) -> Client:
@@ -69,7 +78,9 @@ class Client(Operations, Blocking):
 
     def send(self, request: Request[Answer]) -> Answer:
         """``request`` sent, and its answer read."""
-        raw = self.http.send(request.method, request.target, request.data, request.content_type)
+        raw = self.http.send(
+            request.method, request.target, request.data, request.content_type, large=request.large
+        )
         return request.decode(raw)
 
     def drive(self, steps: Steps[Answer]) -> Answer:
@@ -121,8 +132,8 @@ class Client(Operations, Blocking):
                     position.seen(event)
                     yield event
                 ended = ClientError("the engine closed the live feed")
-            except EngineRefused:
-                raise  # opening it again would be refused again
+            except (EngineRefused, Redirected):
+                raise  # opening it again would be refused (or redirected) again
             except ClientError as gone:
                 ended = gone
             if stop is not None and stop():

@@ -6,7 +6,7 @@ import json
 
 from fluksio.errors import FluksioError
 
-__all__ = ["CannotSend", "ClientError", "EngineRefused", "refusal"]
+__all__ = ["CannotSend", "ClientError", "EngineRefused", "Redirected", "refusal"]
 
 
 class ClientError(FluksioError):
@@ -24,6 +24,11 @@ class EngineRefused(ClientError):
         self.engine_detail = engine_detail
 
 
+class Redirected(ClientError):
+    """The engine (or what answered in its place) redirected a request elsewhere: never
+    followed, since the credential would go there too. Asking again changes nothing."""
+
+
 class CannotSend(ClientError):
     """A function or an argument that cannot travel to a worker, and why (one sentence)."""
 
@@ -32,6 +37,6 @@ def refusal(status: int, body: bytes) -> EngineRefused:
     """A refusal's status and body as :class:`EngineRefused`."""
     try:
         detail = json.loads(body).get("detail")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         detail = None
     return EngineRefused(status, str(detail) if detail else f"HTTP {status}")

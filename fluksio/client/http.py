@@ -3,27 +3,34 @@
 The standard library only (no event loop): the command line starts in tens of
 milliseconds on it, and a script or a notebook needs nothing running. Each thread keeps
 its connection open between requests; the live feed has one of its own. TLS is verified
-against the system's CAs, or a CA file given.
+against the system's CAs, or a CA file given. Every answer is bounded in size and time,
+and no redirect is followed (:mod:`fluksio.client.bounds`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
+from fluksio.client.bounds import EVENT_BYTES, Bounds, Watch, Watchdog, redirected, shut
 from fluksio.client.errors import ClientError, EngineRefused, refusal
 from fluksio.client.sse import EventParser, ReceivedEvent
 
 __all__ = ["Http"]
 
-TIMEOUT_S = 90.0
+TIMEOUT_S = Bounds.within_s
 """Above the longest server-side wait a request may ask for (``?wait=60``)."""
+_CHUNK = 1 << 16
+_WATCHDOG = Watchdog()
 FEED_SILENCE_S = 45.0
 """Three of the live feed's keepalive comments: a read waiting longer means it is gone."""
 
@@ -31,9 +38,16 @@ FEED_SILENCE_S = 45.0
 class Http:
     """Requests to the API at ``base_url`` (``https://host/api/v1``) with a bearer token."""
 
-    def __init__(self, base_url: str, token: str | None = None, ca_file: str | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        ca_file: str | None = None,
+        bounds: Bounds | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.token = token
+        self.bounds = bounds or Bounds()
         self._tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self._where = urllib.parse.urlsplit(self.base_url)
         self._kept = threading.local()
@@ -46,33 +60,73 @@ class Http:
         path: str,
         data: bytes | None = None,
         content_type: str | None = None,
+        *,
+        large: bool = False,
     ) -> bytes:
-        """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx."""
+        """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx. ``large``: an
+        artifact's bytes, bounded as those are."""
         headers = {"Content-Type": content_type} if content_type else {}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         target = self._where.path + path
+        what = f"{method} {path}"
+        most = self.bounds.artifact_bytes if large else self.bounds.answer_bytes
         with _failing_as(f"cannot reach the engine at {self.base_url}"):
             for fresh in (False, True):
                 connection, reused = self._connection()
+                started = time.monotonic()
+                cut = functools.partial(_cut, connection)
+                watch = _WATCHDOG.watch(cut, self.bounds.deadline(started, 0))
                 try:
                     connection.request(method, target, body=data, headers=headers)
                     answer = connection.getresponse()
-                    body = answer.read()
-                except ConnectionError:
+                    body = self._read(answer, what, most, watch, started)
+                except (ConnectionError, http.client.HTTPException, OSError) as exc:
                     self._forget()
-                    if reused and not fresh:
+                    if watch.fired:
+                        raise self.bounds.too_slow(what, watch.received) from None
+                    if reused and not fresh and isinstance(exc, ConnectionError):
                         continue  # a kept connection the engine had closed: once more, anew
                     raise
                 except BaseException:
                     self._forget()
                     raise
+                finally:
+                    watch.finished = True
                 if answer.will_close:
                     self._forget()
                 if answer.status >= 400:
                     raise refusal(answer.status, body)
                 return body
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _read(
+        self, answer: http.client.HTTPResponse, what: str, most: int, watch: Watch, started: float
+    ) -> bytes:
+        """The answer's body, in pieces: given up once over ``most`` bytes, or past its
+        deadline (which each piece moves on)."""
+        if 300 <= answer.status < 400:
+            self._forget()
+            raise redirected(what, answer.status, answer.getheader("Location"))
+        declared = answer.getheader("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > most:
+            self._forget()
+            raise self.bounds.too_large(what, int(declared), most)
+        pieces: list[bytes] = []
+        while piece := answer.read1(_CHUNK):
+            pieces.append(piece)
+            watch.received += len(piece)
+            if watch.received > most:
+                self._forget()
+                raise self.bounds.too_large(what, watch.received, most)
+            watch.deadline = self.bounds.deadline(started, watch.received)
+        if watch.fired:  # its socket was shut: what came is not the whole answer
+            raise self.bounds.too_slow(what, watch.received)
+        if answer.length:  # the connection ended before the length it declared
+            self._forget()
+            raise ClientError(f"the engine's answer to {what} broke off before its end")
+        answer.close()  # read to its end: the connection may serve the next request
+        return b"".join(pieces)
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection to the engine, and whether it served a request before."""
@@ -106,12 +160,15 @@ class Http:
         request.add_header("Accept", "text/event-stream")
         if last_id:
             request.add_header("Last-Event-ID", last_id)
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=self._tls), _NoRedirect()
+        )
         with (
             _failing_as(f"the live feed from {self.base_url} broke off"),
-            urllib.request.urlopen(request, timeout=FEED_SILENCE_S, context=self._tls) as answer,  # noqa: S310
+            opener.open(request, timeout=FEED_SILENCE_S) as answer,
         ):
             parser = EventParser()
-            for line in answer:
+            while line := answer.readline(EVENT_BYTES + 1):
                 if stop is not None and stop():
                     return
                 event = parser.feed(line)
@@ -129,6 +186,19 @@ class Http:
         return request
 
 
+def _cut(connection: http.client.HTTPConnection) -> None:
+    shut(connection.sock)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """The feed follows no redirect: its bearer token would go wherever it points."""
+
+    def redirect_request(  # noqa: PLR0917 (urllib's signature)
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> NoReturn:
+        raise redirected(f"GET {req.selector}", code, newurl)
+
+
 @contextlib.contextmanager
 def _failing_as(what: str) -> Iterator[None]:
     """A refusal as :class:`EngineRefused`; a connection that fails as :class:`ClientError`
@@ -139,6 +209,8 @@ def _failing_as(what: str) -> Iterator[None]:
         raise _refused(exc) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ClientError(f"{what}: {getattr(exc, 'reason', exc)}") from None
+    except http.client.HTTPException as exc:  # not HTTP, or it broke off mid-answer
+        raise ClientError(f"{what}: {type(exc).__name__} {exc}".rstrip()) from None
 
 
 def _refused(error: urllib.error.HTTPError) -> EngineRefused:

@@ -137,7 +137,7 @@ class Operations:
     @Operation
     def artifact(digest: str) -> Request[bytes]:
         """An artifact's bytes, checked against ``digest`` (``sha256:<hex>``)."""
-        return Request("GET", f"/artifacts/{digest}", bytes_checked(digest))
+        return Request("GET", f"/artifacts/{digest}", bytes_checked(digest), large=True)
 
     # -- workers ---------------------------------------------------------------------------
 

@@ -43,6 +43,8 @@ class Request(Generic[Answer]):
     decode: Callable[[bytes], Answer]
     data: bytes | None = None
     content_type: str | None = None
+    large: bool = False
+    """An artifact's bytes: bounded as those are, not as an answer (``Bounds``)."""
 
 
 def json_request(
@@ -60,7 +62,7 @@ def json_request(
     def decode(raw: bytes) -> Any:
         try:
             return validate(json.loads(raw or b"null"))
-        except (ValidationError, ValueError) as exc:
+        except (ValidationError, ValueError, RecursionError) as exc:
             problems = exc.error_count() if isinstance(exc, ValidationError) else 1
             raise ClientError(
                 f"the engine answered {method} {path} in a shape this fluksio does not know"

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,24 +81,36 @@ class LocalSlurm:
         done = self.ssh("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T")
         return done.stdout.strip()
 
-    def fluksio_jobs(self) -> list[str]:
-        """Ids of this user's jobs still queued or running that Fluksio submitted."""
-        done = self.ssh("squeue", "--me", "-h", "-o", "%i %j")
-        assert done.returncode == 0, done.stderr
-        return [
-            line.split()[0] for line in done.stdout.splitlines() if "fluksio-" in line.split()[1]
-        ]
+    def fluksio_jobs(self, root: Path) -> list[str]:
+        """Ids of this user's queued or running jobs that the engines whose data directories
+        lie under ``root`` (a test's ``tmp_path``) asked for: each job's comment names its
+        request, and each engine's database its requests. Another engine's jobs on the same
+        cluster (a second checkout, a parallel test) are never counted."""
+        return list(self.fluksio_job_states(root))
 
-    def cancel_leftovers(self, timeout: float = 60) -> None:
-        """Cancel the Fluksio jobs a test left queued or running, and wait until Slurm has let
-        them go: a job a stopped engine did not own (its worker had attached) lives on, and
-        would hold the cluster's CPUs, and show in ``squeue``, during the next test."""
-        leftovers = self.fluksio_jobs()
+    def fluksio_job_states(self, root: Path) -> dict[str, str]:
+        """Those jobs (:meth:`fluksio_jobs`) with their states: job id -> ``PENDING``..."""
+        requests = _requests_under(root)
+        done = self.ssh("squeue", "--me", "-h", "-o", "%i|%T|%k")
+        assert done.returncode == 0, done.stderr
+        mine = {}
+        for line in done.stdout.splitlines():
+            job_id, state, comment = [*line.split("|", 2), "", ""][:3]
+            if comment.startswith(_MARK) and comment.removeprefix(_MARK) in requests:
+                mine[job_id] = state
+        return mine
+
+    def cancel_leftovers(self, root: Path, timeout: float = 60) -> None:
+        """Cancel the jobs the test's engines (data directories under ``root``) left queued
+        or running, and wait until Slurm has let them go: a job a stopped engine did not own
+        (its worker had attached) lives on, and would hold the cluster's CPUs, and show in
+        ``squeue``, during the next test. Nobody else's jobs are touched."""
+        leftovers = self.fluksio_jobs(root)
         if not leftovers:
             return
         self.ssh("scancel", *leftovers)
         wait_for(
-            lambda: not set(leftovers) & set(self.fluksio_jobs()),
+            lambda: not set(leftovers) & set(self.fluksio_jobs(root)),
             timeout=timeout,
             what=f"cancelled jobs {leftovers} to leave squeue",
         )
@@ -118,6 +131,23 @@ class LocalSlurm:
             yield
         finally:
             os.kill(pid, signal.SIGCONT)
+
+
+_MARK = "fluksio-request="
+"""How a job's comment names the request it serves (the provisioner's job mark)."""
+_SEEN: dict[Path, set[str]] = {}
+"""Requests already read under each root: an engine forgets a request once its job ended,
+and Slurm may list the job a moment longer."""
+
+
+def _requests_under(root: Path) -> set[str]:
+    """The machine requests of every engine whose data directory lies under ``root``."""
+    seen = _SEEN.setdefault(root, set())
+    for database in root.rglob("fluksio.sqlite3"):
+        opened = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        with contextlib.closing(opened), contextlib.suppress(sqlite3.OperationalError):
+            seen.update(row[0] for row in opened.execute("SELECT id FROM provision_requests"))
+    return seen
 
 
 def _facts(name: str, what: str, make: str) -> dict[str, str]:
@@ -165,6 +195,14 @@ class LocalGridEngine:
             re.S,
         )
         return dict(names)
+
+    def fluksio_jobs(self, root: Path) -> list[str]:
+        """Ids of the jobs that the engines whose data directories lie under ``root`` asked
+        for: a job's name ends with its request (``fluksio-sge-small.REQUEST``). Another
+        engine's jobs in the same cell are never counted, nor deleted."""
+        requests = _requests_under(root)
+        jobs = self.qstat_jobs().items()
+        return [job for job, name in jobs if name.rpartition(".")[2] in requests]
 
 
 def local_gridengine() -> LocalGridEngine:

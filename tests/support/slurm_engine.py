@@ -52,10 +52,11 @@ def slurm() -> LocalSlurm:
 
 
 @pytest.fixture(autouse=True)
-def no_job_outlives_its_test(slurm: LocalSlurm) -> Iterator[None]:
-    # Set up first, so torn down last: after the test's engines have stopped.
+def no_job_outlives_its_test(slurm: LocalSlurm, tmp_path: Path) -> Iterator[None]:
+    # Set up first, so torn down last: after the test's engines have stopped. Only the
+    # jobs of this test's engines (their data directories are under its tmp_path).
     yield
-    slurm.cancel_leftovers()
+    slurm.cancel_leftovers(tmp_path)
 
 
 @pytest.fixture
