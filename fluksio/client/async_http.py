@@ -61,17 +61,7 @@ class AsyncHttp:
         try:
             async with asyncio.timeout_at(self.bounds.deadline(started, 0)) as deadline:
                 with _failing_as(f"cannot reach the engine at {self.base_url}"):
-                    async with self._pool().request(
-                        method,
-                        self.base_url + path,
-                        data=data,
-                        headers=headers,
-                        ssl=self._tls,
-                        allow_redirects=False,
-                        timeout=aiohttp.ClientTimeout(total=None, sock_read=TIMEOUT_S),
-                    ) as answer:
-                        if 300 <= answer.status < 400:
-                            raise redirected(what, answer.status, answer.headers.get("Location"))
+                    async with self._answer(method, path, headers, TIMEOUT_S, data) as answer:
                         declared = answer.content_length
                         if declared is not None and declared > most:
                             raise self.bounds.too_large(what, declared, most)
@@ -99,15 +89,7 @@ class AsyncHttp:
         if last_id:
             headers["Last-Event-ID"] = last_id
         with _failing_as(f"the live feed from {self.base_url} broke off"):
-            async with self._pool().get(
-                self.base_url + path,
-                headers=headers,
-                ssl=self._tls,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=FEED_SILENCE_S),
-            ) as answer:
-                if 300 <= answer.status < 400:
-                    raise redirected(f"GET {path}", answer.status, answer.headers.get("Location"))
+            async with self._answer("GET", path, headers, FEED_SILENCE_S) as answer:
                 if answer.status >= 400:
                     raise refusal(answer.status, await answer.content.read(EVENT_BYTES))
                 parser = EventParser()
@@ -117,6 +99,31 @@ class AsyncHttp:
                     event = parser.feed(line)
                     if event is not None:
                         yield event
+
+    @contextlib.asynccontextmanager
+    async def _answer(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        silence_s: float,
+        data: bytes | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The engine's answer, its body unread (a read silent for ``silence_s`` fails);
+        a redirect is refused, never followed."""
+        async with self._pool().request(
+            method,
+            self.base_url + path,
+            data=data,
+            headers=headers,
+            ssl=self._tls,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=silence_s),
+        ) as answer:
+            if 300 <= answer.status < 400:
+                where = answer.headers.get("Location")
+                raise redirected(f"{method} {path}", answer.status, where)
+            yield answer
 
     async def close(self) -> None:
         if self._session is not None:
