@@ -89,6 +89,19 @@ def test_a_refusal_carries_the_engines_status_and_sentence(
     assert anonymous.value.status == 401
 
 
+def test_a_body_over_the_engines_limit_is_a_sentence_naming_it(client: Client) -> None:
+    # The executor's map of 5,000 items met aiohttp's bare "Request Entity Too Large".
+    source = "def process(item):\n    return item * item  # squares, as a sweep would\n"
+    nodes = [{"id": f"n{i}", "code": source, "params": {"item": i}} for i in range(9000)]
+    with pytest.raises(EngineRefused) as over:
+        client.put_flow("too-big", nodes)
+    assert over.value.status == 413
+    assert over.value.engine_detail.startswith(
+        "the request's body is over 1048576 bytes, the most the engine takes in one JSON body"
+        " (fluksio serve --client-max-size moves it); send large data as an artifact"
+    ), over.value.engine_detail
+
+
 def test_an_engine_out_of_reach_is_one_sentence() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ClientError, match=f"cannot reach the engine at {url}/api/v1: "):

@@ -118,6 +118,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400 or exc.content_type == "application/json":
             raise
+        if exc.status == 413:  # aiohttp's, for a JSON body over --client-max-size
+            return _json_error(413, _body_too_large(request), "body")
         detail = exc.reason if exc.status != 404 else f"no such endpoint: {request.path}"
         response = _json_error(exc.status, detail)
         response.headers.update({k: v for k, v in exc.headers.items() if k == "Allow"})
@@ -125,6 +127,18 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception:
         log.exception("request.crashed")
         return _json_error(500, "internal error; the engine log has the details")
+
+
+def _body_too_large(request: web.Request) -> str:
+    """A JSON body over the engine's limit, said with the limit, what moves it and what to
+    do instead."""
+    limit = request.app[ENGINE].settings.client_max_size
+    return (
+        f"the request's body is over {limit} bytes, the most the engine takes in one JSON"
+        " body (fluksio serve --client-max-size moves it); send large data as an artifact"
+        " (PUT /api/v1/artifacts, referred to by its digest), and many calls in more than"
+        " one request"
+    )
 
 
 @web.middleware
