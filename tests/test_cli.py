@@ -258,3 +258,70 @@ def test_a_personal_token_is_minted_used_and_revoked_from_the_command_line(
     assert fluksio("personal-tokens", "revoke", token_id, env=as_admin).returncode == 0
     refused = fluksio("workers", "list", env=as_script)
     assert refused.returncode == 3 and "personal token 'cron' is revoked" in refused.stderr
+
+
+def test_runs_list_filters_and_takes_url_after_the_command(engine: EngineProcess) -> None:
+    token = engine.login()
+    done = run_flow(
+        engine, token, "listed", [{"id": "n", "code": "def process():\n    return 1\n"}]
+    )
+    other = run_flow(engine, token, "unlisted", [{"id": "n", "code": "def process():\n    x\n"}])
+    as_token = {"FLUKSIO_TOKEN": token}  # no FLUKSIO_URL: --url after the command says where
+    wait_for(
+        lambda: (
+            str(fluksio("runs", "show", other, "--url", engine.api, env=as_token).stdout)
+            .splitlines()[0]
+            .endswith("failed")
+        ),
+        timeout=30,
+        what="the failing run to end",
+    )
+    listed = fluksio(
+        "runs", "list", "--flow", "listed", "--since", "1h", "--url", engine.api, env=as_token
+    )
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "FLOW", "STATE", "CREATED", "TOOK"]
+    assert [line.split()[:2] for line in lines[1:]] == [[done, "listed"]]
+    failed = fluksio("runs", "list", "--state", "failed", "--url", engine.api, env=as_token)
+    assert other in failed.stdout and done not in failed.stdout
+    future = fluksio(
+        "runs", "list", "--since", "2999-01-01T00:00Z", "--url", engine.api, env=as_token
+    )
+    assert future.stdout == "No runs.\n", future
+    _assert_one_sentence_exit_2(
+        fluksio("runs", "list", "--since", "yesterday", "--url", engine.api, env=as_token),
+        "--since takes a time ago like 30m, 2h or 7d",
+    )
+
+
+def test_runs_logs_prints_every_attempt_as_follow_does(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    token = engine.login()
+    counter = tmp_path / "tries"
+    flaky = code(f"""
+        import os
+        def process():
+            tries = len(open({str(counter)!r}).read()) if os.path.exists({str(counter)!r}) else 0
+            open({str(counter)!r}, "a").write("x")
+            print(f"attempt {{tries + 1}} says hello")
+            if tries == 0:
+                raise ValueError("the first attempt fails")
+            return "second"
+    """)
+    retry = {"on": ["NodeError"], "times": 1, "backoff_s": 0}
+    run_id = run_flow(engine, token, "flaky", [{"id": "n", "code": flaky, "retry": retry}])
+    env = {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": token}
+    wait_for(
+        lambda: "succeeded" in fluksio("runs", "show", run_id, env=env).stdout.splitlines()[0],
+        timeout=30,
+        what="the second attempt to succeed",
+    )
+    for follow in ([], ["--follow"]):
+        printed = fluksio("runs", "logs", run_id, *follow, env=env)
+        assert printed.stdout.splitlines() == [
+            "attempt 1 says hello",
+            "--- attempt 2 ---",
+            "attempt 2 says hello",
+        ], (follow, printed.stdout)

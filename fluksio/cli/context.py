@@ -33,9 +33,33 @@ def api_group(help_text: str) -> Callable[[F], click.Group]:
 
         group.__doc__ = help_text
         group.__name__ = function.__name__
-        return click.group(name=function.__name__.rstrip("_"))(group)
+        return click.group(name=function.__name__.rstrip("_"), cls=_ApiGroup)(group)
 
     return decorate
+
+
+_URL_KEY = "fluksio.url"
+
+
+def _url_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_URL_KEY] = value
+
+
+class _ApiGroup(click.Group):
+    """A group whose commands take ``--url`` after their name too (``fluksio runs list
+    --url URL``), as people type it; it wins over the group's and ``$FLUKSIO_URL``."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.params.append(
+            click.Option(
+                ["--url"],
+                expose_value=False,
+                callback=_url_after,
+                help="The engine's API base (as the group's --url).",
+            )
+        )
+        super().add_command(cmd, name)
 
 
 @dataclass(frozen=True)
@@ -48,4 +72,4 @@ def client_of(ctx: click.Context) -> Client:
     """The engine's client, logged in from the environment."""
     where = ctx.find_object(_Where)
     assert where is not None, "used under an api_group"
-    return client_from_environment(where.url, where.data_dir)
+    return client_from_environment(ctx.meta.get(_URL_KEY, where.url), where.data_dir)

@@ -27,10 +27,11 @@ _PENDING_S = 1.0
 
 
 def print_logs(client: Client, run_id: str, node: str, *, follow: bool, prefix: bool) -> None:
-    """Print the node's lines (``[node] `` before each with ``prefix``): the latest
-    attempt's as they are, or, with ``follow``, every attempt's from the first, to the end."""
+    """Print the node's lines (``[node] `` before each with ``prefix``), every attempt's
+    from the first (``--- attempt 2 ---`` between them): as they are, or, with ``follow``,
+    as they come, to the end."""
     lead = f"[{node}] " if prefix else ""
-    attempt = 1 if follow else None
+    attempt = 1
     position = 0
     while True:
         answer = _ask(client, run_id, node, start=position, attempt=attempt, follow=follow)
@@ -39,12 +40,12 @@ def print_logs(client: Client, run_id: str, node: str, *, follow: bool, prefix: 
         for line in answer.lines:
             click.echo(f"{lead}{line}")
         position, attempt = answer.next, answer.attempt
-        if not follow:
-            if answer.ended or not answer.lines:
-                return
-        elif answer.ended and answer.attempt < answer.latest_attempt:
+        if answer.ended and answer.attempt < answer.latest_attempt:
             attempt, position = answer.attempt + 1, 0
             click.echo(f"{lead}--- attempt {attempt} ---")
+        elif not follow:
+            if answer.ended or not answer.lines:
+                return
         elif answer.ended and answer.state in TERMINAL_NODE_STATES:
             return
         elif answer.ended:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -18,7 +19,7 @@ import click
 from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.logs import print_logs
-from fluksio.cli.tables import json_text
+from fluksio.cli.tables import json_text, table, when
 from fluksio.client.client import Client
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES, NodeState, RunState
@@ -173,6 +174,61 @@ def show(ctx: click.Context, run_id: str, follow: bool, as_json: bool) -> None:
     """Show run RUN_ID (and follow it live)."""
     client = client_of(ctx)
     _finish(client.run(run_id), follow, as_json, client)
+
+
+def _since(text: str | None) -> datetime | None:
+    """``--since``: how long ago (``90s``, ``30m``, ``2h``, ``7d``) or an ISO 8601 time
+    (without a zone: this machine's)."""
+    if text is None:
+        return None
+    amount, unit = text[:-1], text[-1:]
+    if amount.isdigit() and unit in _UNITS:
+        return datetime.now(UTC) - timedelta(seconds=int(amount) * _UNITS[unit])
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--since takes a time ago like 30m, 2h or 7d, or an ISO 8601 time, not {text!r}"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@runs.command(name="list")
+@click.option("--flow", help="Only runs of this flow.")
+@click.option("--state", type=click.Choice([s.value for s in RunState]), help="Only runs in it.")
+@click.option("--since", help="Only runs created since: 30m, 2h, 7d, or an ISO 8601 time.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print what the engine answered, as JSON.")
+@click.pass_context
+def list_runs(
+    ctx: click.Context,
+    *,
+    flow: str | None,
+    state: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The newest runs, with their flow, state and times."""
+    found = client_of(ctx).runs(flow=flow, state=state, since=_since(since), limit=limit)
+    if as_json:
+        click.echo(json_text(found))
+        return
+    if not found:
+        click.echo("No runs.")
+        return
+    rows = [
+        [run.id, run.flow, run.state, when(run.created_at), _took(run.started_at, run.ended_at)]
+        for run in found
+    ]
+    table(rows, ["RUN", "FLOW", "STATE", "CREATED", "TOOK"])
+
+
+def _took(started: datetime | None, ended: datetime | None) -> str:
+    return "-" if started is None or ended is None else f"{(ended - started).total_seconds():.3f}s"
 
 
 @runs.command()

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import time
 import urllib.parse
+from datetime import datetime
 from pathlib import Path
 
 from fluksio.api.answers.flows import FlowBody, FlowSummary
@@ -101,9 +102,17 @@ class Operations:
 
     @Operation
     def runs(
-        *, flow: str | None = None, state: str | None = None, limit: int | None = None
+        *,
+        flow: str | None = None,
+        state: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
     ) -> Request[list[RunSummary]]:
-        return json_request(list[RunSummary], "GET", "/runs", flow=flow, state=state, limit=limit)
+        """The newest runs (``limit``, 100 by default), of ``flow``, in ``state``, created at
+        ``since`` (a time with its zone) or after."""
+        at = since.isoformat() if since is not None else None
+        query = {"flow": flow, "state": state, "since": at, "limit": limit}
+        return json_request(list[RunSummary], "GET", "/runs", **query)
 
     @Operation
     def logs(

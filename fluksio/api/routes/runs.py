@@ -5,6 +5,7 @@ The shapes a client sees for a run are declared here, once, as pydantic models.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -121,6 +122,21 @@ def wait_param(until: str) -> Param:
     )
 
 
+def _since(text: str | None) -> float | None:
+    """``since`` as a timestamp: an ISO 8601 time that says its zone."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise InvalidInput(
+            "since", "must be an ISO 8601 time with its zone, like 2026-12-04T09:00Z"
+        )
+    return moment.timestamp()
+
+
 @routes.get(
     "/runs",
     summary="Recent runs, newest first",
@@ -131,6 +147,11 @@ def wait_param(until: str) -> Param:
     params=(
         Param("flow", "Only runs of this flow."),
         Param("state", "Only runs in this state.", schema={"enum": [s.value for s in RunState]}),
+        Param(
+            "since",
+            "Only runs created at this time or after (ISO 8601, with its zone).",
+            schema={"type": "string", "format": "date-time"},
+        ),
         Param(
             "limit",
             "At most this many (1 to 1000, default 100).",
@@ -146,7 +167,8 @@ async def _list(call: Call[None]) -> list[RunSummary]:
     except ValueError:
         raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
     limit = int(number(call.request, "limit", 100, 1, 1000))
-    rows = call.app[ENGINE].runs.find(flow=query.get("flow"), state=state, limit=limit)
+    since = _since(query.get("since"))
+    rows = call.app[ENGINE].runs.find(flow=query.get("flow"), state=state, limit=limit, since=since)
     return [
         RunSummary(
             id=r.id,

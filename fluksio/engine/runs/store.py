@@ -187,8 +187,21 @@ class RunStore:
         )
         return _run(row), [_node(n) for n in nodes]
 
-    def find(self, *, flow: str | None, state: RunState | None, limit: int) -> list[RunRow]:
-        clauses, values = [], []
+    def find(
+        self,
+        *,
+        flow: str | None,
+        state: RunState | None,
+        limit: int,
+        since: float | None = None,
+    ) -> list[RunRow]:
+        """The newest runs (``limit`` at most), of ``flow``, in ``state``, created at
+        ``since`` or after, as asked."""
+        clauses: list[str] = []
+        values: list[object] = []
+        if since is not None:
+            clauses.append("created_at >= ?")
+            values.append(since)
         if flow is not None:
             clauses.append("flow = ?")
             values.append(flow)
