@@ -92,7 +92,9 @@ def test_a_refusal_carries_the_engines_status_and_sentence(
 def test_a_body_over_the_engines_limit_is_a_sentence_naming_it(client: Client) -> None:
     # The executor's map of 5,000 items met aiohttp's bare "Request Entity Too Large".
     source = "def process(item):\n    return item * item  # squares, as a sweep would\n"
-    nodes = [{"id": f"n{i}", "code": source, "params": {"item": i}} for i in range(9000)]
+    nodes: list[dict[str, object]] = [
+        {"id": f"n{i}", "code": source, "params": {"item": i}} for i in range(9000)
+    ]
     with pytest.raises(EngineRefused) as over:
         client.put_flow("too-big", nodes)
     assert over.value.status == 413
