@@ -50,7 +50,7 @@ def measure(items: int, runs: int) -> dict[str, float]:
             _wait_attached(api, "p4")
             client = Client(url)
             client.login("bench", "bench-password")
-            code = node_code(noop)
+            code = node_code(noop).source
             nodes = [
                 {
                     "id": f"n{i}",

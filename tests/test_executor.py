@@ -2,17 +2,25 @@
 
 Against an engine of the test's own (``local()``) with a real ``fluksio-worker`` labelled
 ``gpu``: a submitted call's result and where it ran; ``map`` as one run, results in order;
-a remote exception with its traceback; what cannot travel refused at submit in one
-sentence (a lambda, a closure, a module-level name, an argument that is not JSON);
-``imports``; a call cancelled; ``shutdown(cancel_futures=True)``.
+a remote exception with its traceback, naming this file's lines; helpers, classes,
+constants and imports of this module travelling with a function, as from a script's
+``__main__``; what cannot travel refused at submit in one sentence (a lambda, a closure,
+a live object, an argument that is not JSON); ``imports``; a call cancelled;
+``shutdown(cancel_futures=True)``.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+import subprocess
+import sys
+import textwrap
+import threading
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +29,8 @@ from fluksio.client.executor import RemoteExecutor
 
 pytestmark = pytest.mark.process
 
-SCALE = 10  # a module-level name: a function that reads it cannot be sent
+SCALE = 10  # a constant of a plain value: it travels with what reads it
+LOCK = threading.Lock()  # a live object: what reads it cannot travel
 
 
 def square(x: int) -> int:
@@ -49,6 +58,27 @@ def scaled(x: int) -> int:
     return x * SCALE
 
 
+class Point:
+    def __init__(self, x: float, y: float) -> None:
+        self.x, self.y = x, y
+
+    def norm(self) -> float:
+        return math.hypot(self.x, self.y)  # math: imported at the top of this file
+
+
+def _length(x: float, y: float) -> float:
+    return Point(x, y).norm()
+
+
+def scaled_length(x: float, y: float) -> float:
+    return round(_length(x, y) * SCALE, 6)  # a helper, a class, a constant, an import
+
+
+def locked(x: int) -> int:
+    with LOCK:
+        return x
+
+
 def sleeps(seconds: float) -> str:
     import time  # noqa: PLC0415
 
@@ -61,6 +91,11 @@ def reports(x: int) -> int:
 
     fluksio.emit(seen=x)  # type: ignore[attr-defined]
     return x
+
+
+def _line_of(fn: object, name: str) -> int:
+    lines, first = inspect.getsourcelines(fn)  # type: ignore[arg-type]
+    return first + next(i for i, line in enumerate(lines) if name in line)
 
 
 @pytest.fixture(scope="module")
@@ -99,23 +134,65 @@ def test_a_remote_exception_comes_back_with_its_traceback(gpu: RemoteExecutor) -
     assert (failure.type, failure.message) == ("ValueError", "bad item 3")
     assert "fails_on_three" in failure.traceback
     assert "Remote traceback" in str(failure)
+    raising = inspect.getsourcelines(fails_on_three)[1] + 2
+    assert f'File "{__file__}", line {raising}, in fails_on_three' in failure.traceback, (
+        failure.traceback
+    )
+
+
+def test_helpers_classes_constants_and_imports_travel_with_the_function(
+    gpu: RemoteExecutor,
+) -> None:
+    assert gpu.submit(scaled, 4).result(timeout=60) == 40
+    assert gpu.submit(scaled_length, 3.0, 4.0).result(timeout=60) == 50.0
 
 
 @pytest.mark.parametrize(
     ("fn", "args", "said"),
     [
         (lambda x: x, (1,), "a lambda cannot be sent: define the function with def"),
-        (scaled, (1,), "scaled uses SCALE from its module, which does not travel with it"),
+        (locked, (1,), f"locked uses LOCK ({__file__}, line {_line_of(locked, 'LOCK')}), a"),
         (square, (b"bytes",), "argument 1 of square is not JSON (a bytes)"),
         (math.sqrt, (4,), "sqrt is not a function defined with def"),
     ],
-    ids=["lambda", "module-name", "not-json", "builtin"],
+    ids=["lambda", "live-object", "not-json", "builtin"],
 )
 def test_what_cannot_travel_is_refused_at_submit(
     gpu: RemoteExecutor, fn: object, args: tuple[object, ...], said: str
 ) -> None:
     with pytest.raises(CannotSend, match=re.escape(said)):
         gpu.submit(fn, *args)  # type: ignore[arg-type]
+
+
+SCRIPT = """
+import json, math
+from fluksio.client import local
+
+OFFSET = {"base": 100}
+
+
+def shifted(x):
+    return OFFSET["base"] + x
+
+
+def work(x):
+    return shifted(int(math.sqrt(x)))
+
+
+with local(worker_labels=["gpu"]) as client:
+    with client.executor(worker="gpu", limit=60) as executor:
+        print(json.dumps(list(executor.map(work, [1, 4, 9]))))
+"""
+
+
+def test_a_scripts_own_function_with_its_helper_runs(tmp_path: Path) -> None:
+    script = tmp_path / "sweep.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[101, 102, 103]"
 
 
 def test_a_closure_is_refused_at_submit(gpu: RemoteExecutor) -> None:

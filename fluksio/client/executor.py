@@ -23,6 +23,7 @@ from fluksio.api.answers.runs import ProvenanceBody, RunBody
 from fluksio.client.errors import ClientError
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
+from fluksio.client.travel import Travelling
 from fluksio.engine.runs.states import TERMINAL_RUN_STATES
 
 
@@ -61,10 +62,12 @@ class RemoteError(Exception):
     """A node's call failed where it ran: ``type`` (its exception's, or the engine's kind:
     ``NodeLimit``, ``WorkerGone``...), ``message``, and the remote ``traceback``."""
 
-    def __init__(self, error: dict[str, Any]) -> None:
+    def __init__(self, error: dict[str, Any], code: Travelling | None = None) -> None:
         self.type = str(error.get("type", "RemoteError"))
         self.message = str(error.get("message", ""))
         self.traceback = str(error.get("traceback", ""))
+        if code is not None:  # lines of the user's file, not of the node's code
+            self.traceback = code.traceback(self.traceback)
         text = f"{self.type}: {self.message}"
         if self.traceback:
             text += f"\n\nRemote traceback:\n{self.traceback.rstrip()}"
@@ -75,10 +78,14 @@ class CallFuture(Future[Any]):
     """The future of one call: ``run_id`` and ``node`` name it on the engine;
     ``provenance`` says where it ran, once it has ended."""
 
-    def __init__(self, executor: RemoteExecutor, run_id: str, node: str, alone: bool) -> None:
+    def __init__(
+        self, executor: RemoteExecutor, run_id: str, node: str, alone: bool, code: Travelling
+    ) -> None:
         super().__init__()
         self.run_id = run_id
         self.node = node
+        self.code = code
+        """The function's node code, whose lines a remote traceback names."""
         self.provenance: ProvenanceBody | None = None
         self._executor = executor
         self._alone = alone
@@ -111,7 +118,7 @@ class RemoteExecutor(Executor):
         self._node = node
         self._imports = tuple(imports)
         self._flows: set[str] = set()
-        self._sources: dict[Callable[..., Any], tuple[str, str]] = {}
+        self._sources: dict[Callable[..., Any], tuple[Travelling, str]] = {}
         """Each function's node code and one-node flow, made once (reading a function's
         source costs more than the rest of a submit here)."""
         self._waiting: dict[str, list[CallFuture]] = {}
@@ -124,14 +131,14 @@ class RemoteExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> CallFuture:
         code = self._sendable(fn, [(args, kwargs)])
-        node = {"id": "call", "code": code, **self._node}
+        node = {"id": "call", "code": code.source, **self._node}
         known = self._sources.get(fn)
         if known is None:
             known = self._sources[fn] = (code, flow_name(fn, node))
         name = known[1]
         self._put_once(name, [node])
         run = self.client.start_run(name, {"args": list(args), "kwargs": kwargs})
-        (future,) = self._register(run, ["call"], alone=True)
+        (future,) = self._register(run, ["call"], code, alone=True)
         return future
 
     def map(
@@ -148,14 +155,14 @@ class RemoteExecutor(Executor):
             return iter(())
         code = self._sendable(fn, [(tuple(item), {}) for item in items])
         nodes = [
-            {"id": f"item{index}", "code": code, "params": {"args": item, "kwargs": {}}}
+            {"id": f"item{index}", "code": code.source, "params": {"args": item, "kwargs": {}}}
             | self._node
             for index, item in enumerate(items)
         ]
         name = flow_name(fn, nodes)
         self._put_once(name, nodes)
         run = self.client.start_run(name)
-        futures = self._register(run, [node["id"] for node in nodes], alone=False)
+        futures = self._register(run, [node["id"] for node in nodes], code, alone=False)
         return _in_order(futures, timeout)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -177,7 +184,9 @@ class RemoteExecutor(Executor):
 
     # -- inside ----------------------------------------------------------------------------
 
-    def _sendable(self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]]) -> str:
+    def _sendable(
+        self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]]
+    ) -> Travelling:
         if self._closed:
             raise RuntimeError("cannot submit to an executor after its shutdown")
         known = self._sources.get(fn)
@@ -192,8 +201,10 @@ class RemoteExecutor(Executor):
             self.client.put_flow(name, nodes)
             self._flows.add(name)
 
-    def _register(self, run: RunBody, nodes: list[str], *, alone: bool) -> list[CallFuture]:
-        futures = [CallFuture(self, run.id, node, alone) for node in nodes]
+    def _register(
+        self, run: RunBody, nodes: list[str], code: Travelling, *, alone: bool
+    ) -> list[CallFuture]:
+        futures = [CallFuture(self, run.id, node, alone, code) for node in nodes]
         with self._lock:
             ended = run.state in TERMINAL_RUN_STATES or run.id in self._ended
             if not ended:
@@ -256,7 +267,8 @@ def _settle(run: RunBody, futures: list[CallFuture]) -> None:
             if node.state == "succeeded":
                 future.set_result(node.result)
             else:
-                future.set_exception(RemoteError(node.error or {"type": str(node.state)}))
+                error = node.error or {"type": str(node.state)}
+                future.set_exception(RemoteError(error, future.code))
 
 
 def _in_order(futures: list[CallFuture], timeout: float | None) -> Iterator[Any]:
