@@ -12,6 +12,10 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import itertools
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -23,6 +27,7 @@ from tests.support.certs import CertificateAuthority
 from tests.support.client import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.runs import code, says_run_succeeded
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.process
 Result = TypeVar("Result")
@@ -201,3 +206,46 @@ def test_a_script_runs_on_a_personal_token_until_it_is_revoked(
         401,
         "personal token 'nightly-report' is revoked",
     )
+
+
+CTRL_C_SCRIPT = """
+import os
+from fluksio.client import Client
+
+
+def sleeps(seconds):
+    import time
+
+    time.sleep(seconds)
+    return "woke"
+
+
+client = Client(os.environ["ENGINE_URL"], token=os.environ["FLUKSIO_TOKEN"])
+with client.executor() as executor:
+    future = executor.submit(sleeps, 300)
+    print(future.run_id, flush=True)
+    future.result()
+"""
+
+
+def test_a_ctrl_c_in_the_executor_cancels_its_calls_and_returns(
+    engine: EngineProcess, client: Client, tmp_path: Path
+) -> None:
+    script = tmp_path / "interrupted.py"
+    script.write_text(CTRL_C_SCRIPT)
+    env = {**os.environ, "ENGINE_URL": engine.url, "FLUKSIO_TOKEN": str(client.http.token)}
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )
+    try:
+        assert process.stdout is not None
+        run_id = process.stdout.readline().strip()
+        wait_for(lambda: client.run(run_id).state == "running", timeout=60, what="the call runs")
+        process.send_signal(signal.SIGINT)  # one Ctrl-C
+        assert process.wait(timeout=30) != 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    # Nothing it started is left running on the engine.
+    assert client.wait_run(run_id, timeout=30).state == "cancelled"

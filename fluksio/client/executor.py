@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, InvalidStateError
+from types import TracebackType
 from typing import Any, Protocol
 
 from fluksio.api.answers.runs import ProvenanceBody, RunBody
@@ -164,6 +165,25 @@ class RemoteExecutor(Executor):
         run = self.client.start_run(name)
         futures = self._register(run, [node["id"] for node in nodes], code, alone=False)
         return _in_order(futures, timeout)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        """Leaving ``with``: wait for the calls; but when the block raised (a Ctrl-C
+        among others), or a Ctrl-C comes while waiting, the calls not yet ended are
+        cancelled on the engine and nothing is waited for: the script is going, and
+        nothing it started is left running."""
+        if error is not None:
+            self.shutdown(wait=False, cancel_futures=True)
+            return
+        try:
+            self.shutdown(wait=True)
+        except KeyboardInterrupt:
+            self.shutdown(wait=False, cancel_futures=True)
+            raise
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more submits; ``cancel_futures``: cancel the runs not yet ended; ``wait``:
