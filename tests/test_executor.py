@@ -123,6 +123,8 @@ def test_map_is_one_run_with_a_node_per_item(client: Client, gpu: RemoteExecutor
     runs = client.runs()
     assert len(runs) == before + 1
     assert len(client.run(runs[0].id).nodes) == 20
+    # Its flow holds its arguments: transient, it goes with its last run (the retention).
+    assert client.flow(runs[0].flow).transient
 
 
 def test_a_remote_exception_comes_back_with_its_traceback(gpu: RemoteExecutor) -> None:

@@ -96,3 +96,37 @@ async def test_a_run_is_deleted_once_it_has_ended(api: InProcessEngine, tmp_path
     assert (await api.request("GET", f"/runs/{run_id}")).status == 404, "not even from memory"
     again = await api.request("DELETE", f"/runs/{run_id}")
     assert again.status == 404 and again.body["detail"] == f"no run with id {run_id!r}"
+
+
+async def test_a_transient_flow_goes_with_its_last_run_and_the_artifact_only_it_named(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # The Python executor's flows are transient: a map's arguments (an artifact among
+    # them) do not outlive the runs that used them; a flow of one's own stays.
+    clock = ManualClock(time.time())
+    data_dir = tmp_path / "data"
+    api = await start_in_process(
+        aiohttp_client, data_dir, clock=clock, keep_runs_s=3600, prune_every_s=60
+    )
+    headers = {"Authorization": f"Bearer {api.token}"}
+    given = b"the input a map was given"
+    async with api.client.put("/api/v1/artifacts?name=in", data=given, headers=headers) as put:
+        assert put.status == 201
+        reference = await put.json()
+    node = {"id": "n", "code": "def process(data):\n    return 1\n", "params": {"data": reference}}
+    made = await api.request("PUT", "/flows/py.map?transient=true", json_body={"nodes": [node]})
+    assert made.status == 201 and made.body["transient"] is True
+    await api.put_flow("mine", [{"id": "n", "code": "def process():\n    return 2\n"}])
+    await _run(api, "py.map")
+    await _run(api, "mine")
+    bad = await api.request("PUT", "/flows/x?transient=yes", json_body={"nodes": [node]})
+    assert bad.status == 422 and bad.body["field"] == "transient"
+
+    async def pruned() -> bool | None:
+        listed = (await api.request("GET", "/runs")).body
+        return (not listed and not _object(data_dir, given).exists()) or None
+
+    clock.advance(3700)
+    await poll_async(pruned, timeout=30, what="the runs, the flow and the input to go")
+    assert (await api.request("GET", "/flows/py.map")).status == 404
+    assert (await api.request("GET", "/flows/mine")).status == 200

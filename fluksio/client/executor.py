@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from fluksio.api.answers.runs import ProvenanceBody, RunBody
-from fluksio.client.errors import ClientError
+from fluksio.client.errors import ClientError, EngineRefused
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
@@ -32,7 +32,9 @@ class Engine(Protocol):
     """What of :class:`~fluksio.client.client.Client` an executor uses (a protocol, so
     that the client, which makes executors, and this module do not import each other)."""
 
-    def put_flow(self, name: str, nodes: list[dict[str, Any]]) -> object: ...
+    def put_flow(
+        self, name: str, nodes: list[dict[str, Any]], *, transient: bool = False
+    ) -> object: ...
 
     def start_run(self, flow: str, params: dict[str, Any] | None = None) -> RunBody: ...
 
@@ -136,9 +138,7 @@ class RemoteExecutor(Executor):
         known = self._sources.get(fn)
         if known is None:
             known = self._sources[fn] = (code, flow_name(fn, node))
-        name = known[1]
-        self._put_once(name, [node])
-        run = self.client.start_run(name, {"args": list(args), "kwargs": kwargs})
+        run = self._start(known[1], [node], {"args": list(args), "kwargs": kwargs})
         (future,) = self._register(run, ["call"], code, alone=True)
         return future
 
@@ -160,9 +160,7 @@ class RemoteExecutor(Executor):
             | self._node
             for index, item in enumerate(items)
         ]
-        name = flow_name(fn, nodes)
-        self._put_once(name, nodes)
-        run = self.client.start_run(name)
+        run = self._start(flow_name(fn, nodes), nodes, {})
         futures = self._register(run, [node["id"] for node in nodes], code, alone=False)
         return _in_order(futures, timeout)
 
@@ -216,10 +214,20 @@ class RemoteExecutor(Executor):
         self._watch()
         return code
 
-    def _put_once(self, name: str, nodes: list[dict[str, Any]]) -> None:
+    def _start(self, name: str, nodes: list[dict[str, Any]], params: dict[str, Any]) -> RunBody:
+        """A run of the flow made for these calls, put the first time. Made transient: the
+        engine's retention deletes it with the last run of it, so nothing of a ``map``
+        (its arguments among it) outlives the runs; one deleted meanwhile is put again."""
         if name not in self._flows:
-            self.client.put_flow(name, nodes)
+            self.client.put_flow(name, nodes, transient=True)
             self._flows.add(name)
+        try:
+            return self.client.start_run(name, params)
+        except EngineRefused as refused:
+            if refused.status != 404:
+                raise
+        self.client.put_flow(name, nodes, transient=True)
+        return self.client.start_run(name, params)
 
     def _register(
         self, run: RunBody, nodes: list[str], code: Travelling, *, alone: bool

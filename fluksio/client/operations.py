@@ -64,9 +64,13 @@ class Operations:
     # -- flows and runs --------------------------------------------------------------------
 
     @Operation
-    def put_flow(name: str, nodes: list[dict[str, object]]) -> Request[FlowBody]:
-        """Create or replace flow ``name`` (each node a dict as ``PUT /flows/{name}`` takes)."""
-        return json_request(FlowBody, "PUT", f"/flows/{name}", {"nodes": nodes})
+    def put_flow(
+        name: str, nodes: list[dict[str, object]], *, transient: bool = False
+    ) -> Request[FlowBody]:
+        """Create or replace flow ``name`` (each node a dict as ``PUT /flows/{name}`` takes);
+        ``transient``: the retention deletes it once no kept run is of it."""
+        query = {"transient": "true"} if transient else {}
+        return json_request(FlowBody, "PUT", f"/flows/{name}", {"nodes": nodes}, **query)
 
     @Operation
     def flow(name: str) -> Request[FlowBody]:

@@ -251,4 +251,5 @@ class Engine:
             keep_s=self.settings.keep_runs_s,
             every_s=self.settings.prune_every_s,
             clock=self.clock,
+            flows=self.flows,
         )

@@ -157,6 +157,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX personal_tokens_by_user ON personal_tokens(username);
     """,
+    # v10: flows made for one script's calls (the Python executor's), deleted by the
+    # retention once no kept run is of them.
+    """
+    ALTER TABLE flows ADD COLUMN transient INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

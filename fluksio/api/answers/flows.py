@@ -16,6 +16,9 @@ class FlowBody(Answer):
     """As stored: canonical field names (``worker``, never the ``device`` alias)."""
     created_at: datetime
     updated_at: datetime
+    transient: bool = False
+    """Made for one script's calls (``?transient=true``; the Python executor's): the
+    retention deletes it once no kept run is of it."""
     warnings: list[str] = Field(default_factory=list)
     """On ``PUT``: what the flow does that its author may not mean (a node without a
     ``limit`` bound to machines whose jobs end, say), as sentences; it was saved."""

@@ -8,10 +8,10 @@ from fluksio.api.answers.flows import FlowBody, FlowSummary
 from fluksio.api.answers.resources import Deleted
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
-from fluksio.api.declare import Answered, Call, Routes
+from fluksio.api.declare import Answered, Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, run_body
 from fluksio.api.timefmt import utc
-from fluksio.engine.errors import NotFound
+from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.models import FlowSpec, RunRequest
 from fluksio.engine.runs.store import FlowRecord
 from fluksio.engine.runs.validation import check_flow, flow_warnings
@@ -27,6 +27,7 @@ def _view(record: FlowRecord) -> FlowBody:
         nodes=record.spec["nodes"],
         created_at=utc(record.created_at),
         updated_at=utc(record.updated_at),
+        transient=record.transient,
     )
 
 
@@ -46,12 +47,23 @@ async def _list(call: Call[None]) -> list[FlowSummary]:
     body=FlowSpec,
     errors=(422,),
     other_answers={201: "Created."},
+    params=(
+        Param(
+            "transient",
+            "true: made for one script's calls; the retention deletes it once no kept run"
+            " is of it (as the Python executor's flows are).",
+            schema={"type": "boolean"},
+        ),
+    ),
 )
 async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     name = path_name(call.request)
+    transient = call.request.query.get("transient", "false")
+    if transient not in ("true", "false"):
+        raise InvalidInput("transient", "must be true or false")
     await asyncio.get_running_loop().run_in_executor(None, check_flow, call.body)
     flows = call.app[ENGINE].flows
-    created = flows.put(name, call.body.model_dump(mode="json"))
+    created = flows.put(name, call.body.model_dump(mode="json"), transient=transient == "true")
     record = flows.get(name)
     assert record is not None
     provisioning = call.app[ENGINE].dispatcher.provisioning

@@ -17,7 +17,7 @@ from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.logging import get_logger
-from fluksio.engine.runs.store import RunStore
+from fluksio.engine.runs.store import FlowStore, RunStore
 
 __all__ = ["BATCH", "keep_pruning", "prune_once"]
 
@@ -33,8 +33,10 @@ async def prune_once(
     *,
     keep_s: float,
     clock: Clock,
+    flows: FlowStore,
 ) -> None:
-    """Delete what the retention age says is due now."""
+    """Delete what the retention age says is due now: ended runs, then the transient
+    flows (the Python executor's) no kept run is of, then what no one refers to."""
     now = clock.now()
     cutoff = now - keep_s
     deleted = 0
@@ -45,14 +47,21 @@ async def prune_once(
         if len(ids) < BATCH:
             break
         await _one_turn()  # what else is ready (calls, requests) goes first
-    if deleted:
+    flows_deleted = flows.delete_transient_before(cutoff)
+    if deleted or flows_deleted:
         referenced = runs.referenced_digests()
         older_than = min(cutoff, dispatcher.oldest_call_started(default=now))
         loop = asyncio.get_running_loop()
         removed = await loop.run_in_executor(
             None, artifacts.remove_unreferenced, referenced, older_than
         )
-        log.info("runs.pruned", runs=deleted, artifacts=removed, ended_before=cutoff)
+        log.info(
+            "runs.pruned",
+            runs=deleted,
+            flows=flows_deleted,
+            artifacts=removed,
+            ended_before=cutoff,
+        )
 
 
 async def _one_turn() -> None:
@@ -71,8 +80,9 @@ async def keep_pruning(
     keep_s: float,
     every_s: float,
     clock: Clock,
+    flows: FlowStore,
 ) -> None:
     """Prune every ``every_s`` seconds, for ever (a task the app cancels at shutdown)."""
     while True:
         await clock.sleep(every_s)
-        await prune_once(runs, artifacts, dispatcher, keep_s=keep_s, clock=clock)
+        await prune_once(runs, artifacts, dispatcher, keep_s=keep_s, clock=clock, flows=flows)

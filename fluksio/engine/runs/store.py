@@ -24,6 +24,8 @@ class FlowRecord:
     spec: dict[str, Any]
     created_at: float
     updated_at: float
+    transient: bool = False
+    """Made for one script's calls: deleted once no kept run is of it (the retention)."""
 
 
 class FlowStore:
@@ -31,35 +33,47 @@ class FlowStore:
         self._db = database
         self._clock = clock
 
-    def put(self, name: str, spec: dict[str, Any]) -> bool:
+    def put(self, name: str, spec: dict[str, Any], *, transient: bool = False) -> bool:
         """Create or replace; True when it was created."""
         now = self._clock.now()
         existed = self.get(name) is not None
         self._db.execute(
-            "INSERT INTO flows (name, spec, created_at, updated_at) VALUES (?, ?, ?, ?)"
+            "INSERT INTO flows (name, spec, created_at, updated_at, transient)"
+            " VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT(name) DO UPDATE SET spec = excluded.spec,"
-            " updated_at = excluded.updated_at",
-            (name, json.dumps(spec), now, now),
+            " updated_at = excluded.updated_at, transient = excluded.transient",
+            (name, json.dumps(spec), now, now, int(transient)),
         )
         return not existed
 
     def get(self, name: str) -> FlowRecord | None:
         row = self._db.execute("SELECT * FROM flows WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            return None
-        return FlowRecord(
-            row["name"], json.loads(row["spec"]), row["created_at"], row["updated_at"]
-        )
+        return None if row is None else _flow(row)
 
     def all(self) -> list[FlowRecord]:
-        rows = self._db.execute("SELECT * FROM flows ORDER BY name")
-        return [
-            FlowRecord(r["name"], json.loads(r["spec"]), r["created_at"], r["updated_at"])
-            for r in rows
-        ]
+        return [_flow(row) for row in self._db.execute("SELECT * FROM flows ORDER BY name")]
 
     def delete(self, name: str) -> bool:
         return self._db.execute("DELETE FROM flows WHERE name = ?", (name,)).rowcount > 0
+
+    def delete_transient_before(self, cutoff: float) -> int:
+        """Delete the transient flows last put before ``cutoff`` that no kept run is of;
+        how many."""
+        return self._db.execute(
+            "DELETE FROM flows WHERE transient = 1 AND updated_at < ?"
+            " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.flow = flows.name)",
+            (cutoff,),
+        ).rowcount
+
+
+def _flow(row: Any) -> FlowRecord:
+    return FlowRecord(
+        row["name"],
+        json.loads(row["spec"]),
+        row["created_at"],
+        row["updated_at"],
+        bool(row["transient"]),
+    )
 
 
 _DIGEST_IN_TEXT = re.compile(r"sha256:([0-9a-f]{64})")
