@@ -4,7 +4,8 @@ One engine and one of our agents (``--parallel 4``) on 127.0.0.1, real processes
 
 * ``executor.map`` over N no-op items (one run of N nodes), calls per second, beside the
   same fan-out put and run over REST (``bench/remote_calls.py``'s): the client must not
-  be the bottleneck; and the CPU the client's own process spent on it;
+  be the bottleneck; and the CPU the client's own process spent on it; then the same
+  items with ``chunksize=100`` (a call per hundred items);
 * ``executor.submit(noop, 1).result()``, one at a time, p50, beside a one-node run of
   the same function over REST (POST, then ``?wait=`` until it ends).
 
@@ -72,6 +73,13 @@ def measure(items: int, runs: int) -> dict[str, float]:
                 assert list(executor.map(noop, range(items))) == list(range(items))
                 results["executor.map, calls/s"] = items / (time.perf_counter() - started)
                 results["executor.map, client CPU ms per call"] = (_own_cpu() - cpu) * 1000 / items
+                list(executor.map(noop, range(items), chunksize=100))  # warm its flow
+                started = time.perf_counter()
+                packed = list(executor.map(noop, range(items), chunksize=100))
+                assert packed == list(range(items))
+                results["executor.map chunksize=100, items/s"] = items / (
+                    time.perf_counter() - started
+                )
                 api.call(
                     "PUT",
                     "/flows/one",

@@ -127,6 +127,14 @@ def test_map_is_one_run_with_a_node_per_item(client: Client, gpu: RemoteExecutor
     assert client.flow(runs[0].flow).transient
 
 
+def test_map_packs_chunksize_items_into_one_call(client: Client, gpu: RemoteExecutor) -> None:
+    results = list(gpu.map(square, range(25), chunksize=10, timeout=120))
+    assert results == [x * x for x in range(25)]
+    assert len(client.run(client.runs()[0].id).nodes) == 3, "10 + 10 + 5 items"
+    with pytest.raises(ValueError, match="chunksize must be >= 1"):
+        gpu.map(square, range(3), chunksize=0)
+
+
 def test_a_remote_exception_comes_back_with_its_traceback(gpu: RemoteExecutor) -> None:
     results = gpu.map(fails_on_three, [1, 3])
     assert next(results) == 1

@@ -149,20 +149,26 @@ class RemoteExecutor(Executor):
         timeout: float | None = None,
         chunksize: int = 1,
     ) -> Iterator[Any]:
-        """``fn`` over the items, as one run with a node per item; results in order."""
-        del chunksize  # each item is a node; the scheduler packs them onto places
+        """``fn`` over the items, as one run with a node per ``chunksize`` items (one
+        process for them all, as ``ProcessPoolExecutor`` packs them); results in order."""
+        if chunksize < 1:
+            raise ValueError("chunksize must be >= 1")
         items = [list(item) for item in zip(*iterables, strict=False)]
         if not items:
             return iter(())
         code = self._sendable(fn, [(tuple(item), {}) for item in items])
+        if chunksize > 1:
+            code = node_code(fn, self._imports, chunked=True)
+        chunks = [items[at : at + chunksize] for at in range(0, len(items), chunksize)]
         nodes = [
-            {"id": f"item{index}", "code": code.source, "params": {"args": item, "kwargs": {}}}
+            {"id": f"item{index}", "code": code.source}
+            | {"params": {"args": chunk if chunksize > 1 else chunk[0], "kwargs": {}}}
             | self._node
-            for index, item in enumerate(items)
+            for index, chunk in enumerate(chunks)
         ]
         run = self._start(flow_name(fn, nodes), nodes, {})
         futures = self._register(run, [node["id"] for node in nodes], code, alone=False)
-        return _in_order(futures, timeout)
+        return _in_order(futures, timeout, chunked=chunksize > 1)
 
     def __exit__(
         self,
@@ -299,11 +305,14 @@ def _settle(run: RunBody, futures: list[CallFuture]) -> None:
                 future.set_exception(RemoteError(error, future.code))
 
 
-def _in_order(futures: list[CallFuture], timeout: float | None) -> Iterator[Any]:
+def _in_order(futures: list[CallFuture], timeout: float | None, *, chunked: bool) -> Iterator[Any]:
     deadline = None if timeout is None else time.monotonic() + timeout
     for future in futures:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        yield future.result(left)
+        if chunked:
+            yield from future.result(left)  # a chunk's results, each in its turn
+        else:
+            yield future.result(left)
 
 
 def _wait_quietly(future: Future[Any]) -> None:

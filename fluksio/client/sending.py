@@ -23,9 +23,12 @@ from fluksio.client.travel import Travelling, gather
 __all__ = ["CannotSend", "check_arguments", "flow_name", "node_code"]
 
 
-def node_code(fn: Callable[..., Any], imports: Sequence[str] = ()) -> Travelling:
-    """The code of a node whose ``process(args, kwargs)`` calls ``fn(*args, **kwargs)``,
-    with what ``fn`` reads from its module (:mod:`fluksio.client.travel`)."""
+def node_code(
+    fn: Callable[..., Any], imports: Sequence[str] = (), *, chunked: bool = False
+) -> Travelling:
+    """The code of a node whose ``process(args, kwargs)`` calls ``fn(*args, **kwargs)``
+    (``chunked``: ``fn(*each)`` for each argument list in ``args``, their results in a
+    list), with what ``fn`` reads from its module (:mod:`fluksio.client.travel`)."""
     name = getattr(fn, "__name__", repr(fn))
     if not inspect.isfunction(fn):
         raise CannotSend(f"{name} is not a function defined with def; only those can be sent")
@@ -36,13 +39,12 @@ def node_code(fn: Callable[..., Any], imports: Sequence[str] = ()) -> Travelling
             f"{name} is defined inside {fn.__qualname__.rsplit('.', 1)[0]}; only a function"
             " defined at a module's top level can be sent"
         )
-    wrapper = [
-        f"_fluksio_target = {name}",
-        "",
-        "",
-        "def process(args, kwargs):",
-        "    return _fluksio_target(*args, **kwargs)",
-    ]
+    call = (
+        "    return [_fluksio_target(*each) for each in args]"
+        if chunked
+        else "    return _fluksio_target(*args, **kwargs)"
+    )
+    wrapper = [f"_fluksio_target = {name}", "", "", "def process(args, kwargs):", call]
     return gather(fn, imports, wrapper)
 
 
