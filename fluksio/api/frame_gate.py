@@ -92,50 +92,88 @@ class FrameGate:
         return False, b""
 
     def _pieces(self, data: bytes) -> list[bytes]:
-        """What of ``data`` the reader is to read, in order, with stand-ins in place."""
+        """What of ``data`` the reader is to read, in order, with stand-ins in place: the
+        bytes passed on as they came in as few pieces as the frames judged allow."""
         out: list[bytes] = []
         at, end = 0, len(data)
+        kept = -1  # where the run of bytes passed on as they came began (-1: none)
         while at < end:
+            whole = _head_in(data, at) if self._state == "header" and not self._head else 0
+            if self._state == "forward" or whole:
+                kept = at if kept < 0 else kept
+                if whole and self._judging(data[at : at + whole]):
+                    out.append(data[kept:at])  # the run before this frame, then none
+                    kept = -1
+                    at += whole
+                elif whole:
+                    at += whole  # a header passed on in its run
+                else:
+                    at = self._forward(at, end)
+                continue
+            if kept >= 0:
+                out.append(data[kept:at])
+                kept = -1
             if self._state == "header":
                 at = self._read_head(data, at, out)
             elif self._state == "lead":
-                want = min(LEAD_BYTES, self._size)
-                take = min(want - len(self._lead), end - at)
-                self._lead += data[at : at + take]
-                at += take
-                if len(self._lead) == want:
-                    self._judged(out)
-            else:  # "forward" or "skip": the payload's rest
-                take = min(self._left, end - at)
-                if self._state == "forward":
-                    out.append(data[at : at + take])
-                self._left -= take
-                at += take
-                if self._left == 0:
-                    if self._state == "skip":
-                        out.append(self._stand_in)
-                    self._state = "header"
-        return out
+                at = self._read_lead(data, at, out)
+            else:
+                at = self._skip(at, end, out)
+        if kept == 0 and not out:
+            return [data]  # the whole chunk, as it came: no copy
+        if kept >= 0:
+            out.append(data[kept:at])
+        return [piece for piece in out if piece]
 
-    def _read_head(self, data: bytes, at: int, out: list[bytes]) -> int:
-        """Read the header's bytes from ``at``; once whole, decide what the frame is."""
-        take = min(_head_size(self._head) - len(self._head), len(data) - at)
-        self._head += data[at : at + take]
-        at += take
-        if len(self._head) < _head_size(self._head):
-            return at  # (two bytes first, then the rest their length flag says)
-        head, self._head = bytes(self._head), bytearray()
+    def _forward(self, at: int, end: int) -> int:
+        take = min(self._left, end - at)
+        self._left -= take
+        if self._left == 0:
+            self._state = "header"
+        return at + take
+
+    def _read_lead(self, data: bytes, at: int, out: list[bytes]) -> int:
+        want = min(LEAD_BYTES, self._size)
+        take = min(want - len(self._lead), len(data) - at)
+        self._lead += data[at : at + take]
+        if len(self._lead) == want:
+            self._judged(out)
+        return at + take
+
+    def _skip(self, at: int, end: int, out: list[bytes]) -> int:
+        """The rest of a frame passed over, counted off; then its stand-in."""
+        take = min(self._left, end - at)
+        self._left -= take
+        if self._left == 0:
+            out.append(self._stand_in)
+            self._state = "header"
+        return at + take
+
+    def _judging(self, head: bytes) -> bool:
+        """Take a whole header: True if its frame is to be judged (the header is then kept
+        until it is), else the frame is passed on and its payload follows."""
         final, opcode, masked, size = _parse_head(head)
         fresh = not self._in_message
         if opcode in (_TEXT, _BINARY) or (opcode == _CONTINUATION and final):
             self._in_message = not final
         self._size, self._left = size, size
         if opcode == _TEXT and final and masked and fresh and self._above < size < self._most:
-            self._head = bytearray(head)  # kept until the frame is judged
+            self._head = bytearray(head)
             self._state = "lead"
-            return at
-        out.append(head)
+            return True
         self._state = "forward" if size else "header"
+        return False
+
+    def _read_head(self, data: bytes, at: int, out: list[bytes]) -> int:
+        """Read a header that straddles chunks from ``at``; once whole, decide its frame."""
+        take = min(_head_size(self._head) - len(self._head), len(data) - at)
+        self._head += data[at : at + take]
+        at += take
+        if len(self._head) < _head_size(self._head):
+            return at  # (two bytes first, then the rest their length flag says)
+        head, self._head = bytes(self._head), bytearray()
+        if not self._judging(head):
+            out.append(head)
         return at
 
     def _judged(self, out: list[bytes]) -> None:
@@ -155,6 +193,16 @@ class FrameGate:
         else:
             out.append(self._stand_in)
             self._state = "header"
+
+
+def _head_in(data: bytes, at: int) -> int:
+    """The length of the header at ``at`` when all of it is in ``data``, else 0."""
+    if len(data) - at < 2:
+        return 0
+    flag = data[at + 1]
+    size = 2 + (2 if flag & 0x7F == 126 else 8 if flag & 0x7F == 127 else 0)
+    size += 4 if flag & 0x80 else 0
+    return size if len(data) - at >= size else 0
 
 
 def _head_size(head: bytearray) -> int:
