@@ -42,14 +42,22 @@ async def _run(api: InProcessEngine, flow: str, **params: Any) -> dict[str, Any]
     return run
 
 
-async def test_ended_runs_past_the_age_go_with_the_artifacts_only_they_named(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> None:
+async def _aging(
+    aiohttp_client: ClientFactory, data_dir: Path
+) -> tuple[InProcessEngine, ManualClock]:
+    """An engine keeping runs an hour, pruning every minute, on a clock the test moves."""
     clock = ManualClock(time.time())
-    data_dir = tmp_path / "data"
     api = await start_in_process(
         aiohttp_client, data_dir, clock=clock, keep_runs_s=3600, prune_every_s=60
     )
+    return api, clock
+
+
+async def test_ended_runs_past_the_age_go_with_the_artifacts_only_they_named(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    api, clock = await _aging(aiohttp_client, data_dir)
     await api.put_flow("saves", [{"id": "n", "code": SAVES}])
     await api.put_flow("waits", [{"id": "w", "code": WAITS}])
     old = [(await _run(api, "saves", n=n))["id"] for n in range(150)]
@@ -103,11 +111,8 @@ async def test_a_transient_flow_goes_with_its_last_run_and_the_artifact_only_it_
 ) -> None:
     # The Python executor's flows are transient: a map's arguments (an artifact among
     # them) do not outlive the runs that used them; a flow of one's own stays.
-    clock = ManualClock(time.time())
     data_dir = tmp_path / "data"
-    api = await start_in_process(
-        aiohttp_client, data_dir, clock=clock, keep_runs_s=3600, prune_every_s=60
-    )
+    api, clock = await _aging(aiohttp_client, data_dir)
     headers = {"Authorization": f"Bearer {api.token}"}
     given = b"the input a map was given"
     async with api.client.put("/api/v1/artifacts?name=in", data=given, headers=headers) as put:
