@@ -288,3 +288,30 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     assert f"ssh-keyscan -p {slurm.port} 127.0.0.1" in refused.stderr
     assert "trust_on_first_use" not in refused.stderr, "trusting cannot help here"
     assert lying.read_text().count("\n") == 1
+
+
+def test_another_engines_job_is_neither_counted_nor_cancelled(
+    start: Any, slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    # A second engine on the same cluster (another checkout, a site's test engine): its
+    # job has our job's name, but its comment names a request no engine of this test made.
+    submitted = slurm.ssh(
+        "sbatch", "--parsable", "--job-name=fluksio-hpc-small",
+        "--comment=fluksio-request=another-engines-request", "--begin=now+1hour",
+        "--wrap", "sleep 60",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    theirs = submitted.stdout.strip().split(";")[0]
+    try:
+        engine, token = start(provision_timeout_s=0, profile={"sbatch": ["--begin=now+1hour"]})
+        assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
+        start_run(engine, token, "held")
+        (ours,) = wait_for(
+            lambda: slurm.fluksio_jobs(tmp_path), timeout=30, what="this engine's job"
+        )
+        assert ours != theirs
+        slurm.cancel_leftovers(tmp_path)
+        assert slurm.job_state(theirs) == "PENDING", "another engine's job was cancelled"
+        assert slurm.fluksio_jobs(tmp_path) == []
+    finally:
+        slurm.ssh("scancel", theirs)
