@@ -7,6 +7,7 @@ origin.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -149,3 +150,22 @@ async def test_the_async_feed_gives_up_a_line_without_end() -> None:
             with pytest.raises(ClientError, match="over 67108864 bytes"):
                 async for _event in client.events(reconnects=0):
                     break
+
+
+def _reads_slowly(connection: socket.socket, _path: str) -> None:
+    """Takes the request's 3 MiB body in about 1.5 s, then answers."""
+    left, until = 3 << 20, time.monotonic()
+    while left > 0:
+        got = len(connection.recv(min(left, 1 << 16)))
+        left -= got
+        until += got / (2 << 20)  # at 2 MiB a second
+        time.sleep(max(0.0, until - time.monotonic()))
+    connection.sendall(head("200 OK", "Content-Length: 2") + b"{}")
+
+
+def test_an_upload_over_a_slow_link_is_given_the_time_its_bytes_need() -> None:
+    # Within 1 s and 2 s per MiB moved: 3 MiB sent at 2 MiB/s take 1.5 s, inside 7.
+    with hostile_server(_reads_slowly) as server:
+        client = Client(server.url, token=TOKEN, bounds=Bounds(within_s=1.0, per_mib_s=2.0))
+        answer = client.http.send("PUT", "/artifacts", b"x" * (3 << 20), "application/octet-stream")
+    assert answer == b"{}"

@@ -57,9 +57,10 @@ class AsyncHttp:
         what = f"{method} {path}"
         most = self.bounds.artifact_bytes if large else self.bounds.answer_bytes
         started = asyncio.get_running_loop().time()
+        sent = len(data) if data else 0  # an upload's time counts as a download's
         received = 0
         try:
-            async with asyncio.timeout_at(self.bounds.deadline(started, 0)) as deadline:
+            async with asyncio.timeout_at(self.bounds.deadline(started, sent)) as deadline:
                 with _failing_as(f"cannot reach the engine at {self.base_url}"):
                     async with self._answer(method, path, headers, TIMEOUT_S, data) as answer:
                         declared = answer.content_length
@@ -71,7 +72,7 @@ class AsyncHttp:
                             received += len(piece)
                             if received > most:
                                 raise self.bounds.too_large(what, received, most)
-                            deadline.reschedule(self.bounds.deadline(started, received))
+                            deadline.reschedule(self.bounds.deadline(started, sent + received))
                         body = b"".join(pieces)
         except TimeoutError:
             raise self.bounds.too_slow(what, received) from None

@@ -7,7 +7,8 @@ hang, crash on its JSON, or carry its credential elsewhere.
   given up as soon as it is known to be larger (its declared length, or the bytes so far).
 - An answer is given up when it has not come whole within :attr:`Bounds.within_s` (90 s,
   above the longest wait a request may ask the engine for, 60 s) and one more second for
-  each MiB it brought: a slow link still brings a large artifact, a trickle never hangs.
+  each MiB it brought or its request sent: a slow link still moves a large artifact
+  either way, a trickle never hangs.
 - JSON too deep or broken is :class:`~fluksio.client.errors.ClientError`, never a bare
   ``RecursionError``.
 - No redirect is followed: the bearer token would go wherever it points.

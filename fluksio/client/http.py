@@ -76,11 +76,12 @@ class Http:
                 connection, reused = self._connection()
                 started = time.monotonic()
                 cut = functools.partial(_cut, connection)
-                watch = _WATCHDOG.watch(cut, self.bounds.deadline(started, 0))
+                sent = len(data) if data else 0  # an upload's time counts as a download's
+                watch = _WATCHDOG.watch(cut, self.bounds.deadline(started, sent))
                 try:
                     connection.request(method, target, body=data, headers=headers)
                     answer = connection.getresponse()
-                    body = self._read(answer, what, most, watch, started)
+                    body = self._read(answer, what, most, watch, started, sent)
                 except (ConnectionError, http.client.HTTPException, OSError) as exc:
                     self._forget()
                     if watch.fired:
@@ -100,11 +101,17 @@ class Http:
                 return body
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def _read(
-        self, answer: http.client.HTTPResponse, what: str, most: int, watch: Watch, started: float
+    def _read(  # noqa: PLR0917 (one request's parts, read in one place)
+        self,
+        answer: http.client.HTTPResponse,
+        what: str,
+        most: int,
+        watch: Watch,
+        started: float,
+        sent: int,
     ) -> bytes:
         """The answer's body, in pieces: given up once over ``most`` bytes, or past its
-        deadline (which each piece moves on)."""
+        deadline (which each piece moves on, as the ``sent`` bytes did)."""
         if 300 <= answer.status < 400:
             self._forget()
             raise redirected(what, answer.status, answer.getheader("Location"))
@@ -119,7 +126,7 @@ class Http:
             if watch.received > most:
                 self._forget()
                 raise self.bounds.too_large(what, watch.received, most)
-            watch.deadline = self.bounds.deadline(started, watch.received)
+            watch.deadline = self.bounds.deadline(started, sent + watch.received)
         if watch.fired:  # its socket was shut: what came is not the whole answer
             raise self.bounds.too_slow(what, watch.received)
         if answer.length:  # the connection ended before the length it declared
