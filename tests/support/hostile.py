@@ -36,6 +36,8 @@ def hostile_server(reply: Reply) -> Iterator[Hostile]:
     seen: list[tuple[str, dict[str, str]]] = []
 
     class Handler(socketserver.StreamRequestHandler):
+        rbufsize = 0  # the head read unbuffered: a reply reads the body from the socket
+
         def handle(self) -> None:
             line = self.rfile.readline(65536).decode("latin-1")
             headers = {}
