@@ -18,7 +18,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from pathlib import Path
 
@@ -72,6 +72,26 @@ def _length(x: float, y: float) -> float:
 
 def scaled_length(x: float, y: float) -> float:
     return round(_length(x, y) * SCALE, 6)  # a helper, a class, a constant, an import
+
+
+class _Registry:
+    """A live object whose method decorates (as a task registry's would): not sent."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.names: list[str] = []
+
+    def task(self, fn: Callable[[int], int]) -> Callable[[int], int]:
+        self.names.append(fn.__name__)
+        return fn
+
+
+TASKS = _Registry()
+
+
+@TASKS.task
+def decorated(x: int) -> int:
+    return x + 1
 
 
 def locked(x: int) -> int:
@@ -154,6 +174,7 @@ def test_helpers_classes_constants_and_imports_travel_with_the_function(
     gpu: RemoteExecutor,
 ) -> None:
     assert gpu.submit(scaled, 4).result(timeout=60) == 40
+    assert gpu.submit(decorated, 1).result(timeout=60) == 2  # its decorator stays here
     assert gpu.submit(scaled_length, 3.0, 4.0).result(timeout=60) == 50.0
 
 

@@ -81,6 +81,7 @@ def gather(fn: Callable[..., Any], imports: Sequence[str], wrapper: Sequence[str
     own = "".join(lines[definition.lineno - 1 :])  # without its decorators
     main = _Definition(own, _file_of(fn), first_line + definition.lineno - 1)
     found = _Found(fn.__globals__, {_bound_name(entry) for entry in imports} | {name})
+    definition.decorator_list = []  # dropped from what travels: what they name need not
     found.visit(fn, tree, first_line)
     header = [
         "from __future__ import annotations",  # annotations name what need not travel
