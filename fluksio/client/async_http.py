@@ -54,28 +54,20 @@ class AsyncHttp:
         headers = self._headers()
         if content_type:
             headers["Content-Type"] = content_type
-        what = f"{method} {path}"
-        most = self.bounds.artifact_bytes if large else self.bounds.answer_bytes
         started = asyncio.get_running_loop().time()
-        sent = len(data) if data else 0  # an upload's time counts as a download's
-        received = 0
+        sent = len(data) if data else 0
+        reading = self.bounds.reading(f"{method} {path}", started, sent=sent, large=large)
         try:
-            async with asyncio.timeout_at(self.bounds.deadline(started, sent)) as deadline:
+            async with asyncio.timeout_at(reading.deadline) as deadline:
                 with _failing_as(f"cannot reach the engine at {self.base_url}"):
                     async with self._answer(method, path, headers, TIMEOUT_S, data) as answer:
-                        declared = answer.content_length
-                        if declared is not None and declared > most:
-                            raise self.bounds.too_large(what, declared, most)
-                        pieces = []
+                        reading.declared(answer.content_length)
                         async for piece in answer.content.iter_any():
-                            pieces.append(piece)
-                            received += len(piece)
-                            if received > most:
-                                raise self.bounds.too_large(what, received, most)
-                            deadline.reschedule(self.bounds.deadline(started, sent + received))
-                        body = b"".join(pieces)
+                            reading.add(piece)
+                            deadline.reschedule(reading.deadline)
         except TimeoutError:
-            raise self.bounds.too_slow(what, received) from None
+            raise reading.too_slow() from None
+        body = reading.body()
         if answer.status >= 400:
             raise refusal(answer.status, body)
         return body

@@ -21,8 +21,6 @@ move it (``Client(url, bounds=Bounds(...))``).
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import json
 import socket
 import threading
@@ -33,7 +31,7 @@ from typing import Any
 
 from fluksio.client.errors import ClientError, Redirected
 
-__all__ = ["EVENT_BYTES", "Bounds", "Watch", "Watchdog", "json_of", "redirected", "shut"]
+__all__ = ["EVENT_BYTES", "Bounds", "Reading", "Watch", "Watchdog", "json_of", "redirected", "shut"]
 
 MIB = 1 << 20
 EVENT_BYTES = 64 * MIB
@@ -50,21 +48,59 @@ class Bounds:
     within_s: float = 90.0
     per_mib_s: float = 1.0
 
-    def deadline(self, started: float, received: int) -> float:
-        """When an answer begun at ``started`` that brought ``received`` bytes is given up."""
-        return started + self.within_s + received / MIB * self.per_mib_s
+    def reading(self, what: str, started: float, *, sent: int, large: bool) -> Reading:
+        """One answer to read: to ``what`` (``GET /runs/ID``), begun at ``started`` (the
+        client's clock), its request having sent ``sent`` bytes; ``large``: an artifact's."""
+        most = self.artifact_bytes if large else self.answer_bytes
+        return Reading(self, what, most, started, sent)
 
-    def too_large(self, what: str, size: int, most: int) -> ClientError:
+
+class Reading:
+    """One answer as it comes, sans I/O (both clients feed it what they read): its pieces,
+    its size bound, and its deadline, which each MiB moved either way pushes on."""
+
+    def __init__(self, bounds: Bounds, what: str, most: int, started: float, sent: int):
+        self._bounds = bounds
+        self.what = what
+        self._most = most
+        self._started = started
+        self._sent = sent
+        self.received = 0
+        self._pieces: list[bytes] = []
+
+    @property
+    def deadline(self) -> float:
+        """When it is given up: the bound's time, and its time per MiB sent and received."""
+        moved = (self._sent + self.received) / MIB
+        return self._started + self._bounds.within_s + moved * self._bounds.per_mib_s
+
+    def declared(self, length: int | None) -> None:
+        """The length its headers declare: refused at once when over the bound."""
+        if length is not None and length > self._most:
+            raise self._too_large(length)
+
+    def add(self, piece: bytes) -> None:
+        self._pieces.append(piece)
+        self.received += len(piece)
+        if self.received > self._most:
+            raise self._too_large(self.received)
+
+    def body(self) -> bytes:
+        return b"".join(self._pieces)
+
+    def too_slow(self) -> ClientError:
+        bounds = self._bounds
         return ClientError(
-            f"the engine's answer to {what} is {size} bytes or more, over this client's"
-            f" bound of {most} bytes (Client(url, bounds=Bounds(...)) moves it); large"
-            " results belong in artifacts"
+            f"the engine's answer to {self.what} did not come whole within"
+            f" {bounds.within_s:g} s and {bounds.per_mib_s:g} s per MiB ({self.received}"
+            " bytes had come); given up"
         )
 
-    def too_slow(self, what: str, received: int) -> ClientError:
+    def _too_large(self, size: int) -> ClientError:
         return ClientError(
-            f"the engine's answer to {what} did not come whole within {self.within_s:g} s"
-            f" and {self.per_mib_s:g} s per MiB ({received} bytes had come); given up"
+            f"the engine's answer to {self.what} is {size} bytes or more, over this client's"
+            f" bound of {self._most} bytes (Client(url, bounds=Bounds(...)) moves it); large"
+            " results belong in artifacts"
         )
 
 
@@ -88,20 +124,20 @@ def json_of(raw: bytes | str, what: str) -> Any:
 
 
 class Watchdog:
-    """One thread for every blocking request: it shuts a request's socket once the request
+    """One thread for every blocking request: it shuts a request's socket once its answer
     is past its deadline, so that a blocked read returns whatever the engine is doing.
-    (A socket timeout bounds one read; a trickle of one byte a read would never end.)"""
+    (A socket timeout bounds one read; a trickle of one byte a read would never end.)
+    It holds only the requests under way: one per thread at most."""
 
     def __init__(self) -> None:
         self._wake = threading.Condition()
-        self._due: list[tuple[float, int, Watch]] = []
-        self._count = itertools.count()
+        self._active: set[Watch] = set()
         self._thread: threading.Thread | None = None
 
-    def watch(self, cut: Callable[[], None], deadline: float) -> Watch:
-        watch = Watch(cut, deadline)
+    def watch(self, reading: Reading, cut: Callable[[], None]) -> Watch:
+        watch = Watch(self, reading, cut)
         with self._wake:
-            heapq.heappush(self._due, (deadline, next(self._count), watch))
+            self._active.add(watch)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="fluksio-client-deadlines", daemon=True
@@ -110,41 +146,38 @@ class Watchdog:
             self._wake.notify()
         return watch
 
+    def done(self, watch: Watch) -> None:
+        with self._wake:
+            self._active.discard(watch)
+
     def _run(self) -> None:
         with self._wake:
             while True:
-                if not self._due:
-                    self._wake.wait()
-                    continue
-                deadline, _, watch = self._due[0]
-                if watch.finished or watch.deadline > deadline:
-                    heapq.heappop(self._due)
-                    if not watch.finished:  # extended meanwhile: due later
-                        heapq.heappush(self._due, (watch.deadline, next(self._count), watch))
-                    continue
-                left = deadline - time.monotonic()
-                if left > 0:
-                    self._wake.wait(left)
-                    continue
-                heapq.heappop(self._due)
-                watch.fire()
+                now = time.monotonic()
+                for late in [w for w in self._active if w.reading.deadline <= now]:
+                    self._active.discard(late)
+                    late.fired = True
+                    late.cut()
+                # A deadline only moves later: waking at the soonest one seen is never late.
+                soonest = min((w.reading.deadline for w in self._active), default=None)
+                self._wake.wait(None if soonest is None else soonest - now)
 
 
 class Watch:
-    """One request's deadline, moved on as its answer brings bytes; ``cut`` ends its
-    connection (from the watchdog's thread)."""
+    """One blocking request under the watchdog: its answer's :class:`Reading` says its
+    deadline; ``cut`` ends its connection (from the watchdog's thread)."""
 
-    def __init__(self, cut: Callable[[], None], deadline: float) -> None:
+    def __init__(self, dog: Watchdog, reading: Reading, cut: Callable[[], None]) -> None:
+        self._dog = dog
+        self.reading = reading
         self.cut = cut
-        self.deadline = deadline
-        self.finished = False
         self.fired = False
-        self.received = 0
-        """Bytes of the answer so far (what its deadline counts)."""
 
-    def fire(self) -> None:
-        self.fired = True
-        self.cut()
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._dog.done(self)
 
 
 def shut(sock: socket.socket | None) -> None:

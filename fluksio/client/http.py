@@ -21,7 +21,15 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
-from fluksio.client.bounds import EVENT_BYTES, Bounds, Watch, Watchdog, redirected, shut
+from fluksio.client.bounds import (
+    EVENT_BYTES,
+    Bounds,
+    Reading,
+    Watch,
+    Watchdog,
+    redirected,
+    shut,
+)
 from fluksio.client.errors import ClientError, EngineRefused, refusal
 from fluksio.client.sse import EventParser, ReceivedEvent
 
@@ -69,31 +77,28 @@ class Http:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         target = self._where.path + path
-        what = f"{method} {path}"
-        most = self.bounds.artifact_bytes if large else self.bounds.answer_bytes
+        sent = len(data) if data else 0
         with _failing_as(f"cannot reach the engine at {self.base_url}"):
             for fresh in (False, True):
                 connection, reused = self._connection()
-                started = time.monotonic()
-                cut = functools.partial(_cut, connection)
-                sent = len(data) if data else 0  # an upload's time counts as a download's
-                watch = _WATCHDOG.watch(cut, self.bounds.deadline(started, sent))
-                try:
-                    connection.request(method, target, body=data, headers=headers)
-                    answer = connection.getresponse()
-                    body = self._read(answer, what, most, watch, started, sent)
-                except (ConnectionError, http.client.HTTPException, OSError) as exc:
-                    self._forget()
-                    if watch.fired:
-                        raise self.bounds.too_slow(what, watch.received) from None
-                    if reused and not fresh and isinstance(exc, ConnectionError):
-                        continue  # a kept connection the engine had closed: once more, anew
-                    raise
-                except BaseException:
-                    self._forget()
-                    raise
-                finally:
-                    watch.finished = True
+                reading = self.bounds.reading(
+                    f"{method} {path}", time.monotonic(), sent=sent, large=large
+                )
+                with _WATCHDOG.watch(reading, functools.partial(_cut, connection)) as watch:
+                    try:
+                        connection.request(method, target, body=data, headers=headers)
+                        answer = connection.getresponse()
+                        body = self._read(answer, reading, watch)
+                    except (ConnectionError, http.client.HTTPException, OSError) as exc:
+                        self._forget()
+                        if watch.fired:
+                            raise reading.too_slow() from None
+                        if reused and not fresh and isinstance(exc, ConnectionError):
+                            continue  # a kept connection the engine had closed: once more
+                        raise
+                    except BaseException:
+                        self._forget()
+                        raise
                 if answer.will_close:
                     self._forget()
                 if answer.status >= 400:
@@ -101,39 +106,27 @@ class Http:
                 return body
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def _read(  # noqa: PLR0917 (one request's parts, read in one place)
-        self,
-        answer: http.client.HTTPResponse,
-        what: str,
-        most: int,
-        watch: Watch,
-        started: float,
-        sent: int,
-    ) -> bytes:
-        """The answer's body, in pieces: given up once over ``most`` bytes, or past its
-        deadline (which each piece moves on, as the ``sent`` bytes did)."""
+    def _read(self, answer: http.client.HTTPResponse, reading: Reading, watch: Watch) -> bytes:
+        """The answer's body, in pieces: given up once over its bound, or past its deadline
+        (which each piece moves on)."""
         if 300 <= answer.status < 400:
             self._forget()
-            raise redirected(what, answer.status, answer.getheader("Location"))
-        declared = answer.getheader("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > most:
+            raise redirected(reading.what, answer.status, answer.getheader("Location"))
+        try:
+            declared = answer.getheader("Content-Length")
+            reading.declared(int(declared) if declared and declared.isdigit() else None)
+            while piece := answer.read1(_CHUNK):
+                reading.add(piece)
+        except ClientError:
             self._forget()
-            raise self.bounds.too_large(what, int(declared), most)
-        pieces: list[bytes] = []
-        while piece := answer.read1(_CHUNK):
-            pieces.append(piece)
-            watch.received += len(piece)
-            if watch.received > most:
-                self._forget()
-                raise self.bounds.too_large(what, watch.received, most)
-            watch.deadline = self.bounds.deadline(started, sent + watch.received)
+            raise
         if watch.fired:  # its socket was shut: what came is not the whole answer
-            raise self.bounds.too_slow(what, watch.received)
+            raise reading.too_slow()
         if answer.length:  # the connection ended before the length it declared
             self._forget()
-            raise ClientError(f"the engine's answer to {what} broke off before its end")
+            raise ClientError(f"the engine's answer to {reading.what} broke off before its end")
         answer.close()  # read to its end: the connection may serve the next request
-        return b"".join(pieces)
+        return reading.body()
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection to the engine, and whether it served a request before."""

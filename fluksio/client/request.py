@@ -20,6 +20,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from fluksio.client.bounds import json_of
 from fluksio.client.errors import ClientError
 
 __all__ = ["Awaited", "Blocking", "Operation", "Request", "Steps", "bytes_checked", "json_request"]
@@ -60,9 +61,10 @@ def json_request(
     validate = _validator(shape)
 
     def decode(raw: bytes) -> Any:
+        found = json_of(raw or b"null", f"{method} {path}")
         try:
-            return validate(json.loads(raw or b"null"))
-        except (ValidationError, ValueError, RecursionError) as exc:
+            return validate(found)
+        except (ValidationError, RecursionError) as exc:
             problems = exc.error_count() if isinstance(exc, ValidationError) else 1
             raise ClientError(
                 f"the engine answered {method} {path} in a shape this fluksio does not know"
