@@ -94,6 +94,13 @@ def decorated(x: int) -> int:
     return x + 1
 
 
+TABLE = list(range(20_000))  # plain, but too long to travel written out
+
+
+def looks_up(x: int) -> int:
+    return TABLE[x]
+
+
 def locked(x: int) -> int:
     with LOCK:
         return x
@@ -185,8 +192,9 @@ def test_helpers_classes_constants_and_imports_travel_with_the_function(
         (locked, (1,), f"locked uses LOCK ({__file__}, line {_line_of(locked, 'LOCK')}), a"),
         (square, (b"bytes",), "argument 1 of square is not JSON (a bytes)"),
         (math.sqrt, (4,), "sqrt is not a function defined with def"),
+        (looks_up, (1,), "characters written out, over the 65536 a constant may travel as"),
     ],
-    ids=["lambda", "live-object", "not-json", "builtin"],
+    ids=["lambda", "live-object", "not-json", "builtin", "long-constant"],
 )
 def test_what_cannot_travel_is_refused_at_submit(
     gpu: RemoteExecutor, fn: object, args: tuple[object, ...], said: str

@@ -121,9 +121,11 @@ class RemoteExecutor(Executor):
         self._node = node
         self._imports = tuple(imports)
         self._flows: set[str] = set()
-        self._sources: dict[Callable[..., Any], tuple[Travelling, str]] = {}
-        """Each function's node code and one-node flow, made once (reading a function's
-        source costs more than the rest of a submit here)."""
+        self._codes: dict[tuple[Callable[..., Any], bool], Travelling] = {}
+        """Each function's node code, for one call or a chunk of them, made once (reading
+        a function's source costs more than the rest of a submit here)."""
+        self._submitted: dict[Callable[..., Any], str] = {}
+        """The one-node flow each function is submitted as."""
         self._waiting: dict[str, list[CallFuture]] = {}
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -133,12 +135,10 @@ class RemoteExecutor(Executor):
         self._closed = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> CallFuture:
-        code = self._sendable(fn, [(args, kwargs)])
+        code = self._sendable(fn, [(args, kwargs)], chunked=False)
         node = {"id": "call", "code": code.source, **self._node}
-        known = self._sources.get(fn)
-        if known is None:
-            known = self._sources[fn] = (code, flow_name(fn, node))
-        run = self._start(known[1], [node], {"args": list(args), "kwargs": kwargs})
+        name = self._submitted.get(fn) or self._submitted.setdefault(fn, flow_name(fn, node))
+        run = self._start(name, [node], {"args": list(args), "kwargs": kwargs})
         (future,) = self._register(run, ["call"], code, alone=True)
         return future
 
@@ -156,9 +156,7 @@ class RemoteExecutor(Executor):
         items = [list(item) for item in zip(*iterables, strict=False)]
         if not items:
             return iter(())
-        code = self._sendable(fn, [(tuple(item), {}) for item in items])
-        if chunksize > 1:
-            code = node_code(fn, self._imports, chunked=True)
+        code = self._sendable(fn, [(tuple(item), {}) for item in items], chunked=chunksize > 1)
         chunks = [items[at : at + chunksize] for at in range(0, len(items), chunksize)]
         nodes = [
             {"id": f"item{index}", "code": code.source}
@@ -209,12 +207,13 @@ class RemoteExecutor(Executor):
     # -- inside ----------------------------------------------------------------------------
 
     def _sendable(
-        self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]]
+        self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]], *, chunked: bool
     ) -> Travelling:
         if self._closed:
             raise RuntimeError("cannot submit to an executor after its shutdown")
-        known = self._sources.get(fn)
-        code = known[0] if known is not None else node_code(fn, self._imports)
+        code = self._codes.get((fn, chunked))
+        if code is None:
+            code = self._codes[fn, chunked] = node_code(fn, self._imports, chunked=chunked)
         for args, kwargs in calls:
             check_arguments(fn.__name__, args, kwargs)
         self._watch()

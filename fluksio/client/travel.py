@@ -135,6 +135,12 @@ class _Found:
             self.imports.append(f"from {module} import {attribute}{alias}")
             return
         literal = _literal(value)
+        if literal is not None and len(literal) > _LITERAL_BYTES:
+            raise CannotSend(
+                f"{owner.__name__} uses {name} ({_file_of(owner)}, line {line}), a plain"
+                f" value of {len(literal)} characters written out, over the {_LITERAL_BYTES}"
+                " a constant may travel as: pass it as an argument, or as an artifact"
+            )
         if literal is not None:
             self.constants.append(f"{name} = {literal}")
             return
@@ -223,7 +229,7 @@ def _literal(value: Any) -> str | None:
     lists, sets and dicts of those) and writing it out gives it back."""
     try:
         text = repr(value)
-        plain = len(text) <= _LITERAL_BYTES and ast.literal_eval(text) == value
+        plain = ast.literal_eval(text) == value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return text if plain else None

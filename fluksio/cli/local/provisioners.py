@@ -22,7 +22,7 @@ from fluksio.cli.tables import json_text, table
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.provisioning import instantiate
 from fluksio.errors import ConfigError
-from fluksio.provisioners.base import ProfileSettings, Provisioner, ProvisionError
+from fluksio.provisioners.base import Provisioner, ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.login import shared_login
 from fluksio.provisioners.plugins import build_plugins
@@ -62,21 +62,24 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
     """Validate provisioners.json, list its profiles, optionally print a job script."""
     path, provisioners = _configured(data_dir, file)
     if script is None:
+        detected = False
         for provisioner in provisioners:
             settings = provisioner.settings
             click.echo(f"{settings.name} ({provisioner.type_name}):")
             click.echo(f"  workers reach the engine {provisioner.reach()}")
             for profile in settings.profiles:
+                given = (("cpus", profile.cpus), ("gpus", profile.gpus), ("ram_mb", profile.ram_mb))
+                detected |= any(amount is None for _, amount in given)
                 amounts = " ".join(
                     f"{name}={'as detected' if amount is None else amount}"
-                    for name, amount in _amounts(profile)
+                    for name, amount in given
                 )
                 labels = ",".join(profile.labels) or "-"
                 scale = f"max_workers={profile.max_workers} parallel={profile.worker_parallel}"
                 walltime = provisioner.walltime_s(profile)
                 scale += f" walltime={walltime:g}s" if walltime is not None else " walltime=none"
                 click.echo(f"  {profile.name}: {amounts} labels={labels} {scale}")
-        if any(amount is None for p in provisioners for _, amount in _all_amounts(p)):
+        if detected:
             click.echo(
                 "as detected: not set in the profile, so the worker reports what it finds on"
                 " its machine (its cores, its GPU devices, its memory)"
@@ -92,14 +95,6 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
         raise ConfigError(str(exc.args[0])) from None
     # A real request's id is random, one per job.
     click.echo(provisioner.render(profile, request_id="EXAMPLE"), nl=False)
-
-
-def _amounts(profile: ProfileSettings) -> list[tuple[str, int | None]]:
-    return [("cpus", profile.cpus), ("gpus", profile.gpus), ("ram_mb", profile.ram_mb)]
-
-
-def _all_amounts(provisioner: Provisioner[Any, Any]) -> list[tuple[str, int | None]]:
-    return [pair for profile in provisioner.settings.profiles for pair in _amounts(profile)]
 
 
 @provisioners.command()
