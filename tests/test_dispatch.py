@@ -211,8 +211,14 @@ async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcess
         '{"call_id": "never-sent", "ok": true, "result": "' + "x" * (8 << 20)
     )
     await async_wait_for(lambda: session.machine.unknown_frames == 1, timeout=10, what="the drop")
-    # Passed over as it arrived: aiohttp's reader never held it whole.
+    # Passed over as it arrived: aiohttp's reader never held it whole; a smaller one
+    # (under 1 MiB, over 64 KiB) too.
     assert api.engine.workers.frames.passed_over == 1
+    await worker.socket.send_str(
+        '{"call_id": "never-sent", "ok": true, "result": "' + "x" * (512 << 10)
+    )
+    await async_wait_for(lambda: session.machine.unknown_frames == 2, timeout=10, what="the drop")
+    assert api.engine.workers.frames.passed_over == 2
     # The socket goes on: the same worker still takes and answers a call.
     await api.put_flow("after", [{"id": "n", "code": NODE, "worker": "cpu"}])
     run = await api.start_run("after")

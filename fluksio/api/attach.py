@@ -80,6 +80,8 @@ async def _hello(
     if message.type != WSMsgType.TEXT:
         raise Refusal("the first frame must be a JSON hello")
     passed_over = gate.passed_over(message.data)
+    if passed_over is not None and passed_over.size <= CONTROL_FRAME_BYTES:
+        raise Refusal('the first frame must be {"op": "hello", ...}')  # it named a call
     size = passed_over.size if passed_over is not None else len(message.data)
     if size > CONTROL_FRAME_BYTES:
         raise Refusal(
@@ -166,14 +168,16 @@ async def _ping(ws: CountedSocket, every_s: float, clock: Clock) -> None:
 
 _LEADING_CALL_ID = re.compile(rb'\A\s*\{\s*"call_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
 _PEEK_ABOVE_BYTES = 64 * 1024
-"""A frame this large is first checked for a call this worker was sent, before parsing."""
+"""A frame this large is judged by its first bytes before it is read whole (or, in the
+pieces of a fragmented message, parsed)."""
 _LEADING_KEY = re.compile(rb'\s*,\s*"(\w{1,32})"(?:\s*:\s*"(\w{1,32})")?')
 """After the call id: the next key (``event`` in an event, never in an answer) and its
 value, when a word."""
 
 
 class PassedOver(NamedTuple):
-    """A frame over 1 MiB that was not a call's awaited answer, passed over unread."""
+    """A large frame passed over unread: it named no call in flight, or it was over 1 MiB
+    and not a call's answer."""
 
     size: int
     call_id: str | None
@@ -183,9 +187,11 @@ class PassedOver(NamedTuple):
 
 
 class _Judge:
-    """Which large frames of one worker are read whole: an answer to a call in flight,
-    only. The rest are passed over as they arrive, each replaced by a stand-in that only
-    this socket's gate can write (it starts with a mark made for it)."""
+    """Which large frames of one worker are read whole: what names a call in flight (its
+    answer; an event, up to 1 MiB), and a frame of 1 MiB at most that names no call (it is
+    parsed, and refused, as usual). The rest are passed over as they arrive, each replaced
+    by a stand-in that only this socket's gate can write (it starts with a mark made for
+    it)."""
 
     def __init__(self, counts: FrameCounts) -> None:
         self.session: WorkerSession | None = None
@@ -195,16 +201,15 @@ class _Judge:
     def __call__(self, lead: bytes, size: int) -> bytes | None:
         call_id = event = None
         found = _LEADING_CALL_ID.match(lead)
+        if found is None and size <= CONTROL_FRAME_BYTES:
+            return None
         if found is not None:
             call_id = found.group(1).decode()
             after = _LEADING_KEY.match(lead, found.end())
-            in_flight = self.session is not None and self.session.expects(call_id)
-            if in_flight and after is not None and after.group(1) != b"event":
-                return None  # an answer awaited: read whole
-            if in_flight and after is not None:
-                event = (after.group(2) or b"event").decode()
-            elif in_flight:
-                return None  # nothing to tell it by: parsed, as any frame is
+            if self.session is not None and self.session.expects(call_id):
+                if after is None or after.group(1) != b"event" or size <= CONTROL_FRAME_BYTES:
+                    return None  # its answer (or what cannot be told apart), or an event
+                event = (after.group(2) or b"event").decode()  # within bounds: read whole
         self._counts.passed_over += 1
         return self._mark + json.dumps(PassedOver(size, call_id, event)._asdict()).encode()
 
@@ -229,11 +234,13 @@ def _gate_reading(request: web.Request, judge: _Judge, most: int) -> None:
     if reader is None:
         log.warning("frames.ungated", reason="aiohttp's connection has no reader to gate")
         return
-    protocol._payload_parser = FrameGate(reader, judge, above=CONTROL_FRAME_BYTES, most=most)
+    protocol._payload_parser = FrameGate(reader, judge, above=_PEEK_ABOVE_BYTES, most=most)
 
 
 def _unexpected_call(session: WorkerSession, data: bytes) -> str | None:
-    """The call id a large frame leads with, when no call of that id is in flight here.
+    """The call id a large message leads with, when no call of that id is in flight here:
+    the gate's rule, for a message that came in pieces (a fragmented one, which the gate
+    passes on; neither agent sends one).
 
     Parsing a large answer costs twice its size again; one that no call waits for (a late
     answer after a limit, or one made up) is dropped unread instead. Our agent and the
