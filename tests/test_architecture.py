@@ -42,6 +42,7 @@ MACHINE_IMPURE = IMPURE | {"secrets", "sqlite3", "logging", "aiohttp", "structlo
 PURE_CORE = (
     "fluksio.engine.runs.machine",
     "fluksio.engine.runs.machine_state",
+    "fluksio.engine.runs.machine_arrays",
     "fluksio.engine.runs.effects",
     "fluksio.engine.runs.reference",
     "fluksio.engine.runs.inputs",

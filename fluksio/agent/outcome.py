@@ -40,6 +40,8 @@ class ErrorKind(StrEnum):
     """Its worker sent a frame over the engine's size limit."""
     RESULT_TOO_LARGE = "ResultTooLarge"
     """Its process wrote a record over the launcher's size limit."""
+    ITEMS_FAILED = "ItemsFailed"
+    """An array node: some of its items failed (each item's error is its own)."""
 
 
 @dataclass

@@ -100,18 +100,20 @@ class LiveEvents:
         for change in event.changes:
             row = change.row
             for node in change.nodes:
-                publish(
-                    "call.state",
-                    {
-                        "run_id": row.id,
-                        "flow": row.flow,
-                        "node": node.node_id,
-                        "call_id": node.call_id,
-                        "state": node.state.value,
-                        "place": node.place,
-                        "sent_ahead": node.sent_ahead,
-                    },
-                )
+                if node.item is not None:
+                    continue  # an array's items are told as its counts, a second apart
+                told: dict[str, Any] = {
+                    "run_id": row.id,
+                    "flow": row.flow,
+                    "node": node.node_id,
+                    "call_id": node.call_id,
+                    "state": node.state.value,
+                    "place": node.place,
+                    "sent_ahead": node.sent_ahead,
+                }
+                if node.array is not None:
+                    told["items"] = node.array.to_json()
+                publish("call.state", told)
             if change.run_changed:
                 publish("run.state", {"run_id": row.id, "flow": row.flow, "state": row.state.value})
 

@@ -37,6 +37,7 @@ from fluksio.engine.provisioning import (
     load_configured,
     log_ready,
 )
+from fluksio.engine.runs.items import ArrayItems, ItemSource, ItemStore
 from fluksio.engine.runs.local import LocalExecutor, engine_place
 from fluksio.engine.runs.retention import keep_pruning
 from fluksio.engine.runs.store import FlowStore, RunStore
@@ -205,6 +206,7 @@ class Engine:
             clock=self.clock,
             walltime_margin_s=settings.walltime_margin_s,
             engine_address=self._address,
+            items=ArrayItems(ItemSource(self.artifacts.path_of), ItemStore(self.database)),
         )
         self.connections = WorkerConnections(self)
         self.views = EngineViews(self.workers, self.dispatcher)

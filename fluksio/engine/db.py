@@ -162,6 +162,29 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE flows ADD COLUMN transient INTEGER NOT NULL DEFAULT 0;
     """,
+    # v11: arrays. An array node's counts by item state; a row per item once it has
+    # started (an item with none has not: its parameters are still only in its source).
+    """
+    ALTER TABLE node_runs ADD COLUMN array_summary TEXT;
+    CREATE TABLE array_items (
+        run_id      TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        node_id     TEXT NOT NULL,
+        idx         INTEGER NOT NULL,
+        state       TEXT NOT NULL,
+        call_id     TEXT,
+        place       TEXT,
+        queued_at   REAL,
+        started_at  REAL,
+        ended_at    REAL,
+        result      TEXT,
+        error       TEXT,
+        logs        TEXT,
+        events      TEXT,
+        provenance  TEXT,
+        attempt     INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (run_id, node_id, idx)
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -32,6 +32,7 @@ from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.dispatch_views import DispatcherViews
+from fluksio.engine.dispatch_workers import WorkerEvents
 from fluksio.engine.errors import Conflict, NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.calls import call_spec, stopped_at_job_end
@@ -39,17 +40,21 @@ from fluksio.engine.runs.effects import (
     Create,
     Effect,
     Ended,
+    ItemsInterrupted,
     Log,
     Progress,
     Queue,
+    Refill,
     Release,
     RetryAt,
     Save,
     Stop,
     Withdraw,
 )
+from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 from fluksio.engine.runs.views import (
     Executor,
     RunChange,
@@ -65,10 +70,8 @@ from fluksio.engine.stream import (
     EngineStream,
     RunsWritten,
     WorkerChanged,
-    WorkerJoined,
-    WorkerLeft,
 )
-from fluksio.provisioners.base import Provisioner, WorkerRecord
+from fluksio.provisioners.base import Provisioner
 from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
 from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import (
@@ -98,7 +101,7 @@ def _new_call_id() -> str:
     return secrets.token_hex(8)
 
 
-class Dispatcher(DispatcherViews):
+class Dispatcher(WorkerEvents, DispatcherViews):
     def __init__(
         self,
         *,
@@ -113,6 +116,7 @@ class Dispatcher(DispatcherViews):
         clock: Clock,
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
         engine_address: tuple[str, int] | None = None,
+        items: ArrayItems,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self.live_logs = LiveLogs(clock)
@@ -122,6 +126,9 @@ class Dispatcher(DispatcherViews):
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
         self._machine = RunMachine(_new_call_id)
         self._runs_store = runs
+        self.items = items
+        """An array's items still to run, and the rows of those started (read-only
+        outside the dispatcher)."""
         self._flows = flows
         self._secrets = secrets
         self._writer = RunWriter(runs, self._written, clock)
@@ -161,6 +168,10 @@ class Dispatcher(DispatcherViews):
         if self.provisioning is not None:
             self.provisioning.recover(machine_requests)
         found = self._runs_store.unfinished()
+        for run, nodes in found:  # an array's counts are written now and then: its rows'
+            for node in nodes:
+                if node.array is not None and node.state not in TERMINAL_NODE_STATES:
+                    node.array = self.items.store.summary(run.id, node.node_id, node.array.total)
         self._apply(self._machine.recover(found, self._clock.now()))
         if found:
             log.info("runs.recovered", count=len(found))
@@ -198,14 +209,17 @@ class Dispatcher(DispatcherViews):
 
     # -- runs --------------------------------------------------------------------------
 
-    def start_run(self, flow_name: str, params: dict[str, Any]) -> RunView:
-        """Start a run of a saved flow; the answer already says where it runs or why it
-        waits."""
+    def start_run(
+        self, flow_name: str, params: dict[str, Any], items: dict[str, int] | None = None
+    ) -> RunView:
+        """Start a run of a saved flow (``items``: how many each array node has); the
+        answer already says where it runs or why it waits."""
         record = self._flows.get(flow_name)
         if record is None:
             raise NotFound(f"no flow named {flow_name!r}")
         run_id = secrets.token_hex(8)
-        self._apply(self._machine.start(run_id, flow_name, record.spec, params, self._clock.now()))
+        now = self._clock.now()
+        self._apply(self._machine.start(run_id, flow_name, record.spec, params, now, items))
         self.run_pass()
         view = self.view_run(run_id)
         assert view is not None
@@ -259,13 +273,23 @@ class Dispatcher(DispatcherViews):
             Create: self._created,
             Ended: self._ended,
             RetryAt: self._retry_at,
+            Refill: self._refill,
+            ItemsInterrupted: lambda e: self.items.store.interrupted(
+                e.run_id, e.node.node_id, e.error, e.now
+            ),
             Log: lambda e: log.info(e.event, **e.fields),
         }
+
+    def _refill(self, effect: Refill) -> None:
+        run_id, spec = effect.run_id, effect.spec
+        found, cursor = self.items.next(run_id, spec, effect.cursor, effect.count, effect.total)
+        self._apply(self._machine.refilled(run_id, spec.id, found, cursor, self._clock.now()))
 
     def _retry_at(self, effect: RetryAt) -> None:
         def due() -> None:
             if not self._closing:  # a node waiting at shutdown is queued at the restart
-                self._apply(self._machine.retry_due(effect.run_id, effect.node_id, now()))
+                run_id, node_id, item = effect.run_id, effect.node_id, effect.item
+                self._apply(self._machine.retry_due(run_id, node_id, now(), item))
 
         now = self._clock.now
         self._clock.call_later(max(0.0, effect.at - now()), due)
@@ -313,6 +337,7 @@ class Dispatcher(DispatcherViews):
         for change in changes:
             ended = self._machine.written(change.row.id)
             if ended is not None:
+                self.items.source.forget(change.row.id)
                 # Kept as written, for who reads it next (a waiter, mostly): no SQLite read.
                 self._recently_ended[change.row.id] = stored_view(*ended)
                 if len(self._recently_ended) > ENDED_KEPT:
@@ -395,50 +420,6 @@ class Dispatcher(DispatcherViews):
             run, node, row = call
             logged = CallLogged(run.id, run.flow, node.id, call_id, row.attempt, first, kept)
             self._stream.emit(logged)
-
-    # -- events from attached workers ---------------------------------------------------
-
-    def worker_attached(self, worker: Worker, executor: Executor, event: WorkerRecord) -> None:
-        """A worker attached: it can take calls from the next pass on."""
-        self._changed()
-        self._executors[worker.id] = executor
-        self._scheduler.add_worker(worker)
-        self._place_changed(worker.id)
-        if self.provisioning is not None:
-            self.provisioning.worker_attached(event)
-        self._stream.emit(WorkerJoined(event))
-        self.kick()
-
-    def worker_gone(self, event: WorkerRecord, reason: str | None = None) -> None:
-        """A worker is gone (``reason``, when known); its executor has already failed its
-        calls in flight."""
-        self._changed()
-        self._executors.pop(event.worker_id, None)
-        if self._scheduler.has_place(event.worker_id):
-            self._scheduler.remove_worker(event.worker_id)
-        self._stream.emit(WorkerChanged(event.worker_id, gone=reason))
-        if self.provisioning is not None:
-            self.provisioning.worker_gone(event)
-        self._stream.emit(WorkerLeft(event))
-        self.kick()
-
-    def set_cached(self, worker_id: str, digests: frozenset[str]) -> None:
-        """A worker reported what its artifact cache holds: calls reading those inputs
-        prefer it, among the places that fit."""
-        if self._scheduler.has_place(worker_id):
-            self._changed()
-            self._scheduler.set_cached(worker_id, digests)
-            self._place_changed(worker_id)  # its view shows how many it holds
-            self.kick()
-
-    def set_answering(self, worker_id: str, answering: bool) -> None:
-        """A worker stopped answering (nothing new for it) or answers again."""
-        if self._scheduler.has_place(worker_id):
-            self._changed()
-            self._scheduler.set_paused(worker_id, not answering)
-            self._place_changed(worker_id)
-            log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
-            self.kick()
 
     # -- events from the provisioning driver ---------------------------------------------
 

@@ -28,6 +28,16 @@ class ProvenanceBody(Answer):
     when more than none, what chose this worker among those that fit."""
 
 
+class ArrayBody(Answer):
+    """An array node's items, counted."""
+
+    total: int
+    counts: dict[str, int]
+    """How many items are in each state (``queued`` includes those waiting to retry)."""
+    failures: list[dict[str, Any]]
+    """The first items that failed: ``item`` (its position) and ``error``."""
+
+
 class NodeBody(Answer):
     id: str
     state: NodeState
@@ -53,6 +63,9 @@ class NodeBody(Answer):
     sent_ahead: bool = False
     """Running, but held by its worker ahead of a free slot (``--pipeline``): not started
     yet, so ``started_at`` and ``duration_s`` are null until it starts."""
+    array: ArrayBody | None = None
+    """An array node's items counted by state; each item is read by pages
+    (``GET /runs/{id}/items``)."""
 
 
 class RunBody(Answer):
@@ -68,6 +81,34 @@ class RunBody(Answer):
     nodes: list[NodeBody]
     artifacts: list[dict[str, Any]]
     """Every artifact reference in the nodes' results, with the node it came from."""
+
+
+class ItemBody(Answer):
+    """One item of an array: a call of its own."""
+
+    item: int
+    """Its position among the array's items, from 0."""
+    state: NodeState
+    attempt: int
+    ran_on: str | None
+    provenance: ProvenanceBody | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration_s: float | None
+    result: Any
+    error: dict[str, Any] | None
+    logs: str
+
+
+class ItemsPage(Answer):
+    """A page of an array's items, in order of position."""
+
+    run_id: str
+    node: str
+    total: int
+    items: list[ItemBody]
+    next: int | None
+    """Ask with ``after`` this for the next page; null: there is none."""
 
 
 class RunSummary(Answer):

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from fluksio.api.answers.resources import Deleted
-from fluksio.api.answers.runs import NodeBody, ProvenanceBody, RunBody, RunSummary
+from fluksio.api.answers.runs import ArrayBody, NodeBody, ProvenanceBody, RunBody, RunSummary
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.timefmt import utc
@@ -26,6 +26,7 @@ __all__ = [
     "NodeBody",
     "RunBody",
     "RunSummary",
+    "duration",
     "number",
     "routes",
     "run_body",
@@ -36,7 +37,7 @@ MAX_WAIT_S = 60.0
 routes = Routes()
 
 
-def _duration(row: NodeRow) -> float | None:
+def duration(row: NodeRow) -> float | None:
     if row.started_at is None or row.ended_at is None:
         return None
     return round(row.ended_at - row.started_at, 6)
@@ -58,7 +59,7 @@ def run_body(view: RunView) -> RunBody:
             queued_at=utc(node.row.queued_at),
             started_at=utc(node.row.started_at),
             ended_at=utc(node.row.ended_at),
-            duration_s=_duration(node.row),
+            duration_s=duration(node.row),
             result=node.row.result,
             error=node.row.error,
             logs=node.row.logs,
@@ -68,6 +69,7 @@ def run_body(view: RunView) -> RunBody:
             # A rerun after a restart is an attempt too, beyond what its retries allow.
             attempts=max(most.get(node.row.node_id, 1), node.row.attempt),
             sent_ahead=node.row.sent_ahead,
+            array=ArrayBody(**node.row.array.to_json()) if node.row.array is not None else None,
         )
         for node in view.nodes
     ]

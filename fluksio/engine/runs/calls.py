@@ -35,6 +35,7 @@ def call_spec(
         worker_labels=executor.labels,
     )
     available.update(resolved)
+    available.update(inputs.item or {})
     available.update(inputs.results)
     call = CallSpec(
         call_id=placement.request_id,

@@ -18,9 +18,11 @@ __all__ = [
     "Create",
     "Effect",
     "Ended",
+    "ItemsInterrupted",
     "Log",
     "Progress",
     "Queue",
+    "Refill",
     "Release",
     "RetryAt",
     "Save",
@@ -93,11 +95,36 @@ class Ended:
 
 @dataclass(frozen=True)
 class RetryAt:
-    """A node waits out its back-off: call :meth:`RunMachine.retry_due` at ``at``."""
+    """A node (or an array's item) waits out its back-off: call
+    :meth:`RunMachine.retry_due` at ``at``."""
 
     run_id: str
     node_id: str
     at: float
+    item: int | None = None
+
+
+@dataclass(frozen=True)
+class Refill:
+    """An array's line is short: read up to ``count`` of its items still to run, from
+    position ``cursor`` on, and hand them to :meth:`RunMachine.refilled`."""
+
+    run_id: str
+    spec: NodeSpec
+    cursor: int
+    count: int
+    total: int
+
+
+@dataclass(frozen=True)
+class ItemsInterrupted:
+    """A restart: the array's items stored as running were lost. Queue them again as a
+    new attempt (``error`` None), or fail them with ``error``."""
+
+    node: NodeRow
+    run_id: str
+    error: dict[str, Any] | None
+    now: float
 
 
 @dataclass(frozen=True)
@@ -108,7 +135,20 @@ class Log:
     fields: dict[str, Any]
 
 
-Effect = Queue | Withdraw | Stop | Release | Create | Save | Progress | Ended | RetryAt | Log
+Effect = (
+    Queue
+    | Withdraw
+    | Stop
+    | Release
+    | Create
+    | Save
+    | Progress
+    | Ended
+    | RetryAt
+    | Refill
+    | ItemsInterrupted
+    | Log
+)
 
 
 @dataclass(frozen=True)
@@ -122,3 +162,5 @@ class CallInputs:
     results: dict[str, Any]
     attempt: int = 1
     """Which attempt of its node this call is."""
+    item: dict[str, Any] | None = None
+    """An array item's parameters (over the node's own)."""

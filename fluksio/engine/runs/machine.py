@@ -28,21 +28,21 @@ from fluksio.engine.runs.effects import (
     Create,
     Effect,
     Ended,
-    Log,
     Progress,
     Queue,
     Release,
-    RetryAt,
     Save,
     Stop,
     Withdraw,
 )
 from fluksio.engine.runs.inputs import input_artifacts
+from fluksio.engine.runs.machine_arrays import ArrayMoves
+from fluksio.engine.runs.machine_retry import RetryMoves
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
-from fluksio.engine.runs.models import FlowSpec, NodeSpec, failure_kind
+from fluksio.engine.runs.models import FlowSpec, NodeSpec
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 from fluksio.engine.runs.signature import select_kwargs
 from fluksio.engine.runs.states import (
     TERMINAL_NODE_STATES,
@@ -61,7 +61,7 @@ def _cancelled() -> dict[str, str]:
     return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
 
 
-class RunMachine:
+class RunMachine(RetryMoves, ArrayMoves):
     def __init__(self, new_id: Callable[[], str]) -> None:
         self._new_id = new_id
         self._runs: dict[str, LiveRun] = {}
@@ -69,10 +69,17 @@ class RunMachine:
 
     # -- inputs ----------------------------------------------------------------------------
 
-    def start(
-        self, run_id: str, flow_name: str, spec: dict[str, Any], params: dict[str, Any], now: float
+    def start(  # noqa: PLR0917 (what a run is made of, in the order the dispatcher has it)
+        self,
+        run_id: str,
+        flow_name: str,
+        spec: dict[str, Any],
+        params: dict[str, Any],
+        now: float,
+        items: dict[str, int] | None = None,
     ) -> list[Effect]:
-        """A run of ``spec`` was asked for: create it and queue its first nodes."""
+        """A run of ``spec`` was asked for: create it and queue its first nodes.
+        ``items``: how many items each array node has."""
         flow = FlowSpec.model_validate(spec)
         row = RunRow(
             id=run_id,
@@ -82,7 +89,21 @@ class RunMachine:
             state=RunState.QUEUED,
             created_at=now,
         )
-        run = self._build(row, flow, [NodeRow(node.id, NodeState.PENDING) for node in flow.nodes])
+        totals = items or {}
+        run = self._build(
+            row,
+            flow,
+            [
+                NodeRow(
+                    node.id,
+                    NodeState.PENDING,
+                    array=ArraySummary(totals[node.id], {NodeState.QUEUED.value: totals[node.id]})
+                    if node.is_array
+                    else None,
+                )
+                for node in flow.nodes
+            ],
+        )
         self._runs[run_id] = run
         effects: list[Effect] = [Create(row, tuple([n.row for n in run.nodes.values()]))]
         queued = [self._queue(run, n, now, effects) for n in run.nodes.values() if not n.spec.after]
@@ -98,7 +119,10 @@ class RunMachine:
         for node in run.nodes.values():
             state = node.row.state
             node.retry_at = None  # a back-off ends with the run: nothing more starts
-            if state in (NodeState.PENDING, NodeState.QUEUED):
+            if node.array is not None:
+                changed += self._cancel_items(run, node, now, effects)
+                effects += [Stop(str(i.row.call_id)) for i in self._running_items(node)]
+            elif state in (NodeState.PENDING, NodeState.QUEUED):
                 if state is NodeState.QUEUED:
                     effects.append(Withdraw(self._forget_call(node)))
                 self._cancel_unstarted(run, node, now)
@@ -119,7 +143,7 @@ class RunMachine:
         for row, node_rows in found:
             run = self._build(row, FlowSpec.model_validate(row.spec), node_rows)
             self._runs[row.id] = run
-            changed = self._interrupted(run, now)
+            changed = self._interrupted(run, now, effects)
             for node in run.nodes.values():
                 if node.row.state in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED}:
                     changed += self._skip_dependents(run, node, now)
@@ -129,14 +153,16 @@ class RunMachine:
             self._finish(run, changed, now, effects, announce=True)
         return effects
 
-    def _interrupted(self, run: LiveRun, now: float) -> list[LiveNode]:
+    def _interrupted(self, run: LiveRun, now: float, effects: list[Effect]) -> list[LiveNode]:
         """What a restart did to a run: its running calls are lost, its queue forgotten."""
         # A cancel is stored only as the nodes it cancelled: a run whose every node was
         # running when the cancel came is not known to have been cancelled.
         run.cancelling = any(n.row.state is NodeState.CANCELLED for n in run.nodes.values())
         changed = []
         for node in run.nodes.values():
-            if node.row.state is NodeState.RUNNING:
+            if node.spec.is_array and node.row.state in (NodeState.QUEUED, NodeState.RUNNING):
+                self._array_interrupted(run, node, now, effects)
+            elif node.row.state is NodeState.RUNNING:
                 if node.spec.retry_on_restart:
                     # Run again from its start: a new attempt, so that a follower of its
                     # output is told the first one ended and reads the second from line 0.
@@ -174,7 +200,9 @@ class RunMachine:
         node.row.started_at = now
         node.row.ended_at = None  # an earlier attempt's
         results = {d: run.nodes[d].row.result for d in node.spec.after}
-        return CallInputs(run.row, node.spec, run.row.params, results, node.row.attempt)
+        return CallInputs(
+            run.row, node.spec, run.row.params, results, node.row.attempt, node.item_params
+        )
 
     def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:
         """The placed call was handed to its executor, with these secret values."""
@@ -185,7 +213,9 @@ class RunMachine:
         if run_changed:
             run.row.state = RunState.RUNNING
             run.row.started_at = node.row.started_at
-        return [Save(run.row, (node.row,), run_changed)]
+        effects: list[Effect] = []
+        rows = [node.row] if node.row.item is None else self._item_running(run, node, effects)
+        return [Save(run.row, tuple(rows), run_changed), *effects]
 
     def sent_ahead(self, call_id: str) -> list[Effect]:
         """The call went to a worker that holds it until a slot frees: it has not started,
@@ -222,8 +252,11 @@ class RunMachine:
         if found is None:
             return []
         run, node = found
+        before = node.row.state
         effects: list[Effect] = [Release(self._forget_call(node))]
         if self._retry(run, node, outcome, now, effects):
+            if node.row.item is not None:
+                self._item_moved(run, node, before, now, effects)
             return effects
         row = node.row
         row.logs = redact(outcome.logs, node.secrets)
@@ -238,6 +271,9 @@ class RunMachine:
             state = NodeState.CANCELLED if cancelled else NodeState.FAILED
             self._end(run, node, state, now, redact(outcome.error, node.secrets))
         node.secrets = ()
+        if node.row.item is not None:
+            self._item_moved(run, node, before, now, effects)
+            return effects
         changed = [node]
         if row.state is NodeState.SUCCEEDED:
             if not run.cancelling:
@@ -248,18 +284,6 @@ class RunMachine:
         else:
             changed += self._skip_dependents(run, node, now)
         self._finish(run, changed, now, effects)
-        return effects
-
-    def retry_due(self, run_id: str, node_id: str, now: float) -> list[Effect]:
-        """A node's back-off is over: queue its next attempt (unless it ended meanwhile)."""
-        run = self._runs.get(run_id)
-        node = run.nodes.get(node_id) if run is not None else None
-        if run is None or node is None or node.retry_at is None or run.cancelling:
-            return []
-        node.retry_at = None
-        effects: list[Effect] = []
-        self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
-        effects.append(Save(run.row, (node.row,)))
         return effects
 
     def written(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
@@ -328,6 +352,8 @@ class RunMachine:
     def _queue(
         self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
     ) -> LiveNode:
+        if node.spec.is_array and node.row.item is None:
+            return self._open_array(run, node, queued_at, effects)
         call_id = self._new_id()
         node.row.state = NodeState.QUEUED
         node.row.error = None  # an earlier attempt's, shown while it waited to retry
@@ -336,7 +362,8 @@ class RunMachine:
         self._calls[call_id] = (run, node)
         resources = node.spec.resources
         results = {d: run.nodes[d].row.result for d in node.spec.after}
-        arguments = select_kwargs(node.spec.code, {**run.row.params, **node.spec.params, **results})
+        given = {**run.row.params, **node.spec.params, **(node.item_params or {}), **results}
+        arguments = select_kwargs(node.spec.code, given)
         effects.append(
             Queue(
                 CallRequest(
@@ -360,6 +387,11 @@ class RunMachine:
         return call_id
 
     @staticmethod
+    def _running_items(node: LiveNode) -> list[LiveNode]:
+        items = node.array.items.values() if node.array is not None else ()
+        return [item for item in items if item.row.state is NodeState.RUNNING]
+
+    @staticmethod
     def _end(
         run: LiveRun,
         node: LiveNode,
@@ -368,60 +400,16 @@ class RunMachine:
         error: dict[str, Any] | None = None,
     ) -> None:
         """Move a node to a terminal state, keeping the run's count of unfinished nodes."""
-        if node.row.state not in TERMINAL_NODE_STATES:
+        if node.row.state not in TERMINAL_NODE_STATES and node.row.item is None:
             run.unfinished -= 1
+        if node.row.array is not None and node.array is None and state is not NodeState.FAILED:
+            summary = node.row.array  # never opened (or cancelled whole): all its items
+            if not summary.counts.keys() - {NodeState.QUEUED.value}:
+                summary.counts = {state.value: summary.total}
         node.row.state = state
         node.row.ended_at = now
         if error is not None:
             node.row.error = error
-
-    def _retry(
-        self, run: LiveRun, node: LiveNode, outcome: CallOutcome, now: float, effects: list[Effect]
-    ) -> bool:
-        """Queue the node again when its worker never took it, or when it failed in a way
-        its ``retry`` (or ``retries``) chose and has attempts left: at once, or after its
-        back-off (``pending`` meanwhile, with a :class:`RetryAt`).
-
-        A lost call's late answer, if its worker ever sends one, is ignored: the node
-        keeps exactly one result, the first its run receives.
-        """
-        error = outcome.error or {}
-        if outcome.ok or run.cancelling:
-            return False
-        # A call its worker never took (it froze first) never ran: it simply goes back in
-        # line, whatever its retries, and spends no attempt.
-        never_ran = error.get("type") == ErrorKind.NOT_TAKEN
-        policy = node.spec.retry_policy()
-        wait = 0.0
-        if not never_ran:
-            if (
-                policy is None
-                or failure_kind(error.get("type")) not in policy.on
-                or node.row.attempt > policy.times
-            ):
-                return False
-            wait = policy.wait_before(node.row.attempt)
-            node.row.attempt += 1
-            node.row.ended_at = now  # the attempt's end, its duration while the next waits
-        error = redact(error, node.secrets)  # it is shown, in its events and meanwhile
-        node.secrets = ()
-        said = error.get("short") or error.get("message")
-        fields: dict[str, Any] = {"run_id": run.row.id, "node": node.spec.id, "after": said}
-        if not never_ran:
-            assert policy is not None
-            fields.update(attempt=node.row.attempt, of=policy.times + 1, in_s=wait)
-        effects.append(Log("call.requeued" if never_ran else "call.retried", fields))
-        outputs = {k: v for k, v in fields.items() if k not in ("run_id", "node")}
-        node.note("requeued" if never_ran else "retried", now, **outputs)
-        if wait > 0:
-            node.row.state = NodeState.PENDING
-            node.row.error = error
-            node.retry_at = now + wait
-            effects.append(RetryAt(run.row.id, node.spec.id, node.retry_at))
-        else:
-            self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
-        effects.append(Save(run.row, (node.row,)))
-        return True
 
     def _ready(self, run: LiveRun, node: LiveNode) -> bool:
         return all(run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after)

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluksio.engine.runs.models import NodeSpec
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 
-__all__ = ["EVENTS_KEPT", "LiveNode", "LiveRun", "NodeSnapshot"]
+__all__ = ["EVENTS_KEPT", "LiveArray", "LiveNode", "LiveRun", "NodeSnapshot"]
 
 EVENTS_KEPT = 100
 """The reported events a node keeps (the newest); the count says how many there were."""
@@ -31,12 +31,35 @@ class LiveNode:
     """Secret values released to the running call: blanked in what it reports."""
     retry_at: float | None = None
     """While it waits out a back-off before its next attempt (``pending``): until when."""
+    item_params: dict[str, Any] | None = None
+    """An array item's parameters (its row names the item)."""
+    array: LiveArray | None = None
+    """An array node's items in memory, once its turn has come."""
 
     def note(self, event: str, now: float, **outputs: Any) -> None:
         """What the engine did to the node, among the events it shows (``retried``,
         ``rerun``)."""
         self.events.append({"event": event, "outputs": outputs, "ts": now})
         self.event_count += 1
+
+
+@dataclass
+class LiveArray:
+    """What the machine holds of an array whose turn has come: its counts (the node
+    row's own summary), where its source is read next, and the items in memory (in line,
+    running, or waiting out a back-off), by position."""
+
+    summary: ArraySummary
+    cursor: int = 0
+    exhausted: bool = False
+    """Every item has been read from the source."""
+    loading: bool = False
+    """A :class:`~fluksio.engine.runs.effects.Refill` is under way."""
+    items: dict[int, LiveNode] = field(default_factory=dict)
+    in_line: int = 0
+    """How many of ``items`` are queued in the scheduler."""
+    told_at: float = 0.0
+    """When its counts were last written."""
 
 
 @dataclass

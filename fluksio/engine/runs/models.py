@@ -25,6 +25,9 @@ from fluksio.agent.outcome import ErrorKind
 from fluksio.engine.models import Label
 
 __all__ = [
+    "ITEMS_FROM_MAX",
+    "ITEMS_INLINE_MAX",
+    "ITEMS_MAX",
     "FlowSpec",
     "NodeResources",
     "NodeSpec",
@@ -37,8 +40,17 @@ __all__ = [
     "most_attempts",
 ]
 
+ITEMS_MAX = 10_000_000
+"""The most items one array node may have, inline and from artifacts together."""
+ITEMS_INLINE_MAX = 10_000
+"""The most items given inline (``items``); more come as artifacts (``items_from``)."""
+ITEMS_FROM_MAX = 1_000
+"""The most artifacts of items one array node may name."""
+
 LIMIT_MAX_S = 366 * 86400.0
 """A year and a day: beyond any batch walltime, and still a number a timer can hold."""
+
+ArtifactDigest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 NodeId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
 """A node id is also the keyword its result is passed under downstream: an identifier."""
@@ -142,6 +154,17 @@ class NodeSpec(BaseModel):
     retry: RetryPolicy | None = None
     """Which failures run it again, how many times, and after what wait (instead of
     ``retries``, not beside it)."""
+    items: list[dict[str, Any]] | None = Field(
+        default=None, min_length=1, max_length=ITEMS_INLINE_MAX
+    )
+    """An array: the node runs once per item, each item's keys added to its parameters
+    (over ``params``). Each item is a call of its own, with its own state, attempts and
+    result, read by pages (``GET /runs/{id}/items``); nothing may be ``after`` an array."""
+    items_from: list[ArtifactDigest] | None = Field(
+        default=None, min_length=1, max_length=ITEMS_FROM_MAX
+    )
+    """An array whose items are in artifacts of JSON lines (one object per line, read in
+    the order given): for more items than a request body holds."""
 
     @field_validator("retry")
     @classmethod
@@ -155,6 +178,17 @@ class NodeSpec(BaseModel):
                 f' "retry": {{"on": ["WorkerGone"], "times": {retries}, "backoff_s": 0}})'
             )
         return retry
+
+    @field_validator("items_from")
+    @classmethod
+    def _items_one_way(cls, items_from: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if items_from is not None and info.data.get("items") is not None:
+            raise ValueError('give "items" or "items_from", not both')
+        return items_from
+
+    @property
+    def is_array(self) -> bool:
+        return self.items is not None or self.items_from is not None
 
     @property
     def most_attempts(self) -> int:

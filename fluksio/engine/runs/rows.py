@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.states import NodeState, RunState
 
-__all__ = ["NodeRow", "RunRow"]
+__all__ = ["ArraySummary", "NodeRow", "RunRow"]
+
+
+@dataclass
+class ArraySummary:
+    """An array's items counted by state, and the first that failed."""
+
+    total: int
+    counts: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """The first failed items (``item``, ``error``), a few."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "counts": dict(self.counts), "failures": list(self.failures)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ArraySummary:
+        return cls(data["total"], dict(data["counts"]), list(data.get("failures", [])))
 
 
 @dataclass
@@ -28,6 +45,11 @@ class NodeRow:
     """Where it ran (set when it starts)."""
     attempt: int = 1
     """Which attempt it is on (or ended on): 1, then one more at each retry."""
+    item: int | None = None
+    """An array's item: its position among the array's items (``node_id`` names the
+    array). None: a node."""
+    array: ArraySummary | None = None
+    """An array node's items, counted by state."""
 
     @property
     def sent_ahead(self) -> bool:

@@ -12,10 +12,10 @@ from typing import Any
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
 from fluksio.engine.runs.provenance import Provenance
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 from fluksio.engine.runs.states import NodeState, RunState
 
-__all__ = ["FlowRecord", "FlowStore", "RunStore"]
+__all__ = ["FlowRecord", "FlowStore", "RunStore", "node_row"]
 
 
 @dataclass(frozen=True)
@@ -92,9 +92,13 @@ _NODE_COLUMNS = (
     "provenance",
     "attempt",
 )
+_ITEM_KEY = ("run_id", "node_id", "idx")
 
 
-def _node(row: sqlite3.Row) -> NodeRow:
+def node_row(row: sqlite3.Row) -> NodeRow:
+    """A node's row, or an array item's (from ``array_items``)."""
+    keys = row.keys()
+    summary = row["array_summary"] if "array_summary" in keys else None
     return NodeRow(
         node_id=row["node_id"],
         state=NodeState(row["state"]),
@@ -111,7 +115,39 @@ def _node(row: sqlite3.Row) -> NodeRow:
         if row["provenance"] is not None
         else None,
         attempt=row["attempt"],
+        item=row["idx"] if "idx" in keys else None,
+        array=ArraySummary.from_json(json.loads(summary)) if summary is not None else None,
     )
+
+
+def _columns(n: NodeRow) -> tuple[object, ...]:
+    """A row's values in the order of ``_NODE_COLUMNS``."""
+    return (
+        n.state,
+        n.call_id,
+        n.place,
+        n.queued_at,
+        n.started_at,
+        n.ended_at,
+        None if n.result is None else json.dumps(n.result),
+        None if n.error is None else json.dumps(n.error),
+        n.logs,
+        None if n.events is None else json.dumps(n.events),
+        None if n.provenance is None else json.dumps(n.provenance.to_json()),
+        n.attempt,
+    )
+
+
+_SAVE_NODE = (
+    f"UPDATE node_runs SET {', '.join(f'{c} = ?' for c in _NODE_COLUMNS)},"  # noqa: S608
+    " array_summary = ? WHERE run_id = ? AND node_id = ?"
+)
+_SAVE_ITEM = (
+    f"INSERT INTO array_items ({', '.join(_NODE_COLUMNS + _ITEM_KEY)})"  # noqa: S608
+    f" VALUES ({', '.join('?' * (len(_NODE_COLUMNS) + len(_ITEM_KEY)))})"
+    " ON CONFLICT (run_id, node_id, idx) DO UPDATE SET"
+    f" {', '.join(f'{c} = excluded.{c}' for c in _NODE_COLUMNS)}"
+)
 
 
 def _run(row: sqlite3.Row) -> RunRow:
@@ -146,8 +182,16 @@ class RunStore:
                 ),
             )
             connection.executemany(
-                "INSERT INTO node_runs (run_id, node_id, state) VALUES (?, ?, ?)",
-                [(run.id, node.node_id, node.state) for node in nodes],
+                "INSERT INTO node_runs (run_id, node_id, state, array_summary) VALUES (?, ?, ?, ?)",
+                [
+                    (
+                        run.id,
+                        node.node_id,
+                        node.state,
+                        None if node.array is None else json.dumps(node.array.to_json()),
+                    )
+                    for node in nodes
+                ],
             )
 
     def save_nodes(self, run_id: str, nodes: Iterable[NodeRow]) -> None:
@@ -160,34 +204,19 @@ class RunStore:
         """Write the nodes of several runs, and the state of ``runs``, in one transaction:
         a run's end becomes visible with its nodes' final states, never before them."""
         run_rows = [(run.state, run.started_at, run.ended_at, run.id) for run in runs]
-        rows = [
-            (
-                n.state,
-                n.call_id,
-                n.place,
-                n.queued_at,
-                n.started_at,
-                n.ended_at,
-                None if n.result is None else json.dumps(n.result),
-                None if n.error is None else json.dumps(n.error),
-                n.logs,
-                None if n.events is None else json.dumps(n.events),
-                None if n.provenance is None else json.dumps(n.provenance.to_json()),
-                n.attempt,
-                run_id,
-                n.node_id,
-            )
-            for run_id, nodes in batches
-            for n in nodes
-        ]
-        if not rows and not run_rows:
+        rows, items = [], []
+        for run_id, nodes in batches:
+            for n in nodes:
+                if n.item is not None:
+                    items.append((*_columns(n), run_id, n.node_id, n.item))
+                else:
+                    summary = None if n.array is None else json.dumps(n.array.to_json())
+                    rows.append((*_columns(n), summary, run_id, n.node_id))
+        if not rows and not run_rows and not items:
             return
-        assignments = ", ".join(f"{column} = ?" for column in _NODE_COLUMNS)
         with self._db.transaction() as connection:
-            connection.executemany(
-                f"UPDATE node_runs SET {assignments} WHERE run_id = ? AND node_id = ?",  # noqa: S608
-                rows,
-            )
+            connection.executemany(_SAVE_NODE, rows)
+            connection.executemany(_SAVE_ITEM, items)
             connection.executemany(
                 "UPDATE runs SET state = ?, started_at = ?, ended_at = ? WHERE id = ?", run_rows
             )
@@ -199,7 +228,7 @@ class RunStore:
         nodes = self._db.execute(
             "SELECT * FROM node_runs WHERE run_id = ? ORDER BY rowid", (run_id,)
         )
-        return _run(row), [_node(n) for n in nodes]
+        return _run(row), [node_row(n) for n in nodes]
 
     def find(
         self,

@@ -39,6 +39,12 @@ def check_flow(flow: FlowSpec) -> None:
                 )
             if dependency == node.id:
                 raise InvalidInput(f"nodes.{index}.after.{position}", "a node cannot follow itself")
+            if flow.nodes[seen[dependency]].is_array:
+                raise InvalidInput(
+                    f"nodes.{index}.after.{position}",
+                    f"node {node.id!r} is after {dependency!r}, an array: nothing may be after"
+                    " an array (its results are read by pages, GET /runs/{id}/items)",
+                )
     cycle = find_cycle({node.id: node.after for node in flow.nodes})
     if cycle is not None:
         raise InvalidInput("nodes", f"dependency cycle: {' -> '.join(cycle)}")

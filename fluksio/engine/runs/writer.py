@@ -31,7 +31,8 @@ FLUSH_RETRY_S = 1.0
 @dataclass
 class _Dirty:
     row: RunRow
-    nodes: dict[str, NodeRow] = field(default_factory=dict)
+    nodes: dict[tuple[str, int | None], NodeRow] = field(default_factory=dict)
+    """By node, and item of an array."""
     run_changed: bool = False
 
 
@@ -64,7 +65,7 @@ class RunWriter:
         if dirty is None:
             dirty = self._dirty[row.id] = _Dirty(row)
         for node in effect.nodes:
-            dirty.nodes[node.node_id] = node
+            dirty.nodes[node.node_id, node.item] = node
         dirty.run_changed |= effect.run_changed
         if not self._flush_pending:
             self._flush_pending = True

@@ -1,0 +1,207 @@
+"""An array's items on disk: read in order from their source, and their rows once started.
+
+The source is the node's inline ``items`` or its ``items_from`` artifacts, JSON lines read
+in order: an item's position is its line's, counted across the artifacts. Nothing of an
+item is stored until it starts; from then on it has a row in ``array_items``, with the same
+columns as a node's. An item with no row, or whose row says it is to run again
+(``queued`` or ``pending``), is still to run.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fluksio.engine.db import Database
+from fluksio.engine.errors import InvalidInput
+from fluksio.engine.runs.models import ITEMS_MAX, NodeSpec
+from fluksio.engine.runs.rows import ArraySummary, NodeRow
+from fluksio.engine.runs.states import NodeState
+from fluksio.engine.runs.store import node_row
+
+__all__ = ["ArrayItems", "ItemSource", "ItemStore", "check_items"]
+
+_TO_RUN = (None, NodeState.QUEUED.value, NodeState.PENDING.value)
+FAILURES_READ = 5
+
+
+def check_items(spec: NodeSpec, index: int, path_of: Any) -> int:
+    """How many items an array node has; :class:`InvalidInput` naming the artifact and
+    the line when one is missing or a line is no JSON object. Reads every line: run it
+    off the event loop."""
+    if spec.items is not None:
+        return len(spec.items)
+    total = 0
+    for position, digest in enumerate(spec.items_from or []):
+        field = f"nodes.{index}.items_from.{position}"
+        path: Path = path_of(digest)
+        if not path.exists():
+            raise InvalidInput(field, f"no artifact {digest}: upload it first (PUT /artifacts)")
+        with path.open("rb") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except ValueError as exc:
+                    raise InvalidInput(field, f"line {number} is not JSON ({exc})") from None
+                if not isinstance(item, dict):
+                    raise InvalidInput(field, f"line {number} is not a JSON object")
+                total += 1
+                if total > ITEMS_MAX:
+                    raise InvalidInput(
+                        f"nodes.{index}.items_from", f"more than {ITEMS_MAX:,} items in one array"
+                    )
+    if not total:
+        raise InvalidInput(f"nodes.{index}.items_from", "the artifacts hold no item")
+    return total
+
+
+@dataclass
+class _Reading:
+    """Where the next item of one array is in its source."""
+
+    position: int
+    artifact: int
+    offset: int
+
+
+class ItemSource:
+    """Reads an array's items in order, resuming where the last read ended."""
+
+    def __init__(self, path_of: Any) -> None:
+        self._path_of = path_of
+        self._readings: dict[tuple[str, str], _Reading] = {}
+
+    def read(
+        self, run_id: str, spec: NodeSpec, start: int, count: int
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Up to ``count`` items from position ``start`` on, with their positions."""
+        if spec.items is not None:
+            return list(enumerate(spec.items[start : start + count], start))
+        key = (run_id, spec.id)
+        reading = self._readings.get(key)
+        if reading is None or reading.position != start:
+            reading = _Reading(0, 0, 0)  # from the top: a restart, or a retry
+        found: list[tuple[int, dict[str, Any]]] = []
+        for item in self._lines(spec.items_from or [], reading):
+            if reading.position - 1 >= start:
+                found.append((reading.position - 1, item))
+            if len(found) == count:
+                break
+        self._readings[key] = reading
+        return found
+
+    def forget(self, run_id: str) -> None:
+        for key in [key for key in self._readings if key[0] == run_id]:
+            del self._readings[key]
+
+    def _lines(self, digests: list[str], reading: _Reading) -> Iterator[dict[str, Any]]:
+        """The items from ``reading`` on, moving it past each as it is yielded."""
+        while reading.artifact < len(digests):
+            with Path(self._path_of(digests[reading.artifact])).open("rb") as lines:
+                lines.seek(reading.offset)
+                for line in lines:
+                    reading.offset += len(line)
+                    if line.strip():
+                        reading.position += 1
+                        yield json.loads(line)
+            reading.artifact += 1
+            reading.offset = 0
+
+
+class ItemStore:
+    """The rows of the items that have started."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def page(
+        self, run_id: str, node_id: str, *, after: int, limit: int, state: str | None = None
+    ) -> list[NodeRow]:
+        """The rows after position ``after``, in order, ``limit`` at most."""
+        where = "run_id = ? AND node_id = ? AND idx > ?"
+        values: list[object] = [run_id, node_id, after]
+        if state is not None:
+            where += " AND state = ?"
+            values.append(state)
+        rows = self._db.execute(
+            f"SELECT * FROM array_items WHERE {where} ORDER BY idx LIMIT ?",  # noqa: S608
+            (*values, limit),
+        )
+        return [node_row(row) for row in rows]
+
+    def states(self, run_id: str, node_id: str, low: int, high: int) -> dict[int, tuple[str, int]]:
+        """The state and attempt of each item with a row from ``low`` to ``high``."""
+        rows = self._db.execute(
+            "SELECT idx, state, attempt FROM array_items"
+            " WHERE run_id = ? AND node_id = ? AND idx BETWEEN ? AND ?",
+            (run_id, node_id, low, high),
+        )
+        return {row["idx"]: (row["state"], row["attempt"]) for row in rows}
+
+    def summary(self, run_id: str, node_id: str, total: int) -> ArraySummary:
+        """The array's counts as its rows say (an item with none is queued)."""
+        counts: collections.Counter[str] = collections.Counter()
+        for row in self._db.execute(
+            "SELECT state, count(*) AS n FROM array_items WHERE run_id = ? AND node_id = ?"
+            " GROUP BY state",
+            (run_id, node_id),
+        ):
+            state = row["state"]
+            counts[NodeState.QUEUED.value if state == NodeState.PENDING else state] += row["n"]
+        counts[NodeState.QUEUED.value] += total - sum(counts.values())
+        failures = [
+            {"item": row.item, "error": row.error or {}}
+            for row in self.page(
+                run_id, node_id, after=-1, limit=FAILURES_READ, state=NodeState.FAILED
+            )
+        ]
+        return ArraySummary(total, {k: n for k, n in counts.items() if n > 0}, failures)
+
+    def interrupted(
+        self, run_id: str, node_id: str, error: dict[str, Any] | None, now: float
+    ) -> None:
+        """The items stored as running were lost: to run again as a new attempt, or
+        failed with ``error``."""
+        if error is None:
+            sql = "UPDATE array_items SET state = 'queued', attempt = attempt + 1, ended_at = ?"
+            values: tuple[object, ...] = (now,)
+        else:
+            sql = "UPDATE array_items SET state = 'failed', error = ?, ended_at = ?"
+            values = (json.dumps(error), now)
+        with self._db.transaction() as connection:
+            connection.execute(
+                f"{sql} WHERE run_id = ? AND node_id = ? AND state = 'running'",
+                (*values, run_id, node_id),
+            )
+
+
+class ArrayItems:
+    """The items still to run of an array, read from its source past those over."""
+
+    def __init__(self, source: ItemSource, store: ItemStore) -> None:
+        self.source = source
+        self.store = store
+
+    def next(
+        self, run_id: str, spec: NodeSpec, cursor: int, count: int, total: int
+    ) -> tuple[list[tuple[int, dict[str, Any], int]], int]:
+        """Up to ``count`` items still to run from ``cursor`` on, ``(position,
+        parameters, attempt)`` each, and where the next look starts."""
+        found: list[tuple[int, dict[str, Any], int]] = []
+        while len(found) < count and cursor < total:
+            read = self.source.read(run_id, spec, cursor, count - len(found))
+            if not read:
+                return found, total  # the source ended before its count: nothing more
+            stored = self.store.states(run_id, spec.id, read[0][0], read[-1][0])
+            for position, params in read:
+                state, attempt = stored.get(position, (None, 1))
+                if state in _TO_RUN:
+                    found.append((position, params, attempt))
+            cursor = read[-1][0] + 1
+        return found, cursor

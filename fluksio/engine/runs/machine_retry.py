@@ -1,0 +1,107 @@
+"""The run machine's retries: a failed call run again, at once or after a back-off.
+
+A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, which gives the moves it
+builds on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fluksio.agent.outcome import CallOutcome, ErrorKind
+from fluksio.engine.runs.effects import Effect, Log, RetryAt, Save
+from fluksio.engine.runs.machine_state import LiveNode, LiveRun
+from fluksio.engine.runs.models import failure_kind
+from fluksio.engine.runs.redact import redact
+from fluksio.engine.runs.states import NodeState
+
+__all__ = ["RetryMoves"]
+
+
+class RetryMoves:
+    _runs: dict[str, LiveRun]
+
+    if TYPE_CHECKING:  # given by the class it is mixed into
+
+        def _queue(
+            self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
+        ) -> LiveNode:
+            raise NotImplementedError
+
+        def _item_moved(
+            self,
+            run: LiveRun,
+            item: LiveNode,
+            before: NodeState,
+            now: float,
+            effects: list[Effect],
+        ) -> None:
+            raise NotImplementedError
+
+    def retry_due(
+        self, run_id: str, node_id: str, now: float, item: int | None = None
+    ) -> list[Effect]:
+        """A node's (or an item's) back-off is over: queue its next attempt (unless it
+        ended meanwhile)."""
+        run = self._runs.get(run_id)
+        node = run.nodes.get(node_id) if run is not None else None
+        if item is not None:
+            node = node.array.items.get(item) if node is not None and node.array else None
+        if run is None or node is None or node.retry_at is None or run.cancelling:
+            return []
+        node.retry_at = None
+        effects: list[Effect] = []
+        self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+        if item is not None:
+            self._item_moved(run, node, NodeState.PENDING, now, effects)  # saves it
+        else:
+            effects.append(Save(run.row, (node.row,)))
+        return effects
+
+    def _retry(
+        self, run: LiveRun, node: LiveNode, outcome: CallOutcome, now: float, effects: list[Effect]
+    ) -> bool:
+        """Queue the node again when its worker never took it, or when it failed in a way
+        its ``retry`` (or ``retries``) chose and has attempts left: at once, or after its
+        back-off (``pending`` meanwhile, with a :class:`RetryAt`).
+
+        A lost call's late answer, if its worker ever sends one, is ignored: the node
+        keeps exactly one result, the first its run receives.
+        """
+        error = outcome.error or {}
+        if outcome.ok or run.cancelling:
+            return False
+        # A call its worker never took (it froze first) never ran: it simply goes back in
+        # line, whatever its retries, and spends no attempt.
+        never_ran = error.get("type") == ErrorKind.NOT_TAKEN
+        policy = node.spec.retry_policy()
+        wait = 0.0
+        if not never_ran:
+            if (
+                policy is None
+                or failure_kind(error.get("type")) not in policy.on
+                or node.row.attempt > policy.times
+            ):
+                return False
+            wait = policy.wait_before(node.row.attempt)
+            node.row.attempt += 1
+            node.row.ended_at = now  # the attempt's end, its duration while the next waits
+        error = redact(error, node.secrets)  # it is shown, in its events and meanwhile
+        node.secrets = ()
+        said = error.get("short") or error.get("message")
+        fields: dict[str, Any] = {"run_id": run.row.id, "node": node.spec.id, "after": said}
+        if not never_ran:
+            assert policy is not None
+            fields.update(attempt=node.row.attempt, of=policy.times + 1, in_s=wait)
+        effects.append(Log("call.requeued" if never_ran else "call.retried", fields))
+        outputs = {k: v for k, v in fields.items() if k not in ("run_id", "node")}
+        node.note("requeued" if never_ran else "retried", now, **outputs)
+        if wait > 0:
+            node.row.state = NodeState.PENDING
+            node.row.error = error
+            node.retry_at = now + wait
+            effects.append(RetryAt(run.row.id, node.spec.id, node.retry_at, node.row.item))
+        else:
+            self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+        effects.append(Save(run.row, (node.row,)))
+        return True
