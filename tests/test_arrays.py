@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import nodes_of
+from tests.support.wait import poll_async
 
 SQUARE = """
 def process(x, offset=0):
@@ -78,3 +79,75 @@ async def test_items_come_from_artifacts_of_json_lines(
         results += [i["result"] for i in page["items"]]
         after = page["next"]
     assert results == [x + 10 for x in range(5000)]
+
+
+SLEEPS = """
+import time
+
+def process(x):
+    time.sleep(300)
+"""
+
+
+async def test_cancelling_an_array_stops_its_running_items_and_runs_no_more(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    node = {"id": "sweep", "code": SLEEPS, "items": [{"x": x} for x in range(40)]}
+    await api.put_flow("sleepy", [node])
+    run = await api.start_run("sleepy")
+
+    async def four_running() -> bool:
+        counts: dict[str, int] = nodes_of(await api.run(run["id"]))["sweep"]["array"]["counts"]
+        return counts == {"running": 4, "queued": 36}
+
+    await poll_async(four_running, timeout=30, what="the engine's four slots to fill")
+    cancel = await api.request("POST", f"/runs/{run['id']}/cancel?wait=30")
+    assert cancel.status == 200 and cancel.body["state"] == "cancelled", cancel.body
+    sweep = nodes_of(cancel.body)["sweep"]
+    assert sweep["state"] == "cancelled"
+    assert sweep["array"]["counts"] == {"cancelled": 40}
+    page = await _items(api, run["id"], "?limit=100")
+    assert {item["state"] for item in page["items"]} == {"cancelled"}
+    assert sum(1 for item in page["items"] if item["started_at"]) == 4, "only four ever ran"
+
+
+FLAKY_THREE = """
+import os
+
+def process(x, fixed):
+    if x == 3 and not os.path.exists(fixed):
+        raise ValueError("three is broken")
+    return x * 10
+"""
+
+
+async def test_the_failed_items_of_an_ended_run_run_again_in_it(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    fixed = tmp_path / "fixed"
+    node = {
+        "id": "sweep",
+        "code": FLAKY_THREE,
+        "params": {"fixed": str(fixed)},
+        "items": [{"x": x} for x in range(6)],
+    }
+    after = {"id": "report", "code": "def process():\n    return 'done'\n"}
+    await api.put_flow("flaky", [node, after])
+    run = await api.start_run("flaky")
+    assert (await api.wait_run(run["id"], timeout=60))["state"] == "failed"
+    refused = await api.request("POST", "/runs/nope/retry")
+    assert refused.status == 404
+    fixed.write_text("yes")
+    again = await api.request("POST", f"/runs/{run['id']}/retry")
+    assert again.status == 200, again.body
+    assert again.body["state"] in ("queued", "running")
+    ended = await api.wait_run(run["id"], timeout=60)
+    assert ended["state"] == "succeeded"
+    assert nodes_of(ended)["sweep"]["array"]["counts"] == {"succeeded": 6}
+    page = await _items(api, run["id"])
+    assert [item["result"] for item in page["items"]] == [0, 10, 20, 30, 40, 50]
+    assert [item["attempt"] for item in page["items"]] == [1, 1, 1, 2, 1, 1]
+    twice = await api.request("POST", f"/runs/{run['id']}/retry")
+    assert twice.status == 409 and "only a failed run" in twice.body["detail"]

@@ -144,20 +144,37 @@ def test_a_submitted_call_returns_its_result_and_says_where_it_ran(gpu: RemoteEx
     assert gpu.submit(where_am_i).result(timeout=60)
 
 
-def test_map_is_one_run_with_a_node_per_item(client: Client, gpu: RemoteExecutor) -> None:
+def test_map_is_one_run_of_an_array_with_an_item_per_call(
+    client: Client, gpu: RemoteExecutor
+) -> None:
     before = len(client.runs())
     assert list(gpu.map(square, range(20), timeout=120)) == [x * x for x in range(20)]
     runs = client.runs()
     assert len(runs) == before + 1
-    assert len(client.run(runs[0].id).nodes) == 20
-    # Its flow holds its arguments: transient, it goes with its last run (the retention).
+    (node,) = client.run(runs[0].id).nodes
+    assert node.array is not None and node.array.counts == {"succeeded": 20}
+    # Each item ran on the worker, and says so.
+    page = client.items(runs[0].id)
+    assert {item.ran_on for item in page.items} == {"local-worker"}
+    # Its flow names its items' artifacts: transient, it goes with its last run.
     assert client.flow(runs[0].flow).transient
+
+
+def test_a_map_of_more_items_than_a_flow_held_runs_in_order(
+    client: Client, gpu: RemoteExecutor
+) -> None:
+    # 12,000 calls: past the 10,000 nodes a flow may have, and 5,000 met the body limit.
+    results = gpu.map(square, range(12_000), chunksize=40, timeout=300)
+    assert list(results) == [x * x for x in range(12_000)]
+    node = client.run(client.runs()[0].id).nodes[0]
+    assert node.array is not None and node.array.total == 300
 
 
 def test_map_packs_chunksize_items_into_one_call(client: Client, gpu: RemoteExecutor) -> None:
     results = list(gpu.map(square, range(25), chunksize=10, timeout=120))
     assert results == [x * x for x in range(25)]
-    assert len(client.run(client.runs()[0].id).nodes) == 3, "10 + 10 + 5 items"
+    (node,) = client.run(client.runs()[0].id).nodes
+    assert node.array is not None and node.array.total == 3, "10 + 10 + 5 items"
     with pytest.raises(ValueError, match="chunksize must be >= 1"):
         gpu.map(square, range(3), chunksize=0)
 

@@ -33,10 +33,11 @@ def test_a_user_maps_a_function_onto_a_slurm_job_and_reads_where_each_call_ran(
     with client.executor(worker="hpc", limit=300) as executor:
         assert list(executor.map(square, range(100), timeout=240)) == [x * x for x in range(100)]
     (summary,) = client.runs()
-    run = client.run(summary.id)
-    assert len(run.nodes) == 100
-    jobs = {node.provenance.slurm_job_id for node in run.nodes if node.provenance}
-    hosts = {node.provenance.host for node in run.nodes if node.provenance}
+    (node,) = client.run(summary.id).nodes
+    assert node.array is not None and node.array.counts == {"succeeded": 100}
+    items = client.items(summary.id, limit=100).items
+    jobs = {item.provenance.slurm_job_id for item in items if item.provenance}
+    hosts = {item.provenance.host for item in items if item.provenance}
     assert len(jobs) >= 1 and None not in jobs, jobs
     assert hosts == {socket.gethostname()}
     # Real Slurm jobs of the job user's, each known to Slurm.

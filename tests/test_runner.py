@@ -181,6 +181,22 @@ async def test_cancel_kills_the_process_and_not_another_call(launcher: Launcher)
     await asyncio.wait_for(second, 10)
 
 
+async def test_a_cancel_that_comes_before_its_call_or_while_it_starts_is_kept(
+    launcher: Launcher,
+) -> None:
+    # The engine hands a call to its launcher on a task of its own: a cancel may come
+    # before that task has begun, or while its process is being forked.
+    sleeper = "import time\ndef process():\n    time.sleep(60)\n    return 'slept'\n"
+    assert not launcher.cancel("early")
+    early = await asyncio.wait_for(launcher.run(CallSpec("early", sleeper, "n")), 10)
+    assert early.error is not None and early.error["type"] == "NodeCancelled"
+    starting = asyncio.create_task(launcher.run(CallSpec("starting", sleeper, "n")))
+    await asyncio.sleep(0)  # its run has begun; its process is being started
+    assert launcher.cancel("starting")
+    outcome = await asyncio.wait_for(starting, 10)
+    assert outcome.error is not None and outcome.error["type"] == "NodeCancelled"
+
+
 async def _pid_when_started(launcher: Launcher, call_id: str) -> int:
     return await async_wait_for(
         lambda: launcher.pid_of(call_id), timeout=5, what=f"{call_id} to start"

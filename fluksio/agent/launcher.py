@@ -16,6 +16,7 @@ child applies its call's environment before importing the node's code.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -53,6 +54,8 @@ _SMALL_READ = 4096
 _GATHER_S = 0.005
 """After a small read of a call's output, how long its writes gather before the next."""
 _EXIT_GRACE_S = 2.0
+_EARLY_CANCELS_KEPT = 1024
+"""Cancels of calls not (yet) known, remembered: the newest this many."""
 LIMIT_GRACE_S = 3.0
 """A call past its ``limit`` is sent SIGTERM, its whole tree; what still runs this many
 seconds later is killed."""
@@ -92,6 +95,9 @@ class Launcher:
         self.version: tuple[int, int] = (0, 0)
         self.mode = "spawn"
         self._calls: dict[str, RunningCall] = {}
+        self._cancelled_early: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Calls cancelled before their ``run`` began (a cancel that came with the call):
+        each ends cancelled as soon as it is run."""
         self._by_pid: dict[int, RunningCall] = {}
         self._server: ForkServer | None = None
         self._server_restarts = 0
@@ -135,9 +141,12 @@ class Launcher:
         """Kill the call's process group; its outcome says it was cancelled."""
         call = self._calls.get(call_id)
         if call is None:
+            self._cancelled_early[call_id] = None
+            while len(self._cancelled_early) > _EARLY_CANCELS_KEPT:
+                self._cancelled_early.popitem(last=False)
             return False
         call.ended_by = call.ended_by or reason
-        self._kill(call)
+        self._kill(call)  # or, while its process is being started, once it has started
         return True
 
     @staticmethod
@@ -179,6 +188,9 @@ class Launcher:
         if spec.call_id in self._calls:
             raise ValueError(f"call {spec.call_id!r} is already running")
         call = RunningCall(spec, on_event, self._clock)
+        if self._cancelled_early.pop(spec.call_id, 0) is None:
+            call.ended_by = "cancel"
+            return self._outcome(call)
         self._calls[spec.call_id] = call
         try:
             return await self._run(call)
@@ -207,6 +219,8 @@ class Launcher:
         finally:
             os.close(out_w)
             os.close(rec_w)
+        if call.ended_by is not None:
+            self._kill(call)  # cancelled while it was being started
         if spec_w is not None:
             self._write_spec(spec_w, data)
         call.output_fd = out_r

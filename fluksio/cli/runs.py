@@ -19,6 +19,7 @@ import click
 from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.logs import print_logs
+from fluksio.cli.run_items import array_lines, items, retry
 from fluksio.cli.tables import json_text, table, when
 from fluksio.client.client import Client
 from fluksio.engine.runs.provenance import Provenance
@@ -36,6 +37,10 @@ _PREVIEW = 70
 
 @api_group("Runs of flows.")
 def runs() -> None: ...
+
+
+runs.add_command(items)
+runs.add_command(retry)
 
 
 def _parse_param(text: str) -> tuple[str, Any]:
@@ -77,6 +82,8 @@ def _node_line(node: NodeBody) -> str:
         after = retried[-1]["outputs"].get("after") if retried else None
         why = f" (attempt {node.attempt - 1} ended {after})" if after else ""
         line += f"\n{'':20}attempt {node.attempt} of {node.attempts}{why}"
+    if node.array is not None:
+        line = "\n".join([line, *array_lines(node.array, " " * 20)])
     if node.provenance is None:
         return line
     provenance = Provenance.from_json(node.provenance.model_dump())

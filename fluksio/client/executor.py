@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, Future, InvalidStateError
+from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from fluksio.api.answers.runs import ProvenanceBody, RunBody
+from fluksio.api.answers.resources import ArtifactRef
+from fluksio.api.answers.runs import ItemsPage, ProvenanceBody, RunBody
 from fluksio.client.errors import ClientError, EngineRefused
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
-from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
 
 
 class Engine(Protocol):
@@ -39,6 +43,20 @@ class Engine(Protocol):
     def start_run(self, flow: str, params: dict[str, Any] | None = None) -> RunBody: ...
 
     def run(self, run_id: str) -> RunBody: ...
+
+    def put_artifact(
+        self, data: bytes | Path, *, name: str = "", media_type: str | None = None
+    ) -> ArtifactRef: ...
+
+    def items(
+        self,
+        run_id: str,
+        node: str | None = None,
+        *,
+        after: int = -1,
+        limit: int = 1000,
+        state: str | None = None,
+    ) -> ItemsPage: ...
 
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody: ...
 
@@ -56,6 +74,14 @@ class Engine(Protocol):
 
 __all__ = ["CallFuture", "Engine", "RemoteError", "RemoteExecutor"]
 
+RESULTS_PAGE = 1000
+"""A map's results read at once."""
+WAKE_AT_LEAST_S = 5.0
+"""A map's reader looks again at least this often, whatever the feed says."""
+ITEMS_PER_BATCH = 50_000
+BATCH_BYTES = 8 << 20
+"""A map's items go to the engine in artifacts of at most this many items and bytes:
+what the client holds of them at once."""
 ENDS_REMEMBERED = 10_000
 """Runs the feed said ended before their futures were registered (a fast run), kept."""
 FEED_OPEN_WITHIN_S = 30.0
@@ -127,6 +153,8 @@ class RemoteExecutor(Executor):
         self._submitted: dict[Callable[..., Any], str] = {}
         """The one-node flow each function is submitted as."""
         self._waiting: dict[str, list[CallFuture]] = {}
+        self._mapping: dict[str, threading.Event] = {}
+        """The runs of the maps whose results are being read: woken by the feed."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._feed_open = threading.Event()
@@ -149,24 +177,67 @@ class RemoteExecutor(Executor):
         timeout: float | None = None,
         chunksize: int = 1,
     ) -> Iterator[Any]:
-        """``fn`` over the items, as one run with a node per ``chunksize`` items (one
-        process for them all, as ``ProcessPoolExecutor`` packs them); results in order."""
+        """``fn`` over the items, as one run of an array node: an item per ``chunksize``
+        of them (one process for them all, as ``ProcessPoolExecutor`` packs them). The
+        items go to the engine as artifacts, a batch at a time, and the results come back
+        in order, a page at a time: memory is bounded by a batch, not by the items.
+        Leaving the results unread cancels what has not run."""
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1")
-        items = [list(item) for item in zip(*iterables, strict=False)]
-        if not items:
-            return iter(())
-        code = self._sendable(fn, [(tuple(item), {}) for item in items], chunked=chunksize > 1)
-        chunks = [items[at : at + chunksize] for at in range(0, len(items), chunksize)]
-        nodes = [
-            {"id": f"item{index}", "code": code.source}
-            | {"params": {"args": chunk if chunksize > 1 else chunk[0], "kwargs": {}}}
-            | self._node
-            for index, chunk in enumerate(chunks)
+        code = self._sendable(fn, [], chunked=chunksize > 1)
+        batches = [
+            self.client.put_artifact(batch, name="items.jsonl").digest
+            for batch in item_batches(fn.__name__, zip(*iterables, strict=False), chunksize)
         ]
-        run = self._start(flow_name(fn, nodes), nodes, {})
-        futures = self._register(run, [node["id"] for node in nodes], code, alone=False)
-        return _in_order(futures, timeout, chunked=chunksize > 1)
+        if not batches:
+            return iter(())
+        node = {"id": "map", "code": code.source, "items_from": batches, **self._node}
+        run = self._start(flow_name(fn, [node]), [node], {})
+        woken = threading.Event()
+        with self._lock:
+            self._mapping[run.id] = woken
+        return self._results(run.id, code, woken, timeout, chunked=chunksize > 1)
+
+    def _results(
+        self,
+        run_id: str,
+        code: Travelling,
+        woken: threading.Event,
+        timeout: float | None,
+        *,
+        chunked: bool,
+    ) -> Iterator[Any]:
+        """A map's results in order, read a page at a time as its items end (the feed
+        wakes the reader when the array's counts move); an item's error is raised at its
+        place. Closed before its end, it cancels the rest."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        after, finished = -1, False
+        try:
+            while not finished:
+                woken.clear()
+                page = self.client.items(run_id, after=after, limit=RESULTS_PAGE)
+                for item in page.items:
+                    if item.state not in TERMINAL_NODE_STATES:
+                        break
+                    after = item.item
+                    if item.state == "cancelled":
+                        raise CancelledError(f"item {item.item} of run {run_id} was cancelled")
+                    if item.state != "succeeded":
+                        raise RemoteError(item.error or {"type": str(item.state)}, code)
+                    yield from item.result if chunked else (item.result,)
+                else:
+                    finished = page.next is None
+                    continue
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"the map's results did not come within {timeout} s")
+                woken.wait(min(left, WAKE_AT_LEAST_S) if left is not None else WAKE_AT_LEAST_S)
+        finally:
+            with self._lock:
+                self._mapping.pop(run_id, None)
+            if not finished:
+                with contextlib.suppress(ClientError):
+                    self.client.cancel_run(run_id)
 
     def __exit__(
         self,
@@ -193,11 +264,15 @@ class RemoteExecutor(Executor):
         self._closed = True
         with self._lock:
             pending = {run_id: list(futures) for run_id, futures in self._waiting.items()}
+            mapping = list(self._mapping)
         if cancel_futures:
             for run_id, futures in pending.items():
                 self.client.cancel_run(run_id)
                 for future in futures:
                     Future.cancel(future)
+            for run_id in mapping:  # a map's results nobody reads any more
+                with contextlib.suppress(ClientError):
+                    self.client.cancel_run(run_id)
         if wait:
             for futures in pending.values():
                 for future in futures:
@@ -261,8 +336,10 @@ class RemoteExecutor(Executor):
             for event in self.client.events(stop=lambda: self._stopping):
                 if event.kind == "ready":
                     self._feed_open.set()
-                elif event.kind == "run.state" and event.data["state"] in TERMINAL_RUN_STATES:
-                    self._run_ended(str(event.data["run_id"]))
+                elif event.kind in ("call.state", "run.state"):
+                    self._woken(str(event.data["run_id"]))
+                    if event.kind == "run.state" and event.data["state"] in TERMINAL_RUN_STATES:
+                        self._run_ended(str(event.data["run_id"]))
         except ClientError as lost:
             with self._lock:
                 orphans = [f for futures in self._waiting.values() for f in futures]
@@ -270,6 +347,12 @@ class RemoteExecutor(Executor):
             for future in orphans:
                 if not future.done():
                     future.set_exception(lost)
+
+    def _woken(self, run_id: str) -> None:
+        with self._lock:
+            woken = self._mapping.get(run_id)
+        if woken is not None:
+            woken.set()
 
     def _run_ended(self, run_id: str) -> None:
         with self._lock:
@@ -304,16 +387,30 @@ def _settle(run: RunBody, futures: list[CallFuture]) -> None:
                 future.set_exception(RemoteError(error, future.code))
 
 
-def _in_order(futures: list[CallFuture], timeout: float | None, *, chunked: bool) -> Iterator[Any]:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for future in futures:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if chunked:
-            yield from future.result(left)  # a chunk's results, each in its turn
-        else:
-            yield future.result(left)
-
-
 def _wait_quietly(future: Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def item_batches(name: str, items: Iterator[tuple[Any, ...]], chunksize: int) -> Iterator[bytes]:
+    """A map's items as JSON lines, each the parameters of one call (``chunksize``
+    argument lists, or one), in batches of at most :data:`ITEMS_PER_BATCH` lines and
+    about :data:`BATCH_BYTES`; an argument that is not JSON is refused, naming it."""
+    lines: list[bytes] = []
+    size = 0
+    while chunk := [list(item) for item in itertools.islice(items, chunksize)]:
+        args: list[Any] = chunk if chunksize > 1 else chunk[0]
+        try:
+            text = json.dumps({"args": args, "kwargs": {}}, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            for arguments in chunk:  # which one, in a sentence
+                check_arguments(name, tuple(arguments), {})
+            raise
+        line = text.encode() + b"\n"
+        lines.append(line)
+        size += len(line)
+        if len(lines) >= ITEMS_PER_BATCH or size >= BATCH_BYTES:
+            yield b"".join(lines)
+            lines, size = [], 0
+    if lines:
+        yield b"".join(lines)

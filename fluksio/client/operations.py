@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fluksio.api.answers.flows import FlowBody, FlowSummary
 from fluksio.api.answers.resources import ArtifactRef, Deleted, Health
-from fluksio.api.answers.runs import NodeLogs, RunBody, RunSummary
+from fluksio.api.answers.runs import ItemsPage, NodeLogs, RunBody, RunSummary
 from fluksio.api.answers.tokens import (
     AccessToken,
     MintedPersonalToken,
@@ -92,6 +92,26 @@ class Operations:
     @Operation
     def run(run_id: str) -> Request[RunBody]:
         return json_request(RunBody, "GET", f"/runs/{run_id}")
+
+    @Operation
+    def items(
+        run_id: str,
+        node: str | None = None,
+        *,
+        after: int = -1,
+        limit: int = 1000,
+        state: str | None = None,
+    ) -> Request[ItemsPage]:
+        """A page of an array's items after position ``after`` (the last page's
+        ``next``), ``limit`` at most; ``state``: only the stored items in it."""
+        query = {"node": node, "after": after, "limit": limit, "state": state}
+        return json_request(ItemsPage, "GET", f"/runs/{run_id}/items", **query)
+
+    @Operation
+    def retry_run(run_id: str) -> Request[RunBody]:
+        """Run a failed run's failed nodes and array items again, in it (each a new
+        attempt)."""
+        return json_request(RunBody, "POST", f"/runs/{run_id}/retry")
 
     @Operation
     def cancel_run(run_id: str, *, wait: int = 0) -> Request[RunBody]:

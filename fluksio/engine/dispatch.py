@@ -54,7 +54,7 @@ from fluksio.engine.runs.effects import (
 from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState, RunState
 from fluksio.engine.runs.views import (
     Executor,
     RunChange,
@@ -233,6 +233,34 @@ class Dispatcher(WorkerEvents, DispatcherViews):
             raise Conflict(f"run {run_id} has already ended ({found[0].state})")
         self._apply(self._machine.cancel(run_id, self._clock.now()))
         log.info("run.cancelling", run_id=run_id)
+        view = self.view_run(run_id)
+        assert view is not None
+        return view
+
+    def retry_failed(self, run_id: str) -> RunView:
+        """An ended run's failed nodes and array items run again in it, each as a new
+        attempt, with the nodes they had skipped."""
+        if self._machine.has(run_id):
+            raise Conflict(f"run {run_id} has not ended: wait for it, then retry what failed")
+        found = self._runs_store.get(run_id)
+        if found is None:
+            raise NotFound(f"no run with id {run_id!r}")
+        row, nodes = found
+        if row.state is not RunState.FAILED:
+            raise Conflict(f"run {run_id} ended {row.state}: only a failed run has failed items")
+        again = [n for n in nodes if n.state in (NodeState.FAILED, NodeState.SKIPPED)]
+        for node in again:
+            if node.array is not None:
+                self.items.store.run_again(run_id, node.node_id)
+                node.array = self.items.store.summary(run_id, node.node_id, node.array.total)
+            elif node.state is NodeState.FAILED:
+                node.attempt += 1
+            node.state, node.error, node.ended_at = NodeState.PENDING, None, None
+        self._runs_store.reopen(run_id, again)
+        self._recently_ended.pop(run_id, None)
+        row.state, row.ended_at = RunState.RUNNING, None
+        self._apply(self._machine.recover([(row, nodes)], self._clock.now()))
+        log.info("run.retried", run_id=run_id, nodes=len(again))
         view = self.view_run(run_id)
         assert view is not None
         return view

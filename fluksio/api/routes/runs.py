@@ -226,6 +226,18 @@ async def _cancel(call: Call[None]) -> RunBody:
     return run_body(view)
 
 
+@routes.post(
+    "/runs/{run_id}/retry",
+    summary="Run a failed run's failed nodes and array items again, in it",
+    auth="user",
+    answer=RunBody,
+    errors=(404, 409),
+)
+async def _retry(call: Call[None]) -> RunBody:
+    run_id = call.request.match_info["run_id"]
+    return run_body(call.app[ENGINE].dispatcher.retry_failed(run_id))
+
+
 @routes.delete(
     "/runs/{run_id}",
     summary="Delete an ended run (409 while it has not ended)",

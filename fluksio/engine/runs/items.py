@@ -180,6 +180,15 @@ class ItemStore:
                 (*values, run_id, node_id),
             )
 
+    def run_again(self, run_id: str, node_id: str) -> int:
+        """The failed items run again, each as a new attempt; how many."""
+        with self._db.transaction() as connection:
+            return connection.execute(
+                "UPDATE array_items SET state = 'queued', attempt = attempt + 1, error = NULL"
+                " WHERE run_id = ? AND node_id = ? AND state = 'failed'",
+                (run_id, node_id),
+            ).rowcount
+
 
 class ArrayItems:
     """The items still to run of an array, read from its source past those over."""

@@ -258,6 +258,14 @@ class RunStore:
         )
         return [_run(row) for row in rows]
 
+    def reopen(self, run_id: str, again: Iterable[NodeRow]) -> None:
+        """An ended run runs again: these of its nodes, and the run itself, are
+        unfinished once more (as the rows say)."""
+        self.save_many([(run_id, list(again))])
+        self._db.execute(
+            "UPDATE runs SET state = ?, ended_at = NULL WHERE id = ?", (RunState.RUNNING, run_id)
+        )
+
     def delete(self, run_id: str) -> bool:
         """Delete an ended run and its nodes; False when there is no such ended run."""
         with self._db.transaction() as connection:
