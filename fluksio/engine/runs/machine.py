@@ -355,6 +355,11 @@ class RunMachine(RetryMoves, ArrayMoves):
         if node.spec.is_array and node.row.item is None:
             return self._open_array(run, node, queued_at, effects)
         call_id = self._new_id()
+        if node.row.item is not None:
+            # Its array's items share their turn in line: the id breaks the tie, so they
+            # are served in order of position.
+            prefix = run.nodes[node.spec.id].array_prefix
+            call_id = f"{prefix}-{node.row.item:010d}-{call_id[:8]}"
         node.row.state = NodeState.QUEUED
         node.row.error = None  # an earlier attempt's, shown while it waited to retry
         node.row.call_id = call_id

@@ -14,6 +14,7 @@ builds on (``_queue``, ``_end``, ``_finish``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fluksio.agent.outcome import ErrorKind, error_record
@@ -42,6 +43,7 @@ class ArrayMoves:
     _runs: dict[str, LiveRun]
 
     if TYPE_CHECKING:  # given by the class it is mixed into
+        _new_id: Callable[[], str]
 
         def _queue(
             self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
@@ -81,6 +83,7 @@ class ArrayMoves:
         summary = node.row.array
         assert summary is not None
         node.array = LiveArray(summary)
+        node.array_prefix = node.array_prefix or self._new_id()
         started = sum(n for state, n in summary.counts.items() if state != NodeState.QUEUED)
         node.row.state = NodeState.RUNNING if started else NodeState.QUEUED
         node.row.queued_at = queued_at

@@ -35,6 +35,8 @@ class LiveNode:
     """An array item's parameters (its row names the item)."""
     array: LiveArray | None = None
     """An array node's items in memory, once its turn has come."""
+    array_prefix: str = ""
+    """An array node: what its items' call ids begin with (then their position)."""
 
     def note(self, event: str, now: float, **outputs: Any) -> None:
         """What the engine did to the node, among the events it shows (``retried``,
