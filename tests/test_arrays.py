@@ -151,3 +151,19 @@ async def test_the_failed_items_of_an_ended_run_run_again_in_it(
     assert [item["attempt"] for item in page["items"]] == [1, 1, 1, 2, 1, 1]
     twice = await api.request("POST", f"/runs/{run['id']}/retry")
     assert twice.status == 409 and "only a failed run" in twice.body["detail"]
+
+
+async def test_a_waiting_array_is_listed_once_with_how_many_of_its_items_wait(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    items = [{"x": x} for x in range(3000)]
+    node = {"id": "sweep", "code": SQUARE, "worker": "gpu", "items": items}
+    await api.put_flow("parked", [node])
+    run = await api.start_run("parked")
+    resources = (await api.request("GET", "/workers/resources")).body
+    (waiting,) = resources["queued"]
+    assert (waiting["run_id"], waiting["node"], waiting["items"]) == (run["id"], "sweep", 3000)
+    assert waiting["reason"] == "3,000 items of sweep wait: no attached worker carries label 'gpu'"
+    shown = nodes_of(await api.run(run["id"]))["sweep"]
+    assert shown["state"] == "queued" and shown["array"]["counts"] == {"queued": 3000}

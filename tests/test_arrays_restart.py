@@ -45,7 +45,7 @@ def test_an_array_killed_with_its_engine_finishes_every_item_once_more_at_most(
 
     def four_done_four_held() -> bool:
         counts = node_of(engine, token, run_id, "sweep")["array"]["counts"]
-        return counts.get("succeeded") == 4 and counts.get("running") == 4
+        return bool(counts.get("succeeded") == 4 and counts.get("running") == 4)
 
     wait_for(four_done_four_held, timeout=60, what="four items done and four held")
     wait_for(lambda: len(list(marks.iterdir())) == 8, timeout=20, what="eight items to start")

@@ -321,3 +321,24 @@ def test_its_output_is_read_by_the_logs_route_and_the_command_line(
     for follow in ([], ["--follow"]):
         printed = fluksio("runs", "logs", run_id, *follow, env=env, timeout=30)
         assert (printed.returncode, printed.stdout.splitlines()) == (0, wanted), printed
+
+
+def test_it_runs_an_arrays_items_each_as_an_ordinary_call(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    admin, _worker_process = attached_published
+    items = [{"x": x} for x in range(12)]
+    node = _run_on_it(
+        engine, admin, "pub-array", "def process(x, y):\n    return x * y\n",
+        params={"y": 3}, items=items,
+    )  # fmt: skip
+    assert node["state"] == "succeeded", node
+    assert node["array"]["counts"] == {"succeeded": 12}
+    page = engine.client(admin).request("GET", f"/runs/{_last_run(engine, admin)}/items").body
+    assert [item["result"] for item in page["items"]] == [x * 3 for x in range(12)]
+    assert {item["ran_on"] for item in page["items"]} == {"published/pub"}
+
+
+def _last_run(engine: EngineProcess, admin: str) -> str:
+    runs = engine.client(admin).request("GET", "/runs?limit=1").body
+    return str(runs[0]["id"])

@@ -69,11 +69,18 @@ class DispatcherViews:
     def waiting_calls(self) -> list[WaitingCall]:
         """Every waiting node call, in the order it will be served, with its reason."""
         found = []
+        arrays: set[tuple[str, str]] = set()  # each array once: its first item in line
         for call_id in self._scheduler.waiting():
             call = self._machine.call(call_id)
             if call is None:
                 continue
             run, spec, row = call
+            items = None
+            if row.item is not None:
+                if (run.id, spec.id) in arrays:
+                    continue
+                arrays.add((run.id, spec.id))
+                items = self._machine.items_waiting(run.id, spec.id)
             found.append(
                 WaitingCall(
                     call_id=call_id,
@@ -83,6 +90,7 @@ class DispatcherViews:
                     worker=spec.worker,
                     queued_at=row.queued_at,
                     reason=self.reason(call_id),
+                    items=items,
                 )
             )
         return found

@@ -103,6 +103,9 @@ class WaitingBody(Answer):
     queued_at: datetime | None
     reason: str | None
     kind: WaitKind | None
+    items: int | None = None
+    """An array: how many of its items wait, this call the first of them in line (the
+    array is listed once, however many of its items wait)."""
 
 
 Stage = Literal["submitting", "queued", "started", "attached", "ended"]

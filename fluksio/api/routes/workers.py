@@ -185,11 +185,22 @@ def waiting_bodies(waiting: list[WaitingCall]) -> list[WaitingBody]:
             node=call.node,
             worker=call.worker,
             queued_at=utc(call.queued_at),
-            reason=call.reason.text if call.reason is not None else None,
+            reason=_reason(call),
             kind=call.reason.kind if call.reason is not None else None,
+            items=call.items,
         )
         for call in waiting
     ]
+
+
+def _reason(call: WaitingCall) -> str | None:
+    """Why it waits; for an array, how many of its items wait so: ``9,812 items of sweep
+    wait: ...``."""
+    if call.reason is None:
+        return None
+    if call.items is None:
+        return call.reason.text
+    return f"{call.items:,} items of {call.node} wait: {call.reason.text}"
 
 
 def _by_label(workers: list[PlaceBody]) -> dict[str, LabelCapacity]:

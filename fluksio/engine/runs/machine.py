@@ -330,6 +330,13 @@ class RunMachine(RetryMoves, ArrayMoves):
         run, node = found
         return run.row, node.spec, node.row
 
+    def items_waiting(self, run_id: str, node_id: str) -> int:
+        """How many of an array's items wait (in line, unread, or to retry)."""
+        run = self._runs.get(run_id)
+        node = run.nodes.get(node_id) if run is not None else None
+        summary = node.row.array if node is not None else None
+        return summary.counts.get(NodeState.QUEUED.value, 0) if summary is not None else 0
+
     def running_calls(self) -> Iterator[str]:
         for _run, node in self._calls.values():
             if node.row.state is NodeState.RUNNING:

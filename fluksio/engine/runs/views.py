@@ -76,6 +76,8 @@ class WaitingCall:
     worker: str | None
     queued_at: float | None
     reason: WaitReason | None
+    items: int | None = None
+    """An array: how many of its items wait (this call is the first of them in line)."""
 
 
 class Executor(Protocol):
