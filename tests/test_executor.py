@@ -113,6 +113,16 @@ def sleeps(seconds: float) -> str:
     return "woke"
 
 
+def once_opened(gate: str, value: int) -> int:
+    import os  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)  # a node waiting for its test to let it go
+    return value
+
+
 def reports(x: int) -> int:
     import fluksio  # noqa: PLC0415 -- the runner's, inside a node
 
@@ -291,3 +301,31 @@ def test_a_call_reports_events_as_any_node_does(client: Client, gpu: RemoteExecu
     assert future.result(timeout=60) == 5
     node = client.run(future.run_id).nodes[0]
     assert {"seen": 5} in [event.get("outputs") for event in node.events]
+
+
+def test_a_future_is_an_argument_the_engine_waits_for(
+    client: Client, gpu: RemoteExecutor, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    first = gpu.submit(once_opened, str(gate), 6)
+    second = gpu.submit(square, first)
+    waiting = client.run(second.run_id)
+    assert waiting.state == "queued"
+    assert waiting.reason == f"waits for the result of node 'call' of run {first.run_id}"
+    assert not second.done()
+    gate.write_text("open")
+    assert second.result(timeout=60) == 36
+    # Nested in the arguments too, and once the first has ended already.
+    assert gpu.submit(math_sum, [first, first, 1]).result(timeout=60) == 13
+    failed = gpu.submit(fails_on_three, 3)
+    after = gpu.submit(square, failed)
+    with pytest.raises(RemoteError) as raised:
+        after.result(timeout=60)
+    assert raised.value.type == "Skipped"
+    assert f"node 'call' of run {failed.run_id}, which failed" in raised.value.message
+    with pytest.raises(CannotSend, match="only a future of this executor's submit"):
+        gpu.submit(square, client.executor(worker="gpu").submit(square, 1))
+
+
+def math_sum(values: list[int]) -> int:
+    return sum(values)

@@ -112,10 +112,13 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
     array = {"id": "n", "code": NODE, "worker": "box", "items": [{"y": 1}, {"y": 2}]}
     assert (await api.put_flow("sweep", [array])).status == 201
     swept = await api.start_run("sweep")
-    for _ in range(2):
-        await worker.answer((await worker.next_call())["call_id"], {"x": 1})
-    assert (await api.wait_run(swept["id"]))["state"] == "succeeded"
+    await worker.answer((await worker.next_call())["call_id"], {"x": 1})
+    await worker.answer((await worker.next_call())["call_id"], ok=False)
+    assert (await api.wait_run(swept["id"]))["state"] == "failed"
     assert (await api.request("GET", f"/runs/{swept['id']}/items?limit=1")).status == 200
+    assert (await api.request("POST", f"/runs/{swept['id']}/retry")).status == 200
+    await worker.answer((await worker.next_call())["call_id"], {"x": 1})
+    assert (await api.wait_run(swept["id"]))["state"] == "succeeded"
     assert (await api.request("DELETE", f"/runs/{run['id']}")).status == 200
     assert (
         await api.put_flow("parked", [{"id": "n", "code": NODE, "worker": "gpu"}])

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from fluksio.api.answers.resources import ArtifactRef
 from fluksio.api.answers.runs import ItemsPage, ProvenanceBody, RunBody
-from fluksio.client.errors import ClientError, EngineRefused
+from fluksio.client.errors import CannotSend, ClientError, EngineRefused
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
@@ -163,6 +163,10 @@ class RemoteExecutor(Executor):
         self._closed = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> CallFuture:
+        """``fn(*args, **kwargs)`` as a one-node run. A future of this executor's may be
+        among the arguments (anywhere in them): the engine starts the call once that one
+        has succeeded, with its result in its place (and skips it if it failed)."""
+        args, kwargs = self._awaiting(args), self._awaiting(kwargs)
         code = self._sendable(fn, [(args, kwargs)], chunked=False)
         node = {"id": "call", "code": code.source, **self._node}
         name = self._submitted.get(fn) or self._submitted.setdefault(fn, flow_name(fn, node))
@@ -280,6 +284,21 @@ class RemoteExecutor(Executor):
         self._stopping = True
 
     # -- inside ----------------------------------------------------------------------------
+
+    def _awaiting(self, value: Any) -> Any:
+        """``value`` with each future of this executor as a reference to its result."""
+        if isinstance(value, Future):
+            if not (isinstance(value, CallFuture) and value._executor is self and value._alone):
+                raise CannotSend(
+                    "only a future of this executor's submit can be an argument: pass a"
+                    " value, or submit its call with this executor"
+                )
+            return {"$result": {"run": value.run_id, "node": value.node}}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._awaiting(item) for item in value)
+        if isinstance(value, dict):
+            return {key: self._awaiting(item) for key, item in value.items()}
+        return value
 
     def _sendable(
         self, fn: Callable[..., Any], calls: list[tuple[tuple[Any, ...], Any]], *, chunked: bool

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import secrets
 from collections.abc import Callable, Sequence
@@ -31,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
+from fluksio.engine.dispatch_runs import RunRequests
 from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.dispatch_workers import WorkerEvents
-from fluksio.engine.errors import Conflict, NotFound
+from fluksio.engine.errors import InvalidInput
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.calls import call_spec, stopped_at_job_end
 from fluksio.engine.runs.effects import (
@@ -54,7 +56,9 @@ from fluksio.engine.runs.effects import (
 from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState, RunState
+from fluksio.engine.runs.references import Ref
+from fluksio.engine.runs.rows import NodeRow
+from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 from fluksio.engine.runs.views import (
     Executor,
     RunChange,
@@ -101,7 +105,7 @@ def _new_call_id() -> str:
     return secrets.token_hex(8)
 
 
-class Dispatcher(WorkerEvents, DispatcherViews):
+class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
     def __init__(
         self,
         *,
@@ -172,7 +176,11 @@ class Dispatcher(WorkerEvents, DispatcherViews):
             for node in nodes:
                 if node.array is not None and node.state not in TERMINAL_NODE_STATES:
                     node.array = self.items.store.summary(run.id, node.node_id, node.array.total)
-        self._apply(self._machine.recover(found, self._clock.now()))
+        settled: dict[Ref, NodeRow] = {}
+        for run, _nodes in found:  # a result a run waits for, of a run since deleted: skipped
+            with contextlib.suppress(InvalidInput):
+                settled |= self._settled([run.params])
+        self._apply(self._machine.recover(found, self._clock.now(), settled))
         if found:
             log.info("runs.recovered", count=len(found))
         self.kick()
@@ -206,83 +214,6 @@ class Dispatcher(WorkerEvents, DispatcherViews):
         attached, silent or answering again)."""
         if place_id != ENGINE_ID:
             self._stream.emit(WorkerChanged(place_id))
-
-    # -- runs --------------------------------------------------------------------------
-
-    def start_run(
-        self, flow_name: str, params: dict[str, Any], items: dict[str, int] | None = None
-    ) -> RunView:
-        """Start a run of a saved flow (``items``: how many each array node has); the
-        answer already says where it runs or why it waits."""
-        record = self._flows.get(flow_name)
-        if record is None:
-            raise NotFound(f"no flow named {flow_name!r}")
-        run_id = secrets.token_hex(8)
-        now = self._clock.now()
-        self._apply(self._machine.start(run_id, flow_name, record.spec, params, now, items))
-        self.run_pass()
-        view = self.view_run(run_id)
-        assert view is not None
-        return view
-
-    def cancel_run(self, run_id: str) -> RunView:
-        if not self._machine.has(run_id) or self._machine.is_over(run_id):
-            found = self._runs_store.get(run_id)
-            if found is None:
-                raise NotFound(f"no run with id {run_id!r}")
-            raise Conflict(f"run {run_id} has already ended ({found[0].state})")
-        self._apply(self._machine.cancel(run_id, self._clock.now()))
-        log.info("run.cancelling", run_id=run_id)
-        view = self.view_run(run_id)
-        assert view is not None
-        return view
-
-    def retry_failed(self, run_id: str) -> RunView:
-        """An ended run's failed nodes and array items run again in it, each as a new
-        attempt, with the nodes they had skipped."""
-        if self._machine.has(run_id):
-            raise Conflict(f"run {run_id} has not ended: wait for it, then retry what failed")
-        found = self._runs_store.get(run_id)
-        if found is None:
-            raise NotFound(f"no run with id {run_id!r}")
-        row, nodes = found
-        if row.state is not RunState.FAILED:
-            raise Conflict(f"run {run_id} ended {row.state}: only a failed run has failed items")
-        again = [n for n in nodes if n.state in (NodeState.FAILED, NodeState.SKIPPED)]
-        for node in again:
-            if node.array is not None:
-                self.items.store.run_again(run_id, node.node_id)
-                node.array = self.items.store.summary(run_id, node.node_id, node.array.total)
-            elif node.state is NodeState.FAILED:
-                node.attempt += 1
-            node.state, node.error, node.ended_at = NodeState.PENDING, None, None
-        self._runs_store.reopen(run_id, again)
-        self._recently_ended.pop(run_id, None)
-        row.state, row.ended_at = RunState.RUNNING, None
-        self._apply(self._machine.recover([(row, nodes)], self._clock.now()))
-        log.info("run.retried", run_id=run_id, nodes=len(again))
-        view = self.view_run(run_id)
-        assert view is not None
-        return view
-
-    def delete_run(self, run_id: str) -> None:
-        """Delete an ended run: its rows, and what the engine keeps of it in memory."""
-        live = self._machine.snapshot(run_id)
-        if live is not None:
-            state = live[0].state
-            raise Conflict(f"run {run_id} has not ended ({state}): cancel it, then delete it")
-        if not self._runs_store.delete(run_id):
-            found = self._runs_store.get(run_id)
-            if found is None:
-                raise NotFound(f"no run with id {run_id!r}")
-            raise Conflict(f"run {run_id} has not ended ({found[0].state})")
-        self.forget_runs([run_id])
-        log.info("run.deleted", run_id=run_id)
-
-    def forget_runs(self, run_ids: Sequence[str]) -> None:
-        """These ended runs were deleted: nothing of them is answered from memory."""
-        for run_id in run_ids:
-            self._recently_ended.pop(run_id, None)
 
     # -- carrying the run machine's effects out ------------------------------------------
 

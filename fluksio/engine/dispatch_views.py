@@ -14,6 +14,7 @@ import contextlib
 
 from fluksio.clock import Clock
 from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import NodeView, RunView, WaitingCall, stored_view, waiting_to_retry
 from fluksio.provisioners.driver import ProvisioningDriver
@@ -49,6 +50,11 @@ class DispatcherViews:
                     reason = waiting_to_retry(node.row, node.most_attempts, node.retry_at, now)
                 elif node.row.sent_ahead:
                     reason = f"sent ahead to {node.row.place}: waits there for a free slot"
+                elif node.row.state is NodeState.PENDING and (
+                    waits := self._machine.waiting_for(run_id)
+                ):
+                    named = ", ".join(f"node {node!r} of run {run}" for run, node in waits)
+                    reason = f"waits for the result of {named}"
                 views.append(NodeView(node.row, reason, node.event_count, node.events))
             return RunView(row, tuple(views))
         ended = self._recently_ended.get(run_id)

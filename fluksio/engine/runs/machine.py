@@ -39,9 +39,11 @@ from fluksio.engine.runs.inputs import input_artifacts
 from fluksio.engine.runs.machine_arrays import ArrayMoves
 from fluksio.engine.runs.machine_retry import RetryMoves
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
+from fluksio.engine.runs.machine_waits import WaitMoves
 from fluksio.engine.runs.models import FlowSpec, NodeSpec
 from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
+from fluksio.engine.runs.references import Ref, substitute
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 from fluksio.engine.runs.signature import select_kwargs
 from fluksio.engine.runs.states import (
@@ -61,11 +63,12 @@ def _cancelled() -> dict[str, str]:
     return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
 
 
-class RunMachine(RetryMoves, ArrayMoves):
+class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
     def __init__(self, new_id: Callable[[], str]) -> None:
         self._new_id = new_id
         self._runs: dict[str, LiveRun] = {}
         self._calls: dict[str, tuple[LiveRun, LiveNode]] = {}
+        self._awaited: dict[Ref, list[str]] = {}
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -77,9 +80,11 @@ class RunMachine(RetryMoves, ArrayMoves):
         params: dict[str, Any],
         now: float,
         items: dict[str, int] | None = None,
+        settled: dict[Ref, NodeRow] | None = None,
     ) -> list[Effect]:
         """A run of ``spec`` was asked for: create it and queue its first nodes.
-        ``items``: how many items each array node has."""
+        ``items``: how many items each array node has; ``settled``: the ended nodes
+        whose results its parameters name (of runs no longer live)."""
         flow = FlowSpec.model_validate(spec)
         row = RunRow(
             id=run_id,
@@ -106,8 +111,13 @@ class RunMachine(RetryMoves, ArrayMoves):
         )
         self._runs[run_id] = run
         effects: list[Effect] = [Create(row, tuple([n.row for n in run.nodes.values()]))]
-        queued = [self._queue(run, n, now, effects) for n in run.nodes.values() if not n.spec.after]
-        effects.append(Save(row, tuple([n.row for n in queued])))
+        changed = self._await_results(run, settled or {}, now)
+        changed += [
+            self._queue(run, n, now, effects)
+            for n in run.nodes.values()
+            if n.row.state is NodeState.PENDING and self._ready(run, n)
+        ]
+        self._finish(run, changed, now, effects)
         return effects
 
     def cancel(self, run_id: str, now: float) -> list[Effect]:
@@ -132,7 +142,12 @@ class RunMachine(RetryMoves, ArrayMoves):
         self._finish(run, changed, now, effects)
         return effects
 
-    def recover(self, found: list[tuple[RunRow, list[NodeRow]]], now: float) -> list[Effect]:
+    def recover(
+        self,
+        found: list[tuple[RunRow, list[NodeRow]]],
+        now: float,
+        settled: dict[Ref, NodeRow] | None = None,
+    ) -> list[Effect]:
         """Take over the runs a previous engine left unfinished.
 
         Queued calls are queued again at their old place in line; a call that was running
@@ -144,6 +159,7 @@ class RunMachine(RetryMoves, ArrayMoves):
             run = self._build(row, FlowSpec.model_validate(row.spec), node_rows)
             self._runs[row.id] = run
             changed = self._interrupted(run, now, effects)
+            changed += self._await_results(run, settled or {}, now)
             for node in run.nodes.values():
                 if node.row.state in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED}:
                     changed += self._skip_dependents(run, node, now)
@@ -200,9 +216,8 @@ class RunMachine(RetryMoves, ArrayMoves):
         node.row.started_at = now
         node.row.ended_at = None  # an earlier attempt's
         results = {d: run.nodes[d].row.result for d in node.spec.after}
-        return CallInputs(
-            run.row, node.spec, run.row.params, results, node.row.attempt, node.item_params
-        )
+        params = substitute(run.row.params, run.given) if run.given else run.row.params
+        return CallInputs(run.row, node.spec, params, results, node.row.attempt, node.item_params)
 
     def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:
         """The placed call was handed to its executor, with these secret values."""
@@ -424,7 +439,9 @@ class RunMachine(RetryMoves, ArrayMoves):
             node.row.error = error
 
     def _ready(self, run: LiveRun, node: LiveNode) -> bool:
-        return all(run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after)
+        return not run.waiting_for and all(
+            run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after
+        )
 
     def _skip_dependents(self, run: LiveRun, node: LiveNode, now: float) -> list[LiveNode]:
         skipped = []
@@ -450,7 +467,8 @@ class RunMachine(RetryMoves, ArrayMoves):
         announce: bool = False,
     ) -> None:
         """Save what changed, and end the run once no node is left unfinished; ``announce``
-        saves the run itself even unchanged (a run taken over at a restart is news)."""
+        saves the run itself even unchanged (a run taken over at a restart is news). The
+        runs that wait for what ended here hear of it after."""
         ends = run.row.state not in TERMINAL_RUN_STATES and not run.unfinished
         if ends:
             states = {node.row.state for node in run.nodes.values()}
@@ -465,3 +483,5 @@ class RunMachine(RetryMoves, ArrayMoves):
             effects.append(Save(run.row, tuple([n.row for n in changed]), ends or announce))
         if ends:
             effects.append(Ended(run.row))
+        if self._awaited:
+            self._tell_waiters(run, changed, now, effects)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluksio.engine.runs.models import NodeSpec
+from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 
 __all__ = ["EVENTS_KEPT", "LiveArray", "LiveNode", "LiveRun", "NodeSnapshot"]
@@ -71,6 +72,11 @@ class LiveRun:
     cancelling: bool = False
     unfinished: int = 0
     """How many nodes are not yet in a terminal state (kept by the machine's ``_end``)."""
+    waiting_for: set[Ref] = field(default_factory=set)
+    """The other runs' node results its parameters name that have not come yet: its
+    nodes start once none is left."""
+    given: dict[Ref, Any] = field(default_factory=dict)
+    """Those results that came, by reference."""
 
 
 @dataclass(frozen=True)
