@@ -5,10 +5,14 @@ In the test's process: the engine's own launcher runs the items in real processe
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner, Result
+
+from fluksio.cli import cli
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import nodes_of
 from tests.support.wait import poll_async
@@ -89,19 +93,30 @@ def process(x):
 """
 
 
+async def _sleepy(
+    aiohttp_client: ClientFactory, tmp_path: Path, count: int
+) -> tuple[InProcessEngine, dict[str, Any]]:
+    """An engine (four slots) running an array of ``count`` items that sleep."""
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    node = {"id": "sweep", "code": SLEEPS, "items": [{"x": x} for x in range(count)]}
+    await api.put_flow("sleepy", [node])
+    return api, await api.start_run("sleepy")
+
+
+async def _four_running(api: InProcessEngine, run_id: str) -> None:
+    async def four() -> bool:
+        counts: dict[str, int] = nodes_of(await api.run(run_id))["sweep"]["array"]["counts"]
+        return counts.get("running") == 4
+
+    await poll_async(four, timeout=30, what="four items running, the engine's four slots")
+
+
 async def test_cancelling_an_array_stops_its_running_items_and_runs_no_more(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    api = await start_in_process(aiohttp_client, tmp_path / "data")
-    node = {"id": "sweep", "code": SLEEPS, "items": [{"x": x} for x in range(40)]}
-    await api.put_flow("sleepy", [node])
-    run = await api.start_run("sleepy")
-
-    async def four_running() -> bool:
-        counts: dict[str, int] = nodes_of(await api.run(run["id"]))["sweep"]["array"]["counts"]
-        return counts == {"running": 4, "queued": 36}
-
-    await poll_async(four_running, timeout=30, what="the engine's four slots to fill")
+    api, run = await _sleepy(aiohttp_client, tmp_path, 40)
+    await _four_running(api, run["id"])
+    assert nodes_of(await api.run(run["id"]))["sweep"]["array"]["counts"]["queued"] == 36
     cancel = await api.request("POST", f"/runs/{run['id']}/cancel?wait=30")
     assert cancel.status == 200 and cancel.body["state"] == "cancelled", cancel.body
     sweep = nodes_of(cancel.body)["sweep"]
@@ -167,3 +182,36 @@ async def test_a_waiting_array_is_listed_once_with_how_many_of_its_items_wait(
     assert waiting["reason"] == "3,000 items of sweep wait: no attached worker carries label 'gpu'"
     shown = nodes_of(await api.run(run["id"]))["sweep"]
     assert shown["state"] == "queued" and shown["array"]["counts"] == {"queued": 3000}
+
+
+async def _cli(api: InProcessEngine, *args: str) -> Result:
+    """The command line against this engine, on a thread (the engine answers meanwhile)."""
+    env = {"FLUKSIO_URL": str(api.client.make_url("/api/v1")), "FLUKSIO_TOKEN": api.token}
+    return await asyncio.to_thread(CliRunner().invoke, cli, list(args), env=env)
+
+
+async def test_chosen_items_are_cancelled_whether_running_in_line_or_not_yet_read(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api, run = await _sleepy(aiohttp_client, tmp_path, 3000)
+    await _four_running(api, run["id"])
+    # Item 0 runs, item 10 is in line, item 2500 has not been read from the source yet.
+    done = await _cli(api, "runs", "cancel", run["id"], "--items", "0,10,2500")
+    assert done.exit_code == 0, done.output
+    assert "3,000 items:" in done.output and "2 cancelled" in done.output
+
+    async def three_cancelled() -> dict[str, Any] | None:
+        page = await _items(api, run["id"], "?state=cancelled")
+        return page if [i["item"] for i in page["items"]] == [0, 10, 2500] else None
+
+    cancelled = await poll_async(three_cancelled, timeout=30, what="three items cancelled")
+    assert [i["started_at"] is not None for i in cancelled["items"]] == [True, False, False]
+    # The slot item 0 freed is taken by the next in line: the rest go on.
+    await _four_running(api, run["id"])
+    counts = nodes_of(await api.run(run["id"]))["sweep"]["array"]["counts"]
+    assert counts["cancelled"] == 3, counts
+    listed = await _cli(api, "runs", "items", run["id"], "--state", "cancelled")
+    assert listed.exit_code == 0 and "2500" in listed.output, listed.output
+    bad = await _cli(api, "runs", "cancel", run["id"], "--items", "3-x")
+    assert bad.exit_code == 2 and "positions like 3,17,40-49" in bad.output
+    assert (await api.request("POST", f"/runs/{run['id']}/cancel?wait=30")).status == 200

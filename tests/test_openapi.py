@@ -117,6 +117,10 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
     assert (await api.wait_run(swept["id"]))["state"] == "failed"
     assert (await api.request("GET", f"/runs/{swept['id']}/items?limit=1")).status == 200
     assert (await api.request("POST", f"/runs/{swept['id']}/retry")).status == 200
+    chosen = {"items": [1]}
+    cancel = await api.request("POST", f"/runs/{swept['id']}/items/cancel", json_body=chosen)
+    assert cancel.status == 200, cancel.body
+    # It answered before the cancel reached it: its answer counts.
     await worker.answer((await worker.next_call())["call_id"], {"x": 1})
     assert (await api.wait_run(swept["id"]))["state"] == "succeeded"
     assert (await api.request("DELETE", f"/runs/{run['id']}")).status == 200

@@ -8,15 +8,16 @@ import json
 
 import click
 
-from fluksio.api.answers.runs import ArrayBody
+from fluksio.api.answers.runs import ArrayBody, NodeBody
 from fluksio.cli.context import client_of
 from fluksio.cli.tables import json_text, table
 from fluksio.engine.runs.states import NodeState
 from fluksio.errors import ConfigError
 
-__all__ = ["array_lines", "items", "retry"]
+__all__ = ["array_lines", "items", "positions", "render_array", "retry"]
 
 _FAILURES_SHOWN = 3
+_MOST_AT_ONCE = 10_000
 _PREVIEW = 60
 
 
@@ -70,6 +71,25 @@ def items(
     table(rows, ["ITEM", "STATE", "RAN ON", "ATTEMPT", "RESULT / ERROR"])
     if page.next is not None:
         click.echo(f"(more: --after {page.next})")
+
+
+def positions(text: str) -> list[int]:
+    """``3,17,40-49`` as positions; :class:`ConfigError` for anything else."""
+    found: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ConfigError(f"--items takes positions like 3,17,40-49, not {text!r}")
+        found += range(int(first), int(last if dash else first) + 1)
+    if not 1 <= len(found) <= _MOST_AT_ONCE:
+        raise ConfigError(f"--items names {len(found):,} items; 1 to {_MOST_AT_ONCE:,} at once")
+    return found
+
+
+def render_array(node: NodeBody) -> list[str]:
+    """A node's id and state, then its array's counts."""
+    assert node.array is not None
+    return [f"{node.id}: {node.state}", *array_lines(node.array, "  ")]
 
 
 @click.command()

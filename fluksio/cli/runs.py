@@ -19,7 +19,7 @@ import click
 from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.logs import print_logs
-from fluksio.cli.run_items import array_lines, items, retry
+from fluksio.cli.run_items import array_lines, items, positions, render_array, retry
 from fluksio.cli.tables import json_text, table, when
 from fluksio.client.client import Client
 from fluksio.engine.runs.provenance import Provenance
@@ -240,9 +240,17 @@ def _took(started: datetime | None, ended: datetime | None) -> str:
 
 @runs.command()
 @click.argument("run_id")
+@click.option("--items", help="Only these items of its array, by position: 3,17,40-49.")
+@click.option("--node", "node_id", help="The array node (with --items, when it has more).")
 @click.pass_context
-def cancel(ctx: click.Context, run_id: str) -> None:
-    """Cancel run RUN_ID: what it is executing is killed; waits (up to 30 s) until it is."""
+def cancel(ctx: click.Context, run_id: str, items: str | None, node_id: str | None) -> None:
+    """Cancel run RUN_ID: what it is executing is killed; waits (up to 30 s) until it is.
+    With --items, only those items of its array are cancelled; the rest go on."""
+    if items is not None:
+        chosen = client_of(ctx).cancel_items(run_id, positions(items), node_id)
+        for line in [line for node in chosen.nodes if node.array for line in render_array(node)]:
+            click.echo(line)
+        return
     run = client_of(ctx).cancel_run(run_id, wait=30)
     if run.state in TERMINAL_RUN_STATES:
         click.echo(f"run {run.id}: {run.state}")

@@ -108,6 +108,12 @@ class Operations:
         return json_request(ItemsPage, "GET", f"/runs/{run_id}/items", **query)
 
     @Operation
+    def cancel_items(run_id: str, items: list[int], node: str | None = None) -> Request[RunBody]:
+        """Cancel chosen items (by position) of a live run's array."""
+        body = {"items": items, "node": node}
+        return json_request(RunBody, "POST", f"/runs/{run_id}/items/cancel", body)
+
+    @Operation
     def retry_run(run_id: str) -> Request[RunBody]:
         """Run a failed run's failed nodes and array items again, in it (each a new
         attempt)."""

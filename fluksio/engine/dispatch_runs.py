@@ -70,6 +70,26 @@ class RunRequests(DispatcherViews):
         assert view is not None
         return view
 
+    def cancel_items(self, run_id: str, node_id: str | None, positions: list[int]) -> RunView:
+        """Cancel chosen items of a live run's array (``node_id``: which, when it has more
+        than one); those over already are left as they are."""
+        view = self.view_run(run_id)
+        if view is None:
+            raise NotFound(f"no run with id {run_id!r}")
+        arrays = [n.row.node_id for n in view.nodes if n.row.array is not None]
+        name = node_id if node_id is not None else (arrays[0] if len(arrays) == 1 else None)
+        if name is None or name not in arrays:
+            raise InvalidInput("node", f"name one of the run's arrays: {', '.join(arrays)}")
+        if not self._machine.has(run_id) or self._machine.is_over(run_id):
+            raise Conflict(f"run {run_id} has ended ({view.row.state}): nothing is left to cancel")
+        now = self._clock.now()
+        effects, cancelled = self._machine.cancel_items(run_id, name, positions, now)
+        self._apply(effects)
+        log.info("items.cancelled", run_id=run_id, node=name, items=cancelled)
+        found = self.view_run(run_id)
+        assert found is not None
+        return found
+
     def retry_failed(self, run_id: str) -> RunView:
         """An ended run's failed nodes and array items run again in it, each as a new
         attempt, with the nodes they had skipped."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 from fluksio.api.answers.runs import ItemBody, ItemsPage, ProvenanceBody
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.api.routes.runs import duration, number
+from fluksio.api.routes.runs import RunBody, duration, number, run_body
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
+from fluksio.engine.runs.models import ItemsCancelRequest
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import NodeState
 
@@ -39,6 +40,20 @@ def item_body(row: NodeRow) -> ItemBody:
         error=row.error,
         logs=row.logs,
     )
+
+
+@routes.post(
+    "/runs/{run_id}/items/cancel",
+    summary="Cancel chosen items of a live run's array",
+    auth="user",
+    answer=RunBody,
+    body=ItemsCancelRequest,
+    errors=(404, 409, 422),
+)
+async def _cancel_items(call: Call[ItemsCancelRequest]) -> RunBody:
+    run_id = call.request.match_info["run_id"]
+    dispatcher = call.app[ENGINE].dispatcher
+    return run_body(dispatcher.cancel_items(run_id, call.body.node, call.body.items))
 
 
 @routes.get(

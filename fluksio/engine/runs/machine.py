@@ -280,9 +280,9 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
             row.result = redact(outcome.result, node.secrets)
             self._end(run, node, NodeState.SUCCEEDED, now)
         else:
-            cancelled = (
-                run.cancelling and (outcome.error or {}).get("type") == ErrorKind.NODE_CANCELLED
-            )
+            cancelled = (run.cancelling or node.cancelling) and (outcome.error or {}).get(
+                "type"
+            ) == ErrorKind.NODE_CANCELLED
             state = NodeState.CANCELLED if cancelled else NodeState.FAILED
             self._end(run, node, state, now, redact(outcome.error, node.secrets))
         node.secrets = ()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fluksio.agent.outcome import ErrorKind, error_record
-from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Withdraw
+from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Save, Stop, Withdraw
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
 from fluksio.engine.runs.rows import ArraySummary, NodeRow
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
@@ -110,6 +110,9 @@ class ArrayMoves:
         array.exhausted = cursor >= array.summary.total
         effects: list[Effect] = []
         for position, params, attempt in found:
+            if position in array.cancelled_ahead:
+                array.cancelled_ahead.discard(position)
+                continue
             row = NodeRow(node.spec.id, NodeState.PENDING, item=position, attempt=attempt)
             item = array.items[position] = LiveNode(node.spec, row, item_params=params)
             array.in_line += 1
@@ -118,6 +121,52 @@ class ArrayMoves:
             self._array_done(run, node, now)
             self._finish(run, [node], now, effects)
         return effects
+
+    def cancel_items(
+        self, run_id: str, node_id: str, positions: list[int], now: float
+    ) -> tuple[list[Effect], int]:
+        """Cancel chosen items of a live array: those waiting never run, those running are
+        asked to stop (and end cancelled); those over are left as they are. How many
+        were cancelled."""
+        run = self._runs.get(run_id)
+        node = run.nodes.get(node_id) if run is not None else None
+        array = node.array if node is not None else None
+        if run is None or node is None or array is None:
+            return [], 0
+        effects: list[Effect] = []
+        changed: list[LiveNode] = []
+        rows: list[NodeRow] = []
+        for position in sorted(set(positions)):
+            item = array.items.get(position)
+            if item is not None and item.row.state is NodeState.RUNNING:
+                item.cancelling = True
+                effects.append(Stop(str(item.row.call_id)))
+            elif item is not None:  # in line, or waiting out a back-off
+                if item.row.state is NodeState.QUEUED:
+                    effects.append(Withdraw(self._forget_call(item)))
+                    array.in_line -= 1
+                _move(array.summary, item.row.state, NodeState.CANCELLED)
+                item.row.state, item.row.ended_at, item.retry_at = NodeState.CANCELLED, now, None
+                del array.items[position]
+                changed.append(item)
+            elif position >= array.cursor and position < array.summary.total:
+                if position not in array.cancelled_ahead:
+                    array.cancelled_ahead.add(position)
+                    _move(array.summary, NodeState.QUEUED, NodeState.CANCELLED)
+                    rows.append(NodeRow(node_id, NodeState.CANCELLED, item=position, ended_at=now))
+            else:
+                continue  # over already
+        cancelled = len(changed) + len(rows) + sum(1 for e in effects if isinstance(e, Stop))
+        if array.summary.counts.get(NodeState.QUEUED.value, 0) == 0 and not array.items:
+            array.exhausted = True  # nothing left to read: every unread one was cancelled
+        if not array.items and array.exhausted:
+            self._array_done(run, node, now)
+            changed.append(node)
+        self._want_items(run, node, effects)
+        if rows:
+            effects.append(Save(run.row, tuple(rows)))
+        self._finish(run, changed, now, effects)
+        return effects, cancelled
 
     def _want_items(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> None:
         array = node.array

@@ -69,7 +69,7 @@ class RetryMoves:
         keeps exactly one result, the first its run receives.
         """
         error = outcome.error or {}
-        if outcome.ok or run.cancelling:
+        if outcome.ok or run.cancelling or node.cancelling:
             return False
         # A call its worker never took (it froze first) never ran: it simply goes back in
         # line, whatever its retries, and spends no attempt.

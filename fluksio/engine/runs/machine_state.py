@@ -36,6 +36,8 @@ class LiveNode:
     """An array item's parameters (its row names the item)."""
     array: LiveArray | None = None
     """An array node's items in memory, once its turn has come."""
+    cancelling: bool = False
+    """An array's item cancelled on its own while it runs: it ends cancelled."""
     array_prefix: str = ""
     """An array node: what its items' call ids begin with (then their position)."""
 
@@ -63,6 +65,9 @@ class LiveArray:
     """How many of ``items`` are queued in the scheduler."""
     told_at: float = 0.0
     """When its counts were last written."""
+    cancelled_ahead: set[int] = field(default_factory=set)
+    """Items cancelled on their own before they were read from the source: passed over
+    when they are (their rows, written at the cancel, say so after a restart)."""
 
 
 @dataclass

@@ -29,6 +29,7 @@ __all__ = [
     "ITEMS_INLINE_MAX",
     "ITEMS_MAX",
     "FlowSpec",
+    "ItemsCancelRequest",
     "NodeResources",
     "NodeSpec",
     "RetryKind",
@@ -218,6 +219,15 @@ class FlowSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     nodes: list[NodeSpec] = Field(min_length=1, max_length=10_000)
+
+
+class ItemsCancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    node: NodeId | None = None
+    """The array node (when the run has more than one)."""
+    items: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, max_length=10_000)
+    """The positions of the items to cancel."""
 
 
 class RunRequest(BaseModel):
