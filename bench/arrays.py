@@ -13,7 +13,12 @@ Throughput: one of our agents with ``--parallel 2`` twice (two workers) and the 
 executor's ``map`` of a no-op, 1,000 items and ``--large`` items (items/s, end to end:
 items sent, run, results read in order); then 2,000 items with ``chunksize`` 1 and 100.
 
-Run: ``.venv/bin/python bench/arrays.py [--sizes 10000,100000,1000000] [--large 20000]``
+Last, ``local()``: a million items in one ``map`` with ``chunksize=100``, the engine in
+this process, results checked in order as they come; the time and this process's peak
+RSS (engine and client together).
+
+Run: ``.venv/bin/python bench/arrays.py [--sizes 10000,100000,1000000] [--large 20000]
+[--local 1000000]``
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -30,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from calls import Api, measure_floors, start_engine, stop
 from remote_calls import _start_agent, _wait_attached
 
+from fluksio.client import local
 from fluksio.client.client import Client
 
 PER_ARTIFACT = 50_000
@@ -134,10 +141,25 @@ def throughput(large: int) -> list[tuple[str, float]]:
             stop(*agents, engine)
 
 
+def square(x: int) -> int:
+    return x * x
+
+
+def local_map(count: int) -> tuple[float, float]:
+    """Seconds for ``count`` items through ``local()``, and the peak RSS (MB)."""
+    started = time.perf_counter()
+    with local() as client, client.executor() as executor:
+        for index, value in enumerate(executor.map(square, range(count), chunksize=100)):
+            assert value == index * index
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return time.perf_counter() - started, peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--large", type=int, default=20_000)
+    parser.add_argument("--local", type=int, default=1_000_000)
     args = parser.parse_args()
     floors = measure_floors(20)
     print(f"floor: python -c pass {floors['spawn_p50'] * 1000:.1f} ms (p50), cpus {os.cpu_count()}")
@@ -158,6 +180,12 @@ def main() -> None:
     print("|---|---:|")
     for label, rate in throughput(args.large):
         print(f"| {label} | {rate:,.0f} |")
+    print()
+    took, peak = local_map(args.local)
+    print(
+        f"local(): {args.local:,} items, chunksize 100, in {took:.1f} s"
+        f" ({args.local / took:,.0f} items/s); peak RSS of engine and client {peak:.0f} MB"
+    )
 
 
 if __name__ == "__main__":
