@@ -135,3 +135,27 @@ async def test_a_transient_flow_goes_with_its_last_run_and_the_artifact_only_it_
     await poll_async(pruned, timeout=30, what="the runs, the flow and the input to go")
     assert (await api.request("GET", "/flows/py.map")).status == 404
     assert (await api.request("GET", "/flows/mine")).status == 200
+
+
+async def test_what_an_arrays_items_saved_stays_with_their_run_and_goes_with_it(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    api, clock = await _aging(aiohttp_client, data_dir)
+    for name, first in (("old", 1000), ("new", 2000)):
+        items = [{"n": first + i} for i in range(3)]
+        await api.put_flow(name, [{"id": "sweep", "code": SAVES, "items": items}])
+    old = (await _run(api, "old"))["id"]
+    clock.advance(1800)
+    kept = (await _run(api, "new"))["id"]
+
+    async def pruned() -> bool:
+        gone = (await api.request("GET", f"/runs/{old}")).status == 404
+        swept = not any(_object(data_dir, f"run {n}".encode()).exists() for n in (1000, 1002))
+        return gone and swept
+
+    clock.advance(1900)
+    await poll_async(pruned, timeout=30, what="the old array's run and what it saved to go")
+    assert (await api.request("GET", f"/runs/{kept}/items")).status == 200
+    for n in (2000, 2001, 2002):  # named only by the kept run's items' results
+        assert _object(data_dir, f"run {n}".encode()).exists(), n

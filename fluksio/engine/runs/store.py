@@ -289,7 +289,7 @@ class RunStore:
 
     def referenced_digests(self) -> set[str]:
         """The artifact digests (hex) any run or flow mentions: in its parameters, its
-        nodes' parameters, results or events."""
+        nodes' parameters, results or events, its array items' results or events."""
         found: set[str] = set()
         queries = (
             "SELECT spec || params AS text FROM runs"
@@ -297,6 +297,8 @@ class RunStore:
             "SELECT coalesce(result, '') || coalesce(events, '') AS text FROM node_runs"
             " WHERE result LIKE '%sha256:%' OR events LIKE '%sha256:%'",
             "SELECT spec AS text FROM flows WHERE spec LIKE '%sha256:%'",
+            "SELECT coalesce(result, '') || coalesce(events, '') AS text FROM array_items"
+            " WHERE result LIKE '%sha256:%' OR events LIKE '%sha256:%'",
         )
         for query in queries:
             for row in self._db.execute(query):
