@@ -329,3 +329,14 @@ def test_a_future_is_an_argument_the_engine_waits_for(
 
 def math_sum(values: list[int]) -> int:
     return sum(values)
+
+
+def test_leaving_the_block_waits_for_a_map_whose_results_were_not_read(
+    client: Client, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    with client.executor(worker="gpu") as executor:
+        executor.map(once_opened, [str(gate)] * 3, [1, 2, 3])  # never read
+        threading.Timer(0.5, gate.write_text, ("open",)).start()
+    run = client.runs()[0]
+    assert run.state == "succeeded", "the block waited for the map to end"

@@ -281,6 +281,9 @@ class RemoteExecutor(Executor):
             for futures in pending.values():
                 for future in futures:
                     _wait_quietly(future)
+            for run_id in mapping:  # a map whose results were not read (to their end)
+                with contextlib.suppress(ClientError):
+                    self.client.wait_run(run_id)
         self._stopping = True
 
     # -- inside ----------------------------------------------------------------------------
