@@ -69,8 +69,9 @@ def _group(where: tuple[str, int, str]) -> str | None:
     return "other (the rest of Python, compile, marshal)"
 
 
-def profile(calls: int) -> dict[str, float]:
-    """Seconds of the engine's own time per group, start to stop, running ``calls``."""
+def profile(calls: int, array: bool = False, top: int = 0) -> dict[str, float]:
+    """Seconds of the engine's own time per group, start to stop, running ``calls``
+    (as nodes, or as one array's items); ``top``: print that many functions first."""
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "engine.prof"
         engine, url = start_engine(Path(tmp) / "data", "auto", profile=saved)
@@ -86,6 +87,9 @@ def profile(calls: int) -> dict[str, float]:
                  "params": {"args": [i], "kwargs": {}}}
                 for i in range(calls)
             ]  # fmt: skip
+            if array:
+                items = [{"args": [i], "kwargs": {}} for i in range(calls)]
+                nodes = [{"id": "sweep", "code": code, "worker": "remote", "items": items}]
             api.call("PUT", "/flows/fanout", {"nodes": nodes})
             assert api.run_to_end("fanout")["state"] == "succeeded"
         finally:
@@ -95,6 +99,8 @@ def profile(calls: int) -> dict[str, float]:
             engine.send_signal(signal.SIGINT)  # cProfile writes its file as it exits
             engine.wait(timeout=60)
         stats = pstats.Stats(str(saved))
+        if top:
+            stats.sort_stats("tottime").print_stats(top)
     spent: collections.Counter[str] = collections.Counter()
     for where, (_calls, _primitive, own, _cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         group = _group(where)
@@ -106,9 +112,12 @@ def profile(calls: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=2000)
-    calls = parser.parse_args().calls
+    parser.add_argument("--array", action="store_true", help="one array of N items")
+    parser.add_argument("--top", type=int, default=0, help="print the N costliest functions")
+    args = parser.parse_args()
+    calls = args.calls
     fork_cpu = measure_floors(20)["fork_cpu"]
-    long, short = profile(calls), profile(SHORT)
+    long, short = profile(calls, args.array, args.top), profile(SHORT, args.array)
     per_call = {
         name: (long[name] - short.get(name, 0.0)) / (calls - SHORT)
         for name in sorted(long, key=lambda n: short.get(n, 0.0) - long[n])

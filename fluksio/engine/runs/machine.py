@@ -247,6 +247,8 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
             return []  # it ended (or was queued again) meanwhile
         run, node = found
         node.row.started_at = at
+        if node.row.item is not None:
+            return []  # an item's start is written with its end: one write fewer each
         return [Save(run.row, (node.row,))]
 
     def reported(self, call_id: str, record: dict[str, Any]) -> list[Effect]:

@@ -215,11 +215,15 @@ class RunStore:
         if not rows and not run_rows and not items:
             return
         with self._db.transaction() as connection:
-            connection.executemany(_SAVE_NODE, rows)
-            connection.executemany(_SAVE_ITEM, items)
-            connection.executemany(
-                "UPDATE runs SET state = ?, started_at = ?, ended_at = ? WHERE id = ?", run_rows
-            )
+            if rows:
+                connection.executemany(_SAVE_NODE, rows)
+            if items:
+                connection.executemany(_SAVE_ITEM, items)
+            if run_rows:
+                connection.executemany(
+                    "UPDATE runs SET state = ?, started_at = ?, ended_at = ? WHERE id = ?",
+                    run_rows,
+                )
 
     def get(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
         row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()

@@ -69,7 +69,10 @@ class RunWriter:
         dirty.run_changed |= effect.run_changed
         if not self._flush_pending:
             self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            # After the scheduling pass this moment kicked (a call ended: the next one is
+            # placed): what it starts is written in the same transaction, one a moment.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self.flush)
 
     def flush(self) -> None:
         """Write every marked row now, in one transaction."""
