@@ -82,7 +82,7 @@ def profile(calls: int, array: bool = False, top: int = 0) -> dict[str, float]:
             agent = _start_agent(url, token["token"], 2)
             _wait_attached(api, "p2")
             code = node_code(noop).source
-            nodes = [
+            nodes: list[dict[str, object]] = [
                 {"id": f"n{i}", "code": code, "worker": "remote",
                  "params": {"args": [i], "kwargs": {}}}
                 for i in range(calls)
