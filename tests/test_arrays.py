@@ -216,3 +216,47 @@ async def test_chosen_items_are_cancelled_whether_running_in_line_or_not_yet_rea
     bad = await _cli(api, "runs", "cancel", run["id"], "--items", "3-x")
     assert bad.exit_code == 2 and "positions like 3,17,40-49" in bad.output
     assert (await api.request("POST", f"/runs/{run['id']}/cancel?wait=30")).status == 200
+
+
+TALKS = """
+import os, time
+
+def process(x, gate):
+    print(f"item {x} starts", flush=True)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)  # held by its test
+    print(f"item {x} ends", flush=True)
+    return x
+"""
+
+
+async def test_each_item_has_its_own_output_live_and_stored(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    gate = tmp_path / "gate"
+    items = [{"x": x} for x in range(3)]
+    node = {"id": "sweep", "code": TALKS, "params": {"gate": str(gate)}, "items": items}
+    await api.put_flow("talks", [node])
+    run = await api.start_run("talks")
+
+    async def live_line() -> dict[str, Any] | None:
+        reply = await api.request("GET", f"/runs/{run['id']}/logs?node=sweep&item=1")
+        return reply.body if reply.status == 200 and reply.body["lines"] else None
+
+    live = await poll_async(live_line, timeout=30, what="item 1's first line, live")
+    assert (live["item"], live["source"], live["lines"]) == (1, "live", ["item 1 starts"])
+    whole = await api.request("GET", f"/runs/{run['id']}/logs?node=sweep")
+    assert whole.status == 422 and "is an array: name one of its items" in whole.body["detail"]
+    gate.write_text("open")
+    assert (await api.wait_run(run["id"]))["state"] == "succeeded"
+    printed = await _cli(api, "runs", "logs", run["id"], "--node", "sweep", "--item", "2")
+    assert printed.exit_code == 0, printed.output
+    # (The engine in this process logs to the same captured stdout: its lines are apart.)
+    said = [line for line in printed.output.splitlines() if line.startswith("item ")]
+    assert said == ["item 2 starts", "item 2 ends"]
+    every = await _cli(api, "runs", "logs", run["id"])
+    assert "an array: each item's output is its own" in every.output
+    missing = await api.request("GET", f"/runs/{run['id']}/logs?node=sweep&item=3")
+    assert missing.status == 404

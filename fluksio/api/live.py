@@ -165,6 +165,7 @@ class LiveEvents:
                     "node": head.node_id,
                     "call_id": call_id,
                     "attempt": head.attempt,
+                    **({"item": head.item} if head.item is not None else {}),
                     "first": gathered.first,
                     "lines": list(gathered.lines),
                     "missed": gathered.first - gathered.since,

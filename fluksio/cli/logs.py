@@ -26,7 +26,9 @@ _PENDING_S = 1.0
 """While an ended attempt's node waits to start its next: how often to look."""
 
 
-def print_logs(client: Client, run_id: str, node: str, *, follow: bool, prefix: bool) -> None:
+def print_logs(
+    client: Client, run_id: str, node: str, *, follow: bool, prefix: bool, item: int | None = None
+) -> None:
     """Print the node's lines (``[node] `` before each with ``prefix``), every attempt's
     from the first (``--- attempt 2 ---`` between them): as they are, or, with ``follow``,
     as they come, to the end."""
@@ -34,7 +36,7 @@ def print_logs(client: Client, run_id: str, node: str, *, follow: bool, prefix: 
     attempt = 1
     position = 0
     while True:
-        answer = _ask(client, run_id, node, start=position, attempt=attempt, follow=follow)
+        answer = _ask(client, run_id, node, item, start=position, attempt=attempt, follow=follow)
         if answer.missed:
             click.echo(f"{lead}[... {answer.missed} lines not kept ...]")
         for line in answer.lines:
@@ -53,14 +55,21 @@ def print_logs(client: Client, run_id: str, node: str, *, follow: bool, prefix: 
 
 
 def _ask(
-    client: Client, run_id: str, node: str, *, start: int, attempt: int | None, follow: bool
+    client: Client,
+    run_id: str,
+    node: str,
+    item: int | None,
+    *,
+    start: int,
+    attempt: int | None,
+    follow: bool,
 ) -> NodeLogs:
     """One answer; following, held up to :data:`WAIT_S` and asked again after a drop."""
     failures = 0
     wait = WAIT_S if follow else 0
     while True:
         try:
-            answer = client.logs(run_id, node, start=start, attempt=attempt, wait=wait)
+            answer = client.logs(run_id, node, item=item, start=start, attempt=attempt, wait=wait)
         except EngineRefused:
             raise
         except ClientError:

@@ -261,20 +261,31 @@ def cancel(ctx: click.Context, run_id: str, items: str | None, node_id: str | No
 @runs.command()
 @click.argument("run_id")
 @click.option("--node", "node_id", help="Only this node's output (default: every node's).")
+@click.option("--item", type=click.IntRange(0), help="An array's item, by position.")
 @click.option("--follow", is_flag=True, help="Keep printing lines as they come, to the end.")
 @click.pass_context
-def logs(ctx: click.Context, run_id: str, node_id: str | None, follow: bool) -> None:
+def logs(
+    ctx: click.Context, run_id: str, node_id: str | None, item: int | None, follow: bool
+) -> None:
     """Print what the nodes of run RUN_ID wrote (stdout and stderr); --follow prints the
     lines of a running node as they come, from its first attempt to its last, and picks
-    up where it left off when the connection drops."""
+    up where it left off when the connection drops. An array's items each have their
+    own: --node NODE --item N."""
     client = client_of(ctx)
     run = client.run(run_id)
     names = [node.id for node in run.nodes]
     if node_id is not None and node_id not in names:
         raise ConfigError(f"run {run_id} has no node {node_id!r} (it has {', '.join(names)})")
+    arrays = {node.id for node in run.nodes if node.array is not None}
+    if item is not None and node_id not in arrays:
+        raise ConfigError("--item names an array's item: give the array with --node")
     chosen = [node_id] if node_id is not None else names
     for name in chosen:
-        print_logs(client, run_id, name, follow=follow, prefix=len(chosen) > 1)
+        if name in arrays and item is None:
+            said = f"runs logs {run_id} --node {name} --item N"
+            click.echo(f"[{name}] an array: each item's output is its own ({said})")
+            continue
+        print_logs(client, run_id, name, follow=follow, prefix=len(chosen) > 1, item=item)
 
 
 @runs.command()

@@ -149,6 +149,7 @@ class Operations:
         run_id: str,
         node: str | None = None,
         *,
+        item: int | None = None,
         start: int = 0,
         attempt: int | None = None,
         wait: int = 0,
@@ -156,7 +157,8 @@ class Operations:
         """A node's output lines from position ``start`` (the last answer's ``next``), of
         its latest attempt or ``attempt``; ``wait``: hold the answer up to that many
         seconds until there is a line."""
-        query = {"node": node, "from": start or None, "attempt": attempt, "wait": wait or None}
+        query = {"node": node, "item": item, "from": start or None}
+        query |= {"attempt": attempt, "wait": wait or None}
         return json_request(NodeLogs, "GET", f"/runs/{run_id}/logs", **query)
 
     # -- artifacts -------------------------------------------------------------------------

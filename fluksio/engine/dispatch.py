@@ -327,7 +327,8 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
             self._apply(self._machine.ended(call_id, refused, now))
             return
         self._apply(self._machine.running(call_id, released))
-        self.live_logs.begin(call_id, inputs.run.id, inputs.spec.id, inputs.attempt)
+        key = self.live_logs.key(inputs.spec.id, inputs.position)
+        self.live_logs.begin(call_id, inputs.run.id, key, inputs.attempt)
         task = asyncio.get_running_loop().create_task(
             self._execute(executor, spec, placement, released)
         )
@@ -377,7 +378,9 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
         call = self._machine.call(call_id)
         if kept and call is not None:
             run, node, row = call
-            logged = CallLogged(run.id, run.flow, node.id, call_id, row.attempt, first, kept)
+            logged = CallLogged(
+                run.id, run.flow, node.id, call_id, row.attempt, first, kept, row.item
+            )
             self._stream.emit(logged)
 
     # -- events from the provisioning driver ---------------------------------------------

@@ -14,7 +14,6 @@ from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.errors import Conflict, InvalidInput, NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.effects import Effect
-from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.references import BadReference, Ref, find_results
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import NodeState, RunState
@@ -30,7 +29,6 @@ log = get_logger("fluksio.engine.dispatch")
 
 class RunRequests(DispatcherViews):
     _flows: FlowStore
-    items: ArrayItems
 
     if TYPE_CHECKING:  # given by the class it is mixed into
 

@@ -13,7 +13,9 @@ import collections
 import contextlib
 
 from fluksio.clock import Clock
+from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import NodeView, RunView, WaitingCall, stored_view, waiting_to_retry
@@ -34,6 +36,7 @@ class DispatcherViews:
     _waiters: dict[str, asyncio.Event]
     _recently_ended: collections.OrderedDict[str, RunView]
     provisioning: ProvisioningDriver | None
+    items: ArrayItems
 
     def view_run(self, run_id: str) -> RunView | None:
         live = self._machine.snapshot(run_id)
@@ -62,6 +65,29 @@ class DispatcherViews:
             return ended
         stored = self._runs_store.get(run_id)
         return stored_view(*stored) if stored is not None else None
+
+    def item_row(self, run_id: str, node_id: str, position: int) -> NodeRow | None:
+        """An array's item as it stands: in memory while it is in line, runs or waits to
+        retry; else its stored row, or (not started) a row that says how it stands.
+        None: the run has no such array, or no such item."""
+        view = self.view_run(run_id)
+        array = (
+            next((n.row for n in view.nodes if n.row.node_id == node_id), None) if view else None
+        )
+        if array is None or array.array is None or not 0 <= position < array.array.total:
+            return None
+        live = self._machine.item_row(run_id, node_id, position)
+        if live is not None:
+            return live
+        stored = self.items.store.page(run_id, node_id, after=position - 1, limit=1)
+        if stored and stored[0].item == position:
+            return stored[0]
+        unstarted = (
+            array.state
+            if array.state in (NodeState.CANCELLED, NodeState.SKIPPED)
+            else NodeState.QUEUED
+        )
+        return NodeRow(node_id, unstarted, item=position)
 
     async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
         """The run once it has ended, or as it is after ``timeout`` seconds."""

@@ -84,6 +84,8 @@ class CallLogged:
     attempt: int
     first: int
     lines: list[str]
+    item: int | None = None
+    """An array's item: its position (``node_id`` names the array)."""
 
 
 @dataclass(frozen=True)

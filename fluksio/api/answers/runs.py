@@ -125,6 +125,8 @@ class NodeLogs(Answer):
 
     run_id: str
     node: str
+    item: int | None = None
+    """An array's item these lines are of, by position."""
     attempt: int
     """The attempt these lines are of."""
     latest_attempt: int

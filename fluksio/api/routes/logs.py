@@ -16,7 +16,9 @@ from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.runs import MAX_WAIT_S, number, wait_param
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.live_logs import Read
+from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES
+from fluksio.engine.runs.views import RunView
 
 __all__ = ["routes"]
 
@@ -39,6 +41,29 @@ def _stored(logs: str, position: int, ended: bool) -> Read:
     return Read(position, lines[position:], 0, len(lines) if ended else position, ended)
 
 
+def _chosen(call: Call[None], view: RunView) -> tuple[str, int | None, NodeRow]:
+    """The node asked for (or the run's one), the array item if one is, and its row."""
+    run_id = view.row.id
+    node_id = call.request.query.get("node")
+    if node_id is None:
+        if len(view.nodes) != 1:
+            names = ", ".join(node.row.node_id for node in view.nodes)
+            raise InvalidInput("node", f"the run has {len(view.nodes)} nodes: name one of {names}")
+        node_id = view.nodes[0].row.node_id
+    found = next((n.row for n in view.nodes if n.row.node_id == node_id), None)
+    if found is None:
+        raise NotFound(f"run {run_id} has no node {node_id!r}")
+    item = call.request.query.get("item")
+    position = None if item is None else int(number(call.request, "item", 0, 0, 1e12))
+    if position is not None:
+        found = call.app[ENGINE].dispatcher.item_row(run_id, node_id, position)
+        if found is None:
+            raise NotFound(f"run {run_id} has no item {position} of an array {node_id!r}")
+    elif found.array is not None:
+        raise InvalidInput("item", f"{node_id!r} is an array: name one of its items")
+    return node_id, position, found
+
+
 @routes.get(
     "/runs/{run_id}/logs",
     summary="A node's output from a position (live while it runs)",
@@ -47,6 +72,11 @@ def _stored(logs: str, position: int, ended: bool) -> Read:
     errors=(404, 422),
     params=(
         Param("node", "The node (required when the run has more than one)."),
+        Param(
+            "item",
+            "An array's item, by position (required for an array node).",
+            schema={"type": "integer", "minimum": 0},
+        ),
         Param(
             "from",
             "The position of the first line wanted (default 0): the last answer's next.",
@@ -66,21 +96,14 @@ async def _logs(call: Call[None]) -> NodeLogs:
     view = dispatcher.view_run(run_id)
     if view is None:
         raise NotFound(f"no run with id {run_id!r}")
-    node_id = call.request.query.get("node")
-    if node_id is None:
-        if len(view.nodes) != 1:
-            names = ", ".join(node.row.node_id for node in view.nodes)
-            raise InvalidInput("node", f"the run has {len(view.nodes)} nodes: name one of {names}")
-        node_id = view.nodes[0].row.node_id
-    found = next((n.row for n in view.nodes if n.row.node_id == node_id), None)
-    if found is None:
-        raise NotFound(f"run {run_id} has no node {node_id!r}")
+    node_id, item, found = _chosen(call, view)
+    key = dispatcher.live_logs.key(node_id, item)
     position = int(number(call.request, "from", 0, 0, 1e12))
     latest = found.attempt
     attempt = int(number(call.request, "attempt", latest, 1, latest))
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
     live = dispatcher.live_logs
-    call_id = live.call_of(run_id, node_id, attempt)
+    call_id = live.call_of(run_id, key, attempt)
     read = live.read(call_id, position) if call_id is not None else None
     if read is not None and read.ended and read.next == 0 and attempt == latest:
         # An ended call whose window heard no line: a published agent sends its output
@@ -106,6 +129,7 @@ async def _logs(call: Call[None]) -> NodeLogs:
     return NodeLogs(
         run_id=run_id,
         node=node_id,
+        item=item,
         attempt=attempt,
         latest_attempt=latest,
         state=found.state,

@@ -164,3 +164,5 @@ class CallInputs:
     """Which attempt of its node this call is."""
     item: dict[str, Any] | None = None
     """An array item's parameters (over the node's own)."""
+    position: int | None = None
+    """An array item's position."""

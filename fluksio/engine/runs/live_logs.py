@@ -124,6 +124,11 @@ class LiveLogs:
             if self._by_node.get((gone.run_id, gone.node_id, gone.attempt)) == oldest:
                 del self._by_node[(gone.run_id, gone.node_id, gone.attempt)]
 
+    @staticmethod
+    def key(node_id: str, item: int | None) -> str:
+        """What a call's lines are kept under: its node, or an array's item (``sweep[17]``)."""
+        return node_id if item is None else f"{node_id}[{item}]"
+
     def call_of(self, run_id: str, node_id: str, attempt: int) -> str | None:
         """The call whose lines are kept for that attempt of that node, if any."""
         return self._by_node.get((run_id, node_id, attempt))

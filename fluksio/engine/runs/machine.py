@@ -217,7 +217,15 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
         node.row.ended_at = None  # an earlier attempt's
         results = {d: run.nodes[d].row.result for d in node.spec.after}
         params = substitute(run.row.params, run.given) if run.given else run.row.params
-        return CallInputs(run.row, node.spec, params, results, node.row.attempt, node.item_params)
+        return CallInputs(
+            run.row,
+            node.spec,
+            params,
+            results,
+            node.row.attempt,
+            node.item_params,
+            node.row.item,
+        )
 
     def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:
         """The placed call was handed to its executor, with these secret values."""
@@ -346,13 +354,6 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
             return None
         run, node = found
         return run.row, node.spec, node.row
-
-    def items_waiting(self, run_id: str, node_id: str) -> int:
-        """How many of an array's items wait (in line, unread, or to retry)."""
-        run = self._runs.get(run_id)
-        node = run.nodes.get(node_id) if run is not None else None
-        summary = node.row.array if node is not None else None
-        return summary.counts.get(NodeState.QUEUED.value, 0) if summary is not None else 0
 
     def running_calls(self) -> Iterator[str]:
         for _run, node in self._calls.values():

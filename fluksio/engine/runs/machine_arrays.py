@@ -74,6 +74,22 @@ class ArrayMoves:
         def _forget_call(self, node: LiveNode) -> str:
             raise NotImplementedError
 
+    # -- questions -------------------------------------------------------------------------
+
+    def item_row(self, run_id: str, node_id: str, position: int) -> NodeRow | None:
+        """A live array's item in memory (in line, running, or waiting to retry)."""
+        run = self._runs.get(run_id)
+        node = run.nodes.get(node_id) if run is not None else None
+        item = node.array.items.get(position) if node is not None and node.array else None
+        return item.row if item is not None else None
+
+    def items_waiting(self, run_id: str, node_id: str) -> int:
+        """How many of an array's items wait (in line, unread, or to retry)."""
+        run = self._runs.get(run_id)
+        node = run.nodes.get(node_id) if run is not None else None
+        summary = node.row.array if node is not None else None
+        return summary.counts.get(NodeState.QUEUED.value, 0) if summary is not None else 0
+
     # -- the array node --------------------------------------------------------------------
 
     def _open_array(
