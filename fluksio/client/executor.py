@@ -2,8 +2,9 @@
 
 ``submit(fn, *args, **kwargs)`` runs ``fn`` as a one-node run wherever the scheduler
 places it (an attached worker, or a machine a provisioner brings up for it) and returns a
-:class:`CallFuture`; ``map`` fans out as one run with a node per item. What can travel is
-:mod:`fluksio.client.sending`'s to say, at submit. A future learns its end from the
+:class:`CallFuture`, whose arguments may be its other futures; ``map`` fans out as one
+run of an array node, an item per call, its results read back in order. What can travel
+is :mod:`fluksio.client.sending`'s to say, at submit. A future learns its end from the
 engine's live feed, which one thread of the executor reads (opened before the first run
 starts, so no end is missed); ``result()`` is the node's return value, a node's exception
 is :class:`RemoteError` with the remote traceback, and ``provenance`` says where it ran.
@@ -107,9 +108,7 @@ class CallFuture(Future[Any]):
     """The future of one call: ``run_id`` and ``node`` name it on the engine;
     ``provenance`` says where it ran, once it has ended."""
 
-    def __init__(
-        self, executor: RemoteExecutor, run_id: str, node: str, alone: bool, code: Travelling
-    ) -> None:
+    def __init__(self, executor: RemoteExecutor, run_id: str, node: str, code: Travelling) -> None:
         super().__init__()
         self.run_id = run_id
         self.node = node
@@ -117,23 +116,21 @@ class CallFuture(Future[Any]):
         """The function's node code, whose lines a remote traceback names."""
         self.provenance: ProvenanceBody | None = None
         self._executor = executor
-        self._alone = alone
 
     def result(self, timeout: float | None = None) -> Any:
         """What the call returned; its exception as :class:`RemoteError`. A ``submit``'s
         caller asks the engine itself (held until the run ends), which answers as soon as
         it ends; the feed's thread settles the futures nobody waits on."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if self._alone and not self.done():
+        if not self.done():
             with contextlib.suppress(ClientError):  # the feed's thread still settles it
                 self._executor.settle(self._executor.client.wait_run(self.run_id, timeout))
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         return super().result(left)
 
     def cancel(self) -> bool:
-        """Cancel the call on the engine (a ``submit``'s run). A ``map``'s items are one
-        run: they are cancelled together, by ``shutdown(cancel_futures=True)``."""
-        if self.done() or not self._alone:
+        """Cancel the call (its run) on the engine."""
+        if self.done():
             return self.cancelled()
         self._executor.client.cancel_run(self.run_id)
         return super().cancel()
@@ -171,7 +168,7 @@ class RemoteExecutor(Executor):
         node = {"id": "call", "code": code.source, **self._node}
         name = self._submitted.get(fn) or self._submitted.setdefault(fn, flow_name(fn, node))
         run = self._start(name, [node], {"args": list(args), "kwargs": kwargs})
-        (future,) = self._register(run, ["call"], code, alone=True)
+        (future,) = self._register(run, ["call"], code)
         return future
 
     def map(
@@ -185,7 +182,8 @@ class RemoteExecutor(Executor):
         of them (one process for them all, as ``ProcessPoolExecutor`` packs them). The
         items go to the engine as artifacts, a batch at a time, and the results come back
         in order, a page at a time: memory is bounded by a batch, not by the items.
-        Leaving the results unread cancels what has not run."""
+        Closing the results before their end cancels what has not run; results never
+        read are waited for when the executor shuts down."""
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1")
         code = self._sendable(fn, [], chunked=chunksize > 1)
@@ -291,7 +289,7 @@ class RemoteExecutor(Executor):
     def _awaiting(self, value: Any) -> Any:
         """``value`` with each future of this executor as a reference to its result."""
         if isinstance(value, Future):
-            if not (isinstance(value, CallFuture) and value._executor is self and value._alone):
+            if not (isinstance(value, CallFuture) and value._executor is self):
                 raise CannotSend(
                     "only a future of this executor's submit can be an argument: pass a"
                     " value, or submit its call with this executor"
@@ -331,10 +329,8 @@ class RemoteExecutor(Executor):
         self.client.put_flow(name, nodes, transient=True)
         return self.client.start_run(name, params)
 
-    def _register(
-        self, run: RunBody, nodes: list[str], code: Travelling, *, alone: bool
-    ) -> list[CallFuture]:
-        futures = [CallFuture(self, run.id, node, alone, code) for node in nodes]
+    def _register(self, run: RunBody, nodes: list[str], code: Travelling) -> list[CallFuture]:
+        futures = [CallFuture(self, run.id, node, code) for node in nodes]
         with self._lock:
             ended = run.state in TERMINAL_RUN_STATES or run.id in self._ended
             if not ended:
