@@ -260,3 +260,18 @@ async def test_each_item_has_its_own_output_live_and_stored(
     assert "an array: each item's output is its own" in every.output
     missing = await api.request("GET", f"/runs/{run['id']}/logs?node=sweep&item=3")
     assert missing.status == 404
+
+
+async def test_a_run_with_no_array_says_so_when_asked_for_items(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    await api.put_flow("plain", [{"id": "n", "code": "def process():\n    return 1\n"}])
+    run = await api.wait_run((await api.start_run("plain"))["id"])
+    page = await api.request("GET", f"/runs/{run['id']}/items")
+    assert page.status == 404 and "has no array node" in page.body["detail"]
+    chosen = {"items": [0]}
+    cancel = await api.request("POST", f"/runs/{run['id']}/items/cancel", json_body=chosen)
+    assert cancel.status == 404 and "has no array node" in cancel.body["detail"]
+    bad = await api.request("POST", f"/runs/{run['id']}/items/cancel", json_body={"items": []})
+    assert bad.status == 422 and "items" in bad.body["detail"]

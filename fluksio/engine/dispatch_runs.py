@@ -75,6 +75,8 @@ class RunRequests(DispatcherViews):
         if view is None:
             raise NotFound(f"no run with id {run_id!r}")
         arrays = [n.row.node_id for n in view.nodes if n.row.array is not None]
+        if not arrays:
+            raise NotFound(f"run {run_id} has no array node: cancel the run instead")
         name = node_id if node_id is not None else (arrays[0] if len(arrays) == 1 else None)
         if name is None or name not in arrays:
             raise InvalidInput("node", f"name one of the run's arrays: {', '.join(arrays)}")

@@ -88,6 +88,8 @@ async def _items(call: Call[None]) -> ItemsPage:
     if view is None:
         raise NotFound(f"no run with id {run_id!r}")
     arrays = {node.row.node_id: node.row for node in view.nodes if node.row.array is not None}
+    if not arrays:
+        raise NotFound(f"run {run_id} has no array node: its nodes' results are in the run")
     name = call.request.query.get("node")
     if name is None:
         if len(arrays) != 1:
