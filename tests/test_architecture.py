@@ -44,6 +44,7 @@ PURE_CORE = (
     "fluksio.engine.runs.machine_state",
     "fluksio.engine.runs.machine_arrays",
     "fluksio.engine.runs.machine_retry",
+    "fluksio.engine.runs.machine_rules",
     "fluksio.engine.runs.machine_waits",
     "fluksio.engine.runs.references",
     "fluksio.engine.runs.effects",

@@ -19,7 +19,7 @@ happens at a restart is :meth:`RunMachine.recover`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
@@ -27,15 +27,12 @@ from fluksio.engine.runs.effects import (
     CallInputs,
     Create,
     Effect,
-    Ended,
     Progress,
-    Queue,
     Release,
     Save,
     Stop,
     Withdraw,
 )
-from fluksio.engine.runs.inputs import input_artifacts
 from fluksio.engine.runs.machine_arrays import ArrayMoves
 from fluksio.engine.runs.machine_retry import RetryMoves
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
@@ -45,14 +42,12 @@ from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.references import Ref, substitute
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
-from fluksio.engine.runs.signature import select_kwargs
 from fluksio.engine.runs.states import (
     TERMINAL_NODE_STATES,
     TERMINAL_RUN_STATES,
     NodeState,
     RunState,
 )
-from fluksio.scheduler import CallRequest, Policy
 
 __all__ = ["RunMachine"]
 
@@ -64,11 +59,8 @@ def _cancelled() -> dict[str, str]:
 
 
 class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
-    def __init__(self, new_id: Callable[[], str]) -> None:
-        self._new_id = new_id
-        self._runs: dict[str, LiveRun] = {}
-        self._calls: dict[str, tuple[LiveRun, LiveNode]] = {}
-        self._awaited: dict[Ref, list[str]] = {}
+    """The machine's inputs and questions; its rules are :class:`MachineRules`'s, its
+    arrays', retries' and waits' moves those of its mixins."""
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -359,132 +351,3 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
         for _run, node in self._calls.values():
             if node.row.state is NodeState.RUNNING:
                 yield str(node.row.call_id)
-
-    # -- the rules ---------------------------------------------------------------------------
-
-    def _build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> LiveRun:
-        by_id = {node_row.node_id: node_row for node_row in node_rows}
-        nodes = {spec.id: LiveNode(spec, by_id[spec.id]) for spec in flow.nodes}
-        for node in nodes.values():
-            for dependency in node.spec.after:
-                nodes[dependency].dependents.append(node.spec.id)
-            node.events.extend(node.row.events or [])
-            node.event_count = len(node.events)
-        run = LiveRun(row=row, nodes=nodes)
-        run.unfinished = sum(1 for n in nodes.values() if n.row.state not in TERMINAL_NODE_STATES)
-        return run
-
-    def _queue(
-        self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
-    ) -> LiveNode:
-        if node.spec.is_array and node.row.item is None:
-            return self._open_array(run, node, queued_at, effects)
-        call_id = self._new_id()
-        if node.row.item is not None:
-            # Its array's items share their turn in line: the id breaks the tie, so they
-            # are served in order of position.
-            prefix = run.nodes[node.spec.id].array_prefix
-            call_id = f"{prefix}-{node.row.item:010d}-{call_id[:8]}"
-        node.row.state = NodeState.QUEUED
-        node.row.error = None  # an earlier attempt's, shown while it waited to retry
-        node.row.call_id = call_id
-        node.row.queued_at = queued_at
-        self._calls[call_id] = (run, node)
-        resources = node.spec.resources
-        results = {d: run.nodes[d].row.result for d in node.spec.after}
-        given = {**run.row.params, **node.spec.params, **(node.item_params or {}), **results}
-        arguments = select_kwargs(node.spec.code, given)
-        effects.append(
-            Queue(
-                CallRequest(
-                    id=call_id,
-                    queued_at=queued_at,
-                    label=node.spec.worker,
-                    policy=Policy(node.spec.worker_policy),
-                    cpus=resources.cpus,
-                    gpus=resources.gpus,
-                    ram_mb=resources.ram_mb,
-                    limit=node.spec.limit,
-                    inputs=input_artifacts(arguments),
-                )
-            )
-        )
-        return node
-
-    def _forget_call(self, node: LiveNode) -> str:
-        call_id = str(node.row.call_id)
-        self._calls.pop(call_id, None)
-        return call_id
-
-    @staticmethod
-    def _running_items(node: LiveNode) -> list[LiveNode]:
-        items = node.array.items.values() if node.array is not None else ()
-        return [item for item in items if item.row.state is NodeState.RUNNING]
-
-    @staticmethod
-    def _end(
-        run: LiveRun,
-        node: LiveNode,
-        state: NodeState,
-        now: float,
-        error: dict[str, Any] | None = None,
-    ) -> None:
-        """Move a node to a terminal state, keeping the run's count of unfinished nodes."""
-        if node.row.state not in TERMINAL_NODE_STATES and node.row.item is None:
-            run.unfinished -= 1
-        if node.row.array is not None and node.array is None and state is not NodeState.FAILED:
-            summary = node.row.array  # never opened (or cancelled whole): all its items
-            if not summary.counts.keys() - {NodeState.QUEUED.value}:
-                summary.counts = {state.value: summary.total}
-        node.row.state = state
-        node.row.ended_at = now
-        if error is not None:
-            node.row.error = error
-
-    def _ready(self, run: LiveRun, node: LiveNode) -> bool:
-        return not run.waiting_for and all(
-            run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after
-        )
-
-    def _skip_dependents(self, run: LiveRun, node: LiveNode, now: float) -> list[LiveNode]:
-        skipped = []
-        for dependent_id in node.dependents:
-            dependent = run.nodes[dependent_id]
-            if dependent.row.state is not NodeState.PENDING:
-                continue
-            skipped_error = error_record(
-                ErrorKind.SKIPPED, f"dependency {node.spec.id!r} {node.row.state}"
-            )
-            self._end(run, dependent, NodeState.SKIPPED, now, skipped_error)
-            skipped.append(dependent)
-            skipped += self._skip_dependents(run, dependent, now)
-        return skipped
-
-    def _finish(
-        self,
-        run: LiveRun,
-        changed: list[LiveNode],
-        now: float,
-        effects: list[Effect],
-        *,
-        announce: bool = False,
-    ) -> None:
-        """Save what changed, and end the run once no node is left unfinished; ``announce``
-        saves the run itself even unchanged (a run taken over at a restart is news). The
-        runs that wait for what ended here hear of it after."""
-        ends = run.row.state not in TERMINAL_RUN_STATES and not run.unfinished
-        if ends:
-            states = {node.row.state for node in run.nodes.values()}
-            if run.cancelling or NodeState.CANCELLED in states:
-                run.row.state = RunState.CANCELLED
-            elif states & {NodeState.FAILED, NodeState.SKIPPED}:
-                run.row.state = RunState.FAILED
-            else:
-                run.row.state = RunState.SUCCEEDED
-            run.row.ended_at = now
-        if changed or ends or announce:
-            effects.append(Save(run.row, tuple([n.row for n in changed]), ends or announce))
-        if ends:
-            effects.append(Ended(run.row))
-        if self._awaited:
-            self._tell_waiters(run, changed, now, effects)

@@ -8,17 +8,17 @@ row names its item. An item's row is written once it has started; one with no ro
 not (its parameters are still only in its source). The rest of a call's life (placed,
 running, reported, retried) is the machine's, as for any node.
 
-A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, which gives the moves it
-builds on (``_queue``, ``_end``, ``_finish``).
+A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, on the rules of
+:class:`~fluksio.engine.runs.machine_rules.MachineRules`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Save, Stop, Withdraw
+from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
 from fluksio.engine.runs.rows import ArraySummary, NodeRow
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
@@ -39,41 +39,7 @@ def _counted(state: NodeState) -> str:
     return NodeState.QUEUED.value if state is NodeState.PENDING else state.value
 
 
-class ArrayMoves:
-    _runs: dict[str, LiveRun]
-
-    if TYPE_CHECKING:  # given by the class it is mixed into
-        _new_id: Callable[[], str]
-
-        def _queue(
-            self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
-        ) -> LiveNode:
-            raise NotImplementedError
-
-        def _end(
-            self,
-            run: LiveRun,
-            node: LiveNode,
-            state: NodeState,
-            now: float,
-            error: dict[str, Any] | None = None,
-        ) -> None:
-            raise NotImplementedError
-
-        def _finish(
-            self,
-            run: LiveRun,
-            changed: list[LiveNode],
-            now: float,
-            effects: list[Effect],
-            *,
-            announce: bool = False,
-        ) -> None:
-            raise NotImplementedError
-
-        def _forget_call(self, node: LiveNode) -> str:
-            raise NotImplementedError
-
+class ArrayMoves(MachineRules):
     # -- questions -------------------------------------------------------------------------
 
     def item_row(self, run_id: str, node_id: str, position: int) -> NodeRow | None:

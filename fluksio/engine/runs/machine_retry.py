@@ -1,15 +1,16 @@
 """The run machine's retries: a failed call run again, at once or after a back-off.
 
-A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, which gives the moves it
-builds on.
+A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, on the rules of
+:class:`~fluksio.engine.runs.machine_rules.MachineRules`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fluksio.agent.outcome import CallOutcome, ErrorKind
 from fluksio.engine.runs.effects import Effect, Log, RetryAt, Save
+from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
 from fluksio.engine.runs.models import failure_kind
 from fluksio.engine.runs.redact import redact
@@ -18,26 +19,7 @@ from fluksio.engine.runs.states import NodeState
 __all__ = ["RetryMoves"]
 
 
-class RetryMoves:
-    _runs: dict[str, LiveRun]
-
-    if TYPE_CHECKING:  # given by the class it is mixed into
-
-        def _queue(
-            self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
-        ) -> LiveNode:
-            raise NotImplementedError
-
-        def _item_moved(
-            self,
-            run: LiveRun,
-            item: LiveNode,
-            before: NodeState,
-            now: float,
-            effects: list[Effect],
-        ) -> None:
-            raise NotImplementedError
-
+class RetryMoves(MachineRules):
     def retry_due(
         self, run_id: str, node_id: str, now: float, item: int | None = None
     ) -> list[Effect]:

@@ -2,16 +2,15 @@
 passed as an argument): it waits for them, with no call queued, and starts once each has
 come; if one fails, what it would have run is skipped, saying which.
 
-A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, which gives the moves it
-builds on (``_queue``, ``_end``, ``_finish``, ``_ready``).
+A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, on the rules of
+:class:`~fluksio.engine.runs.machine_rules.MachineRules`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect
+from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
 from fluksio.engine.runs.references import Ref, find_results
 from fluksio.engine.runs.rows import NodeRow
@@ -20,42 +19,7 @@ from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
 __all__ = ["WaitMoves"]
 
 
-class WaitMoves:
-    _runs: dict[str, LiveRun]
-    _awaited: dict[Ref, list[str]]
-    """Each result some live run waits for, and the runs that wait for it."""
-
-    if TYPE_CHECKING:  # given by the class it is mixed into
-
-        def _queue(
-            self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
-        ) -> LiveNode:
-            raise NotImplementedError
-
-        def _end(
-            self,
-            run: LiveRun,
-            node: LiveNode,
-            state: NodeState,
-            now: float,
-            error: dict[str, Any] | None = None,
-        ) -> None:
-            raise NotImplementedError
-
-        def _finish(
-            self,
-            run: LiveRun,
-            changed: list[LiveNode],
-            now: float,
-            effects: list[Effect],
-            *,
-            announce: bool = False,
-        ) -> None:
-            raise NotImplementedError
-
-        def _ready(self, run: LiveRun, node: LiveNode) -> bool:
-            raise NotImplementedError
-
+class WaitMoves(MachineRules):
     def waiting_for(self, run_id: str) -> list[Ref]:
         """The results a live run still waits for."""
         run = self._runs.get(run_id)
