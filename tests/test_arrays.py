@@ -275,3 +275,25 @@ async def test_a_run_with_no_array_says_so_when_asked_for_items(
     assert cancel.status == 404 and "has no array node" in cancel.body["detail"]
     bad = await api.request("POST", f"/runs/{run['id']}/items/cancel", json_body={"items": []})
     assert bad.status == 422 and "items" in bad.body["detail"]
+
+
+async def test_bad_items_are_refused_with_the_field_the_line_and_the_limit(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    data = b'{"x": 1}\n[2]\n'
+    digest = (await api.request("PUT", "/artifacts", data=data)).body["digest"]
+    node = {"id": "sweep", "code": SQUARE, "items_from": [digest]}
+    bad_line = await api.put_flow("bad", [node])
+    assert bad_line.status == 422
+    assert "nodes.0.items_from.0" in bad_line.body["detail"]
+    assert "line 2 is not a JSON object" in bad_line.body["detail"]
+    missing = {**node, "items_from": ["sha256:" + "0" * 64]}
+    absent = await api.put_flow("absent", [missing])
+    assert absent.status == 422 and "upload it (PUT /artifacts)" in absent.body["detail"]
+    many = {"id": "sweep", "code": SQUARE, "items": [{}] * 10_001}
+    over = await api.put_flow("many", [many])
+    assert over.status == 422
+    assert "over the 10,000 a flow may hold" in over.body["detail"]
+    assert '"items_from"' in over.body["detail"]
+    assert (await api.request("GET", "/flows/bad")).status == 404, "nothing kept"

@@ -13,7 +13,7 @@ import collections
 import contextlib
 
 from fluksio.clock import Clock
-from fluksio.engine.runs.items import ArrayItems
+from fluksio.engine.runs.items import ArrayItems, unstarted
 from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import NodeState
@@ -82,12 +82,7 @@ class DispatcherViews:
         stored = self.items.store.page(run_id, node_id, after=position - 1, limit=1)
         if stored and stored[0].item == position:
             return stored[0]
-        unstarted = (
-            array.state
-            if array.state in (NodeState.CANCELLED, NodeState.SKIPPED)
-            else NodeState.QUEUED
-        )
-        return NodeRow(node_id, unstarted, item=position)
+        return unstarted(array, position)
 
     async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
         """The run once it has ended, or as it is after ``timeout`` seconds."""

@@ -11,9 +11,8 @@ from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, run_body
 from fluksio.api.timefmt import utc
-from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.errors import InvalidInput, NotFound
-from fluksio.engine.runs.items import check_items
+from fluksio.engine.runs.items import ItemSource
 from fluksio.engine.runs.models import FlowSpec, RunRequest
 from fluksio.engine.runs.store import FlowRecord
 from fluksio.engine.runs.validation import check_flow, flow_warnings
@@ -64,7 +63,7 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     if transient not in ("true", "false"):
         raise InvalidInput("transient", "must be true or false")
     await asyncio.get_running_loop().run_in_executor(None, check_flow, call.body)
-    await _count_items(call.app[ENGINE].artifacts, call.body)
+    await _count_items(call.app[ENGINE].dispatcher.items.source, call.body)
     flows = call.app[ENGINE].flows
     created = flows.put(name, call.body.model_dump(mode="json"), transient=transient == "true")
     record = flows.get(name)
@@ -111,11 +110,11 @@ async def _start_run(call: Call[RunRequest]) -> RunBody:
     record = engine.flows.get(name)
     if record is None:
         raise NotFound(f"no flow named {name!r}")
-    items = await _count_items(engine.artifacts, FlowSpec.model_validate(record.spec))
+    items = await _count_items(engine.dispatcher.items.source, FlowSpec.model_validate(record.spec))
     return run_body(engine.dispatcher.start_run(name, call.body.params, items))
 
 
-async def _count_items(artifacts: ArtifactStore, flow: FlowSpec) -> dict[str, int]:
+async def _count_items(source: ItemSource, flow: FlowSpec) -> dict[str, int]:
     """How many items each array node has, every line of its artifacts checked (off the
     event loop: a million lines take a second)."""
     arrays = [(index, node) for index, node in enumerate(flow.nodes) if node.is_array]
@@ -123,6 +122,6 @@ async def _count_items(artifacts: ArtifactStore, flow: FlowSpec) -> dict[str, in
         return {}
 
     def count() -> dict[str, int]:
-        return {node.id: check_items(node, index, artifacts.path_of) for index, node in arrays}
+        return {node.id: source.count(node, index) for index, node in arrays}
 
     return await asyncio.get_running_loop().run_in_executor(None, count)

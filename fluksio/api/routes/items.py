@@ -14,6 +14,7 @@ from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, duration, number, run_body
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
+from fluksio.engine.runs.items import unstarted
 from fluksio.engine.runs.models import ItemsCancelRequest
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import NodeState
@@ -23,7 +24,6 @@ __all__ = ["MAX_PAGE", "routes"]
 routes = Routes()
 MAX_PAGE = 10_000
 """Items in one page, at most."""
-_UNSTARTED = {NodeState.CANCELLED: NodeState.CANCELLED, NodeState.SKIPPED: NodeState.SKIPPED}
 
 
 def item_body(row: NodeRow) -> ItemBody:
@@ -109,10 +109,9 @@ async def _items(call: Call[None]) -> ItemsPage:
     rows = engine.dispatcher.items.store.page(run_id, name, after=after, limit=limit, state=state)
     if state is None:  # every position in the range, started or not
         stored = {row.item: row for row in rows}
-        unstarted = _UNSTARTED.get(array.state, NodeState.QUEUED)
         last = min(total - 1, after + limit)
         rows = [
-            stored.get(position) or NodeRow(name, unstarted, item=position)
+            stored.get(position) or unstarted(array, position)
             for position in range(after + 1, last + 1)
         ]
     last_item = int(rows[-1].item or 0) if rows else total

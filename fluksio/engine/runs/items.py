@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,42 +24,37 @@ from fluksio.engine.runs.rows import ArraySummary, NodeRow
 from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import node_row
 
-__all__ = ["ArrayItems", "ItemSource", "ItemStore", "check_items"]
+__all__ = ["ArrayItems", "ItemSource", "ItemStore", "unstarted"]
 
 _TO_RUN = (None, NodeState.QUEUED.value, NodeState.PENDING.value)
 FAILURES_READ = 5
+COUNTS_KEPT = 4096
+"""Artifacts of items whose count is remembered."""
 
 
-def check_items(spec: NodeSpec, index: int, path_of: Any) -> int:
-    """How many items an array node has; :class:`InvalidInput` naming the artifact and
-    the line when one is missing or a line is no JSON object. Reads every line: run it
-    off the event loop."""
-    if spec.items is not None:
-        return len(spec.items)
-    total = 0
-    for position, digest in enumerate(spec.items_from or []):
-        field = f"nodes.{index}.items_from.{position}"
-        path: Path = path_of(digest)
-        if not path.exists():
-            raise InvalidInput(field, f"no artifact {digest}: upload it first (PUT /artifacts)")
-        with path.open("rb") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except ValueError as exc:
-                    raise InvalidInput(field, f"line {number} is not JSON ({exc})") from None
-                if not isinstance(item, dict):
-                    raise InvalidInput(field, f"line {number} is not a JSON object")
-                total += 1
-                if total > ITEMS_MAX:
-                    raise InvalidInput(
-                        f"nodes.{index}.items_from", f"more than {ITEMS_MAX:,} items in one array"
-                    )
-    if not total:
-        raise InvalidInput(f"nodes.{index}.items_from", "the artifacts hold no item")
-    return total
+def unstarted(array: NodeRow, position: int) -> NodeRow:
+    """An item with no row (it has not started), as it stands: in line while its array
+    is live; as its array ended when that was a cancel or a skip."""
+    ended = array.state in (NodeState.CANCELLED, NodeState.SKIPPED)
+    return NodeRow(array.node_id, array.state if ended else NodeState.QUEUED, item=position)
+
+
+def _counted_lines(path: Path, field: str) -> int:
+    """The items in one artifact of JSON lines; :class:`InvalidInput` naming the line
+    that is no JSON object. Reads every line: off the event loop."""
+    count = 0
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                raise InvalidInput(field, f"line {number} is not JSON ({exc})") from None
+            if not isinstance(item, dict):
+                raise InvalidInput(field, f"line {number} is not a JSON object")
+            count += 1
+    return count
 
 
 @dataclass
@@ -76,6 +72,43 @@ class ItemSource:
     def __init__(self, path_of: Any) -> None:
         self._path_of = path_of
         self._readings: dict[tuple[str, str], _Reading] = {}
+        self._counts: collections.OrderedDict[str, int] = collections.OrderedDict()
+        """Each artifact's items, once checked: an artifact never changes (its digest
+        names its bytes), so a flow put and each run of it read its lines once."""
+        self._lock = threading.Lock()
+        """Runs are counted on threads: two may start at once."""
+
+    def count(self, spec: NodeSpec, index: int) -> int:
+        """How many items an array node (``nodes.{index}``) has; :class:`InvalidInput`
+        naming the artifact and the line when one is missing or a line is no JSON object,
+        or when they are too many. Reads an artifact's lines the first time only: run it
+        off the event loop."""
+        if spec.items is not None:
+            return len(spec.items)
+        total = 0
+        for position, digest in enumerate(spec.items_from or []):
+            field = f"nodes.{index}.items_from.{position}"
+            path = Path(self._path_of(digest))
+            if not path.exists():  # looked at each time: the sweep may have removed it
+                raise InvalidInput(field, f"no artifact {digest}: upload it (PUT /artifacts)")
+            with self._lock:
+                count = self._counts.get(digest)
+            if count is None:
+                count = _counted_lines(path, field)
+                with self._lock:
+                    self._counts[digest] = count
+                    while len(self._counts) > COUNTS_KEPT:
+                        self._counts.popitem(last=False)
+            total += count
+        if total > ITEMS_MAX:
+            raise InvalidInput(
+                f"nodes.{index}.items_from",
+                f"{total:,} items, over the {ITEMS_MAX:,} one array may have: split them"
+                " over several array nodes or runs",
+            )
+        if not total:
+            raise InvalidInput(f"nodes.{index}.items_from", "the artifacts hold no item")
+        return total
 
     def read(
         self, run_id: str, spec: NodeSpec, start: int, count: int

@@ -47,6 +47,8 @@ ITEMS_INLINE_MAX = 10_000
 """The most items given inline (``items``); more come as artifacts (``items_from``)."""
 ITEMS_FROM_MAX = 1_000
 """The most artifacts of items one array node may name."""
+CANCEL_MOST = 10_000
+"""The most items one request may cancel."""
 
 LIMIT_MAX_S = 366 * 86400.0
 """A year and a day: beyond any batch walltime, and still a number a timer can hold."""
@@ -180,6 +182,25 @@ class NodeSpec(BaseModel):
             )
         return retry
 
+    @field_validator("items", "items_from", mode="before")
+    @classmethod
+    def _items_within_bounds(cls, given: Any, info: ValidationInfo) -> Any:
+        """A list past its bound is refused with the bound and what to do instead (the
+        same bound is in the schema)."""
+        if not isinstance(given, list):
+            return given
+        if info.field_name == "items" and len(given) > ITEMS_INLINE_MAX:
+            raise ValueError(
+                f"{len(given):,} items inline, over the {ITEMS_INLINE_MAX:,} a flow may hold:"
+                ' give them as artifacts of JSON lines ("items_from")'
+            )
+        if info.field_name == "items_from" and len(given) > ITEMS_FROM_MAX:
+            raise ValueError(
+                f"{len(given):,} artifacts, over the {ITEMS_FROM_MAX:,} one array may name:"
+                " put more items in each"
+            )
+        return given
+
     @field_validator("items_from")
     @classmethod
     def _items_one_way(cls, items_from: list[str] | None, info: ValidationInfo) -> list[str] | None:
@@ -226,8 +247,18 @@ class ItemsCancelRequest(BaseModel):
 
     node: NodeId | None = None
     """The array node (when the run has more than one)."""
-    items: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, max_length=10_000)
+    items: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, max_length=CANCEL_MOST)
     """The positions of the items to cancel."""
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _within_bound(cls, given: Any) -> Any:
+        if isinstance(given, list) and len(given) > CANCEL_MOST:
+            raise ValueError(
+                f"{len(given):,} positions, over the {CANCEL_MOST:,} one request may name:"
+                " send the rest in another"
+            )
+        return given
 
 
 class RunRequest(BaseModel):
