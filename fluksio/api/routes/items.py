@@ -8,11 +8,10 @@ started is found by none but ``queued``, and not listed).
 
 from __future__ import annotations
 
-from fluksio.api.answers.runs import ItemBody, ItemsPage, ProvenanceBody
+from fluksio.api.answers.runs import ItemBody, ItemsPage
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.api.routes.runs import RunBody, duration, number, run_body
-from fluksio.api.timefmt import utc
+from fluksio.api.routes.runs import RunBody, call_fields, number, run_body
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.items import unstarted
 from fluksio.engine.runs.models import ItemsCancelRequest
@@ -27,19 +26,7 @@ MAX_PAGE = 10_000
 
 
 def item_body(row: NodeRow) -> ItemBody:
-    return ItemBody(
-        item=int(row.item or 0),
-        state=row.state,
-        attempt=row.attempt,
-        ran_on=row.place,
-        provenance=ProvenanceBody(**row.provenance.to_json()) if row.provenance else None,
-        started_at=utc(row.started_at),
-        ended_at=utc(row.ended_at),
-        duration_s=duration(row),
-        result=row.result,
-        error=row.error,
-        logs=row.logs,
-    )
+    return ItemBody(item=int(row.item or 0), **call_fields(row))
 
 
 @routes.post(

@@ -26,6 +26,7 @@ __all__ = [
     "NodeBody",
     "RunBody",
     "RunSummary",
+    "call_fields",
     "duration",
     "number",
     "routes",
@@ -43,29 +44,36 @@ def duration(row: NodeRow) -> float | None:
     return round(row.ended_at - row.started_at, 6)
 
 
+def call_fields(row: NodeRow) -> dict[str, Any]:
+    """What a node and an array's item both show of their call, from its row."""
+    return {
+        "state": row.state,
+        "attempt": row.attempt,
+        "ran_on": row.place,
+        "provenance": ProvenanceBody(**row.provenance.to_json())
+        if row.provenance is not None
+        else None,
+        "started_at": utc(row.started_at),
+        "ended_at": utc(row.ended_at),
+        "duration_s": duration(row),
+        "result": row.result,
+        "error": row.error,
+        "logs": row.logs,
+    }
+
+
 def run_body(view: RunView) -> RunBody:
     """The run as a client sees it (``GET /runs/{id}``, and the answer to starting one)."""
     row = view.row
     most = most_attempts(row.spec)
     nodes = [
         NodeBody(
+            **call_fields(node.row),
             id=node.row.node_id,
-            state=node.row.state,
             reason=node.reason,
-            ran_on=node.row.place,
-            provenance=ProvenanceBody(**node.row.provenance.to_json())
-            if node.row.provenance is not None
-            else None,
             queued_at=utc(node.row.queued_at),
-            started_at=utc(node.row.started_at),
-            ended_at=utc(node.row.ended_at),
-            duration_s=duration(node.row),
-            result=node.row.result,
-            error=node.row.error,
-            logs=node.row.logs,
             events=node.events if node.events is not None else node.row.events or [],
             event_count=node.event_count,
-            attempt=node.row.attempt,
             # A rerun after a restart is an attempt too, beyond what its retries allow.
             attempts=max(most.get(node.row.node_id, 1), node.row.attempt),
             sent_ahead=node.row.sent_ahead,
