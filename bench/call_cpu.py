@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import FORK_FLOOR, NOOP, _cpu_seconds
+from calls import NOOP, _cpu_seconds, bare_fork_cpu
 
 from fluksio.agent.launcher import CallSpec, Launcher
 
@@ -60,17 +60,6 @@ def launcher_cpu(python: str, count: int) -> float:
     return asyncio.run(main())
 
 
-def fork_cpu(python: str, count: int) -> float:
-    """CPU seconds per bare fork + exit + wait under ``python`` (its start amortised)."""
-    before = _cpu_seconds()
-    subprocess.run(
-        [python, "-I", "-S", "-c", FORK_FLOOR.replace("N", str(count))],
-        capture_output=True,
-        check=True,
-    )
-    return (_cpu_seconds() - before) / count
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=1000)
@@ -88,7 +77,7 @@ def main() -> None:
         ).stdout.strip()
         launcher_cpu(python, 50)  # warm the disk cache and the launcher's own imports
         ours = launcher_cpu(python, args.calls)
-        floor = fork_cpu(python, args.calls * 5)
+        floor = bare_fork_cpu(python, args.calls * 5)
         print(f"| {version} | {ours * 1e3:.2f} | {floor * 1e3:.2f} | {ours / floor:.1f} |")
 
 

@@ -43,6 +43,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 if str(CHECKOUT) not in sys.path:
     sys.path.append(str(CHECKOUT))
 NOOP = "def process():\n    return None\n"
+FORKS_FOR_CPU = 2000
 FORK_FLOOR = """
 import os, time
 samples = []
@@ -54,7 +55,7 @@ for _ in range(N):
     os.waitpid(pid, 0)
     samples.append(time.perf_counter() - started)
 samples.sort()
-print(samples[len(samples) // 2])
+print(samples[len(samples) // 2] if samples else "")
 """
 
 
@@ -313,6 +314,27 @@ def measure_launcher_cpu(mode: str, count: int, at_once: int) -> float:
     return asyncio.run(main())
 
 
+def _forks(python: str, count: int) -> tuple[float, float]:
+    """The p50 wall time of a bare fork + exit + wait under ``python``, and the CPU
+    seconds of the whole process doing ``count`` of them."""
+    before = _cpu_seconds()
+    forks = subprocess.run(
+        [python, "-I", "-S", "-c", FORK_FLOOR.replace("N", str(count))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(forks.stdout.strip() or "nan"), _cpu_seconds() - before
+
+
+def bare_fork_cpu(python: str, count: int) -> float:
+    """CPU seconds per bare fork + exit + wait under ``python -I -S``: the same program
+    forking none is subtracted, so that the interpreter's start is not counted."""
+    _p50, forking = _forks(python, count)
+    _none, starting = _forks(python, 0)
+    return (forking - starting) / count
+
+
 def measure_floors(count: int) -> dict[str, float]:
     python = os.path.realpath(sys.base_prefix + "/bin/python3")
     spawn = []
@@ -320,18 +342,12 @@ def measure_floors(count: int) -> dict[str, float]:
         started = time.perf_counter()
         subprocess.run([python, "-I", "-S", "-c", "pass"], check=True)
         spawn.append(time.perf_counter() - started)
-    cpu_before = _cpu_seconds()
-    fork = subprocess.run(
-        [python, "-I", "-S", "-c", FORK_FLOOR.replace("N", str(count * 5))],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    fork_p50, _cpu = _forks(python, count * 5)
     return {
         "spawn_p50": statistics.median(spawn),
-        "fork_p50": float(fork.stdout),
-        # The whole floor process, its start included, over its forks: a slight overcount.
-        "fork_cpu": (_cpu_seconds() - cpu_before) / (count * 5),
+        "fork_p50": fork_p50,
+        # Enough forks that the first few (the page tables still warm) weigh nothing.
+        "fork_cpu": bare_fork_cpu(python, max(count * 5, FORKS_FOR_CPU)),
     }
 
 
