@@ -167,3 +167,51 @@ async def test_a_calls_limit_and_silence_timeout_are_decided_on_the_launchers_cl
         assert outcome.error is not None and outcome.error["type"] == ended_as, outcome
     finally:
         await launched.close()
+
+
+GATED = """
+import os, time
+
+def process(x, gate):
+    deadline = time.monotonic() + 60
+    while x == 0 and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return x
+"""
+
+
+async def test_a_call_sent_ahead_says_it_is_taken_after_a_quarter_of_the_take_rule(
+    aiohttp_client: ClientFactory, tmp_path: Path, launcher: Launcher
+) -> None:
+    # Before, each call sent ahead cost a frame of its own at once ("taken"), though in a
+    # busy worker another call's frame says as much within milliseconds. Now the word
+    # waits a quarter of the engine's take rule and goes only if nothing else went.
+    api = await start_in_process(
+        aiohttp_client, tmp_path / "data", worker_ping_s=3600.0, worker_gone_s=36000.0,
+        worker_take_s=8.0,
+    )  # fmt: skip
+    gate = tmp_path / "gate"
+    async with _attached_agent(api, launcher, pipeline=1) as (clock, _running):
+        (session,) = api.engine.workers.sessions()
+        sweep = {"id": "sweep", "code": GATED, "worker": "clocked", "params": {"gate": str(gate)}}
+        await api.put_flow("gated", [{**sweep, "items": [{"x": 0}, {"x": 1}]}])
+        run = await api.start_run("gated")
+        word_due = clock.now() + 8.0 * 0.25
+
+        async def word_armed() -> bool:
+            return word_due in clock.pending()
+
+        # Item 0 runs, held; item 1 waits on the worker for its slot, its word armed.
+        await poll_async(word_armed, timeout=30, what="item 1 taken, its word armed")
+        heard = session.machine.heard
+        clock.advance(8.0 * 0.25)  # nothing else said it meanwhile: the word goes now
+
+        async def word_heard() -> bool:
+            return session.machine.heard == heard + 1
+
+        await poll_async(word_heard, timeout=10, what="the engine to hear item 1's word")
+        gate.write_text("open")
+        ended = await api.wait_run(run["id"], timeout=60)
+        assert ended["state"] == "succeeded", ended
+        items = (await api.request("GET", f"/runs/{run['id']}/items")).body["items"]
+        assert [(i["result"], i["attempt"]) for i in items] == [(0, 1), (1, 1)], items

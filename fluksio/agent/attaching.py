@@ -3,6 +3,7 @@ to reach the engine is said in one sentence."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import ssl
@@ -14,7 +15,17 @@ from fluksio.agent.errors import AgentError
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.urls import AttachUrl, Route
 
-__all__ = ["AgentConfig", "Refused", "describe_failure", "untrusted"]
+__all__ = [
+    "AgentConfig",
+    "Refused",
+    "describe_failure",
+    "offered_artifacts",
+    "untrusted",
+    "why_refused",
+]
+
+
+log = logging.getLogger("fluksio.worker")
 
 
 class Refused(AgentError):
@@ -75,3 +86,28 @@ def describe_failure(exc: BaseException) -> str:
         if not isinstance(error, socket.gaierror) and error.errno and error.errno > 0:
             return f"{os.strerror(error.errno).lower()} ({exc.host}:{exc.port})"
     return str(exc) or type(exc).__name__
+
+
+def offered_artifacts(config: AgentConfig, offered: object) -> dict[str, str]:
+    """The engine's public artifact URL for calls, unless ``--artifact-url`` was given."""
+    if not isinstance(offered, str) or config.url.artifacts_given:
+        return {}
+    url = config.url.offered_artifacts(offered)
+    if url is None:
+        log.warning("the engine offered artifacts at %s over plain HTTP; not used", offered)
+        return {}
+    return {"FLUKSIO_ARTIFACT_URL": url}
+
+
+async def why_refused(http: aiohttp.ClientSession, config: AgentConfig, status: int) -> str:
+    """The engine's sentence for a refused token, asked of the token endpoint."""
+    base = config.url.artifacts.rsplit("/artifacts", 1)[0]
+    try:
+        async with http.get(
+            f"{base}/workers/tokens/self",
+            headers={"Authorization": f"Bearer {config.token}"},
+        ) as answer:
+            detail = (await answer.json()).get("detail")
+    except (aiohttp.ClientError, ValueError, AttributeError):
+        detail = None
+    return str(detail or f"the engine refused the worker token (HTTP {status})")

@@ -192,6 +192,10 @@ class WelcomeFrame:
     ``pipeline``); when more than none, the worker says ``started`` as each starts."""
     cache: bool = False
     r"""(ours) The engine takes :class:`CacheFrame`\ s (it places calls by them)."""
+    take_s: float | None = None
+    """(ours) The engine's take rule (``--worker-take-s``): after it sends a call it must
+    hear some frame of this worker's within this long. Told, the worker says a call is
+    taken only if nothing else it sends says so first."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,7 +29,14 @@ from typing import Any
 import aiohttp
 
 from fluksio.agent import __version__
-from fluksio.agent.attaching import AgentConfig, Refused, describe_failure, untrusted
+from fluksio.agent.attaching import (
+    AgentConfig,
+    Refused,
+    describe_failure,
+    offered_artifacts,
+    untrusted,
+    why_refused,
+)
 from fluksio.agent.cache_report import CacheReport
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.connect_to import RoutedConnector
@@ -52,6 +59,7 @@ from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.prefetch import Prefetches
 from fluksio.agent.shared_store import shared_store_env
 from fluksio.agent.slots import Slots
+from fluksio.agent.taken import TakenWords
 from fluksio.agent.unconfirmed import Unconfirmed
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
@@ -97,6 +105,7 @@ class Agent:
         """The engine takes reports of what the artifact cache holds."""
         self._pipelined = False
         """The engine takes calls ahead of a free slot here: each says ``started``."""
+        self._taken = TakenWords(clock)
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -172,7 +181,7 @@ class Agent:
                 )
             except aiohttp.WSServerHandshakeError as exc:
                 if exc.status in (401, 403):
-                    raise Refused(await self._why_refused(http, exc.status)) from None
+                    raise Refused(await why_refused(http, self.config, exc.status)) from None
                 raise
             self._ws = ws
             try:
@@ -183,13 +192,14 @@ class Agent:
                 self._cache.reset()
                 taken_ahead = reply.get("pipeline")
                 self._pipelined = isinstance(taken_ahead, int) and taken_ahead > 0
+                self._taken.welcomed(reply.get("take_s"))
                 await self._carry_on(ws)
                 self._session_env = (
                     shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
                 )
                 if self._session_env:
                     log.info("this host shares the engine's artifact store: calls use it directly")
-                self._session_env.update(self._offered_artifacts(reply.get("artifacts")))
+                self._session_env.update(offered_artifacts(self.config, reply.get("artifacts")))
                 if self._tells_cache:
                     await self._cache.tell(self._send_now)
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
@@ -229,29 +239,6 @@ class Agent:
         if reply.get("op") != "welcome":
             raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
         return reply
-
-    def _offered_artifacts(self, offered: object) -> dict[str, str]:
-        """The engine's public artifact URL for calls, unless ``--artifact-url`` was given."""
-        if not isinstance(offered, str) or self.config.url.artifacts_given:
-            return {}
-        url = self.config.url.offered_artifacts(offered)
-        if url is None:
-            log.warning("the engine offered artifacts at %s over plain HTTP; not used", offered)
-            return {}
-        return {"FLUKSIO_ARTIFACT_URL": url}
-
-    async def _why_refused(self, http: aiohttp.ClientSession, status: int) -> str:
-        """The engine's sentence for a refused token, asked of the token endpoint."""
-        base = self.config.url.artifacts.rsplit("/artifacts", 1)[0]
-        try:
-            async with http.get(
-                f"{base}/workers/tokens/self",
-                headers={"Authorization": f"Bearer {self.config.token}"},
-            ) as answer:
-                detail = (await answer.json()).get("detail")
-        except (aiohttp.ClientError, ValueError, AttributeError):
-            detail = None
-        return str(detail or f"the engine refused the worker token (HTTP {status})")
 
     def _hello(self) -> HelloFrame:
         inventory = self.config.inventory
@@ -364,9 +351,9 @@ class Agent:
             sending.add(task)
             task.add_done_callback(sending.discard)
 
-        # Taken: said at once, so that the engine never gives a call this agent has away
-        # as one a frozen worker never took (it waits 15 s for a word after sending).
-        await self._deliver(ProgressFrame(call_id=spec.call_id, event="heartbeat"))
+        if self._slots.full or not self._pipelined:
+            taken = ProgressFrame(call_id=spec.call_id, event="heartbeat")
+            await self._taken.say(lambda: self._deliver(taken), lambda: spec.call_id in self._calls)
         # A call taken ahead waits here for a slot (its inputs fetched meanwhile); one
         # cancelled meanwhile never starts.
         if self._slots.full:
@@ -408,7 +395,7 @@ class Agent:
     async def _send_now(self, frame: CacheFrame) -> None:
         ws = self._ws
         if ws is not None and not ws.closed:
-            await _send(ws, frame)
+            await self._send(ws, frame)
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while not ws.closed:
@@ -420,7 +407,7 @@ class Agent:
         while True:
             await self._clock.sleep(self.config.heartbeat_s)
             for call_id in list(self._calls):
-                await _send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))
+                await self._send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))
 
     def _abandon_calls(self) -> None:
         """The connection is gone, and the engine has failed these calls: stop them."""
@@ -480,7 +467,7 @@ class Agent:
         heartbeats, nor lines: those are a gap in their positions, and in the answer)."""
         ws = self._ws
         if ws is not None and not ws.closed:
-            await _send(ws, frame)
+            await self._send(ws, frame)
             if isinstance(frame, AnswerFrame) and self.config.route is not None:
                 self._unconfirmed.sent(frame)
                 with contextlib.suppress(ConnectionError, RuntimeError):
@@ -491,10 +478,11 @@ class Agent:
         ):
             self._held.append(frame)
 
-
-async def _send(
-    ws: aiohttp.ClientWebSocketResponse,
-    frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
-) -> None:
-    with contextlib.suppress(ConnectionError, RuntimeError):
-        await ws.send_str(encode(frame))
+    async def _send(
+        self,
+        ws: aiohttp.ClientWebSocketResponse,
+        frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
+    ) -> None:
+        self._taken.said += 1
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await ws.send_str(encode(frame))

@@ -34,6 +34,7 @@ MODULES = (
     "shared_store",
     "unconfirmed",
     "slots",
+    "taken",
     "prefetch",
     "cache_report",
     "attaching",

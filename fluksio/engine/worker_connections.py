@@ -209,6 +209,7 @@ class WorkerConnections:
                 logs=True,
                 pipeline=session.pipeline,
                 cache=True,
+                take_s=self._engine.settings.worker_take_s,
             )
         )
 
