@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter as Tally
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -122,6 +123,9 @@ class EngineMetrics:
         )
         self._started: set[str] = set()
         """Calls whose start was counted (their queue wait), until they end."""
+        self._children: dict[tuple[object, ...], Any] = {}
+        """A labelled child by its metric and labels: ``labels()`` takes a lock and checks
+        its names at every call, and a call's end asks for three."""
 
     def watch(
         self,
@@ -144,24 +148,32 @@ class EngineMetrics:
     # -- what is counted as it happens ---------------------------------------------------
 
     def runs_written(self, event: RunsWritten) -> None:
+        child = self._child
         for change in event.changes:
             for node in change.nodes:
                 if node.call_id is None or node.started_at is None:
                     continue  # never started: not a call (a skipped node, say)
                 place = _place_kind(node.place)
                 if node.call_id not in self._started and node.queued_at is not None:
-                    self.queue_seconds.labels(place).observe(
+                    child(self.queue_seconds, place).observe(
                         max(0.0, node.started_at - node.queued_at)
                     )
                 if node.state in TERMINAL_NODE_STATES:
                     self._started.discard(node.call_id)
-                    self.calls.labels(place, node.state.value).inc()
+                    child(self.calls, place, node.state.value).inc()
                     if node.ended_at is not None:
-                        self.call_seconds.labels(place).observe(
+                        child(self.call_seconds, place).observe(
                             max(0.0, node.ended_at - node.started_at)
                         )
                 elif node.state is NodeState.RUNNING:
                     self._started.add(node.call_id)
+
+    def _child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        key = (metric, *labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def _submitted(self, event: RequestSubmitted) -> None:
         self.submissions.labels(event.provisioner, event.profile).inc()
