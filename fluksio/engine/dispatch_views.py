@@ -2,8 +2,8 @@
 
 :class:`~fluksio.engine.dispatch.Dispatcher` adds the events and the passes; what it holds
 is declared here, and nothing here changes it (as :class:`~fluksio.scheduler.book.Book`
-sits under the scheduler). The API and the feed read them as frozen views, made in
-:mod:`fluksio.engine.views`.
+sits under the scheduler); a read writes the rows already marked first. The API and the
+feed read them as frozen views, made in :mod:`fluksio.engine.views`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import NodeView, RunView, WaitingCall, stored_view, waiting_to_retry
+from fluksio.engine.runs.writer import RunWriter
 from fluksio.provisioners.driver import ProvisioningDriver
 from fluksio.provisioners.requests import ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, Scheduler, WaitReason
@@ -32,13 +33,21 @@ class DispatcherViews:
     _scheduler: Scheduler
     _machine: RunMachine
     _runs_store: RunStore
+    _writer: RunWriter
     _clock: Clock
     _waiters: dict[str, asyncio.Event]
     _recently_ended: collections.OrderedDict[str, RunView]
     provisioning: ProvisioningDriver | None
     items: ArrayItems
 
+    def write_marked(self) -> None:
+        """Write the runs' rows marked as changed, now: a client is about to read, and
+        what it sees must be what a restarted engine would find."""
+        self._writer.flush()
+
     def view_run(self, run_id: str) -> RunView | None:
+        """A run as a client reads it, written first."""
+        self.write_marked()
         live = self._machine.snapshot(run_id)
         if live is not None:
             row, nodes = live

@@ -178,7 +178,9 @@ async def _list(call: Call[None]) -> list[RunSummary]:
         raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
     limit = int(number(call.request, "limit", 100, 1, 1000))
     since = _since(query.get("since"))
-    rows = call.app[ENGINE].runs.find(flow=query.get("flow"), state=state, limit=limit, since=since)
+    engine = call.app[ENGINE]
+    engine.dispatcher.write_marked()
+    rows = engine.runs.find(flow=query.get("flow"), state=state, limit=limit, since=since)
     return [
         RunSummary(
             id=r.id,

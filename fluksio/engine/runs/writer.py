@@ -1,9 +1,14 @@
 """Writes the run machine's rows to SQLite: a moment's changes in one transaction.
 
-Rows are marked as they change and written together before the event loop waits for
-anything again, so what a client reads and what a restarted engine finds never lag
-behind. While the disk is full nothing is lost: the changes wait in memory (what the API
-shows) and are tried again once a second, one retry however many runs change meanwhile.
+Rows are marked as they change and written together: on a quiet engine before the event
+loop waits for anything again; on a busy one at most once every :data:`FLUSH_SPACING_S`,
+the moments between gathered into one transaction (a fan-out's calls otherwise cost a
+transaction each, an eighth of the engine's CPU per call). Nothing a client sees is
+unwritten: the feed tells rows once written, a run's end is written at once, and a
+client's read of a run writes what is marked first (:meth:`RunWriter.flush`), so what a
+client has seen is what a restarted engine finds. While the disk is full nothing is
+lost: the changes wait in memory (what the API shows) and are tried again once a second,
+one retry however many runs change meanwhile.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fluksio.agent.realtime import realtime_after, realtime_monotonic
 from fluksio.clock import Clock, Timer
 from fluksio.engine.errors import StorageFull
 from fluksio.engine.logging import get_logger
@@ -21,11 +27,13 @@ from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import RunChange
 
-__all__ = ["FLUSH_RETRY_S", "RunWriter"]
+__all__ = ["FLUSH_RETRY_S", "FLUSH_SPACING_S", "RunWriter"]
 
 log = get_logger(__name__)
 FLUSH_RETRY_S = 1.0
 """While the disk is full, how often the runs' changes kept in memory are tried again."""
+FLUSH_SPACING_S = 0.02
+"""On a busy engine, the least time between two writes of the runs' rows."""
 
 
 @dataclass
@@ -45,6 +53,9 @@ class RunWriter:
         self._on_written = on_written
         self._dirty: dict[str, _Dirty] = {}
         self._flush_pending = False
+        self._flush_later: asyncio.TimerHandle | None = None
+        self._flushed_at = -FLUSH_SPACING_S
+        """When rows were last written (real monotonic seconds)."""
         self._store_full = False
         self._flush_retry: Timer | None = None
         self.closing = False
@@ -70,16 +81,27 @@ class RunWriter:
         if not self._flush_pending:
             self._flush_pending = True
             # After the scheduling pass this moment kicked (a call ended: the next one is
-            # placed): what it starts is written in the same transaction, one a moment.
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, self.flush)
+            # placed), so that what it starts is written in the same transaction; and no
+            # sooner than the spacing after the last write.
+            # Pacing of I/O, on real time whatever the engine's clock (a moved clock must
+            # not hold rows back).
+            wait = self._flushed_at + FLUSH_SPACING_S - realtime_monotonic()
+            if wait > 0:
+                self._flush_later = realtime_after(wait, self.flush)
+            else:
+                loop = asyncio.get_running_loop()
+                loop.call_soon(loop.call_soon, self.flush)
 
     def flush(self) -> None:
         """Write every marked row now, in one transaction."""
         self._flush_pending = False
+        if self._flush_later is not None:
+            self._flush_later.cancel()
+            self._flush_later = None
         dirty, self._dirty = self._dirty, {}
         if not dirty:
             return
+        self._flushed_at = realtime_monotonic()
         try:
             self._store.save_many(
                 [(d.row.id, list(d.nodes.values())) for d in dirty.values()],
