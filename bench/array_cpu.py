@@ -14,6 +14,7 @@ Run: ``.venv/bin/python bench/array_cpu.py [--calls 2000] [--rounds 3]``
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calls import Api, measure_floors, process_cpu_seconds, start_engine, stop
+from calls import FORKS_FOR_CPU, Api, bare_fork_cpu, process_cpu_seconds, start_engine, stop
 from remote_calls import _start_agent, _wait_attached
 
 ARGS = "def process(x):\n    return x\n"
@@ -58,9 +59,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    floors = measure_floors(20)
-    fork_us = floors["fork_cpu"] * 1e6
-    per: dict[str, list[float]] = {"nodes": [], "array": []}
+    python = os.path.realpath(sys.base_prefix + "/bin/python3")
+    per: dict[str, list[float]] = {"nodes": [], "array": [], "fork": []}
     with tempfile.TemporaryDirectory() as folder:
         engine, url = start_engine(Path(folder) / "data", "fork", args=("--engine-slots", "0"))
         agent = None
@@ -71,21 +71,26 @@ def main() -> None:
             _wait_attached(api, "p2")
             one_round(api, engine.pid, 200, "array", 0)  # warm: imports, the worker
             for number in range(1, args.rounds + 1):
+                # The floor in each round, beside the two shapes: the machine's pace
+                # drifts by a third between minutes here, and a ratio is taken per round.
+                per["fork"].append(bare_fork_cpu(python, FORKS_FOR_CPU))
                 for shape in ("nodes", "array"):
                     per[shape].append(one_round(api, engine.pid, args.calls, shape, number))
                     time.sleep(0.5)  # let the feed's and the writer's tails settle
         finally:
             stop(agent, engine)
-    print(f"fork floor: {fork_us:.0f} us of CPU per fork + exit + wait")
+    fork_us = statistics.median(per["fork"]) * 1e6
+    print(f"fork floor: {fork_us:.0f} us of CPU per fork + exit + wait (median of the rounds')")
     print()
     print(
         f"| fan-out of {args.calls:,} no-op calls, one agent --parallel 2 | engine CPU per call"
-        " | x fork |"
+        " | x fork (median of each round's ratio) |"
     )
     print("|---|---:|---:|")
     for shape, label in (("nodes", "a node per call"), ("array", "one array, an item per call")):
         us = statistics.median(per[shape]) * 1e6
-        print(f"| {label} | {us:.0f} us | {us / fork_us:.2f} |")
+        ratio = statistics.median(c / f for c, f in zip(per[shape], per["fork"], strict=True))
+        print(f"| {label} | {us:.0f} us | {ratio:.2f} |")
 
 
 if __name__ == "__main__":
