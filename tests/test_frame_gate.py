@@ -112,18 +112,22 @@ def test_an_awaited_answer_a_small_frame_and_a_fragmented_message_pass_unchanged
         max_size=6,
     ),
     cuts=st.lists(st.integers(min_value=0, max_value=40_000), max_size=30),
+    one_frame_a_chunk=st.booleans(),
 )
 def test_whatever_the_splits_the_reader_gets_each_frame_or_its_stand_in(
-    frames: list[tuple[str, int]], cuts: list[int]
+    frames: list[tuple[str, int]], cuts: list[int], one_frame_a_chunk: bool
 ) -> None:
     reader = Recorder()
     _asked, judge = _judge_passing({"awaited"})
     gate = FrameGate(reader, judge, above=ABOVE, most=MOST)  # type: ignore[arg-type]
     stream, expected = b"", b""
+    bounds = []
     for call_id, size in frames:
         frame = client_frame(_answer(call_id, size))
         stream += frame
+        bounds.append(len(stream))
         passed = call_id == "stray" and size > ABOVE
         expected += text_frame(f"passed over stray {size}".encode()) if passed else frame
-    _feed(gate, stream, [c for c in cuts if c < len(stream)])
+    # As a socket mostly reads them, each chunk one whole frame; or anywhere.
+    _feed(gate, stream, bounds[:-1] if one_frame_a_chunk else [c for c in cuts if c < len(stream)])
     assert b"".join(reader.fed) == expected

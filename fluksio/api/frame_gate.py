@@ -85,11 +85,24 @@ class FrameGate:
             if self._left == 0:
                 self._state = "header"
             return self._reader.feed_data(data)
+        if self._state == "header" and not self._head and self._one_small_frame(data):
+            return self._reader.feed_data(data)  # the common case: a chunk, one whole frame
         for piece in self._pieces(data):
             eof, tail = self._reader.feed_data(piece)
             if eof:
                 return eof, tail
         return False, b""
+
+    def _one_small_frame(self, data: bytes) -> bool:
+        """``data`` is exactly one whole frame, never judged (at most ``above`` bytes) and
+        not part of a fragmented message: the reader reads it as it came."""
+        whole = _head_in(data, 0)
+        if not whole or self._in_message:
+            return False
+        final, opcode, _masked, size = _parse_head(data)
+        return (
+            final and opcode != _CONTINUATION and size <= self._above and whole + size == len(data)
+        )
 
     def _pieces(self, data: bytes) -> list[bytes]:
         """What of ``data`` the reader is to read, in order, with stand-ins in place: the
@@ -215,7 +228,7 @@ def _head_size(head: bytearray) -> int:
 
 
 def _parse_head(head: bytes) -> tuple[bool, int, bool, int]:
-    """(final, opcode, masked, payload size) of a whole header."""
+    """(final, opcode, masked, payload size) of a whole header (at the start of ``head``)."""
     flag = head[1] & 0x7F
     if flag == 126:
         size = struct.unpack_from("!H", head, 2)[0]
