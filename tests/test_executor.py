@@ -19,7 +19,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, as_completed, wait
 from pathlib import Path
 
 import pytest
@@ -340,3 +340,41 @@ def test_leaving_the_block_waits_for_a_map_whose_results_were_not_read(
         threading.Timer(0.5, gate.write_text, ("open",)).start()
     run = client.runs()[0]
     assert run.state == "succeeded", "the block waited for the map to end"
+
+
+def test_a_maps_futures_come_out_of_as_completed_as_their_items_end(
+    tmp_path: Path, client: Client, gpu: RemoteExecutor
+) -> None:
+    # Item 0 holds the worker's one slot until its gate opens; item 3 is cancelled on the
+    # engine meanwhile. Its future comes out first, though three come before it in order.
+    held, opened = tmp_path / "held", tmp_path / "opened"
+    opened.touch()
+    gates = [str(held)] + [str(opened)] * 4
+    futures = gpu.map_futures(once_opened, gates, range(5))
+    (run_id,) = {future.run_id for future in futures}
+    client.cancel_items(run_id, [3])
+    done = as_completed(futures, timeout=120)
+    first = next(done)
+    assert first is futures[3] and first.cancelled()
+    held.touch()
+    rest = [next(done) for _ in range(4)]
+    assert [n for n, future in enumerate(futures) if future in rest] == [0, 1, 2, 4]
+    assert [futures[n].result() for n in (0, 1, 2, 4)] == [0, 1, 2, 4]
+    assert {futures[n].provenance.worker for n in (0, 1, 2, 4)} == {"local-worker"}  # type: ignore[union-attr]
+
+
+def test_a_maps_futures_share_their_chunks_end_and_cancel(
+    tmp_path: Path, client: Client, gpu: RemoteExecutor
+) -> None:
+    held = tmp_path / "held"
+    futures = gpu.map_futures(once_opened, [str(held)] * 5, range(5), chunksize=2)
+    assert [future.item for future in futures] == [0, 0, 1, 1, 2]
+    assert futures[3].cancel(), "cancelled on the engine: item 1, both its inputs"
+    done, _pending = wait([futures[2]], timeout=60)
+    assert futures[2] in done and futures[2].cancelled()
+    held.touch()
+    assert [futures[n].result(timeout=120) for n in (0, 1, 4)] == [0, 1, 4]
+    page = client.items(futures[0].run_id)
+    assert [item.state for item in page.items] == ["succeeded", "cancelled", "succeeded"]
+    with pytest.raises(RemoteError, match="bad item 3"):
+        gpu.map_futures(fails_on_three, [3])[0].result(timeout=60)

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from fluksio.api.answers.resources import ArtifactRef
 from fluksio.api.answers.runs import ItemsPage, ProvenanceBody, RunBody
 from fluksio.client.errors import CannotSend, ClientError, EngineRefused
+from fluksio.client.map_futures import ItemFuture, MapFutures
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
@@ -62,6 +63,8 @@ class Engine(Protocol):
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody: ...
 
     def cancel_run(self, run_id: str, *, wait: int = 0) -> RunBody: ...
+
+    def cancel_items(self, run_id: str, items: list[int], node: str | None = None) -> RunBody: ...
 
     def events(
         self,
@@ -184,21 +187,58 @@ class RemoteExecutor(Executor):
         in order, a page at a time: memory is bounded by a batch, not by the items.
         Closing the results before their end cancels what has not run; results never
         read are waited for when the executor shuts down."""
-        if chunksize < 1:
-            raise ValueError("chunksize must be >= 1")
-        code = self._sendable(fn, [], chunked=chunksize > 1)
-        batches = [
-            self.client.put_artifact(batch, name="items.jsonl").digest
-            for batch in item_batches(fn.__name__, zip(*iterables, strict=False), chunksize)
-        ]
-        if not batches:
+        run, code, _inputs = self._send_items(fn, iterables, chunksize)
+        if run is None:
             return iter(())
-        node = {"id": "map", "code": code.source, "items_from": batches, **self._node}
-        run = self._start(flow_name(fn, [node]), [node], {})
         woken = threading.Event()
         with self._lock:
             self._mapping[run.id] = woken
         return self._results(run.id, code, woken, timeout, chunked=chunksize > 1)
+
+    def map_futures(
+        self, fn: Callable[..., Any], *iterables: Iterable[Any], chunksize: int = 1
+    ) -> list[ItemFuture]:
+        """``fn`` over the items, sent as ``map`` sends them, with a future per input,
+        settled as its item ends: ``as_completed`` and ``wait`` work on them, and each
+        says where it ran (``provenance``). A future per input is held: for inputs
+        beyond what fits in memory, ``map``'s results in order are the way."""
+        run, code, inputs = self._send_items(fn, iterables, chunksize)
+        if run is None:
+            return []
+        futures = MapFutures(self.client, run.id, inputs, chunksize, lambda e: RemoteError(e, code))
+        with self._lock:
+            self._mapping[run.id] = futures.woken
+
+        def settled() -> None:
+            with self._lock:
+                self._mapping.pop(run.id, None)
+
+        futures.start(RESULTS_PAGE, WAKE_AT_LEAST_S, settled)
+        return futures.futures
+
+    def _send_items(
+        self, fn: Callable[..., Any], iterables: tuple[Iterable[Any], ...], chunksize: int
+    ) -> tuple[RunBody | None, Travelling, int]:
+        """The run of a map's array (None: there were no items), its code, its inputs."""
+        if chunksize < 1:
+            raise ValueError("chunksize must be >= 1")
+        code = self._sendable(fn, [], chunked=chunksize > 1)
+        sent = 0
+
+        def inputs() -> Iterator[tuple[Any, ...]]:
+            nonlocal sent
+            for item in zip(*iterables, strict=False):
+                sent += 1
+                yield item
+
+        batches = [
+            self.client.put_artifact(batch, name="items.jsonl").digest
+            for batch in item_batches(fn.__name__, inputs(), chunksize)
+        ]
+        if not batches:
+            return None, code, 0
+        node = {"id": "map", "code": code.source, "items_from": batches, **self._node}
+        return self._start(flow_name(fn, [node]), [node], {}), code, sent
 
     def _results(
         self,
