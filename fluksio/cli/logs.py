@@ -13,15 +13,12 @@ import click
 
 from fluksio.api.answers.runs import NodeLogs
 from fluksio.client.client import Client
-from fluksio.client.errors import ClientError, EngineRefused
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 
 __all__ = ["print_logs"]
 
 WAIT_S = 25
 """How long the engine holds each request while nothing new comes."""
-_RECONNECTS = 30
-_RECONNECT_S = 1.0
 _PENDING_S = 1.0
 """While an ended attempt's node waits to start its next: how often to look."""
 
@@ -64,19 +61,11 @@ def _ask(
     attempt: int | None,
     follow: bool,
 ) -> NodeLogs:
-    """One answer; following, held up to :data:`WAIT_S` and asked again after a drop."""
-    failures = 0
-    wait = WAIT_S if follow else 0
-    while True:
-        try:
-            answer = client.logs(run_id, node, item=item, start=start, attempt=attempt, wait=wait)
-        except EngineRefused:
-            raise
-        except ClientError:
-            failures += 1
-            if not follow or failures > _RECONNECTS:
-                raise
-            time.sleep(_RECONNECT_S)
-            continue
-        assert isinstance(answer, NodeLogs)
-        return answer
+    """One answer; following, held up to :data:`WAIT_S`, and asked again while the engine
+    is away (a dropped connection, a restart) for as long as the client rides over it."""
+
+    def ask() -> NodeLogs:
+        wait = WAIT_S if follow else 0
+        return client.logs(run_id, node, item=item, start=start, attempt=attempt, wait=wait)
+
+    return client.riding(ask) if follow else ask()

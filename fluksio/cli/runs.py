@@ -31,7 +31,6 @@ __all__ = ["render_run", "runs"]
 
 _RUN_NEWS = {"ready", "refetch", "run.state", "call.state", "call.progress"}
 """Events after which the followed run is fetched again."""
-_RECONNECTS = 30
 _PREVIEW = 70
 
 
@@ -102,11 +101,12 @@ def _changes(client: Client, run_id: str) -> Iterator[RunBody]:
 
     Once the feed is open (``ready``) the run is fetched, so no change falls between the
     two. A dropped feed is reopened with the last event id (the client does), so none is
-    missed then either.
+    missed then either; across an engine's restart, for as long as the client rides over
+    its absence.
     """
-    for event in client.events(run=run_id, reconnects=_RECONNECTS):
+    for event in client.events(run=run_id):
         if event.kind in _RUN_NEWS:
-            yield client.run(run_id)
+            yield client.riding(lambda: client.run(run_id))
 
 
 def _follow(client: Client, run_id: str, *, live_view: bool) -> RunBody:

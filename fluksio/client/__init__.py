@@ -23,7 +23,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from fluksio.client.bounds import Bounds
-from fluksio.client.errors import CannotSend, ClientError, EngineRefused, Redirected
+from fluksio.client.errors import CannotSend, ClientError, EngineRefused, Redirected, Unreachable
 from fluksio.client.sse import ReceivedEvent
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ __all__ = [
     "ReceivedEvent",
     "Redirected",
     "RemoteError",
+    "Unreachable",
     "local",
 ]
 _LAZY = {

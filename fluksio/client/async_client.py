@@ -11,7 +11,9 @@ futures).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+import functools
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -22,13 +24,14 @@ from fluksio.client.async_http import AsyncHttp
 from fluksio.client.bounds import Bounds
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.operations import (
-    FEED_RECONNECT_S,
-    FEED_RECONNECTS,
+    RIDE_OVER_S,
+    Absence,
     FeedPosition,
     Operations,
     api_url,
     credentials,
     login_form,
+    ride_over_from_environment,
     run_end,
 )
 from fluksio.client.request import Awaited, Request, Steps, json_request
@@ -41,8 +44,8 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class AsyncClient(Operations, Awaited):
-    """The API of the engine at ``url``, awaited; ``token``, ``ca_file`` and ``bounds`` as
-    :class:`~fluksio.client.client.Client` takes them."""
+    """The API of the engine at ``url``, awaited; ``token``, ``ca_file``, ``bounds`` and
+    ``ride_over_s`` as :class:`~fluksio.client.client.Client` takes them."""
 
     def __init__(
         self,
@@ -51,17 +54,20 @@ class AsyncClient(Operations, Awaited):
         token: str | None = None,
         ca_file: str | None = None,
         bounds: Bounds | None = None,
+        ride_over_s: float = RIDE_OVER_S,
     ):
         self.http = AsyncHttp(api_url(url), token, ca_file, bounds)
+        self.ride_over_s = ride_over_s
 
     @classmethod
     async def from_environment(cls, url: str, *, ca_file: str | None = None) -> AsyncClient:
         """A client with ``$FLUKSIO_TOKEN``, or logged in as ``$FLUKSIO_USERNAME`` with
         ``$FLUKSIO_PASSWORD``."""
         name_or_token, password = credentials()
+        ride_over_s = ride_over_from_environment()
         if password is None:
-            return cls(url, token=name_or_token, ca_file=ca_file)
-        client = cls(url, ca_file=ca_file)
+            return cls(url, token=name_or_token, ca_file=ca_file, ride_over_s=ride_over_s)
+        client = cls(url, ca_file=ca_file, ride_over_s=ride_over_s)
         await client.login(name_or_token, password)
         return client
 
@@ -91,15 +97,29 @@ class AsyncClient(Operations, Awaited):
         )
         return request.decode(raw)
 
-    async def drive(self, steps: Steps[Answer]) -> Answer:
-        """An operation of several requests, each sent in turn."""
+    async def drive(self, steps: Steps[Answer], *, riding: bool = False) -> Answer:
+        """An operation of several requests, each sent in turn; ``riding``: each asked
+        again while the engine is away, for up to ``ride_over_s``."""
         try:
             request = next(steps)
             while True:
-                request = steps.send(await self.send(request))
+                if riding:
+                    request = steps.send(await self.riding(functools.partial(self.send, request)))
+                else:
+                    request = steps.send(await self.send(request))
         except StopIteration as done:
             answer: Answer = done.value
             return answer
+
+    async def riding(self, read: Callable[[], Awaitable[Answer]]) -> Answer:
+        """``await read()``, asked again while the engine cannot be reached, as
+        :meth:`Client.riding <fluksio.client.client.Client.riding>` does it."""
+        absence = Absence(self.ride_over_s)
+        while True:
+            try:
+                return await read()
+            except ClientError as lost:
+                await asyncio.sleep(absence.lost(lost, time.monotonic()))
 
     async def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
@@ -113,21 +133,22 @@ class AsyncClient(Operations, Awaited):
         return answer
 
     async def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody:
-        """The run once it has ended, or as it stands after ``timeout`` seconds."""
-        return await self.drive(run_end(run_id, timeout))
+        """The run once it has ended, or as it stands after ``timeout`` seconds; over an
+        engine's restart, for up to ``ride_over_s``."""
+        return await self.drive(run_end(run_id, timeout), riding=True)
 
     async def events(
         self,
         *,
         run: str | None = None,
         last_id: str | None = None,
-        reconnects: int = FEED_RECONNECTS,
+        reconnects: int | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> AsyncGenerator[ReceivedEvent, None]:
         """The live feed, resumed from the last event seen as
         :meth:`Client.events <fluksio.client.client.Client.events>` does it; ``async
         for`` over it, and leave the loop (or cancel the task) to end it."""
-        position = FeedPosition(run, last_id, reconnects)
+        position = FeedPosition(run, last_id, reconnects, Absence(self.ride_over_s))
         while stop is None or not stop():
             try:
                 async for event in self.http.events(position.path, position.last_id, stop):
@@ -140,5 +161,4 @@ class AsyncClient(Operations, Awaited):
                 ended = gone
             if stop is not None and stop():
                 return
-            position.dropped(ended)
-            await asyncio.sleep(FEED_RECONNECT_S)
+            await asyncio.sleep(position.dropped(ended, time.monotonic()))

@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp.http_exceptions import LineTooLong
 
 from fluksio.client.bounds import EVENT_BYTES, Bounds, redirected
-from fluksio.client.errors import ClientError, EngineRefused, refusal
+from fluksio.client.errors import ClientError, EngineRefused, Unreachable, refusal
 from fluksio.client.http import FEED_SILENCE_S, TIMEOUT_S
 from fluksio.client.sse import EventParser, ReceivedEvent
 
@@ -150,10 +150,10 @@ async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 @contextlib.contextmanager
 def _failing_as(what: str) -> Iterator[None]:
-    """A connection that fails as :class:`ClientError` saying ``what`` and why."""
+    """A connection that fails as :class:`Unreachable` saying ``what`` and why."""
     try:
         yield
     except EngineRefused:
         raise
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise ClientError(f"{what}: {exc or type(exc).__name__}") from None
+        raise Unreachable(f"{what}: {exc or type(exc).__name__}") from None

@@ -8,6 +8,7 @@ more than one request: waiting for a run, the live feed, the executor. A refusal
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,13 +21,14 @@ from fluksio.client.bounds import Bounds
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.http import Http
 from fluksio.client.operations import (
-    FEED_RECONNECT_S,
-    FEED_RECONNECTS,
+    RIDE_OVER_S,
+    Absence,
     FeedPosition,
     Operations,
     api_url,
     credentials,
     login_form,
+    ride_over_from_environment,
     run_end,
 )
 from fluksio.client.request import Blocking, Request, Steps, json_request
@@ -47,8 +49,10 @@ class Client(Operations, Blocking):
     ``token``: a bearer token (a login's, or a personal one); else call :meth:`login`, or
     build it with :meth:`from_environment`. ``ca_file``: the CA an ``https`` engine's
     certificate is verified against (default: the system's). ``bounds``: how large and
-    how slow an answer may be (:class:`~fluksio.client.bounds.Bounds`). Safe to share
-    between threads (each keeps its own connection).
+    how slow an answer may be (:class:`~fluksio.client.bounds.Bounds`). ``ride_over_s``:
+    how long what waits (``wait_run``, the feed, an executor's futures) carries on while
+    the engine cannot be reached, restarting, before one sentence. Safe to share between
+    threads (each keeps its own connection).
     """
 
     def __init__(
@@ -58,17 +62,21 @@ class Client(Operations, Blocking):
         token: str | None = None,
         ca_file: str | None = None,
         bounds: Bounds | None = None,
+        ride_over_s: float = RIDE_OVER_S,
     ):
         self.http = Http(api_url(url), token, ca_file, bounds)
+        self.ride_over_s = ride_over_s
 
     @classmethod
     def from_environment(cls, url: str, *, ca_file: str | None = None) -> Client:
         """A client with ``$FLUKSIO_TOKEN``, or logged in as ``$FLUKSIO_USERNAME`` with
-        ``$FLUKSIO_PASSWORD``: credentials from the environment, never from argv."""
+        ``$FLUKSIO_PASSWORD``: credentials from the environment, never from argv; and
+        ``$FLUKSIO_RIDE_OVER_S`` as its ``ride_over_s``, if set."""
         name_or_token, password = credentials()
+        ride_over_s = ride_over_from_environment()
         if password is None:
-            return cls(url, token=name_or_token, ca_file=ca_file)
-        client = cls(url, ca_file=ca_file)
+            return cls(url, token=name_or_token, ca_file=ca_file, ride_over_s=ride_over_s)
+        client = cls(url, ca_file=ca_file, ride_over_s=ride_over_s)
         client.login(name_or_token, password)
         return client
 
@@ -83,15 +91,30 @@ class Client(Operations, Blocking):
         )
         return request.decode(raw)
 
-    def drive(self, steps: Steps[Answer]) -> Answer:
-        """An operation of several requests, each sent in turn."""
+    def drive(self, steps: Steps[Answer], *, riding: bool = False) -> Answer:
+        """An operation of several requests, each sent in turn; ``riding``: each asked
+        again while the engine is away, for up to ``ride_over_s``."""
         try:
             request = next(steps)
             while True:
-                request = steps.send(self.send(request))
+                if riding:
+                    request = steps.send(self.riding(functools.partial(self.send, request)))
+                else:
+                    request = steps.send(self.send(request))
         except StopIteration as done:
             answer: Answer = done.value
             return answer
+
+    def riding(self, read: Callable[[], Answer]) -> Answer:
+        """``read()``, asked again while the engine cannot be reached (restarting, say),
+        for up to ``ride_over_s``; then one sentence. For reads only: a request that
+        changes something may have been done when its answer was lost."""
+        absence = Absence(self.ride_over_s)
+        while True:
+            try:
+                return read()
+            except ClientError as lost:
+                time.sleep(absence.lost(lost, time.monotonic()))
 
     def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
@@ -106,8 +129,8 @@ class Client(Operations, Blocking):
 
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody:
         """The run once it has ended, or as it stands after ``timeout`` seconds (None:
-        however long it takes)."""
-        return self.drive(run_end(run_id, timeout))
+        however long it takes); over an engine's restart, for up to ``ride_over_s``."""
+        return self.drive(run_end(run_id, timeout), riding=True)
 
     # -- the live feed ---------------------------------------------------------------------
 
@@ -116,16 +139,18 @@ class Client(Operations, Blocking):
         *,
         run: str | None = None,
         last_id: str | None = None,
-        reconnects: int = FEED_RECONNECTS,
+        reconnects: int | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> Iterator[ReceivedEvent]:
         """The live feed (``GET /events``), for ever: a connection that drops (or that the
         engine ends, restarting) is opened again from the last event seen, so no event is
-        lost or repeated in between; after ``reconnects`` failures in a row, the last one
-        is raised. ``run``: only that run's events; ``last_id``: go on after that event;
+        lost or repeated in between (an engine that restarted says ``refetch``: what it
+        had told is gone with it, read again what you show); it gives up once the engine
+        has been away ``ride_over_s``, or, given ``reconnects``, after that many failures
+        in a row. ``run``: only that run's events; ``last_id``: go on after that event;
         ``stop``: asked at each line the engine sends (a keepalive every 15 s), and the
         feed ends once it is true."""
-        position = FeedPosition(run, last_id, reconnects)
+        position = FeedPosition(run, last_id, reconnects, Absence(self.ride_over_s))
         while stop is None or not stop():
             try:
                 for event in self.http.events(position.path, position.last_id, stop):
@@ -138,8 +163,7 @@ class Client(Operations, Blocking):
                 ended = gone
             if stop is not None and stop():
                 return
-            position.dropped(ended)
-            time.sleep(FEED_RECONNECT_S)
+            time.sleep(position.dropped(ended, time.monotonic()))
 
     # -- Python functions as nodes ----------------------------------------------------------
 

@@ -6,11 +6,16 @@ import json
 
 from fluksio.errors import FluksioError
 
-__all__ = ["CannotSend", "ClientError", "EngineRefused", "Redirected", "refusal"]
+__all__ = ["CannotSend", "ClientError", "EngineRefused", "Redirected", "Unreachable", "refusal"]
 
 
 class ClientError(FluksioError):
     """The engine could not be reached, or answered in a shape this client does not know."""
+
+
+class Unreachable(ClientError):
+    """The engine could not be reached, or the connection broke off (refused, reset, cut):
+    it may be restarting, and asking again later may succeed."""
 
 
 class EngineRefused(ClientError):

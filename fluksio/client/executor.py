@@ -14,24 +14,26 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import itertools
-import json
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fluksio.api.answers.resources import ArtifactRef
 from fluksio.api.answers.runs import ItemsPage, ProvenanceBody, RunBody
 from fluksio.client.errors import CannotSend, ClientError, EngineRefused
 from fluksio.client.map_futures import ItemFuture, MapFutures
+from fluksio.client.map_items import item_batches
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
+
+Answer = TypeVar("Answer")
 
 
 class Engine(Protocol):
@@ -71,9 +73,11 @@ class Engine(Protocol):
         *,
         run: str | None = None,
         last_id: str | None = None,
-        reconnects: int = ...,
+        reconnects: int | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> Iterator[ReceivedEvent]: ...
+
+    def riding(self, read: Callable[[], Answer]) -> Answer: ...
 
 
 __all__ = ["CallFuture", "Engine", "RemoteError", "RemoteExecutor"]
@@ -82,10 +86,6 @@ RESULTS_PAGE = 1000
 """A map's results read at once."""
 WAKE_AT_LEAST_S = 5.0
 """A map's reader looks again at least this often, whatever the feed says."""
-ITEMS_PER_BATCH = 50_000
-BATCH_BYTES = 8 << 20
-"""A map's items go to the engine in artifacts of at most this many items and bytes:
-what the client holds of them at once."""
 ENDS_REMEMBERED = 10_000
 """Runs the feed said ended before their futures were registered (a fast run), kept."""
 FEED_OPEN_WITHIN_S = 30.0
@@ -257,7 +257,9 @@ class RemoteExecutor(Executor):
         try:
             while not finished:
                 woken.clear()
-                page = self.client.items(run_id, after=after, limit=RESULTS_PAGE)
+                page = self.client.riding(
+                    functools.partial(self.client.items, run_id, after=after, limit=RESULTS_PAGE)
+                )
                 for item in page.items:
                     if item.state not in TERMINAL_NODE_STATES:
                         break
@@ -394,6 +396,8 @@ class RemoteExecutor(Executor):
             for event in self.client.events(stop=lambda: self._stopping):
                 if event.kind == "ready":
                     self._feed_open.set()
+                elif event.kind == "refetch":
+                    self._look_again()
                 elif event.kind in ("call.state", "run.state"):
                     self._woken(str(event.data["run_id"]))
                     if event.kind == "run.state" and event.data["state"] in TERMINAL_RUN_STATES:
@@ -405,6 +409,17 @@ class RemoteExecutor(Executor):
             for future in orphans:
                 if not future.done():
                     future.set_exception(lost)
+
+    def _look_again(self) -> None:
+        """The feed lost events (the engine restarted, or this reader fell behind): each
+        run still awaited is read again, and each map's reader woken."""
+        with self._lock:
+            awaited = list(self._waiting)
+            mapping = list(self._mapping.values())
+        for run_id in awaited:
+            self.settle(self.client.riding(functools.partial(self.client.run, run_id)))
+        for woken in mapping:
+            woken.set()
 
     def _woken(self, run_id: str) -> None:
         with self._lock:
@@ -420,7 +435,7 @@ class RemoteExecutor(Executor):
                 while len(self._ended) > ENDS_REMEMBERED:
                     self._ended.popitem(last=False)
                 return
-        _settle(self.client.run(run_id), futures)
+        _settle(self.client.riding(functools.partial(self.client.run, run_id)), futures)
 
     def settle(self, run: RunBody) -> None:
         """``run``, read by a waiting caller: its futures settle if it has ended."""
@@ -448,27 +463,3 @@ def _settle(run: RunBody, futures: list[CallFuture]) -> None:
 def _wait_quietly(future: Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-def item_batches(name: str, items: Iterator[tuple[Any, ...]], chunksize: int) -> Iterator[bytes]:
-    """A map's items as JSON lines, each the parameters of one call (``chunksize``
-    argument lists, or one), in batches of at most :data:`ITEMS_PER_BATCH` lines and
-    about :data:`BATCH_BYTES`; an argument that is not JSON is refused, naming it."""
-    lines: list[bytes] = []
-    size = 0
-    while chunk := [list(item) for item in itertools.islice(items, chunksize)]:
-        args: list[Any] = chunk if chunksize > 1 else chunk[0]
-        try:
-            text = json.dumps({"args": args, "kwargs": {}}, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError):
-            for arguments in chunk:  # which one, in a sentence
-                check_arguments(name, tuple(arguments), {})
-            raise
-        line = text.encode() + b"\n"
-        lines.append(line)
-        size += len(line)
-        if len(lines) >= ITEMS_PER_BATCH or size >= BATCH_BYTES:
-            yield b"".join(lines)
-            lines, size = [], 0
-    if lines:
-        yield b"".join(lines)

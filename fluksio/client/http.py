@@ -30,7 +30,7 @@ from fluksio.client.bounds import (
     redirected,
     shut,
 )
-from fluksio.client.errors import ClientError, EngineRefused, refusal
+from fluksio.client.errors import ClientError, EngineRefused, Unreachable, refusal
 from fluksio.client.sse import EventParser, ReceivedEvent
 
 __all__ = ["Http"]
@@ -124,7 +124,7 @@ class Http:
             raise reading.too_slow()
         if answer.length:  # the connection ended before the length it declared
             self._forget()
-            raise ClientError(f"the engine's answer to {reading.what} broke off before its end")
+            raise Unreachable(f"the engine's answer to {reading.what} broke off before its end")
         answer.close()  # read to its end: the connection may serve the next request
         return reading.body()
 
@@ -201,16 +201,16 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 @contextlib.contextmanager
 def _failing_as(what: str) -> Iterator[None]:
-    """A refusal as :class:`EngineRefused`; a connection that fails as :class:`ClientError`
+    """A refusal as :class:`EngineRefused`; a connection that fails as :class:`Unreachable`
     saying ``what`` and why."""
     try:
         yield
     except urllib.error.HTTPError as exc:
         raise _refused(exc) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise ClientError(f"{what}: {getattr(exc, 'reason', exc)}") from None
+        raise Unreachable(f"{what}: {getattr(exc, 'reason', exc)}") from None
     except http.client.HTTPException as exc:  # not HTTP, or it broke off mid-answer
-        raise ClientError(f"{what}: {type(exc).__name__} {exc}".rstrip()) from None
+        raise Unreachable(f"{what}: {type(exc).__name__} {exc}".rstrip()) from None
 
 
 def _refused(error: urllib.error.HTTPError) -> EngineRefused:

@@ -17,6 +17,7 @@ results, read in order, do not. For a million inputs, ``map`` is the way.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -101,7 +102,9 @@ class MapFutures:
         started (nothing after it can have ended but a cancelled item, found in its turn)."""
         after, first_open = self._first_open - 1, None
         while True:
-            found = self.client.items(self.run_id, after=after, limit=page)
+            found = self.client.riding(
+                functools.partial(self.client.items, self.run_id, after=after, limit=page)
+            )
             started = False
             for item in found.items:
                 after = item.item

@@ -1,0 +1,69 @@
+"""What waits in a client rides over the engine's restart (issue 50, part 3): a script's
+``wait_run``, an executor's future and the live feed carry on while the engine is away,
+and go on once it is back on the same address; after ``ride_over_s`` they give up in one
+sentence. A real engine killed (SIGKILL) and started again on its data directory and port."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from fluksio.api.answers.runs import RunBody
+from fluksio.client import Client, Unreachable
+from tests.support.engine import free_port, start_engine
+from tests.support.worker import start_labelled_worker
+
+pytestmark = pytest.mark.process
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def test_a_future_a_waiting_script_and_the_feed_carry_on_across_an_engine_restart(
+    tmp_path: Path,
+) -> None:
+    port, data = free_port(), tmp_path / "data"
+    engine = start_engine(data, tmp_path / "logs1", port=port)
+    token = engine.login()
+    client = Client(engine.url, token=token, ride_over_s=60)
+    executor = client.executor(worker="later")
+    future = executor.submit(square, 7)  # no worker is labelled "later" yet: it waits
+    waited: list[RunBody] = []
+    waiting = threading.Thread(
+        target=lambda: waited.append(client.wait_run(future.run_id)), daemon=True
+    )
+    waiting.start()
+    feed = client.events()
+    assert next(feed).kind == "ready"
+    # Before, each of these raised "cannot reach the engine" within seconds of this kill.
+    engine.stop(signal.SIGKILL)
+    second = start_engine(data, tmp_path / "logs2", port=port)
+    worker = None
+    try:
+        # The feed opened again says what the engine's restart lost, then goes on.
+        assert [next(feed).kind, next(feed).kind] == ["refetch", "ready"]
+        worker = start_labelled_worker(second, second.login(), "later", tmp_path / "worker")
+        assert future.result(timeout=60) == 49
+        waiting.join(timeout=60)
+        assert [run.state for run in waited] == ["succeeded"]
+    finally:
+        executor.shutdown(wait=False)
+        if worker is not None:
+            worker.stop()
+        second.stop()
+
+
+def test_a_waiting_client_gives_up_after_ride_over_s_in_one_sentence(tmp_path: Path) -> None:
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    client = Client(engine.url, token=engine.login(), ride_over_s=2)
+    client.put_flow("far", [{"id": "n", "code": "def process():\n    return 1\n", "worker": "x"}])
+    run = client.start_run("far")
+    engine.stop(signal.SIGKILL)
+    with pytest.raises(Unreachable, match=r"has not answered for 2 s, .*\(ride_over_s=2\)"):
+        client.wait_run(run.id)
+    with pytest.raises(Unreachable, match=r"\(ride_over_s=2\)"):
+        next(iter(client.events()))
