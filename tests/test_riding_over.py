@@ -5,7 +5,9 @@ sentence. A real engine killed (SIGKILL) and started again on its data directory
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 
 from fluksio.api.answers.runs import RunBody
 from fluksio.client import Client, Unreachable
-from tests.support.engine import free_port, start_engine
+from tests.support.engine import BIN, free_port, start_engine
+from tests.support.wait import wait_for
 from tests.support.worker import start_labelled_worker
 
 pytestmark = pytest.mark.process
@@ -67,3 +70,42 @@ def test_a_waiting_client_gives_up_after_ride_over_s_in_one_sentence(tmp_path: P
         client.wait_run(run.id)
     with pytest.raises(Unreachable, match=r"\(ride_over_s=2\)"):
         next(iter(client.events()))
+
+
+def test_runs_show_follow_carries_on_across_an_engine_restart(tmp_path: Path) -> None:
+    port, data = free_port(), tmp_path / "data"
+    engine = start_engine(data, tmp_path / "logs1", port=port)
+    token = engine.login()
+    client = Client(engine.url, token=token)
+    client.put_flow(
+        "later", [{"id": "n", "code": "def process():\n    return 7\n", "worker": "later"}]
+    )
+    run = client.start_run("later")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+    env.update(FLUKSIO_URL=engine.api, FLUKSIO_TOKEN=token)
+    follow = subprocess.Popen(
+        [str(BIN / "fluksio"), "runs", "show", run.id, "--follow"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    second = worker = None
+    try:
+        # Its first line comes once its feed is open (it fetches the run on "ready").
+        lines: list[str] = []
+        reading = threading.Thread(target=lambda: lines.extend(follow.stdout or ()), daemon=True)
+        reading.start()
+        wait_for(lambda: lines, timeout=30, what="the command's first line")
+        engine.stop(signal.SIGKILL)
+        second = start_engine(data, tmp_path / "logs2", port=port)
+        worker = start_labelled_worker(second, second.login(), "later", tmp_path / "worker")
+        assert follow.wait(timeout=60) == 0, follow.stderr.read() if follow.stderr else ""
+        reading.join(timeout=10)
+        assert lines[0].startswith(f"run {run.id} of 'later': queued"), lines
+        assert lines[-1] == f"run {run.id} of 'later': succeeded\n", lines
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait(timeout=10)
+        if worker is not None:
+            worker.stop()
+        if second is not None:
+            second.stop()
