@@ -19,6 +19,7 @@ from fluksio.agent.calls import CallSpec
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
 from fluksio.agent.session import Agent
+from fluksio.agent.taken import TAKEN_WORD_SHARE
 from fluksio.agent.urls import parse_attach_url
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
@@ -169,12 +170,13 @@ async def test_a_calls_limit_and_silence_timeout_are_decided_on_the_launchers_cl
         await launched.close()
 
 
+TAKE_S = 40.0
 GATED = """
 import os, time
 
 def process(x, gate):
     deadline = time.monotonic() + 60
-    while x == 0 and not os.path.exists(gate) and time.monotonic() < deadline:
+    while not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.02)
     return x
 """
@@ -188,30 +190,40 @@ async def test_a_call_sent_ahead_says_it_is_taken_after_a_quarter_of_the_take_ru
     # waits a quarter of the engine's take rule and goes only if nothing else went.
     api = await start_in_process(
         aiohttp_client, tmp_path / "data", worker_ping_s=3600.0, worker_gone_s=36000.0,
-        worker_take_s=8.0,
+        worker_take_s=TAKE_S,
     )  # fmt: skip
     gate = tmp_path / "gate"
     async with _attached_agent(api, launcher, pipeline=1) as (clock, _running):
         (session,) = api.engine.workers.sessions()
-        sweep = {"id": "sweep", "code": GATED, "worker": "clocked", "params": {"gate": str(gate)}}
-        await api.put_flow("gated", [{**sweep, "items": [{"x": 0}, {"x": 1}]}])
-        run = await api.start_run("gated")
-        word_due = clock.now() + 8.0 * 0.25
+        node = {"id": "n", "code": GATED, "worker": "clocked", "params": {"gate": str(gate)}}
+        await api.put_flow("gated", [node])
+        first = await api.start_run("gated", x=1)
+
+        async def first_started() -> bool:
+            # Its `started` heard by the engine: it then holds the worker's one slot,
+            # silent, and nothing more comes from the worker until the test says.
+            machine = session.machine
+            return len(machine.in_flight()) == 1 and machine.sent_ahead() == 0
+
+        await poll_async(first_started, timeout=30, what="the first call to start")
+        heard = session.machine.heard
+        second = await api.start_run("gated", x=2)
+        word_due = clock.now() + TAKE_S * TAKEN_WORD_SHARE
 
         async def word_armed() -> bool:
             return word_due in clock.pending()
 
-        # Item 0 runs, held; item 1 waits on the worker for its slot, its word armed.
-        await poll_async(word_armed, timeout=30, what="item 1 taken, its word armed")
-        heard = session.machine.heard
-        clock.advance(8.0 * 0.25)  # nothing else said it meanwhile: the word goes now
+        await poll_async(word_armed, timeout=30, what="the second call taken, its word armed")
+        assert session.machine.heard == heard, "no word yet: a quarter of take_s is to pass"
+        clock.advance(TAKE_S * TAKEN_WORD_SHARE)  # nothing else said it: the word goes now
 
         async def word_heard() -> bool:
             return session.machine.heard == heard + 1
 
-        await poll_async(word_heard, timeout=10, what="the engine to hear item 1's word")
+        # Well within the engine's own take rule (real time here), which would otherwise
+        # give the call back, and the worker's answer to that would be heard instead.
+        await poll_async(word_heard, timeout=10, what="the engine to hear the second's word")
         gate.write_text("open")
-        ended = await api.wait_run(run["id"], timeout=60)
-        assert ended["state"] == "succeeded", ended
-        items = (await api.request("GET", f"/runs/{run['id']}/items")).body["items"]
-        assert [(i["result"], i["attempt"]) for i in items] == [(0, 1), (1, 1)], items
+        for run in (first, second):
+            ended = await api.wait_run(run["id"], timeout=60)
+            assert (ended["state"], ended["nodes"][0]["attempt"]) == ("succeeded", 1), ended
