@@ -5,6 +5,7 @@ sentence. A real engine killed (SIGKILL) and started again on its data directory
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.api.answers.runs import RunBody
-from fluksio.client import Client, Unreachable
+from fluksio.client import AsyncClient, Client, Unreachable
 from tests.support.engine import BIN, free_port, start_engine
 from tests.support.wait import wait_for
 from tests.support.worker import start_labelled_worker
@@ -109,3 +110,36 @@ def test_runs_show_follow_carries_on_across_an_engine_restart(tmp_path: Path) ->
             worker.stop()
         if second is not None:
             second.stop()
+
+
+async def test_the_async_clients_wait_rides_over_a_restart_and_gives_up_in_its_sentence(
+    tmp_path: Path,
+) -> None:
+    port, data = free_port(), tmp_path / "data"
+    engine = start_engine(data, tmp_path / "logs1", port=port)
+    token = engine.login()
+    node: dict[str, object] = {
+        "id": "n",
+        "code": "def process():\n    return 7\n",
+        "worker": "later",
+    }
+    second = worker = None
+    async with AsyncClient(engine.url, token=token, ride_over_s=60) as client:
+        await client.put_flow("later", [node])
+        run = await client.start_run("later")
+        waiting = asyncio.create_task(client.wait_run(run.id))
+        try:
+            engine.stop(signal.SIGKILL)
+            second = start_engine(data, tmp_path / "logs2", port=port)
+            worker = start_labelled_worker(second, second.login(), "later", tmp_path / "worker")
+            ended = await asyncio.wait_for(waiting, timeout=60)
+            assert (ended.state, ended.nodes[0].result) == ("succeeded", 7)
+        finally:
+            waiting.cancel()
+            if worker is not None:
+                worker.stop()
+            if second is not None:
+                second.stop()
+        client.ride_over_s = 1
+        with pytest.raises(Unreachable, match=r"\(ride_over_s=1\)"):
+            await client.wait_run(run.id)
