@@ -49,10 +49,8 @@ __all__ = [
 
 LONGEST_WAIT_S = 60
 """The longest an engine holds one answer (``?wait=``); longer waits ask again."""
-FEED_RECONNECTS = 5
-"""How many times in a row a dropped live feed is opened again before giving up, when a
-count is asked for (``reconnects=``) instead of riding over the engine's absence."""
 FEED_RECONNECT_S = 1.0
+"""The pause between two openings of the feed when a count of them is asked for."""
 RIDE_OVER_S = 120.0
 """How long a waiting client (``wait_run``, the feed, an executor's futures, ``--follow``)
 carries on while the engine cannot be reached: a restart, an upgrade."""
