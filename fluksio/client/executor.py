@@ -21,24 +21,23 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from fluksio.api.answers.resources import ArtifactRef
-from fluksio.api.answers.runs import ItemsPage, ProvenanceBody, RunBody
+from fluksio.api.answers.runs import ProvenanceBody, RunBody
 from fluksio.client.errors import CannotSend, ClientError, EngineRefused
-from fluksio.client.map_futures import ItemFuture, MapFutures
+from fluksio.client.map_futures import ItemFuture, ItemsOfRuns, MapFutures
 from fluksio.client.map_items import item_batches
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
 
-Answer = TypeVar("Answer")
 
-
-class Engine(Protocol):
+class Engine(ItemsOfRuns, Protocol):
     """What of :class:`~fluksio.client.client.Client` an executor uses (a protocol, so
-    that the client, which makes executors, and this module do not import each other)."""
+    that the client, which makes executors, and this module do not import each other);
+    a map's futures use a part of it."""
 
     def put_flow(
         self, name: str, nodes: list[dict[str, Any]], *, transient: bool = False
@@ -52,21 +51,9 @@ class Engine(Protocol):
         self, data: bytes | Path, *, name: str = "", media_type: str | None = None
     ) -> ArtifactRef: ...
 
-    def items(
-        self,
-        run_id: str,
-        node: str | None = None,
-        *,
-        after: int = -1,
-        limit: int = 1000,
-        state: str | None = None,
-    ) -> ItemsPage: ...
-
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody: ...
 
     def cancel_run(self, run_id: str, *, wait: int = 0) -> RunBody: ...
-
-    def cancel_items(self, run_id: str, items: list[int], node: str | None = None) -> RunBody: ...
 
     def events(
         self,
@@ -76,8 +63,6 @@ class Engine(Protocol):
         reconnects: int | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> Iterator[ReceivedEvent]: ...
-
-    def riding(self, read: Callable[[], Answer]) -> Answer: ...
 
 
 __all__ = ["CallFuture", "Engine", "RemoteError", "RemoteExecutor"]

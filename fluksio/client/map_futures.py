@@ -21,14 +21,32 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-from fluksio.api.answers.runs import ItemBody, ProvenanceBody
+from fluksio.api.answers.runs import ItemBody, ItemsPage, ProvenanceBody, RunBody
 from fluksio.client.errors import ClientError
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 
-if TYPE_CHECKING:
-    from fluksio.client.executor import Engine
+Answer = TypeVar("Answer")
+
+
+class ItemsOfRuns(Protocol):
+    """What of the client a map's futures use: its array's items, read and cancelled."""
+
+    def items(
+        self,
+        run_id: str,
+        node: str | None = None,
+        *,
+        after: int = -1,
+        limit: int = 1000,
+        state: str | None = None,
+    ) -> ItemsPage: ...
+
+    def cancel_items(self, run_id: str, items: list[int], node: str | None = None) -> RunBody: ...
+
+    def riding(self, read: Callable[[], Answer]) -> Answer: ...
+
 
 __all__ = ["ItemFuture", "MapFutures"]
 
@@ -58,7 +76,7 @@ class MapFutures:
 
     def __init__(
         self,
-        client: Engine,
+        client: ItemsOfRuns,
         run_id: str,
         inputs: int,
         chunksize: int,
