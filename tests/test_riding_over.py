@@ -143,3 +143,23 @@ async def test_the_async_clients_wait_rides_over_a_restart_and_gives_up_in_its_s
         client.ride_over_s = 1
         with pytest.raises(Unreachable, match=r"\(ride_over_s=1\)"):
             await client.wait_run(run.id)
+
+
+def test_a_worker_whose_engine_does_not_come_back_stops_and_exits_4(tmp_path: Path) -> None:
+    # Before, it dialled a gone engine for ever (every 30 s at most), holding its machine.
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    admin = engine.login()
+    worker = start_labelled_worker(
+        engine, admin, "far", tmp_path / "worker", "--engine-away-s", "2"
+    )
+    try:
+        wait_for(
+            lambda: engine.client(admin).request("GET", "/workers").body,
+            timeout=30,
+            what="the worker attached",
+        )
+        engine.stop(signal.SIGKILL)
+        assert worker.process.wait(timeout=60) == 4, worker.logs()
+        assert "has not come back for 2 s (--engine-away-s): stopping 0 call(s)" in worker.logs()
+    finally:
+        worker.stop()

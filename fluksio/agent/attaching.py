@@ -11,14 +11,19 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from fluksio.agent import __version__
 from fluksio.agent.errors import AgentError
+from fluksio.agent.frames import PROTOCOL, HelloFrame, InventoryReport
 from fluksio.agent.inventory import Inventory
+from fluksio.agent.launcher import Launcher
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = [
+    "ENGINE_AWAY_S",
     "AgentConfig",
     "Refused",
     "describe_failure",
+    "hello_frame",
     "offered_artifacts",
     "untrusted",
     "why_refused",
@@ -26,6 +31,8 @@ __all__ = [
 
 
 log = logging.getLogger("fluksio.worker")
+ENGINE_AWAY_S = 600.0
+"""Long enough for an engine's restart or upgrade (``--engine-away-s``)."""
 
 
 class Refused(AgentError):
@@ -45,6 +52,9 @@ class AgentConfig:
     report_cache: bool = True
     """Tell an engine that takes it what the artifact cache holds."""
     max_idle_s: float | None = None
+    engine_away_s: float | None = ENGINE_AWAY_S
+    """Once attached, how long it waits for an engine that went away to come back; then
+    it stops what it runs and exits 4 (None: for ever)."""
     heartbeat_s: float = 10.0
     gone_s: float = 90.0
     """Nothing from the engine (not even a ping) for this long: the connection is dead."""
@@ -111,3 +121,28 @@ async def why_refused(http: aiohttp.ClientSession, config: AgentConfig, status: 
     except (aiohttp.ClientError, ValueError, AttributeError):
         detail = None
     return str(detail or f"the engine refused the worker token (HTTP {status})")
+
+
+def hello_frame(config: AgentConfig, launcher: Launcher, resume: list[str] | None) -> HelloFrame:
+    """What the agent says first: who it is, what it has, and (``resume``) the calls it
+    carries over a dropped connection."""
+    inventory = config.inventory
+    return HelloFrame(
+        protocol=PROTOCOL,
+        name=config.name,
+        labels=config.labels,
+        python=launcher.python,
+        python_version=".".join(map(str, launcher.version)),
+        max_parallel=config.parallel,
+        pipeline=config.pipeline,
+        venv_digest=config.venv_digest,
+        inventory=InventoryReport(
+            cpus=inventory.cpus, gpus=inventory.gpus, ram_mb=inventory.ram_mb
+        ),
+        version=__version__,
+        slurm_job_id=config.slurm_job_id,
+        host=socket.gethostname(),
+        ends_at=config.ends_at,
+        relayed=config.route is not None,
+        resume=resume,
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from fluksio.agent import __version__
-from fluksio.agent.attaching import AgentConfig
+from fluksio.agent.attaching import ENGINE_AWAY_S, AgentConfig
 from fluksio.agent.frames import MAX_PIPELINE
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
@@ -112,6 +112,14 @@ def _venv_digest(python: str) -> str:
     help="Stop after this many seconds with nothing running.",
 )
 @click.option(
+    "--engine-away-s",
+    type=FiniteRange(0, 366 * 86400),
+    default=ENGINE_AWAY_S,
+    show_default=True,
+    help="Once attached, how long to wait for an engine that went away (a restart, an"
+    " upgrade) to come back; then stop what runs and exit 4. 0: for ever.",
+)
+@click.option(
     "--ends-at",
     envvar="FLUKSIO_WORKER_ENDS_AT",
     default=None,
@@ -157,6 +165,7 @@ def main(
     gpus: int | None,
     ram_mb: int | None,
     max_idle: float | None,
+    engine_away_s: float,
     ends_at: str | None,
     insecure: bool,
     ca_file: str | None,
@@ -204,6 +213,7 @@ def main(
         report_cache=report_cache,
         inventory=inventory,
         max_idle_s=max_idle,
+        engine_away_s=engine_away_s or None,
         heartbeat_s=heartbeat,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         ends_at=job_end,

@@ -23,16 +23,15 @@ import json
 import logging
 import os
 import random
-import socket
 from typing import Any
 
 import aiohttp
 
-from fluksio.agent import __version__
 from fluksio.agent.attaching import (
     AgentConfig,
     Refused,
     describe_failure,
+    hello_frame,
     offered_artifacts,
     untrusted,
     why_refused,
@@ -41,13 +40,10 @@ from fluksio.agent.cache_report import CacheReport
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.frames import (
-    PROTOCOL,
     AnswerFrame,
     CacheFrame,
     CancelFrame,
     ErrorRecord,
-    HelloFrame,
-    InventoryReport,
     LogFrame,
     ProgressFrame,
     RunFrame,
@@ -66,6 +62,7 @@ __all__ = ["Agent", "AgentConfig", "Refused"]
 
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
 CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leave
+EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
 log = logging.getLogger("fluksio.worker")
 _ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -112,9 +109,13 @@ class Agent:
     async def run(self) -> int:
         """Stay attached until refused (exit 3) or idle for ``--max-idle`` (exit 0)."""
         attempt = 0
+        away_since: float | None = None
+        """When the last welcomed connection ended: the engine is away since."""
         idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
         try:
             while not self._stop.is_set():
+                if self._gave_up_on_engine(away_since):
+                    return EXIT_ENGINE_AWAY
                 welcomed = False
                 try:
                     welcomed = await self._session()
@@ -134,6 +135,8 @@ class Agent:
                 if self._stop.is_set():
                     break
                 attempt = 0 if welcomed else attempt + 1
+                if welcomed:
+                    away_since = self._clock.monotonic()
                 delay = min(self.config.backoff_max_s, 0.5 * 2**attempt)
                 delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not security
                 log.info("reconnecting in %.1f s", delay)
@@ -143,6 +146,22 @@ class Agent:
             return 0
         finally:
             idle_watch.cancel()
+
+    def _gave_up_on_engine(self, away_since: float | None) -> bool:
+        """The engine has been away longer than ``--engine-away-s``: what runs is stopped
+        (nobody would take its answer), and that is said in one sentence."""
+        limit = self.config.engine_away_s
+        if away_since is None or not limit or self._clock.monotonic() - away_since < limit:
+            return False
+        log.error(
+            "the engine at %s has not come back for %g s (--engine-away-s): stopping %d"
+            " call(s) and exiting",
+            self.config.url.websocket,
+            limit,
+            len(self._calls),
+        )
+        self._abandon_calls()
+        return True
 
     async def _watch_idle(self) -> None:
         limit = self.config.max_idle_s
@@ -228,7 +247,7 @@ class Agent:
 
     async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
         """Say hello; the engine's welcome, or :class:`Refused` saying why not."""
-        await ws.send_str(encode(self._hello()))
+        await ws.send_str(encode(hello_frame(self.config, self.launcher, self._kept())))
         async with self._clock.timeout(WELCOME_WITHIN_S):
             first = await ws.receive()
         if first.type != aiohttp.WSMsgType.TEXT:
@@ -239,28 +258,6 @@ class Agent:
         if reply.get("op") != "welcome":
             raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
         return reply
-
-    def _hello(self) -> HelloFrame:
-        inventory = self.config.inventory
-        return HelloFrame(
-            protocol=PROTOCOL,
-            name=self.config.name,
-            labels=self.config.labels,
-            python=self.launcher.python,
-            python_version=".".join(map(str, self.launcher.version)),
-            max_parallel=self.config.parallel,
-            pipeline=self.config.pipeline,
-            venv_digest=self.config.venv_digest,
-            inventory=InventoryReport(
-                cpus=inventory.cpus, gpus=inventory.gpus, ram_mb=inventory.ram_mb
-            ),
-            version=__version__,
-            slurm_job_id=self.config.slurm_job_id,
-            host=socket.gethostname(),
-            ends_at=self.config.ends_at,
-            relayed=self.config.route is not None,
-            resume=self._kept(),
-        )
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
