@@ -1,12 +1,14 @@
 """Writes the run machine's rows to SQLite: a moment's changes in one transaction.
 
-Rows are marked as they change and written together: on a quiet engine before the event
-loop waits for anything again; on a busy one at most once every :data:`FLUSH_SPACING_S`,
-the moments between gathered into one transaction (a fan-out's calls otherwise cost a
-transaction each, an eighth of the engine's CPU per call). Nothing a client sees is
-unwritten: the feed tells rows once written, a run's end is written at once, and a
-client's read of a run writes what is marked first (:meth:`RunWriter.flush`), so what a
-client has seen is what a restarted engine finds. While the disk is full nothing is
+Rows are marked as they change and written together before the event loop waits for
+anything again; but an array's items, on a busy engine, at most once every
+:data:`FLUSH_SPACING_S`, the moments between gathered into one transaction (a fan-out's
+items otherwise cost a transaction each, an eighth of the engine's CPU per item). A
+node's and a run's rows never wait: a dependent started on a node's result must not
+outlive it in a crash, and nothing follows an item. Nothing a client sees is unwritten:
+the feed tells rows once written, and a client's read of a run writes what is marked
+first (:meth:`RunWriter.flush`), so what a client has seen is what a restarted engine
+finds. While the disk is full nothing is
 lost: the changes wait in memory (what the API shows) and are tried again once a second,
 one retry however many runs change meanwhile.
 """
@@ -33,7 +35,7 @@ log = get_logger(__name__)
 FLUSH_RETRY_S = 1.0
 """While the disk is full, how often the runs' changes kept in memory are tried again."""
 FLUSH_SPACING_S = 0.02
-"""On a busy engine, the least time between two writes of the runs' rows."""
+"""On a busy engine, the least time between two writes of array items' rows."""
 
 
 @dataclass
@@ -78,15 +80,22 @@ class RunWriter:
         for node in effect.nodes:
             dirty.nodes[node.node_id, node.item] = node
         dirty.run_changed |= effect.run_changed
+        # A run's or a node's row is written within the moment: what follows a node (a
+        # dependent started on its result) must never outlive it in a crash. An array's
+        # items, which nothing follows, may wait for the spacing.
+        urgent = effect.run_changed or any(node.item is None for node in effect.nodes)
+        if urgent and self._flush_later is not None:
+            self._flush_later.cancel()  # brought forward to this moment
+            self._flush_later = None
+            self._flush_pending = False
         if not self._flush_pending:
             self._flush_pending = True
             # After the scheduling pass this moment kicked (a call ended: the next one is
-            # placed), so that what it starts is written in the same transaction; and no
-            # sooner than the spacing after the last write.
-            # Pacing of I/O, on real time whatever the engine's clock (a moved clock must
-            # not hold rows back).
+            # placed), so that what it starts is written in the same transaction; items
+            # no sooner than the spacing after the last write. Pacing of I/O, on real
+            # time whatever the engine's clock (a moved clock must not hold rows back).
             wait = self._flushed_at + FLUSH_SPACING_S - realtime_monotonic()
-            if wait > 0:
+            if wait > 0 and not urgent:
                 self._flush_later = realtime_after(wait, self.flush)
             else:
                 loop = asyncio.get_running_loop()
