@@ -35,8 +35,9 @@ class TakenWords:
 
     def welcomed(self, take_s: object) -> None:
         """The welcome's ``take_s`` (absent from an older engine's)."""
-        usable = isinstance(take_s, int | float) and not isinstance(take_s, bool) and take_s > 0
-        self.take_s = float(take_s) if usable else None  # type: ignore[arg-type]
+        self.take_s = None
+        if isinstance(take_s, int | float) and not isinstance(take_s, bool) and take_s > 0:
+            self.take_s = float(take_s)
 
     async def say(
         self, send: Callable[[], Coroutine[Any, Any, None]], waiting: Callable[[], bool]
