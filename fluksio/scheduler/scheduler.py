@@ -47,8 +47,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from fluksio.scheduler.book import Book, Shape, Verdict, shape_of
+from fluksio.scheduler.book import Shape, Verdict, shape_of
 from fluksio.scheduler.choose import choose
+from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
     CallRequest,
     Placement,
@@ -62,8 +63,8 @@ from fluksio.scheduler.model import (
 from fluksio.scheduler.plan import DEFAULT_WALLTIME_MARGIN_S, Plan, Snapshot
 from fluksio.scheduler.profiles import fitting_profile, long_enough, profile_amounts
 from fluksio.scheduler.queues import ShapeQueue
-from fluksio.scheduler.resources import ZERO, Amounts, PlaceKey, covers
-from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState
+from fluksio.scheduler.resources import Amounts, PlaceKey
+from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
 
 __all__ = [
     "DEFAULT_WALLTIME_MARGIN_S",
@@ -80,11 +81,7 @@ __all__ = [
 Fit = Callable[[PlaceKey], bool]
 
 
-def _always(_key: PlaceKey) -> bool:
-    return True
-
-
-class Scheduler(Book):
+class Scheduler(Holds):
     """Holds places, queue and allocations; :meth:`schedule` runs one pass.
 
     Pure: no I/O, no clock, no threads. Every method is an event the engine reports or a
@@ -128,13 +125,8 @@ class Scheduler(Book):
         for worker in snapshot.places:
             scheduler.add_worker(worker)
         for request, allocation in snapshot.running:
-            place = scheduler._places[allocation.place_id]
-            scheduler._unindex_free(place)
-            place.used = place.used.plus(allocation.taken)
-            place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
-            scheduler._index_free(place)
             scheduler._requests[request.id] = request
-            scheduler._running[request.id] = allocation
+            scheduler._book(request.id, allocation)
         for request in snapshot.waiting:
             scheduler.submit(request)
         scheduler._targets = dict(snapshot.targets)
@@ -237,6 +229,15 @@ class Scheduler(Book):
         self._targets.pop(request_id, None)
         return True
 
+    def adopt(self, request: CallRequest, place_id: str, gpu_ids: tuple[int, ...] = ()) -> None:
+        """A call already running at ``place_id`` (a restarted engine found it there): it
+        holds what it asks for there, and the GPUs it was given, until :meth:`finish`."""
+        if request.id in self._requests:
+            raise ValueError(f"request {request.id!r} is already known")
+        place = self._places[place_id]
+        self._requests[request.id] = request
+        self._book(request.id, Allocation(place_id, place.known(need_of(request)), gpu_ids))
+
     def finish(self, request_id: str) -> Allocation:
         """A placed call ended: give back exactly what it took."""
         allocation = self._running.pop(request_id)
@@ -312,7 +313,7 @@ class Scheduler(Book):
         label: str | None,
         policy: Policy,
         need: Amounts,
-        in_time: Callable[[PlaceKey], bool] = _always,
+        in_time: Callable[[PlaceKey], bool] = always,
     ) -> GroupKey:
         if label is None:
             return None
@@ -325,7 +326,7 @@ class Scheduler(Book):
     def _in_time(self, limit: float | None) -> Callable[[PlaceKey], bool]:
         """Which places a request of ``limit`` could finish on before their job ends."""
         if not self._ending:
-            return _always
+            return always
         places = self._places
 
         def fits(key: PlaceKey) -> bool:
@@ -421,78 +422,6 @@ class Scheduler(Book):
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
             return Verdict(kind, group_key)
         return Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
-
-    def _could_hold(
-        self,
-        group_key: GroupKey,
-        group: Group,
-        need: Amounts,
-        in_time: Callable[[PlaceKey], bool],
-    ) -> bool:
-        if in_time is not _always:
-            return group.capacity.first(need, in_time) is not None
-        key = (group_key, need)
-        fits = self._capacity_fits.get(key)
-        if fits is None:
-            fits = self._capacity_fits[key] = group.capacity.first(need) is not None
-        return fits
-
-    def _hold(
-        self,
-        request_id: str,
-        group_key: GroupKey,
-        group: Group,
-        need: Amounts,
-        in_time: Callable[[PlaceKey], bool],
-    ) -> str | None:
-        previous = self._places.get(self._targets.get(request_id, ""))
-        if (
-            previous is not None
-            and group_key in previous.groups
-            and covers(previous.unheld(), need)
-            and in_time(previous.capacity_key())
-        ):
-            target: str | None = previous.id
-        else:
-            places = self._places
-            target = group.capacity.first(
-                need,
-                lambda key: in_time(key) and covers(places[key.place_id].unheld(), need),
-            )
-        if target is None:
-            return None
-        place = self._places[target]
-        self._unindex_free(place)
-        place.held = place.held.plus(place.known(need))
-        self._index_free(place)
-        self._held.add(target)
-        self._targets[request_id] = target
-        return target
-
-    def _release_holds(self) -> None:
-        for place_id in self._held:
-            place = self._places[place_id]
-            self._unindex_free(place)
-            place.held = ZERO
-            self._index_free(place)
-        self._held = set()
-
-    def _index_free(self, place: PlaceState) -> None:
-        key = place.free_key()
-        if key.slots > 0 and not place.paused:
-            for group_key in place.groups:
-                self._groups[group_key].free.add(key)
-            place.indexed = key
-        else:
-            place.indexed = None
-
-    def _unindex_free(self, place: PlaceState) -> None:
-        # The key it was indexed under, remembered: not computed again from its amounts.
-        key = place.indexed
-        if key is not None:
-            for group_key in place.groups:
-                self._groups[group_key].free.discard(key)
-            place.indexed = None
 
 
 def plan(snapshot: Snapshot) -> Plan:

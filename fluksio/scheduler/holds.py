@@ -1,0 +1,107 @@
+"""The scheduler's holds and its index of free places: rule 4 of a pass (no starvation),
+and what keeps a place findable by what it has free.
+
+A mixin of :class:`~.scheduler.Scheduler`, on the state :class:`~.book.Book` declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fluksio.scheduler.book import Book
+from fluksio.scheduler.resources import ZERO, Amounts, PlaceKey, covers
+from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState
+
+__all__ = ["Holds", "always"]
+
+
+def always(_key: PlaceKey) -> bool:
+    """The time filter of a request that any place could finish in time."""
+    return True
+
+
+class Holds(Book):
+    _capacity_fits: dict[tuple[GroupKey, Amounts], bool]
+    _held: set[str]
+    _targets: dict[str, str]
+
+    def _book(self, request_id: str, allocation: Allocation) -> None:
+        """Take ``allocation`` on its place for a request already known, as placed."""
+        place = self._places[allocation.place_id]
+        self._unindex_free(place)
+        place.used = place.used.plus(allocation.taken)
+        place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
+        self._index_free(place)
+        self._running[request_id] = allocation
+
+    def _could_hold(
+        self,
+        group_key: GroupKey,
+        group: Group,
+        need: Amounts,
+        in_time: Callable[[PlaceKey], bool],
+    ) -> bool:
+        if in_time is not always:
+            return group.capacity.first(need, in_time) is not None
+        key = (group_key, need)
+        fits = self._capacity_fits.get(key)
+        if fits is None:
+            fits = self._capacity_fits[key] = group.capacity.first(need) is not None
+        return fits
+
+    def _hold(
+        self,
+        request_id: str,
+        group_key: GroupKey,
+        group: Group,
+        need: Amounts,
+        in_time: Callable[[PlaceKey], bool],
+    ) -> str | None:
+        previous = self._places.get(self._targets.get(request_id, ""))
+        if (
+            previous is not None
+            and group_key in previous.groups
+            and covers(previous.unheld(), need)
+            and in_time(previous.capacity_key())
+        ):
+            target: str | None = previous.id
+        else:
+            places = self._places
+            target = group.capacity.first(
+                need,
+                lambda key: in_time(key) and covers(places[key.place_id].unheld(), need),
+            )
+        if target is None:
+            return None
+        place = self._places[target]
+        self._unindex_free(place)
+        place.held = place.held.plus(place.known(need))
+        self._index_free(place)
+        self._held.add(target)
+        self._targets[request_id] = target
+        return target
+
+    def _release_holds(self) -> None:
+        for place_id in self._held:
+            place = self._places[place_id]
+            self._unindex_free(place)
+            place.held = ZERO
+            self._index_free(place)
+        self._held = set()
+
+    def _index_free(self, place: PlaceState) -> None:
+        key = place.free_key()
+        if key.slots > 0 and not place.paused:
+            for group_key in place.groups:
+                self._groups[group_key].free.add(key)
+            place.indexed = key
+        else:
+            place.indexed = None
+
+    def _unindex_free(self, place: PlaceState) -> None:
+        # The key it was indexed under, remembered: not computed again from its amounts.
+        key = place.indexed
+        if key is not None:
+            for group_key in place.groups:
+                self._groups[group_key].free.discard(key)
+            place.indexed = None
