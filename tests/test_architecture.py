@@ -46,6 +46,7 @@ PURE_CORE = (
     "fluksio.engine.runs.machine_retry",
     "fluksio.engine.runs.machine_rules",
     "fluksio.engine.runs.machine_waits",
+    "fluksio.engine.runs.machine_adopt",
     "fluksio.engine.runs.references",
     "fluksio.engine.runs.effects",
     "fluksio.engine.runs.reference",

@@ -55,14 +55,21 @@ class ConnectionComparison(RuleBasedStateMachine):
         published=st.booleans(),
         pipelined=st.booleans(),
         held=st.lists(st.sampled_from(["old1", "old2"]), unique=True),
+        adopting=st.lists(st.sampled_from(["old1", "old2"]), unique=True),
     )
-    def welcome(self, relayed: bool, published: bool, pipelined: bool, held: list[str]) -> None:
+    def welcome(
+        self, relayed: bool, published: bool, pipelined: bool, held: list[str], adopting: list[str]
+    ) -> None:
         pipelined = pipelined and not published  # the published agent takes nothing ahead
         self.machine = connection.ConnectionMachine(
             "box", relayed, published, self.now, RULES, pipelined=pipelined
         )
         self.reference = ReferenceConnection(relayed, self.now, RULES, pipelined)
-        self.happen(Happened("welcomed", resume=tuple(held)), self.machine.welcomed(held))
+        # A restarted engine adopts some of what the worker names (never what it does not).
+        adopted = [] if published else [c for c in held if c in adopting]
+        self.sent += adopted
+        happened = Happened("welcomed", resume=tuple(held), adopted=tuple(adopted))
+        self.happen(happened, self.machine.welcomed(held, adopted))
 
     # -- carrying effects out, as a session would --------------------------------------
 

@@ -9,6 +9,7 @@ laptop without Python 3.12 under pyenv the module skips; under CI=true it fails 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -19,9 +20,9 @@ import pytest
 
 from tests.support.certs import CertificateAuthority
 from tests.support.cli import fluksio
-from tests.support.engine import EngineProcess, start_engine
+from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.process import alive
-from tests.support.runs import run_flow, wait_run
+from tests.support.runs import node_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, attach_url, start_worker
 
@@ -302,6 +303,39 @@ def test_a_call_longer_than_the_take_bound_is_not_taken_from_it(
     node = _run_on_it(engine, admin, "pub-long", long)
     assert (node["state"], node["result"], node["ran_on"]) == ("succeeded", "once", "published/pub")
     assert node["events"] == [], "never requeued"
+
+
+def test_its_call_fails_engine_restarted_when_the_engine_restarts(
+    published_agent: Path, tmp_path: Path
+) -> None:
+    # It cannot name what it runs when it comes back, so the restarted engine cannot adopt
+    # the call (ours can): the call fails as it did before, saying why, once it is back.
+    port, data = free_port(), tmp_path / "data"
+    engine = start_engine(data, tmp_path / "logs1", port=port)
+    second: EngineProcess | None = None
+    admin = engine.login()
+    worker = _attach_published(engine, admin, published_agent, tmp_path)
+    try:
+        long = "import time\ndef process():\n    time.sleep(60)\n    return 'late'\n"
+        node = {"id": "n", "worker": "gpu", "code": long}
+        run_id = run_flow(engine, admin, "pub-restart", [node])
+        wait_for(
+            lambda: node_of(engine, admin, run_id, "n")["state"] == "running",
+            timeout=30,
+            what="the call to run on it",
+        )
+        engine.stop(signal.SIGKILL)
+        second = start_engine(data, tmp_path / "logs2", port=port)
+        admin = second.login()
+        run = wait_run(second, admin, run_id, timeout=120)
+        error = run["nodes"][0]["error"]
+        assert (run["state"], error["type"]) == ("failed", "EngineRestarted"), run
+        assert "cannot carry a call over an engine's restart" in error["message"]
+    finally:
+        worker.stop()
+        engine.stop()
+        if second is not None:
+            second.stop()
 
 
 def test_its_output_is_read_by_the_logs_route_and_the_command_line(

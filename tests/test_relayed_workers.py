@@ -232,7 +232,7 @@ def test_our_agent_keeps_its_call_through_a_relay_drop_and_resumes_it(tmp_path: 
         node = nodes_of(run)["n"]
         assert (node["state"], node["result"]) == ("succeeded", "done"), node
         assert [e["outputs"]["step"] for e in node["events"]] == [0, 1, 2], "nothing lost"
-        assert "keeping 1 call(s) for up to 90 s" in worker.logs()
+        assert "dropped): keeping 1 call(s) for up to 600 s" in worker.logs()
 
 
 @pytest.mark.process

@@ -27,6 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.effects import (
+    AwaitWorker,
     Create,
     Effect,
     Ended,
@@ -118,6 +119,8 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.ended: set[str] = set()
         self.terminal: dict[tuple[str, str], NodeState] = {}
         self.progress: dict[str, int] = {}
+        self.awaited: set[str] = set()
+        """Calls a restart found running on a worker, not yet adopted or given up."""
         self.retry_at: set[tuple[str, str]] = set()
         """Nodes the machine said wait out a back-off (``RetryAt``), and not yet due."""
 
@@ -138,35 +141,47 @@ class RunMachineComparison(RuleBasedStateMachine):
                 nodes.update({n.node_id: dataclasses.replace(n) for n in effect.nodes})
                 self.stored[effect.row.id] = (row, nodes)
                 saved.add(effect.row.id)
-            elif isinstance(effect, Queue):
-                call_id = effect.request.id
-                assert call_id not in self.seen_calls, "a call id is never reused"
-                self.seen_calls.add(call_id)
-                found = self.machine.call(call_id)
-                assert found is not None
-                run, spec, _row = found
-                self.queue[call_id] = (run.id, spec.id)
-                self.queued_times[run.id] = self.queued_times.get(run.id, 0) + 1
-            elif isinstance(effect, Withdraw):
-                assert self.queue.pop(effect.call_id, None) is not None, "withdrawn while queued"
-            elif isinstance(effect, Release):
-                assert self.running.pop(effect.call_id, None) is not None, "released once"
-            elif isinstance(effect, Stop):
-                assert effect.call_id in self.running, "only a running call is stopped"
-            elif isinstance(effect, Ended):
-                assert effect.row.id not in self.ended, "a run ends once"
-                assert effect.row.state in TERMINAL_RUN_STATES
-                self.ended.add(effect.row.id)
-            elif isinstance(effect, RetryAt):
-                assert effect.at > self.now, "a back-off ends later"
-                self.retry_at.add((effect.run_id, effect.node_id))
-            elif isinstance(effect, Progress):
-                # A node's count goes on over its calls (a retry is an event of its own).
-                key = f"{effect.row.id}/{effect.node.node_id}"
-                assert effect.count > self.progress.get(key, 0)
-                self.progress[key] = effect.count
+            else:
+                self._carry(effect)
         for run_id in saved:  # the dispatcher tells it once the rows are written
             self.machine.written(run_id)
+
+    def _carry(self, effect: Effect) -> None:
+        """An effect other than a write, carried out and checked."""
+        if isinstance(effect, Queue):
+            call_id = effect.request.id
+            assert call_id not in self.seen_calls, "a call id is never reused"
+            self.seen_calls.add(call_id)
+            found = self.machine.call(call_id)
+            assert found is not None
+            run, spec, _row = found
+            self.queue[call_id] = (run.id, spec.id)
+            self.queued_times[run.id] = self.queued_times.get(run.id, 0) + 1
+        elif isinstance(effect, Withdraw):
+            assert self.queue.pop(effect.call_id, None) is not None, "withdrawn while queued"
+        elif isinstance(effect, Release):
+            assert self.running.pop(effect.call_id, None) is not None, "released once"
+        elif isinstance(effect, Stop):
+            assert effect.call_id in self.running, "only a running call is stopped"
+        elif isinstance(effect, Ended):
+            assert effect.row.id not in self.ended, "a run ends once"
+            assert effect.row.state in TERMINAL_RUN_STATES
+            self.ended.add(effect.row.id)
+        elif isinstance(effect, RetryAt):
+            assert effect.at > self.now, "a back-off ends later"
+            self.retry_at.add((effect.run_id, effect.node_id))
+        elif isinstance(effect, AwaitWorker):
+            call_id = effect.request.id
+            found = self.machine.call(call_id)
+            assert found is not None and found[2].state is NodeState.RUNNING
+            assert (effect.worker, found[2].place) == ("box", "box")
+            self.running[call_id] = (found[0].id, found[1].id)  # awaited, running on
+            self.awaited.add(call_id)
+        elif isinstance(effect, Progress):
+            # A node's count goes on over its calls (a retry is an event of its own).
+            key = f"{effect.row.id}/{effect.node.node_id}"
+            assert effect.count > self.progress.get(key, 0)
+            self.progress[key] = effect.count
 
     # -- events ------------------------------------------------------------------------
 
@@ -179,13 +194,13 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.reference[run_id] = ReferenceRun({n["id"]: _reference_node(n) for n in nodes})
 
     @precondition(lambda self: bool(self.queue))
-    @rule(data=st.data(), refused=st.booleans())
-    def place(self, data: st.DataObject, refused: bool) -> None:
+    @rule(data=st.data(), refused=st.booleans(), where=st.sampled_from(["engine", "box"]))
+    def place(self, data: st.DataObject, refused: bool, where: str) -> None:
         call_id = data.draw(st.sampled_from(sorted(self.queue)))
         run_id, node_id = self.queue.pop(call_id)
         self.running[call_id] = (run_id, node_id)  # placed: it holds its place until released
         self.now += 1
-        inputs = self.machine.placed(call_id, "engine", Provenance(worker="engine"), self.now)
+        inputs = self.machine.placed(call_id, where, Provenance(worker=where), self.now)
         assert inputs.spec.id == node_id
         if refused:
             denied = CallOutcome(False, error=error_record(ErrorKind.SECRET_DENIED, "not here"))
@@ -193,22 +208,26 @@ class RunMachineComparison(RuleBasedStateMachine):
             self.reference[run_id].refuse(node_id)
         else:
             self.apply(self.machine.running(call_id, ()))
-            self.reference[run_id].start(node_id)
+            self.reference[run_id].start(node_id, remote=where != "engine")
 
-    @precondition(lambda self: bool(self.running))
+    def _executing(self) -> list[str]:
+        """Running calls whose executor holds them (not those awaiting their worker)."""
+        return sorted(set(self.running) - self.awaited)
+
+    @precondition(lambda self: bool(self._executing()))
     @rule(data=st.data(), kind=st.sampled_from(sorted(OUTCOMES)))
     def end(self, data: st.DataObject, kind: str) -> None:
-        call_id = data.draw(st.sampled_from(sorted(self.running)))
+        call_id = data.draw(st.sampled_from(self._executing()))
         run_id, node_id = self.running[call_id]
         self.now += 1
         self.apply(self.machine.ended(call_id, OUTCOMES[kind], self.now))
         assert call_id not in self.running, "an ended call gives its place back"
         self.reference[run_id].end(node_id, kind)
 
-    @precondition(lambda self: bool(self.running))
+    @precondition(lambda self: bool(self._executing()))
     @rule(data=st.data())
     def report(self, data: st.DataObject) -> None:
-        call_id = data.draw(st.sampled_from(sorted(self.running)))
+        call_id = data.draw(st.sampled_from(self._executing()))
         self.apply(self.machine.reported(call_id, {"event": "step", "outputs": {}}))
 
     def _backing_off(self) -> list[tuple[str, str]]:
@@ -247,12 +266,30 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.apply(self.machine.cancel(run_id, self.now))
         self.reference[run_id].cancel()
 
+    @precondition(lambda self: bool(self.awaited))
+    @rule(data=st.data(), back=st.booleans())
+    def worker_comes_back_or_not(self, data: st.DataObject, back: bool) -> None:
+        """An awaited call's worker comes back naming it (it runs on, ended later as any
+        call), or will not (the window ended, or it came back without it)."""
+        call_id = data.draw(st.sampled_from(sorted(self.awaited)))
+        self.awaited.discard(call_id)
+        run_id, node_id = self.running[call_id]
+        self.now += 1
+        if back:
+            self.apply(self.machine.adopted(call_id, (), self.now))
+            return
+        gone = error_record(ErrorKind.WORKER_GONE, "not back within the window")
+        self.apply(self.machine.not_back(call_id, gone, self.now))
+        assert call_id not in self.running, "a call given up on gives its place back"
+        self.reference[run_id].not_back(node_id)
+
     @rule()
     def restart(self) -> None:
         """A new engine: a new machine, an empty queue, and only what was written."""
         self.machine = RunMachine(lambda: next(self.ids))
         self.queue.clear()
         self.running.clear()
+        self.awaited.clear()
         self.retry_at.clear()  # a back-off is not kept over a restart
         self.progress.clear()  # a running call's reports are kept only once it ends
         unfinished = [

@@ -137,8 +137,9 @@ def test_a_worker_call_runs_again_after_a_restart_as_its_second_attempt(
     tmp_path: Path, stop_signal: int
 ) -> None:
     # The promise of retry_on_restart holds for a call on a worker however the engine
-    # stops; the rerun is attempt 2, so a follower of its output says so and reads the
-    # second process from its first line.
+    # stops, when the call does not live through it (here its worker is started again
+    # meanwhile, so it comes back without the call); the rerun is attempt 2, so a follower
+    # of its output says so and reads the second process from its first line.
     port = free_port()
     data = tmp_path / "data"
     engine = start_engine(data, tmp_path / "logs1", port=port)
@@ -174,7 +175,9 @@ def test_a_worker_call_runs_again_after_a_restart_as_its_second_attempt(
             lambda: "first 2" in followed.read_text(), timeout=30, what="the first attempt's lines"
         )
         engine.stop(stop_signal)
+        worker.stop()
         second = start_engine(data, tmp_path / "logs2", port=port)
+        worker = start_worker(second, worker_token, tmp_path / "w", "--labels", "cpu")
         token = second.login()
         wait_for(
             lambda: node_of(second, token, run_id, "again")["state"] == "succeeded",

@@ -25,6 +25,7 @@ __all__ = [
     "describe_failure",
     "hello_frame",
     "offered_artifacts",
+    "reconnect_delay",
     "untrusted",
     "why_refused",
 ]
@@ -33,6 +34,14 @@ __all__ = [
 log = logging.getLogger("fluksio.worker")
 ENGINE_AWAY_S = 600.0
 """Long enough for an engine's restart or upgrade (``--engine-away-s``)."""
+
+
+def reconnect_delay(attempt: int, cap_s: float, draw: float) -> float:
+    """How long to wait before dialling again after ``attempt`` failures in a row: 0.5 s
+    doubling up to ``cap_s``, times ``draw`` (uniform in [0, 1)) stretched to [0.1, 1].
+    Drawn over nearly the whole window, not its upper half: workers that lost one engine
+    come back to the next spread over the wait they were in, not bunched in half of it."""
+    return min(cap_s, 0.5 * 2.0**attempt) * (0.1 + 0.9 * draw)
 
 
 class Refused(AgentError):

@@ -4,14 +4,22 @@ One :class:`Agent` keeps one connection to the engine. Each ``run``/``compile`` 
 becomes a call through the launcher (a fresh process under ``--python``); its events go
 back as they happen, its output lines too (in batches, when the engine's welcome offers
 to take them), a heartbeat every ``heartbeat_s`` while it runs, and its answer, sent after
-all of those, ends it. If the connection drops, the calls it carried are killed (the
-engine has failed them) and the agent reconnects with capped exponential backoff and
-jitter. Through a relay (``--connect-to``) a drop says nothing of the worker or the
-engine (the relay's own SSH connection went), so there the calls go on: their frames are
-held, the next hello names them (``resume``) and the held frames follow the welcome;
-after ``gone_s`` without getting back, they are killed as above. A refusal (another
-protocol, a revoked or invalid token, unsigned labels) is final: the agent says why and
-stops.
+all of those, ends it.
+
+When the connection drops (no close frame: the engine died, or the path did), or the
+engine closes it saying it is going away (a graceful stop, an upgrade), the calls go on:
+the agent cannot tell a restarting engine from a cut path, and a restarted engine adopts
+what it names. Their answers and events are held, with the tail of their output lines
+(bounded: :mod:`~fluksio.agent.held`); the next
+hello names the calls (``resume``) and the held frames follow the welcome. An engine that
+does not adopt a call (it failed it meanwhile: a live engine fails a dropped worker's
+calls at once) tells the agent to drop it. After ``--engine-away-s`` without getting
+back, they are killed and the agent exits 4. Any other close by the engine (superseded,
+drained, silent, refused) ends the calls, which the engine has failed. The agent
+reconnects with capped exponential backoff and jitter. An answer is forgotten only once
+the engine's pong to a later ping says it is recorded (:mod:`~fluksio.agent.unconfirmed`).
+A refusal (another protocol, a revoked or invalid token, unsigned labels) is final: the
+agent says why and stops.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from fluksio.agent.attaching import (
     describe_failure,
     hello_frame,
     offered_artifacts,
+    reconnect_delay,
     untrusted,
     why_refused,
 )
@@ -50,6 +59,7 @@ from fluksio.agent.frames import (
     encode,
     read_engine_frame,
 )
+from fluksio.agent.held import Held
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.prefetch import Prefetches
@@ -63,6 +73,7 @@ __all__ = ["Agent", "AgentConfig", "Refused"]
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
 CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leave
 EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
+CLOSE_GOING_AWAY = 1001  # the engine is stopping (and will be back): its calls go on
 log = logging.getLogger("fluksio.worker")
 _ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -85,10 +96,8 @@ class Agent:
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._live_logs = False
         """The engine offered to take calls' lines while they run (our engines do)."""
-        self._held: list[ProgressFrame | AnswerFrame] = []
-        """Frames of calls kept through a relay's drop, sent after the next welcome."""
-        self._away: asyncio.Task[None] | None = None
-        """While calls are kept through a drop: gives them up after ``gone_s``."""
+        self._held = Held()
+        """Frames of calls kept through a drop, sent after the next welcome."""
         self._engine_closed = False
         """Whether the engine closed the last connection with a close frame (else the
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
@@ -137,8 +146,8 @@ class Agent:
                 attempt = 0 if welcomed else attempt + 1
                 if welcomed:
                     away_since = self._clock.monotonic()
-                delay = min(self.config.backoff_max_s, 0.5 * 2**attempt)
-                delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not security
+                draw = random.random()  # noqa: S311 - jitter, not security
+                delay = reconnect_delay(attempt, self.config.backoff_max_s, draw)
                 log.info("reconnecting in %.1f s", delay)
                 with contextlib.suppress(TimeoutError):
                     async with self._clock.timeout(delay):
@@ -228,7 +237,7 @@ class Agent:
                 finally:
                     heartbeat.cancel()
                     pinger.cancel()
-                    self._after_drop()
+                    self._after_drop(ws.close_code)
                 if ws.close_code == CLOSE_DRAINED:
                     # Its job ends before any more work could finish: leave, so the job
                     # ends now and frees its allocation, instead of being killed later.
@@ -247,7 +256,8 @@ class Agent:
 
     async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
         """Say hello; the engine's welcome, or :class:`Refused` saying why not."""
-        await ws.send_str(encode(hello_frame(self.config, self.launcher, self._kept())))
+        hello = hello_frame(self.config, self.launcher, self._held.names(self._calls))
+        await ws.send_str(encode(hello))
         async with self._clock.timeout(WELCOME_WITHIN_S):
             first = await ws.receive()
         if first.type != aiohttp.WSMsgType.TEXT:
@@ -412,74 +422,58 @@ class Agent:
         for call_id in list(self._calls):
             if not self.launcher.cancel(call_id):
                 self._dropped.add(call_id)  # not started yet (taking it): it never will
-        self._held.clear()
+        self._held.take()
 
-    # -- kept through a relay's drop ---------------------------------------------------
+    # -- kept through a drop ---------------------------------------------------------
 
-    def _after_drop(self) -> None:
-        """Keep the calls if only the relay dropped (no close frame from the engine), else
-        stop them (the engine has failed them). Away, the next hello says so (``resume``),
-        even with no call kept: a call whose run frame was lost with the path is then
-        queued again, not failed with a superseded connection."""
-        route = self.config.route
-        dropped = not self._engine_closed
-        self._held[:0] = self._unconfirmed.take()  # sent, but perhaps lost with the path
-        if route is None or not dropped:
+    def _after_drop(self, close_code: int | None) -> None:
+        """Keep the calls if the connection dropped (no close frame from the engine) or the
+        engine said it is going away; else stop them (the engine has failed them). Away,
+        the next hello says so (``resume``), even with no call kept: a call whose run frame
+        was lost with the path is then queued again, not failed."""
+        unconfirmed = self._unconfirmed.take()  # sent, but perhaps never recorded
+        if self._engine_closed and close_code != CLOSE_GOING_AWAY:
             self._abandon_calls()
             return
-        if self._away is None:
+        if not self._held.away:
+            limit = self.config.engine_away_s
             log.warning(
-                "the connection through %s:%s dropped: keeping %d call(s) for up to %g s",
-                route.to_host,
-                route.to_port,
-                len(self._calls) + sum(isinstance(f, AnswerFrame) for f in self._held),
-                self.config.gone_s,
+                "the connection to the engine ended (%s): keeping %d call(s)%s",
+                "it is going away" if self._engine_closed else "dropped",
+                len(self._calls) + self._held.answers() + len(unconfirmed),
+                f" for up to {limit:g} s (--engine-away-s)" if limit else "",
             )
-            self._away = asyncio.get_running_loop().create_task(self._give_up_later())
-
-    async def _give_up_later(self) -> None:
-        await self._clock.sleep(self.config.gone_s)
-        log.warning("not back within %g s: the calls kept are stopped", self.config.gone_s)
-        self._away = None
-        self._abandon_calls()
-
-    def _kept(self) -> list[str] | None:
-        """The calls to name in the hello: kept through a drop (None: not away)."""
-        if self._away is None:
-            return None
-        answered = {f.call_id for f in self._held if isinstance(f, AnswerFrame)}
-        return sorted(set(self._calls) | answered)
+        self._held.begin(unconfirmed)
 
     async def _carry_on(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         """Welcomed back: what was held while away goes first."""
-        if self._away is not None:
-            self._away.cancel()
-            self._away = None
-        held, self._held = self._held, []
-        for frame in held:
+        for frame in self._held.take():
             await self._deliver(frame)
 
     async def _deliver(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
         """Send a call's frame now, or hold it while the connection is down and kept (not
-        heartbeats, nor lines: those are a gap in their positions, and in the answer)."""
+        heartbeats; lines up to :data:`HELD_LINES_BYTES`, the oldest let go)."""
         ws = self._ws
         if ws is not None and not ws.closed:
-            await self._send(ws, frame)
-            if isinstance(frame, AnswerFrame) and self.config.route is not None:
-                self._unconfirmed.sent(frame)
-                with contextlib.suppress(ConnectionError, RuntimeError):
-                    await ws.ping(self._unconfirmed.ping())
-        elif self._away is not None and not (
-            isinstance(frame, LogFrame)
-            or (isinstance(frame, ProgressFrame) and frame.event == "heartbeat")
-        ):
-            self._held.append(frame)
+            size = await self._send(ws, frame)
+            if isinstance(frame, AnswerFrame):
+                self._unconfirmed.sent(frame, size)
+                # Through a relay, whose path drops more often, each answer is confirmed at
+                # once; otherwise with the next ping, or sooner once many wait.
+                if self.config.route is not None or self._unconfirmed.due():
+                    with contextlib.suppress(ConnectionError, RuntimeError):
+                        await ws.ping(self._unconfirmed.ping())
+        else:
+            self._held.hold(frame)
 
     async def _send(
         self,
         ws: aiohttp.ClientWebSocketResponse,
         frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
-    ) -> None:
+    ) -> int:
+        """Send ``frame``; how long it was."""
         self._taken.said += 1
+        text = encode(frame)
         with contextlib.suppress(ConnectionError, RuntimeError):
-            await ws.send_str(encode(frame))
+            await ws.send_str(text)
+        return len(text)

@@ -33,6 +33,7 @@ MODULES = (
     "launcher",
     "shared_store",
     "unconfirmed",
+    "held",
     "slots",
     "taken",
     "prefetch",

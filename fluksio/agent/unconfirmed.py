@@ -1,17 +1,24 @@
-"""Answers sent through a relay and not yet known to have reached the engine.
+"""Answers sent and not yet known to be recorded by the engine.
 
-A relay's path can drop with an answer written into it: the agent cannot tell whether it
-arrived. The engine reads a socket's frames in order and answers a ping after the frames
-before it, so a pong says every answer sent before its ping was read. Until then an
-answer is kept; if the path drops first, it is sent again after the next welcome (an
-engine that had it already drops the second copy as a call no longer in flight).
+A path can drop with an answer written into it, and an engine can die between reading an
+answer and writing it: the agent cannot tell. The engine reads a socket's frames in
+order and answers a ping once what came before it is written, so a pong says every answer
+sent before its ping is recorded. Until then an answer is kept; if the connection ends
+first, it is named in the next hello and sent again after the welcome (to the engine
+that had it already, as a call no longer in flight, dropped; to a restarted one, which
+adopts the call, its outcome).
 """
 
 from __future__ import annotations
 
 from fluksio.agent.frames import AnswerFrame
 
-__all__ = ["Unconfirmed"]
+__all__ = ["UNASKED_ANSWERS", "UNASKED_BYTES", "Unconfirmed"]
+
+UNASKED_ANSWERS = 256
+UNASKED_BYTES = 16 * 1024 * 1024
+"""Answers (or bytes of them) sent since the last ping past which one goes at once: what
+an agent keeps unconfirmed stays bounded between its regular pings."""
 
 
 class Unconfirmed:
@@ -19,13 +26,23 @@ class Unconfirmed:
         self._answers: dict[str, AnswerFrame] = {}
         self._pings: dict[bytes, list[str]] = {}
         self._next = 0
+        self._unasked = (0, 0)
+        """Answers sent since the last ping, and their bytes."""
 
-    def sent(self, answer: AnswerFrame) -> None:
+    def sent(self, answer: AnswerFrame, size: int = 0) -> None:
         self._answers[answer.call_id] = answer
+        count, held = self._unasked
+        self._unasked = (count + 1, held + size)
+
+    def due(self) -> bool:
+        """Enough is kept unconfirmed that a ping should ask now, not at its interval."""
+        count, held = self._unasked
+        return count >= UNASKED_ANSWERS or held >= UNASKED_BYTES
 
     def ping(self) -> bytes:
         """The payload of a ping to send now: its pong confirms what was sent before it."""
         self._next += 1
+        self._unasked = (0, 0)
         payload = str(self._next).encode()
         self._pings[payload] = list(self._answers)
         return payload

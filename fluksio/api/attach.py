@@ -299,9 +299,7 @@ async def _serve(
             await _unreadable(session, message.data, max_frame_bytes)
             return
         elif message.type == WSMsgType.PING:
-            session.touch()
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await ws.pong(message.data)
+            await session.confirm(message.data)
         else:
             session.touch()
 

@@ -207,6 +207,7 @@ class Engine:
             walltime_margin_s=settings.walltime_margin_s,
             engine_address=self._address,
             items=ArrayItems(ItemSource(self.artifacts.path_of), ItemStore(self.database)),
+            worker_return_s=settings.worker_return_s,
         )
         self.connections = WorkerConnections(self)
         self.views = EngineViews(self.workers, self.dispatcher)

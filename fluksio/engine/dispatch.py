@@ -26,12 +26,13 @@ import collections
 import contextlib
 import dataclasses
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
+from fluksio.engine.dispatch_adopt import WORKER_RETURN_S, Adoptions
 from fluksio.engine.dispatch_runs import RunRequests
 from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.dispatch_workers import WorkerEvents
@@ -39,6 +40,7 @@ from fluksio.engine.errors import InvalidInput
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.calls import call_spec, stopped_at_job_end
 from fluksio.engine.runs.effects import (
+    AwaitWorker,
     Create,
     Effect,
     Ended,
@@ -105,7 +107,7 @@ def _new_call_id() -> str:
     return secrets.token_hex(8)
 
 
-class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
+class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
     def __init__(
         self,
         *,
@@ -121,6 +123,7 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
         engine_address: tuple[str, int] | None = None,
         items: ArrayItems,
+        worker_return_s: float = WORKER_RETURN_S,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self.live_logs = LiveLogs(clock)
@@ -135,6 +138,7 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
         outside the dispatcher)."""
         self._flows = flows
         self._secrets = secrets
+        self._init_adoptions(worker_return_s)
         self._writer = RunWriter(runs, self._written, clock)
         self._carry_out = self._effect_handlers()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -205,6 +209,16 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
             await asyncio.wait(list(self._tasks), timeout=CLOSE_CALLS_S)
         self._writer.flush()
 
+    async def written_through(self) -> None:
+        """Return once every outcome already received is recorded in the store."""
+        # An answer read before now set its call's future: the calls so woken record
+        # their outcomes on the loop's next turn; then the marked rows are written.
+        loop = asyncio.get_running_loop()
+        turns: asyncio.Future[None] = loop.create_future()
+        loop.call_soon(loop.call_soon, turns.set_result, None)
+        await turns
+        self._writer.flush()
+
     def _changed(self) -> None:
         self.version += 1
         self._stream.emit(VIEWS_CHANGED)
@@ -236,6 +250,7 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
             ItemsInterrupted: lambda e: self.items.store.interrupted(
                 e.run_id, e.node.node_id, e.error, e.now
             ),
+            AwaitWorker: self._await_worker,
             Log: lambda e: log.info(e.event, **e.fields),
         }
 
@@ -303,6 +318,8 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
                     self._recently_ended.popitem(last=False)
 
     def _stop(self, call_id: str) -> None:
+        if self._stop_awaited(call_id):
+            return
         executor = self._executors.get(self.placed_on(call_id))
         if executor is not None:
             executor.cancel(call_id)
@@ -329,8 +346,12 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
         self._apply(self._machine.running(call_id, released))
         key = self.live_logs.key(inputs.spec.id, inputs.position)
         self.live_logs.begin(call_id, inputs.run.id, key, inputs.attempt)
+        # A worker's call may outlive this engine, to be adopted by the next one, which
+        # knows of it only from the store: so its row says it runs before its run frame
+        # goes out (an item's need not: a restart runs its array's running items again).
+        durable = placement.worker_id != ENGINE_ID and inputs.position is None
         task = asyncio.get_running_loop().create_task(
-            self._execute(executor, spec, placement, released)
+            self._execute(executor, spec, placement, released, written_first=durable)
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -342,9 +363,23 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
         return view.name if view is not None else place_id
 
     async def _execute(
-        self, executor: Executor, spec: CallSpec, placement: Placement, secrets: tuple[str, ...]
+        self,
+        executor: Executor,
+        spec: CallSpec,
+        placement: Placement,
+        secrets: tuple[str, ...],
+        *,
+        written_first: bool,
     ) -> None:
-        call_id = spec.call_id
+        if written_first:
+            self._writer.flush()  # the moment's rows (this pass's placements) at once
+        running = executor.run(spec, self._on_event(spec.call_id, secrets))
+        await self._settle(
+            spec.call_id, running, executor, job_bound=placement.job_limit is not None
+        )
+
+    def _on_event(self, call_id: str, secrets: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+        """What a running call's events do: lines kept, a start noted, the rest told."""
 
         def on_event(record: dict[str, Any]) -> None:
             event = record.get("event")
@@ -357,15 +392,27 @@ class Dispatcher(RunRequests, WorkerEvents, DispatcherViews):
             else:
                 self._apply(self._machine.reported(call_id, record))
 
+        return on_event
+
+    async def _settle(
+        self,
+        call_id: str,
+        running: Awaitable[CallOutcome],
+        executor: Executor,
+        *,
+        job_bound: bool,
+    ) -> None:
+        """Wait for a call's outcome and record it; ``job_bound``: its limit was its
+        batch job's end (its node set none)."""
         try:
-            outcome = await executor.run(spec, on_event)
+            outcome = await running
         except Exception as exc:
             log.exception("call.crashed", call_id=call_id)
             outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
         self.live_logs.end(call_id)
         if self._closing:
             return  # stopped by the engine's shutdown: recovery decides, not this outcome
-        if placement.job_limit is not None:
+        if job_bound:
             provenance = executor.provenance()
             walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
             walltime = walltimes.get(provenance.provisioner or "")

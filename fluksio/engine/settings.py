@@ -196,6 +196,17 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
+    worker_return_s: float = _setting(
+        300.0,
+        Flag(
+            "After a restart, how long a call found running on a worker waits for that worker"
+            " to come back naming it (then it fails WorkerGone, or runs again where its node"
+            " says retry_on_restart).",
+            kind=float,
+            minimum=0.1,
+            maximum=_DAY_S,
+        ),
+    )
     max_frame_bytes: int = _setting(
         64 * 1024 * 1024,
         Flag(

@@ -120,9 +120,13 @@ class WorkerConnections:
             await superseded.close(
                 "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
             )
-        await session.welcome(hello.resume or [])
+        dispatcher = self._engine.dispatcher
+        # Calls a restarted engine found running on this worker: taken over where it names
+        # them (nothing is read from it until they are), ended now where it does not.
+        adopting = dispatcher.returning(session.name, hello.resume, published=hello.version is None)
+        await session.welcome(hello.resume or [], {call.request.id for call in adopting})
         inventory = hello.inventory
-        self._engine.dispatcher.worker_attached(
+        dispatcher.worker_attached(
             Worker(
                 id=session.id,
                 name=session.name,
@@ -137,6 +141,7 @@ class WorkerConnections:
             session,
             session.record,
         )
+        dispatcher.adopt(adopting, session.id, session)
         log.info(
             "worker.attached",
             worker=session.name,
@@ -192,6 +197,9 @@ class WorkerConnections:
 
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
         self._engine.dispatcher.set_cached(session.id, digests)
+
+    async def written_through(self) -> None:
+        await self._engine.dispatcher.written_through()
 
     def welcome(self, session: WorkerSession) -> str:
         store = self._engine.artifacts

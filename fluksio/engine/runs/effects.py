@@ -14,6 +14,7 @@ from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.scheduler import CallRequest
 
 __all__ = [
+    "AwaitWorker",
     "CallInputs",
     "Create",
     "Effect",
@@ -128,6 +129,19 @@ class ItemsInterrupted:
 
 
 @dataclass(frozen=True)
+class AwaitWorker:
+    """A restart found the call running on worker ``worker`` (a place's name): it waits
+    for that worker to come back naming it (:meth:`RunMachine.adopted`), or to be given
+    up on (:meth:`RunMachine.not_back`). ``request`` is what it holds there once back,
+    with the GPUs it was given."""
+
+    request: CallRequest
+    worker: str
+    gpu_ids: tuple[int, ...]
+    run_id: str
+
+
+@dataclass(frozen=True)
 class Log:
     """Something worth a line in the engine's log."""
 
@@ -147,6 +161,7 @@ Effect = (
     | RetryAt
     | Refill
     | ItemsInterrupted
+    | AwaitWorker
     | Log
 )
 

@@ -33,6 +33,7 @@ from fluksio.engine.runs.effects import (
     Stop,
     Withdraw,
 )
+from fluksio.engine.runs.machine_adopt import RESTARTED, AdoptMoves
 from fluksio.engine.runs.machine_arrays import ArrayMoves
 from fluksio.engine.runs.machine_retry import RetryMoves
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
@@ -51,14 +52,12 @@ from fluksio.engine.runs.states import (
 
 __all__ = ["RunMachine"]
 
-_RESTARTED = "the engine restarted while this node was executing"
-
 
 def _cancelled() -> dict[str, str]:
     return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
 
 
-class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
+class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
     """The machine's inputs and questions; its rules are :class:`MachineRules`'s, its
     arrays', retries' and waits' moves those of its mixins."""
 
@@ -142,9 +141,10 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
     ) -> list[Effect]:
         """Take over the runs a previous engine left unfinished.
 
-        Queued calls are queued again at their old place in line; a call that was running
-        fails as ``EngineRestarted``, or is queued again if its node says
-        ``retry_on_restart``.
+        Queued calls are queued again at their old place in line. A call that was running
+        on a worker waits for it (:class:`AwaitWorker`); one that ran in the engine's own
+        process (or an array's item) fails as ``EngineRestarted``, or is queued again if
+        its node says ``retry_on_restart``.
         """
         effects: list[Effect] = []
         for row, node_rows in found:
@@ -171,14 +171,16 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves):
             if node.spec.is_array and node.row.state in (NodeState.QUEUED, NodeState.RUNNING):
                 self._array_interrupted(run, node, now, effects)
             elif node.row.state is NodeState.RUNNING:
+                if not run.cancelling and self._await_worker(run, node, effects):
+                    continue  # running still, as far as anyone knows
                 if node.spec.retry_on_restart:
                     # Run again from its start: a new attempt, so that a follower of its
                     # output is told the first one ended and reads the second from line 0.
                     node.row.state = NodeState.PENDING
                     node.row.attempt += 1
-                    node.note("rerun", now, attempt=node.row.attempt, after=_RESTARTED)
+                    node.note("rerun", now, attempt=node.row.attempt, after=RESTARTED)
                 else:
-                    restarted = error_record(ErrorKind.ENGINE_RESTARTED, _RESTARTED)
+                    restarted = error_record(ErrorKind.ENGINE_RESTARTED, RESTARTED)
                     self._end(run, node, NodeState.FAILED, now, restarted)
                 changed.append(node)
             elif node.row.state is NodeState.QUEUED:

@@ -91,26 +91,27 @@ class MachineRules:
         node.row.call_id = call_id
         node.row.queued_at = queued_at
         self._calls[call_id] = (run, node)
+        effects.append(Queue(self._request(run, node, call_id, queued_at)))
+        return node
+
+    @staticmethod
+    def _request(run: LiveRun, node: LiveNode, call_id: str, queued_at: float) -> CallRequest:
+        """What the scheduler is asked for the node's call ``call_id``."""
         resources = node.spec.resources
         results = {d: run.nodes[d].row.result for d in node.spec.after}
         given = {**run.row.params, **node.spec.params, **(node.item_params or {}), **results}
         arguments = select_kwargs(node.spec.code, given)
-        effects.append(
-            Queue(
-                CallRequest(
-                    id=call_id,
-                    queued_at=queued_at,
-                    label=node.spec.worker,
-                    policy=Policy(node.spec.worker_policy),
-                    cpus=resources.cpus,
-                    gpus=resources.gpus,
-                    ram_mb=resources.ram_mb,
-                    limit=node.spec.limit,
-                    inputs=input_artifacts(arguments),
-                )
-            )
+        return CallRequest(
+            id=call_id,
+            queued_at=queued_at,
+            label=node.spec.worker,
+            policy=Policy(node.spec.worker_policy),
+            cpus=resources.cpus,
+            gpus=resources.gpus,
+            ram_mb=resources.ram_mb,
+            limit=node.spec.limit,
+            inputs=input_artifacts(arguments),
         )
-        return node
 
     def _forget_call(self, node: LiveNode) -> str:
         call_id = str(node.row.call_id)

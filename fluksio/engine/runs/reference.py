@@ -34,6 +34,9 @@ class ReferenceNode:
     waits: bool = False
     """Whether it waits out a back-off before each retry (``pending`` meanwhile)."""
     retry_on_restart: bool = False
+    remote: bool = False
+    """Its call runs on a worker, which may outlive the engine (not in the engine's own
+    process)."""
     state: NodeState = NodeState.PENDING
     attempt: int = 1
     backing_off: bool = False
@@ -64,10 +67,11 @@ class ReferenceRun:
 
     # -- events ----------------------------------------------------------------------------
 
-    def start(self, node_id: str) -> None:
-        """A queued node's call started on an executor."""
+    def start(self, node_id: str, *, remote: bool = False) -> None:
+        """A queued node's call started on an executor (a worker's, ``remote``)."""
         assert self.nodes[node_id].state is NodeState.QUEUED
         self.nodes[node_id].state = NodeState.RUNNING
+        self.nodes[node_id].remote = remote
         self.started = True
 
     def refuse(self, node_id: str) -> None:
@@ -115,15 +119,31 @@ class ReferenceRun:
         self.cancelling = True
         self._settle()
 
+    def not_back(self, node_id: str) -> None:
+        """The worker of a call running over a restart will not bring it back: it runs
+        again if its node says ``retry_on_restart``, else it ended as gone."""
+        node = self.nodes[node_id]
+        if node.retry_on_restart and not self.cancelling:
+            assert node.state is NodeState.RUNNING
+            node.state = NodeState.PENDING
+            node.attempt += 1
+            self._settle()
+        else:
+            self.end(node_id, "gone")
+
     def restart(self) -> None:
-        """The engine restarted: what ran is lost (or runs again if its node says so).
+        """The engine restarted: what ran in its process is lost (or runs again if its
+        node says so); what ran on a worker runs on, awaited (unless its run was being
+        cancelled).
 
         A cancel survives a restart only through what it left in the store: a node it
         cancelled. (One whose every node was running when cancelled carries on.)
         """
         self.cancelling = any(n.state is NodeState.CANCELLED for n in self.nodes.values())
         for node in self.nodes.values():
-            if node.state is NodeState.RUNNING and node.retry_on_restart:
+            if node.state is NodeState.RUNNING and node.remote and not self.cancelling:
+                pass  # awaited: adopted when its worker is back, or not_back
+            elif node.state is NodeState.RUNNING and node.retry_on_restart:
                 node.state = NodeState.PENDING
                 node.attempt += 1  # run again from its start: a new attempt
             elif node.state is NodeState.RUNNING:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -14,6 +14,7 @@ from fluksio.scheduler import WaitReason
 __all__ = [
     "Executor",
     "NodeView",
+    "Resumable",
     "RunChange",
     "RunView",
     "WaitingCall",
@@ -101,3 +102,15 @@ class Executor(Protocol):
     ) -> CallOutcome: ...
 
     def cancel(self, call_id: str) -> bool: ...
+
+
+class Resumable(Executor, Protocol):
+    """A place whose calls may outlive the engine (a worker's socket, our agent's)."""
+
+    def adopt(
+        self, call_id: str, on_event: Callable[[dict[str, Any]], None]
+    ) -> Awaitable[CallOutcome]:
+        """Take over a call already running there, which its worker's hello named: its
+        frames are told to ``on_event`` from now on, and the awaitable is its outcome.
+        Expected at once, before anything more is read from the worker."""
+        ...

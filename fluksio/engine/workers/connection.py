@@ -28,6 +28,7 @@ naively, in :mod:`fluksio.engine.workers.connection_reference`; the property tes
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -356,11 +357,15 @@ class ConnectionMachine:
         self.phase = "gone"
         return [*effects, Gone(self.closed_reason)]
 
-    def welcomed(self, resume: list[str]) -> list[ConnectionEffect]:
-        """A new connection was welcomed; ``resume``: calls it holds from a connection this
-        engine no longer knows (it restarted, or the 90-second rule ended them). It is told
-        to drop them, so none runs on unseen."""
-        return [Cancel(call_id) for call_id in resume]
+    def welcomed(self, resume: list[str], adopted: Collection[str] = ()) -> list[ConnectionEffect]:
+        """A new connection was welcomed; ``resume``: calls it holds from a connection
+        gone (the engine restarted, or ended them: the 90-second rule, a drop).
+        ``adopted``: those of them the engine, restarted, takes over: in flight here from
+        now on, as started (their limits are our agent's to keep, from their start). It
+        is told to drop the others, so none runs on unseen."""
+        for call_id in adopted:
+            self._calls[call_id] = _Call(self.heard, 0.0, started=True)
+        return [Cancel(call_id) for call_id in resume if call_id not in adopted]
 
     def came_back(self, resume: list[str], now: float) -> list[ConnectionEffect]:
         """The away worker attached again over a new socket, naming the calls it holds.

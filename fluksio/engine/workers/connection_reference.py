@@ -31,6 +31,14 @@ class Happened:
     """A timer's kind, the error kind a close fails calls as, or a frame's (``started``)."""
     socket: int = 0
     resume: tuple[str, ...] = ()
+    adopted: tuple[str, ...] = ()
+    """At a welcome: the calls named in ``resume`` that a restarted engine takes over."""
+
+    def takes_on(self, call: str) -> bool:
+        """Whether this puts ``call`` in flight: it is sent, or adopted at the welcome."""
+        return (self.what == "send" and self.call == call) or (
+            self.what == "welcomed" and call in self.adopted
+        )
 
 
 HEARING = {"heard", "frame", "oversized", "back"}
@@ -80,11 +88,13 @@ class ReferenceConnection:
     def live(self, upto: int | None = None) -> list[str]:
         """The calls sent and not yet answered, failed or dropped after ``upto`` events."""
         end = len(self.history) if upto is None else upto
-        return [
-            event.call
+        taken_on = [
+            call
             for event in self.history[:end]
-            if event.what == "send" and self.fate(event.call, end)[0] == "live"
+            for call in (event.adopted if event.what == "welcomed" else (event.call,))
+            if event.takes_on(call)
         ]
+        return [call for call in taken_on if self.fate(call, end)[0] == "live"]
 
     @functools.cache  # noqa: B019 -- as above
     def fate(self, call: str, upto: int | None = None) -> tuple[str, str]:
@@ -108,9 +118,13 @@ class ReferenceConnection:
         mine = event.call == call
         untaken = not self._heard_between(sent, index) and not self.relayed
         ending = self.phase(index) in ("closing", "gone")
-        started = not self.pipelined or any(
-            e.what == "frame" and e.call == call and e.kind == "started"
-            for e in self.history[sent + 1 : index]
+        started = (
+            not self.pipelined
+            or self.history[sent].what == "welcomed"
+            or any(
+                e.what == "frame" and e.call == call and e.kind == "started"
+                for e in self.history[sent + 1 : index]
+            )
         )
         socket_ends = event.what == "socket_end" and self._ends_current(index)
         rules = [
@@ -157,7 +171,7 @@ class ReferenceConnection:
         told: list[str] = []
         for index, event in enumerate(self.history):
             if event.what == "welcomed":
-                told += event.resume
+                told += [c for c in event.resume if c not in event.adopted]
             elif event.what in ("timer", "oversized") and self._was_live(event.call, index):
                 stopped = event.what == "oversized" or event.kind == "limit"
                 if stopped or (self._untaken(index) and not self.relayed):
@@ -169,7 +183,7 @@ class ReferenceConnection:
     # -- helpers -----------------------------------------------------------------------
 
     def _sent(self, call: str) -> int:
-        return next(i for i, e in enumerate(self.history) if e.what == "send" and e.call == call)
+        return next(i for i, e in enumerate(self.history) if e.takes_on(call))
 
     def _goes_away(self, index: int) -> bool:
         away = self.phase(index) != "away" and self.phase(index + 1) == "away"
@@ -177,7 +191,7 @@ class ReferenceConnection:
 
     def _was_live(self, call: str, upto: int) -> bool:
         """Whether ``call`` was sent to it and live after the first ``upto`` events."""
-        sent = any(e.what == "send" and e.call == call for e in self.history[:upto])
+        sent = any(e.takes_on(call) for e in self.history[:upto])
         return sent and self.fate(call, upto)[0] == "live"
 
     def _last_seen(self, upto: int) -> float:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Any, Protocol
 
 from aiohttp import WSCloseCode
@@ -61,6 +61,7 @@ from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.workers.connection import (
     UNKNOWN_FRAMES_LOGGED,
+    WENT_AWAY,
     Answering,
     Away,
     Cancel,
@@ -103,6 +104,9 @@ class SessionLink(Protocol):
 
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
         """It reported what its artifact cache holds."""
+
+    async def written_through(self) -> None:
+        """Every answer read so far is recorded in the store."""
 
 
 @dataclasses.dataclass
@@ -194,7 +198,7 @@ class WorkerSession:
             effects = self.machine.send(spec.call_id, spec.limit, self.clock.now())
             if any(isinstance(effect, Fail) for effect in effects):
                 self._apply(effects)
-                return await future
+                return await self._awaited(spec.call_id, pending)
             frame = RunFrame(
                 op="compile" if spec.op == "compile" else "run",
                 call_id=spec.call_id,
@@ -216,12 +220,23 @@ class WorkerSession:
             except (ConnectionError, RuntimeError) as exc:
                 effects = self.machine.send_failed(spec.call_id, str(exc))
             self._apply(effects)
-            return await future
+        except BaseException:
+            self._forget(spec.call_id, pending)
+            raise
+        return await self._awaited(spec.call_id, pending)
+
+    async def _awaited(self, call_id: str, pending: _Pending) -> CallOutcome:
+        try:
+            return await pending.future
         finally:
-            for timer in pending.timers:
-                timer.cancel()
-            self._pending.pop(spec.call_id, None)
-            self.machine.ended(spec.call_id)
+            self._forget(call_id, pending)
+
+    def _forget(self, call_id: str, pending: _Pending) -> None:
+        """The call's owner stopped waiting for it (it has its outcome)."""
+        for timer in pending.timers:
+            timer.cancel()
+        self._pending.pop(call_id, None)
+        self.machine.ended(call_id)
 
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:
@@ -289,16 +304,39 @@ class WorkerSession:
             "short": error.get("short", "SyntaxError") + where,
         }
 
+    async def confirm(self, payload: bytes) -> None:
+        """It pinged: the pong, once what it sent before is recorded. Our agent forgets an
+        answer only once a pong confirms it, so an answer read by an engine killed before
+        writing it is named and sent again to the next one (the acknowledgement costs no
+        frame of its own)."""
+        self.touch()
+        await self._link.written_through()
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.ws.pong(payload)
+
     def touch(self) -> None:
         """Something other than a call's frame came from it (a ping, a pong)."""
         self._apply(self.machine.heard_from(self.clock.now()))
 
     # -- its life ------------------------------------------------------------------------
 
-    async def welcome(self, resume: list[str]) -> None:
-        """Welcome it over its socket; calls it names from a connection gone are dropped."""
+    async def welcome(self, resume: list[str], adopted: Collection[str] = ()) -> None:
+        """Welcome it over its socket; calls it names from a connection gone are dropped,
+        but those ``adopted`` (each then taken over with :meth:`adopt`)."""
         await self._write(self._link.welcome(self))
-        self._apply(self.machine.welcomed(resume))
+        self._apply(self.machine.welcomed(resume, adopted))
+
+    def adopt(self, call_id: str, on_event: EventCallback) -> Awaitable[CallOutcome]:
+        """A call its hello named, which the engine adopts: its frames go to ``on_event``
+        from now on (registered here at once, before the next frame is read)."""
+        future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+        pending = _Pending(future, on_event)
+        if self.machine.expects(call_id):
+            self._pending[call_id] = pending
+        else:  # its connection ended before it could be taken over
+            gone = error_record(ErrorKind.WORKER_GONE, WENT_AWAY)
+            future.set_result(CallOutcome(False, error=gone))
+        return self._awaited(call_id, pending)
 
     async def come_back(self, ws: CountedSocket, hello: HelloFrame) -> None:
         """The away worker attached again: carry on over ``ws`` (see

@@ -1,0 +1,191 @@
+"""The dispatcher's calls awaiting their worker after the engine restarted.
+
+A restart finds calls that were running on workers (the run machine's
+:class:`~fluksio.engine.runs.effects.AwaitWorker`): each waits in this table for its
+worker, by the worker's name, for ``worker_return_s`` from the start. When a worker of
+that name attaches, :meth:`Adoptions.returning` sorts the calls awaited of it by what its
+hello says:
+
+- named in ``resume`` (our agent kept it through the engine's absence): adopted, with
+  :meth:`Adoptions.adopt` once its session is attached: it holds its place again, and its
+  answer ends it as if the engine had never gone;
+- not named, by a worker that names what it holds: its run frame never reached the
+  worker, so it goes back in line (``NotTaken``, no attempt spent);
+- a worker that names nothing: the published agent, which cannot resume
+  (``EngineRestarted``), or our agent started again (``WorkerGone``: the call died with
+  the worker).
+
+At the window's end the calls still awaited fail ``WorkerGone``. Either way a node that
+says ``retry_on_restart`` runs again instead (:meth:`RunMachine.not_back`).
+
+A mixin of :class:`~fluksio.engine.dispatch.Dispatcher`, which gives what it uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fluksio.agent.launcher import CallOutcome, error_record
+from fluksio.agent.outcome import ErrorKind
+from fluksio.clock import Clock, Timer
+from fluksio.engine.logging import get_logger
+from fluksio.engine.runs.effects import AwaitWorker, Effect
+from fluksio.engine.runs.live_logs import LiveLogs
+from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.redact import secret_values
+from fluksio.engine.runs.views import Resumable
+from fluksio.engine.secrets import SecretDenied, SecretStore, resolve_params
+from fluksio.scheduler import CallRequest, Scheduler
+
+__all__ = ["Adoptions", "Returning"]
+
+log = get_logger("fluksio.engine.dispatch")
+WORKER_RETURN_S = 300.0
+"""How long after a restart a call found running on a worker waits for it (the setting
+``worker_return_s``): the agent dials again within its back-off's cap (30 s), a relayed
+one once its relay is back."""
+
+
+@dataclass(frozen=True)
+class Returning:
+    """A call its worker came back naming, to adopt once the worker's session is attached."""
+
+    request: CallRequest
+    gpu_ids: tuple[int, ...]
+    run_id: str
+
+
+class Adoptions:
+    _scheduler: Scheduler
+    _machine: RunMachine
+    _clock: Clock
+    _secrets: SecretStore
+    _closing: bool
+    _tasks: set[asyncio.Task[None]]
+    live_logs: LiveLogs
+    # Given by the dispatcher: what a call's events do, and the wait for its outcome.
+    _on_event: Callable[[str, tuple[str, ...]], Callable[[dict[str, Any]], None]]
+    _settle: Callable[..., Coroutine[Any, Any, None]]
+
+    if TYPE_CHECKING:  # given by the class it is mixed into
+
+        def _apply(self, effects: list[Effect]) -> None:
+            raise NotImplementedError
+
+        def _changed(self) -> None:
+            raise NotImplementedError
+
+        def _place_changed(self, place_id: str) -> None:
+            raise NotImplementedError
+
+    def _init_adoptions(self, worker_return_s: float) -> None:
+        self._return_s = worker_return_s
+        self._awaiting: dict[str, tuple[str, AwaitWorker]] = {}
+        """The calls awaiting their worker, by call id: the worker's name, and the call."""
+        self._window: Timer | None = None
+
+    def awaiting(self) -> int:
+        """How many calls wait for their worker to come back."""
+        return len(self._awaiting)
+
+    def _await_worker(self, effect: AwaitWorker) -> None:
+        self._awaiting[effect.request.id] = (effect.worker, effect)
+        if self._window is None:
+            self._window = self._clock.call_later(self._return_s, self._window_ended)
+        log.info("call.awaiting_worker", call_id=effect.request.id, worker=effect.worker)
+
+    def _window_ended(self) -> None:
+        self._window = None
+        if self._closing:
+            return  # the next engine awaits them in turn
+        said = (
+            f"the engine restarted while this call ran on worker {{}}, which did not come back"
+            f" within {self._return_s:g} s (worker_return_s)"
+        )
+        for call_id, (worker, _call) in list(self._awaiting.items()):
+            self._give_up(call_id, ErrorKind.WORKER_GONE, said.format(worker))
+
+    def _give_up(self, call_id: str, kind: ErrorKind, said: str) -> None:
+        del self._awaiting[call_id]
+        log.info("call.not_back", call_id=call_id, reason=said)
+        self._apply(self._machine.not_back(call_id, error_record(kind, said), self._clock.now()))
+
+    def _stop_awaited(self, call_id: str) -> bool:
+        """A call awaiting its worker is stopped (its run cancelled): it ends now, as
+        cancelled; if its worker comes back naming it, it is told to drop it. False: not
+        awaited. At shutdown it stays awaited, for the next engine."""
+        if call_id not in self._awaiting or self._closing:
+            return False
+        del self._awaiting[call_id]
+        cancelled = error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
+        outcome = CallOutcome(False, error=cancelled)
+        self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
+        return True
+
+    def returning(
+        self, worker: str, resume: list[str] | None, *, published: bool
+    ) -> list[Returning]:
+        """Worker ``worker`` attaches naming ``resume`` (None: it names nothing): the calls
+        awaited of it that it names, to adopt once it is attached; the others end now."""
+        named = set(resume or ())
+        adopting: list[Returning] = []
+        for call_id, (name, call) in list(self._awaiting.items()):
+            if name != worker:
+                continue
+            if call_id in named:
+                del self._awaiting[call_id]
+                adopting.append(Returning(call.request, call.gpu_ids, call.run_id))
+            elif resume is not None:
+                said = (
+                    f"worker {worker} came back after the engine restarted without this call:"
+                    " its run frame never reached it; queued again"
+                )
+                self._give_up(call_id, ErrorKind.NOT_TAKEN, said)
+            elif published:
+                said = (
+                    f"the engine restarted while this call ran on worker {worker}, whose agent"
+                    " (fluksio-worker 0.1.x) cannot carry a call over an engine's restart"
+                )
+                self._give_up(call_id, ErrorKind.ENGINE_RESTARTED, said)
+            else:
+                said = (
+                    f"worker {worker} was started again while the engine was away: the call"
+                    " ended with its worker's process"
+                )
+                self._give_up(call_id, ErrorKind.WORKER_GONE, said)
+        return adopting
+
+    def adopt(self, calls: list[Returning], worker_id: str, executor: Resumable) -> None:
+        """The calls ``returning`` gave go on where they run: booked on the worker again,
+        their frames and answer taken from its session."""
+        now = self._clock.now()
+        for call in calls:
+            call_id = call.request.id
+            found = self._machine.call(call_id)
+            if found is None:
+                continue  # ended while the worker was being welcomed
+            run, spec, row = found
+            self._scheduler.adopt(call.request, worker_id, call.gpu_ids)
+            try:
+                resolved = resolve_params(
+                    spec.params, self._secrets, on_engine=False, worker_labels=executor.labels
+                )
+                secrets = secret_values(spec.params, resolved)
+            except SecretDenied:
+                secrets = ()  # no longer its to read: the call has it already
+            self._apply(self._machine.adopted(call_id, secrets, now))
+            key = self.live_logs.key(spec.id, row.item)
+            self.live_logs.begin(call_id, run.id, key, row.attempt)
+            running = executor.adopt(call_id, self._on_event(call_id, secrets))
+            task = asyncio.get_running_loop().create_task(
+                self._settle(call_id, running, executor, job_bound=spec.limit is None)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            log.info("call.adopted", call_id=call_id, worker_id=worker_id, run_id=run.id)
+        if calls:
+            self._changed()
+            self._place_changed(worker_id)

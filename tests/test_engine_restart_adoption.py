@@ -1,0 +1,208 @@
+"""A call running on a worker outlives the engine (issue 50, parts 1 and 2): the engine is
+killed (SIGKILL) or stopped for an upgrade (SIGTERM) while the call runs, started again on
+its data directory and port, and the worker, which kept the call running meanwhile, comes
+back naming it: the call is adopted and ends once, with its own result. Real engine and
+worker processes; each call writes a ledger line when it starts and when it ends."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fluksio.client import Client
+from tests.support.engine import EngineProcess, free_port, start_engine
+from tests.support.process import alive
+from tests.support.proxy import PausableProxy
+from tests.support.runs import code, node_of, run_flow, wait_run
+from tests.support.wait import wait_for
+from tests.support.worker import WorkerProcess, attach_url, start_labelled_worker
+
+pytestmark = pytest.mark.process
+
+
+def _held_call(ledger: Path, release: Path) -> str:
+    """Node code that notes its start, prints, waits for ``release`` and notes its end."""
+    return code(f"""
+        import os, time
+        def process():
+            open({str(ledger)!r}, "a").write("start\\n")
+            print("before the restart", flush=True)
+            for _ in range(1200):
+                if os.path.exists({str(release)!r}):
+                    break
+                time.sleep(0.1)
+            print("after the restart", flush=True)
+            open({str(ledger)!r}, "a").write("end\\n")
+            return "ran once"
+    """)
+
+
+@dataclass
+class Restart:
+    """An engine, a worker labelled cpu on it, and the engine started again later."""
+
+    tmp_path: Path
+    engine: EngineProcess
+    admin: str
+    worker: WorkerProcess
+    second: EngineProcess | None = None
+
+    @classmethod
+    def begin(cls, tmp_path: Path) -> Restart:
+        engine = start_engine(tmp_path / "data", tmp_path / "logs1", port=free_port())
+        admin = engine.login()
+        worker = start_labelled_worker(engine, admin, "cpu", tmp_path / "worker")
+        return cls(tmp_path, engine, admin, worker)
+
+    def again(self, stop_signal: int, *args: str) -> EngineProcess:
+        """Stop the engine with ``stop_signal``; a new one on its data directory and port."""
+        self.engine.stop(stop_signal)
+        port = int(self.engine.url.rsplit(":", 1)[1])
+        self.second = start_engine(
+            self.engine.data_dir, self.tmp_path / "logs2", port=port, args=args
+        )
+        self.admin = self.second.login()
+        return self.second
+
+    def adopted(self, run_id: str, node_id: str) -> None:
+        """Wait until the node's events say its worker came back with it (as ``runs
+        show`` lists them)."""
+
+        def said() -> bool:
+            assert self.second is not None
+            events = node_of(self.second, self.admin, run_id, node_id)["events"]
+            return any(event["event"] == "adopted" for event in events)
+
+        wait_for(said, timeout=60, what="the worker to come back and its call to be adopted")
+
+    def end(self) -> None:
+        self.worker.stop()
+        self.engine.stop()
+        if self.second is not None:
+            self.second.stop()
+
+
+def _held_call_started(scene: Restart) -> str:
+    """A run whose held call has started on the worker (its ledger and release files in
+    the test's directory)."""
+    ledger, release = scene.tmp_path / "ledger", scene.tmp_path / "release"
+    node = {"id": "long", "worker": "cpu", "code": _held_call(ledger, release)}
+    run_id = run_flow(scene.engine, scene.admin, "long", [node])
+    wait_for(ledger.exists, timeout=60, what="the call to start on the worker")
+    return run_id
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_a_call_on_a_worker_is_adopted_by_the_restarted_engine_and_runs_once(
+    tmp_path: Path, stop_signal: int
+) -> None:
+    # Before, the call failed EngineRestarted (or, with retry_on_restart, ran again from
+    # its start) though its worker and its process lived through the restart.
+    scene = Restart.begin(tmp_path)
+    try:
+        run_id = _held_call_started(scene)
+        second = scene.again(stop_signal)
+        scene.adopted(run_id, "long")
+        (tmp_path / "release").touch()
+        run = wait_run(second, scene.admin, run_id, timeout=60)
+        assert run["state"] == "succeeded", run
+        long = node_of(second, scene.admin, run_id, "long")
+        assert (long["result"], long["attempt"]) == ("ran once", 1)
+        assert (tmp_path / "ledger").read_text().split() == ["start", "end"]
+        assert [e["event"] for e in long["events"]] == ["adopted"]
+        # Its output is the whole of it, as the worker's answer carried it.
+        assert "after the restart" in (long["logs"] or ""), long
+        assert scene.worker.process.poll() is None, scene.worker.logs()
+    finally:
+        scene.end()
+
+
+def square_when_released(x: int, release: str) -> int:
+    import os  # noqa: PLC0415 - travels to the worker with the function
+    import time  # noqa: PLC0415
+
+    for _ in range(1200):
+        if os.path.exists(release):
+            break
+        time.sleep(0.1)
+    return x * x
+
+
+def test_a_script_waiting_on_a_future_gets_its_result_across_the_restart(tmp_path: Path) -> None:
+    scene = Restart.begin(tmp_path)
+    client = Client(scene.engine.url, token=scene.admin, ride_over_s=90)
+    executor = client.executor(worker="cpu")
+    try:
+        future = executor.submit(square_when_released, 9, str(tmp_path / "release"))
+        wait_for(
+            lambda: client.run(future.run_id).state == "running",
+            timeout=60,
+            what="the call to run on the worker",
+        )
+        scene.again(signal.SIGKILL)
+        scene.adopted(future.run_id, "call")
+        (tmp_path / "release").touch()
+        assert future.result(timeout=60) == 81
+        assert client.run(future.run_id).nodes[0].attempt == 1
+    finally:
+        executor.shutdown(wait=False)
+        scene.end()
+
+
+def test_a_call_whose_worker_never_comes_back_fails_worker_gone_at_the_window(
+    tmp_path: Path,
+) -> None:
+    scene = Restart.begin(tmp_path)
+    try:
+        run_id = _held_call_started(scene)
+        scene.engine.stop(signal.SIGKILL)
+        scene.worker.stop()  # its machine is gone too, while the engine is away
+        second = scene.again(signal.SIGKILL, "--worker-return-s", "2")
+        run = wait_run(second, scene.admin, run_id, timeout=60)
+        long = node_of(second, scene.admin, run_id, "long")
+        assert run["state"] == "failed"
+        assert long["error"]["type"] == "WorkerGone"
+        assert "did not come back within 2 s (worker_return_s)" in long["error"]["message"]
+    finally:
+        scene.end()
+
+
+def test_a_live_engine_fails_a_dropped_workers_call_at_once_and_its_copy_is_stopped(
+    tmp_path: Path,
+) -> None:
+    # The agent keeps its calls through any drop (it cannot tell a restarting engine from
+    # a cut path); an engine that lived through it failed the call at once, as the spec
+    # says, and tells the worker back to drop it: no copy runs on unseen.
+    pid_file = tmp_path / "pid"
+    node_code = code(f"""
+        import os, time
+        def process():
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            time.sleep(300)
+    """)
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    admin = engine.login()
+    proxy = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
+    url = attach_url(engine).replace(engine.url.split("//")[1], f"127.0.0.1:{proxy.port}")
+    worker = start_labelled_worker(engine, admin, "cpu", tmp_path / "worker", url=url)
+    try:
+        run_id = run_flow(engine, admin, "cut", [{"id": "n", "worker": "cpu", "code": node_code}])
+        written = wait_for(
+            lambda: pid_file.read_text() if pid_file.exists() else None,
+            timeout=60,
+            what="the call to start",
+        )
+        pid = int(written)
+        proxy.cut()
+        run = wait_run(engine, admin, run_id, timeout=30)
+        error = run["nodes"][0]["error"]
+        assert (run["state"], error["type"]) == ("failed", "WorkerGone"), run
+        wait_for(lambda: not alive(pid), timeout=60, what="the kept copy to be stopped")
+        assert "dropped): keeping 1 call(s)" in worker.logs()
+    finally:
+        worker.stop()
+        proxy.close()
+        engine.stop()
