@@ -68,6 +68,10 @@ PURE_CORE = (
     "fluksio.engine.models",
     "fluksio.agent.outcome",
     "fluksio.agent.frames",
+    "fluksio.agent.machine",
+    "fluksio.agent.machine_reference",
+    "fluksio.agent.held",
+    "fluksio.agent.unconfirmed",
 )
 """The engine core's state machines and the plain data they speak in."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fluksio.agent.runner.artifacts import named_digests
 from fluksio.engine.runs.inputs import VALUES_READ, input_artifacts
 
 A, B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
@@ -22,3 +23,15 @@ def test_a_large_argument_is_read_only_so_far() -> None:
     late = {"digest": B, "size": 8}
     arguments = {"model": early, "samples": [*range(VALUES_READ), late]}
     assert input_artifacts(arguments) == ((A, 7),)
+
+
+def test_a_calls_arguments_name_artifacts_anywhere_once_each() -> None:
+    ref = {"digest": f"sha256:{'a' * 64}", "size": 3, "name": "w.bin"}
+    kwargs = {
+        "weights": ref,
+        "batches": [{"digest": f"sha256:{'b' * 64}"}, {"nested": {"again": ref}}],
+        "not_a_ref": {"digest": "md5:abc"},
+        "text": f"sha256:{'a' * 64}",
+    }
+    assert named_digests(kwargs) == [A.removeprefix("sha256:"), B.removeprefix("sha256:")]
+    assert named_digests({"n": 1, "s": "x"}) == []

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from fluksio.agent import __version__
+from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.errors import AgentError
 from fluksio.agent.frames import PROTOCOL, HelloFrame, InventoryReport
 from fluksio.agent.inventory import Inventory
@@ -20,9 +21,12 @@ from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = [
     "ENGINE_AWAY_S",
+    "MAX_FRAME_BYTES",
     "AgentConfig",
     "Refused",
+    "connector_for",
     "describe_failure",
+    "dial",
     "hello_frame",
     "offered_artifacts",
     "reconnect_delay",
@@ -32,8 +36,36 @@ __all__ = [
 
 
 log = logging.getLogger("fluksio.worker")
+MAX_FRAME_BYTES = 64 * 1024 * 1024
 ENGINE_AWAY_S = 600.0
 """Long enough for an engine's restart or upgrade (``--engine-away-s``)."""
+
+
+def connector_for(config: AgentConfig) -> aiohttp.BaseConnector:
+    """How the agent reaches the engine: directly, or at ``--connect-to``; TLS trusting
+    ``--ca-file`` (or the system's CAs)."""
+    tls = config.tls if config.tls else True
+    if config.route is not None:
+        return RoutedConnector(config.route, ssl=tls)
+    return aiohttp.TCPConnector(ssl=tls)
+
+
+async def dial(http: aiohttp.ClientSession, config: AgentConfig) -> aiohttp.ClientWebSocketResponse:
+    """The attach socket, or :class:`Refused` saying why the token was not taken."""
+    try:
+        return await http.ws_connect(
+            config.url.websocket,
+            headers={"Authorization": f"Bearer {config.token}"},
+            # No aiohttp heartbeat: it closes after 1.5 unanswered pings, long before the
+            # 90-second rule. Silence is judged by the session instead.
+            autoping=False,
+            max_msg_size=MAX_FRAME_BYTES,
+            compress=0,
+        )
+    except aiohttp.WSServerHandshakeError as exc:
+        if exc.status in (401, 403):
+            raise Refused(await why_refused(http, config, exc.status)) from None
+        raise
 
 
 def reconnect_delay(attempt: int, cap_s: float, draw: float) -> float:

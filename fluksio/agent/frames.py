@@ -196,6 +196,11 @@ class WelcomeFrame:
     """(ours) The engine's take rule (``--worker-take-s``): after it sends a call it must
     hear some frame of this worker's within this long. Told, the worker says a call is
     taken only if nothing else it sends says so first."""
+    kept: list[str] | None = None
+    """(ours) Of the calls the hello named (``resume``), those the engine carries on
+    (adopted by an engine that restarted, or a relayed worker's come back). The worker
+    drops the others at once, a waiting one before it starts: the engine failed or
+    requeued them. None: an engine that does not say (it sends ``cancel`` for each)."""
 
 
 @dataclass(frozen=True, kw_only=True)

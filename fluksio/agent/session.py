@@ -1,32 +1,28 @@
-"""The worker's side of the attach socket: hello, calls, events, heartbeats, reconnects.
+"""The worker's side of the attach socket: the shell of :class:`~.machine.AgentMachine`.
 
-One :class:`Agent` keeps one connection to the engine. Each ``run``/``compile`` frame
-becomes a call through the launcher (a fresh process under ``--python``); its events go
-back as they happen, its output lines too (in batches, when the engine's welcome offers
-to take them), a heartbeat every ``heartbeat_s`` while it runs, and its answer, sent after
-all of those, ends it.
+One :class:`Agent` keeps one connection to the engine: it says hello, reads frames, and
+carries out what its machine decides. Each ``run``/``compile`` frame is a call the
+machine starts in a slot (through the launcher: a fresh process under ``--python``) or
+keeps waiting for one; its events go back as they happen, its output lines too (in
+batches, when the engine's welcome offers to take them), a heartbeat every
+``heartbeat_s`` while it runs, and its answer, sent after all of those, ends it.
 
 When the connection drops (no close frame: the engine died, or the path did), or the
-engine closes it saying it is going away (a graceful stop, an upgrade), the calls go on:
-the agent cannot tell a restarting engine from a cut path, and a restarted engine adopts
-what it names. Their answers and events are held, with the tail of their output lines
-(bounded: :mod:`~fluksio.agent.held`); the next
-hello names the calls (``resume``) and the held frames follow the welcome. An engine that
-does not adopt a call (it failed it meanwhile: a live engine fails a dropped worker's
-calls at once) tells the agent to drop it. After ``--engine-away-s`` without getting
-back, they are killed and the agent exits 4. Any other close by the engine (superseded,
-drained, silent, refused) ends the calls, which the engine has failed. The agent
-reconnects with capped exponential backoff and jitter. An answer is forgotten only once
-the engine's pong to a later ping says it is recorded (:mod:`~fluksio.agent.unconfirmed`).
-A refusal (another protocol, a revoked or invalid token, unsigned labels) is final: the
-agent says why and stops.
+engine closes it saying it is going away (a graceful stop, an upgrade), the calls go on,
+their frames are held (:mod:`~fluksio.agent.held`), the next hello names them
+(``resume``) and the held frames follow the welcome: a restarted engine adopts them, one
+that lived through the drop (it failed them) tells the agent to drop them. Any other
+close stops them. After ``--engine-away-s`` without getting back, the agent stops them
+and exits 4. It reconnects with capped exponential backoff and jitter. An answer is
+forgotten only once the engine's pong to a later ping says it is recorded
+(:mod:`~fluksio.agent.unconfirmed`). A refusal (another protocol, a revoked or invalid
+token, unsigned labels) is final: the agent says why and stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -38,45 +34,51 @@ import aiohttp
 from fluksio.agent.attaching import (
     AgentConfig,
     Refused,
+    connector_for,
     describe_failure,
+    dial,
     hello_frame,
     offered_artifacts,
     reconnect_delay,
     untrusted,
-    why_refused,
 )
 from fluksio.agent.cache_report import CacheReport
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
-from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.frames import (
     AnswerFrame,
     CacheFrame,
     CancelFrame,
-    ErrorRecord,
     LogFrame,
     ProgressFrame,
     RunFrame,
     encode,
     read_engine_frame,
 )
-from fluksio.agent.held import Held
-from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher, error_record
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.machine import (
+    AgentEffect,
+    AgentMachine,
+    Away,
+    GiveUp,
+    Kill,
+    Ping,
+    Prefetch,
+    Send,
+    Start,
+    Taken,
+    Welcome,
+)
 from fluksio.agent.prefetch import Prefetches
+from fluksio.agent.reporting import answer_of, event_of
 from fluksio.agent.shared_store import shared_store_env
-from fluksio.agent.slots import Slots
 from fluksio.agent.taken import TakenWords
-from fluksio.agent.unconfirmed import Unconfirmed
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
 
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
 CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leave
 EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
-CLOSE_GOING_AWAY = 1001  # the engine is stopping (and will be back): its calls go on
 log = logging.getLogger("fluksio.worker")
-_ERROR_FIELDS = frozenset(f.name for f in dataclasses.fields(ErrorRecord))
-MAX_FRAME_BYTES = 64 * 1024 * 1024
 WELCOME_WITHIN_S = 30.0
 """How long the agent waits for the engine's welcome after its hello."""
 
@@ -88,42 +90,39 @@ class Agent:
         self.config = config
         self.launcher = launcher
         self._clock = clock
+        self.machine = AgentMachine(
+            config.parallel,
+            relayed=config.route is not None,
+            engine_away_s=config.engine_away_s,
+        )
         self._calls: dict[str, asyncio.Task[None]] = {}
-        self._dropped: set[str] = set()
-        """Calls cancelled before they started (a frozen agent wakes to a run frame and the
-        engine's cancel behind it): never started."""
+        """The running calls' tasks."""
+        self._specs: dict[str, CallSpec] = {}
+        """The calls the machine holds (running or waiting for a slot), as sent."""
         self._idle_since = self._clock.monotonic()
         self._ws: aiohttp.ClientWebSocketResponse | None = None
-        self._live_logs = False
-        """The engine offered to take calls' lines while they run (our engines do)."""
-        self._held = Held()
-        """Frames of calls kept through a drop, sent after the next welcome."""
         self._engine_closed = False
         """Whether the engine closed the last connection with a close frame (else the
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
-        self._unconfirmed = Unconfirmed()
         self._stop = asyncio.Event()
         self._session_env: dict[str, str] = {}
-        self._slots = Slots(config.parallel)
         self._prefetches = Prefetches()
         self._cache = CacheReport(clock, {**os.environ, **config.extra_env})
         self._tells_cache = False
         """The engine takes reports of what the artifact cache holds."""
-        self._pipelined = False
-        """The engine takes calls ahead of a free slot here: each says ``started``."""
         self._taken = TakenWords(clock)
+        self._sending: set[asyncio.Task[None]] = set()
+        """Words of calls taken, said later unless another frame says it first."""
 
     # -- the outer loop ----------------------------------------------------------------
 
     async def run(self) -> int:
         """Stay attached until refused (exit 3) or idle for ``--max-idle`` (exit 0)."""
         attempt = 0
-        away_since: float | None = None
-        """When the last welcomed connection ended: the engine is away since."""
         idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
         try:
             while not self._stop.is_set():
-                if self._gave_up_on_engine(away_since):
+                if await self._carry_out(self.machine.check(self._clock.monotonic())):
                     return EXIT_ENGINE_AWAY
                 welcomed = False
                 try:
@@ -144,8 +143,6 @@ class Agent:
                 if self._stop.is_set():
                     break
                 attempt = 0 if welcomed else attempt + 1
-                if welcomed:
-                    away_since = self._clock.monotonic()
                 draw = random.random()  # noqa: S311 - jitter, not security
                 delay = reconnect_delay(attempt, self.config.backoff_max_s, draw)
                 log.info("reconnecting in %.1f s", delay)
@@ -156,29 +153,13 @@ class Agent:
         finally:
             idle_watch.cancel()
 
-    def _gave_up_on_engine(self, away_since: float | None) -> bool:
-        """The engine has been away longer than ``--engine-away-s``: what runs is stopped
-        (nobody would take its answer), and that is said in one sentence."""
-        limit = self.config.engine_away_s
-        if away_since is None or not limit or self._clock.monotonic() - away_since < limit:
-            return False
-        log.error(
-            "the engine at %s has not come back for %g s (--engine-away-s): stopping %d"
-            " call(s) and exiting",
-            self.config.url.websocket,
-            limit,
-            len(self._calls),
-        )
-        self._abandon_calls()
-        return True
-
     async def _watch_idle(self) -> None:
         limit = self.config.max_idle_s
         if not limit:
             return
         while True:
             await self._clock.sleep(min(1.0, limit / 4))
-            idle = not self._calls and not self._held
+            idle = self.machine.idle()
             if idle and self._clock.monotonic() - self._idle_since >= limit:
                 log.info("idle for %g s: stopping", limit)
                 self._stop.set()
@@ -190,38 +171,17 @@ class Agent:
 
     async def _session(self) -> bool:
         """One connection, until it ends; True if the engine welcomed us."""
-        headers = {"Authorization": f"Bearer {self.config.token}"}
-        route = self.config.route
-        tls = self.config.tls if self.config.tls else True
-        connector = (
-            RoutedConnector(route, ssl=tls) if route is not None else aiohttp.TCPConnector(ssl=tls)
-        )
-        async with aiohttp.ClientSession(connector=connector) as http:
-            try:
-                ws = await http.ws_connect(
-                    self.config.url.websocket,
-                    headers=headers,
-                    # No aiohttp heartbeat: it closes after 1.5 unanswered pings, long
-                    # before the 90-second rule. Silence is judged in _receive instead.
-                    autoping=False,
-                    max_msg_size=MAX_FRAME_BYTES,
-                    compress=0,
-                )
-            except aiohttp.WSServerHandshakeError as exc:
-                if exc.status in (401, 403):
-                    raise Refused(await why_refused(http, self.config, exc.status)) from None
-                raise
+        async with aiohttp.ClientSession(connector=connector_for(self.config)) as http:
+            ws = await dial(http, self.config)
             self._ws = ws
             try:
                 reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
-                self._live_logs = reply.get("logs") is True
-                self._tells_cache = reply.get("cache") is True and self.config.report_cache
+                welcome = Welcome.read(reply)
+                self._tells_cache = welcome.cache and self.config.report_cache
                 self._cache.reset()
-                taken_ahead = reply.get("pipeline")
-                self._pipelined = isinstance(taken_ahead, int) and taken_ahead > 0
-                self._taken.welcomed(reply.get("take_s"))
-                await self._carry_on(ws)
+                self._taken.take_s = welcome.take_s
+                await self._carry_out(self.machine.welcomed(welcome))  # what was held first
                 self._session_env = (
                     shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
                 )
@@ -237,7 +197,13 @@ class Agent:
                 finally:
                     heartbeat.cancel()
                     pinger.cancel()
-                    self._after_drop(ws.close_code)
+                    await self._carry_out(
+                        self.machine.dropped(
+                            closed_by_engine=self._engine_closed,
+                            code=ws.close_code,
+                            now=self._clock.monotonic(),
+                        )
+                    )
                 if ws.close_code == CLOSE_DRAINED:
                     # Its job ends before any more work could finish: leave, so the job
                     # ends now and frees its allocation, instead of being killed later.
@@ -256,7 +222,7 @@ class Agent:
 
     async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
         """Say hello; the engine's welcome, or :class:`Refused` saying why not."""
-        hello = hello_frame(self.config, self.launcher, self._held.names(self._calls))
+        hello = hello_frame(self.config, self.launcher, self.machine.resume())
         await ws.send_str(encode(hello))
         async with self._clock.timeout(WELCOME_WITHIN_S):
             first = await ws.receive()
@@ -283,7 +249,7 @@ class Agent:
                     await ws.pong(message.data)
                 continue
             if message.type == aiohttp.WSMsgType.PONG:
-                self._unconfirmed.pong(message.data)
+                self.machine.pong(message.data)
                 continue
             if message.type in (
                 aiohttp.WSMsgType.CLOSE,
@@ -306,19 +272,14 @@ class Agent:
                 log.warning("ignoring a malformed frame: %s", exc)
                 continue
             if isinstance(call, RunFrame):
-                self._start(call)
-            elif (
-                isinstance(call, CancelFrame)
-                and not self.launcher.cancel(call.call_id)
-                and call.call_id in self._calls
-                and not self._slots.drop(call.call_id)
-            ):
-                self._dropped.add(call.call_id)
+                await self._take(call)
+            elif isinstance(call, CancelFrame):
+                await self._carry_out(self.machine.cancel(call.call_id))
 
-    def _start(self, frame: RunFrame) -> None:
-        call_id = frame.call_id
+    async def _take(self, frame: RunFrame) -> None:
+        """A run frame: the call, as it will run, for the machine to start or keep."""
         spec = CallSpec(
-            call_id=call_id,
+            call_id=frame.call_id,
             source=frame.source,
             node=frame.node,
             flow=frame.flow,
@@ -328,76 +289,115 @@ class Agent:
             timeout=frame.timeout,
             limit=frame.limit or 0.0,
         )
+        self._specs.setdefault(frame.call_id, spec)
+        await self._carry_out(self.machine.run(frame.call_id))
+
+    def _ended(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+        self._specs.pop(call_id, None)
+        if self.machine.idle():
+            self._idle_since = self._clock.monotonic()
+
+    async def _call(self, spec: CallSpec) -> None:
+        """Run a call in its slot; its events and lines go out as they come, its answer
+        after them."""
+        sending: set[asyncio.Task[None]] = set()
+        live_logs = self.machine.welcome.logs
+
+        def on_event(record: dict[str, Any]) -> None:
+            if record.get("event") == "log" and not live_logs:
+                return  # an engine that did not offer them: the answer's logs only
+            task = asyncio.get_running_loop().create_task(
+                self._deliver(event_of(spec.call_id, record))
+            )
+            sending.add(task)
+            task.add_done_callback(sending.discard)
+
+        outcome = await self.launcher.run(spec, on_event)
+        if sending:  # its last lines and events go before its answer, which ends it
+            await asyncio.gather(*sending)
+        await self._carry_out(self.machine.ended(answer_of(spec.call_id, outcome)))
+        if self._tells_cache:  # what it fetched may be worth placing calls by
+            self._cache.changed(self._send_now)
+
+    # -- carrying the machine's effects out ---------------------------------------------
+
+    async def _carry_out(self, effects: list[AgentEffect]) -> bool:
+        """Carry ``effects`` out in order; True when the engine was given up on."""
+        for effect in effects:
+            if isinstance(effect, Send):
+                await self._send_call_frame(effect.frame)
+            elif isinstance(effect, Start):
+                self._run_in_slot(effect.call_id)
+            elif isinstance(effect, Kill):
+                self.launcher.cancel(effect.call_id)
+                if effect.call_id not in self._calls:
+                    self._specs.pop(effect.call_id, None)  # it never started: it never will
+            elif isinstance(effect, Taken):
+                self._say_taken(effect.call_id)
+            elif isinstance(effect, Prefetch):
+                self._prefetches.start(self._specs[effect.call_id])
+            elif isinstance(effect, Ping):
+                await self._ping_now(effect.payload)
+            elif isinstance(effect, Away):
+                self._kept(effect)
+            elif isinstance(effect, GiveUp):
+                log.error(
+                    "the engine at %s has not come back for %g s (--engine-away-s): stopping"
+                    " %d call(s) and exiting",
+                    self.config.url.websocket,
+                    self.config.engine_away_s,
+                    effect.stopped,
+                )
+                return True
+        self._specs = {c: self._specs[c] for c in self.machine.calls() if c in self._specs}
+        return False
+
+    def _run_in_slot(self, call_id: str) -> None:
+        spec = self._specs[call_id]
         task = asyncio.get_running_loop().create_task(self._call(spec))
         self._calls[call_id] = task
         task.add_done_callback(lambda _t: self._ended(call_id))
 
-    def _ended(self, call_id: str) -> None:
-        self._calls.pop(call_id, None)
-        self._dropped.discard(call_id)
-        if not self._calls:
-            self._idle_since = self._clock.monotonic()
+    def _say_taken(self, call_id: str) -> None:
+        taken = ProgressFrame(call_id=call_id, event="heartbeat")
 
-    async def _call(self, spec: CallSpec) -> None:
-        sending: set[asyncio.Task[None]] = set()
+        async def say() -> None:
+            ws = self._ws
+            if ws is not None and not ws.closed:
+                await self._send(ws, taken)
 
-        def on_event(record: dict[str, Any]) -> None:
-            event: ProgressFrame | LogFrame
-            if record.get("event") == "log":
-                if not self._live_logs:
-                    return  # an engine that did not offer them: the answer's logs only
-                event = LogFrame(call_id=spec.call_id, first=record["first"], lines=record["lines"])
-            else:
-                event = ProgressFrame(
-                    call_id=spec.call_id,
-                    event=record.get("event", "emit"),
-                    outputs=record.get("outputs"),
-                    ts=record.get("ts"),
-                )
-            task = asyncio.get_running_loop().create_task(self._deliver(event))
-            sending.add(task)
-            task.add_done_callback(sending.discard)
-
-        if self._slots.full or not self._pipelined:
-            taken = ProgressFrame(call_id=spec.call_id, event="heartbeat")
-            await self._taken.say(lambda: self._deliver(taken), lambda: spec.call_id in self._calls)
-        # A call taken ahead waits here for a slot (its inputs fetched meanwhile); one
-        # cancelled meanwhile never starts.
-        if self._slots.full:
-            self._prefetches.start(spec)
-        runs = spec.call_id not in self._dropped and await self._slots.take(spec.call_id)
-        if runs and spec.call_id in self._dropped:
-            self._slots.give_back()
-            runs = False
-        if not runs:
-            self._dropped.discard(spec.call_id)
-            dropped = error_record(
-                ErrorKind.NODE_CANCELLED, "the call was cancelled before it started"
-            )
-            outcome = CallOutcome(False, error=dropped)
-        else:
-            try:
-                if self._pipelined:
-                    await self._deliver(ProgressFrame(call_id=spec.call_id, event="started"))
-                outcome = await self.launcher.run(spec, on_event)
-            finally:
-                self._slots.give_back()
-        if sending:  # its last lines and events go before its answer, which ends it
-            await asyncio.gather(*sending)
-        error = None
-        if not outcome.ok:
-            fields = {k: str(v) for k, v in (outcome.error or {}).items() if k in _ERROR_FIELDS}
-            error = ErrorRecord(**fields)
-        answer = AnswerFrame(
-            call_id=spec.call_id,
-            ok=outcome.ok,
-            result=outcome.result if outcome.ok else None,
-            error=error,
-            logs=outcome.logs,
+        task = asyncio.get_running_loop().create_task(
+            self._taken.say(say, lambda: call_id in self._specs)
         )
-        await self._deliver(answer)
-        if self._tells_cache:  # what it fetched may be worth placing calls by
-            self._cache.changed(self._send_now)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def _kept(self, away: Away) -> None:
+        limit = self.config.engine_away_s
+        log.warning(
+            "the connection to the engine ended (%s): keeping %d call(s)%s",
+            "it is going away" if away.going_away else "dropped",
+            away.kept,
+            f" for up to {limit:g} s (--engine-away-s)" if limit else "",
+        )
+
+    async def _deliver(self, frame: ProgressFrame | LogFrame) -> None:
+        await self._carry_out(self.machine.deliver(frame))
+
+    async def _send_call_frame(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
+        ws = self._ws
+        # A socket that just closed (the machine hears of it next) takes nothing; an answer
+        # is kept unconfirmed all the same, so the drop holds it for the next engine.
+        size = await self._send(ws, frame) if ws is not None and not ws.closed else 0
+        if isinstance(frame, AnswerFrame):
+            await self._carry_out(self.machine.answer_sent(frame, size))
+
+    async def _ping_now(self, payload: bytes) -> None:
+        ws = self._ws
+        if ws is not None and not ws.closed:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.ping(payload)
 
     async def _send_now(self, frame: CacheFrame) -> None:
         ws = self._ws
@@ -408,63 +408,13 @@ class Agent:
         while not ws.closed:
             await self._clock.sleep(self.config.ping_s)
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await ws.ping(self._unconfirmed.ping())
+                await ws.ping(self.machine.ping().payload)
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
             await self._clock.sleep(self.config.heartbeat_s)
             for call_id in list(self._calls):
                 await self._send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))
-
-    def _abandon_calls(self) -> None:
-        """The connection is gone, and the engine has failed these calls: stop them."""
-        self._slots.drop_all()  # taken ahead: they never start now
-        for call_id in list(self._calls):
-            if not self.launcher.cancel(call_id):
-                self._dropped.add(call_id)  # not started yet (taking it): it never will
-        self._held.take()
-
-    # -- kept through a drop ---------------------------------------------------------
-
-    def _after_drop(self, close_code: int | None) -> None:
-        """Keep the calls if the connection dropped (no close frame from the engine) or the
-        engine said it is going away; else stop them (the engine has failed them). Away,
-        the next hello says so (``resume``), even with no call kept: a call whose run frame
-        was lost with the path is then queued again, not failed."""
-        unconfirmed = self._unconfirmed.take()  # sent, but perhaps never recorded
-        if self._engine_closed and close_code != CLOSE_GOING_AWAY:
-            self._abandon_calls()
-            return
-        if not self._held.away:
-            limit = self.config.engine_away_s
-            log.warning(
-                "the connection to the engine ended (%s): keeping %d call(s)%s",
-                "it is going away" if self._engine_closed else "dropped",
-                len(self._calls) + self._held.answers() + len(unconfirmed),
-                f" for up to {limit:g} s (--engine-away-s)" if limit else "",
-            )
-        self._held.begin(unconfirmed)
-
-    async def _carry_on(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        """Welcomed back: what was held while away goes first."""
-        for frame in self._held.take():
-            await self._deliver(frame)
-
-    async def _deliver(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
-        """Send a call's frame now, or hold it while the connection is down and kept (not
-        heartbeats; lines up to :data:`HELD_LINES_BYTES`, the oldest let go)."""
-        ws = self._ws
-        if ws is not None and not ws.closed:
-            size = await self._send(ws, frame)
-            if isinstance(frame, AnswerFrame):
-                self._unconfirmed.sent(frame, size)
-                # Through a relay, whose path drops more often, each answer is confirmed at
-                # once; otherwise with the next ping, or sooner once many wait.
-                if self.config.route is not None or self._unconfirmed.due():
-                    with contextlib.suppress(ConnectionError, RuntimeError):
-                        await ws.ping(self._unconfirmed.ping())
-        else:
-            self._held.hold(frame)
 
     async def _send(
         self,

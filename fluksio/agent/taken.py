@@ -33,12 +33,6 @@ class TakenWords:
         """Frames sent so far, on every connection."""
         self._sending: set[asyncio.Task[None]] = set()
 
-    def welcomed(self, take_s: object) -> None:
-        """The welcome's ``take_s`` (absent from an older engine's)."""
-        self.take_s = None
-        if isinstance(take_s, int | float) and not isinstance(take_s, bool) and take_s > 0:
-            self.take_s = float(take_s)
-
     async def say(
         self, send: Callable[[], Coroutine[Any, Any, None]], waiting: Callable[[], bool]
     ) -> None:

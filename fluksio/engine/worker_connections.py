@@ -201,7 +201,7 @@ class WorkerConnections:
     async def written_through(self) -> None:
         await self._engine.dispatcher.written_through()
 
-    def welcome(self, session: WorkerSession) -> str:
+    def welcome(self, session: WorkerSession, kept: list[str]) -> str:
         store = self._engine.artifacts
         probe, nonce = store.probe()
         # (ours) Where the store is, and a file only a worker sharing this filesystem can
@@ -218,6 +218,7 @@ class WorkerConnections:
                 pipeline=session.pipeline,
                 cache=True,
                 take_s=self._engine.settings.worker_take_s,
+                kept=kept if session.hello.resume is not None else None,
             )
         )
 

@@ -98,8 +98,9 @@ class SessionLink(Protocol):
     def gone(self, session: WorkerSession, reason: str) -> None:
         """It ended for good (its calls have failed): forget it."""
 
-    def welcome(self, session: WorkerSession) -> str:
-        """The welcome frame it is sent, encoded."""
+    def welcome(self, session: WorkerSession, kept: list[str]) -> str:
+        """The welcome frame it is sent, encoded; ``kept``: of the calls its hello named,
+        those carried on."""
         ...
 
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
@@ -323,7 +324,7 @@ class WorkerSession:
     async def welcome(self, resume: list[str], adopted: Collection[str] = ()) -> None:
         """Welcome it over its socket; calls it names from a connection gone are dropped,
         but those ``adopted`` (each then taken over with :meth:`adopt`)."""
-        await self._write(self._link.welcome(self))
+        await self._write(self._link.welcome(self, sorted(adopted)))
         self._apply(self.machine.welcomed(resume, adopted))
 
     def adopt(self, call_id: str, on_event: EventCallback) -> Awaitable[CallOutcome]:
@@ -343,7 +344,7 @@ class WorkerSession:
         :meth:`ConnectionMachine.came_back`)."""
         self.ws, self.hello = ws, hello
         effects = self.machine.came_back(hello.resume or [], self.clock.now())
-        await self._write(self._link.welcome(self))
+        await self._write(self._link.welcome(self, self.machine.in_flight()))
         self._apply(effects)
 
     def socket_ended(self, socket: int) -> None:

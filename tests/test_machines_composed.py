@@ -1,0 +1,249 @@
+"""Both sides of a worker's connection composed: the agent's machine and the engine's
+connection machine, with the engine's store and its adoption rule after a restart, over a
+link that drops what it carries, while the engine is killed, stopped for an upgrade, or
+closes the connection. Hypothesis draws the sequences. Frames cross in order; a drop
+loses what was on the way, both ways; a killed engine keeps only its store.
+
+No node retries here, so the promises are: no node's call starts twice; once
+everything has settled (the link up, every frame across, every call ended), no node is
+lost (none left running or queued for ever), and each that succeeded ran exactly once.
+
+One case is outside them, and named in ``requeues_untaken``'s documentation: a call sent
+ahead that the worker started just before a drop, whose ``started`` word was lost with
+the link, is queued again by an engine that lived through the drop (it believes the call
+never started); the worker stops its copy when it is back. The model lets that case
+through and only that one.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from fluksio.agent.frames import AnswerFrame, ErrorRecord, ProgressFrame
+from fluksio.agent.machine import (
+    CLOSE_GOING_AWAY,
+    AgentEffect,
+    AgentMachine,
+    Kill,
+    Ping,
+    Send,
+    Start,
+    Welcome,
+)
+from fluksio.engine.workers.connection import Cancel, ConnectionEffect, ConnectionMachine, Fail
+from tests.support.properties import against_reference
+
+WELCOME = Welcome(logs=True, cache=False, pipeline=2, take_s=15.0)
+ENDED = ("succeeded", "failed", "requeued")
+
+
+class Composed(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids = (f"c{i}" for i in itertools.count())
+        self.now = 0.0
+        # The engine: its store survives it; the rest is its memory.
+        self.store: dict[str, str] = {}
+        self.node_of: dict[str, str] = {}
+        """Each call's node: a call queued again (``NotTaken``) is a new call of it."""
+        self.gap: set[str] = set()
+        """Nodes queued again though their call had started (the one case let through)."""
+        self.awaiting: set[str] = set()
+        self.connection: ConnectionMachine | None = None
+        # The link, each way, in order.
+        self.down: list[tuple[str, str]] = []
+        self.up: list[tuple[str, str]] = []
+        # The agent and its processes.
+        self.agent = AgentMachine(1, relayed=False, engine_away_s=None)
+        self.executing: set[str] = set()
+        self.dying: set[str] = set()
+        self.executions: collections.Counter[str] = collections.Counter()
+        """Starts, by node."""
+        self.started: set[str] = set()
+        self.answered_ok: set[str] = set()
+        self.attach()
+
+    # -- the link and both sides' effects --------------------------------------------------
+
+    def agent_does(self, effects: list[AgentEffect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Start):
+                node = self.node_of[effect.call_id]
+                assert self.executions[node] == 0 or node in self.gap, f"{node} started twice"
+                self.executions[node] += 1
+                self.started.add(effect.call_id)
+                self.executing.add(effect.call_id)
+            elif isinstance(effect, Kill) and effect.call_id in self.executing:
+                self.executing.discard(effect.call_id)
+                self.dying.add(effect.call_id)
+            elif isinstance(effect, Send) and isinstance(effect.frame, AnswerFrame):
+                self.up.append(("answer", effect.frame.call_id))
+                self.agent_does(self.agent.answer_sent(effect.frame, 10))
+            elif isinstance(effect, Send) and isinstance(effect.frame, ProgressFrame):
+                self.up.append(("started", effect.frame.call_id))
+            elif isinstance(effect, Ping):
+                self.up.append(("ping", effect.payload.decode()))
+
+    def engine_does(self, effects: list[ConnectionEffect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Fail) and effect.error["type"] == "NotTaken":
+                self.requeue(effect.call_id)
+            elif isinstance(effect, Fail):
+                self.record(effect.call_id, "failed")
+            elif isinstance(effect, Cancel):
+                self.down.append(("cancel", effect.call_id))
+
+    def record(self, call_id: str, state: str) -> None:
+        assert self.store[call_id] not in ENDED, f"{call_id} ended twice"
+        self.store[call_id] = state
+        if self.connection is not None:
+            self.connection.ended(call_id)
+
+    def requeue(self, call_id: str) -> None:
+        """The call never ran, as far as the engine knows: its node goes back in line."""
+        node = self.node_of[call_id]
+        if self.executions[node]:
+            self.gap.add(node)  # it did start: its ``started`` word was lost
+        self.record(call_id, "requeued")
+        again = next(self.ids)
+        self.node_of[again] = node
+        self.store[again] = "queued"
+
+    def attach(self) -> None:
+        """The agent dials and is welcomed; a restarted engine sorts what it awaited."""
+        resume = self.agent.resume()
+        named = set(resume or ())
+        adopted = {c for c in self.awaiting if c in named}
+        for call_id in sorted(self.awaiting - adopted):
+            # Not named by an agent that names what it holds: it never reached it.
+            assert resume is not None, "our agent names what it holds after any drop"
+            assert call_id not in self.started, "never reached it"
+            self.requeue(call_id)
+        self.awaiting = set()
+        self.connection = ConnectionMachine("box", False, False, self.now, pipelined=True)
+        self.engine_does(self.connection.welcomed(sorted(named), adopted))
+        kept = frozenset(adopted) if resume is not None else None
+        self.agent_does(self.agent.welcomed(dataclasses.replace(WELCOME, kept=kept)))
+
+    # -- what happens ------------------------------------------------------------------------
+
+    @rule()
+    def submit(self) -> None:
+        call_id = next(self.ids)
+        self.node_of[call_id] = call_id
+        self.store[call_id] = "queued"
+
+    @precondition(lambda self: self.connection is not None)
+    @rule()
+    def dispatch(self) -> None:
+        assert self.connection is not None
+        queued = [c for c, state in self.store.items() if state == "queued"]
+        if not queued or len(self.connection.in_flight()) >= 3:
+            return
+        call_id = queued[0]
+        self.store[call_id] = "running"  # written before its run frame goes out
+        self.engine_does(self.connection.send(call_id, 0.0, self.now))
+        self.down.append(("run", call_id))
+
+    @precondition(lambda self: bool(self.down))
+    @rule()
+    def agent_reads(self) -> None:
+        what, call_id = self.down.pop(0)
+        if what == "run":
+            self.agent_does(self.agent.run(call_id))
+        elif what == "cancel":
+            self.agent_does(self.agent.cancel(call_id))
+        else:
+            self.agent.pong(call_id.encode())
+
+    @precondition(lambda self: bool(self.up) and self.connection is not None)
+    @rule()
+    def engine_reads(self) -> None:
+        assert self.connection is not None
+        what, call_id = self.up.pop(0)
+        if what == "ping":  # answered once what came before it is recorded (it is)
+            self.down.append(("pong", call_id))
+            return
+        if what == "started":
+            self.engine_does(self.connection.frame(call_id, "started", self.now, last=False))
+            return
+        if self.connection.frame(call_id, "answer", self.now, last=True):
+            return  # not in flight here (ended already): a late copy
+        self.record(call_id, "succeeded" if call_id in self.answered_ok else "failed")
+
+    @precondition(lambda self: bool(self.executing | self.dying))
+    @rule(data=st.data())
+    def a_call_ends(self, data: st.DataObject) -> None:
+        self.end(data.draw(st.sampled_from(sorted(self.executing | self.dying))))
+
+    def end(self, call_id: str) -> None:
+        """The call's process ends: done, or stopped if it was killed."""
+        ok = call_id in self.executing
+        self.executing.discard(call_id)
+        self.dying.discard(call_id)
+        if ok:
+            self.answered_ok.add(call_id)
+        error = None if ok else ErrorRecord(type="NodeCancelled", message="stopped")
+        self.agent_does(self.agent.ended(AnswerFrame(call_id=call_id, ok=ok, error=error)))
+
+    @precondition(lambda self: self.agent.attached)
+    @rule()
+    def regular_ping(self) -> None:
+        self.agent_does([self.agent.ping()])
+
+    @precondition(lambda self: self.connection is not None)
+    @rule(how=st.sampled_from(["link drops", "engine killed", "engine upgraded", "closed"]))
+    def connection_ends(self, how: str) -> None:
+        assert self.connection is not None
+        self.now += 1
+        self.down.clear()
+        self.up.clear()
+        if how == "link drops":  # the engine lives: a closed connection fails its calls
+            self.engine_does(self.connection.socket_ended(self.connection.socket))
+        elif how == "closed":  # superseded, silent, revoked: its calls fail, with a close
+            self.engine_does(self.connection.close("closed"))
+        self.connection = None
+        if how in ("engine killed", "engine upgraded"):  # only the store is left
+            self.awaiting = {c for c, state in self.store.items() if state == "running"}
+        by_engine = how in ("engine upgraded", "closed")
+        code = CLOSE_GOING_AWAY if how == "engine upgraded" else (1008 if by_engine else None)
+        self.agent_does(self.agent.dropped(closed_by_engine=by_engine, code=code, now=self.now))
+
+    @precondition(lambda self: self.connection is None)
+    @rule()
+    def agent_comes_back(self) -> None:
+        self.attach()
+
+    # -- once everything settles ----------------------------------------------------------------
+
+    def teardown(self) -> None:
+        if self.connection is None:
+            self.attach()
+        for _round in range(200):
+            moved = bool(self.down or self.up or self.executing or self.dying)
+            while self.down or self.up:
+                if self.down:
+                    self.agent_reads()
+                if self.up:
+                    self.engine_reads()
+            for call_id in sorted(self.executing | self.dying):
+                self.end(call_id)
+            self.agent_does([self.agent.ping()])
+            before = dict(self.store)
+            self.dispatch()
+            if not moved and before == self.store and not (self.down or self.up):
+                break
+        lost = {c: s for c, s in self.store.items() if s not in (*ENDED, "requeued")}
+        assert not lost, f"never ended: {lost}"
+        for call_id, state in self.store.items():
+            node = self.node_of[call_id]
+            if state == "succeeded" and node not in self.gap:
+                assert self.executions[node] == 1, f"{node} ran {self.executions[node]} times"
+
+
+TestBothMachinesKeepEveryCallOnce = against_reference(Composed, examples=1000, steps=60)
