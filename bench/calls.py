@@ -59,7 +59,7 @@ print(samples[len(samples) // 2] if samples else "")
 """
 
 
-def _percentile(samples: list[float], fraction: float) -> float:
+def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
@@ -261,8 +261,8 @@ def measure_engine(args: argparse.Namespace) -> dict[str, float]:
             process.terminate()
             process.wait(timeout=30)
     return {
-        "run_p50": _percentile(latencies, 0.5),
-        "run_p99": _percentile(latencies, 0.99),
+        "run_p50": percentile(latencies, 0.5),
+        "run_p99": percentile(latencies, 0.99),
         "fanout_rate": args.fanout / fanout_s,
         "run_cpu": run_cpu,
         "fanout_cpu": fanout_cpu,

@@ -38,29 +38,29 @@ sys.path.insert(0, str(Path(__file__).parent))
 from calls import BIN, Api, start_engine
 
 LABEL = "chaos"
+FAST_LIVENESS = ("--worker-gone-s", "5", "--worker-check-s", "0.5")
+"""Frozen agents' calls resolve within the run (the rule is the same at 90 s, slower)."""
 
 
 class Engine:
-    def __init__(self, root: Path) -> None:
+    """An engine on a data directory and port of its own, started again on both."""
+
+    def __init__(self, root: Path, args: tuple[str, ...] = FAST_LIVENESS) -> None:
         self.data = root / "data"
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.args = args
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
 
     def start(self) -> None:
         # The same port each time: the agents dial it again after a restart.
-        self.process, _url = start_engine(
-            self.data,
-            "auto",
-            self.port,
-            args=("--worker-gone-s", "5", "--worker-check-s", "0.5"),
-        )
+        self.process, _url = start_engine(self.data, "auto", self.port, args=self.args)
 
-    def kill(self) -> None:
+    def kill(self, signum: int = signal.SIGKILL) -> None:
         assert self.process is not None
-        self.process.kill()
-        self.process.wait()
+        self.process.send_signal(signum)
+        self.process.wait(timeout=60)
         self.restarts += 1
 
     def api(self) -> Api:
@@ -71,6 +71,8 @@ class Agent:
     def __init__(self, index: int, url: str, token: str, log: Path) -> None:
         self.index, self.url, self.token, self.log = index, url, token, log
         self.process: subprocess.Popen[bytes] | None = None
+        self.extra: tuple[str, ...] = ()
+        """More of its options."""
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
@@ -81,6 +83,7 @@ class Agent:
                     str(BIN / "fluksio-worker"), "--url",
                     self.url.replace("http", "ws") + "/api/v1/workers/attach",
                     "--name", f"agent-{self.index}", "--labels", LABEL, "--parallel", "2",
+                    *self.extra,
                 ],
                 env=env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
@@ -150,13 +153,13 @@ def main() -> None:  # noqa: PLR0912, PLR0915 - one scenario, read top to bottom
                         pending.add(run["id"])
                 except (OSError, RuntimeError, ValueError):
                     time.sleep(0.2)  # the engine is down or restarting: try again
-                    api = _reconnect(engine)
+                    api = reconnect(engine)
                     continue
                 if time.monotonic() >= next_fault:
                     fault = chance.choice(["kill-agent", "freeze-agent", "kill-engine"])
                     faults[fault] += 1
                     if _strike(fault, chance, agents, engine):
-                        api = _reconnect(engine)
+                        api = reconnect(engine)
                     next_fault = time.monotonic() + chance.expovariate(1 / args.every)
                 time.sleep(0.05)
             drain_deadline = time.monotonic() + 120
@@ -203,7 +206,7 @@ def _strike(fault: str, chance: random.Random, agents: list[Agent], engine: Engi
     return True
 
 
-def _reconnect(engine: Engine) -> Api:
+def reconnect(engine: Engine) -> Api:
     deadline = time.monotonic() + 60
     while True:
         try:
