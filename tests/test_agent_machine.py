@@ -273,3 +273,20 @@ def test_a_waiting_call_never_starts_while_away_nor_after_if_the_engine_dropped_
     back = agent.welcomed(Welcome(logs=True, pipeline=2, take_s=15.0, kept=frozenset()))
     assert _started(back) == [] and _sent(back) == [], "nothing the engine does not carry on"
     assert agent.calls() == []
+
+
+def test_the_last_calls_answer_asks_for_its_confirmation_at_once() -> None:
+    # Else an idle agent would hold it unconfirmed until its next ping, and with the
+    # engine gone meanwhile could not stop at --max-idle (its Slurm job held for nothing).
+    agent = AgentMachine(2, relayed=False, engine_away_s=600)
+    agent.welcomed(PIPELINED)
+    agent.run("first")
+    agent.run("last")
+    agent.ended(_answer("first"))
+    assert agent.answer_sent(_answer("first"), 10) == [], "another call still runs"
+    agent.ended(_answer("last"))
+    (ping,) = agent.answer_sent(_answer("last"), 10)
+    assert isinstance(ping, Ping)
+    agent.pong(ping.payload)
+    agent.dropped(closed_by_engine=False, code=None, now=5.0)
+    assert agent.idle()

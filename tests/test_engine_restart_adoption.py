@@ -206,3 +206,20 @@ def test_a_live_engine_fails_a_dropped_workers_call_at_once_and_its_copy_is_stop
         worker.stop()
         proxy.close()
         engine.stop()
+
+
+def test_an_idle_worker_still_stops_at_max_idle_when_its_engine_is_killed(tmp_path: Path) -> None:
+    # Its last answer is confirmed at once, so nothing is held for an engine that is gone:
+    # before, it waited for --engine-away-s (10 minutes), holding its batch job.
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    admin = engine.login()
+    worker = start_labelled_worker(engine, admin, "cpu", tmp_path / "worker", "--max-idle", "3")
+    try:
+        node = {"id": "n", "worker": "cpu", "code": "def process():\n    return 1\n"}
+        run = wait_run(engine, admin, run_flow(engine, admin, "once", [node]), timeout=60)
+        assert run["state"] == "succeeded", run
+        engine.stop(signal.SIGKILL)
+        assert worker.process.wait(timeout=60) == 0, worker.logs()
+    finally:
+        worker.stop()
+        engine.stop()

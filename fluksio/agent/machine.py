@@ -238,10 +238,13 @@ class AgentMachine:
         return []
 
     def answer_sent(self, answer: AnswerFrame, size: int) -> list[AgentEffect]:
-        """An answer of ``size`` bytes went out: kept until confirmed; confirmed at once
-        through a relay, else with the next ping, or sooner once many wait."""
+        """An answer of ``size`` bytes went out: kept until confirmed. Confirmed at once
+        through a relay, or when it was the last call (an idle agent holding an answer is
+        not idle: it could not stop at ``--max-idle`` while the engine is away); else with
+        the next ping, or sooner once many wait."""
         self.unconfirmed.sent(answer, size)
-        if self.relayed or self.unconfirmed.due():
+        last = not self._running and not self._waiting
+        if self.relayed or last or self.unconfirmed.due():
             return [Ping(self.unconfirmed.ping())]
         return []
 
