@@ -165,7 +165,8 @@ def test_a_call_whose_worker_never_comes_back_fails_worker_gone_at_the_window(
         long = node_of(second, scene.admin, run_id, "long")
         assert run["state"] == "failed"
         assert long["error"]["type"] == "WorkerGone"
-        assert "did not come back within 2 s (worker_return_s)" in long["error"]["message"]
+        said = "did not come back within 2 s (--worker-return-s): a worker that takes longer"
+        assert said in long["error"]["message"]
     finally:
         scene.end()
 

@@ -122,7 +122,7 @@ class Agent:
         idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
         try:
             while not self._stop.is_set():
-                if await self._carry_out(self.machine.check(self._clock.monotonic())):
+                if await self._carry_out_dropping(self.machine.check(self._clock.monotonic())):
                     return EXIT_ENGINE_AWAY
                 welcomed = False
                 try:
@@ -181,7 +181,7 @@ class Agent:
                 self._tells_cache = welcome.cache and self.config.report_cache
                 self._cache.reset()
                 self._taken.take_s = welcome.take_s
-                await self._carry_out(self.machine.welcomed(welcome))  # what was held first
+                await self._carry_out_dropping(self.machine.welcomed(welcome))  # held first
                 self._session_env = (
                     shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
                 )
@@ -197,7 +197,7 @@ class Agent:
                 finally:
                     heartbeat.cancel()
                     pinger.cancel()
-                    await self._carry_out(
+                    await self._carry_out_dropping(
                         self.machine.dropped(
                             closed_by_engine=self._engine_closed,
                             code=ws.close_code,
@@ -274,7 +274,7 @@ class Agent:
             if isinstance(call, RunFrame):
                 await self._take(call)
             elif isinstance(call, CancelFrame):
-                await self._carry_out(self.machine.cancel(call.call_id))
+                await self._carry_out_dropping(self.machine.cancel(call.call_id))
 
     async def _take(self, frame: RunFrame) -> None:
         """A run frame: the call, as it will run, for the machine to start or keep."""
@@ -331,8 +331,6 @@ class Agent:
                 self._run_in_slot(effect.call_id)
             elif isinstance(effect, Kill):
                 self.launcher.cancel(effect.call_id)
-                if effect.call_id not in self._calls:
-                    self._specs.pop(effect.call_id, None)  # it never started: it never will
             elif isinstance(effect, Taken):
                 self._say_taken(effect.call_id)
             elif isinstance(effect, Prefetch):
@@ -350,8 +348,16 @@ class Agent:
                     effect.stopped,
                 )
                 return True
-        self._specs = {c: self._specs[c] for c in self.machine.calls() if c in self._specs}
         return False
+
+    async def _carry_out_dropping(self, effects: list[AgentEffect]) -> bool:
+        """Carry out the effects of an input that may drop calls never started (a cancel,
+        a welcome, a drop, the engine given up): their specs go too. Not after the rest:
+        a call's frames are the hot path."""
+        gave_up = await self._carry_out(effects)
+        held = set(self.machine.calls())
+        self._specs = {c: spec for c, spec in self._specs.items() if c in held}
+        return gave_up
 
     def _run_in_slot(self, call_id: str) -> None:
         spec = self._specs[call_id]

@@ -26,10 +26,10 @@ import collections
 import contextlib
 import dataclasses
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.dispatch_adopt import WORKER_RETURN_S, Adoptions
@@ -38,7 +38,7 @@ from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.dispatch_workers import WorkerEvents
 from fluksio.engine.errors import InvalidInput
 from fluksio.engine.logging import get_logger
-from fluksio.engine.runs.calls import call_spec, stopped_at_job_end
+from fluksio.engine.runs.calls import call_spec
 from fluksio.engine.runs.effects import (
     AwaitWorker,
     Create,
@@ -58,6 +58,7 @@ from fluksio.engine.runs.effects import (
 from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.machine_adopt import ENGINE_PLACE
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.states import TERMINAL_NODE_STATES
@@ -71,7 +72,6 @@ from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.secrets import SecretDenied
 from fluksio.engine.stream import (
     VIEWS_CHANGED,
-    CallLogged,
     CallProgressed,
     EngineStream,
     RunsWritten,
@@ -358,77 +358,9 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
 
     def _place_name(self, place_id: str) -> str:
         if place_id == ENGINE_ID:
-            return "engine"
+            return ENGINE_PLACE
         view = self._scheduler.view(place_id)
         return view.name if view is not None else place_id
-
-    async def _execute(
-        self,
-        executor: Executor,
-        spec: CallSpec,
-        placement: Placement,
-        secrets: tuple[str, ...],
-        *,
-        written_first: bool,
-    ) -> None:
-        if written_first:
-            self._writer.flush()  # the moment's rows (this pass's placements) at once
-        running = executor.run(spec, self._on_event(spec.call_id, secrets))
-        await self._settle(
-            spec.call_id, running, executor, job_bound=placement.job_limit is not None
-        )
-
-    def _on_event(self, call_id: str, secrets: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
-        """What a running call's events do: lines kept, a start noted, the rest told."""
-
-        def on_event(record: dict[str, Any]) -> None:
-            event = record.get("event")
-            if event == "log":
-                self._logged(call_id, record["first"], record["lines"], secrets)
-            elif event == "sent_ahead":
-                self._apply(self._machine.sent_ahead(call_id))
-            elif event == "started":
-                self._apply(self._machine.started(call_id, self._clock.now()))
-            else:
-                self._apply(self._machine.reported(call_id, record))
-
-        return on_event
-
-    async def _settle(
-        self,
-        call_id: str,
-        running: Awaitable[CallOutcome],
-        executor: Executor,
-        *,
-        job_bound: bool,
-    ) -> None:
-        """Wait for a call's outcome and record it; ``job_bound``: its limit was its
-        batch job's end (its node set none)."""
-        try:
-            outcome = await running
-        except Exception as exc:
-            log.exception("call.crashed", call_id=call_id)
-            outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
-        self.live_logs.end(call_id)
-        if self._closing:
-            return  # stopped by the engine's shutdown: recovery decides, not this outcome
-        if job_bound:
-            provenance = executor.provenance()
-            walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
-            walltime = walltimes.get(provenance.provisioner or "")
-            outcome = stopped_at_job_end(outcome, provenance, walltime, self._margin)
-        self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
-
-    def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
-        """A running call wrote lines: kept for its readers, and told to the stream."""
-        kept = self.live_logs.add(call_id, first, lines, secrets)
-        call = self._machine.call(call_id)
-        if kept and call is not None:
-            run, node, row = call
-            logged = CallLogged(
-                run.id, run.flow, node.id, call_id, row.attempt, first, kept, row.item
-            )
-            self._stream.emit(logged)
 
     # -- events from the provisioning driver ---------------------------------------------
 

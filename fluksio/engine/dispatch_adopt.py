@@ -24,23 +24,19 @@ A mixin of :class:`~fluksio.engine.dispatch.Dispatcher`, which gives what it use
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
-from fluksio.clock import Clock, Timer
+from fluksio.clock import Timer
+from fluksio.engine.dispatch_calls import CallShell
 from fluksio.engine.logging import get_logger
-from fluksio.engine.runs.effects import AwaitWorker, Effect
-from fluksio.engine.runs.live_logs import LiveLogs
-from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.effects import AwaitWorker
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.views import Resumable
 from fluksio.engine.secrets import SecretDenied, SecretStore, resolve_params
-from fluksio.scheduler import CallRequest, Scheduler
 
-__all__ = ["Adoptions", "Returning"]
+__all__ = ["Adoptions"]
 
 log = get_logger("fluksio.engine.dispatch")
 WORKER_RETURN_S = 300.0
@@ -49,31 +45,11 @@ WORKER_RETURN_S = 300.0
 one once its relay is back."""
 
 
-@dataclass(frozen=True)
-class Returning:
-    """A call its worker came back naming, to adopt once the worker's session is attached."""
-
-    request: CallRequest
-    gpu_ids: tuple[int, ...]
-    run_id: str
-
-
-class Adoptions:
-    _scheduler: Scheduler
-    _machine: RunMachine
-    _clock: Clock
+class Adoptions(CallShell):
     _secrets: SecretStore
-    _closing: bool
     _tasks: set[asyncio.Task[None]]
-    live_logs: LiveLogs
-    # Given by the dispatcher: what a call's events do, and the wait for its outcome.
-    _on_event: Callable[[str, tuple[str, ...]], Callable[[dict[str, Any]], None]]
-    _settle: Callable[..., Coroutine[Any, Any, None]]
 
     if TYPE_CHECKING:  # given by the class it is mixed into
-
-        def _apply(self, effects: list[Effect]) -> None:
-            raise NotImplementedError
 
         def _changed(self) -> None:
             raise NotImplementedError
@@ -83,16 +59,12 @@ class Adoptions:
 
     def _init_adoptions(self, worker_return_s: float) -> None:
         self._return_s = worker_return_s
-        self._awaiting: dict[str, tuple[str, AwaitWorker]] = {}
-        """The calls awaiting their worker, by call id: the worker's name, and the call."""
+        self._awaiting: dict[str, AwaitWorker] = {}
+        """The calls awaiting their worker, by call id."""
         self._window: Timer | None = None
 
-    def awaiting(self) -> int:
-        """How many calls wait for their worker to come back."""
-        return len(self._awaiting)
-
     def _await_worker(self, effect: AwaitWorker) -> None:
-        self._awaiting[effect.request.id] = (effect.worker, effect)
+        self._awaiting[effect.request.id] = effect
         if self._window is None:
             self._window = self._clock.call_later(self._return_s, self._window_ended)
         log.info("call.awaiting_worker", call_id=effect.request.id, worker=effect.worker)
@@ -103,10 +75,11 @@ class Adoptions:
             return  # the next engine awaits them in turn
         said = (
             f"the engine restarted while this call ran on worker {{}}, which did not come back"
-            f" within {self._return_s:g} s (worker_return_s)"
+            f" within {self._return_s:g} s (--worker-return-s): a worker that takes longer"
+            " to come back needs a longer --worker-return-s"
         )
-        for call_id, (worker, _call) in list(self._awaiting.items()):
-            self._give_up(call_id, ErrorKind.WORKER_GONE, said.format(worker))
+        for call_id, call in list(self._awaiting.items()):
+            self._give_up(call_id, ErrorKind.WORKER_GONE, said.format(call.worker))
 
     def _give_up(self, call_id: str, kind: ErrorKind, said: str) -> None:
         del self._awaiting[call_id]
@@ -127,17 +100,17 @@ class Adoptions:
 
     def returning(
         self, worker: str, resume: list[str] | None, *, published: bool
-    ) -> list[Returning]:
+    ) -> list[AwaitWorker]:
         """Worker ``worker`` attaches naming ``resume`` (None: it names nothing): the calls
         awaited of it that it names, to adopt once it is attached; the others end now."""
         named = set(resume or ())
-        adopting: list[Returning] = []
-        for call_id, (name, call) in list(self._awaiting.items()):
-            if name != worker:
+        adopting: list[AwaitWorker] = []
+        for call_id, call in list(self._awaiting.items()):
+            if call.worker != worker:
                 continue
             if call_id in named:
                 del self._awaiting[call_id]
-                adopting.append(Returning(call.request, call.gpu_ids, call.run_id))
+                adopting.append(call)
             elif resume is not None:
                 said = (
                     f"worker {worker} came back after the engine restarted without this call:"
@@ -158,7 +131,7 @@ class Adoptions:
                 self._give_up(call_id, ErrorKind.WORKER_GONE, said)
         return adopting
 
-    def adopt(self, calls: list[Returning], worker_id: str, executor: Resumable) -> None:
+    def adopt(self, calls: list[AwaitWorker], worker_id: str, executor: Resumable) -> None:
         """The calls ``returning`` gave go on where they run: booked on the worker again,
         their frames and answer taken from its session."""
         now = self._clock.now()

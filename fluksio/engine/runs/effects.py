@@ -138,7 +138,6 @@ class AwaitWorker:
     request: CallRequest
     worker: str
     gpu_ids: tuple[int, ...]
-    run_id: str
 
 
 @dataclass(frozen=True)

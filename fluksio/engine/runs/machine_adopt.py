@@ -66,7 +66,7 @@ class AdoptMoves(MachineRules):
         queued_at = node.row.queued_at or node.row.started_at or 0.0
         gpu_ids = node.row.provenance.gpu_ids if node.row.provenance is not None else ()
         request = self._request(run, node, call_id, queued_at)
-        effects.append(AwaitWorker(request, place, tuple(gpu_ids), run.row.id))
+        effects.append(AwaitWorker(request, place, tuple(gpu_ids)))
         return True
 
     if TYPE_CHECKING:  # given by the class it is mixed into

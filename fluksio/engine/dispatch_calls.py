@@ -1,0 +1,112 @@
+"""The dispatcher's calls on their executors: a placed call run, its events told, its
+outcome recorded.
+
+A mixin of :class:`~fluksio.engine.dispatch.Dispatcher`, which gives what it uses; the
+calls a restarted engine adopts (:mod:`.dispatch_adopt`) end here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.outcome import ErrorKind
+from fluksio.clock import Clock
+from fluksio.engine.logging import get_logger
+from fluksio.engine.runs.calls import stopped_at_job_end
+from fluksio.engine.runs.effects import Effect
+from fluksio.engine.runs.live_logs import LiveLogs
+from fluksio.engine.runs.machine import RunMachine
+from fluksio.engine.runs.views import Executor
+from fluksio.engine.runs.writer import RunWriter
+from fluksio.engine.stream import CallLogged, EngineStream
+from fluksio.scheduler import Placement, Scheduler
+
+__all__ = ["CallShell"]
+
+log = get_logger("fluksio.engine.dispatch")
+
+
+class CallShell:
+    _scheduler: Scheduler
+    _machine: RunMachine
+    _clock: Clock
+    _closing: bool
+    _margin: float
+    _stream: EngineStream
+    _writer: RunWriter
+    live_logs: LiveLogs
+
+    if TYPE_CHECKING:  # given by the class it is mixed into
+
+        def _apply(self, effects: list[Effect]) -> None:
+            raise NotImplementedError
+
+    async def _execute(
+        self,
+        executor: Executor,
+        spec: CallSpec,
+        placement: Placement,
+        secrets: tuple[str, ...],
+        *,
+        written_first: bool,
+    ) -> None:
+        if written_first:
+            self._writer.flush()  # the moment's rows (this pass's placements) at once
+        running = executor.run(spec, self._on_event(spec.call_id, secrets))
+        await self._settle(
+            spec.call_id, running, executor, job_bound=placement.job_limit is not None
+        )
+
+    def _on_event(self, call_id: str, secrets: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+        """What a running call's events do: lines kept, a start noted, the rest told."""
+
+        def on_event(record: dict[str, Any]) -> None:
+            event = record.get("event")
+            if event == "log":
+                self._logged(call_id, record["first"], record["lines"], secrets)
+            elif event == "sent_ahead":
+                self._apply(self._machine.sent_ahead(call_id))
+            elif event == "started":
+                self._apply(self._machine.started(call_id, self._clock.now()))
+            else:
+                self._apply(self._machine.reported(call_id, record))
+
+        return on_event
+
+    async def _settle(
+        self,
+        call_id: str,
+        running: Awaitable[CallOutcome],
+        executor: Executor,
+        *,
+        job_bound: bool,
+    ) -> None:
+        """Wait for a call's outcome and record it; ``job_bound``: its limit was its
+        batch job's end (its node set none)."""
+        try:
+            outcome = await running
+        except Exception as exc:
+            log.exception("call.crashed", call_id=call_id)
+            outcome = CallOutcome(False, error=error_record(ErrorKind.ENGINE_ERROR, str(exc)))
+        self.live_logs.end(call_id)
+        if self._closing:
+            return  # stopped by the engine's shutdown: recovery decides, not this outcome
+        if job_bound:
+            provenance = executor.provenance()
+            walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
+            walltime = walltimes.get(provenance.provisioner or "")
+            outcome = stopped_at_job_end(outcome, provenance, walltime, self._margin)
+        self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
+
+    def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
+        """A running call wrote lines: kept for its readers, and told to the stream."""
+        kept = self.live_logs.add(call_id, first, lines, secrets)
+        call = self._machine.call(call_id)
+        if kept and call is not None:
+            run, node, row = call
+            logged = CallLogged(
+                run.id, run.flow, node.id, call_id, row.attempt, first, kept, row.item
+            )
+            self._stream.emit(logged)
