@@ -11,7 +11,8 @@ made the same decisions. And the promises hold:
 - at most one pending request per profile, and never more jobs alive than ``max_workers``;
 - a request's token is revoked when it ends;
 - nothing is submitted while a login is needed (only asked whether one still is);
-- at shutdown every submitted request is adopted (its worker attached) or cancelled.
+- at shutdown every submitted request is adopted (its worker attached) or cancelled, and a
+  cancel the engine stopped before it answered is finished by the next, as no failure.
 """
 
 from __future__ import annotations
@@ -330,6 +331,37 @@ class ProvisioningComparison(RuleBasedStateMachine):
             if alive and job.request_id not in self.unreachable:
                 assert found is not None and found.stage is RequestStage.ATTACHED
         self.engine_killed()
+
+    @precondition(lambda self: not self.closing)
+    @rule(data=st.data())
+    def engine_stopped_before_its_cancels_answered(self, data: st.DataObject) -> None:
+        """A graceful stop whose cancels outlast the engine's patience: some jobs were
+        cancelled, the engine never heard. The next one finishes each cancel, and counts
+        none of them as a failed start (before, each was one: the profile backed off)."""
+        self.closing = True
+        self.both("closing")
+        for request_id in sorted(self.submits):
+            self.answer_submission_taken(request_id)
+        self.both("close")
+        withdrawn = sorted(self.cancels)
+        for request_id in withdrawn:
+            if data.draw(st.booleans(), label=f"{request_id} cancelled before the engine died"):
+                self._cancel_job(request_id)
+        self.engine_killed()
+        assert sorted(self.cancels) == [r for r in withdrawn if r in self.stored]
+        for request_id in sorted(self.cancels):
+            cancel = self.cancels.pop(request_id)
+            assert not cancel.failed
+            self._cancel_job(request_id)
+            self.both(
+                "cancelled", cancel.profile, request_id, cancel.message, self.now,
+                failed=False, job_id=cancel.job_id,
+            )  # fmt: skip
+        if self.polls:
+            self.answer_poll(search_fails=False, poll="answers")
+        for status in self.machine.profiles():
+            assert (status.failures, status.retry_at) == (0, None), status.profile.name
+            assert status.outstanding is None
 
     def answer_submission_taken(self, request_id: str) -> None:
         submit = self.submits.pop(request_id)

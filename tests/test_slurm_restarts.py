@@ -138,6 +138,49 @@ def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_rest
     wait_for(lambda: not slurm.fluksio_jobs(tmp_path), timeout=60, what="the last job to end")
 
 
+def test_a_cancel_a_stopping_engine_did_not_finish_is_finished_by_the_next_as_no_failure(
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
+    # Before, the next engine found the job CANCELLED "before its worker attached": a failed
+    # start, so the profile rested before asking again (or, had the cancel never reached
+    # Slurm, it waited on a job its predecessor had given up).
+    data_dir, port = _held_jobs_data_dir(tmp_path, slurm, retry_base_s=600)
+    engine = start_engine(data_dir, tmp_path / "logs", port=port)
+    try:
+        token = engine.login()
+        assert put_flow(engine, token, "held", [{"id": "n", "worker": "hpc", "code": NODE}])
+        start_run(engine, token, "held")
+
+        def pending() -> dict[str, Any] | None:
+            outstanding: dict[str, Any] | None = profile_view(engine, token)["outstanding"]
+            return outstanding if outstanding and outstanding["state"] else None
+
+        first = wait_for(pending, timeout=30, what="the job to be PENDING")
+        with slurm.controller_frozen():
+            # A graceful stop whose scancel waits on the frozen controller, cut short by a
+            # SIGKILL (a service manager's stop timeout: docker stop gives 10 s).
+            engine.process.send_signal(signal.SIGTERM)
+            wait_for(
+                lambda: slurm.ssh("pgrep", "-x", "scancel").returncode == 0,
+                timeout=30,
+                what="the stopping engine's scancel to wait for slurmctld",
+            )
+            assert engine.stop(signal.SIGKILL) != 0
+        engine, token = _restart(data_dir, tmp_path, port)
+        second = wait_for(
+            lambda: (view := pending()) and view["job_id"] != first["job_id"] and view,
+            timeout=60,
+            what="the restarted engine to finish the cancel and ask for a new job",
+        )
+        view = profile_view(engine, token)
+        assert (view["failures"], view["last_error"], view["retry_at"]) == (0, None, None)
+        assert slurm.fluksio_jobs(tmp_path) == [second["job_id"]]
+        assert '"provision.failed"' not in engine.logs()
+    finally:
+        engine.stop()
+    _assert_cancelled_and_clean(slurm, first["job_id"], first["request_id"])
+
+
 @both_transports
 def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
     tmp_path: Path, slurm: LocalSlurm, kind: str

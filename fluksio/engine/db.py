@@ -185,6 +185,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, node_id, idx)
     ) WITHOUT ROWID;
     """,
+    # v12: a request the engine cancelled as it stopped, so that the next engine does not
+    # count its job's end as a failed start.
+    """
+    ALTER TABLE provision_requests ADD COLUMN withdrawn INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -20,11 +20,11 @@ class ProvisionRequestStore:
     def save(self, request: MachineRequest) -> None:
         self._db.execute(
             "INSERT INTO provision_requests"
-            " (id, provisioner, profile, job_id, token_jti, stage, created_at, attached_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " (id, provisioner, profile, job_id, token_jti, stage, created_at, attached_at,"
+            " withdrawn) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (id) DO UPDATE SET job_id = excluded.job_id,"
             " token_jti = excluded.token_jti, stage = excluded.stage,"
-            " attached_at = excluded.attached_at",
+            " attached_at = excluded.attached_at, withdrawn = excluded.withdrawn",
             (
                 request.id,
                 request.provisioner,
@@ -34,6 +34,7 @@ class ProvisionRequestStore:
                 request.stage,
                 request.created_at,
                 request.attached_at,
+                request.withdrawn,
             ),
         )
 
@@ -52,6 +53,7 @@ class ProvisionRequestStore:
                 job_id=row["job_id"],
                 token_jti=row["token_jti"],
                 attached_at=row["attached_at"],
+                withdrawn=bool(row["withdrawn"]),
             )
             for row in rows
         ]

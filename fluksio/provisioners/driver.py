@@ -25,7 +25,9 @@ everything that happens next, by awaiting the provisioners' own methods
   tied to it; the request's token is revoked when its job ends;
 - every request that ends without its worker attaching is cancelled through its
   provisioner, which also removes what the submission left (a token file);
-- at shutdown every request whose worker has not attached is cancelled.
+- at shutdown every request whose worker has not attached is cancelled, written down as
+  withdrawn first: a cancel the engine stops before it answers is sent again by the next
+  engine, and a withdrawn job's end is never a failed start.
 
 Each of these rules lives once, in the pure :class:`~fluksio.provisioners.machine.
 ProvisioningMachine`; this driver is its asynchronous shell: it awaits the provisioners'

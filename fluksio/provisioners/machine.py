@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.effects import (
-    Cancel,
     CleanUp,
     Effect,
     Forget,
@@ -49,6 +48,7 @@ POLL_SOON_S = 1.0
 ``max_workers`` is free once the job has ended, and a replacement may be waiting."""
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
 SHUTTING_DOWN = "the engine is shutting down"
+WITHDRAWN = "withdrawn when the engine stopped"
 
 
 class ProvisioningMachine(MachineState):
@@ -116,7 +116,7 @@ class ProvisioningMachine(MachineState):
         self._ensure_poll(entry.rule.provisioner, now, effects)
         effects += self._changed()
         if self._closing:
-            self._cancel(entry, request, SHUTTING_DOWN, effects)
+            self._withdraw(entry, request, effects)
         return effects
 
     def submit_failed(
@@ -358,7 +358,12 @@ class ProvisioningMachine(MachineState):
                 request.answer_lost = "the engine stopped before the submission answered"
             if request.stage is not RequestStage.ATTACHED:
                 entry.outstanding = request
-                self._arm_timeout(entry, request, effects)
+                if request.withdrawn:
+                    # The engine before this one stopped while cancelling it: finished
+                    # here, and no failed start, however its job ended meanwhile.
+                    self._cancel(entry, request, WITHDRAWN, effects)
+                else:
+                    self._arm_timeout(entry, request, effects)
             self._ensure_poll(entry.rule.provisioner, now, effects)
         effects += self._changed()
         return effects
@@ -372,39 +377,24 @@ class ProvisioningMachine(MachineState):
 
     def close(self) -> list[Effect]:
         """Cancel every request whose worker has not attached (once its submission, if
-        any was under way, has answered)."""
+        any was under way, has answered), marked withdrawn first: a cancel the engine stops
+        before it finishes is finished by the next, and counted as no failure."""
         effects: list[Effect] = []
         for entry in self._profiles.values():
             for request in list(entry.live.values()):
                 if request.stage is not RequestStage.ATTACHED:
-                    self._cancel(entry, request, SHUTTING_DOWN, effects)
+                    self._withdraw(entry, request, effects)
         return effects
 
     # -- the rules -----------------------------------------------------------------------
 
-    def _ensure_poll(self, provisioner: str, now: float, effects: list[Effect]) -> None:
-        poller = self._pollers[provisioner]
-        if self._closing or poller.due_at is not None or poller.polling:
-            return
-        poller.due_at = now + poller.interval_s
-        effects.append(Wake(f"poll:{provisioner}", poller.due_at))
-
-    def _cancel(
-        self,
-        entry: ProfileEntry,
-        request: MachineRequest,
-        message: str,
-        effects: list[Effect],
-        *,
-        failed: bool = False,
+    def _withdraw(
+        self, entry: ProfileEntry, request: MachineRequest, effects: list[Effect]
     ) -> None:
-        if request.id in self._cancelling:
-            return
-        self._cancelling.add(request.id)
-        look_first = request.job_id is None and request.answer_lost is not None
-        effects.append(
-            Cancel(entry.rule.key, request.id, request.job_id, look_first, message, failed)
-        )
+        if not request.withdrawn:
+            request.withdrawn = True
+            effects.append(Remember(request))
+        self._cancel(entry, request, SHUTTING_DOWN, effects)
 
     def _failed(
         self,
@@ -488,6 +478,9 @@ class ProvisioningMachine(MachineState):
         what = f"{entry.rule.job_noun} {request.job_id} {how}"
         if request.stage is RequestStage.ATTACHED:
             self._ended(entry, request, what, effects)
+        elif request.withdrawn:
+            self._ended(entry, request, f"{what}, withdrawn as the engine stopped", effects)
+            effects.append(CleanUp(entry.rule.provisioner, request.id, request.job_id))
         else:
             self._failed(entry, request, f"{what} before its worker attached", now, effects)
             # Ended before its worker read what the submission left for it (a token file).

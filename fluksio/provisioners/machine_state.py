@@ -1,6 +1,7 @@
-"""What the provisioning machine holds, and what it answers about it (no input changes it
-here): each profile's requests, workers, errors and rest; the pollers; the views the
-scheduler and the API read."""
+"""What the provisioning machine holds, and what it answers about it: each profile's
+requests, workers, errors and rest; the pollers; the views the scheduler and the API read.
+No input is taken here; only the small steps every rule takes (arm a timeout, a poll, a
+cancel) are."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fluksio.provisioners.base import WorkerRecord
-from fluksio.provisioners.effects import Changed, Effect, Wake
+from fluksio.provisioners.effects import Cancel, Changed, Effect, Wake
 from fluksio.provisioners.requests import (
     BroughtWorker,
     MachineRequest,
@@ -168,6 +169,33 @@ class MachineState:
         timeout = entry.rule.settings.provision_timeout_s
         if timeout > 0:
             effects.append(Wake(f"timeout:{request.id}", request.created_at + timeout))
+
+    def _ensure_poll(self, provisioner: str, now: float, effects: list[Effect]) -> None:
+        """The provisioner's next poll is due one interval from now (unless one is)."""
+        poller = self._pollers[provisioner]
+        if self._closing or poller.due_at is not None or poller.polling:
+            return
+        poller.due_at = now + poller.interval_s
+        effects.append(Wake(f"poll:{provisioner}", poller.due_at))
+
+    def _cancel(
+        self,
+        entry: ProfileEntry,
+        request: MachineRequest,
+        message: str,
+        effects: list[Effect],
+        *,
+        failed: bool = False,
+    ) -> None:
+        """Cancel the request's job (once), looking for it first if its submission's
+        answer was lost; ``failed``: its end counts against the profile."""
+        if request.id in self._cancelling:
+            return
+        self._cancelling.add(request.id)
+        look_first = request.job_id is None and request.answer_lost is not None
+        effects.append(
+            Cancel(entry.rule.key, request.id, request.job_id, look_first, message, failed)
+        )
 
 
 def as_scheduled(entry: ProfileEntry, path_down: str | None = None) -> Profile:

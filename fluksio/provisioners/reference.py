@@ -34,6 +34,7 @@ class ReferenceRequest:
     jti: str | None = None
     answer_lost: str | None = None
     cancel_sent: bool = False
+    withdrawn: bool = False
 
 
 class ReferenceProvisioning:
@@ -173,6 +174,9 @@ class ReferenceProvisioning:
                 what = f"{rule.job_noun} {request.job_id} {how}"
                 if request.stage is RequestStage.ATTACHED:
                     self._end(request)
+                elif request.withdrawn:  # the engine cancelled it: no failed start
+                    self._end(request)
+                    self.decisions.append(("cleanup", request.id))
                 else:
                     self._fail(request, f"{what} before its worker attached", now)
                     self.decisions.append(("cleanup", request.id))
@@ -231,9 +235,12 @@ class ReferenceProvisioning:
             request = ReferenceRequest(
                 stored.id, key, stored.created_at, stored.stage, stored.job_id, stored.token_jti
             )
+            request.withdrawn = stored.withdrawn
             if request.job_id is None:
                 request.answer_lost = "the engine stopped before the submission answered"
             self.ledger[request.id] = request
+            if request.withdrawn and request.stage is not RequestStage.ATTACHED:
+                self._cancel(request, failed=False)  # the cancel the last engine began
 
     def closing_down(self) -> None:
         self.closing = True
@@ -244,6 +251,7 @@ class ReferenceProvisioning:
                 request.stage is not RequestStage.ENDED
                 and request.stage is not RequestStage.ATTACHED
             ):
+                request.withdrawn = True
                 self._cancel(request, failed=False)
 
     # -- the rules ---------------------------------------------------------------------------

@@ -55,6 +55,9 @@ class MachineRequest:
     attached_at: float | None = None
     answer_lost: str | None = None
     """Why the submission's answer never came (it may have queued a job): look for it."""
+    withdrawn: bool = False
+    """The engine cancelled it as it stopped (it will not wait for its worker): however
+    its job ends, that is no failed start, and the next engine finishes the cancel."""
 
 
 @dataclass(frozen=True)
