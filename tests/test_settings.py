@@ -1,8 +1,10 @@
-"""Each engine setting is declared once: ``fluksio serve``'s options are made from it."""
+"""Each setting is declared once: ``fluksio serve``'s options are made from the engine's,
+``fluksio-worker``'s from the worker's."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from fluksio.agent.cli import main as worker
+from fluksio.agent.settings import WorkerSettings, worker_options
 from fluksio.cli import cli
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.settings import EngineSettings
@@ -35,17 +38,28 @@ def test_every_setting_has_a_flag_an_environment_variable_and_its_default_in_hel
             assert f"default: {field.default}" in after, f"{flag} hides its default"
 
 
-def _parsed(args: list[str], env: dict[str, str] | None = None) -> EngineSettings:
-    found: list[EngineSettings] = []
+def _read(
+    options: Callable[[Callable[..., None]], Callable[..., None]],
+    settings: Callable[..., Any],
+    args: list[str],
+    env: dict[str, str] | None,
+) -> Any:
+    """The settings value a command with ``options`` reads from ``args`` and ``env``."""
+    found: list[Any] = []
 
     @click.command()
-    @settings_options
+    @options
     def probe(**values: Any) -> None:
-        found.append(EngineSettings(**values))
+        found.append(settings(**values))
 
     result = CliRunner().invoke(probe, args, env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return found[0]
+
+
+def _parsed(args: list[str], env: dict[str, str] | None = None) -> EngineSettings:
+    parsed: EngineSettings = _read(settings_options, EngineSettings, args, env)
+    return parsed
 
 
 def test_the_options_give_the_settings_their_declared_defaults(tmp_path: Path) -> None:
@@ -123,6 +137,52 @@ def test_the_workers_numbers_are_finite_and_bounded_too() -> None:
         refused = CliRunner().invoke(worker, [*url, "--ends-at", bad], env=env)
         assert refused.exit_code == 2, refused.output
         assert f"--ends-at: {bad!r} is not a time" in refused.output, refused.output
+
+
+def test_every_worker_option_is_declared_once_with_its_help_variable_and_default() -> None:
+    shown = CliRunner().invoke(worker, ["--help"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    declared = dataclasses.fields(WorkerSettings)
+    shown_flags = [
+        f" --{f.name.replace('_', '-')} " for f in declared if not f.metadata["flag"].hidden
+    ]
+    for field in declared:
+        flag: Any = field.metadata["flag"]
+        dashed = "--" + field.name.replace("_", "-")
+        if flag.hidden:
+            assert f" {dashed} " not in text, f"{dashed} is for tests, not for --help"
+            continue
+        assert f" {dashed} " in text, f"{field.name} has no flag"
+        # What --help says of it: up to the next option's line.
+        after = text.split(f" {dashed} ", 1)[1]
+        following = [*shown_flags[shown_flags.index(f" {dashed} ") + 1 :], " --help "]
+        after = after.split(following[0], 1)[0]
+        assert flag.help.split()[0] in after, f"{dashed} lost its help"
+        if flag.envvar is not None:
+            assert f"env var: {flag.envvar}" in after, f"{dashed} hides its variable"
+        if field.default not in (None, "", False, dataclasses.MISSING):
+            assert f"default: {field.default}" in after, f"{dashed} hides its default"
+
+
+def _worker_parsed(args: list[str], env: dict[str, str] | None = None) -> WorkerSettings:
+    parsed: WorkerSettings = _read(worker_options, WorkerSettings, args, env)
+    return parsed
+
+
+def test_the_workers_options_give_their_declared_defaults_and_variables() -> None:
+    url = "ws://127.0.0.1:9/api/v1/workers/attach"
+    assert _worker_parsed(["--url", url]) == WorkerSettings(url=url)
+    given = _worker_parsed(
+        ["--url", url, "--parallel", "3", "--no-report-cache", "--max-idle", "5"],
+        env={"FLUKSIO_WORKER_TOKEN": "t", "FLUKSIO_WORKER_CONNECT_TO": "127.0.0.1:2"},
+    )
+    assert (given.parallel, given.report_cache, given.max_idle) == (3, False, 5.0)
+    assert (given.token, given.connect_to) == ("t", "127.0.0.1:2")
+    refused = CliRunner().invoke(worker, ["--url", url, "--max-idle", "0"], env={"X": ""})
+    assert refused.exit_code == 2 and "Invalid value for '--max-idle'" in refused.output
+    missing = CliRunner().invoke(worker, [])
+    assert missing.exit_code == 2 and "Missing option '--url'" in missing.output
 
 
 @pytest.mark.process

@@ -17,10 +17,10 @@ from fluksio.agent.errors import AgentError
 from fluksio.agent.frames import PROTOCOL, HelloFrame, InventoryReport
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.settings import ENGINE_AWAY_S, HEARTBEAT_S
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = [
-    "ENGINE_AWAY_S",
     "MAX_FRAME_BYTES",
     "AgentConfig",
     "Refused",
@@ -37,8 +37,6 @@ __all__ = [
 
 log = logging.getLogger("fluksio.worker")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
-ENGINE_AWAY_S = 600.0
-"""Long enough for an engine's restart or upgrade (``--engine-away-s``)."""
 
 
 def connector_for(config: AgentConfig) -> aiohttp.BaseConnector:
@@ -96,7 +94,7 @@ class AgentConfig:
     engine_away_s: float | None = ENGINE_AWAY_S
     """Once attached, how long it waits for an engine that went away to come back; then
     it stops what it runs and exits 4 (None: for ever)."""
-    heartbeat_s: float = 10.0
+    heartbeat_s: float = HEARTBEAT_S
     gone_s: float = 90.0
     """Nothing from the engine (not even a ping) for this long: the connection is dead."""
     ping_s: float = 15.0

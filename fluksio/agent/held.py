@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from fluksio.agent.frames import AnswerFrame, LogFrame, ProgressFrame
 
-__all__ = ["HELD_LINES_BYTES", "Held"]
+__all__ = ["HELD_LINES_BYTES", "CallFrame", "Held"]
 
 HELD_LINES_BYTES = 4 * 1024 * 1024
 """Output lines held while the engine is away, at most: the newest are kept."""

@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord, LogFrame, ProgressFrame
-from fluksio.agent.held import Held
+from fluksio.agent.frames import AnswerFrame, ErrorRecord, ProgressFrame
+from fluksio.agent.held import CallFrame, Held
 from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.agent.unconfirmed import Unconfirmed
 
@@ -53,7 +53,6 @@ __all__ = [
 
 CLOSE_GOING_AWAY = 1001
 """The engine's close when it stops (and will be back): its calls go on."""
-CallFrame = ProgressFrame | LogFrame | AnswerFrame
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,11 @@ MODULES = (
     "taken",
     "prefetch",
     "cache_report",
+    "numbers",
+    "declared",
+    "settings",
     "attaching",
     "session",
-    "numbers",
     "cli",
 )
 """The agent's modules, each after those it imports."""

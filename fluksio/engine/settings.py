@@ -1,18 +1,19 @@
 """Everything the engine is configured with, in one frozen value, each setting declared once.
 
 A setting is a field of :class:`EngineSettings` with its type, its default and a
-:class:`Flag`: the help a person reads, its bounds or choices. ``fluksio serve`` makes
-its options from these declarations (``--name-with-dashes``, and ``FLUKSIO_NAME`` in the
-environment), so a setting cannot exist in one place and be missing or different in the
-other. Tests build the value directly.
+:class:`~fluksio.agent.declared.Flag`: the help a person reads, its bounds or choices.
+``fluksio serve`` makes its options from these declarations (``--name-with-dashes``, and
+``FLUKSIO_NAME`` in the environment), so a setting cannot exist in one place and be
+missing or different in the other; the worker's options are declared the same way
+(:mod:`fluksio.agent.settings`). Tests build the value directly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from fluksio.agent.declared import Flag, setting
 from fluksio.engine.datadir import DataDir
 
 ACCESS_TOKEN_TTL_S = 24 * 3600
@@ -26,33 +27,10 @@ _YEAR_AND_A_DAY_S = 366 * _DAY_S
 
 
 @dataclass(frozen=True)
-class Flag:
-    """How a setting is given on the command line (the rest comes from its field)."""
-
-    help: str
-    minimum: float | None = None
-    maximum: float | None = None
-    """Every number has both bounds, and is finite: ``nan``, ``inf`` and ``1e400`` are
-    refused at start like any other value out of bounds."""
-    choices: tuple[str, ...] = ()
-    kind: type = str
-    """The type of one value: ``str``, ``int``, ``float``, ``bool`` (a switch) or ``Path``."""
-    name: str | None = None
-    """The flag's name when it is not the field's (``--trusted-proxy`` gives many)."""
-    many: bool = False
-    """Repeatable: the setting is a tuple of every value given."""
-    metavar: str | None = None
-
-
-def _setting(default: Any, flag: Flag) -> Any:
-    return field(default=default, metadata={"flag": flag})
-
-
-@dataclass(frozen=True)
 class EngineSettings:
     data_dir: Path = field(metadata={"flag": Flag("Where the engine keeps its state.", kind=Path)})
-    host: str = _setting("127.0.0.1", Flag("Address to listen on."))
-    port: int = _setting(
+    host: str = setting("127.0.0.1", Flag("Address to listen on."))
+    port: int = setting(
         8080,
         Flag(
             "Port to listen on; 0 picks a free one (written to DATA_DIR/engine.json).",
@@ -61,17 +39,17 @@ class EngineSettings:
             maximum=65535,
         ),
     )
-    tls_cert: Path | None = _setting(
+    tls_cert: Path | None = setting(
         None, Flag("Certificate chain (PEM): serve HTTPS and WSS on the one port.", kind=Path)
     )
-    tls_key: Path | None = _setting(None, Flag("The certificate's private key (PEM).", kind=Path))
-    insecure: bool = _setting(
+    tls_key: Path | None = setting(None, Flag("The certificate's private key (PEM).", kind=Path))
+    insecure: bool = setting(
         False,
         Flag(
             "Serve plain HTTP on an address other than loopback (a TLS proxy in front).", kind=bool
         ),
     )
-    public_url: str | None = _setting(
+    public_url: str | None = setting(
         None,
         Flag(
             "The engine as workers and browsers reach it, behind a proxy"
@@ -80,7 +58,7 @@ class EngineSettings:
             metavar="URL",
         ),
     )
-    trusted_proxies: tuple[str, ...] = _setting(
+    trusted_proxies: tuple[str, ...] = setting(
         (),
         Flag(
             "A reverse proxy (address or network, repeatable) whose X-Forwarded-For names"
@@ -90,7 +68,7 @@ class EngineSettings:
             metavar="ADDRESS",
         ),
     )
-    access_token_ttl_s: float = _setting(
+    access_token_ttl_s: float = setting(
         ACCESS_TOKEN_TTL_S,
         Flag(
             "How long an access token (a login) lasts, in seconds.",
@@ -99,7 +77,7 @@ class EngineSettings:
             maximum=_YEAR_AND_A_DAY_S,
         ),
     )
-    login_free_failures: int = _setting(
+    login_free_failures: int = setting(
         5,
         Flag(
             "Failed logins (by user and by address) before each next one waits.",
@@ -108,7 +86,7 @@ class EngineSettings:
             maximum=1_000_000,
         ),
     )
-    login_base_delay_s: float = _setting(
+    login_base_delay_s: float = setting(
         1.0,
         Flag(
             "The first wait after the free failures; it doubles with each.",
@@ -117,11 +95,11 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
-    login_max_delay_s: float = _setting(
+    login_max_delay_s: float = setting(
         300.0,
         Flag("The longest wait between failed logins.", kind=float, minimum=0, maximum=_DAY_S),
     )
-    client_max_size: int = _setting(
+    client_max_size: int = setting(
         1024 * 1024,
         Flag(
             "The largest JSON body a request may carry (artifact uploads stream apart).",
@@ -130,7 +108,7 @@ class EngineSettings:
             maximum=1 << 30,
         ),
     )
-    engine_slots: int | None = _setting(
+    engine_slots: int | None = setting(
         None,
         Flag(
             "Node calls the engine runs at once itself (default: two per core).",
@@ -139,17 +117,17 @@ class EngineSettings:
             maximum=4096,
         ),
     )
-    node_python: str | None = _setting(
+    node_python: str | None = setting(
         None, Flag("Interpreter for node code run on the engine (default: the engine's own).")
     )
-    runner_mode: str = _setting(
+    runner_mode: str = setting(
         "auto",
         Flag(
             "How call processes start: a fork server where it works, or a fresh interpreter.",
             choices=("auto", "fork", "spawn"),
         ),
     )
-    worker_hello_timeout_s: float = _setting(
+    worker_hello_timeout_s: float = setting(
         10.0,
         Flag(
             "A worker that says no hello this long after connecting is refused.",
@@ -158,7 +136,7 @@ class EngineSettings:
             maximum=_HOUR_S,
         ),
     )
-    worker_gone_s: float = _setting(
+    worker_gone_s: float = setting(
         90.0,
         Flag(
             "A worker that sends nothing (not even a pong) this long is gone: the one rule.",
@@ -167,7 +145,7 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
-    worker_check_s: float = _setting(
+    worker_check_s: float = setting(
         2.0,
         Flag(
             "How often attached workers are checked (silence, revocation, key rotation).",
@@ -176,7 +154,7 @@ class EngineSettings:
             maximum=_HOUR_S,
         ),
     )
-    worker_ping_s: float = _setting(
+    worker_ping_s: float = setting(
         15.0,
         Flag(
             "How often the engine pings each worker, so a healthy idle one is seen alive.",
@@ -185,7 +163,7 @@ class EngineSettings:
             maximum=_HOUR_S,
         ),
     )
-    worker_take_s: float = _setting(
+    worker_take_s: float = setting(
         15.0,
         Flag(
             "A call sent to a worker that has sent nothing at all since, this long, was never"
@@ -196,7 +174,7 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
-    worker_return_s: float = _setting(
+    worker_return_s: float = setting(
         300.0,
         Flag(
             "After a restart, how long a call found running on a worker waits for that worker"
@@ -207,7 +185,7 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
-    max_frame_bytes: int = _setting(
+    max_frame_bytes: int = setting(
         64 * 1024 * 1024,
         Flag(
             "The largest frame a worker may send (a call's answer with its result).",
@@ -216,7 +194,7 @@ class EngineSettings:
             maximum=1 << 30,
         ),
     )
-    worker_frames_per_s: float = _setting(
+    worker_frames_per_s: float = setting(
         5000.0,
         Flag(
             "A worker sending more frames a second than this, on average, is disconnected"
@@ -226,7 +204,7 @@ class EngineSettings:
             maximum=1_000_000,
         ),
     )
-    worker_frame_burst: float | None = _setting(
+    worker_frame_burst: float | None = setting(
         None,
         Flag(
             "... after a burst of this many frames (default: ten times the rate).",
@@ -235,7 +213,7 @@ class EngineSettings:
             maximum=100_000_000,
         ),
     )
-    max_artifact_bytes: int = _setting(
+    max_artifact_bytes: int = setting(
         10 * 1024**3,
         Flag(
             "The largest artifact upload the engine takes; a larger one is refused (413).",
@@ -244,7 +222,7 @@ class EngineSettings:
             maximum=1 << 50,
         ),
     )
-    walltime_margin_s: float = _setting(
+    walltime_margin_s: float = setting(
         60.0,
         Flag(
             "Time to spare before a worker's batch job ends: a call goes there only if its"
@@ -254,7 +232,7 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
-    keep_runs_s: float = _setting(
+    keep_runs_s: float = setting(
         90 * 86400.0,
         Flag(
             "Ended runs older than this (seconds since they ended) are deleted in the"
@@ -264,7 +242,7 @@ class EngineSettings:
             maximum=100 * 365 * 86400.0,
         ),
     )
-    prune_every_s: float = _setting(
+    prune_every_s: float = setting(
         600.0,
         Flag(
             "How often (seconds) ended runs past the retention age are looked for.",
@@ -273,7 +251,7 @@ class EngineSettings:
             maximum=86400,
         ),
     )
-    event_buffer: int = _setting(
+    event_buffer: int = setting(
         10_000,
         Flag(
             "Events the live feed keeps for subscribers that reconnect; one further behind"
@@ -283,7 +261,7 @@ class EngineSettings:
             maximum=10_000_000,
         ),
     )
-    event_buffer_bytes: int = _setting(
+    event_buffer_bytes: int = setting(
         64 << 20,
         Flag(
             "The most text (bytes) the live feed keeps, however few events that is; the"
