@@ -1,11 +1,12 @@
 """The worker's side of the attach socket: the shell of :class:`~.machine.AgentMachine`.
 
-One :class:`Agent` keeps one connection to the engine: it says hello, reads frames, and
-carries out what its machine decides. Each ``run``/``compile`` frame is a call the
-machine starts in a slot (through the launcher: a fresh process under ``--python``) or
-keeps waiting for one; its events go back as they happen, its output lines too (in
-batches, when the engine's welcome offers to take them), a heartbeat every
-``heartbeat_s`` while it runs, and its answer, sent after all of those, ends it.
+One :class:`Agent` keeps one connection to the engine: it says hello, reads frames, pings,
+and hands what its machine decides to its :class:`~fluksio.agent.carrying.Carrier`, which
+runs the calls and sends their frames. Each ``run``/``compile`` frame is a call the machine
+starts in a slot (through the launcher: a fresh process under ``--python``) or keeps
+waiting for one; its events go back as they happen, its output lines too (in batches,
+when the engine's welcome offers to take them), a heartbeat every ``heartbeat_s`` while it
+runs, and its answer, sent after all of those, ends it.
 
 When the connection drops (no close frame: the engine died, or the path did), or the
 engine closes it saying it is going away (a graceful stop, an upgrade), the calls go on,
@@ -25,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 from typing import Any
 
@@ -38,40 +38,14 @@ from fluksio.agent.attaching import (
     describe_failure,
     dial,
     hello_frame,
-    offered_artifacts,
     reconnect_delay,
     untrusted,
 )
-from fluksio.agent.cache_report import CacheReport
+from fluksio.agent.carrying import Carrier
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
-from fluksio.agent.frames import (
-    AnswerFrame,
-    CacheFrame,
-    CancelFrame,
-    LogFrame,
-    ProgressFrame,
-    RunFrame,
-    encode,
-    read_engine_frame,
-)
-from fluksio.agent.launcher import CallSpec, Launcher
-from fluksio.agent.machine import (
-    AgentEffect,
-    AgentMachine,
-    Away,
-    GiveUp,
-    Kill,
-    Ping,
-    Prefetch,
-    Send,
-    Start,
-    Taken,
-    Welcome,
-)
-from fluksio.agent.prefetch import Prefetches
-from fluksio.agent.reporting import answer_of, event_of
-from fluksio.agent.shared_store import shared_store_env
-from fluksio.agent.taken import TakenWords
+from fluksio.agent.frames import CancelFrame, ProgressFrame, RunFrame, encode, read_engine_frame
+from fluksio.agent.launcher import Launcher
+from fluksio.agent.machine import AgentMachine, Welcome
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
 
@@ -95,24 +69,11 @@ class Agent:
             relayed=config.route is not None,
             engine_away_s=config.engine_away_s,
         )
-        self._calls: dict[str, asyncio.Task[None]] = {}
-        """The running calls' tasks."""
-        self._specs: dict[str, CallSpec] = {}
-        """The calls the machine holds (running or waiting for a slot), as sent."""
-        self._idle_since = self._clock.monotonic()
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._carrier = Carrier(config, launcher, self.machine, clock)
         self._engine_closed = False
         """Whether the engine closed the last connection with a close frame (else the
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
         self._stop = asyncio.Event()
-        self._session_env: dict[str, str] = {}
-        self._prefetches = Prefetches()
-        self._cache = CacheReport(clock, {**os.environ, **config.extra_env})
-        self._tells_cache = False
-        """The engine takes reports of what the artifact cache holds."""
-        self._taken = TakenWords(clock)
-        self._sending: set[asyncio.Task[None]] = set()
-        """Words of calls taken, said later unless another frame says it first."""
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -122,7 +83,8 @@ class Agent:
         idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
         try:
             while not self._stop.is_set():
-                if await self._carry_out_dropping(self.machine.check(self._clock.monotonic())):
+                checked = self.machine.check(self._clock.monotonic())
+                if await self._carrier.carry_out_dropping(checked):
                     return EXIT_ENGINE_AWAY
                 welcomed = False
                 try:
@@ -160,11 +122,11 @@ class Agent:
         while True:
             await self._clock.sleep(min(1.0, limit / 4))
             idle = self.machine.idle()
-            if idle and self._clock.monotonic() - self._idle_since >= limit:
+            if idle and self._clock.monotonic() - self._carrier.idle_since >= limit:
                 log.info("idle for %g s: stopping", limit)
                 self._stop.set()
-                if self._ws is not None:
-                    await self._ws.close()
+                if self._carrier.ws is not None:
+                    await self._carrier.ws.close()
                 return
 
     # -- one connection ----------------------------------------------------------------
@@ -173,23 +135,11 @@ class Agent:
         """One connection, until it ends; True if the engine welcomed us."""
         async with aiohttp.ClientSession(connector=connector_for(self.config)) as http:
             ws = await dial(http, self.config)
-            self._ws = ws
+            self._carrier.ws = ws
             try:
                 reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
-                welcome = Welcome.read(reply)
-                self._tells_cache = welcome.cache and self.config.report_cache
-                self._cache.reset()
-                self._taken.take_s = welcome.take_s
-                await self._carry_out_dropping(self.machine.welcomed(welcome))  # held first
-                self._session_env = (
-                    shared_store_env(reply.get("store")) if self.config.use_shared_store else {}
-                )
-                if self._session_env:
-                    log.info("this host shares the engine's artifact store: calls use it directly")
-                self._session_env.update(offered_artifacts(self.config, reply.get("artifacts")))
-                if self._tells_cache:
-                    await self._cache.tell(self._send_now)
+                await self._carrier.welcomed(Welcome.read(reply), reply)
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
                 pinger = asyncio.get_running_loop().create_task(self._ping(ws))
                 try:
@@ -197,7 +147,7 @@ class Agent:
                 finally:
                     heartbeat.cancel()
                     pinger.cancel()
-                    await self._carry_out_dropping(
+                    await self._carrier.carry_out_dropping(
                         self.machine.dropped(
                             closed_by_engine=self._engine_closed,
                             code=ws.close_code,
@@ -217,7 +167,7 @@ class Agent:
                     log.warning("the engine closed the connection: %s", reason)
                 return True
             finally:
-                self._ws = None
+                self._carrier.ws = None
                 await ws.close()
 
     async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
@@ -272,143 +222,9 @@ class Agent:
                 log.warning("ignoring a malformed frame: %s", exc)
                 continue
             if isinstance(call, RunFrame):
-                await self._take(call)
+                await self._carrier.take(call)
             elif isinstance(call, CancelFrame):
-                await self._carry_out_dropping(self.machine.cancel(call.call_id))
-
-    async def _take(self, frame: RunFrame) -> None:
-        """A run frame: the call, as it will run, for the machine to start or keep."""
-        spec = CallSpec(
-            call_id=frame.call_id,
-            source=frame.source,
-            node=frame.node,
-            flow=frame.flow,
-            op=frame.op,
-            kwargs=frame.kwargs,
-            env={**self.config.extra_env, **self._session_env, **frame.env},
-            timeout=frame.timeout,
-            limit=frame.limit or 0.0,
-        )
-        self._specs.setdefault(frame.call_id, spec)
-        await self._carry_out(self.machine.run(frame.call_id))
-
-    def _ended(self, call_id: str) -> None:
-        self._calls.pop(call_id, None)
-        self._specs.pop(call_id, None)
-        if self.machine.idle():
-            self._idle_since = self._clock.monotonic()
-
-    async def _call(self, spec: CallSpec) -> None:
-        """Run a call in its slot; its events and lines go out as they come, its answer
-        after them."""
-        sending: set[asyncio.Task[None]] = set()
-        live_logs = self.machine.welcome.logs
-
-        def on_event(record: dict[str, Any]) -> None:
-            if record.get("event") == "log" and not live_logs:
-                return  # an engine that did not offer them: the answer's logs only
-            task = asyncio.get_running_loop().create_task(
-                self._deliver(event_of(spec.call_id, record))
-            )
-            sending.add(task)
-            task.add_done_callback(sending.discard)
-
-        outcome = await self.launcher.run(spec, on_event)
-        if sending:  # its last lines and events go before its answer, which ends it
-            await asyncio.gather(*sending)
-        await self._carry_out(self.machine.ended(answer_of(spec.call_id, outcome)))
-        if self._tells_cache:  # what it fetched may be worth placing calls by
-            self._cache.changed(self._send_now)
-
-    # -- carrying the machine's effects out ---------------------------------------------
-
-    async def _carry_out(self, effects: list[AgentEffect]) -> bool:
-        """Carry ``effects`` out in order; True when the engine was given up on."""
-        for effect in effects:
-            if isinstance(effect, Send):
-                await self._send_call_frame(effect.frame)
-            elif isinstance(effect, Start):
-                self._run_in_slot(effect.call_id)
-            elif isinstance(effect, Kill):
-                self.launcher.cancel(effect.call_id)
-            elif isinstance(effect, Taken):
-                self._say_taken(effect.call_id)
-            elif isinstance(effect, Prefetch):
-                self._prefetches.start(self._specs[effect.call_id])
-            elif isinstance(effect, Ping):
-                await self._ping_now(effect.payload)
-            elif isinstance(effect, Away):
-                self._kept(effect)
-            elif isinstance(effect, GiveUp):
-                log.error(
-                    "the engine at %s has not come back for %g s (--engine-away-s): stopping"
-                    " %d call(s) and exiting",
-                    self.config.url.websocket,
-                    self.config.engine_away_s,
-                    effect.stopped,
-                )
-                return True
-        return False
-
-    async def _carry_out_dropping(self, effects: list[AgentEffect]) -> bool:
-        """Carry out the effects of an input that may drop calls never started (a cancel,
-        a welcome, a drop, the engine given up): their specs go too. Not after the rest:
-        a call's frames are the hot path."""
-        gave_up = await self._carry_out(effects)
-        held = set(self.machine.calls())
-        self._specs = {c: spec for c, spec in self._specs.items() if c in held}
-        return gave_up
-
-    def _run_in_slot(self, call_id: str) -> None:
-        spec = self._specs[call_id]
-        task = asyncio.get_running_loop().create_task(self._call(spec))
-        self._calls[call_id] = task
-        task.add_done_callback(lambda _t: self._ended(call_id))
-
-    def _say_taken(self, call_id: str) -> None:
-        taken = ProgressFrame(call_id=call_id, event="heartbeat")
-
-        async def say() -> None:
-            ws = self._ws
-            if ws is not None and not ws.closed:
-                await self._send(ws, taken)
-
-        task = asyncio.get_running_loop().create_task(
-            self._taken.say(say, lambda: call_id in self._specs)
-        )
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
-
-    def _kept(self, away: Away) -> None:
-        limit = self.config.engine_away_s
-        log.warning(
-            "the connection to the engine ended (%s): keeping %d call(s)%s",
-            "it is going away" if away.going_away else "dropped",
-            away.kept,
-            f" for up to {limit:g} s (--engine-away-s)" if limit else "",
-        )
-
-    async def _deliver(self, frame: ProgressFrame | LogFrame) -> None:
-        await self._carry_out(self.machine.deliver(frame))
-
-    async def _send_call_frame(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
-        ws = self._ws
-        # A socket that just closed (the machine hears of it next) takes nothing; an answer
-        # is kept unconfirmed all the same, so the drop holds it for the next engine.
-        size = await self._send(ws, frame) if ws is not None and not ws.closed else 0
-        if isinstance(frame, AnswerFrame):
-            await self._carry_out(self.machine.answer_sent(frame, size))
-
-    async def _ping_now(self, payload: bytes) -> None:
-        ws = self._ws
-        if ws is not None and not ws.closed:
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await ws.ping(payload)
-
-    async def _send_now(self, frame: CacheFrame) -> None:
-        ws = self._ws
-        if ws is not None and not ws.closed:
-            await self._send(ws, frame)
+                await self._carrier.carry_out_dropping(self.machine.cancel(call.call_id))
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while not ws.closed:
@@ -419,17 +235,5 @@ class Agent:
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
             await self._clock.sleep(self.config.heartbeat_s)
-            for call_id in list(self._calls):
-                await self._send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))
-
-    async def _send(
-        self,
-        ws: aiohttp.ClientWebSocketResponse,
-        frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
-    ) -> int:
-        """Send ``frame``; how long it was."""
-        self._taken.said += 1
-        text = encode(frame)
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await ws.send_str(text)
-        return len(text)
+            for call_id in self._carrier.running():
+                await self._carrier.send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))

@@ -43,6 +43,7 @@ MODULES = (
     "declared",
     "settings",
     "attaching",
+    "carrying",
     "session",
     "cli",
 )

@@ -1,0 +1,239 @@
+"""What the agent's machine decides, carried out: calls run in their slots through the
+launcher, their events, lines and answers sent on the socket of the moment, pings, the word
+that a call sent ahead is taken, and what a welcome sets up.
+
+The session (:mod:`~fluksio.agent.session`) owns the connection and hands the machine what
+the engine says; a :class:`Carrier` owns the calls' tasks and everything that goes out.
+With no socket (the engine away) a frame is not sent: the machine holds it already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import Any
+
+import aiohttp
+
+from fluksio.agent.attaching import AgentConfig, offered_artifacts
+from fluksio.agent.cache_report import CacheReport
+from fluksio.agent.clock import Clock
+from fluksio.agent.frames import AnswerFrame, CacheFrame, LogFrame, ProgressFrame, RunFrame, encode
+from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.machine import (
+    AgentEffect,
+    AgentMachine,
+    Away,
+    GiveUp,
+    Kill,
+    Ping,
+    Prefetch,
+    Send,
+    Start,
+    Taken,
+    Welcome,
+)
+from fluksio.agent.prefetch import Prefetches
+from fluksio.agent.reporting import answer_of, event_of
+from fluksio.agent.shared_store import shared_store_env
+from fluksio.agent.taken import TakenWords
+
+__all__ = ["Carrier"]
+
+log = logging.getLogger("fluksio.worker")
+
+
+class Carrier:
+    def __init__(
+        self, config: AgentConfig, launcher: Launcher, machine: AgentMachine, clock: Clock
+    ) -> None:
+        self.config = config
+        self.launcher = launcher
+        self.machine = machine
+        self._clock = clock
+        self.ws: aiohttp.ClientWebSocketResponse | None = None
+        """The engine's socket of the moment; None while it is away."""
+        self.idle_since = clock.monotonic()
+        """When the last call ended (for ``--max-idle``)."""
+        self._calls: dict[str, asyncio.Task[None]] = {}
+        """The running calls' tasks."""
+        self._specs: dict[str, CallSpec] = {}
+        """The calls the machine holds (running or waiting for a slot), as sent."""
+        self._session_env: dict[str, str] = {}
+        self._prefetches = Prefetches()
+        self._cache = CacheReport(clock, {**os.environ, **config.extra_env})
+        self._tells_cache = False
+        """The engine takes reports of what the artifact cache holds."""
+        self._taken = TakenWords(clock)
+        self._sending: set[asyncio.Task[None]] = set()
+        """Words of calls taken, said later unless another frame says it first."""
+
+    def running(self) -> list[str]:
+        """The calls running now, in their slots."""
+        return list(self._calls)
+
+    # -- what the engine said ------------------------------------------------------------
+
+    async def welcomed(self, welcome: Welcome, reply: dict[str, Any]) -> None:
+        """A welcome: what it offers taken up, what was held sent first."""
+        self._tells_cache = welcome.cache and self.config.report_cache
+        self._cache.reset()
+        self._taken.take_s = welcome.take_s
+        await self.carry_out_dropping(self.machine.welcomed(welcome))  # held first
+        store = reply.get("store")
+        self._session_env = shared_store_env(store) if self.config.use_shared_store else {}
+        if self._session_env:
+            log.info("this host shares the engine's artifact store: calls use it directly")
+        self._session_env.update(offered_artifacts(self.config, reply.get("artifacts")))
+        if self._tells_cache:
+            await self._cache.tell(self.send_now)
+
+    async def take(self, frame: RunFrame) -> None:
+        """A run frame: the call, as it will run, for the machine to start or keep."""
+        spec = CallSpec(
+            call_id=frame.call_id,
+            source=frame.source,
+            node=frame.node,
+            flow=frame.flow,
+            op=frame.op,
+            kwargs=frame.kwargs,
+            env={**self.config.extra_env, **self._session_env, **frame.env},
+            timeout=frame.timeout,
+            limit=frame.limit or 0.0,
+        )
+        self._specs.setdefault(frame.call_id, spec)
+        await self.carry_out(self.machine.run(frame.call_id))
+
+    # -- carrying the machine's effects out ---------------------------------------------
+
+    async def carry_out(self, effects: list[AgentEffect]) -> bool:
+        """Carry ``effects`` out in order; True when the engine was given up on."""
+        for effect in effects:
+            if isinstance(effect, Send):
+                await self._send_call_frame(effect.frame)
+            elif isinstance(effect, Start):
+                self._run_in_slot(effect.call_id)
+            elif isinstance(effect, Kill):
+                self.launcher.cancel(effect.call_id)
+            elif isinstance(effect, Taken):
+                self._say_taken(effect.call_id)
+            elif isinstance(effect, Prefetch):
+                self._prefetches.start(self._specs[effect.call_id])
+            elif isinstance(effect, Ping):
+                await self._ping_now(effect.payload)
+            elif isinstance(effect, Away):
+                self._kept(effect)
+            elif isinstance(effect, GiveUp):
+                log.error(
+                    "the engine at %s has not come back for %g s (--engine-away-s): stopping"
+                    " %d call(s) and exiting",
+                    self.config.url.websocket,
+                    self.config.engine_away_s,
+                    effect.stopped,
+                )
+                return True
+        return False
+
+    async def carry_out_dropping(self, effects: list[AgentEffect]) -> bool:
+        """Carry out the effects of an input that may drop calls never started (a cancel,
+        a welcome, a drop, the engine given up): their specs go too. Not after the rest:
+        a call's frames are the hot path."""
+        gave_up = await self.carry_out(effects)
+        held = set(self.machine.calls())
+        self._specs = {c: spec for c, spec in self._specs.items() if c in held}
+        return gave_up
+
+    def _run_in_slot(self, call_id: str) -> None:
+        spec = self._specs[call_id]
+        task = asyncio.get_running_loop().create_task(self._call(spec))
+        self._calls[call_id] = task
+        task.add_done_callback(lambda _t: self._ended(call_id))
+
+    async def _call(self, spec: CallSpec) -> None:
+        """Run a call in its slot; its events and lines go out as they come, its answer
+        after them."""
+        sending: set[asyncio.Task[None]] = set()
+        live_logs = self.machine.welcome.logs
+
+        def on_event(record: dict[str, Any]) -> None:
+            if record.get("event") == "log" and not live_logs:
+                return  # an engine that did not offer them: the answer's logs only
+            task = asyncio.get_running_loop().create_task(
+                self._deliver(event_of(spec.call_id, record))
+            )
+            sending.add(task)
+            task.add_done_callback(sending.discard)
+
+        outcome = await self.launcher.run(spec, on_event)
+        if sending:  # its last lines and events go before its answer, which ends it
+            await asyncio.gather(*sending)
+        await self.carry_out(self.machine.ended(answer_of(spec.call_id, outcome)))
+        if self._tells_cache:  # what it fetched may be worth placing calls by
+            self._cache.changed(self.send_now)
+
+    def _ended(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+        self._specs.pop(call_id, None)
+        if self.machine.idle():
+            self.idle_since = self._clock.monotonic()
+
+    def _say_taken(self, call_id: str) -> None:
+        taken = ProgressFrame(call_id=call_id, event="heartbeat")
+
+        async def say() -> None:
+            ws = self.ws
+            if ws is not None and not ws.closed:
+                await self.send(ws, taken)
+
+        task = asyncio.get_running_loop().create_task(
+            self._taken.say(say, lambda: call_id in self._specs)
+        )
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def _kept(self, away: Away) -> None:
+        limit = self.config.engine_away_s
+        log.warning(
+            "the connection to the engine ended (%s): keeping %d call(s)%s",
+            "it is going away" if away.going_away else "dropped",
+            away.kept,
+            f" for up to {limit:g} s (--engine-away-s)" if limit else "",
+        )
+
+    # -- what goes out -------------------------------------------------------------------
+
+    async def _deliver(self, frame: ProgressFrame | LogFrame) -> None:
+        await self.carry_out(self.machine.deliver(frame))
+
+    async def _send_call_frame(self, frame: ProgressFrame | LogFrame | AnswerFrame) -> None:
+        ws = self.ws
+        # A socket that just closed (the machine hears of it next) takes nothing; an answer
+        # is kept unconfirmed all the same, so the drop holds it for the next engine.
+        size = await self.send(ws, frame) if ws is not None and not ws.closed else 0
+        if isinstance(frame, AnswerFrame):
+            await self.carry_out(self.machine.answer_sent(frame, size))
+
+    async def _ping_now(self, payload: bytes) -> None:
+        ws = self.ws
+        if ws is not None and not ws.closed:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.ping(payload)
+
+    async def send_now(self, frame: CacheFrame) -> None:
+        ws = self.ws
+        if ws is not None and not ws.closed:
+            await self.send(ws, frame)
+
+    async def send(
+        self,
+        ws: aiohttp.ClientWebSocketResponse,
+        frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
+    ) -> int:
+        """Send ``frame``; how long it was."""
+        self._taken.said += 1
+        text = encode(frame)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await ws.send_str(text)
+        return len(text)
