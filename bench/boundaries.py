@@ -20,9 +20,9 @@ from collections.abc import Callable
 from fluksio.agent.frames import RunFrame, RunRef, encode
 from fluksio.api.routes.runs import run_body
 from fluksio.engine.runs.rows import NodeRow, RunRow
-from fluksio.engine.runs.states import NodeState, RunState
 from fluksio.engine.runs.views import NodeView, RunView
 from fluksio.engine.workers.protocol import parse_worker_frame
+from fluksio.wire.states import NodeState, RunState
 
 
 def _per_call_us(work: Callable[[], object], repeat: int) -> float:

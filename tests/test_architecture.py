@@ -60,12 +60,12 @@ PURE_CORE = (
     "fluksio.provisioners.base",
     "fluksio.engine.workers.connection",
     "fluksio.engine.workers.connection_reference",
-    "fluksio.engine.runs.models",
+    "fluksio.wire.flows",
     "fluksio.engine.runs.rows",
-    "fluksio.engine.runs.states",
-    "fluksio.engine.runs.provenance",
+    "fluksio.wire.states",
+    "fluksio.wire.provenance",
     "fluksio.engine.runs.redact",
-    "fluksio.engine.models",
+    "fluksio.wire.requests",
     "fluksio.agent.outcome",
     "fluksio.agent.frames",
     "fluksio.agent.machine",
@@ -148,23 +148,15 @@ CLI_LOCAL = PACKAGE / "cli" / "local"
 """The commands that act on an engine's data directory themselves (``serve``, ``users``,
 ``keys``, ``provisioners``, ``options``): a folder of their own. Every other command talks
 to a running engine over HTTP (``cli/client.py``)."""
-CLI_VOCABULARY = (
-    "fluksio.engine.datadir",
-    "fluksio.engine.runs.provenance",
-    "fluksio.engine.runs.states",
-    "fluksio.api.answers",
-)
-"""Plain data any command may read: where an engine keeps its files, the one wording of
-where a call ran (the API's ``provenance``, in the words the screen uses), the states,
-and the answers' models, which it reads the engine's answers with."""
-
-ANSWER_VOCABULARY = ("fluksio.api.answers", "fluksio.engine.runs.states", "fluksio.scheduler")
-"""What the answers' models may name: each other, states, wait kinds and stages."""
+CLI_VOCABULARY = ("fluksio.engine.datadir", "fluksio.wire")
+"""Plain data any command may read: where an engine keeps its files, and the wire's
+vocabulary (what it sends, the answers it reads, the states, where a call ran)."""
 
 
-def answers_may_import(name: str) -> bool:
+def wire_may_import(name: str) -> bool:
+    """The wire's vocabulary: the standard library, pydantic, itself and the name rule."""
     if within(name, "fluksio"):
-        return any(within(name, prefix) for prefix in ANSWER_VOCABULARY)
+        return within(name, "fluksio.wire") or within(name, "fluksio.names")
     return top(name) in STDLIB or top(name) == "pydantic"
 
 
@@ -174,9 +166,9 @@ def views_reader_may_import(name: str) -> bool:
     return not (within(name, "fluksio.scheduler") or within(name, "fluksio.provisioners"))
 
 
-CLIENT_VOCABULARY = ("fluksio.client", "fluksio.api.answers", "fluksio.engine.runs.states")
-"""What the Python client may name of the tree: itself, the answers' models it reads the
-engine's answers with, and the states; everything else of the engine is over HTTP."""
+CLIENT_VOCABULARY = ("fluksio.client", "fluksio.wire")
+"""What the Python client may name of the tree: itself and the wire's vocabulary (the
+models it sends and reads the engine's answers with); everything else is over HTTP."""
 CLIENT_LIBRARIES = ("pydantic", "aiohttp")
 """The answers' models, and the async client's HTTP."""
 
@@ -208,7 +200,7 @@ RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "api": (api_may_import, "from fluksio.cli.client import Client"),
     "cli": (cli_may_import, "from fluksio.engine.tokens import TokenService"),
     "client": (client_may_import, "from fluksio.engine.datadir import DataDir"),
-    "answers": (answers_may_import, "from aiohttp import web"),
+    "wire": (wire_may_import, "from fluksio.scheduler import WaitKind"),
     "routes and feed": (views_reader_may_import, "from fluksio.scheduler import PlaceView"),
 }
 
@@ -320,9 +312,11 @@ def test_routes_and_the_live_feed_read_views_not_the_cores_types() -> None:
     assert violations(readers, views_reader_may_import) == []
 
 
-def test_the_answers_models_are_plain_data_a_client_can_import() -> None:
-    """The command line reads answers through them: they bring no server along."""
-    assert violations(files_under(PACKAGE / "api" / "answers"), answers_may_import) == []
+def test_the_wire_is_plain_data_a_client_can_import() -> None:
+    """Clients send and read through it: it brings no server and no engine along."""
+    files = files_under(PACKAGE / "wire")
+    assert len(files) > 8
+    assert violations(files, wire_may_import) == []
 
 
 def test_the_command_line_talks_to_the_engine_over_http() -> None:

@@ -14,9 +14,9 @@ from fluksio.api.app import create_app
 from fluksio.api.appkeys import ENGINE
 from fluksio.engine.core import Engine
 from fluksio.engine.provisioning import Configured
-from fluksio.engine.runs.states import RunState
 from fluksio.engine.settings import EngineSettings
 from fluksio.provisioners.plugins import build_plugins
+from fluksio.wire.states import RunState
 from tests.support.runs import code
 
 NODE = code("""

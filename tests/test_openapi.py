@@ -13,12 +13,13 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 from pydantic import BaseModel
 
-from fluksio.api.answers.workers import Stage
 from fluksio.api.app import create_app
 from fluksio.api.declare import Call, Routes
 from fluksio.api.openapi import openapi_document
 from fluksio.engine.settings import EngineSettings
 from fluksio.provisioners.requests import RequestStage
+from fluksio.scheduler import WaitKind as SchedulerWaitKind
+from fluksio.wire.answers.workers import Stage, WaitKind
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.openapi_check import check_answers
 
@@ -235,6 +236,11 @@ def test_a_route_without_a_description_is_an_error_naming_it(tmp_path: Path) -> 
     app.router.add_get("/api/v1/secret-door", undocumented)
     with pytest.raises(LookupError, match="GET /api/v1/secret-door"):
         openapi_document(app)
+
+
+def test_the_wait_kinds_in_the_answers_are_the_schedulers() -> None:
+    """The wire names them itself (a client imports no scheduler): word for word the same."""
+    assert [kind.value for kind in WaitKind] == [kind.value for kind in SchedulerWaitKind]
 
 
 def test_a_machine_requests_stages_in_the_answers_are_the_engines() -> None:

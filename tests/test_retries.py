@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.agent.frames import AnswerFrame, ErrorRecord, encode
-from fluksio.api.answers.runs import RunBody
 from fluksio.cli.runs import render_run
+from fluksio.wire.answers.runs import RunBody
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import nodes_of

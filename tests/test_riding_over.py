@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.api.answers.runs import RunBody
 from fluksio.client import AsyncClient, Client, Unreachable
+from fluksio.wire.answers.runs import RunBody
 from tests.support.engine import BIN, free_port, start_engine
 from tests.support.wait import wait_for
 from tests.support.worker import start_labelled_worker

@@ -40,10 +40,10 @@ from fluksio.engine.runs.effects import (
     Withdraw,
 )
 from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.reference import RETRIED_AS, ReferenceNode, ReferenceRun
 from fluksio.engine.runs.rows import NodeRow, RunRow
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
+from fluksio.wire.provenance import Provenance
+from fluksio.wire.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
 from tests.support.properties import against_reference
 
 CODE = "def process():\n    return 1\n"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.engine.runs.provenance import Provenance
+from fluksio.wire.provenance import Provenance
 from tests.support.engine import EngineProcess, engine_env, start_engine
 from tests.support.inprocess import InProcessEngine
 from tests.support.process import alive

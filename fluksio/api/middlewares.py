@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
-from fluksio.api.answers.resources import ErrorBody
 from fluksio.api.appkeys import CREDENTIAL_THROTTLE, ENGINE
 from fluksio.api.responses import model_response
 from fluksio.engine.errors import (
@@ -29,6 +28,7 @@ from fluksio.engine.errors import (
 )
 from fluksio.engine.logging import get_logger
 from fluksio.errors import ConfigError, FluksioError
+from fluksio.wire.answers.resources import ErrorBody
 
 __all__ = ["credential_throttle_middleware", "error_middleware", "request_context_middleware"]
 

@@ -19,8 +19,8 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from fluksio.api.answers.resources import ErrorBody
 from fluksio.api.declare import Auth, Operation, declared_route
+from fluksio.wire.answers.resources import ErrorBody
 
 __all__ = ["openapi_document"]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from fluksio.api.answers.flows import FlowBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.tables import when
 from fluksio.errors import ConfigError
+from fluksio.wire.answers.flows import FlowBody
 
 __all__ = ["flows"]
 

@@ -11,9 +11,9 @@ import time
 
 import click
 
-from fluksio.api.answers.runs import NodeLogs
 from fluksio.client.client import Client
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES
+from fluksio.wire.answers.runs import NodeLogs
+from fluksio.wire.states import TERMINAL_NODE_STATES
 
 __all__ = ["print_logs"]
 

@@ -8,11 +8,11 @@ import json
 
 import click
 
-from fluksio.api.answers.runs import ArrayBody, NodeBody
 from fluksio.cli.context import client_of
 from fluksio.cli.tables import json_text, table
-from fluksio.engine.runs.states import NodeState
 from fluksio.errors import ConfigError
+from fluksio.wire.answers.runs import ArrayBody, NodeBody
+from fluksio.wire.states import NodeState
 
 __all__ = ["array_lines", "items", "positions", "render_array", "retry"]
 

@@ -16,15 +16,15 @@ from typing import Any
 
 import click
 
-from fluksio.api.answers.runs import NodeBody, RunBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.logs import print_logs
 from fluksio.cli.run_items import array_lines, items, positions, render_array, retry
 from fluksio.cli.tables import json_text, table, when
 from fluksio.client.client import Client
-from fluksio.engine.runs.provenance import Provenance
-from fluksio.engine.runs.states import TERMINAL_RUN_STATES, NodeState, RunState
 from fluksio.errors import ConfigError
+from fluksio.wire.answers.runs import NodeBody, RunBody
+from fluksio.wire.provenance import Provenance
+from fluksio.wire.states import TERMINAL_RUN_STATES, NodeState, RunState
 
 __all__ = ["render_run", "runs"]
 

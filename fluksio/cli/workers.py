@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from fluksio.api.answers.workers import AmountsBody, RefusedWorkerBody
 from fluksio.cli.context import api_group, client_of
 from fluksio.cli.tables import json_text, table, when
+from fluksio.wire.answers.workers import AmountsBody, RefusedWorkerBody
 
 __all__ = ["workers"]
 

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from fluksio.api.answers.runs import RunBody
 from fluksio.client.async_http import AsyncHttp
 from fluksio.client.bounds import Bounds
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
@@ -36,6 +35,7 @@ from fluksio.client.operations import (
 )
 from fluksio.client.request import Awaited, Request, Steps, json_request
 from fluksio.client.sse import ReceivedEvent
+from fluksio.wire.answers.runs import RunBody
 
 __all__ = ["AsyncClient"]
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from fluksio.api.answers.runs import RunBody
 from fluksio.client.bounds import Bounds
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.http import Http
@@ -33,6 +32,7 @@ from fluksio.client.operations import (
 )
 from fluksio.client.request import Blocking, Request, Steps, json_request
 from fluksio.client.sse import ReceivedEvent
+from fluksio.wire.answers.runs import RunBody
 
 if TYPE_CHECKING:
     from fluksio.client.executor import RemoteExecutor

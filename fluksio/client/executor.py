@@ -23,15 +23,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from fluksio.api.answers.resources import ArtifactRef
-from fluksio.api.answers.runs import ProvenanceBody, RunBody
 from fluksio.client.errors import CannotSend, ClientError, EngineRefused
 from fluksio.client.map_futures import ItemFuture, ItemsOfRuns, MapFutures
 from fluksio.client.map_items import item_batches
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
+from fluksio.wire.answers.resources import ArtifactRef
+from fluksio.wire.answers.runs import ProvenanceBody, RunBody
+from fluksio.wire.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
 
 
 class Engine(ItemsOfRuns, Protocol):

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol, TypeVar
 
-from fluksio.api.answers.runs import ItemBody, ItemsPage, ProvenanceBody, RunBody
 from fluksio.client.errors import ClientError
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES
+from fluksio.wire.answers.runs import ItemBody, ItemsPage, ProvenanceBody, RunBody
+from fluksio.wire.states import TERMINAL_NODE_STATES
 
 Answer = TypeVar("Answer")
 

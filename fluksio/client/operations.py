@@ -1,7 +1,7 @@
 """The engine's API, written once for both clients: a method per request, and the
 operations of several requests as steps (see :mod:`fluksio.client.request`).
 
-Every answer is read with the model the engine made it from (``fluksio.api.answers``,
+Every answer is read with the model the engine made it from (``fluksio.wire.answers``,
 the models the OpenAPI document is made from), so a field renamed on one side fails the
 type check on the other, and an answer of another version is one sentence.
 """
@@ -15,10 +15,13 @@ import urllib.parse
 from datetime import datetime
 from pathlib import Path
 
-from fluksio.api.answers.flows import FlowBody, FlowSummary
-from fluksio.api.answers.resources import ArtifactRef, Deleted, Health
-from fluksio.api.answers.runs import ItemsPage, NodeLogs, RunBody, RunSummary
-from fluksio.api.answers.tokens import (
+from fluksio.client.errors import ClientError, EngineRefused, Unreachable
+from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
+from fluksio.client.sse import ReceivedEvent
+from fluksio.wire.answers.flows import FlowBody, FlowSummary
+from fluksio.wire.answers.resources import ArtifactRef, Deleted, Health
+from fluksio.wire.answers.runs import ItemsPage, NodeLogs, RunBody, RunSummary
+from fluksio.wire.answers.tokens import (
     AccessToken,
     MintedPersonalToken,
     MintedScrapeToken,
@@ -27,11 +30,8 @@ from fluksio.api.answers.tokens import (
     ScrapeTokenBody,
     WorkerTokenBody,
 )
-from fluksio.api.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody
-from fluksio.client.errors import ClientError, EngineRefused, Unreachable
-from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
-from fluksio.client.sse import ReceivedEvent
-from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+from fluksio.wire.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody
+from fluksio.wire.states import TERMINAL_RUN_STATES
 
 __all__ = [
     "RIDE_OVER_S",

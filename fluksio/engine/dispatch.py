@@ -61,7 +61,6 @@ from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.machine_adopt import ENGINE_PLACE
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 from fluksio.engine.runs.views import (
     Executor,
     RunChange,
@@ -87,6 +86,7 @@ from fluksio.scheduler import (
     Scheduler,
     Worker,
 )
+from fluksio.wire.states import TERMINAL_NODE_STATES
 
 if TYPE_CHECKING:
     from fluksio.engine.runs.store import FlowStore, RunStore

@@ -16,8 +16,8 @@ from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.effects import Effect
 from fluksio.engine.runs.references import BadReference, Ref, find_results
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import NodeState, RunState
 from fluksio.engine.runs.views import RunView
+from fluksio.wire.states import NodeState, RunState
 
 if TYPE_CHECKING:
     from fluksio.engine.runs.store import FlowStore

@@ -16,13 +16,13 @@ from fluksio.clock import Clock
 from fluksio.engine.runs.items import ArrayItems, unstarted
 from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import NodeView, RunView, WaitingCall, stored_view, waiting_to_retry
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.provisioners.driver import ProvisioningDriver
 from fluksio.provisioners.requests import ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, Scheduler, WaitReason
+from fluksio.wire.states import NodeState
 
 __all__ = ["DispatcherViews"]
 

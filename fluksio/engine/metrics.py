@@ -24,7 +24,6 @@ from prometheus_client.registry import Collector
 
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.feed import LiveFeed
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
 from fluksio.engine.stream import (
     CommandRan,
     EngineStream,
@@ -34,6 +33,7 @@ from fluksio.engine.stream import (
     RunsWritten,
 )
 from fluksio.engine.workers.registry import WorkerRegistry
+from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState
 
 __all__ = ["CONTENT_TYPE", "EngineMetrics"]
 

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from fluksio.api.declare import API_PREFIX
-from fluksio.engine.runs.states import TERMINAL_RUN_STATES
+from fluksio.wire.states import TERMINAL_RUN_STATES
 from tests.support.netns import enter
 from tests.support.scripted_worker import ScriptedWorker, hello_frame
 from tests.support.wait import poll_async

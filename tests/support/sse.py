@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from fluksio.api.answers.feed import FEED_EVENTS
 from fluksio.client.sse import EventParser
 from fluksio.client.sse import ReceivedEvent as Event
+from fluksio.wire.answers.feed import FEED_EVENTS
 
 __all__ = ["Event", "EventReader"]
 

@@ -19,12 +19,12 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.helpers import ETag
 
-from fluksio.api.answers.resources import ArtifactRef
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.engine.errors import InvalidInput, NotFound, StorageFull, TooLarge
 from fluksio.engine.logging import get_logger
+from fluksio.wire.answers.resources import ArtifactRef
 
 __all__ = ["routes"]
 

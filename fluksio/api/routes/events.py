@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from fluksio.api.answers.feed import FEED_EVENTS
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import require_user
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.engine.feed import FeedEvent, sse_frame
+from fluksio.wire.answers.feed import FEED_EVENTS
 
 __all__ = ["routes"]
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from fluksio.api.answers.flows import FlowBody, FlowSummary
-from fluksio.api.answers.resources import Deleted
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Param, Routes
@@ -13,9 +11,11 @@ from fluksio.api.routes.runs import RunBody, run_body
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.items import ItemSource
-from fluksio.engine.runs.models import FlowSpec, RunRequest
 from fluksio.engine.runs.store import FlowRecord
 from fluksio.engine.runs.validation import check_flow, flow_warnings
+from fluksio.wire.answers.flows import FlowBody, FlowSummary
+from fluksio.wire.answers.resources import Deleted
+from fluksio.wire.flows import FlowSpec, RunRequest
 
 __all__ = ["routes"]
 

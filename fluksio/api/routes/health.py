@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from fluksio.api.answers.resources import Health
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
+from fluksio.wire.answers.resources import Health
 
 __all__ = ["routes"]
 

@@ -8,15 +8,15 @@ started is found by none but ``queued``, and not listed).
 
 from __future__ import annotations
 
-from fluksio.api.answers.runs import ItemBody, ItemsPage
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, call_fields, number, run_body
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.items import unstarted
-from fluksio.engine.runs.models import ItemsCancelRequest
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import NodeState
+from fluksio.wire.answers.runs import ItemBody, ItemsPage
+from fluksio.wire.flows import ItemsCancelRequest
+from fluksio.wire.states import NodeState
 
 __all__ = ["MAX_PAGE", "routes"]
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fluksio.api.answers.runs import NodeLogs
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.runs import MAX_WAIT_S, number, wait_param
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.live_logs import Read
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES
 from fluksio.engine.runs.views import RunView
+from fluksio.wire.answers.runs import NodeLogs
+from fluksio.wire.states import TERMINAL_NODE_STATES
 
 __all__ = ["routes"]
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from fluksio.api.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.metrics import CONTENT_TYPE
-from fluksio.engine.models import ScrapeTokenRequest
 from fluksio.engine.scrape_tokens import ScrapeTokenRecord
+from fluksio.wire.answers.tokens import MintedScrapeToken, ScrapeTokenBody
+from fluksio.wire.requests import ScrapeTokenRequest
 
 __all__ = ["MintedScrapeToken", "ScrapeTokenBody", "routes"]
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fluksio.api.answers.resources import Deleted, SecretBody
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Call, Routes
 from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
-from fluksio.engine.runs.models import SecretRequest
 from fluksio.engine.secrets import SecretInfo
+from fluksio.wire.answers.resources import Deleted, SecretBody
+from fluksio.wire.flows import SecretRequest
 
 __all__ = ["routes"]
 

@@ -22,7 +22,14 @@ from aiohttp import web
 
 from fluksio.agent.onefile import runner_source
 from fluksio.agent.standalone import build_standalone_agent
-from fluksio.api.answers.workers import (
+from fluksio.api.appkeys import ENGINE
+from fluksio.api.attach import attach
+from fluksio.api.declare import Call, Param, Routes, View
+from fluksio.api.timefmt import utc
+from fluksio.engine.runs.views import WaitingCall
+from fluksio.engine.views import Amounts, EngineViews, JobInfo, PlaceInfo, ProfileInfo, WorkerInfo
+from fluksio.engine.workers.refused import NeedsUpgrade
+from fluksio.wire.answers.workers import (
     AmountsBody,
     BroughtWorkerBody,
     ErrorAt,
@@ -36,16 +43,10 @@ from fluksio.api.answers.workers import (
     Stage,
     TokenRef,
     WaitingBody,
+    WaitKind,
     WorkerBody,
     WorkerList,
 )
-from fluksio.api.appkeys import ENGINE
-from fluksio.api.attach import attach
-from fluksio.api.declare import Call, Param, Routes, View
-from fluksio.api.timefmt import utc
-from fluksio.engine.runs.views import WaitingCall
-from fluksio.engine.views import Amounts, EngineViews, JobInfo, PlaceInfo, ProfileInfo, WorkerInfo
-from fluksio.engine.workers.refused import NeedsUpgrade
 
 __all__ = [
     "provisioner_bodies",
@@ -186,7 +187,7 @@ def waiting_bodies(waiting: list[WaitingCall]) -> list[WaitingBody]:
             worker=call.worker,
             queued_at=utc(call.queued_at),
             reason=_reason(call),
-            kind=call.reason.kind if call.reason is not None else None,
+            kind=WaitKind(call.reason.kind) if call.reason is not None else None,
             items=call.items,
         )
         for call in waiting

@@ -10,12 +10,12 @@ from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.runner import THREAD_VARIABLES
 from fluksio.engine.runs.effects import CallInputs
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.signature import select_kwargs
 from fluksio.engine.runs.views import Executor
 from fluksio.engine.secrets import SecretStore, resolve_params
 from fluksio.scheduler import ENGINE_ID, Placement
+from fluksio.wire.provenance import Provenance
 
 __all__ = ["call_spec", "stopped_at_job_end", "walltime_text"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fluksio.engine.runs.models import NodeSpec
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.scheduler import CallRequest
+from fluksio.wire.flows import NodeSpec
 
 __all__ = [
     "AwaitWorker",

@@ -19,10 +19,10 @@ from typing import Any
 
 from fluksio.engine.db import Database
 from fluksio.engine.errors import InvalidInput
-from fluksio.engine.runs.models import ITEMS_MAX, NodeSpec
 from fluksio.engine.runs.rows import ArraySummary, NodeRow
-from fluksio.engine.runs.states import NodeState
 from fluksio.engine.runs.store import node_row
+from fluksio.wire.flows import ITEMS_MAX, NodeSpec
+from fluksio.wire.states import NodeState
 
 __all__ = ["ArrayItems", "ItemSource", "ItemStore", "unstarted"]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.scheduler import ENGINE_ID, Worker
+from fluksio.wire.provenance import Provenance
 
 __all__ = ["LocalExecutor", "engine_place"]
 

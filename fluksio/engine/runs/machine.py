@@ -13,7 +13,7 @@ dispatcher, carries out in order (declared in :mod:`fluksio.engine.runs.effects`
 - :class:`Ended`: a run is over (its waiters are told once it is written).
 
 No clock, no I/O, no chance: ``now`` comes with each input and new call ids from the
-``new_id`` it is given. The node lifecycle is in :mod:`fluksio.engine.runs.states`; what
+``new_id`` it is given. The node lifecycle is in :mod:`fluksio.wire.states`; what
 happens at a restart is :meth:`RunMachine.recover`'s.
 """
 
@@ -38,12 +38,12 @@ from fluksio.engine.runs.machine_arrays import ArrayMoves
 from fluksio.engine.runs.machine_retry import RetryMoves
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
 from fluksio.engine.runs.machine_waits import WaitMoves
-from fluksio.engine.runs.models import FlowSpec, NodeSpec
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.references import Ref, substitute
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
-from fluksio.engine.runs.states import (
+from fluksio.wire.flows import FlowSpec, NodeSpec
+from fluksio.wire.provenance import Provenance
+from fluksio.wire.states import (
     TERMINAL_NODE_STATES,
     TERMINAL_RUN_STATES,
     NodeState,

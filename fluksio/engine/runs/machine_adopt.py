@@ -17,7 +17,7 @@ from fluksio.agent.outcome import CallOutcome
 from fluksio.engine.runs.effects import AwaitWorker, Effect, Progress, Release
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
-from fluksio.engine.runs.states import NodeState
+from fluksio.wire.states import NodeState
 
 __all__ = ["ENGINE_PLACE", "RESTARTED", "AdoptMoves"]
 

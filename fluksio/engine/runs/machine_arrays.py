@@ -21,7 +21,7 @@ from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Save, 
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
 from fluksio.engine.runs.rows import ArraySummary, NodeRow
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
+from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState
 
 __all__ = ["FAILURES_KEPT", "SUMMARY_EVERY_S", "WINDOW", "ArrayMoves"]
 

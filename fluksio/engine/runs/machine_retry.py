@@ -12,11 +12,11 @@ from fluksio.agent.outcome import CallOutcome, ErrorKind
 from fluksio.engine.runs.effects import Effect, Log, RetryAt, Save
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
-from fluksio.engine.runs.models import failure_kind
 from fluksio.engine.runs.redact import redact
-from fluksio.engine.runs.states import NodeState
+from fluksio.wire.flows import RetryKind
+from fluksio.wire.states import NodeState
 
-__all__ = ["RetryMoves"]
+__all__ = ["RetryMoves", "failure_kind", "most_attempts"]
 
 
 class RetryMoves(MachineRules):
@@ -87,3 +87,44 @@ class RetryMoves(MachineRules):
             self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
         effects.append(Save(run.row, (node.row,)))
         return True
+
+
+def failure_kind(error_type: str | None) -> RetryKind | None:
+    """How a call's error counts for ``retry``: None for what is never retried (a cancel,
+    a skip, a refused secret, the engine's own trouble, a record too large)."""
+    if error_type == ErrorKind.NODE_TIMEOUT:
+        return "NodeTimeout"
+    if error_type == ErrorKind.NODE_LIMIT:
+        return "NodeLimit"
+    if error_type == ErrorKind.WORKER_GONE:
+        return "WorkerGone"
+    if error_type not in _NOT_THE_NODES:
+        return "NodeError"
+    return None
+
+
+_NOT_THE_NODES = frozenset(
+    {
+        ErrorKind.NOT_TAKEN,
+        ErrorKind.NODE_CANCELLED,
+        ErrorKind.SECRET_DENIED,
+        ErrorKind.ENGINE_ERROR,
+        ErrorKind.ENGINE_RESTARTED,
+        ErrorKind.SKIPPED,
+        ErrorKind.FRAME_TOO_LARGE,
+        ErrorKind.RESULT_TOO_LARGE,
+    }
+)
+"""Error types the engine or agent gives that are no failure of the node's own code."""
+
+
+def most_attempts(flow: dict[str, Any]) -> dict[str, int]:
+    """How many attempts each node of a stored flow may have (only those with more than
+    one): read from the stored JSON without validating the whole flow again."""
+    found = {}
+    for node in flow.get("nodes", []):
+        retry = node.get("retry")
+        times = retry["times"] if retry else node.get("retries", 0)
+        if times:
+            found[node["id"]] = times + 1
+    return found

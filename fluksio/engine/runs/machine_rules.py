@@ -16,17 +16,17 @@ from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, Ended, Queue, Save
 from fluksio.engine.runs.inputs import input_artifacts
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
-from fluksio.engine.runs.models import FlowSpec
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.signature import select_kwargs
-from fluksio.engine.runs.states import (
+from fluksio.scheduler import CallRequest, Policy
+from fluksio.wire.flows import FlowSpec
+from fluksio.wire.states import (
     TERMINAL_NODE_STATES,
     TERMINAL_RUN_STATES,
     NodeState,
     RunState,
 )
-from fluksio.scheduler import CallRequest, Policy
 
 __all__ = ["MachineRules"]
 

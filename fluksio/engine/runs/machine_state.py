@@ -9,9 +9,9 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluksio.engine.runs.models import NodeSpec
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
+from fluksio.wire.flows import NodeSpec
 
 __all__ = ["EVENTS_KEPT", "LiveArray", "LiveNode", "LiveRun", "NodeSnapshot"]
 

@@ -14,7 +14,7 @@ from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
 from fluksio.engine.runs.references import Ref, find_results
 from fluksio.engine.runs.rows import NodeRow
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState
+from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState
 
 __all__ = ["WaitMoves"]
 

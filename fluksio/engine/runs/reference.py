@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fluksio.engine.runs.states import TERMINAL_NODE_STATES, NodeState, RunState
+from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState, RunState
 
 __all__ = ["ReferenceNode", "ReferenceRun"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluksio.engine.runs.provenance import Provenance
-from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.wire.provenance import Provenance
+from fluksio.wire.states import NodeState, RunState
 
 __all__ = ["ArraySummary", "NodeRow", "RunRow"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
-from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.wire.provenance import Provenance
+from fluksio.wire.states import NodeState, RunState
 
 __all__ = ["FlowRecord", "FlowStore", "RunStore", "node_row"]
 

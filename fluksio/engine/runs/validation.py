@@ -8,10 +8,10 @@ from collections.abc import Iterable
 
 from fluksio.engine.errors import InvalidInput
 from fluksio.engine.runs.calls import walltime_text
-from fluksio.engine.runs.models import FlowSpec, find_cycle
 from fluksio.scheduler import Profile
+from fluksio.wire.flows import FlowSpec
 
-__all__ = ["check_flow", "flow_warnings"]
+__all__ = ["check_flow", "find_cycle", "flow_warnings"]
 
 
 def check_flow(flow: FlowSpec) -> None:
@@ -94,3 +94,26 @@ def flow_warnings(flow: FlowSpec, profiles: Iterable[Profile], margin: float) ->
             ' give it a "limit" to be placed where it fits'
         )
     return warnings
+
+
+def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
+    """A dependency cycle as a list of node ids (first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dependency in edges.get(node, []):
+            if state.get(dependency) == 1:
+                return [*path[path.index(dependency) :], dependency]
+            if dependency not in state and (found := visit(dependency)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in edges:
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None

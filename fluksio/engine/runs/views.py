@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from fluksio.agent.launcher import CallOutcome, CallSpec
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.scheduler import WaitReason
+from fluksio.wire.provenance import Provenance
 
 __all__ = [
     "Executor",

@@ -57,7 +57,6 @@ from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock, Timer
 from fluksio.engine.logging import get_logger
-from fluksio.engine.runs.provenance import Provenance
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.workers.connection import (
     UNKNOWN_FRAMES_LOGGED,
@@ -78,6 +77,7 @@ from fluksio.engine.workers.connection import (
 )
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.provisioners.base import WorkerRecord
+from fluksio.wire.provenance import Provenance
 
 __all__ = ["SessionLink", "WorkerSession"]
 

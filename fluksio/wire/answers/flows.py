@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fluksio.api.answers.base import Answer
+from fluksio.wire.answers.base import Answer
 
 
 class FlowBody(Answer):

@@ -3,13 +3,25 @@ provisioning (``GET /workers``, ``GET /workers/resources``)."""
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 from typing import Literal
 
 from pydantic import Field, RootModel
 
-from fluksio.api.answers.base import Answer
-from fluksio.scheduler import WaitKind
+from fluksio.wire.answers.base import Answer
+
+
+class WaitKind(enum.StrEnum):
+    """Why a request waits, as a category the API and the Workers screen can group by."""
+
+    # The scheduler's own kinds, word for word (it imports nothing of the wire; a test
+    # holds the two lists together), so that a client reads them without the scheduler.
+    NO_WORKER = "no_worker"
+    BUSY = "busy"
+    TOO_LARGE = "too_large"
+    PROVISIONING = "provisioning"
+    WALLTIME = "walltime"
 
 
 class AmountsBody(Answer):

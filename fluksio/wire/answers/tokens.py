@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fluksio.api.answers.base import Answer
+from fluksio.wire.answers.base import Answer
 
 
 class AccessToken(Answer):

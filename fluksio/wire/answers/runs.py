@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from fluksio.api.answers.base import Answer
-from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.wire.answers.base import Answer
+from fluksio.wire.states import NodeState, RunState
 
 
 class ProvenanceBody(Answer):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from fluksio.api.answers.base import Answer
-from fluksio.api.answers.tokens import WorkerTokenBody
-from fluksio.api.answers.workers import ProvisionerBody, RefusedWorkerBody, WaitingBody, WorkerBody
-from fluksio.engine.runs.states import NodeState, RunState
+from fluksio.wire.answers.base import Answer
+from fluksio.wire.answers.tokens import WorkerTokenBody
+from fluksio.wire.answers.workers import ProvisionerBody, RefusedWorkerBody, WaitingBody, WorkerBody
+from fluksio.wire.states import NodeState, RunState
 
 __all__ = ["FEED_EVENTS"]
 

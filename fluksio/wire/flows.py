@@ -2,7 +2,7 @@
 
 ``worker`` and ``worker_policy`` are canonical; ``device`` and ``device_policy`` are
 accepted as aliases on input and never emitted. Every node's syntax is checked when the
-flow is saved (:func:`~fluksio.engine.runs.validation.check_flow`); its imports are not, since
+flow is saved (the engine's ``check_flow``); its imports are not, since
 a node bound to a worker may import what only that machine has.
 """
 
@@ -21,8 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from fluksio.agent.outcome import ErrorKind
-from fluksio.engine.models import Label
+from fluksio.wire.requests import Label
 
 __all__ = [
     "ITEMS_FROM_MAX",
@@ -36,9 +35,6 @@ __all__ = [
     "RetryPolicy",
     "RunRequest",
     "SecretRequest",
-    "failure_kind",
-    "find_cycle",
-    "most_attempts",
 ]
 
 ITEMS_MAX = 10_000_000
@@ -94,35 +90,6 @@ class RetryPolicy(BaseModel):
     def wait_before(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1 for the first)."""
         return min(self.backoff_s * self.factor ** (retry - 1), self.max_backoff_s)
-
-
-def failure_kind(error_type: str | None) -> RetryKind | None:
-    """How a call's error counts for ``retry``: None for what is never retried (a cancel,
-    a skip, a refused secret, the engine's own trouble, a record too large)."""
-    if error_type == ErrorKind.NODE_TIMEOUT:
-        return "NodeTimeout"
-    if error_type == ErrorKind.NODE_LIMIT:
-        return "NodeLimit"
-    if error_type == ErrorKind.WORKER_GONE:
-        return "WorkerGone"
-    if error_type not in _NOT_THE_NODES:
-        return "NodeError"
-    return None
-
-
-_NOT_THE_NODES = frozenset(
-    {
-        ErrorKind.NOT_TAKEN,
-        ErrorKind.NODE_CANCELLED,
-        ErrorKind.SECRET_DENIED,
-        ErrorKind.ENGINE_ERROR,
-        ErrorKind.ENGINE_RESTARTED,
-        ErrorKind.SKIPPED,
-        ErrorKind.FRAME_TOO_LARGE,
-        ErrorKind.RESULT_TOO_LARGE,
-    }
-)
-"""Error types the engine or agent gives that are no failure of the node's own code."""
 
 
 class NodeSpec(BaseModel):
@@ -272,38 +239,3 @@ class SecretRequest(BaseModel):
 
     value: Annotated[str, StringConstraints(min_length=1, max_length=65536)]
     labels: list[Label] = Field(default_factory=list, max_length=32)
-
-
-def most_attempts(flow: dict[str, Any]) -> dict[str, int]:
-    """How many attempts each node of a stored flow may have (only those with more than
-    one): read from the stored JSON without validating the whole flow again."""
-    found = {}
-    for node in flow.get("nodes", []):
-        retry = node.get("retry")
-        times = retry["times"] if retry else node.get("retries", 0)
-        if times:
-            found[node["id"]] = times + 1
-    return found
-
-
-def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
-    """A dependency cycle as a list of node ids (first repeated at the end), or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for dependency in edges.get(node, []):
-            if state.get(dependency) == 1:
-                return [*path[path.index(dependency) :], dependency]
-            if dependency not in state and (found := visit(dependency)) is not None:
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in edges:
-        if node not in state and (found := visit(node)) is not None:
-            return found
-    return None
