@@ -26,6 +26,7 @@ import pytest
 
 from fluksio.client import CannotSend, Client, RemoteError, local
 from fluksio.client.executor import RemoteExecutor
+from fluksio.wire.flows import RetryPolicy
 
 pytestmark = pytest.mark.process
 
@@ -47,6 +48,15 @@ def fails_on_three(x: int) -> int:
     if x == 3:
         raise ValueError(f"bad item {x}")
     return x
+
+
+def fails_first(marker: str) -> str:
+    import os  # noqa: PLC0415
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("first try")
+    return "again"
 
 
 def root_of(x: float) -> float:
@@ -274,6 +284,23 @@ def test_a_closure_is_refused_at_submit(gpu: RemoteExecutor) -> None:
 def test_imports_named_travel_with_the_function(client: Client) -> None:
     with client.executor(worker="gpu", imports=["from math import sqrt"]) as executor:
         assert executor.submit(root_of, 81.0).result(timeout=60) == 9.0
+
+
+def test_retry_runs_a_failed_call_again_as_a_node_would(client: Client, tmp_path: Path) -> None:
+    once = RetryPolicy(on=["NodeError"], times=1, backoff_s=0)
+    with client.executor(worker="gpu", retry=once) as retrying:
+        assert retrying.submit(fails_first, str(tmp_path / "a")).result(timeout=60) == "again"
+    with client.executor(worker="gpu") as plain, pytest.raises(RemoteError, match="first try"):
+        plain.submit(fails_first, str(tmp_path / "b")).result(timeout=60)
+
+
+def test_a_setting_no_node_may_have_is_refused_when_the_executor_is_made(client: Client) -> None:
+    with pytest.raises(ValueError, match=r"^retry\.on\.0: Input should be 'NodeError'"):
+        client.executor(retry={"on": ["Sometimes"], "times": 1})
+    with pytest.raises(ValueError, match=r'^retry: .*give "retry" or "retries", not both'):
+        client.executor(retries=2, retry={"on": ["NodeError"], "times": 1})
+    with pytest.raises(ValueError, match=r"^limit: Input should be greater than 0"):
+        client.executor(limit=-1)
 
 
 def test_a_call_is_cancelled_on_the_engine(client: Client, gpu: RemoteExecutor) -> None:

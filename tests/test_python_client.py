@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from pydantic import ValidationError
 
 from fluksio.client import Client, ClientError, EngineRefused, ReceivedEvent
+from fluksio.wire.flows import NodeSpec, RetryPolicy
 from tests.support.certs import CertificateAuthority
 from tests.support.client import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.engine import EngineProcess, free_port, start_engine
@@ -59,6 +61,18 @@ def test_a_script_runs_a_flow_and_reads_its_result_and_output(client: Client) ->
     assert (run.state, run.nodes[0].result) == ("succeeded", 42)
     assert client.logs(run.id).lines == ["adding 2 and 40"]
     assert started.id in [summary.id for summary in client.runs(flow="add")]
+
+
+def test_a_flow_of_typed_nodes_is_checked_as_it_is_written_and_runs(client: Client) -> None:
+    bad = {"id": "add", "code": PRINTS_AND_ADDS, "retry": {"on": ["Sometimes"], "times": 1}}
+    with pytest.raises(ValidationError, match=r"retry\.on\.0"):
+        NodeSpec.model_validate(bad)
+    node = NodeSpec(id="add", code=PRINTS_AND_ADDS, retry=RetryPolicy(on=["NodeError"], times=2))
+    saved = client.put_flow("typed", [node])
+    # One shape from the script to the store: the engine keeps the node the model made.
+    assert saved.nodes == [node.model_dump(mode="json")]
+    run = client.wait_run(client.start_run("typed", {"a": 1, "b": 2}).id, timeout=60)
+    assert (run.state, run.nodes[0].result) == ("succeeded", 3)
 
 
 def test_credentials_come_from_the_environment(

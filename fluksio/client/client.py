@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -25,8 +25,10 @@ from fluksio.client.operations import (
     FeedPosition,
     Operations,
     api_url,
+    checked_node_settings,
     credentials,
     login_form,
+    node_json,
     ride_over_from_environment,
     run_end,
 )
@@ -36,6 +38,7 @@ from fluksio.wire.answers.runs import RunBody
 
 if TYPE_CHECKING:
     from fluksio.client.executor import RemoteExecutor
+    from fluksio.wire.flows import RetryPolicy
 
 __all__ = ["Client"]
 
@@ -176,13 +179,17 @@ class Client(Operations, Blocking):
         limit: float | None = None,
         timeout: float = 0.0,
         retries: int = 0,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
         imports: Sequence[str] = (),
     ) -> RemoteExecutor:
         """A ``concurrent.futures.Executor`` whose calls run as nodes placed as given:
         ``worker`` (a label) with ``policy``, ``resources`` (``cpus``, ``gpus``,
         ``ram_mb``), ``limit`` (seconds it may run), ``timeout`` (seconds it may stay
-        silent), ``retries`` (after a lost worker); ``imports``: modules the functions use,
-        as ``"numpy as np"`` or ``"from math import sqrt"``. See docs/python.md."""
+        silent), ``retry`` (which failures run a call again, how often, after what wait:
+        a :class:`~fluksio.wire.flows.RetryPolicy` or its dict) or ``retries`` (after a
+        lost worker only); ``imports``: modules the functions use, as ``"numpy as np"``
+        or ``"from math import sqrt"``. A setting a node may not have is a ``ValueError``
+        naming it, here rather than at the first call. See docs/python.md."""
         node: dict[str, Any] = {"worker_policy": policy, "retries": retries}
         if worker is not None:
             node["worker"] = worker
@@ -192,6 +199,9 @@ class Client(Operations, Blocking):
             node["limit"] = limit
         if timeout:
             node["timeout"] = timeout
+        if retry is not None:
+            node["retry"] = retry if isinstance(retry, Mapping) else node_json(retry)
+        checked_node_settings(node)
         # Loaded when first asked for: a command that only reads answers need not pay for
         # reading functions' source (ast, inspect) and futures.
         executor: type[RemoteExecutor] = importlib.import_module(

@@ -9,11 +9,14 @@ type check on the other, and an answer of another version is one sentence.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 import urllib.parse
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fluksio.client.errors import ClientError, EngineRefused, Unreachable
 from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
@@ -33,6 +36,11 @@ from fluksio.wire.answers.tokens import (
 from fluksio.wire.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody
 from fluksio.wire.states import TERMINAL_RUN_STATES
 
+if TYPE_CHECKING:  # its models are built on first use: a command that sends none saves it
+    from pydantic import BaseModel
+
+    from fluksio.wire.flows import NodeSpec
+
 __all__ = [
     "RIDE_OVER_S",
     "Absence",
@@ -40,9 +48,11 @@ __all__ = [
     "FeedPosition",
     "Operations",
     "api_url",
+    "checked_node_settings",
     "credentials",
     "is_absence",
     "login_form",
+    "node_json",
     "ride_over_from_environment",
     "run_end",
 ]
@@ -100,6 +110,29 @@ class Absence:
         return min(pause, self._since + self.ride_over_s - now)
 
 
+def node_json(node: BaseModel | Mapping[str, object]) -> dict[str, object]:
+    """A node (or a part of one) as the engine reads it: a model with only the fields it
+    was given."""
+    if isinstance(node, Mapping):
+        return dict(node)
+    dumped: dict[str, object] = node.model_dump(mode="json", exclude_unset=True)
+    return dumped
+
+
+def checked_node_settings(settings: Mapping[str, object]) -> None:
+    """The settings every node of an executor shares, checked as the engine will check
+    them: a ``ValueError`` naming the first one it would refuse."""
+    from pydantic import ValidationError  # noqa: PLC0415 - only for the executor
+
+    from fluksio.validation import one_sentence  # noqa: PLC0415
+    from fluksio.wire.flows import NodeSpec  # noqa: PLC0415 - its models built on first use
+
+    try:
+        NodeSpec.model_validate_json(json.dumps({"id": "call", "code": "pass", **settings}))
+    except ValidationError as refused:
+        raise ValueError(one_sentence(refused, whole="executor")) from None
+
+
 class Operations:
     """The methods of :class:`~fluksio.client.client.Client` and of
     :class:`~fluksio.client.async_client.AsyncClient` that are one request each (on the
@@ -115,12 +148,14 @@ class Operations:
 
     @Operation
     def put_flow(
-        name: str, nodes: list[dict[str, object]], *, transient: bool = False
+        name: str, nodes: Sequence[NodeSpec | Mapping[str, object]], *, transient: bool = False
     ) -> Request[FlowBody]:
-        """Create or replace flow ``name`` (each node a dict as ``PUT /flows/{name}`` takes);
-        ``transient``: the retention deletes it once no kept run is of it."""
+        """Create or replace flow ``name``: each node a :class:`~fluksio.wire.flows.NodeSpec`
+        (checked as it is made), or a dict as ``PUT /flows/{name}`` takes; ``transient``:
+        the retention deletes it once no kept run is of it."""
         query = {"transient": "true"} if transient else {}
-        return json_request(FlowBody, "PUT", f"/flows/{name}", {"nodes": nodes}, **query)
+        sent = [node_json(node) for node in nodes]
+        return json_request(FlowBody, "PUT", f"/flows/{name}", {"nodes": sent}, **query)
 
     @Operation
     def flow(name: str) -> Request[FlowBody]:
