@@ -161,7 +161,7 @@ def wire_may_import(name: str) -> bool:
 
 
 def views_reader_may_import(name: str) -> bool:
-    """The routes and the live feed read the engine's frozen views (``engine/views.py``),
+    """The routes and the live feed read the answers the engine builds (``engine/views.py``),
     never the scheduler's or the provisioners' own types."""
     return not (within(name, "fluksio.scheduler") or within(name, "fluksio.provisioners"))
 

@@ -19,12 +19,6 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from fluksio.api.routes.workers import (
-    provisioner_bodies,
-    refused_body,
-    waiting_bodies,
-    worker_body,
-)
 from fluksio.clock import Clock, Timer
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.runs.rows import NodeRow, RunRow
@@ -39,7 +33,7 @@ from fluksio.engine.stream import (
     WorkerChanged,
     WorkerRefused,
 )
-from fluksio.engine.views import EngineViews
+from fluksio.engine.views import EngineViews, refused_body
 
 __all__ = ["LiveEvents"]
 
@@ -194,7 +188,7 @@ class LiveEvents:
         for worker_id in dirty:
             worker = self._engine_views.worker(worker_id)
             if worker is not None:
-                body = worker_body(worker).model_dump(mode="json")
+                body = worker.model_dump(mode="json")
                 shown = self._announced.get(worker_id)
                 if shown != body:
                     kind = "worker.changed" if shown is not None else "worker.attached"
@@ -219,15 +213,11 @@ class LiveEvents:
     def _view_bodies(self) -> dict[str, Any]:
         return {
             "queue": {
-                "queued": [
-                    body.model_dump(mode="json")
-                    for body in waiting_bodies(self._engine_views.waiting())
-                ]
+                "queued": [body.model_dump(mode="json") for body in self._engine_views.waiting()]
             },
             "provisioning": {
                 "provisioners": [
-                    body.model_dump(mode="json")
-                    for body in provisioner_bodies(self._engine_views.profiles())
+                    body.model_dump(mode="json") for body in self._engine_views.provisioners()
                 ]
             },
         }

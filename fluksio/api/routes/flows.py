@@ -8,7 +8,6 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, run_body
-from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.items import ItemSource
 from fluksio.engine.runs.store import FlowRecord
@@ -16,6 +15,7 @@ from fluksio.engine.runs.validation import check_flow, flow_warnings
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
 from fluksio.wire.answers.resources import Deleted
 from fluksio.wire.flows import FlowSpec, RunRequest
+from fluksio.wire.times import utc
 
 __all__ = ["routes"]
 

@@ -13,13 +13,13 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
-from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.metrics import CONTENT_TYPE
 from fluksio.engine.scrape_tokens import ScrapeTokenRecord
 from fluksio.wire.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.wire.requests import ScrapeTokenRequest
+from fluksio.wire.times import utc
 
 __all__ = ["MintedScrapeToken", "ScrapeTokenBody", "routes"]
 

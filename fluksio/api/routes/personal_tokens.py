@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
-from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.personal_tokens import PersonalTokenRecord
 from fluksio.wire.answers.tokens import MintedPersonalToken, PersonalTokenBody
 from fluksio.wire.requests import PersonalTokenRequest
+from fluksio.wire.times import utc
 
 __all__ = ["routes"]
 

@@ -12,7 +12,6 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.api.timefmt import utc
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.machine_retry import most_attempts
 from fluksio.engine.runs.rows import NodeRow
@@ -20,6 +19,7 @@ from fluksio.engine.runs.views import RunView
 from fluksio.wire.answers.resources import Deleted
 from fluksio.wire.answers.runs import ArrayBody, NodeBody, ProvenanceBody, RunBody, RunSummary
 from fluksio.wire.states import RunState
+from fluksio.wire.times import utc
 
 __all__ = [
     "MAX_WAIT_S",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Call, Routes
-from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.secrets import SecretInfo
 from fluksio.wire.answers.resources import Deleted, SecretBody
 from fluksio.wire.flows import SecretRequest
+from fluksio.wire.times import utc
 
 __all__ = ["routes"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes, View
-from fluksio.api.timefmt import utc
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.stream import TokenMinted, TokenRevoked
 from fluksio.engine.worker_tokens import WorkerTokenRecord
 from fluksio.wire.answers.tokens import MintedToken, OwnToken, WorkerTokenBody
 from fluksio.wire.requests import WorkerTokenRequest
+from fluksio.wire.times import utc
 
 __all__ = ["routes"]
 
