@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from fluksio.agent.frames import RunFrame, RunRef, encode
-from fluksio.api.routes.runs import run_body
+from fluksio.engine.runs.answers import run_body
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.views import NodeView, RunView
 from fluksio.engine.workers.protocol import parse_worker_frame

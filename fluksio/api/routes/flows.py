@@ -8,9 +8,9 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, run_body
+from fluksio.engine.answers import flow_body
 from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.items import ItemSource
-from fluksio.engine.runs.store import FlowRecord
 from fluksio.engine.runs.validation import check_flow, flow_warnings
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
 from fluksio.wire.answers.resources import Deleted
@@ -20,16 +20,6 @@ from fluksio.wire.times import utc
 __all__ = ["routes"]
 
 routes = Routes()
-
-
-def _view(record: FlowRecord) -> FlowBody:
-    return FlowBody(
-        name=record.name,
-        nodes=record.spec["nodes"],
-        created_at=utc(record.created_at),
-        updated_at=utc(record.updated_at),
-        transient=record.transient,
-    )
 
 
 @routes.get("/flows", summary="Every flow", auth="user", answer=FlowSummary, many=True)
@@ -71,7 +61,9 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     provisioning = call.app[ENGINE].dispatcher.provisioning
     profiles = provisioning.scheduler_profiles() if provisioning is not None else []
     margin = call.app[ENGINE].settings.walltime_margin_s
-    view = _view(record).model_copy(update={"warnings": flow_warnings(call.body, profiles, margin)})
+    view = flow_body(record).model_copy(
+        update={"warnings": flow_warnings(call.body, profiles, margin)}
+    )
     return Answered(view, 201) if created else view
 
 
@@ -81,7 +73,7 @@ async def _get(call: Call[None]) -> FlowBody:
     record = call.app[ENGINE].flows.get(name)
     if record is None:
         raise NotFound(f"no flow named {name!r}")
-    return _view(record)
+    return flow_body(record)
 
 
 @routes.delete(

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.api.routes.runs import RunBody, call_fields, number, run_body
+from fluksio.api.routes.runs import RunBody, number
 from fluksio.engine.errors import InvalidInput, NotFound
+from fluksio.engine.runs.answers import item_body, run_body
 from fluksio.engine.runs.items import unstarted
-from fluksio.engine.runs.rows import NodeRow
-from fluksio.wire.answers.runs import ItemBody, ItemsPage
+from fluksio.wire.answers.runs import ItemsPage
 from fluksio.wire.flows import ItemsCancelRequest
 from fluksio.wire.states import NodeState
 
@@ -23,10 +23,6 @@ __all__ = ["MAX_PAGE", "routes"]
 routes = Routes()
 MAX_PAGE = 10_000
 """Items in one page, at most."""
-
-
-def item_body(row: NodeRow) -> ItemBody:
-    return ItemBody(item=int(row.item or 0), **call_fields(row))
 
 
 @routes.post(

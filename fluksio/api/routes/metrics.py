@@ -13,30 +13,18 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
+from fluksio.engine.answers import scrape_token_body
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.metrics import CONTENT_TYPE
-from fluksio.engine.scrape_tokens import ScrapeTokenRecord
 from fluksio.wire.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.wire.requests import ScrapeTokenRequest
-from fluksio.wire.times import utc
 
 __all__ = ["MintedScrapeToken", "ScrapeTokenBody", "routes"]
 
 log = get_logger(__name__)
 routes = Routes()
 outside_api = Routes(prefix="")
-
-
-def _body(record: ScrapeTokenRecord) -> ScrapeTokenBody:
-    return ScrapeTokenBody(
-        id=record.id,
-        name=record.name,
-        status=record.status,
-        created_at=utc(record.created_at),
-        created_by=record.created_by,
-        revoked_at=utc(record.revoked_at),
-    )
 
 
 @outside_api.get(
@@ -64,7 +52,7 @@ async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
     minted_by = call.superuser.username
     token, record = call.app[ENGINE].scrape_tokens.mint(call.body.name, created_by=minted_by)
     log.info("scrape_token.minted", id=record.id, name=record.name)
-    return MintedScrapeToken(token=token, **_body(record).model_dump())
+    return MintedScrapeToken(token=token, **scrape_token_body(record).model_dump())
 
 
 @routes.get(
@@ -75,7 +63,7 @@ async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
     many=True,
 )
 async def _list(call: Call[None]) -> list[ScrapeTokenBody]:
-    return [_body(record) for record in call.app[ENGINE].scrape_tokens.list()]
+    return [scrape_token_body(record) for record in call.app[ENGINE].scrape_tokens.list()]
 
 
 @routes.post(
@@ -91,4 +79,4 @@ async def _revoke(call: Call[None]) -> ScrapeTokenBody:
     if record is None:
         raise NotFound(f"no scrape token with id {token_id!r}")
     log.info("scrape_token.revoked", id=record.id, name=record.name)
-    return _body(record)
+    return scrape_token_body(record)

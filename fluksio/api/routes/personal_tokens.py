@@ -10,28 +10,16 @@ from __future__ import annotations
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
+from fluksio.engine.answers import personal_token_body
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
-from fluksio.engine.personal_tokens import PersonalTokenRecord
 from fluksio.wire.answers.tokens import MintedPersonalToken, PersonalTokenBody
 from fluksio.wire.requests import PersonalTokenRequest
-from fluksio.wire.times import utc
 
 __all__ = ["routes"]
 
 log = get_logger(__name__)
 routes = Routes()
-
-
-def _body(record: PersonalTokenRecord, now: float) -> PersonalTokenBody:
-    return PersonalTokenBody(
-        id=record.id,
-        name=record.name,
-        status=record.status(now),
-        created_at=utc(record.created_at),
-        expires_at=utc(record.expires_at),
-        revoked_at=utc(record.revoked_at),
-    )
 
 
 @routes.post(
@@ -48,7 +36,7 @@ async def _mint(call: Call[PersonalTokenRequest]) -> MintedPersonalToken:
     user = call.user
     token, record = engine.personal_tokens.mint(user.username, call.body.name, call.body.days)
     log.info("personal_token.minted", id=record.id, name=record.name, user=user.username)
-    body = _body(record, engine.clock.now())
+    body = personal_token_body(record, engine.clock.now())
     return MintedPersonalToken(token=token, **body.model_dump())
 
 
@@ -62,7 +50,7 @@ async def _mint(call: Call[PersonalTokenRequest]) -> MintedPersonalToken:
 async def _list(call: Call[None]) -> list[PersonalTokenBody]:
     engine = call.app[ENGINE]
     now = engine.clock.now()
-    return [_body(r, now) for r in engine.personal_tokens.of(call.user.username)]
+    return [personal_token_body(r, now) for r in engine.personal_tokens.of(call.user.username)]
 
 
 @routes.post(
@@ -81,4 +69,4 @@ async def _revoke(call: Call[None]) -> PersonalTokenBody:
         raise NotFound(f"no personal token of yours with id {token_id!r}")
     record = engine.personal_tokens.revoke(token_id) or found
     log.info("personal_token.revoked", id=record.id, name=record.name, user=record.username)
-    return _body(record, engine.clock.now())
+    return personal_token_body(record, engine.clock.now())

@@ -5,25 +5,15 @@ from __future__ import annotations
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Call, Routes
+from fluksio.engine.answers import secret_body
 from fluksio.engine.errors import NotFound
-from fluksio.engine.secrets import SecretInfo
 from fluksio.wire.answers.resources import Deleted, SecretBody
 from fluksio.wire.flows import SecretRequest
-from fluksio.wire.times import utc
 
 __all__ = ["routes"]
 
 
 routes = Routes()
-
-
-def _view(info: SecretInfo) -> SecretBody:
-    return SecretBody(
-        name=info.name,
-        labels=list(info.labels),
-        created_at=utc(info.created_at),
-        updated_at=utc(info.updated_at),
-    )
 
 
 @routes.put(
@@ -36,7 +26,7 @@ def _view(info: SecretInfo) -> SecretBody:
 )
 async def _put(call: Call[SecretRequest]) -> SecretBody:
     name = path_name(call.request)
-    return _view(call.app[ENGINE].secrets.put(name, call.body.value, call.body.labels))
+    return secret_body(call.app[ENGINE].secrets.put(name, call.body.value, call.body.labels))
 
 
 @routes.get(
@@ -47,7 +37,7 @@ async def _put(call: Call[SecretRequest]) -> SecretBody:
     many=True,
 )
 async def _list(call: Call[None]) -> list[SecretBody]:
-    return [_view(info) for info in call.app[ENGINE].secrets.list()]
+    return [secret_body(info) for info in call.app[ENGINE].secrets.list()]
 
 
 @routes.delete(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes, View
+from fluksio.engine.answers import worker_token_body, worker_token_fields
 from fluksio.engine.errors import NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.stream import TokenMinted, TokenRevoked
-from fluksio.engine.worker_tokens import WorkerTokenRecord
 from fluksio.wire.answers.tokens import MintedToken, OwnToken, WorkerTokenBody
 from fluksio.wire.requests import WorkerTokenRequest
 from fluksio.wire.times import utc
@@ -22,24 +22,6 @@ __all__ = ["routes"]
 
 log = get_logger(__name__)
 routes = Routes()
-
-
-def _fields(record: WorkerTokenRecord, now: float) -> dict[str, object]:
-    return {
-        "jti": record.jti,
-        "name": record.name,
-        "labels": list(record.labels),
-        "status": record.status(now),
-        "created_at": utc(record.created_at),
-        "created_by": record.created_by,
-        "expires_at": utc(record.expires_at),
-        "revoked_at": utc(record.revoked_at),
-        "revoked_reason": record.revoked_reason,
-    }
-
-
-def _describe(record: WorkerTokenRecord, now: float) -> WorkerTokenBody:
-    return WorkerTokenBody.model_validate(_fields(record, now))
 
 
 @routes.post(
@@ -57,7 +39,7 @@ async def _mint(call: Call[WorkerTokenRequest]) -> MintedToken:
         body.name, tuple(body.labels), created_by=call.superuser.username
     )
     log.info("worker_token.minted", jti=minted.record.jti, name=body.name, labels=body.labels)
-    fields = _fields(minted.record, call.app[ENGINE].clock.now())
+    fields = worker_token_fields(minted.record, call.app[ENGINE].clock.now())
     answer = MintedToken.model_validate({"token": minted.token, **fields})
     shown = WorkerTokenBody.model_validate(fields).model_dump(mode="json")
     call.app[ENGINE].stream.emit(TokenMinted(shown))
@@ -75,7 +57,7 @@ async def _mint(call: Call[WorkerTokenRequest]) -> MintedToken:
 async def _list(call: Call[None]) -> View:
     now = call.app[ENGINE].clock.now()
     records = call.app[ENGINE].worker_tokens.list()
-    return View(lambda: [_describe(r, now) for r in records])
+    return View(lambda: [worker_token_body(r, now) for r in records])
 
 
 @routes.get(
@@ -107,7 +89,7 @@ async def _revoke(call: Call[None]) -> WorkerTokenBody:
     if record is None:
         raise NotFound(f"no worker token with jti {jti!r}")
     log.info("worker_token.revoked", jti=jti, name=record.name)
-    described = _describe(record, call.app[ENGINE].clock.now())
+    described = worker_token_body(record, call.app[ENGINE].clock.now())
     call.app[ENGINE].stream.emit(TokenRevoked(described.model_dump(mode="json")))
     for session in call.app[ENGINE].workers.with_jti(jti):
         await session.close("the worker token was revoked")
