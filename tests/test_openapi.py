@@ -4,6 +4,8 @@ schemas are the ones the engine's real answers have."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from pathlib import Path
 from typing import Any, get_args
 
@@ -236,6 +238,20 @@ def test_a_route_without_a_description_is_an_error_naming_it(tmp_path: Path) -> 
     app.router.add_get("/api/v1/secret-door", undocumented)
     with pytest.raises(LookupError, match="GET /api/v1/secret-door"):
         openapi_document(app)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+"""The API as published: a change to it is a change to this file, made on purpose."""
+
+
+def test_the_document_is_the_one_recorded_in_docs(tmp_path: Path) -> None:
+    app = create_app(EngineSettings(data_dir=tmp_path / "data"))
+    made = json.dumps(openapi_document(app), indent=1) + "\n"
+    if os.environ.get("FLUKSIO_RECORD_OPENAPI") == "1":
+        RECORDED.write_text(made)
+    assert made == RECORDED.read_text(), (
+        "the API changed: if on purpose, record it with FLUKSIO_RECORD_OPENAPI=1"
+    )
 
 
 def test_the_wait_kinds_in_the_answers_are_the_schedulers() -> None:
