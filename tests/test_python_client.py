@@ -75,6 +75,16 @@ def test_a_flow_of_typed_nodes_is_checked_as_it_is_written_and_runs(client: Clie
     assert (run.state, run.nodes[0].result) == ("succeeded", 3)
 
 
+def test_a_superusers_script_keeps_secrets_whose_values_never_come_back(client: Client) -> None:
+    stored = client.put_secret("db-password", "hunter2-but-longer", ["gpu"])
+    assert (stored.name, stored.labels) == ("db-password", ["gpu"])
+    listed = {secret.name: secret for secret in client.secrets()}
+    assert "db-password" in listed
+    assert "hunter2" not in listed["db-password"].model_dump_json()
+    assert client.delete_secret("db-password").deleted == "db-password"
+    assert "db-password" not in {secret.name for secret in client.secrets()}
+
+
 def test_credentials_come_from_the_environment(
     engine: EngineProcess, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

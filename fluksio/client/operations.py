@@ -22,7 +22,7 @@ from fluksio.client.errors import ClientError, EngineRefused, Unreachable
 from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
 from fluksio.client.sse import ReceivedEvent
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
-from fluksio.wire.answers.resources import ArtifactRef, Deleted, Health
+from fluksio.wire.answers.resources import ArtifactRef, Deleted, Health, SecretBody
 from fluksio.wire.answers.runs import ItemsPage, NodeLogs, RunBody, RunSummary
 from fluksio.wire.answers.tokens import (
     AccessToken,
@@ -308,6 +308,25 @@ class Operations:
     def revoke_personal_token(token_id: str) -> Request[PersonalTokenBody]:
         """Revoke one of your tokens: refused from its next request on."""
         return json_request(PersonalTokenBody, "POST", f"/tokens/{token_id}/revoke")
+
+    # -- secrets ---------------------------------------------------------------------------
+
+    @Operation
+    def put_secret(name: str, value: str, labels: list[str]) -> Request[SecretBody]:
+        """Create or replace secret ``name`` (a superuser's): a node's
+        ``{"$secret": name}`` is given its value only on the engine or on a worker whose
+        signed labels include one of ``labels``. Its value never comes back."""
+        body = {"value": value, "labels": labels}
+        return json_request(SecretBody, "PUT", f"/secrets/{name}", body)
+
+    @Operation
+    def secrets() -> Request[list[SecretBody]]:
+        """Every secret's name and labels (never a value)."""
+        return json_request(list[SecretBody], "GET", "/secrets")
+
+    @Operation
+    def delete_secret(name: str) -> Request[Deleted]:
+        return json_request(Deleted, "DELETE", f"/secrets/{name}")
 
     # -- metrics ---------------------------------------------------------------------------
 

@@ -46,6 +46,9 @@ class Request(Generic[Answer]):
     content_type: str | None = None
     large: bool = False
     """An artifact's bytes: bounded as those are, not as an answer (``Bounds``)."""
+    shape: Any = None
+    """The model its answer is read with (None: not JSON): what the route's declaration
+    must name too (``tests/test_client_covers_the_api.py``)."""
 
 
 def json_request(
@@ -71,7 +74,8 @@ def json_request(
                 f" ({problems} problem(s)): are the engine and this client the same version?"
             ) from None
 
-    return Request(method, with_query(path, query), decode, data, JSON if data else None)
+    target = with_query(path, query)
+    return Request(method, target, decode, data, JSON if data else None, shape=shape)
 
 
 def bytes_checked(digest: str) -> Callable[[bytes], bytes]:
