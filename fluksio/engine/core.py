@@ -39,7 +39,6 @@ from fluksio.engine.provisioning import (
 )
 from fluksio.engine.runs.items import ArrayItems, ItemSource, ItemStore
 from fluksio.engine.runs.local import LocalExecutor, engine_place
-from fluksio.engine.runs.retention import keep_pruning
 from fluksio.engine.runs.store import FlowStore, RunStore
 from fluksio.engine.scrape_tokens import ScrapeTokenStore
 from fluksio.engine.secrets import SecretStore
@@ -125,7 +124,8 @@ class Engine:
             await self._opened.enter_async_context(self._core())
             self._run_in_background(self._watch_workers)
             if self.settings.keep_runs_s:
-                self._run_in_background(self._prune_old_runs)
+                keep_s, every_s = self.settings.keep_runs_s, self.settings.prune_every_s
+                self.dispatcher.keep_runs_for(keep_s, every_s, self.artifacts)
         except BaseException:
             await self._opened.aclose()
             raise
@@ -243,16 +243,4 @@ class Engine:
             self.settings,
             self.dispatcher,
             clock=self.clock,
-        )
-
-    async def _prune_old_runs(self) -> None:
-        """Ended runs past the retention age deleted in the background."""
-        await keep_pruning(
-            self.runs,
-            self.artifacts,
-            self.dispatcher,
-            keep_s=self.settings.keep_runs_s,
-            every_s=self.settings.prune_every_s,
-            clock=self.clock,
-            flows=self.flows,
         )

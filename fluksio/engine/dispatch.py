@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
-from fluksio.clock import Clock
+from fluksio.clock import Clock, Timer
 from fluksio.engine.dispatch_adopt import WORKER_RETURN_S, Adoptions
 from fluksio.engine.dispatch_runs import RunRequests
 from fluksio.engine.dispatch_views import DispatcherViews
@@ -149,6 +149,7 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         self._closing = False
         self._stream = stream
         self._clock = clock
+        self._retention_due: Timer | None = None
         """The engine's one clock: rows keep its wall time, and workers report their batch
         job's end in it."""
         self.version = 0
@@ -194,6 +195,8 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         """The engine is going: nothing more starts, and how a call ends from now on is
         not recorded (its workers' sockets close first, failing their calls as gone)."""
         self._closing = True
+        if self._retention_due is not None:
+            self._retention_due.cancel()
 
     async def close(self) -> None:
         """Cancel pending machine requests, then stop what executes, recording nothing of

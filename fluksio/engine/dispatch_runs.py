@@ -1,11 +1,12 @@
 """The dispatcher's answers to what a client asks of runs: start, cancel, run again what
-failed, delete.
+failed, delete; and the retention, its own timer, that deletes ended runs by age.
 
 A mixin of :class:`~fluksio.engine.dispatch.Dispatcher`, which gives what it uses.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,12 +16,15 @@ from fluksio.engine.errors import Conflict, InvalidInput, NotFound
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.effects import Effect
 from fluksio.engine.runs.references import BadReference, Ref, find_results
+from fluksio.engine.runs.retention import prune_once
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.views import RunView
 from fluksio.wire.states import NodeState, RunState
 
 if TYPE_CHECKING:
-    from fluksio.engine.runs.store import FlowStore
+    from fluksio.clock import Clock, Timer
+    from fluksio.engine.artifacts import ArtifactStore
+    from fluksio.engine.runs.store import FlowStore, RunStore
 
 __all__ = ["RunRequests"]
 
@@ -29,6 +33,11 @@ log = get_logger("fluksio.engine.dispatch")
 
 class RunRequests(DispatcherViews):
     _flows: FlowStore
+    _runs_store: RunStore
+    _clock: Clock
+    _closing: bool
+    _tasks: set[asyncio.Task[None]]
+    _retention_due: Timer | None
 
     if TYPE_CHECKING:  # given by the class it is mixed into
 
@@ -161,3 +170,37 @@ class RunRequests(DispatcherViews):
                 if not self._machine.has(run_id):
                     settled[run_id, node_id] = node
         return settled
+
+    def keep_runs_for(self, keep_s: float, every_s: float, artifacts: ArtifactStore) -> None:
+        """Every ``every_s``, delete the runs that ended more than ``keep_s`` ago, the
+        transient flows none of the kept runs is of, and the artifacts nothing kept names
+        (:mod:`~fluksio.engine.runs.retention`); until the dispatcher closes."""
+
+        async def prune() -> None:
+            try:
+                await prune_once(
+                    self._runs_store,
+                    artifacts,
+                    self._flows,
+                    keep_s=keep_s,
+                    now=self._clock.now(),
+                    forget_runs=self.forget_runs,
+                    oldest_call_started=self.oldest_call_started,
+                )
+            except Exception:  # the next round tries again; the engine goes on
+                log.exception("runs.prune_failed")
+            finally:
+                arm()
+
+        def due() -> None:
+            self._retention_due = None
+            if not self._closing:
+                task = asyncio.get_running_loop().create_task(prune())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+        def arm() -> None:
+            if not self._closing:
+                self._retention_due = self._clock.call_later(every_s, due)
+
+        arm()

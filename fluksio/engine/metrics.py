@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.stream import (
+    ArtifactBytes,
     CommandRan,
     EngineStream,
     RequestAttached,
@@ -140,6 +141,7 @@ class EngineMetrics:
         events.subscribe(RequestFailed, self._failed)
         events.subscribe(RequestAttached, self._attached)
         events.subscribe(CommandRan, self._command_ran)
+        events.subscribe(ArtifactBytes, self._artifact_bytes)
         self.registry.register(_EngineState(registry, dispatcher, feed))
 
     def render(self) -> bytes:
@@ -174,6 +176,9 @@ class EngineMetrics:
         if found is None:
             found = self._children[key] = metric.labels(*labels)
         return found
+
+    def _artifact_bytes(self, event: ArtifactBytes) -> None:
+        self._child(self.artifact_bytes, event.direction).inc(event.size)
 
     def _submitted(self, event: RequestSubmitted) -> None:
         self.submissions.labels(event.provisioner, event.profile).inc()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.views import RunChange
@@ -37,6 +37,7 @@ from fluksio.provisioners.events import (
 
 __all__ = [
     "VIEWS_CHANGED",
+    "ArtifactBytes",
     "CallLogged",
     "CallProgressed",
     "CommandRan",
@@ -135,6 +136,14 @@ class TokenRevoked:
     token: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ArtifactBytes:
+    """Bytes of artifacts that went into the store (``in``) or out of it to a reader."""
+
+    direction: Literal["in", "out"]
+    size: int
+
+
 EngineEvent = (
     RunsWritten
     | CallProgressed
@@ -146,6 +155,7 @@ EngineEvent = (
     | WorkerRefused
     | TokenMinted
     | TokenRevoked
+    | ArtifactBytes
     | RequestSubmitted
     | RequestFailed
     | RequestAttached

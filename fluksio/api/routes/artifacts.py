@@ -24,6 +24,7 @@ from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
 from fluksio.engine.errors import InvalidInput, NotFound, StorageFull, TooLarge
 from fluksio.engine.logging import get_logger
+from fluksio.engine.stream import ArtifactBytes
 from fluksio.wire.answers.resources import ArtifactRef
 
 __all__ = ["routes"]
@@ -119,7 +120,7 @@ async def _put(call: Call[None]) -> ArtifactRef:
     except ArtifactError as error:
         raise InvalidInput(error.field, error.detail) from None
     log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
-    request.app[ENGINE].metrics.artifact_bytes.labels("in").inc(stored.size)
+    request.app[ENGINE].stream.emit(ArtifactBytes("in", stored.size))
     return ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
 
 
@@ -147,8 +148,13 @@ async def _get(call: Call[None]) -> web.StreamResponse:
         request.app[ENGINE].artifacts.refresh(found)  # a call saving it asks first (then names it)
     if any(tag.value == digest for tag in request.if_none_match or ()):
         return web.Response(status=304, headers={"ETag": f'"{digest}"', **_IMMUTABLE})
-    sent = request.app[ENGINE].metrics.artifact_bytes.labels("out").inc
-    response = _Artifact(found.path, digest, chunk_size=_CHUNK, on_sent=sent)
+    stream = request.app[ENGINE].stream
+    response = _Artifact(
+        found.path,
+        digest,
+        chunk_size=_CHUNK,
+        on_sent=lambda n: stream.emit(ArtifactBytes("out", n)),
+    )
     response.headers.update(_IMMUTABLE)
     response.content_type = "application/octet-stream"
     return response

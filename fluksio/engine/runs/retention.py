@@ -1,25 +1,25 @@
 """Ended runs older than the retention age are deleted, and the artifacts nobody needs.
 
-Every ``prune_every_s`` the engine deletes the runs that ended more than ``keep_runs_s``
-ago, :data:`BATCH` to a transaction and yielding to the event loop between them, so that
-calls are never held up by more than one small transaction. Once some went, the artifact
-store is swept: an object that no kept run or flow mentions (parameters, results,
-events), that is older than the retention age too, and older than every call in flight
-(one of those may have saved it without a result naming it yet), is removed. SQLite
-keeps the pages the deleted rows freed and writes new rows into them.
+Every ``prune_every_s`` the dispatcher (its own timer: what it forgets and what the store
+deletes go together) deletes the runs that ended more than ``keep_runs_s`` ago,
+:data:`BATCH` to a transaction and yielding to the event loop between them, so that calls
+are never held up by more than one small transaction. Once some went, the artifact store
+is swept: an object that no kept run or flow mentions (parameters, results, events), that
+is older than the retention age too, and older than every call in flight (one of those
+may have saved it without a result naming it yet), is removed. SQLite keeps the pages the
+deleted rows freed and writes new rows into them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 
-from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
-from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.store import FlowStore, RunStore
 
-__all__ = ["BATCH", "keep_pruning", "prune_once"]
+__all__ = ["BATCH", "prune_once"]
 
 log = get_logger(__name__)
 BATCH = 100
@@ -29,20 +29,20 @@ BATCH = 100
 async def prune_once(
     runs: RunStore,
     artifacts: ArtifactStore,
-    dispatcher: Dispatcher,
+    flows: FlowStore,
     *,
     keep_s: float,
-    clock: Clock,
-    flows: FlowStore,
+    now: float,
+    forget_runs: Callable[[Sequence[str]], None],
+    oldest_call_started: Callable[[float], float],
 ) -> None:
     """Delete what the retention age says is due now: ended runs, then the transient
     flows (the Python executor's) no kept run is of, then what no one refers to."""
-    now = clock.now()
     cutoff = now - keep_s
     deleted = 0
     while True:
         ids = runs.delete_ended_before(cutoff, BATCH)
-        dispatcher.forget_runs(ids)
+        forget_runs(ids)
         deleted += len(ids)
         if len(ids) < BATCH:
             break
@@ -50,7 +50,7 @@ async def prune_once(
     flows_deleted = flows.delete_transient_before(cutoff)
     if deleted or flows_deleted:
         referenced = runs.referenced_digests()
-        older_than = min(cutoff, dispatcher.oldest_call_started(default=now))
+        older_than = min(cutoff, oldest_call_started(now))
         loop = asyncio.get_running_loop()
         removed = await loop.run_in_executor(
             None, artifacts.remove_unreferenced, referenced, older_than
@@ -70,19 +70,3 @@ async def _one_turn() -> None:
     turn: asyncio.Future[None] = loop.create_future()
     loop.call_soon(turn.set_result, None)
     await turn
-
-
-async def keep_pruning(
-    runs: RunStore,
-    artifacts: ArtifactStore,
-    dispatcher: Dispatcher,
-    *,
-    keep_s: float,
-    every_s: float,
-    clock: Clock,
-    flows: FlowStore,
-) -> None:
-    """Prune every ``every_s`` seconds, for ever (a task the app cancels at shutdown)."""
-    while True:
-        await clock.sleep(every_s)
-        await prune_once(runs, artifacts, dispatcher, keep_s=keep_s, clock=clock, flows=flows)
