@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.agent.frames import AnswerFrame, ErrorRecord, encode
+from fluksio.agent.outcome import ErrorKind
 from fluksio.cli.runs import render_run
+from fluksio.engine.runs.machine_retry import failure_kind
 from fluksio.wire.answers.runs import RunBody
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
@@ -289,3 +291,17 @@ async def test_a_retried_failure_shows_no_secret_while_it_waits(
     assert shown["error"]["message"] == "bad token [redacted]"
     assert shown["events"][0]["outputs"]["after"] == "ValueError: bad token [redacted]"
     assert "hunter2" not in str(shown)
+
+
+def test_only_the_kinds_named_as_the_nodes_failures_are_retried_a_new_kind_is_not() -> None:
+    # Before, a deny-list: any kind the engine gave that nobody had listed (a new one) was
+    # retried as a NodeError, re-running a node for the engine's own trouble.
+    retried = {kind: failure_kind(kind) for kind in ErrorKind if failure_kind(kind)}
+    assert retried == {
+        ErrorKind.NODE_TIMEOUT: "NodeTimeout",
+        ErrorKind.NODE_LIMIT: "NodeLimit",
+        ErrorKind.WORKER_GONE: "WorkerGone",
+        ErrorKind.REMOTE_ERROR: "NodeError",
+    }
+    assert failure_kind("ValueError") == "NodeError"  # the node's own exception
+    assert failure_kind(ErrorKind.ITEMS_FAILED) is None  # an array's items retry one by one

@@ -90,32 +90,25 @@ class RetryMoves(MachineRules):
 
 
 def failure_kind(error_type: str | None) -> RetryKind | None:
-    """How a call's error counts for ``retry``: None for what is never retried (a cancel,
-    a skip, a refused secret, the engine's own trouble, a record too large)."""
-    if error_type == ErrorKind.NODE_TIMEOUT:
-        return "NodeTimeout"
-    if error_type == ErrorKind.NODE_LIMIT:
-        return "NodeLimit"
-    if error_type == ErrorKind.WORKER_GONE:
-        return "WorkerGone"
-    if error_type not in _NOT_THE_NODES:
-        return "NodeError"
-    return None
+    """How a call's error counts for ``retry``: a kind the engine or agent gives counts
+    only as listed in :data:`_RETRIED_AS` (a new kind is never retried until it is listed
+    there); any other type is the node's own exception's name, a ``NodeError``."""
+    if error_type in _RETRIED_AS:
+        return _RETRIED_AS[error_type]
+    if error_type in _GIVEN_KINDS:
+        return None  # a cancel, a skip, a refused secret, the engine's own trouble, ...
+    return "NodeError"
 
 
-_NOT_THE_NODES = frozenset(
-    {
-        ErrorKind.NOT_TAKEN,
-        ErrorKind.NODE_CANCELLED,
-        ErrorKind.SECRET_DENIED,
-        ErrorKind.ENGINE_ERROR,
-        ErrorKind.ENGINE_RESTARTED,
-        ErrorKind.SKIPPED,
-        ErrorKind.FRAME_TOO_LARGE,
-        ErrorKind.RESULT_TOO_LARGE,
-    }
-)
-"""Error types the engine or agent gives that are no failure of the node's own code."""
+_RETRIED_AS: dict[str | None, RetryKind] = {
+    ErrorKind.NODE_TIMEOUT: "NodeTimeout",
+    ErrorKind.NODE_LIMIT: "NodeLimit",
+    ErrorKind.WORKER_GONE: "WorkerGone",
+    ErrorKind.REMOTE_ERROR: "NodeError",  # its process died: the node's own failure
+}
+"""The kinds the engine or agent gives that are a failure of the node, as ``retry`` names
+them."""
+_GIVEN_KINDS = frozenset(kind.value for kind in ErrorKind)
 
 
 def most_attempts(flow: dict[str, Any]) -> dict[str, int]:
