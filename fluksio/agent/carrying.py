@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Any
+from typing import Any, assert_never
 
 import aiohttp
 
@@ -111,29 +111,33 @@ class Carrier:
     async def carry_out(self, effects: list[AgentEffect]) -> bool:
         """Carry ``effects`` out in order; True when the engine was given up on."""
         for effect in effects:
-            if isinstance(effect, Send):
-                await self._send_call_frame(effect.frame)
-            elif isinstance(effect, Start):
-                self._run_in_slot(effect.call_id)
-            elif isinstance(effect, Kill):
-                self.launcher.cancel(effect.call_id)
-            elif isinstance(effect, Taken):
-                self._say_taken(effect.call_id)
-            elif isinstance(effect, Prefetch):
-                self._prefetches.start(self._specs[effect.call_id])
-            elif isinstance(effect, Ping):
-                await self._ping_now(effect.payload)
-            elif isinstance(effect, Away):
-                self._kept(effect)
-            elif isinstance(effect, GiveUp):
-                log.error(
-                    "the engine at %s has not come back for %g s (--engine-away-s): stopping"
-                    " %d call(s) and exiting",
-                    self.config.url.websocket,
-                    self.config.engine_away_s,
-                    effect.stopped,
-                )
-                return True
+            # Every effect has its case: one without is a type error (assert_never).
+            match effect:
+                case Send():
+                    await self._send_call_frame(effect.frame)
+                case Start():
+                    self._run_in_slot(effect.call_id)
+                case Kill():
+                    self.launcher.cancel(effect.call_id)
+                case Taken():
+                    self._say_taken(effect.call_id)
+                case Prefetch():
+                    self._prefetches.start(self._specs[effect.call_id])
+                case Ping():
+                    await self._ping_now(effect.payload)
+                case Away():
+                    self._kept(effect)
+                case GiveUp():
+                    log.error(
+                        "the engine at %s has not come back for %g s (--engine-away-s):"
+                        " stopping %d call(s) and exiting",
+                        self.config.url.websocket,
+                        self.config.engine_away_s,
+                        effect.stopped,
+                    )
+                    return True
+                case _:
+                    assert_never(effect)
         return False
 
     async def carry_out_dropping(self, effects: list[AgentEffect]) -> bool:

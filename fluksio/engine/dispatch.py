@@ -26,8 +26,8 @@ import collections
 import contextlib
 import dataclasses
 import secrets
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, assert_never
 
 from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
@@ -140,7 +140,6 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         self._secrets = secrets
         self._init_adoptions(worker_return_s)
         self._writer = RunWriter(runs, self._written, clock)
-        self._carry_out = self._effect_handlers()
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiters: dict[str, asyncio.Event] = {}
         self._recently_ended: collections.OrderedDict[str, RunView] = collections.OrderedDict()
@@ -236,26 +235,42 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
 
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
-            self._carry_out[type(effect)](effect)
+            self._carry_out(effect)
 
-    def _effect_handlers(self) -> dict[type, Callable[[Any], None]]:
-        return {
-            Save: self._writer.save,
-            Queue: self._queue,
-            Withdraw: self._withdraw,
-            Release: self._release,
-            Stop: lambda e: self._stop(e.call_id),
-            Progress: self._progressed,
-            Create: self._created,
-            Ended: self._ended,
-            RetryAt: self._retry_at,
-            Refill: self._refill,
-            ItemsInterrupted: lambda e: self.items.store.interrupted(
-                e.run_id, e.node.node_id, e.error, e.now
-            ),
-            AwaitWorker: self._await_worker,
-            Log: lambda e: log.info(e.event, **e.fields),
-        }
+    def _carry_out(self, effect: Effect) -> None:  # noqa: PLR0912 - a case per effect, in one place
+        # Every effect has its case: one without is a type error (assert_never), not a
+        # KeyError at run time.
+        match effect:
+            case Save():
+                self._writer.save(effect)
+            case Queue():
+                self._queue(effect)
+            case Withdraw():
+                self._withdraw(effect)
+            case Release():
+                self._release(effect)
+            case Stop():
+                self._stop(effect.call_id)
+            case Progress():
+                self._progressed(effect)
+            case Create():
+                self._created(effect)
+            case Ended():
+                self._ended(effect)
+            case RetryAt():
+                self._retry_at(effect)
+            case Refill():
+                self._refill(effect)
+            case ItemsInterrupted():
+                self.items.store.interrupted(
+                    effect.run_id, effect.node.node_id, effect.error, effect.now
+                )
+            case AwaitWorker():
+                self._await_worker(effect)
+            case Log():
+                log.info(effect.event, **effect.fields)
+            case _:
+                assert_never(effect)
 
     def _refill(self, effect: Refill) -> None:
         run_id, spec = effect.run_id, effect.spec

@@ -47,7 +47,7 @@ import functools
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 import structlog
 
@@ -158,22 +158,6 @@ class ProvisioningDriver:
         self._timers: dict[str, Timer] = {}
         self._polls: dict[str, asyncio.Task[None]] = {}
         self._closing = False
-        self._carry_out: dict[type, Callable[[Any], object]] = {
-            Submit: lambda e: self._spawn(self._submit(e)),
-            Cancel: lambda e: self._spawn(self._cancel(e)),
-            CleanUp: lambda e: self._spawn(self._clean_up(e)),
-            StartPoll: self._start_poll,
-            Remember: lambda e: self._record("remember", self._engine.remember, e.request),
-            Forget: lambda e: self._record("forget", self._engine.forget, e.request_id),
-            Revoke: lambda e: self._record(
-                "revoke_token", self._engine.revoke_token, e.jti, e.reason
-            ),
-            Wake: self._wake,
-            Unwake: self._unwake,
-            Observe: self._observe,
-            Log: lambda e: getattr(log, e.level)(e.event, **e.fields),
-            Changed: lambda _e: self._on_change(),
-        }
 
     # -- what the scheduler and the API see ---------------------------------------------
 
@@ -238,7 +222,37 @@ class ProvisioningDriver:
 
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
-            self._carry_out[type(effect)](effect)
+            self._carry_out(effect)
+
+    def _carry_out(self, effect: Effect) -> None:  # noqa: PLR0912 - a case per effect, in one place
+        # Every effect has its case: one without is a type error (assert_never).
+        match effect:
+            case Submit():
+                self._spawn(self._submit(effect))
+            case Cancel():
+                self._spawn(self._cancel(effect))
+            case CleanUp():
+                self._spawn(self._clean_up(effect))
+            case StartPoll():
+                self._start_poll(effect)
+            case Remember():
+                self._record("remember", self._engine.remember, effect.request)
+            case Forget():
+                self._record("forget", self._engine.forget, effect.request_id)
+            case Revoke():
+                self._record("revoke_token", self._engine.revoke_token, effect.jti, effect.reason)
+            case Wake():
+                self._wake(effect)
+            case Unwake():
+                self._unwake(effect)
+            case Observe():
+                self._observe(effect)
+            case Log():
+                getattr(log, effect.level)(effect.event, **effect.fields)
+            case Changed():
+                self._on_change()
+            case _:
+                assert_never(effect)
 
     async def _submit(self, effect: Submit) -> None:
         machine = self._machine

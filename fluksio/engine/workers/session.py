@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from aiohttp import WSCloseCode
 
@@ -377,31 +377,37 @@ class WorkerSession:
         """Carry out ``effects`` in order; a :class:`CloseSocket` is returned, to be awaited."""
         closing = None
         for effect in effects:
-            if isinstance(effect, Fail):
-                pending = self._pending.get(effect.call_id)
-                if pending is not None and not pending.future.done():
-                    pending.future.set_result(CallOutcome(False, error=effect.error))
-            elif isinstance(effect, Cancel):
-                self._send_later(encode(CancelFrame(call_id=effect.call_id)))
-            elif isinstance(effect, Wake):
-                self._wake(effect)
-            elif isinstance(effect, Ping):
-                self._later(self.ws.ping())
-            elif isinstance(effect, NotTaking):
-                log.warning(
-                    "worker.not_taking", worker=self.name, worker_id=self.id, call_id=effect.call_id
-                )
-            elif isinstance(effect, Answering):
-                self._link.answering(self, effect.answering)
-            elif isinstance(effect, CloseSocket):
-                closing = effect
-            elif isinstance(effect, Away):
-                self._link.away(self)
-            elif isinstance(effect, Gone):
-                self._link.gone(self, effect.reason)
-            elif isinstance(effect, Unknown):
-                self._unknown(effect)
+            # Every effect has its case: one without is a type error (assert_never).
+            match effect:
+                case Fail():
+                    self._fail(effect)
+                case Cancel():
+                    self._send_later(encode(CancelFrame(call_id=effect.call_id)))
+                case Wake():
+                    self._wake(effect)
+                case Ping():
+                    self._later(self.ws.ping())
+                case NotTaking():
+                    fields = {"worker": self.name, "worker_id": self.id, "call_id": effect.call_id}
+                    log.warning("worker.not_taking", **fields)
+                case Answering():
+                    self._link.answering(self, effect.answering)
+                case CloseSocket():
+                    closing = effect
+                case Away():
+                    self._link.away(self)
+                case Gone():
+                    self._link.gone(self, effect.reason)
+                case Unknown():
+                    self._unknown(effect)
+                case _:
+                    assert_never(effect)
         return closing
+
+    def _fail(self, fail: Fail) -> None:
+        pending = self._pending.get(fail.call_id)
+        if pending is not None and not pending.future.done():
+            pending.future.set_result(CallOutcome(False, error=fail.error))
 
     def _wake(self, wake: Wake) -> None:
         pending = self._pending.get(wake.call_id)
