@@ -24,6 +24,7 @@ from fluksio.api.routes import add_routes
 from fluksio.api.throttle import LoginGuard, LoginThrottle
 from fluksio.clock import Clock
 from fluksio.engine.core import Engine
+from fluksio.engine.logging import LogSecrets
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 
@@ -36,11 +37,13 @@ def create_app(
     provisioners: Configured | None = None,
     clock: Clock | None = None,
     address: tuple[str, int] | None = None,
+    log_secrets: LogSecrets | None = None,
 ) -> web.Application:
     """The engine; ``provisioners`` as already loaded, else read from the data dir at start.
 
     ``clock`` is the engine's one clock (every reading of time, every timer); tests pass
-    one they advance. ``address`` is where it listens (see :class:`Engine`).
+    one they advance. ``address`` is where it listens, ``log_secrets`` what its logs never
+    show (see :class:`Engine`).
     """
     proxies = parse_trusted_proxies(settings.trusted_proxies)
     app = web.Application(
@@ -52,7 +55,9 @@ def create_app(
         ],
         client_max_size=settings.client_max_size,
     )
-    app[ENGINE] = Engine(settings, provisioners=provisioners, clock=clock, address=address)
+    app[ENGINE] = Engine(
+        settings, provisioners=provisioners, clock=clock, address=address, log_secrets=log_secrets
+    )
     app[LOGIN_GUARD] = LoginGuard(
         free_failures=settings.login_free_failures,
         base_delay_s=settings.login_base_delay_s,

@@ -19,7 +19,7 @@ from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
 from fluksio.clock import SYSTEM_CLOCK
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.logging import get_logger
+from fluksio.engine.logging import LogSecrets, get_logger
 from fluksio.engine.provisioning import Configured, load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
@@ -181,15 +181,21 @@ async def run_engine(
     on_ready: Callable[[str], None],
     provisioners: Configured | None = None,
     stop: asyncio.Event | None = None,
+    log_secrets: LogSecrets | None = None,
 ) -> None:
     """Serve until ``stop`` is set, or (without one) until SIGINT or SIGTERM; ``on_ready``
-    gets the base URL once listening."""
+    gets the base URL once listening; ``log_secrets``: what the engine's logs never show."""
     layout = settings.layout
     context = tls_context(settings)  # a bad certificate is one sentence, before anything
     # Bind before anything starts, so a busy port is one sentence and nothing else.
     listener = _listen(settings.host, settings.port)
     configured = provisioners if provisioners is not None else load_configured(layout)
-    app = create_app(settings, provisioners=configured, address=_own_address(listener))
+    app = create_app(
+        settings,
+        provisioners=configured,
+        address=_own_address(listener),
+        log_secrets=log_secrets,
+    )
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, keepalive_timeout=REQUEST_HEAD_S
     )

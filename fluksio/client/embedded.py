@@ -38,7 +38,7 @@ from fluksio.client.client import Client
 from fluksio.client.errors import ClientError
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
-from fluksio.engine.logging import configure_logging
+from fluksio.engine.logging import LogSecrets, configure_logging
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
 
@@ -63,7 +63,7 @@ def local(
     root = Path(tempfile.mkdtemp(prefix="fluksio-local-"))
     try:
         password = _superuser(root)
-        with _engine(root, engine_slots) as url:
+        with _engine(root, engine_slots, LogSecrets(password)) as url:
             client = Client(url)
             client.login(LOCAL_USER, password)
             if worker_labels is None:
@@ -88,7 +88,7 @@ def _superuser(root: Path) -> str:
 
 
 @contextlib.contextmanager
-def _engine(root: Path, engine_slots: int | None) -> Iterator[str]:
+def _engine(root: Path, engine_slots: int | None, log_secrets: LogSecrets) -> Iterator[str]:
     """The engine on its own thread and event loop; its base URL while it serves."""
     options = {} if engine_slots is None else {"engine_slots": engine_slots}
     settings = EngineSettings(data_dir=root, host="127.0.0.1", port=0, **options)  # type: ignore[arg-type]
@@ -99,7 +99,10 @@ def _engine(root: Path, engine_slots: int | None) -> Iterator[str]:
 
     def serve() -> None:
         try:
-            loop.run_until_complete(run_engine(settings, on_ready=ready.append, stop=stop))
+            serving = run_engine(
+                settings, on_ready=ready.append, stop=stop, log_secrets=log_secrets
+            )
+            loop.run_until_complete(serving)
         except BaseException as exc:  # reported to the caller, not lost on this thread
             failed.append(exc)
         finally:

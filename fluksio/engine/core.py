@@ -26,7 +26,7 @@ from fluksio.engine.db import Database, open_database
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
-from fluksio.engine.logging import get_logger
+from fluksio.engine.logging import LogSecrets, get_logger
 from fluksio.engine.metrics import EngineMetrics
 from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.provision_requests import ProvisionRequestStore
@@ -101,12 +101,15 @@ class Engine:
         provisioners: Configured | None = None,
         clock: Clock | None = None,
         address: tuple[str, int] | None = None,
+        log_secrets: LogSecrets | None = None,
     ) -> None:
         """``provisioners`` as already loaded (``fluksio serve`` refuses a bad file before
         it listens), else read from the data directory at start; ``address`` is where the
         engine listens as its own machine reaches it, for provisioners that carry their
-        workers' connections (None: it serves no socket)."""
+        workers' connections (None: it serves no socket); ``log_secrets``: values this
+        engine knows are secret, blanked in every log line while it lives."""
         self.settings = settings
+        self.log_secrets = log_secrets or LogSecrets()
         self.clock = clock or SystemClock()
         self.layout = settings.layout
         self.stream = EngineStream()

@@ -2,8 +2,9 @@
 
 Every line, ours and the libraries' (aiohttp's go through the same pipeline), passes the
 redaction step, which blanks the values of keys that name credentials, anything shaped
-like a JWT, and every value registered with :func:`register_secret` (the superuser's
-password from the environment, for instance) wherever it appears in the line.
+like a JWT, and every value an engine alive in this process holds in its
+:class:`LogSecrets` (its superuser's password, for instance) wherever it appears in the
+line. The values are the engine's, not the process's: they go with it.
 """
 
 from __future__ import annotations
@@ -11,31 +12,49 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import MutableMapping
+import weakref
+from collections.abc import Iterator, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger", "redact", "register_secret"]
+__all__ = ["LogSecrets", "configure_logging", "get_logger", "redact"]
 
 _SENSITIVE_KEY = re.compile(r"pass(word)?|secret|token|authorization|cookie|credential", re.I)
 _SAFE_KEYS = frozenset({"token_type", "jti", "event"})
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 _REDACTED = "[redacted]"
-_registered: set[str] = set()
 
 
-def register_secret(value: str | None) -> None:
-    """Blank ``value`` wherever it appears in any later log line."""
-    if value and len(value) >= 4:
-        _registered.add(value)
+class LogSecrets:
+    """Values one engine knows are secret, blanked in every log line while it lives."""
+
+    def __init__(self, *values: str | None) -> None:
+        self._values: set[str] = set()
+        for value in values:
+            self.add(value)
+        _LIVE.add(self)
+
+    def add(self, value: str | None) -> None:
+        """Blank ``value`` wherever it appears in any later log line (if long enough to
+        be told from ordinary words)."""
+        if value and len(value) >= 4:
+            self._values.add(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._values))
+
+
+_LIVE: weakref.WeakSet[LogSecrets] = weakref.WeakSet()
+"""The secrets of every engine alive in this process (a log pipeline is the process's)."""
 
 
 def _scrub(text: str) -> str:
     text = _JWT.sub(_REDACTED, text)
-    for secret in _registered:
-        if secret in text:
-            text = text.replace(secret, _REDACTED)
+    for secrets in list(_LIVE):
+        for secret in secrets:
+            if secret in text:
+                text = text.replace(secret, _REDACTED)
     return text
 
 

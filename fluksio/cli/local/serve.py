@@ -13,7 +13,7 @@ from fluksio.api.server import data_dir_lock, run_engine
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
-from fluksio.engine.logging import configure_logging, register_secret
+from fluksio.engine.logging import LogSecrets, configure_logging
 from fluksio.engine.provisioning import load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import NewSuperuser, UserStore, bootstrap_superuser
@@ -42,7 +42,7 @@ def serve(*, log_level: str, **values: Any) -> None:
         raise click.BadParameter(str(exc), param_hint="--trusted-proxy") from None
     configure_logging(level=log_level)
     # Known secrets are blanked wherever they would appear in a log line.
-    register_secret(os.environ.get("FLUKSIO_SUPERUSER_PASSWORD"))
+    log_secrets = LogSecrets(os.environ.get("FLUKSIO_SUPERUSER_PASSWORD"))
     layout = DataDir(values["data_dir"]).ensure()
     # A bad provisioners.json stops here, with one sentence, before anything starts.
     provisioners = load_configured(layout)
@@ -56,20 +56,23 @@ def serve(*, log_level: str, **values: Any) -> None:
         asyncio.run(
             run_engine(
                 settings,
-                on_ready=lambda url: _banner(url, layout, created),
+                on_ready=lambda url: _banner(url, layout, created, log_secrets),
                 provisioners=provisioners,
+                log_secrets=log_secrets,
             )
         )
 
 
-def _banner(url: str, layout: DataDir, created: NewSuperuser | None) -> None:
+def _banner(
+    url: str, layout: DataDir, created: NewSuperuser | None, log_secrets: LogSecrets
+) -> None:
     # Printed to stdout, never logged: the generated password appears here once only.
     api = f"{url}/api/v1"
     lines = [f"Fluksio engine listening on {url} (API {api}); data in {layout.root}"]
     if created is not None:
         lines.append(f"Created the superuser {created.username!r}.")
         if created.generated_password is not None:
-            register_secret(created.generated_password)
+            log_secrets.add(created.generated_password)
             lines.append(f"Its password, shown only this once: {created.generated_password}")
         lines += [
             "Log in (the password is read from stdin, so it stays out of process listings):",
