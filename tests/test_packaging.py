@@ -91,7 +91,13 @@ def test_engine_wheel_pins_our_agent_and_does_not_carry_it(wheels: dict[str, Pat
     for page in ("workers.html", "workers.js", "workers.css"):
         assert f"fluksio/api/screen/static/{page}" in names
     # The programs the provisioners run on a login node or a host are files of the package.
-    for program in ("deliver.sh", "hosts/start.sh", "hosts/stop.sh"):
+    for program in (
+        "deliver.sh",
+        "batch_submit.sh",
+        "batch_cancel.sh",
+        "hosts/start.sh",
+        "hosts/stop.sh",
+    ):
         assert f"fluksio/provisioners/{program}" in names
     # Exactly 0.2.0: the published 0.1.x agent can never satisfy it.
     assert "fluksio-worker==0.2.0" in meta["Requires-Dist"]

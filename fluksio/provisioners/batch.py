@@ -21,6 +21,7 @@ import shlex
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import Field, field_validator
@@ -59,26 +60,10 @@ __all__ = [
 JOB_OUTPUT_DIR = ".fluksio/jobs"
 """A directory under the login user's home that exists before every submission, where a
 job script may send its job's output (one file per job)."""
-# Around the backend's submit command: the job script is on stdin after the token, and a
-# job the system refused will never read its token, so its file goes at once.
-_SUBMIT = """mkdir -p -- "$HOME/{jobs}" || exit
-{command}
-status=$?
-[ "$status" = 0 ] || rm -f -- "$HOME/$1"
-exit "$status"
-"""
-# Around the backend's cancel command, as ``sh -c ... fluksio-cancel JOB_ID TOKEN_FILE``.
-# JOB_ID may be empty (a request whose job was never learned). A job that already ended
-# is cancelled quietly; the token file goes either way (a job cancelled before it started
-# never read it).
-_CANCEL = """status=0
-if [ -n "$1" ]; then
-    said=$({command} "$1" 2>&1) || status=$?
-{tolerate}    [ "$status" = 0 ] || printf '%s\\n' "$said" >&2
-fi
-rm -f -- "$HOME/$2"
-exit "$status"
-"""
+_SUBMIT = (files("fluksio.provisioners") / "batch_submit.sh").read_text(encoding="utf-8")
+"""The program around a backend's submit command (``batch_submit.sh``)."""
+_CANCEL = (files("fluksio.provisioners") / "batch_cancel.sh").read_text(encoding="utf-8")
+"""The program around a backend's cancel command (``batch_cancel.sh``)."""
 _TOLERATE = """    case "$said" in {gone}) status=0 ;; esac
 """
 
