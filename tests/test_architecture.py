@@ -120,9 +120,11 @@ def outside_ssh_may_import(name: str) -> bool:
 
 
 def plugin_may_import(name: str) -> bool:
-    # The public API only: the package itself, never its driver, transport or config.
+    # The public API only: the package itself (and, for a plugin's own tests, its scripted
+    # shell), never its driver, transport or config.
     return not within(name, "fluksio") or name in {
         "fluksio.provisioners",
+        "fluksio.provisioners.testing",
         "fluksio.scheduler",
         "fluksio.errors",
     }

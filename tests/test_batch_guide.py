@@ -11,6 +11,7 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
 from fluksio_gridengine import GridEngineProvisioner
 
 from fluksio.provisioners import BatchProvisioner
@@ -56,3 +57,16 @@ def test_the_grid_engine_plugin_declares_what_is_required_and_only_the_template(
     own = {name for name in vars(GridEngineProvisioner) if not name.startswith("_")}
     extra = own - _declared_members()
     assert extra == {"type_name", "settings_model", "job_noun", "walltime_s", "poll"}
+
+
+def test_the_job_id_is_found_by_the_declared_pattern_and_its_absence_said() -> None:
+    default = BatchProvisioner.parse_job_id  # the base's: job_id_pattern
+    for printed in ("41;cluster\n", "41.server\n", "Job <41> is submitted to queue <normal>.\n"):
+        assert default(GridEngineProvisioner.__new__(GridEngineProvisioner), printed) == "41"
+
+    class Lettered(GridEngineProvisioner):
+        job_id_pattern = r"job (?P<job_id>[a-z]+-\d+)"
+
+    assert default(Lettered.__new__(Lettered), "queued job ab-7 on ring\n") == "ab-7"
+    with pytest.raises(ValueError, match="qsub printed no job id: 'Submitted nothing'"):
+        default(Lettered.__new__(Lettered), "Submitted nothing\n")

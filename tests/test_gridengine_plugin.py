@@ -22,7 +22,7 @@ from fluksio.errors import ConfigError
 from fluksio.provisioners import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.plugins import build_plugins
-from tests.support.scripted_shell import ScriptedShell
+from fluksio.provisioners.testing import ScriptedShell
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "provisioners.md"
 

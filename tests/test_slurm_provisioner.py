@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
+from fluksio.provisioners.testing import ScriptedShell
 from fluksio.ssh.shell import TransportError
 from tests.support.scripted import listening_at
-from tests.support.scripted_shell import ScriptedShell
 from tests.support.wait import async_wait_for
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "provisioners.example.json"

@@ -17,11 +17,11 @@ from fluksio.provisioners.base import JobState, JobStatus, ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.hosts import HostsProvisioner, HostsSettings
 from fluksio.provisioners.plugins import build_plugins
+from fluksio.provisioners.testing import ScriptedShell
 from fluksio.ssh.shell import Completed
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, start_in_process
 from tests.support.scripted import listening_at
-from tests.support.scripted_shell import ScriptedShell
 from tests.support.wait import poll_async
 
 ENTRY: dict[str, Any] = {

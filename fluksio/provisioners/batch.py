@@ -17,6 +17,7 @@ hookspec does. The Grid Engine plugin (``plugins/gridengine/``) is a whole examp
 
 from __future__ import annotations
 
+import re
 import shlex
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -178,10 +179,22 @@ class BatchProvisioner(Provisioner[BatchSettingsT, BatchProfileT]):
         login route's address) when it is not None.
         """
 
-    @abstractmethod
+    job_id_pattern: ClassVar[str] = r"(?P<job_id>\d+)"
+    """Where the job id is in what ``submit_command`` printed, for the default
+    :meth:`parse_job_id`: a regular expression whose group ``job_id`` (else the whole
+    match) is the id, its first match counting. By default the first number:
+    ``41;cluster`` (``sbatch --parsable``), ``41.server`` (PBS), ``Job <41> is
+    submitted`` (LSF)."""
+
     def parse_job_id(self, stdout: str) -> str:
-        """The job id in what ``submit_command`` printed; raise ValueError saying what was
-        printed instead."""
+        """The job id in what ``submit_command`` printed, found by :attr:`job_id_pattern`;
+        ValueError saying what was printed instead. Override it when a pattern is not
+        enough."""
+        found = re.search(self.job_id_pattern, stdout)
+        if found is None:
+            printed = stdout.strip()[:200] or "nothing"
+            raise ValueError(f"{_word(self.submit_command)} printed no job id: {printed!r}")
+        return found.groupdict().get("job_id") or found.group(0)
 
     @abstractmethod
     def parse_queue(self, stdout: str) -> Mapping[str, QueuedJob]:

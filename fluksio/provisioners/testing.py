@@ -1,5 +1,15 @@
-"""A remote shell whose every command gets the next scripted reply: a provisioner's life
-cycle tested in milliseconds, as dask-jobqueue tests its job classes."""
+"""What a plugin's own tests may use: a remote shell whose every command gets the next
+scripted reply, so a provisioner's life cycle is tested in milliseconds (as dask-jobqueue
+tests its job classes), before it is tested against the real system.
+
+    shell = ScriptedShell((0, "41\n", ""), (0, QUEUE_TEXT, ""))
+    provisioner = MyProvisioner(settings, shell)
+    submission = await provisioner.submit(profile, request_id="r1", token="t")
+    (argv, stdin), _poll = shell.sent  # what went to the login node, and on stdin
+
+A reply is ``(status, stdout, stderr)``, or an exception to raise (a
+:class:`~fluksio.provisioners.TransportError`: SSH could not run the command).
+"""
 
 from __future__ import annotations
 
