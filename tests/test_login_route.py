@@ -22,13 +22,16 @@ import pytest
 
 from fluksio.clock import SYSTEM_CLOCK
 from fluksio.provisioners.login_route import LoginRoute, RouteDown, relay_argv
+from fluksio.provisioners.slurm import SlurmProvisioner, SlurmSettings
 from fluksio.ssh.relay_program import FIRST_BYTES_S
 from fluksio.ssh.shell import Forwarding
+from tests.support.clock import ManualClock
 from tests.support.process import parent_of
 from tests.support.relay import relay_pids
-from tests.support.slurm import LocalSlurm, local_slurm
+from tests.support.scripted import listening_at
+from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
 from tests.support.transports import both_transports, make_transport
-from tests.support.wait import wait_for
+from tests.support.wait import poll_async, wait_for
 
 PROGRAM = (files("fluksio.ssh") / "relay_program.py").read_bytes()
 
@@ -279,3 +282,46 @@ async def test_a_path_that_cannot_be_built_says_why(slurm: LocalSlurm, tmp_path:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+@pytest.mark.contract
+@pytest.mark.xdist_group("cluster")
+async def test_a_provisioners_route_waits_on_the_engines_clock_and_comes_back_after_a_drop(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    # Before, the route of every provisioner waited on the system's clock, whatever the
+    # engine's was: a test could only wait its retries out.
+    clock = ManualClock()
+    name = f"clocked{os.getpid()}"
+    entry = slurm_provisioner(slurm, 9, name=name, route="login", login_address="127.0.0.1")
+    hpc = SlurmProvisioner(
+        SlurmSettings.model_validate(entry), clock=clock, state_dir=tmp_path / "state"
+    )
+    async with echo_server() as upstream:
+        try:
+            await hpc.way_in.keep(jobs_alive=True)  # a job may run: the route is built
+
+            async def waiting_on_the_clock() -> bool:
+                return hpc.path_down() is not None and bool(clock.pending())
+
+            await poll_async(waiting_on_the_clock, timeout=30, what="the route to rest")
+            assert "the engine is not listening yet" in str(hpc.path_down())
+            hpc.start(listening_at(upstream))  # the engine listens now: once the rest is over
+            clock.advance(1.0)
+            address = await asyncio.wait_for(hpc.way_in.connect_to(), 60)
+            assert address is not None
+            host, port = address.split(":")
+            assert hpc.path_down() is None and host == "127.0.0.1"
+            assert await round_trip(int(port), b"through the route") == b"through the route"
+            # The connection drops (its sshd session killed): back at once, on its port.
+            (relay,) = relay_pids(name)
+            os.kill(parent_of(relay), 9)
+            await asyncio.to_thread(
+                wait_for, lambda: relay not in relay_pids(name), timeout=30, what="old relay"
+            )
+            again = await asyncio.wait_for(hpc.way_in.connect_to(), 60)
+            assert again == f"{host}:{port}"
+            assert await _eventually(lambda: round_trip(int(port), b"back")) == b"back"
+        finally:
+            await hpc.close()
+    wait_for(lambda: not relay_pids(name), timeout=10, what="relay gone after close")

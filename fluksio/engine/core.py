@@ -195,7 +195,7 @@ class Engine:
             python=launcher.python,
             version=".".join(map(str, launcher.version)),
         )
-        configured = self._configured or load_configured(self.layout)
+        configured = self._configured or load_configured(self.layout, self.clock)
         requests = ProvisionRequestStore(self.database)
         self.dispatcher = Dispatcher(
             engine=engine_place(settings.engine_slots),

@@ -76,8 +76,8 @@ from fluksio.engine.stream import (
     RunsWritten,
     WorkerChanged,
 )
-from fluksio.provisioners.base import Provisioner
 from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import (
     DEFAULT_WALLTIME_MARGIN_S,

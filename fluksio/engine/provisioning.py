@@ -7,11 +7,13 @@ its driver those (the :class:`~fluksio.provisioners.driver.EngineSide` it asks f
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
+from fluksio.clock import Clock
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.logging import get_logger
 from fluksio.engine.provision_requests import ProvisionRequestStore
@@ -19,9 +21,10 @@ from fluksio.engine.stream import EngineStream, WorkerJoined, WorkerLeft
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
-from fluksio.provisioners.base import ProfileSettings, Provisioner
+from fluksio.provisioners.base import ProfileSettings
 from fluksio.provisioners.config import Loaded, load_provisioners
 from fluksio.provisioners.plugins import Plugins, build_plugins
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.requests import MachineRequest
 
 __all__ = [
@@ -44,8 +47,9 @@ class Configured:
     provisioners: list[Provisioner[Any, Any]]
 
 
-def load_configured(layout: DataDir) -> Configured:
-    """Installed plugins and the provisioners ``provisioners.json`` configures.
+def load_configured(layout: DataDir, clock: Clock | None = None) -> Configured:
+    """Installed plugins and the provisioners ``provisioners.json`` configures, each made
+    with ``clock`` (the engine's; None: the system's) and its state directory.
 
     A broken plugin is logged by name and left out; a bad file raises
     :class:`~fluksio.errors.ConfigError` naming the file, provisioner, profile and field.
@@ -57,17 +61,31 @@ def load_configured(layout: DataDir) -> Configured:
         loaded = load_provisioners(layout.provisioners, plugins.provisioner_types())
     except ValueError as exc:  # two plugins claiming one type
         raise ConfigError(str(exc)) from None
-    return Configured(plugins, instantiate(layout, loaded))
+    return Configured(plugins, instantiate(layout, loaded, clock))
 
 
-def instantiate(layout: DataDir, loaded: list[Loaded]) -> list[Provisioner[Any, Any]]:
-    """One provisioner per configured entry, each given its state directory."""
+def instantiate(
+    layout: DataDir, loaded: list[Loaded], clock: Clock | None = None
+) -> list[Provisioner[Any, Any]]:
+    """One provisioner per configured entry, each made with the engine's clock and its
+    state directory."""
     provisioners = []
     for kind, settings in loaded:
-        provisioner = kind(settings)
-        provisioner.state_dir = layout.provisioner_state(settings.name)
+        state_dir = layout.provisioner_state(settings.name)
+        if _takes_what_the_engine_gives(kind):
+            provisioner = kind(settings, clock=clock, state_dir=state_dir)
+        else:  # a plugin written before the engine gave these: its constructor takes settings
+            log.warning("plugin.old_constructor", type=kind.type_name, takes="settings only")
+            provisioner = kind(settings)
+            provisioner.state_dir = state_dir
         provisioners.append(provisioner)
     return provisioners
+
+
+def _takes_what_the_engine_gives(kind: type[Provisioner[Any, Any]]) -> bool:
+    parameters = inspect.signature(kind).parameters.values()
+    named = {p.name for p in parameters}
+    return {"clock", "state_dir"} <= named or any(p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 class TokensAndRequests:

@@ -13,11 +13,9 @@ offers the login route (:class:`WayIn`, over :class:`LoginRoute`) as the built-i
 from __future__ import annotations
 
 from fluksio.provisioners.base import (
-    EngineLink,
     JobState,
     JobStatus,
     ProfileSettings,
-    Provisioner,
     ProvisionError,
     ProvisionerSettings,
     Submission,
@@ -36,6 +34,7 @@ from fluksio.provisioners.batch import (
 )
 from fluksio.provisioners.hookspecs import hookimpl
 from fluksio.provisioners.login_route import LoginRoute, RouteDown
+from fluksio.provisioners.provisioner import EngineLink, Provisioner
 from fluksio.provisioners.ssh_access import (
     LOGIN_PATTERN,
     Delivery,

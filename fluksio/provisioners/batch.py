@@ -31,12 +31,12 @@ from fluksio.provisioners.base import (
     TERMINAL_STATES,
     JobStatus,
     ProfileSettings,
-    Provisioner,
     ProvisionError,
     ProvisionerSettings,
     Submission,
     exec_worker,
 )
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.ssh_access import (
     LOGIN_PATTERN,
     SSHAccess,
@@ -223,8 +223,10 @@ class BatchProvisioner(Provisioner[BatchSettingsT, BatchProfileT]):
 
     # -- what the base does --------------------------------------------------------------
 
-    def __init__(self, settings: BatchSettingsT, shell: RemoteShell | None = None) -> None:
-        super().__init__(settings)
+    def __init__(
+        self, settings: BatchSettingsT, shell: RemoteShell | None = None, **given: Any
+    ) -> None:
+        super().__init__(settings, **given)
         self._shell = shell
         self.way_in = WayIn(self, lambda: self.shell, login=settings.login)
         """The login route (``"route": "login"``); unused with ``direct``."""

@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fluksio.errors import ConfigError
-from fluksio.provisioners.base import Provisioner, ProvisionerSettings
+from fluksio.provisioners.base import ProvisionerSettings
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.validation import first_error
 
 Loaded = tuple[type[Provisioner[Any, Any]], ProvisionerSettings[Any]]

@@ -52,13 +52,7 @@ from typing import Any, Protocol, assert_never
 import structlog
 
 from fluksio.clock import Clock, SystemClock, Timer
-from fluksio.provisioners.base import (
-    EngineLink,
-    ProfileSettings,
-    Provisioner,
-    ProvisionError,
-    WorkerRecord,
-)
+from fluksio.provisioners.base import ProfileSettings, ProvisionError, WorkerRecord
 from fluksio.provisioners.effects import (
     Cancel,
     Changed,
@@ -83,6 +77,7 @@ from fluksio.provisioners.events import (
 )
 from fluksio.provisioners.login import shared_login
 from fluksio.provisioners.machine import ProvisioningMachine
+from fluksio.provisioners.provisioner import EngineLink, Provisioner
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, ProfileStatus
 from fluksio.scheduler import Profile
 

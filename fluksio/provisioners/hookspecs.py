@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from fluksio.provisioners.base import Provisioner, WorkerRecord
+    from fluksio.provisioners.base import WorkerRecord
+    from fluksio.provisioners.provisioner import Provisioner
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 

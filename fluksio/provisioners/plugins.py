@@ -15,7 +15,7 @@ from typing import Any
 import pluggy
 
 from fluksio.provisioners import hookspecs
-from fluksio.provisioners.base import Provisioner
+from fluksio.provisioners.provisioner import Provisioner
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginFailure", "Plugins", "build_plugins"]
 

@@ -18,9 +18,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fluksio.clock import SYSTEM_CLOCK
-from fluksio.provisioners.base import Provisioner, ProvisionError
+from fluksio.provisioners.base import ProvisionError
 from fluksio.provisioners.login_route import RELAY_MARK, LoginRoute, RouteDown
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.ssh_access import SSHAccess, run_remote
 from fluksio.ssh import parse_login
 from fluksio.ssh.shell import Forwarding, RemoteShell, TransportError
@@ -195,7 +195,7 @@ class WayIn:
                 label=self._provisioner.name,
                 login_host=host,
                 engine=lambda: self._provisioner.engine_address,
-                clock=SYSTEM_CLOCK,
+                clock=self._provisioner.clock,
                 port_file=state_dir / self._port_file if state_dir is not None else None,
                 on_change=self._path_changed,
                 listen_on=_LOOPBACK if self._on_own_host else None,

@@ -41,8 +41,8 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
     type_name = "scripted"
     settings_model = Settings
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: Settings, **given: Any) -> None:
+        super().__init__(settings, **given)
         self.jobs: dict[str, JobStatus] = {}
         self.submitted: list[str] = []
         self.cancelled: list[str | None] = []

@@ -22,10 +22,11 @@ from fluksio.cli.tables import json_text, table
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.provisioning import instantiate
 from fluksio.errors import ConfigError
-from fluksio.provisioners.base import Provisioner, ProvisionError
+from fluksio.provisioners.base import ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.login import shared_login
 from fluksio.provisioners.plugins import build_plugins
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.requests import login_sentence
 
 __all__ = ["provisioners"]

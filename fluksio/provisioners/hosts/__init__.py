@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluksio.provisioners.base import Provisioner
 from fluksio.provisioners.hookspecs import hookimpl
 from fluksio.provisioners.hosts.provisioner import HostsProvisioner
 from fluksio.provisioners.hosts.settings import HostProfile, HostsSettings
+from fluksio.provisioners.provisioner import Provisioner
 
 __all__ = ["HostProfile", "HostsProvisioner", "HostsSettings", "fluksio_provisioner_types"]
 

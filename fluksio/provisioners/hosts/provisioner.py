@@ -7,8 +7,9 @@ import contextlib
 import functools
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
+from typing import Any
 
-from fluksio.provisioners.base import JobStatus, Provisioner, ProvisionError, Submission
+from fluksio.provisioners.base import JobStatus, ProvisionError, Submission
 from fluksio.provisioners.hosts.script import (
     job_id,
     parse_find,
@@ -17,6 +18,7 @@ from fluksio.provisioners.hosts.script import (
     split_job_id,
 )
 from fluksio.provisioners.hosts.settings import HostProfile, HostsSettings
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.ssh_access import delivering, run_remote
 from fluksio.provisioners.way_in import WayIn
 from fluksio.ssh.shell import Completed, RemoteShell, TransportError
@@ -44,9 +46,12 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
     job_noun = "worker"
 
     def __init__(
-        self, settings: HostsSettings, shells: Mapping[str, RemoteShell] | None = None
+        self,
+        settings: HostsSettings,
+        shells: Mapping[str, RemoteShell] | None = None,
+        **given: Any,
     ) -> None:
-        super().__init__(settings)
+        super().__init__(settings, **given)
         self._shells: dict[str, RemoteShell] = dict(shells or {})
         self._ways = {
             p.name: WayIn(self, functools.partial(self.shell_of, p.name), login=p.login,

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluksio.provisioners.base import Provisioner
 from fluksio.provisioners.batch import QueuedJob
 from fluksio.provisioners.hookspecs import hookimpl
+from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.slurm.options import (
     missing_partitions,
     parse_slurm_time,

@@ -42,8 +42,8 @@ class LocalProvisioner(Provisioner[LocalSettings, ProfileSettings]):
     settings_model = LocalSettings
     job_noun = "local worker"
 
-    def __init__(self, settings: LocalSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: LocalSettings, **given: Any) -> None:
+        super().__init__(settings, **given)  # the engine's clock, its state directory
         self._processes: dict[str, asyncio.subprocess.Process] = {}
 
     def argv(self, profile: ProfileSettings) -> list[str]:
