@@ -204,7 +204,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         labels=labels_strategy,
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         cpus=st.one_of(st.none(), st.integers(1, 16)),
-        walltime=st.sampled_from([None, 120.0, 3_600.0]),
+        # 90 s: a 30-s limit and the margin exactly, where long enough is decided.
+        walltime=st.sampled_from([None, 90.0, 120.0, 3_600.0]),
         max_workers=st.integers(1, 3),
     )
     def add_profile(

@@ -1,21 +1,56 @@
 """The scheduling rules as a plain loop: every request against every place, every pass.
 
 This is the specification in executable form and the naive baseline of
-``bench/scheduler.py``. It shares no indexes with :class:`~.scheduler.Scheduler`; the
-property tests require both to make the same plan from the same snapshot.
+``bench/scheduler.py``. It shares no indexes with :class:`~.scheduler.Scheduler`, and
+restates every rule it applies (what a request needs, what covers it, what a profile
+brings, whose job lives long enough) rather than importing the implementation's, so a
+bug in one of those is a difference the property tests find, not one both agree on.
 """
 
 from __future__ import annotations
 
 import math
 
-from fluksio.scheduler.model import ENGINE_ID, CallRequest, Placement, Policy, ProvisionAsk
+from fluksio.scheduler.model import (
+    ENGINE_ID,
+    CallRequest,
+    Placement,
+    Policy,
+    Profile,
+    ProvisionAsk,
+)
 from fluksio.scheduler.plan import Plan, Snapshot
-from fluksio.scheduler.profiles import long_enough, profile_amounts
-from fluksio.scheduler.resources import Amounts, covers
-from fluksio.scheduler.state import PlaceState, need_of
+from fluksio.scheduler.resources import Amounts
+from fluksio.scheduler.state import PlaceState
 
 __all__ = ["reference_plan"]
+
+_UNSTATED = 2**63
+"""What a profile does not state: more than any request asks."""
+
+
+def _need_of(request: CallRequest) -> Amounts:
+    """Its GPUs, cores and memory (none asked: none), and one slot."""
+    return Amounts(request.gpus or 0, request.cpus or 0, request.ram_mb or 0, 1)
+
+
+def _covers(have: Amounts, need: Amounts) -> bool:
+    """Every amount at least what is needed."""
+    return all(amount >= needed for amount, needed in zip(have, need, strict=True))
+
+
+def _profile_amounts(profile: Profile) -> Amounts:
+    """What one machine of a profile brings: what it does not state, without bound."""
+    stated = (profile.gpus, profile.cpus, profile.ram_mb)
+    gpus, cpus, ram_mb = (_UNSTATED if amount is None else amount for amount in stated)
+    return Amounts(gpus, cpus, ram_mb, _UNSTATED)
+
+
+def _long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
+    """A job of the profile outlives the request's limit and the margin (no limit: the
+    margin alone, strictly)."""
+    walltime = math.inf if profile.walltime_s is None else profile.walltime_s
+    return margin < walltime if limit is None else limit + margin <= walltime
 
 
 def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> bool:
@@ -62,7 +97,7 @@ def _candidates(
         for p in places
         if p.id != ENGINE_ID and request.label in p.worker.labels and _in_time(p, request, snapshot)
     ]
-    if request.policy is Policy.PREFER and not any(covers(p.capacity, need) for p in carrying):
+    if request.policy is Policy.PREFER and not any(_covers(p.capacity, need) for p in carrying):
         return engine
     return carrying
 
@@ -86,16 +121,16 @@ def reference_plan(snapshot: Snapshot) -> Plan:
     stopped_shapes: set[tuple[object, ...]] = set()
     asked: set[str] = set()
     for request in sorted(snapshot.waiting, key=lambda r: (r.queued_at, r.id)):
-        need = need_of(request)
+        need = _need_of(request)
         shape = (request.label, request.policy, need, request.limit)
         candidates = _candidates(request, places, need, snapshot)
-        fitting = [p for p in candidates if covers(p.free(), need) and p.id not in paused]
+        fitting = [p for p in candidates if _covers(p.free(), need) and p.id not in paused]
         # Where it starts at once, if anywhere: not in a busy worker's pipeline while
         # another has a slot free, nor when a profile could bring a machine for it.
         could_bring = request.label is not None and any(
             request.label in p.labels
-            and covers(profile_amounts(p), need)
-            and long_enough(p, request.limit, snapshot.walltime_margin_s)
+            and _covers(_profile_amounts(p), need)
+            and _long_enough(p, request.limit, snapshot.walltime_margin_s)
             for p in profiles.values()
         )
         fitting = [p for p in fitting if p.runs_now()] or ([] if could_bring else fitting)
@@ -128,8 +163,8 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                 p
                 for p in profiles.values()
                 if request.label in p.labels
-                and covers(profile_amounts(p), need)
-                and long_enough(p, request.limit, snapshot.walltime_margin_s)
+                and _covers(_profile_amounts(p), need)
+                and _long_enough(p, request.limit, snapshot.walltime_margin_s)
             ]
             if fitting_profiles:
                 # One that can bring a machine now first (a request under way, or not at
@@ -144,15 +179,15 @@ def reference_plan(snapshot: Snapshot) -> Plan:
                                 and p.provisioning.jobs < p.max_workers
                             )
                         ),
-                        profile_amounts(p),
+                        _profile_amounts(p),
                         p.key,
                     ),
                 )
         if smallest is not None and smallest.can_grow and smallest.key not in asked:
             asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
             asked.add(smallest.key)
-        if any(covers(p.capacity, need) for p in candidates):
-            holdable = [p for p in candidates if covers(p.unheld(), need)]
+        if any(_covers(p.capacity, need) for p in candidates):
+            holdable = [p for p in candidates if _covers(p.unheld(), need)]
             previous = by_id.get(targets.get(request.id, ""))
             target = (
                 previous
