@@ -1,20 +1,67 @@
-"""Which of the places that fit a request it goes to (rules 3, 4 and 6 of a pass).
+"""Which of the places that fit a request it goes to (rules 3, 4 and 6 of a pass), as a
+declared ranking: filters, then criteria in order.
 
-In order: a place where it starts at once (not only a busy worker's pipeline); for a
-request without a limit while some jobs end, the most time left (a place whose job never
-ends has the most); then the most bytes of its inputs already in the place's cache;
-then best fit (the index's order). The cache only chooses among places that fit: a
-request never waits for a busy worker because of what that worker holds.
+The filters: the place covers what the request needs (the group's index); its job lets
+the request finish in time (``in_time``); and where the request may not be sent ahead (a
+profile could bring a machine for it, which is better asked for), it starts there at
+once. Then :data:`RANKING`: the first criterion that applies decides, the next breaks its
+ties, and best fit (the index's order) breaks the last. A new criterion is one
+:class:`Criterion` in the list, and the same line in the reference
+(:mod:`~fluksio.scheduler.reference`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from fluksio.scheduler.resources import Amounts, PlaceKey
 from fluksio.scheduler.state import Group, Inputs, PlaceState
 
-__all__ = ["choose"]
+__all__ = ["RANKING", "Criterion", "Situation", "choose"]
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the criteria look at besides the place: the request, and the pool."""
+
+    limit: float | None
+    inputs: Inputs
+    """The request's input artifacts and their sizes, where some place caches any."""
+    pipelines: bool
+    """Some place takes calls ahead of its free slots."""
+    ending: bool
+    """Some place's job ends."""
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One rule of the ranking: where it ``applies``, the place with the highest
+    ``score`` wins (``True`` over ``False``)."""
+
+    name: str
+    applies: Callable[[Situation], bool]
+    score: Callable[[PlaceState, Situation], float | bool]
+    yes_or_no: bool = False
+    """Scored ``True`` or ``False``: the places that have it are ranked first, by the
+    rest, found as the index's first match instead of every place scored."""
+
+
+def _time_left(place: PlaceState, _situation: Situation) -> float:
+    ends_at = place.worker.ends_at
+    return math.inf if ends_at is None else ends_at
+
+
+RANKING: tuple[Criterion, ...] = (
+    # Not a busy worker's pipeline while another place has a slot free.
+    Criterion("starts now", lambda s: s.pipelines, lambda p, _s: p.runs_now(), yes_or_no=True),
+    # A call without a limit runs until its job's end: the most time left (none: most).
+    Criterion("time left", lambda s: s.limit is None and s.ending, _time_left),
+    # Among the places that fit only: a call never waits for what a busy worker holds.
+    Criterion("cached bytes", lambda s: bool(s.inputs), lambda p, s: p.cached_bytes(s.inputs)),
+)
+"""The criteria, most important first; best fit breaks the last tie."""
 
 
 def choose(
@@ -22,63 +69,47 @@ def choose(
     places: dict[str, PlaceState],
     need: Amounts,
     in_time: Callable[[PlaceKey], bool],
-    limit: float | None,
+    situation: Situation,
     *,
-    pipelines: bool,
     ahead: bool,
-    ending: bool,
-    inputs: Inputs,
 ) -> str | None:
-    """The place the request goes to, or None if none fits. ``pipelines``: some place
-    takes calls ahead; ``ahead``: this request may be sent ahead (no profile could bring
-    a machine for it: one that could is better asked for, and the request waits in the
-    engine's queue, where a machine that frees or comes takes it); ``ending``: some
-    place's job ends; ``inputs``: the request's input artifacts and their sizes, where
-    some place caches any (else empty)."""
-    if pipelines:
+    """The place the request goes to, or None if none passes the filters. ``ahead``:
+    the request may be sent ahead (no profile could bring a machine for it)."""
 
-        def at_once(key: PlaceKey) -> bool:
-            return places[key.place_id].runs_now() and in_time(key)
+    def admitted(key: PlaceKey) -> bool:
+        if not in_time(key):
+            return False
+        return ahead or not situation.pipelines or places[key.place_id].runs_now()
 
-        found = _best(group, places, need, at_once, limit=limit, ending=ending, inputs=inputs)
-        if found is not None or not ahead:
-            return found
-    return _best(group, places, need, in_time, limit=limit, ending=ending, inputs=inputs)
+    ranking = [criterion for criterion in RANKING if criterion.applies(situation)]
+    return _ranked(group, places, need, admitted, ranking=ranking, situation=situation)
 
 
-def _best(
+def _ranked(
     group: Group,
     places: dict[str, PlaceState],
     need: Amounts,
-    accept: Callable[[PlaceKey], bool],
+    admitted: Callable[[PlaceKey], bool],
     *,
-    limit: float | None,
-    ending: bool,
-    inputs: Inputs,
+    ranking: list[Criterion],
+    situation: Situation,
 ) -> str | None:
-    def cached(key: PlaceKey) -> int:
-        return places[key.place_id].cached_bytes(inputs)
+    if not ranking:
+        return group.free.first(need, admitted)  # best fit: the index's first
+    head, rest = ranking[0], ranking[1:]
+    if head.yes_or_no:
 
-    if limit is not None or not ending:
-        if not inputs:
-            return group.free.first(need, accept)
-        return _first_most(group.free.covering(need, accept), cached)
+        def has_it(key: PlaceKey) -> bool:
+            return admitted(key) and bool(head.score(places[key.place_id], situation))
 
-    def lasts(key: PlaceKey) -> bool:
-        return places[key.place_id].worker.ends_at is None and accept(key)
+        found = _ranked(group, places, need, has_it, ranking=rest, situation=situation)
+        return found or _ranked(group, places, need, admitted, ranking=rest, situation=situation)
 
-    lasting = (
-        _first_most(group.free.covering(need, lasts), cached)
-        if inputs
-        else group.free.first(need, lasts)
-    )
-    if lasting is not None:
-        return lasting
+    def score(key: PlaceKey) -> tuple[float | bool, ...]:
+        place = places[key.place_id]
+        return tuple(criterion.score(place, situation) for criterion in ranking)
 
-    def time_left_then_cached(key: PlaceKey) -> tuple[float, int]:
-        return (places[key.place_id].worker.ends_at or 0.0, cached(key) if inputs else 0)
-
-    return _first_most(group.free.covering(need, accept), time_left_then_cached)
+    return _first_most(group.free.covering(need, admitted), score)
 
 
 def _first_most(keys: Iterable[PlaceKey], score: Callable[[PlaceKey], object]) -> str | None:

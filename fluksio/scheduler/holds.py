@@ -1,5 +1,6 @@
-"""The scheduler's holds and its index of free places: rule 4 of a pass (no starvation),
-and what keeps a place findable by what it has free.
+"""The scheduler's bookings, holds and index of free places: a placement taken on its
+place, rule 4 of a pass (no starvation), and what keeps a place findable by what it has
+free.
 
 A mixin of :class:`~.scheduler.Scheduler`, on the state :class:`~.book.Book` declares.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fluksio.scheduler.book import Book
+from fluksio.scheduler.model import Placement
 from fluksio.scheduler.resources import ZERO, Amounts, PlaceKey, covers
 from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState
 
@@ -24,6 +26,39 @@ class Holds(Book):
     _capacity_fits: dict[tuple[GroupKey, Amounts], bool]
     _held: set[str]
     _targets: dict[str, str]
+
+    def _allocate(
+        self, place_id: str, request_id: str, need: Amounts, limit: float | None
+    ) -> Placement:
+        """Place the request there: take what it needs (and GPUs by index), and say so; a
+        request without a limit gets its job's end, less the margin, as one."""
+        place = self._places[place_id]
+        ends_at = place.worker.ends_at
+        job_limit = None
+        if limit is None and ends_at is not None and self._now is not None:
+            job_limit = ends_at - self._now - self._margin
+        taken = place.known(need)
+        cached_bytes = place.cached_bytes(self._requests[request_id].inputs)
+        gpu_ids: tuple[int, ...] = ()
+        if taken.gpus:
+            gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
+            del place.free_gpu_ids[: taken.gpus]
+        self._unindex_free(place)
+        place.used = place.used.plus(taken)
+        self._index_free(place)
+        self._running[request_id] = Allocation(place_id, taken, gpu_ids)
+        self._targets.pop(request_id, None)
+        return Placement(
+            request_id=request_id,
+            worker_id=place_id,
+            gpu_ids=gpu_ids,
+            threads=place.threads_for(need),
+            cpus=taken.cpus,
+            gpus=taken.gpus,
+            ram_mb=taken.ram_mb,
+            job_limit=job_limit,
+            cached_bytes=cached_bytes,
+        )
 
     def _book(self, request_id: str, allocation: Allocation) -> None:
         """Take ``allocation`` on its place for a request already known, as placed."""

@@ -48,7 +48,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from fluksio.scheduler.book import Shape, Verdict, shape_of
-from fluksio.scheduler.choose import choose
+from fluksio.scheduler.choose import Situation, choose
 from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
     CallRequest,
@@ -350,41 +350,9 @@ class Scheduler(Holds):
         ahead = self._pipelines > 0 and not fitting_profile(
             self._profiles.values(), request.label, need, limit, self._margin
         )
-        return choose(
-            group, self._places, need, in_time, limit, pipelines=self._pipelines > 0,
-            ahead=ahead, ending=self._ending > 0, inputs=request.inputs if self._caching else (),
-        )  # fmt: skip
-
-    def _allocate(
-        self, place_id: str, request_id: str, need: Amounts, limit: float | None
-    ) -> Placement:
-        place = self._places[place_id]
-        ends_at = place.worker.ends_at
-        job_limit = None
-        if limit is None and ends_at is not None and self._now is not None:
-            job_limit = ends_at - self._now - self._margin
-        taken = place.known(need)
-        cached_bytes = place.cached_bytes(self._requests[request_id].inputs)
-        gpu_ids: tuple[int, ...] = ()
-        if taken.gpus:
-            gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
-            del place.free_gpu_ids[: taken.gpus]
-        self._unindex_free(place)
-        place.used = place.used.plus(taken)
-        self._index_free(place)
-        self._running[request_id] = Allocation(place_id, taken, gpu_ids)
-        self._targets.pop(request_id, None)
-        return Placement(
-            request_id=request_id,
-            worker_id=place_id,
-            gpu_ids=gpu_ids,
-            threads=place.threads_for(need),
-            cpus=taken.cpus,
-            gpus=taken.gpus,
-            ram_mb=taken.ram_mb,
-            job_limit=job_limit,
-            cached_bytes=cached_bytes,
-        )
+        inputs = request.inputs if self._caching else ()
+        situation = Situation(limit, inputs, self._pipelines > 0, self._ending > 0)
+        return choose(group, self._places, need, in_time, situation, ahead=ahead)
 
     def _blocked(
         self,
