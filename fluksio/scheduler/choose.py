@@ -12,27 +12,40 @@ ties, and best fit (the index's order) breaks the last. A new criterion is one
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fluksio.scheduler.resources import Amounts, PlaceKey
 from fluksio.scheduler.state import Group, Inputs, PlaceState
 
-__all__ = ["RANKING", "Criterion", "Situation", "choose"]
+__all__ = ["RANKING", "Criterion", "Kind", "Situation", "choose"]
 
 
-@dataclass(frozen=True)
-class Situation:
-    """What the criteria look at besides the place: the request, and the pool."""
+class Kind(NamedTuple):
+    """The yes-or-no facts that say which criteria apply: few, so which apply is worked
+    out once per kind (a pass asks for every request it places)."""
 
-    limit: float | None
-    inputs: Inputs
-    """The request's input artifacts and their sizes, where some place caches any."""
+    no_limit: bool
+    """The request sets no limit."""
+    inputs: bool
+    """It has inputs some place caches."""
     pipelines: bool
     """Some place takes calls ahead of its free slots."""
     ending: bool
     """Some place's job ends."""
+
+
+class Situation(NamedTuple):
+    """What the scores look at besides the place: the request's limit and inputs, and
+    the :class:`Kind` of the choice."""
+
+    limit: float | None
+    inputs: Inputs
+    """The request's input artifacts and their sizes, where some place caches any."""
+    kind: Kind
 
 
 @dataclass(frozen=True)
@@ -41,7 +54,7 @@ class Criterion:
     ``score`` wins (``True`` over ``False``)."""
 
     name: str
-    applies: Callable[[Situation], bool]
+    applies: Callable[[Kind], bool]
     score: Callable[[PlaceState, Situation], float | bool]
     yes_or_no: bool = False
     """Scored ``True`` or ``False``: the places that have it are ranked first, by the
@@ -55,13 +68,19 @@ def _time_left(place: PlaceState, _situation: Situation) -> float:
 
 RANKING: tuple[Criterion, ...] = (
     # Not a busy worker's pipeline while another place has a slot free.
-    Criterion("starts now", lambda s: s.pipelines, lambda p, _s: p.runs_now(), yes_or_no=True),
+    Criterion("starts now", lambda k: k.pipelines, lambda p, _s: p.runs_now(), yes_or_no=True),
     # A call without a limit runs until its job's end: the most time left (none: most).
-    Criterion("time left", lambda s: s.limit is None and s.ending, _time_left),
+    Criterion("time left", lambda k: k.no_limit and k.ending, _time_left),
     # Among the places that fit only: a call never waits for what a busy worker holds.
-    Criterion("cached bytes", lambda s: bool(s.inputs), lambda p, s: p.cached_bytes(s.inputs)),
+    Criterion("cached bytes", lambda k: k.inputs, lambda p, s: p.cached_bytes(s.inputs)),
 )
 """The criteria, most important first; best fit breaks the last tie."""
+
+
+@functools.cache
+def _applying(facts: tuple[bool, bool, bool, bool]) -> tuple[Criterion, ...]:
+    kind = Kind(*facts)
+    return tuple(criterion for criterion in RANKING if criterion.applies(kind))
 
 
 def choose(
@@ -69,19 +88,27 @@ def choose(
     places: dict[str, PlaceState],
     need: Amounts,
     in_time: Callable[[PlaceKey], bool],
-    situation: Situation,
     *,
+    limit: float | None,
+    inputs: Inputs,
+    facts: tuple[bool, bool, bool, bool],
     ahead: bool,
 ) -> str | None:
-    """The place the request goes to, or None if none passes the filters. ``ahead``:
-    the request may be sent ahead (no profile could bring a machine for it)."""
+    """The place the request goes to, or None if none passes the filters. ``facts``: the
+    fields of its :class:`Kind`, in order (a plain tuple: the pass makes one per request
+    placed, and a :class:`Situation` only where a criterion applies); ``ahead``: the
+    request may be sent ahead (no profile could bring a machine for it)."""
+    if ahead or not facts[2]:
+        admitted = in_time
+    else:
 
-    def admitted(key: PlaceKey) -> bool:
-        if not in_time(key):
-            return False
-        return ahead or not situation.pipelines or places[key.place_id].runs_now()
+        def admitted(key: PlaceKey) -> bool:
+            return in_time(key) and places[key.place_id].runs_now()
 
-    ranking = [criterion for criterion in RANKING if criterion.applies(situation)]
+    ranking = _applying(facts)
+    if not ranking:
+        return group.free.first(need, admitted)  # best fit: the index's first
+    situation = Situation(limit, inputs, Kind(*facts))
     return _ranked(group, places, need, admitted, ranking=ranking, situation=situation)
 
 
@@ -91,7 +118,7 @@ def _ranked(
     need: Amounts,
     admitted: Callable[[PlaceKey], bool],
     *,
-    ranking: list[Criterion],
+    ranking: tuple[Criterion, ...],
     situation: Situation,
 ) -> str | None:
     if not ranking:

@@ -36,7 +36,12 @@ def _need_of(request: CallRequest) -> Amounts:
 
 def _covers(have: Amounts, need: Amounts) -> bool:
     """Every amount at least what is needed."""
-    return all(amount >= needed for amount, needed in zip(have, need, strict=True))
+    return (
+        have.gpus >= need.gpus
+        and have.cpus >= need.cpus
+        and have.ram_mb >= need.ram_mb
+        and have.slots >= need.slots
+    )
 
 
 def _profile_amounts(profile: Profile) -> Amounts:

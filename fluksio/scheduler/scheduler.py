@@ -48,7 +48,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from fluksio.scheduler.book import Shape, Verdict, shape_of
-from fluksio.scheduler.choose import Situation, choose
+from fluksio.scheduler.choose import choose
 from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
     CallRequest,
@@ -351,8 +351,11 @@ class Scheduler(Holds):
             self._profiles.values(), request.label, need, limit, self._margin
         )
         inputs = request.inputs if self._caching else ()
-        situation = Situation(limit, inputs, self._pipelines > 0, self._ending > 0)
-        return choose(group, self._places, need, in_time, situation, ahead=ahead)
+        facts = (limit is None, bool(inputs), self._pipelines > 0, self._ending > 0)
+        return choose(
+            group, self._places, need, in_time, limit=limit, inputs=inputs, facts=facts,
+            ahead=ahead,
+        )  # fmt: skip
 
     def _blocked(
         self,
