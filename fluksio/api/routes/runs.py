@@ -11,21 +11,16 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.engine.errors import InvalidInput, NotFound
-from fluksio.engine.runs.answers import run_body
+from fluksio.engine.errors import InvalidInput
 from fluksio.wire.answers.resources import Deleted
-from fluksio.wire.answers.runs import NodeBody, RunBody, RunSummary
+from fluksio.wire.answers.runs import RunBody, RunSummary
 from fluksio.wire.states import RunState
-from fluksio.wire.times import utc
 
 __all__ = [
     "MAX_WAIT_S",
-    "NodeBody",
     "RunBody",
-    "RunSummary",
     "number",
     "routes",
-    "run_body",
     "wait_param",
 ]
 
@@ -101,20 +96,7 @@ async def _list(call: Call[None]) -> list[RunSummary]:
         raise InvalidInput("state", f"must be one of {', '.join(RunState)}") from None
     limit = int(number(call.request, "limit", 100, 1, 1000))
     since = _since(query.get("since"))
-    engine = call.app[ENGINE]
-    engine.dispatcher.write_marked()
-    rows = engine.runs.find(flow=query.get("flow"), state=state, limit=limit, since=since)
-    return [
-        RunSummary(
-            id=r.id,
-            flow=r.flow,
-            state=r.state,
-            created_at=utc(r.created_at),
-            started_at=utc(r.started_at),
-            ended_at=utc(r.ended_at),
-        )
-        for r in rows
-    ]
+    return call.app[ENGINE].run_list(flow=query.get("flow"), state=state, limit=limit, since=since)
 
 
 @routes.get(
@@ -126,12 +108,8 @@ async def _list(call: Call[None]) -> list[RunSummary]:
     params=(wait_param("until the run ends."),),
 )
 async def _get(call: Call[None]) -> RunBody:
-    run_id = call.request.match_info["run_id"]
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    view = await call.app[ENGINE].dispatcher.wait_run(run_id, wait)
-    if view is None:
-        raise NotFound(f"no run with id {run_id!r}")
-    return run_body(view)
+    return await call.app[ENGINE].run(call.request.match_info["run_id"], wait)
 
 
 @routes.post(
@@ -150,13 +128,8 @@ async def _get(call: Call[None]) -> RunBody:
     ),
 )
 async def _cancel(call: Call[None]) -> RunBody:
-    run_id = call.request.match_info["run_id"]
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
-    dispatcher = call.app[ENGINE].dispatcher
-    view = dispatcher.cancel_run(run_id)
-    if wait > 0:
-        view = await dispatcher.wait_run(run_id, wait) or view
-    return run_body(view)
+    return await call.app[ENGINE].cancel_run(call.request.match_info["run_id"], wait)
 
 
 @routes.post(
@@ -167,8 +140,7 @@ async def _cancel(call: Call[None]) -> RunBody:
     errors=(404, 409),
 )
 async def _retry(call: Call[None]) -> RunBody:
-    run_id = call.request.match_info["run_id"]
-    return run_body(call.app[ENGINE].dispatcher.retry_failed(run_id))
+    return call.app[ENGINE].retry_run(call.request.match_info["run_id"])
 
 
 @routes.delete(
@@ -179,6 +151,4 @@ async def _retry(call: Call[None]) -> RunBody:
     errors=(404, 409),
 )
 async def _delete(call: Call[None]) -> Deleted:
-    run_id = call.request.match_info["run_id"]
-    call.app[ENGINE].dispatcher.delete_run(run_id)
-    return Deleted(deleted=run_id)
+    return call.app[ENGINE].delete_run(call.request.match_info["run_id"])
