@@ -70,6 +70,12 @@ async def test_a_running_nodes_lines_are_read_from_a_position_while_it_runs(
     assert (ended["lines"], ended["ended"], ended["state"]) == ([], True, "succeeded")
     # The stored record holds the same output, secrets blanked the same way.
     assert run["nodes"][0]["logs"] == "first line\nthe token is [redacted]\nlast line\n"
+    # An attempt it never had is refused, naming the field and the bound.
+    refused = await api.request("GET", f"/runs/{run_id}/logs?attempt=2")
+    assert (refused.status, refused.body["detail"]) == (
+        422,
+        "attempt: must be a number from 1 to 1",
+    )
 
 
 async def test_a_worker_sends_lines_as_frames_and_a_gap_is_counted_not_hidden(

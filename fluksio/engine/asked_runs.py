@@ -1,4 +1,5 @@
-"""What a client asks the engine of flows and runs, answered with the wire's models.
+"""What a client asks the engine of flows, runs and an array's items, answered with the
+wire's models.
 
 A mixin of :class:`~fluksio.engine.core.Engine`: each method is a route's whole business
 with the engine (``PUT /flows/{name}`` is :meth:`RunsAsked.put_flow`), so a route reads
@@ -13,14 +14,15 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from fluksio.engine.answers import flow_body
-from fluksio.engine.errors import NotFound
-from fluksio.engine.runs.answers import run_body
+from fluksio.engine.errors import InvalidInput, NotFound
+from fluksio.engine.runs.answers import item_body, run_body
+from fluksio.engine.runs.items import unstarted
 from fluksio.engine.runs.validation import check_flow, flow_warnings
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
 from fluksio.wire.answers.resources import Deleted
-from fluksio.wire.answers.runs import RunBody, RunSummary
+from fluksio.wire.answers.runs import ItemsPage, RunBody, RunSummary
 from fluksio.wire.flows import FlowSpec
-from fluksio.wire.states import RunState
+from fluksio.wire.states import NodeState, RunState
 from fluksio.wire.times import utc
 
 if TYPE_CHECKING:
@@ -118,6 +120,52 @@ class RunsAsked:
     def delete_run(self, run_id: str) -> Deleted:
         self.dispatcher.delete_run(run_id)
         return Deleted(deleted=run_id)
+
+    def cancel_items(self, run_id: str, node: str | None, positions: list[int]) -> RunBody:
+        return run_body(self.dispatcher.cancel_items(run_id, node, positions))
+
+    def items_page(
+        self,
+        run_id: str,
+        node: str | None,
+        *,
+        after: int,
+        limit: int,
+        state: NodeState | None,
+    ) -> ItemsPage:
+        """A page of an array's items after position ``after``: every position in the
+        range, started or not (or, with ``state``, the stored items in it)."""
+        view = self.dispatcher.view_run(run_id)
+        if view is None:
+            raise NotFound(f"no run with id {run_id!r}")
+        arrays = {n.row.node_id: n.row for n in view.nodes if n.row.array is not None}
+        if not arrays:
+            raise NotFound(f"run {run_id} has no array node: its nodes' results are in the run")
+        if node is None:
+            if len(arrays) != 1:
+                raise InvalidInput("node", f"name one of the run's arrays: {', '.join(arrays)}")
+            node = next(iter(arrays))
+        array = arrays.get(node)
+        if array is None or array.array is None:
+            raise NotFound(f"run {run_id} has no array node {node!r}")
+        total = array.array.total
+        rows = self.dispatcher.items.store.page(run_id, node, after=after, limit=limit, state=state)
+        if state is None:
+            stored = {row.item: row for row in rows}
+            last = min(total - 1, after + limit)
+            rows = [
+                stored.get(position) or unstarted(array, position)
+                for position in range(after + 1, last + 1)
+            ]
+        last_item = int(rows[-1].item or 0) if rows else total
+        more = bool(rows) and (len(rows) == limit if state is not None else last_item < total - 1)
+        return ItemsPage(
+            run_id=run_id,
+            node=node,
+            total=total,
+            items=[item_body(row) for row in rows],
+            next=last_item if more else None,
+        )
 
     async def _count_items(self, flow: FlowSpec) -> dict[str, int]:
         """How many items each array node has, every line of its artifacts checked (off

@@ -21,6 +21,7 @@ from aiohttp import WSCloseCode
 from fluksio.agent.launcher import Launcher
 from fluksio.clock import Clock, SystemClock
 from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.asked_logs import LogsAsked
 from fluksio.engine.asked_runs import RunsAsked
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import Database, open_database
@@ -58,7 +59,7 @@ __all__ = ["Engine"]
 log = get_logger(__name__)
 
 
-class Engine(RunsAsked):
+class Engine(RunsAsked, LogsAsked):
     """One engine: its state, its core and its background work, behind ``start``/``close``.
 
     The stores and the dispatcher exist once ``start`` has run; reading one before is an
