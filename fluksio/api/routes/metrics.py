@@ -13,16 +13,12 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
-from fluksio.engine.answers import scrape_token_body
-from fluksio.engine.errors import NotFound
-from fluksio.engine.logging import get_logger
 from fluksio.engine.metrics import CONTENT_TYPE
 from fluksio.wire.answers.tokens import MintedScrapeToken, ScrapeTokenBody
 from fluksio.wire.requests import ScrapeTokenRequest
 
 __all__ = ["MintedScrapeToken", "ScrapeTokenBody", "routes"]
 
-log = get_logger(__name__)
 routes = Routes()
 outside_api = Routes(prefix="")
 
@@ -49,10 +45,7 @@ async def _metrics(call: Call[None]) -> web.Response:
     errors=(422,),
 )
 async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
-    minted_by = call.superuser.username
-    token, record = call.app[ENGINE].scrape_tokens.mint(call.body.name, created_by=minted_by)
-    log.info("scrape_token.minted", id=record.id, name=record.name)
-    return MintedScrapeToken(token=token, **scrape_token_body(record).model_dump())
+    return call.app[ENGINE].mint_scrape_token(call.body.name, by=call.superuser.username)
 
 
 @routes.get(
@@ -63,7 +56,7 @@ async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
     many=True,
 )
 async def _list(call: Call[None]) -> list[ScrapeTokenBody]:
-    return [scrape_token_body(record) for record in call.app[ENGINE].scrape_tokens.list()]
+    return call.app[ENGINE].scrape_token_list()
 
 
 @routes.post(
@@ -74,9 +67,4 @@ async def _list(call: Call[None]) -> list[ScrapeTokenBody]:
     errors=(404,),
 )
 async def _revoke(call: Call[None]) -> ScrapeTokenBody:
-    token_id = call.request.match_info["token_id"]
-    record = call.app[ENGINE].scrape_tokens.revoke(token_id)
-    if record is None:
-        raise NotFound(f"no scrape token with id {token_id!r}")
-    log.info("scrape_token.revoked", id=record.id, name=record.name)
-    return scrape_token_body(record)
+    return call.app[ENGINE].revoke_scrape_token(call.request.match_info["token_id"])

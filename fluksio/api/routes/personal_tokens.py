@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
-from fluksio.engine.answers import personal_token_body
-from fluksio.engine.errors import NotFound
-from fluksio.engine.logging import get_logger
 from fluksio.wire.answers.tokens import MintedPersonalToken, PersonalTokenBody
 from fluksio.wire.requests import PersonalTokenRequest
 
 __all__ = ["routes"]
 
-log = get_logger(__name__)
 routes = Routes()
 
 
@@ -32,12 +28,8 @@ routes = Routes()
     errors=(422,),
 )
 async def _mint(call: Call[PersonalTokenRequest]) -> MintedPersonalToken:
-    engine = call.app[ENGINE]
-    user = call.user
-    token, record = engine.personal_tokens.mint(user.username, call.body.name, call.body.days)
-    log.info("personal_token.minted", id=record.id, name=record.name, user=user.username)
-    body = personal_token_body(record, engine.clock.now())
-    return MintedPersonalToken(token=token, **body.model_dump())
+    body = call.body
+    return call.app[ENGINE].mint_personal_token(call.user.username, body.name, body.days)
 
 
 @routes.get(
@@ -48,9 +40,7 @@ async def _mint(call: Call[PersonalTokenRequest]) -> MintedPersonalToken:
     many=True,
 )
 async def _list(call: Call[None]) -> list[PersonalTokenBody]:
-    engine = call.app[ENGINE]
-    now = engine.clock.now()
-    return [personal_token_body(r, now) for r in engine.personal_tokens.of(call.user.username)]
+    return call.app[ENGINE].personal_token_list(call.user.username)
 
 
 @routes.post(
@@ -61,12 +51,7 @@ async def _list(call: Call[None]) -> list[PersonalTokenBody]:
     errors=(404,),
 )
 async def _revoke(call: Call[None]) -> PersonalTokenBody:
-    engine = call.app[ENGINE]
-    token_id = call.request.match_info["token_id"]
-    found = engine.personal_tokens.get(token_id)
-    # Another user's token is as unknown to a user as one that does not exist.
-    if found is None or (found.username != call.user.username and not call.user.is_superuser):
-        raise NotFound(f"no personal token of yours with id {token_id!r}")
-    record = engine.personal_tokens.revoke(token_id) or found
-    log.info("personal_token.revoked", id=record.id, name=record.name, user=record.username)
-    return personal_token_body(record, engine.clock.now())
+    user = call.user
+    return call.app[ENGINE].revoke_personal_token(
+        call.request.match_info["token_id"], username=user.username, superuser=user.is_superuser
+    )

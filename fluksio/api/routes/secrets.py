@@ -5,8 +5,6 @@ from __future__ import annotations
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Call, Routes
-from fluksio.engine.answers import secret_body
-from fluksio.engine.errors import NotFound
 from fluksio.wire.answers.resources import Deleted, SecretBody
 from fluksio.wire.flows import SecretRequest
 
@@ -25,8 +23,8 @@ routes = Routes()
     errors=(422,),
 )
 async def _put(call: Call[SecretRequest]) -> SecretBody:
-    name = path_name(call.request)
-    return secret_body(call.app[ENGINE].secrets.put(name, call.body.value, call.body.labels))
+    body = call.body
+    return call.app[ENGINE].put_secret(path_name(call.request), body.value, body.labels)
 
 
 @routes.get(
@@ -37,7 +35,7 @@ async def _put(call: Call[SecretRequest]) -> SecretBody:
     many=True,
 )
 async def _list(call: Call[None]) -> list[SecretBody]:
-    return [secret_body(info) for info in call.app[ENGINE].secrets.list()]
+    return call.app[ENGINE].secret_list()
 
 
 @routes.delete(
@@ -48,7 +46,4 @@ async def _list(call: Call[None]) -> list[SecretBody]:
     errors=(404, 422),
 )
 async def _delete(call: Call[None]) -> Deleted:
-    name = path_name(call.request)
-    if not call.app[ENGINE].secrets.delete(name):
-        raise NotFound(f"no secret named {name!r}")
-    return Deleted(deleted=name)
+    return call.app[ENGINE].delete_secret(path_name(call.request))
