@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
-from fluksio.engine.errors import Forbidden, NotAuthenticated
 from fluksio.engine.scrape_tokens import PREFIX as SCRAPE_PREFIX
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.users import User
+from fluksio.errors import Forbidden, NotAuthenticated
 
 __all__ = [
     "Caller",

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from fluksio.engine.errors import InvalidInput
+from fluksio.errors import InvalidInput
 from fluksio.names import NAME_RULE, is_name
 from fluksio.validation import first_error
 

@@ -37,9 +37,9 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import Caller, authorize
 from fluksio.api.bodies import read_json, required_form_field
 from fluksio.api.responses import conditional_response, model_response
-from fluksio.engine.errors import InvalidInput
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.users import User
+from fluksio.errors import InvalidInput
 from fluksio.validation import first_error
 
 __all__ = [

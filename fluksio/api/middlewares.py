@@ -16,8 +16,11 @@ from aiohttp import web
 
 from fluksio.api.appkeys import CREDENTIAL_THROTTLE, ENGINE
 from fluksio.api.responses import model_response
-from fluksio.engine.errors import (
+from fluksio.engine.logging import get_logger
+from fluksio.errors import (
+    ConfigError,
     Conflict,
+    FluksioError,
     Forbidden,
     InvalidInput,
     NotAuthenticated,
@@ -26,8 +29,6 @@ from fluksio.engine.errors import (
     TooLarge,
     TooManyAttempts,
 )
-from fluksio.engine.logging import get_logger
-from fluksio.errors import ConfigError, FluksioError
 from fluksio.wire.answers.resources import ErrorBody
 
 __all__ = ["credential_throttle_middleware", "error_middleware", "request_context_middleware"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.live_logs import Read
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.views import RunView
+from fluksio.errors import InvalidInput, NotFound
 from fluksio.wire.answers.runs import NodeLogs
 from fluksio.wire.states import TERMINAL_NODE_STATES
 

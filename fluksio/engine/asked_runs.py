@@ -14,10 +14,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from fluksio.engine.answers import flow_body
-from fluksio.engine.errors import InvalidInput, NotFound
 from fluksio.engine.runs.answers import item_body, run_body
 from fluksio.engine.runs.items import unstarted
 from fluksio.engine.runs.validation import check_flow, flow_warnings
+from fluksio.errors import InvalidInput, NotFound
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
 from fluksio.wire.answers.resources import Deleted
 from fluksio.wire.answers.runs import ItemsPage, RunBody, RunSummary

@@ -5,7 +5,7 @@ version ``i`` to ``i + 1``; each runs in its own transaction, so a crash mid-mig
 leaves the previous version intact. A database newer than this code is refused rather
 than half-understood.
 
-A write the disk has no room for raises :class:`~fluksio.engine.errors.StorageFull` (507 to
+A write the disk has no room for raises :class:`~fluksio.errors.StorageFull` (507 to
 a client) and leaves nothing of itself: a transaction is rolled back whole. Reads go on
 working, and a write after space has returned succeeds; nothing needs restarting.
 """
@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fluksio.engine.errors import StorageFull
-from fluksio.errors import ConfigError
+from fluksio.errors import ConfigError, StorageFull
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Database", "open_database"]
 

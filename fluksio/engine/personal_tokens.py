@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
-from fluksio.engine.errors import NotAuthenticated
+from fluksio.errors import NotAuthenticated
 
 __all__ = ["PREFIX", "PersonalTokenRecord", "PersonalTokenStore"]
 

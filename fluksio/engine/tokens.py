@@ -31,13 +31,13 @@ from typing import Any
 import jwt
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.errors import NotAuthenticated
 from fluksio.engine.keys import KeyRing, SigningKey
 from fluksio.engine.personal_tokens import PREFIX as PERSONAL_PREFIX
 from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.settings import ACCESS_TOKEN_TTL_S
 from fluksio.engine.users import User, UserStore
 from fluksio.engine.worker_tokens import WorkerTokenRecord, WorkerTokenStore
+from fluksio.errors import NotAuthenticated
 
 __all__ = [
     "ACCESS_TOKEN_TTL_S",

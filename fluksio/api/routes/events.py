@@ -34,8 +34,8 @@ from aiohttp import web
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import require_user
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.engine.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.engine.feed import FeedEvent, sse_frame
+from fluksio.errors import Forbidden, InvalidInput, NotAuthenticated
 from fluksio.wire.answers.feed import FEED_EVENTS
 
 __all__ = ["routes"]

@@ -6,7 +6,7 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import path_name
 from fluksio.api.declare import Answered, Call, Param, Routes
 from fluksio.api.routes.runs import RunBody
-from fluksio.engine.errors import InvalidInput
+from fluksio.errors import InvalidInput
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
 from fluksio.wire.answers.resources import Deleted
 from fluksio.wire.flows import FlowSpec, RunRequest

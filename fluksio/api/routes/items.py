@@ -11,7 +11,7 @@ from __future__ import annotations
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.api.routes.runs import RunBody, number
-from fluksio.engine.errors import InvalidInput
+from fluksio.errors import InvalidInput
 from fluksio.wire.answers.runs import ItemsPage
 from fluksio.wire.flows import ItemsCancelRequest
 from fluksio.wire.states import NodeState

@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from fluksio.api.appkeys import ENGINE, LOGIN_GUARD
 from fluksio.api.declare import Call, Routes
-from fluksio.engine.errors import NotAuthenticated, TooManyAttempts
 from fluksio.engine.logging import get_logger
 from fluksio.engine.users import check_password
+from fluksio.errors import NotAuthenticated, TooManyAttempts
 from fluksio.wire.answers.tokens import AccessToken
 
 __all__ = ["routes"]

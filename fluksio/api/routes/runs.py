@@ -11,7 +11,7 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.engine.errors import InvalidInput
+from fluksio.errors import InvalidInput
 from fluksio.wire.answers.resources import Deleted
 from fluksio.wire.answers.runs import RunBody, RunSummary
 from fluksio.wire.states import RunState

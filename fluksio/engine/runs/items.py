@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.engine.db import Database
-from fluksio.engine.errors import InvalidInput
 from fluksio.engine.runs.rows import ArraySummary, NodeRow
 from fluksio.engine.runs.store import node_row
+from fluksio.errors import InvalidInput
 from fluksio.wire.flows import ITEMS_MAX, NodeSpec
 from fluksio.wire.states import NodeState
 

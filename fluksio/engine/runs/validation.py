@@ -6,8 +6,8 @@ import ast
 import sys
 from collections.abc import Iterable
 
-from fluksio.engine.errors import InvalidInput
 from fluksio.engine.runs.calls import walltime_text
+from fluksio.errors import InvalidInput
 from fluksio.scheduler import Profile
 from fluksio.wire.flows import FlowSpec
 
