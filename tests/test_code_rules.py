@@ -224,7 +224,8 @@ def test_the_cycle_rule_can_fail(tmp_path: Path) -> None:
     assert _import_cycles(probes, root=tmp_path) == [["fluksio.events", "fluksio.registry"]]
 
 
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 450
+"""A ceiling, not a target (lowered from 500 by issue 51)."""
 
 
 def _too_long(files: list[Path]) -> list[str]:
@@ -237,7 +238,7 @@ def _too_long(files: list[Path]) -> list[str]:
     return found
 
 
-def test_no_module_is_over_500_lines_tests_and_benchmarks_included() -> None:
+def test_no_module_is_over_450_lines_tests_and_benchmarks_included() -> None:
     folders = [PACKAGE, ROOT / "tests", ROOT / "bench", ROOT / "plugins"]
     assert _too_long([path for folder in folders for path in files_under(folder)]) == []
 

@@ -9,18 +9,16 @@ reference over every order of events.
 from __future__ import annotations
 
 from fluksio.agent.outcome import ErrorKind
-from fluksio.engine.workers.connection import (
+from fluksio.engine.workers.connection import ConnectionMachine, ConnectionRules, unsigned_labels
+from fluksio.engine.workers.connection_effects import (
     Answering,
     Away,
     Cancel,
     CloseSocket,
-    ConnectionMachine,
-    ConnectionRules,
     Fail,
     Gone,
     Ping,
     Wake,
-    unsigned_labels,
 )
 from fluksio.engine.workers.protocol import CLOSE_SUPERSEDED
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from fluksio.agent.outcome import ErrorKind
-from fluksio.engine.workers import connection
+from fluksio.engine.workers import connection, connection_effects
 from fluksio.engine.workers.connection_reference import Happened, ReferenceConnection
 from tests.support.properties import against_reference
 
@@ -73,27 +73,29 @@ class ConnectionComparison(RuleBasedStateMachine):
 
     # -- carrying effects out, as a session would --------------------------------------
 
-    def happen(self, happened: Happened, effects: list[connection.ConnectionEffect]) -> None:
+    def happen(
+        self, happened: Happened, effects: list[connection_effects.ConnectionEffect]
+    ) -> None:
         self.reference.record(happened)
         ended: list[str] = []
         for effect in effects:
-            if isinstance(effect, connection.Fail):
+            if isinstance(effect, connection_effects.Fail):
                 assert effect.call_id not in self.outcomes, f"{effect.call_id} ended twice"
                 self.outcomes[effect.call_id] = ("failed", effect.error["type"])
                 ended.append(effect.call_id)
-            elif isinstance(effect, connection.Cancel):
+            elif isinstance(effect, connection_effects.Cancel):
                 self.cancels.append(effect.call_id)
-            elif isinstance(effect, connection.Wake):
+            elif isinstance(effect, connection_effects.Wake):
                 due = self.now + effect.delay_s
                 heapq.heappush(self.timers, (due, next(self.order), effect.kind, effect.call_id))
-            elif isinstance(effect, connection.Answering):
+            elif isinstance(effect, connection_effects.Answering):
                 assert effect.answering != self.answering, "told what it already knew"
                 self.answering = effect.answering
-            elif isinstance(effect, connection.CloseSocket):
+            elif isinstance(effect, connection_effects.CloseSocket):
                 self.closed_sockets += 1
-            elif isinstance(effect, connection.Gone):
+            elif isinstance(effect, connection_effects.Gone):
                 self.gone += 1
-            elif isinstance(effect, connection.Away):
+            elif isinstance(effect, connection_effects.Away):
                 assert self.machine.in_flight(), "away only with calls held for it"
                 self.away += 1
         for call_id in ended:  # the call's owner has its outcome and stops waiting
@@ -137,7 +139,7 @@ class ConnectionComparison(RuleBasedStateMachine):
         live = self.machine.expects(call_id)
         what = "answer" if last else "started" if started else "log"
         effects = self.machine.frame(call_id, what, self.now, last=last)
-        unknown = any(isinstance(effect, connection.Unknown) for effect in effects)
+        unknown = any(isinstance(effect, connection_effects.Unknown) for effect in effects)
         assert unknown != live, "a frame of a call in flight is its owner's"
         self.happen(Happened("frame", call=call_id, last=last, kind=what, now=self.now), effects)
         if live and last:

@@ -10,8 +10,6 @@ produced on demand and asserted as a user sees it through the API.
 from __future__ import annotations
 
 import json
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +18,14 @@ import pytest
 import structlog
 
 from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
-from tests.support.clock import ManualClock
 from tests.support.inprocess import (
     ClientFactory,
     InProcessEngine,
-    ScriptedWorker,
-    cpu_flow_on_a_manual_clock,
+    attach_cpu,
     start_in_process,
 )
 from tests.support.runs import nodes_of
-from tests.support.wait import advance_until, async_wait_for, poll_async
+from tests.support.wait import async_wait_for, poll_async
 
 NODE = "def process():\n    return 1\n"
 
@@ -67,7 +63,7 @@ async def test_a_worker_gone_mid_call_fails_the_call_and_leaves_the_scheduler(
     api: InProcessEngine,
 ) -> None:
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    worker = await _attach_cpu(api, "box")
+    worker = await attach_cpu(api, "box")
     run = await api.start_run("cpu")
     await worker.next_call()
     await worker.close()
@@ -114,7 +110,7 @@ async def test_retries_run_a_call_again_when_its_worker_is_lost_and_keep_one_res
     lost_call = next(c for c in first.calls.values() if c["node"] == "twice")
     await first.close()  # the host dies with both calls on it
 
-    second = await _attach_cpu(api, "second")
+    second = await attach_cpu(api, "second")
     again = await second.next_call()
     assert again["node"] == "twice" and again["call_id"] != lost_call["call_id"]
     await second.answer(again["call_id"], "second time lucky")
@@ -190,7 +186,7 @@ async def test_a_result_over_the_frame_limit_fails_its_call_naming_the_size(
 ) -> None:
     api = await start_in_process(aiohttp_client, tmp_path / "data", max_frame_bytes=1 << 20)
     await api.put_flow("big", [{"id": "n", "code": NODE, "worker": "cpu", "retries": 2}])
-    worker = await _attach_cpu(api, "box")
+    worker = await attach_cpu(api, "box")
     run = await api.start_run("big")
     call = await worker.next_call()
     await worker.answer(call["call_id"], "x" * (2 << 20))
@@ -203,7 +199,7 @@ async def test_a_result_over_the_frame_limit_fails_its_call_naming_the_size(
 
 
 async def test_a_large_answer_no_call_waits_for_is_dropped_unread(api: InProcessEngine) -> None:
-    worker = await _attach_cpu(api, "box")
+    worker = await attach_cpu(api, "box")
     (session,) = api.engine.workers.attached()
     # Unread: not even parsed (this one would not parse: it is cut off), so it costs
     # the engine its bytes once, not a parse's twice more.
@@ -258,8 +254,8 @@ async def test_an_answer_for_a_call_not_sent_to_that_worker_changes_nothing(
     api: InProcessEngine,
 ) -> None:
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
-    honest = await _attach_cpu(api, "honest")
-    forger = await _attach_cpu(api, "forger")
+    honest = await attach_cpu(api, "honest")
+    forger = await attach_cpu(api, "forger")
     run = await api.start_run("cpu")
     await async_wait_for(
         lambda: honest.calls or forger.calls, timeout=5, what="the call to be sent"
@@ -289,7 +285,7 @@ async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_
     )
     await api.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
     flooder = await api.attach(await api.mint("flood", []), name="flood")
-    steady = await _attach_cpu(api, "steady")
+    steady = await attach_cpu(api, "steady")
     heartbeat = encode(ProgressFrame(call_id="nothing", event="heartbeat"))
     for _ in range(1000):
         if flooder.socket.closed:
@@ -302,146 +298,6 @@ async def test_a_worker_that_floods_is_disconnected_saying_why_and_others_carry_
     await steady.answer(call["call_id"], "fine")
     assert (await api.wait_run(run["id"]))["state"] == "succeeded"
     assert [w["name"] for w in (await api.request("GET", "/workers")).body] == ["steady"]
-
-
-# -- liveness: the one 90-second rule, on a clock the test moves -----------------------------
-
-
-async def _attach_cpu(api: InProcessEngine, name: str) -> ScriptedWorker:
-    """A scripted worker ``name`` labelled cpu, on a token of its own."""
-    return await api.attach(await api.mint(name, ["cpu"]), name=name, labels=["cpu"])
-
-
-async def _a_frozen_worker_with_a_call(
-    api: InProcessEngine,
-) -> tuple[ScriptedWorker, dict[str, Any], dict[str, Any]]:
-    """Worker box takes a run's call, then freezes: the worker, the run, the call."""
-    worker = await _attach_cpu(api, "box")
-    run = await api.start_run("cpu")
-    call = await worker.next_call()
-    await _take_then_freeze(api, worker, call["call_id"])
-    return worker, run, call
-
-
-async def _take_then_freeze(api: InProcessEngine, worker: ScriptedWorker, call_id: str) -> None:
-    """Take the call as our agent does (a heartbeat at once), then freeze once the engine
-    has heard it: the call is the worker's, and then nothing more comes from it."""
-    (session,) = [s for s in api.engine.workers.attached() if s.expects(call_id)]
-    heard = session.machine.heard
-    await worker.send_raw(encode(ProgressFrame(call_id=call_id, event="heartbeat")))
-    await async_wait_for(lambda: session.machine.heard > heard, timeout=5, what="the heartbeat")
-    await worker.freeze()
-
-
-async def test_a_frozen_worker_fails_its_call_after_worker_gone_s_and_not_before(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> None:
-    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
-    _worker, run, _call = await _a_frozen_worker_with_a_call(api)
-    clock.advance(89)  # the spec's 90 s, less one
-    await api.seen_silent("box")
-    assert nodes_of(await api.run(run["id"]))["n"]["state"] == "running"
-    clock.advance(2)
-    node = nodes_of(await api.wait_run(run["id"], timeout=10))["n"]
-    assert node["error"]["type"] == "WorkerGone"
-    assert node["error"]["message"] == (
-        "no message from the worker for 90 s while it was executing; its calls failed as gone"
-    )
-
-
-async def test_a_call_a_frozen_worker_never_took_runs_elsewhere_and_is_dropped_there(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> None:
-    # Before, it waited out the 90-s rule and failed, while a healthy worker idled.
-    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
-    frozen = await _attach_cpu(api, "frozen")
-    await frozen.freeze()
-    run = await api.start_run("cpu")
-    healthy = await _attach_cpu(api, "healthy")
-    clock.advance(15)  # worker_take_s
-    call = await healthy.next_call(timeout=10)
-    await healthy.answer(call["call_id"], "ran once, here")
-    node = nodes_of(await api.wait_run(run["id"]))["n"]
-    assert (node["state"], node["ran_on"]) == ("succeeded", "healthy")
-    assert node["result"] == "ran once, here"
-    assert [e["event"] for e in node["events"]] == ["requeued"]
-    assert "frozen sent nothing for 15 s" in node["events"][0]["outputs"]["after"]
-    # It wakes: it finds the call, and the engine's word to drop it, behind it.
-    frozen.thaw()
-    await async_wait_for(lambda: frozen.cancelled, timeout=5, what="the cancel to be read")
-    (first,) = frozen.calls
-    assert frozen.cancelled == [first] and first != call["call_id"]
-    await frozen.answer(first, "too late")  # if it ran anyway: ignored, one result kept
-    sessions = {s.name: s for s in api.engine.workers.attached()}
-    await async_wait_for(
-        lambda: sessions["frozen"].machine.unknown_frames == 1, timeout=5, what="the late answer"
-    )
-
-    async def answering_again() -> bool:
-        return await api.worker_status("frozen") not in ("not answering", None)
-
-    await advance_until(clock, 2, answering_again, timeout=10, what="it to answer again")
-    assert nodes_of(await api.run(run["id"]))["n"]["result"] == "ran once, here"
-
-
-async def test_a_pause_shorter_than_worker_gone_s_loses_nothing(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> None:
-    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
-    worker, run, call = await _a_frozen_worker_with_a_call(api)
-    clock.advance(60)  # pings go unanswered, the watch looks, and it is not gone
-    await api.seen_silent("box")
-    worker.thaw()
-    await worker.answer(call["call_id"], "after the pause")
-    node = nodes_of(await api.wait_run(run["id"]))["n"]
-    assert (node["state"], node["result"]) == ("succeeded", "after the pause")
-    assert not worker.socket.closed
-
-
-async def test_a_worker_that_stopped_answering_gets_no_new_calls(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> None:
-    api, clock = await cpu_flow_on_a_manual_clock(aiohttp_client, tmp_path / "data")
-    frozen = await _attach_cpu(api, "frozen")
-    await frozen.freeze()
-    clock.advance(30)  # two pings unanswered; gone only at 90 s
-    await api.seen_silent("frozen")
-    run = await api.start_run("cpu")
-    assert run["reason"].startswith(
-        "1 worker carries 'cpu'; none has a free slot (frozen: not answering)"
-    )
-    healthy = await _attach_cpu(api, "healthy")
-    call = await healthy.next_call()
-    await healthy.answer(call["call_id"], "here")
-    assert nodes_of(await api.wait_run(run["id"]))["n"]["ran_on"] == "healthy"
-    assert frozen.calls == {}, "nothing new was sent to the silent worker"
-    frozen.thaw()
-
-    async def answering() -> bool:
-        return await api.worker_status("frozen") == "idle"
-
-    await advance_until(clock, 2, answering, timeout=10, what="the thawed worker to answer")
-
-
-async def test_an_idle_worker_is_seen_alive_and_a_frozen_idle_one_is_let_go(
-    aiohttp_client: ClientFactory, tmp_path: Path
-) -> None:
-    clock = ManualClock(time.time())
-    api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    worker = await api.attach(await api.mint("idle", []), name="idle")
-
-    async def seen_since_attaching() -> bool:
-        (listed,) = (await api.request("GET", "/workers")).body
-        seen, attached = (datetime.fromisoformat(listed[k]) for k in ("last_seen", "attached_at"))
-        return seen > attached
-
-    await advance_until(clock, 5, seen_since_attaching, timeout=10, what="an idle worker's pong")
-    await worker.freeze()
-
-    async def let_go() -> bool:
-        return bool((await api.request("GET", "/workers")).body == [])
-
-    await advance_until(clock, 10, let_go, timeout=10, what="the frozen idle worker to go")
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -35,7 +35,8 @@ from fluksio.agent.machine import (
     Start,
     Welcome,
 )
-from fluksio.engine.workers.connection import Cancel, ConnectionEffect, ConnectionMachine, Fail
+from fluksio.engine.workers.connection import ConnectionMachine
+from fluksio.engine.workers.connection_effects import Cancel, ConnectionEffect, Fail
 from tests.support.properties import against_reference
 
 WELCOME = Welcome(logs=True, cache=False, pipeline=2, take_s=15.0)

@@ -15,16 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog.testing
 from pydantic import BaseModel
 
-from fluksio.clock import SystemClock
-from fluksio.engine.datadir import DataDir
-from fluksio.engine.provisioning import instantiate
 from fluksio.errors import ConfigError
 from fluksio.provisioners import hookspecs
 from fluksio.provisioners.base import JobState, ProfileSettings, ProvisionerSettings
-from fluksio.provisioners.config import Loaded, load_provisioners
+from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.hosts import HostsProvisioner
 from fluksio.provisioners.plugins import ENTRY_POINT_GROUP, build_plugins
 from fluksio.provisioners.provisioner import Provisioner
@@ -39,9 +35,7 @@ from fluksio.provisioners.slurm import (
     slurm_state,
 )
 from tests.support.cli import fluksio
-from tests.support.clock import ManualClock
 from tests.support.engine import write_provisioners
-from tests.support.scripted import Scripted, Settings, scripted_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "provisioners.example.json"
@@ -426,29 +420,3 @@ def test_the_partitions_a_profile_asks_for_are_read_and_missing_ones_named() -> 
         f"profile {one.name!r} asks for partition 'cpu', which the cluster does not have"
         " (sinfo lists: debug, gpu)"
     ]
-
-
-def test_the_engine_makes_each_provisioner_with_its_clock_and_state_and_old_plugins_load(
-    tmp_path: Path,
-) -> None:
-    class OldStyle(Scripted):
-        """A plugin written before the engine gave a clock: its constructor takes settings."""
-
-        def __init__(self, settings: Settings) -> None:
-            super().__init__(settings)
-
-    layout = DataDir(tmp_path / "data").ensure()
-    clock = ManualClock()
-    loaded: list[Loaded] = [
-        (Scripted, scripted_settings(name="new")),
-        (OldStyle, scripted_settings(name="old")),
-    ]
-    with structlog.testing.capture_logs() as logged:
-        new, old = instantiate(layout, loaded, clock)
-    assert (new.clock, new.state_dir) == (clock, layout.provisioner_state("new"))
-    # The old one still loads, with its state directory, on the system's clock, and says so.
-    assert (isinstance(old.clock, SystemClock), old.state_dir) == (
-        True,
-        layout.provisioner_state("old"),
-    )
-    assert [e["type"] for e in logged if e["event"] == "plugin.old_constructor"] == ["scripted"]

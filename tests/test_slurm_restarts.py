@@ -1,7 +1,7 @@
-"""The Slurm provisioner across restarts and bursts: a real engine, real OpenSSH, a real
-Slurm on 127.0.0.1. An engine crashed or restarted finds its jobs and submits no extra; a
-burst spreads over max_workers jobs, each call running once; walltimes shorter than a
-replacement are a cap, and no call lands past its job's end."""
+"""The Slurm provisioner across restarts: a real engine, real OpenSSH, a real Slurm on
+127.0.0.1. An engine crashed or restarted finds its jobs and submits no extra; a cancel a
+stopping engine did not finish is finished by the next; a job that fails at start is
+noticed, retried and forgiven once it works (bursts: ``test_slurm_bursts.py``)."""
 
 from __future__ import annotations
 
@@ -9,28 +9,24 @@ import re
 import shutil
 import signal
 import tempfile
-import threading
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.engine import (
-    EngineProcess,
-    free_port,
     start_engine,
-    write_provisioners,
 )
-from tests.support.runs import code, get_run, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, slurm_provisioner
+from tests.support.runs import get_run, put_flow, start_run, wait_run
+from tests.support.slurm import LocalSlurm
 from tests.support.slurm_engine import (
     NODE,
     log_out,
     no_job_outlives_its_test,
     profile_view,
+    restart_engine,
     slurm,
+    slurm_data_dir,
     start,
     wait_error,
 )
@@ -41,28 +37,15 @@ pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 __all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
 
 
-def _data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
-    """A data directory (for an engine, then perhaps its restart) and the engine's port."""
-    port = free_port()
-    data_dir = tmp_path / "data"
-    write_provisioners(data_dir, [slurm_provisioner(slurm, port, **changes)])
-    return data_dir, port
-
-
-def _held_jobs_data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
+def _held_jobsslurm_data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
     """For engines whose jobs stay PENDING."""
-    return _data_dir(
+    return slurm_data_dir(
         tmp_path,
         slurm,
         provision_timeout_s=0,
         profile={"sbatch": ["--begin=now+1hour"]},
         **changes,
     )
-
-
-def _restart(data_dir: Path, tmp_path: Path, port: int) -> tuple[EngineProcess, str]:
-    engine = start_engine(data_dir, tmp_path / "logs2", port=port)
-    return engine, engine.login()
 
 
 def _assert_cancelled_and_clean(slurm: LocalSlurm, job_id: str, request_id: str) -> None:
@@ -73,7 +56,7 @@ def _assert_cancelled_and_clean(slurm: LocalSlurm, job_id: str, request_id: str)
 def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
     tmp_path: Path, slurm: LocalSlurm
 ) -> None:
-    data_dir, port = _held_jobs_data_dir(tmp_path, slurm)
+    data_dir, port = _held_jobsslurm_data_dir(tmp_path, slurm)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -88,7 +71,7 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
         assert engine.stop(signal.SIGKILL) != 0  # no shutdown: nothing is cancelled
         assert slurm.fluksio_jobs(tmp_path) == [job_id]
 
-        engine, token = _restart(data_dir, tmp_path, port)
+        engine, token = restart_engine(data_dir, tmp_path, port)
         view = wait_for(
             lambda: profile_view(engine, token)["outstanding"],
             timeout=30,
@@ -109,13 +92,13 @@ def test_a_crashed_engine_finds_its_pending_job_again_and_submits_no_second(
     _assert_cancelled_and_clean(slurm, job_id, view["request_id"])
 
 
-def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_restart(
+def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_arestart_engine(
     tmp_path: Path, slurm: LocalSlurm
 ) -> None:
     # Before, the restarted engine still counted the dead job against max_workers, learnt
     # at its first poll that it had ended, and planned nothing: a new run stayed queued
     # ("(outstanding)") until some other event, 150 s in the audit.
-    data_dir, port = _data_dir(tmp_path, slurm, max_idle_s=2, provision_timeout_s=120)
+    data_dir, port = slurm_data_dir(tmp_path, slurm, max_idle_s=2, provision_timeout_s=120)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -128,7 +111,7 @@ def test_a_job_that_ended_while_the_engine_was_down_leaves_no_stall_after_a_rest
         wait_for(
             lambda: job_id not in slurm.fluksio_jobs(tmp_path), timeout=60, what="the job to end"
         )
-        engine, token = _restart(data_dir, tmp_path, port)
+        engine, token = restart_engine(data_dir, tmp_path, port)
         second = wait_run(engine, token, start_run(engine, token, "again")["id"], timeout=60)
         assert second["state"] == "succeeded", second
         assert second["nodes"][0]["result"]["job"] != job_id, "it ran in a new job"
@@ -144,7 +127,7 @@ def test_a_cancel_a_stopping_engine_did_not_finish_is_finished_by_the_next_as_no
     # Before, the next engine found the job CANCELLED "before its worker attached": a failed
     # start, so the profile rested before asking again (or, had the cancel never reached
     # Slurm, it waited on a job its predecessor had given up).
-    data_dir, port = _held_jobs_data_dir(tmp_path, slurm, retry_base_s=600)
+    data_dir, port = _held_jobsslurm_data_dir(tmp_path, slurm, retry_base_s=600)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -166,7 +149,7 @@ def test_a_cancel_a_stopping_engine_did_not_finish_is_finished_by_the_next_as_no
                 what="the stopping engine's scancel to wait for slurmctld",
             )
             assert engine.stop(signal.SIGKILL) != 0
-        engine, token = _restart(data_dir, tmp_path, port)
+        engine, token = restart_engine(data_dir, tmp_path, port)
         second = wait_for(
             lambda: (view := pending()) and view["job_id"] != first["job_id"] and view,
             timeout=60,
@@ -185,7 +168,7 @@ def test_a_cancel_a_stopping_engine_did_not_finish_is_finished_by_the_next_as_no
 def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
     tmp_path: Path, slurm: LocalSlurm, kind: str
 ) -> None:
-    data_dir, port = _held_jobs_data_dir(tmp_path, slurm, transport=kind)
+    data_dir, port = _held_jobsslurm_data_dir(tmp_path, slurm, transport=kind)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
@@ -204,7 +187,7 @@ def test_an_engine_killed_while_sbatch_hung_finds_the_job_by_its_mark(
             lambda: slurm.fluksio_jobs(tmp_path), timeout=30, what="the job to be queued"
         )
 
-        engine, token = _restart(data_dir, tmp_path, port)
+        engine, token = restart_engine(data_dir, tmp_path, port)
 
         def adopted() -> dict[str, Any] | None:
             outstanding: dict[str, Any] | None = profile_view(engine, token)["outstanding"]
@@ -263,219 +246,3 @@ def test_a_job_that_fails_at_start_is_noticed_retried_and_forgiven_once_it_works
         )
     finally:
         shutil.rmtree(shared)
-
-
-class _Watch(threading.Thread):
-    """Polls squeue and /workers/resources while a test runs: the most seen at once."""
-
-    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm, root: Path) -> None:
-        super().__init__(daemon=True)
-        self.engine, self.token, self.slurm, self.root = engine, token, slurm, root
-        self.stop = threading.Event()
-        self.most_jobs = self.most_queued = self.most_pending = 0
-        self.job_ids: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            ours = self.slurm.fluksio_job_states(self.root)  # this test's engine's only
-            self.job_ids.update(ours)
-            self.most_jobs = max(self.most_jobs, len(ours))
-            queued = sum(state == "PENDING" for state in ours.values())
-            self.most_queued = max(self.most_queued, queued)
-            stages = profile_view(self.engine, self.token)["jobs_by_stage"]
-            pending = sum(n for stage, n in stages.items() if stage != "attached")
-            self.most_pending = max(self.most_pending, pending)
-            self.stop.wait(0.1)
-
-
-def _burst(
-    ran: Path, count: int = 48, *, seconds: float = 1, **fields: Any
-) -> list[dict[str, Any]]:
-    """Nodes of ``seconds`` each, for label hpc; each appends its id to ``ran``."""
-    node = code(f"""
-        import os, time
-
-        def process(node_id):
-            time.sleep({seconds})
-            with open({str(ran)!r}, "a") as out:
-                out.write(node_id + "\\n")
-            return os.environ.get("SLURM_JOB_ID")
-    """)
-    return [
-        {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, **fields}
-        for i in range(count)
-    ]
-
-
-def _burst_setup(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, Path, int]:
-    """For a burst: a directory its jobs write to, and an engine's data directory and port
-    (jobs get 120 s to attach)."""
-    data_dir, port = _data_dir(tmp_path, slurm, provision_timeout_s=120, **changes)
-    return _shared_dir(), data_dir, port
-
-
-def _shared_dir() -> Path:
-    """A directory the job user can write to (pytest's tmp_path is root's alone)."""
-    shared = Path(tempfile.mkdtemp(prefix="fluksio-burst-"))
-    shared.chmod(0o777)
-    return shared
-
-
-def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
-    start: Any, slurm: LocalSlurm, tmp_path: Path
-) -> None:
-    shared = _shared_dir()
-    ran = shared / "ran"
-    engine, token = start(
-        profile={"max_workers": 4, "parallel": 4}, max_idle_s=2, provision_timeout_s=120
-    )
-    nodes = _burst(ran)
-    watch = _Watch(engine, token, slurm, tmp_path)
-    try:
-        assert put_flow(engine, token, "burst", nodes)
-        watch.start()
-        run_id = start_run(engine, token, "burst")["id"]
-        run = wait_run(engine, token, run_id, timeout=150)
-        watch.stop.set()
-        watch.join(timeout=30)
-        assert run["state"] == "succeeded", run
-        assert sorted(ran.read_text().split()) == sorted(n["id"] for n in nodes), "each once"
-        jobs_used = {n["result"] for n in run["nodes"]}
-        assert 2 <= len(jobs_used) <= 4, jobs_used
-        assert jobs_used <= watch.job_ids
-        assert watch.most_jobs <= 4 and watch.most_pending <= 1 and watch.most_queued <= 1
-    finally:
-        watch.stop.set()
-        shutil.rmtree(shared)
-
-
-def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_need(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    # Two-minute jobs: each worker is near its end from the moment it attaches. Before,
-    # such a worker stopped counting and eight calls brought six jobs at once.
-    shared, data_dir, port = _burst_setup(
-        tmp_path, slurm, max_idle_s=2, profile={"max_workers": 2, "sbatch": ["--time=00:02:00"]}
-    )
-    ran = shared / "ran"
-    engine = start_engine(
-        data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
-    )
-    watch: _Watch | None = None
-    try:
-        token = engine.login()
-        nodes = _burst(ran, 12, seconds=20, limit=30)
-        assert put_flow(engine, token, "capped", nodes)
-        watch = _Watch(engine, token, slurm, tmp_path)
-        watch.start()
-        run = wait_run(engine, token, start_run(engine, token, "capped")["id"], timeout=420)
-        watch.stop.set()
-        watch.join(timeout=30)
-        assert run["state"] == "succeeded", run
-        assert sorted(ran.read_text().split()) == sorted(n["id"] for n in nodes), "each once"
-        assert watch.most_jobs <= 2, f"squeue showed {watch.most_jobs} of the profile's jobs"
-        assert len(watch.job_ids) >= 3, "jobs ended at their walltime and were replaced"
-    finally:
-        if watch is not None:
-            watch.stop.set()
-        engine.stop()
-        shutil.rmtree(shared)
-    wait_for(lambda: not slurm.fluksio_jobs(tmp_path), timeout=60, what="the last jobs to end")
-
-
-def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    shared, data_dir, port = _burst_setup(
-        tmp_path, slurm, max_idle_s=5, profile={"max_workers": 3, "parallel": 2}
-    )
-    ran = shared / "ran"
-    engine = start_engine(data_dir, tmp_path / "logs", port=port)
-    try:
-        token = engine.login()
-        # Calls that ran when the engine died run again (they may run twice).
-        assert put_flow(engine, token, "burst", _burst(ran, 36, retry_on_restart=True))
-        run_id = start_run(engine, token, "burst")["id"]
-        wait_for(
-            lambda: profile_view(engine, token)["jobs_by_stage"].get("attached", 0) >= 2,
-            timeout=60,
-            what="two jobs' workers to attach",
-        )
-        before = set(slurm.fluksio_jobs(tmp_path))
-        assert engine.stop(signal.SIGKILL) != 0
-        engine, token = _restart(data_dir, tmp_path, port)
-        watch = _Watch(engine, token, slurm, tmp_path)
-        watch.start()
-        run = wait_run(engine, token, run_id, timeout=150)
-        watch.stop.set()
-        watch.join(timeout=30)
-        assert run["state"] == "succeeded", run
-        assert set(ran.read_text().split()) == {f"n{i}" for i in range(36)}
-        assert watch.most_jobs <= 3, "no extra job beside the ones found again"
-        assert len(before | watch.job_ids) <= 3, (before, watch.job_ids)
-    finally:
-        engine.stop()
-        shutil.rmtree(shared)
-
-
-def test_walltime_no_call_lands_past_its_job_end_and_the_replacement_takes_the_queue(
-    tmp_path: Path, slurm: LocalSlurm
-) -> None:
-    data_dir, port = _data_dir(
-        tmp_path,
-        slurm,
-        max_idle_s=300,  # it leaves by draining, not by idling
-        profile={"sbatch": ["--time=00:01:00"]},
-    )
-    engine = start_engine(
-        data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
-    )
-    try:
-        token = engine.login()
-        fits = code("""
-            import os
-            def process():
-                return os.environ.get("SLURM_JOB_ID")
-        """)
-        assert put_flow(
-            engine, token, "fits", [{"id": "n", "worker": "hpc", "limit": 20, "code": fits}]
-        )
-        too_long = [{"id": "n", "worker": "hpc", "limit": 120, "code": fits}]
-        assert put_flow(engine, token, "too-long", too_long)
-        first = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
-        assert first["state"] == "succeeded", first
-        job1 = first["nodes"][0]["result"]
-        waiting = start_run(engine, token, "too-long")["id"]
-        (worker,) = engine.client(token).request("GET", "/workers").body
-        ends_at = datetime.fromisoformat(worker["ends_at"]).timestamp()
-        assert 0 < ends_at - time.time() <= 60, worker
-        reason = wait_for(
-            lambda: get_run(engine, token, waiting)["reason"], timeout=10, what="a reason"
-        )
-        assert re.fullmatch(
-            r"needs up to 120 s \(\+10 s to spare\); hpc-small's job ends in \d+ s;"
-            r" the profile with 'hpc' allows at most 60 s",
-            reason,
-        ), reason
-
-        # Under 30 s left, a call of 20 s (+10) no longer fits there: a replacement job
-        # is asked for ahead of the end, and takes it.
-        wait_for(lambda: ends_at - time.time() < 28, timeout=60, what="the job's last 28 s")
-        second = wait_run(engine, token, start_run(engine, token, "fits")["id"], timeout=60)
-        assert second["state"] == "succeeded", second
-        job2 = second["nodes"][0]["result"]
-        assert job2 != job1, "it ran on the replacement"
-
-        # The first worker drains and leaves: its job ends by itself, not at its limit.
-        state = wait_for(
-            lambda: (
-                slurm.job_state(job1) not in ("RUNNING", "COMPLETING", "") and slurm.job_state(job1)
-            ),
-            timeout=60,
-            what=f"job {job1} to end",
-        )
-        assert state == "COMPLETED", f"job {job1} ended {state}"
-        assert "drained: its job ends in" in engine.logs()
-        assert get_run(engine, token, waiting)["state"] == "queued", "never placed"
-    finally:
-        engine.stop()

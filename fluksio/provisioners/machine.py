@@ -38,7 +38,8 @@ from fluksio.provisioners.effects import (
     Unwake,
     Wake,
 )
-from fluksio.provisioners.machine_state import Brought, MachineState, ProfileEntry, as_scheduled
+from fluksio.provisioners.machine_state import Brought, ProfileEntry, as_scheduled
+from fluksio.provisioners.machine_stop import StartAndStop
 from fluksio.provisioners.requests import MachineRequest, RequestStage, login_sentence
 
 __all__ = ["POLL_SOON_S", "ProvisioningMachine"]
@@ -47,11 +48,9 @@ POLL_SOON_S = 1.0
 """After a worker of a request leaves, its job is polled this soon: its slot under
 ``max_workers`` is free once the job has ended, and a replacement may be waiting."""
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
-SHUTTING_DOWN = "the engine is shutting down"
-WITHDRAWN = "withdrawn when the engine stopped"
 
 
-class ProvisioningMachine(MachineState):
+class ProvisioningMachine(StartAndStop):
     """Provisioning's rules: each input is what happened, each answer what to do."""
 
     # -- inputs: asked for capacity, and the submission's answers ------------------------
@@ -328,73 +327,7 @@ class ProvisioningMachine(MachineState):
                 effects.append(Wake(f"poll:{entry.rule.provisioner}", poller.due_at))
         return effects
 
-    # -- inputs: starting and stopping ----------------------------------------------------
-
-    def recover(self, requests: Iterable[MachineRequest], now: float) -> list[Effect]:
-        """Requests an earlier run of the engine submitted: watched again where they left.
-
-        Each is polled, and timed out from when it was submitted; one whose worker has not
-        attached is its profile's outstanding request again, so nothing is submitted twice.
-        One whose submission never answered before the engine stopped is looked for.
-        """
-        effects: list[Effect] = []
-        for request in requests:
-            entry = self._profiles.get(f"{request.provisioner}/{request.profile}")
-            if entry is None:
-                # Nothing configured can poll or cancel it any more; its worker must not attach.
-                if request.token_jti is not None:
-                    reason = "its provisioner profile is no longer configured"
-                    effects.append(Revoke(request.token_jti, reason))
-                profile = f"{request.provisioner}/{request.profile}"
-                effects += [
-                    Forget(request.id),
-                    Log(
-                        "warning", "provision.orphaned", {"profile": profile, "job": request.job_id}
-                    ),
-                ]
-                continue
-            entry.live[request.id] = request
-            if request.job_id is None:
-                request.answer_lost = "the engine stopped before the submission answered"
-            if request.stage is not RequestStage.ATTACHED:
-                entry.outstanding = request
-                if request.withdrawn:
-                    # The engine before this one stopped while cancelling it: finished
-                    # here, and no failed start, however its job ended meanwhile.
-                    self._cancel(entry, request, WITHDRAWN, effects)
-                else:
-                    self._arm_timeout(entry, request, effects)
-            self._ensure_poll(entry.rule.provisioner, now, effects)
-        effects += self._changed()
-        return effects
-
-    def closing(self) -> list[Effect]:
-        """The engine is stopping: nothing new is asked for, polled or rested."""
-        self._closing = True
-        effects: list[Effect] = [Unwake(f"rest:{key}") for key in self._profiles]
-        effects += [Unwake(f"poll:{name}") for name in self._pollers]
-        return effects
-
-    def close(self) -> list[Effect]:
-        """Cancel every request whose worker has not attached (once its submission, if
-        any was under way, has answered), marked withdrawn first: a cancel the engine stops
-        before it finishes is finished by the next, and counted as no failure."""
-        effects: list[Effect] = []
-        for entry in self._profiles.values():
-            for request in list(entry.live.values()):
-                if request.stage is not RequestStage.ATTACHED:
-                    self._withdraw(entry, request, effects)
-        return effects
-
     # -- the rules -----------------------------------------------------------------------
-
-    def _withdraw(
-        self, entry: ProfileEntry, request: MachineRequest, effects: list[Effect]
-    ) -> None:
-        if not request.withdrawn:
-            request.withdrawn = True
-            effects.append(Remember(request))
-        self._cancel(entry, request, SHUTTING_DOWN, effects)
 
     def _failed(
         self,

@@ -38,6 +38,7 @@ __all__ = [
     "InProcessEngine",
     "Reply",
     "ScriptedWorker",
+    "attach_cpu",
     "cpu_flow_on_a_manual_clock",
     "start_in_process",
 ]
@@ -109,3 +110,8 @@ async def cpu_flow_on_a_manual_clock(
     api = await start_in_process(aiohttp_client, data_dir, clock=clock)
     await api.put_flow("cpu", [{"id": "n", "code": CPU_NODE, "worker": "cpu"}])
     return api, clock
+
+
+async def attach_cpu(api: InProcessEngine, name: str) -> ScriptedWorker:
+    """A scripted worker ``name`` labelled cpu, on a token of its own."""
+    return await api.attach(await api.mint(name, ["cpu"]), name=name, labels=["cpu"])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fluksio.scheduler import ENGINE_ID, Worker
+from fluksio.scheduler import ENGINE_ID, Scheduler, Worker
 
-__all__ = ["ENGINE", "worker"]
+__all__ = ["ENGINE", "INPUTS", "MARGIN", "NOW", "placed", "worker"]
 
 ENGINE = Worker(id=ENGINE_ID, name="engine", slots=4, cpus=8, ram_mb=16384)
 """The engine as a place: 4 slots, 8 cpus, 16 GiB, no GPU and no label."""
@@ -31,3 +31,17 @@ def worker(
         ram_mb=ram_mb,
         pipeline=pipeline,
     )
+
+
+NOW = 10_000.0
+INPUTS = [
+    ("sha256:" + c * 64, size) for c, size in (("a", 50 << 20), ("b", 50 << 20), ("c", 1 << 20))
+]
+"""Input artifacts requests may name: two alike in size (a tie the cache must break), one small."""
+"""Every pass runs at this time: jobs end 100 s or 10,000 s after it, or never."""
+MARGIN = 60.0
+
+
+def placed(scheduler: Scheduler) -> dict[str, str]:
+    """One pass: which place each request placed went to."""
+    return {p.request_id: p.worker_id for p in scheduler.schedule().placements}

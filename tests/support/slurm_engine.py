@@ -31,7 +31,9 @@ __all__ = [
     "no_job_outlives_its_test",
     "profile_view",
     "resources_of",
+    "restart_engine",
     "slurm",
+    "slurm_data_dir",
     "start",
     "wait_error",
 ]
@@ -114,3 +116,19 @@ def wait_error(engine: EngineProcess, token: str, what: str) -> dict[str, Any]:
         return error
 
     return wait_for(recorded, timeout=30, what=what)
+
+
+def slurm_data_dir(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, int]:
+    """A data directory (for an engine, then perhaps its restart) and the engine's port,
+    its provisioners.json the local cluster's (``changes`` as :func:`slurm_provisioner`
+    takes them)."""
+    port = free_port()
+    data_dir = tmp_path / "data"
+    write_provisioners(data_dir, [slurm_provisioner(slurm, port, **changes)])
+    return data_dir, port
+
+
+def restart_engine(data_dir: Path, tmp_path: Path, port: int) -> tuple[EngineProcess, str]:
+    """An engine started again on ``data_dir`` and ``port``, and a login to it."""
+    engine = start_engine(data_dir, tmp_path / "logs2", port=port)
+    return engine, engine.login()

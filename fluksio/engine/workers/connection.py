@@ -11,7 +11,8 @@ worker is *back* when it attaches again naming the calls it holds.
 Each input is a method named for what happened (a call was sent, anything was heard, an
 answer or another frame of a call came, a timer a call set went off, the watcher looked,
 the socket ended, the worker came back, this side closed it) and returns effects its
-owner, :class:`~fluksio.engine.workers.session.WorkerSession`, carries out in order:
+owner, :class:`~fluksio.engine.workers.session.WorkerSession`, carries out in order (they
+are declared in :mod:`~fluksio.engine.workers.connection_effects`):
 
 - :class:`Fail` a call with an error record, :class:`Cancel` it on the worker;
 - :class:`Wake` me after a delay about one call (its take or limit timer);
@@ -34,112 +35,30 @@ from typing import Literal
 
 from fluksio.agent.frames import CONTROL_FRAME_BYTES
 from fluksio.agent.outcome import ErrorKind, error_record, limit_error
+from fluksio.engine.workers.connection_effects import (
+    Answering,
+    Away,
+    Cancel,
+    CloseSocket,
+    ConnectionEffect,
+    Fail,
+    Gone,
+    NotTaking,
+    Ping,
+    TimerKind,
+    Unknown,
+    Wake,
+)
 
-__all__ = [
-    "Answering",
-    "Away",
-    "Cancel",
-    "CloseSocket",
-    "ConnectionEffect",
-    "ConnectionMachine",
-    "ConnectionRules",
-    "Fail",
-    "Gone",
-    "NotTaking",
-    "Phase",
-    "Ping",
-    "Unknown",
-    "Wake",
-    "unsigned_labels",
-]
+__all__ = ["ConnectionMachine", "ConnectionRules", "Phase", "unsigned_labels"]
 
 Phase = Literal["attached", "closing", "away", "gone"]
-TimerKind = Literal["take", "limit"]
 WENT_AWAY = "worker went away mid-call"
 CLOSED_IDLE = "the worker closed its connection with no call in flight (idle, or stopped)"
 UNKNOWN_FRAMES_LOGGED = 10
 LIMIT_BACKSTOP_S = 10.0
 """How long after a call's ``limit`` and the agent's grace the engine stops waiting for our
 agent to stop it (it would have answered by then, unless something is wrong there)."""
-
-
-@dataclass(frozen=True)
-class _Signal:
-    """An effect that carries nothing but what it is (each kind is a class of its own, so
-    two kinds never compare equal)."""
-
-
-class Ping(_Signal):
-    """Ping the worker."""
-
-
-class Away(_Signal):
-    """Its socket dropped while it may come back: its calls are held."""
-
-
-@dataclass(frozen=True)
-class _OfCall:
-    """An effect about one call in flight."""
-
-    call_id: str
-
-
-class Cancel(_OfCall):
-    """Tell the worker to drop the call."""
-
-
-class NotTaking(_OfCall):
-    """Nothing at all came from the worker since the call was sent to it (logged)."""
-
-
-@dataclass(frozen=True)
-class Fail(_OfCall):
-    error: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Wake(_OfCall):
-    """Call :meth:`ConnectionMachine.timer` with ``kind`` and ``call_id`` after ``delay_s``."""
-
-    kind: TimerKind
-    delay_s: float
-
-
-@dataclass(frozen=True)
-class Unknown(_OfCall):
-    """A frame named a call not in flight here: ``frame`` says what it was, ``seen`` how
-    many such frames came so far (only the first few are logged)."""
-
-    frame: str
-    seen: int
-
-
-@dataclass(frozen=True)
-class Answering:
-    answering: bool
-
-
-@dataclass(frozen=True)
-class _Ending:
-    """An effect of the connection's end, with the sentence that says why."""
-
-    reason: str
-
-
-class Gone(_Ending):
-    """It ended for good."""
-
-
-@dataclass(frozen=True)
-class CloseSocket(_Ending):
-    """Close its socket with ``code``, saying the reason; it is gone once the socket ends."""
-
-    code: int
-
-
-ConnectionEffect = (
-    Fail | Cancel | Wake | Ping | NotTaking | Answering | CloseSocket | Away | Gone | Unknown
-)
 
 
 @dataclass(frozen=True)

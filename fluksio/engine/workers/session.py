@@ -58,22 +58,12 @@ from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock, Timer
 from fluksio.engine.logging import get_logger
 from fluksio.engine.tokens import WorkerIdentity
+from fluksio.engine.workers import connection_effects
 from fluksio.engine.workers.connection import (
     UNKNOWN_FRAMES_LOGGED,
     WENT_AWAY,
-    Answering,
-    Away,
-    Cancel,
-    CloseSocket,
-    ConnectionEffect,
     ConnectionMachine,
     ConnectionRules,
-    Fail,
-    Gone,
-    NotTaking,
-    Ping,
-    Unknown,
-    Wake,
 )
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.provisioners.base import WorkerRecord
@@ -197,7 +187,7 @@ class WorkerSession:
         self._pending[spec.call_id] = pending
         try:
             effects = self.machine.send(spec.call_id, spec.limit, self.clock.now())
-            if any(isinstance(effect, Fail) for effect in effects):
+            if any(isinstance(effect, connection_effects.Fail) for effect in effects):
                 self._apply(effects)
                 return await self._awaited(spec.call_id, pending)
             frame = RunFrame(
@@ -366,50 +356,52 @@ class WorkerSession:
 
     # -- carrying effects out --------------------------------------------------------------
 
-    async def _carry_out(self, effects: list[ConnectionEffect]) -> None:
+    async def _carry_out(self, effects: list[connection_effects.ConnectionEffect]) -> None:
         closing = self._apply(effects)
         if closing is not None:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await self.ws.close(code=closing.code, message=closing.reason.encode()[:120])
             log.info("worker.closed", worker=self.name, worker_id=self.id, reason=closing.reason)
 
-    def _apply(self, effects: list[ConnectionEffect]) -> CloseSocket | None:
-        """Carry out ``effects`` in order; a :class:`CloseSocket` is returned, to be awaited."""
+    def _apply(
+        self, effects: list[connection_effects.ConnectionEffect]
+    ) -> connection_effects.CloseSocket | None:
+        """Carry out ``effects`` in order; a ``CloseSocket`` is returned, to be awaited."""
         closing = None
         for effect in effects:
             # Every effect has its case: one without is a type error (assert_never).
             match effect:
-                case Fail():
+                case connection_effects.Fail():
                     self._fail(effect)
-                case Cancel():
+                case connection_effects.Cancel():
                     self._send_later(encode(CancelFrame(call_id=effect.call_id)))
-                case Wake():
+                case connection_effects.Wake():
                     self._wake(effect)
-                case Ping():
+                case connection_effects.Ping():
                     self._later(self.ws.ping())
-                case NotTaking():
+                case connection_effects.NotTaking():
                     fields = {"worker": self.name, "worker_id": self.id, "call_id": effect.call_id}
                     log.warning("worker.not_taking", **fields)
-                case Answering():
+                case connection_effects.Answering():
                     self._link.answering(self, effect.answering)
-                case CloseSocket():
+                case connection_effects.CloseSocket():
                     closing = effect
-                case Away():
+                case connection_effects.Away():
                     self._link.away(self)
-                case Gone():
+                case connection_effects.Gone():
                     self._link.gone(self, effect.reason)
-                case Unknown():
+                case connection_effects.Unknown():
                     self._unknown(effect)
                 case _:
                     assert_never(effect)
         return closing
 
-    def _fail(self, fail: Fail) -> None:
+    def _fail(self, fail: connection_effects.Fail) -> None:
         pending = self._pending.get(fail.call_id)
         if pending is not None and not pending.future.done():
             pending.future.set_result(CallOutcome(False, error=fail.error))
 
-    def _wake(self, wake: Wake) -> None:
+    def _wake(self, wake: connection_effects.Wake) -> None:
         pending = self._pending.get(wake.call_id)
         if pending is None:
             return
@@ -419,7 +411,7 @@ class WorkerSession:
 
         pending.timers.append(self.clock.call_later(wake.delay_s, fired))
 
-    def _unknown(self, unknown: Unknown) -> None:
+    def _unknown(self, unknown: connection_effects.Unknown) -> None:
         """Late answers are normal after a limit; the first few are logged, so a worker
         cannot flood the log with them."""
         if unknown.seen <= UNKNOWN_FRAMES_LOGGED:
