@@ -143,8 +143,11 @@ def test_a_cancel_a_stopping_engine_did_not_finish_is_finished_by_the_next_as_no
             # A graceful stop whose scancel waits on the frozen controller, cut short by a
             # SIGKILL (a service manager's stop timeout: docker stop gives 10 s).
             engine.process.send_signal(signal.SIGTERM)
+            # Its own job's scancel, not another engine's on the shared login node (the
+            # anchored pattern matches no shell that runs pgrep itself).
+            ours = f"^scancel -- {first['job_id']}$"
             wait_for(
-                lambda: slurm.ssh("pgrep", "-x", "scancel").returncode == 0,
+                lambda: slurm.ssh("pgrep", "-f", ours).returncode == 0,
                 timeout=30,
                 what="the stopping engine's scancel to wait for slurmctld",
             )
