@@ -19,53 +19,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from fluksio.client.errors import CannotSend, ClientError, EngineRefused
-from fluksio.client.map_futures import ItemFuture, ItemsOfRuns, MapFutures
+from fluksio.client.executor_client import Engine
+from fluksio.client.map_futures import ItemFuture, MapFutures
 from fluksio.client.map_items import item_batches
 from fluksio.client.sending import check_arguments, flow_name, node_code
-from fluksio.client.sse import ReceivedEvent
 from fluksio.client.travel import Travelling
-from fluksio.wire.answers.resources import ArtifactRef
 from fluksio.wire.answers.runs import ProvenanceBody, RunBody
 from fluksio.wire.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
 
-
-class Engine(ItemsOfRuns, Protocol):
-    """What of :class:`~fluksio.client.client.Client` an executor uses (a protocol, so
-    that the client, which makes executors, and this module do not import each other);
-    a map's futures use a part of it."""
-
-    def put_flow(
-        self, name: str, nodes: list[dict[str, Any]], *, transient: bool = False
-    ) -> object: ...
-
-    def start_run(self, flow: str, params: dict[str, Any] | None = None) -> RunBody: ...
-
-    def run(self, run_id: str) -> RunBody: ...
-
-    def put_artifact(
-        self, data: bytes | Path, *, name: str = "", media_type: str | None = None
-    ) -> ArtifactRef: ...
-
-    def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody: ...
-
-    def cancel_run(self, run_id: str, *, wait: int = 0) -> RunBody: ...
-
-    def events(
-        self,
-        *,
-        run: str | None = None,
-        last_id: str | None = None,
-        reconnects: int | None = None,
-        stop: Callable[[], bool] | None = None,
-    ) -> Iterator[ReceivedEvent]: ...
-
-
-__all__ = ["CallFuture", "Engine", "RemoteError", "RemoteExecutor"]
+__all__ = ["CallFuture", "RemoteError", "RemoteExecutor"]
 
 RESULTS_PAGE = 1000
 """A map's results read at once."""
