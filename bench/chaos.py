@@ -112,7 +112,7 @@ def _node(marks: Path) -> str:
     )
 
 
-def main() -> None:  # noqa: PLR0912, PLR0915 - one scenario, read top to bottom
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=2.0)
     parser.add_argument("--agents", type=int, default=3)
@@ -125,15 +125,8 @@ def main() -> None:  # noqa: PLR0912, PLR0915 - one scenario, read top to bottom
         root = Path(folder)
         marks = root / "executions"
         marks.touch()
-        engine = Engine(root)
-        engine.start()
-        api = engine.api()
-        token = api.call("POST", "/workers/tokens", {"name": "chaos", "labels": [LABEL]})["token"]
         node = {"id": "n", "worker": LABEL, "code": _node(marks), "timeout": 30}
-        api.call("PUT", "/flows/chaos", {"nodes": [node]})
-        agents = [Agent(i, engine.url, token, root / f"agent-{i}.log") for i in range(args.agents)]
-        for agent in agents:
-            agent.start()
+        engine, api, agents = attached(root, "chaos", node, [Agent] * args.agents)
         faults: collections.Counter[str] = collections.Counter()
         runs: dict[str, str] = {}  # run id -> tag
         pending: set[str] = set()
@@ -180,11 +173,7 @@ def main() -> None:  # noqa: PLR0912, PLR0915 - one scenario, read top to bottom
                 seconds=time.monotonic() - started,
             )
         finally:
-            for agent in agents:
-                agent.stop()
-            if engine.process is not None:
-                engine.process.terminate()
-                engine.process.wait(timeout=30)
+            stop_all(engine, agents)
 
 
 def _strike(fault: str, chance: random.Random, agents: list[Agent], engine: Engine) -> bool:
@@ -204,6 +193,35 @@ def _strike(fault: str, chance: random.Random, agents: list[Agent], engine: Engi
     engine.kill()
     engine.start()
     return True
+
+
+def attached(
+    root: Path,
+    name: str,
+    node: dict[str, Any],
+    kinds: list[type[Agent]],
+    engine_args: tuple[str, ...] = FAST_LIVENESS,
+) -> tuple[Engine, Api, list[Agent]]:
+    """An engine under ``root`` with flow ``name`` of ``node``, and one agent of each of
+    ``kinds`` attached on a worker token of the label, started."""
+    engine = Engine(root, args=engine_args)
+    engine.start()
+    api = engine.api()
+    token = api.call("POST", "/workers/tokens", {"name": name, "labels": [LABEL]})["token"]
+    api.call("PUT", f"/flows/{name}", {"nodes": [node]})
+    agents = [kind(i, engine.url, token, root / f"agent-{i}.log") for i, kind in enumerate(kinds)]
+    for agent in agents:
+        agent.start()
+    return engine, api, agents
+
+
+def stop_all(engine: Engine, agents: list[Agent]) -> None:
+    """The scenario's processes stopped, its agents first."""
+    for agent in agents:
+        agent.stop()
+    if engine.process is not None:
+        engine.process.terminate()
+        engine.process.wait(timeout=30)
 
 
 def reconnect(engine: Engine) -> Api:

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import measure_floors, percentile
-from chaos import LABEL, Agent, Engine, reconnect
+from chaos import LABEL, Agent, attached, reconnect, stop_all
 
 ENDED = ("succeeded", "failed", "cancelled")
 
@@ -75,20 +75,11 @@ def main() -> None:  # noqa: PLR0915 - one scenario, read top to bottom
         root = Path(folder)
         ledger = root / "ledger"
         ledger.touch()
-        engine = Engine(root, args=("--worker-return-s", "300"))
-        engine.start()
-        api = reconnect(engine)
-        token = api.call("POST", "/workers/tokens", {"name": "restarts", "labels": [LABEL]})
         node = {"id": "n", "worker": LABEL, "code": _node(ledger)}
-        api.call("PUT", "/flows/restarts", {"nodes": [node]})
-        agents = [
-            (RelayedAgent if i == args.agents - 1 else Agent)(
-                i, engine.url, token["token"], root / f"agent-{i}.log"
-            )
-            for i in range(args.agents)
-        ]
-        for agent in agents:
-            agent.start()
+        kinds = [Agent] * (args.agents - 1) + [RelayedAgent]  # the last one relayed
+        engine, api, agents = attached(
+            root, "restarts", node, kinds, engine_args=("--worker-return-s", "300")
+        )
         runs: dict[str, str] = {}
         started = time.monotonic()
         for n in range(args.calls):
@@ -124,11 +115,7 @@ def main() -> None:  # noqa: PLR0915 - one scenario, read top to bottom
             floor = measure_floors(20)["spawn_p50"]
             _report(api, runs, ledger, downs, seconds, upgraded, floor)
         finally:
-            for agent in agents:
-                agent.stop()
-            if engine.process is not None:
-                engine.process.terminate()
-                engine.process.wait(timeout=30)
+            stop_all(engine, agents)
 
 
 def _report(  # noqa: PLR0917 - what the scenario gathered, in its order
