@@ -238,7 +238,11 @@ class BatchProvisioner(Provisioner[BatchSettingsT, BatchProfileT]):
         if self._shell is None:
             control = self.state_dir / "ssh" if self.state_dir is not None else None
             self._shell = self.settings.open_shell(
-                self.settings.login, None, control, on_command=self.command_ran
+                self.settings.login,
+                None,
+                control,
+                on_command=self.command_ran,
+                clock=self.clock,
             )
         return self._shell
 

@@ -20,6 +20,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fluksio.clock import Clock
 from fluksio.provisioners.base import ProvisionError
 from fluksio.ssh import AsyncsshTransport, CommandTimer, OpenSSHTransport, open_transport
 from fluksio.ssh.shell import Completed, RemoteShell, Transport, TransportError
@@ -115,9 +116,11 @@ class SSHAccess(BaseModel):
         key: str | None,
         control_path: Path | None,
         on_command: CommandTimer | None = None,
+        clock: Clock | None = None,
     ) -> AsyncsshTransport | OpenSSHTransport:
         """SSH to ``login`` with these options (``key`` overrides ``ssh_key``), telling
-        ``on_command`` of each command it runs."""
+        ``on_command`` of each command it runs, its waits on ``clock`` (the provisioner's:
+        the engine's)."""
         return open_transport(
             self.transport,
             login,
@@ -127,6 +130,7 @@ class SSHAccess(BaseModel):
             ssh_config=self.ssh_config,
             control_path=control_path,
             on_command=on_command,
+            clock=clock,
         )
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.ssh.asyncssh_transport import AsyncsshTransport
 from fluksio.ssh.base import CONNECT_TIMEOUT_S, TRANSPORTS, CommandTimer, parse_login
 from fluksio.ssh.openssh import OpenSSHTransport
@@ -75,9 +76,12 @@ def open_transport(
     ssh_config: str | None = None,
     control_path: Path | None = None,
     on_command: CommandTimer | None = None,
+    clock: Clock | None = None,
 ) -> AsyncsshTransport | OpenSSHTransport:
     """The transport ``kind`` names; ``control_path`` is where OpenSSH shares its login;
-    ``on_command`` is told of each command it runs."""
+    ``on_command`` is told of each command it runs, timed on ``clock`` (its owner's; None:
+    the system's)."""
+    clock = clock or SYSTEM_CLOCK
     if kind == "openssh":
         return OpenSSHTransport(
             login,
@@ -87,6 +91,7 @@ def open_transport(
             ssh_config=ssh_config,
             control_path=control_path,
             on_command=on_command,
+            clock=clock,
         )
     return AsyncsshTransport(
         login,
@@ -95,4 +100,5 @@ def open_transport(
         trust_on_first_use=trust_on_first_use,
         ssh_config=ssh_config,
         on_command=on_command,
+        clock=clock,
     )

@@ -75,7 +75,11 @@ class HostsProvisioner(Provisioner[HostsSettings, HostProfile]):
             profile = self.profile(host)
             control = self.state_dir / f"ssh-{host}" if self.state_dir is not None else None
             self._shells[host] = self.settings.open_shell(
-                profile.login, profile.ssh_key, control, on_command=self.command_ran
+                profile.login,
+                profile.ssh_key,
+                control,
+                on_command=self.command_ran,
+                clock=self.clock,
             )
         return self._shells[host]
 
