@@ -47,6 +47,7 @@ from fluksio.engine.runs.effects import (
     Log,
     Progress,
     Queue,
+    Recording,
     Refill,
     Release,
     RetryAt,
@@ -237,12 +238,12 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         for effect in effects:
             self._carry_out(effect)
 
-    def _carry_out(self, effect: Effect) -> None:  # noqa: PLR0912 - a case per effect, in one place
+    def _carry_out(self, effect: Effect) -> None:
         # Every effect has its case: one without is a type error (assert_never), not a
         # KeyError at run time.
         match effect:
-            case Save():
-                self._writer.save(effect)
+            case Create() | Save() | Progress() | Ended() | ItemsInterrupted() | Log():
+                self._record(effect)
             case Queue():
                 self._queue(effect)
             case Withdraw():
@@ -251,22 +252,30 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
                 self._release(effect)
             case Stop():
                 self._stop(effect.call_id)
+            case RetryAt():
+                self._retry_at(effect)
+            case Refill():
+                self._refill(effect)
+            case AwaitWorker():
+                self._await_worker(effect)
+            case _:
+                assert_never(effect)
+
+    def _record(self, effect: Recording) -> None:
+        """What the record and its readers (the feed, the views) are told."""
+        match effect:
+            case Save():
+                self._writer.save(effect)
             case Progress():
                 self._progressed(effect)
             case Create():
                 self._created(effect)
             case Ended():
                 self._ended(effect)
-            case RetryAt():
-                self._retry_at(effect)
-            case Refill():
-                self._refill(effect)
             case ItemsInterrupted():
                 self.items.store.interrupted(
                     effect.run_id, effect.node.node_id, effect.error, effect.now
                 )
-            case AwaitWorker():
-                self._await_worker(effect)
             case Log():
                 log.info(effect.event, **effect.fields)
             case _:

@@ -54,6 +54,7 @@ import structlog
 from fluksio.clock import Clock, SystemClock, Timer
 from fluksio.provisioners.base import ProfileSettings, ProvisionError, WorkerRecord
 from fluksio.provisioners.effects import (
+    AskBackend,
     Cancel,
     Changed,
     CleanUp,
@@ -219,17 +220,11 @@ class ProvisioningDriver:
         for effect in effects:
             self._carry_out(effect)
 
-    def _carry_out(self, effect: Effect) -> None:  # noqa: PLR0912 - a case per effect, in one place
+    def _carry_out(self, effect: Effect) -> None:
         # Every effect has its case: one without is a type error (assert_never).
         match effect:
-            case Submit():
-                self._spawn(self._submit(effect))
-            case Cancel():
-                self._spawn(self._cancel(effect))
-            case CleanUp():
-                self._spawn(self._clean_up(effect))
-            case StartPoll():
-                self._start_poll(effect)
+            case Submit() | Cancel() | CleanUp() | StartPoll():
+                self._ask_backend(effect)
             case Remember():
                 self._record("remember", self._engine.remember, effect.request)
             case Forget():
@@ -246,6 +241,19 @@ class ProvisioningDriver:
                 getattr(log, effect.level)(effect.event, **effect.fields)
             case Changed():
                 self._on_change()
+            case _:
+                assert_never(effect)
+
+    def _ask_backend(self, effect: AskBackend) -> None:
+        match effect:
+            case Submit():
+                self._spawn(self._submit(effect))
+            case Cancel():
+                self._spawn(self._cancel(effect))
+            case CleanUp():
+                self._spawn(self._clean_up(effect))
+            case StartPoll():
+                self._start_poll(effect)
             case _:
                 assert_never(effect)
 

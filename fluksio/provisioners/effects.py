@@ -9,6 +9,7 @@ from typing import Any, Literal
 from fluksio.provisioners.requests import MachineRequest
 
 __all__ = [
+    "AskBackend",
     "Cancel",
     "Changed",
     "CleanUp",
@@ -118,17 +119,7 @@ class Changed:
     """How a profile stands changed."""
 
 
-Effect = (
-    Submit
-    | Cancel
-    | CleanUp
-    | StartPoll
-    | Remember
-    | Forget
-    | Revoke
-    | Wake
-    | Unwake
-    | Observe
-    | Log
-    | Changed
-)
+# Two kinds, so that the driver carries each out in a place of its own: what is asked of
+# a backend (each a task of its own), and what the engine and its readers are told.
+AskBackend = Submit | Cancel | CleanUp | StartPoll
+Effect = AskBackend | Remember | Forget | Revoke | Wake | Unwake | Observe | Log | Changed

@@ -21,8 +21,10 @@ __all__ = [
     "Ended",
     "ItemsInterrupted",
     "Log",
+    "Placing",
     "Progress",
     "Queue",
+    "Recording",
     "Refill",
     "Release",
     "RetryAt",
@@ -148,21 +150,11 @@ class Log:
     fields: dict[str, Any]
 
 
-Effect = (
-    Queue
-    | Withdraw
-    | Stop
-    | Release
-    | Create
-    | Save
-    | Progress
-    | Ended
-    | RetryAt
-    | Refill
-    | ItemsInterrupted
-    | AwaitWorker
-    | Log
-)
+# Two kinds, so that a shell carries each out in a place of its own: what moves a call
+# between the queue and the places, and what the record and its readers are told.
+Placing = Queue | Withdraw | Stop | Release | RetryAt | Refill | AwaitWorker
+Recording = Create | Save | Progress | Ended | ItemsInterrupted | Log
+Effect = Placing | Recording
 
 
 @dataclass(frozen=True)

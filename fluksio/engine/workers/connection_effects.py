@@ -16,6 +16,7 @@ __all__ = [
     "ConnectionEffect",
     "Fail",
     "Gone",
+    "LinkNews",
     "NotTaking",
     "Ping",
     "TimerKind",
@@ -100,6 +101,6 @@ class CloseSocket(_Ending):
     code: int
 
 
-ConnectionEffect = (
-    Fail | Cancel | Wake | Ping | NotTaking | Answering | CloseSocket | Away | Gone | Unknown
-)
+# What the registry of workers hears, carried out in a place of its own.
+LinkNews = Answering | Away | Gone
+ConnectionEffect = Fail | Cancel | Wake | Ping | NotTaking | LinkNews | CloseSocket | Unknown

@@ -22,6 +22,7 @@ from fluksio.agent.frames import (
     AnswerFrame,
     CacheFrame,
     HelloFrame,
+    InventoryReport,
     LogFrame,
     ProgressFrame,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "FrameError",
     "ValidationError",
     "WorkerFrame",
+    "compiled_on",
     "is_unreadable",
     "parse_hello",
     "parse_worker_frame",
@@ -123,6 +125,12 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
     if "max_parallel" not in payload and "parallel" in payload:
         payload = {**payload, "max_parallel": payload["parallel"]}
     hello = _HELLO.validate_json(json.dumps(payload), strict=True)
+    _check_hello_bounds(hello)
+    _check_inventory(hello.inventory)
+    return hello
+
+
+def _check_hello_bounds(hello: HelloFrame) -> None:
     for name, limit in _TEXT_LIMITS.items():
         value = getattr(hello, name)
         if value is not None and len(value) > limit:
@@ -140,13 +148,14 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
     most = _MAX_PARALLEL + MAX_PIPELINE
     if len(resume) > most or any(not 1 <= len(c) <= _MAX_CALL_ID for c in resume):
         raise FrameError(f"resume: at most {most} call ids of 1 to {_MAX_CALL_ID} characters")
-    inventory = hello.inventory
+
+
+def _check_inventory(inventory: InventoryReport) -> None:
     for name, amount in (("cpus", inventory.cpus), ("gpus", inventory.gpus)):
         if amount is not None and not 0 <= amount <= 1_000_000:
             raise FrameError(f"inventory.{name}: must be from 0 to 1000000")
     if inventory.ram_mb is not None and inventory.ram_mb < 0:
         raise FrameError("inventory.ram_mb: must not be negative")
-    return hello
 
 
 def parse_worker_frame(text: str | bytes) -> WorkerFrame:
@@ -185,3 +194,18 @@ _HEX = frozenset("0123456789abcdef")
 def is_unreadable(error: ValidationError) -> bool:
     """Whether the frame's text itself was unusable (no JSON, or nested too deeply)."""
     return error.errors()[0]["type"] == "json_invalid"
+
+
+def compiled_on(worker: str, hello: HelloFrame, error: dict[str, str]) -> dict[str, str]:
+    """A syntax error names the Python that found it: the worker's, not the engine's."""
+    python = (
+        f"Python {hello.python_version}"
+        if hello.python_version
+        else f"its Python ({hello.python or 'unknown'})"
+    )
+    where = f" (compiled on worker {worker} with {python})"
+    return {
+        **error,
+        "message": error.get("message", "") + where,
+        "short": error.get("short", "SyntaxError") + where,
+    }

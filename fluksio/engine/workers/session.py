@@ -65,6 +65,7 @@ from fluksio.engine.workers.connection import (
     ConnectionMachine,
     ConnectionRules,
 )
+from fluksio.engine.workers.protocol import compiled_on
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.provisioners.base import WorkerRecord
 from fluksio.wire.provenance import Provenance
@@ -262,7 +263,7 @@ class WorkerSession:
                 ErrorKind.REMOTE_ERROR, "the worker reported a failure without details"
             )
         if error is not None and error.get("type") == "SyntaxError":
-            error = self._compiled_here(error)
+            error = compiled_on(self.name, self.hello, error)
         return CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
 
     def cached(self, digests: list[str]) -> None:
@@ -280,20 +281,6 @@ class WorkerSession:
     def unknown(self, call_id: str, frame: str) -> None:
         """A frame for a call not in flight here, left unread."""
         self._apply(self.machine.frame(call_id, frame, self.clock.now(), last=False))
-
-    def _compiled_here(self, error: dict[str, str]) -> dict[str, str]:
-        """A syntax error names the Python that found it: the worker's, not the engine's."""
-        python = (
-            f"Python {self.hello.python_version}"
-            if self.hello.python_version
-            else f"its Python ({self.hello.python or 'unknown'})"
-        )
-        where = f" (compiled on worker {self.name} with {python})"
-        return {
-            **error,
-            "message": error.get("message", "") + where,
-            "short": error.get("short", "SyntaxError") + where,
-        }
 
     async def confirm(self, payload: bytes) -> None:
         """It pinged: the pong, once what it sent before is recorded. Our agent forgets an
@@ -382,19 +369,31 @@ class WorkerSession:
                 case connection_effects.NotTaking():
                     fields = {"worker": self.name, "worker_id": self.id, "call_id": effect.call_id}
                     log.warning("worker.not_taking", **fields)
-                case connection_effects.Answering():
-                    self._link.answering(self, effect.answering)
+                case (
+                    connection_effects.Answering()
+                    | connection_effects.Away()
+                    | connection_effects.Gone()
+                ):
+                    self._tell_link(effect)
                 case connection_effects.CloseSocket():
                     closing = effect
-                case connection_effects.Away():
-                    self._link.away(self)
-                case connection_effects.Gone():
-                    self._link.gone(self, effect.reason)
                 case connection_effects.Unknown():
                     self._unknown(effect)
                 case _:
                     assert_never(effect)
         return closing
+
+    def _tell_link(self, effect: connection_effects.LinkNews) -> None:
+        """How the connection stands, told to the registry of workers."""
+        match effect:
+            case connection_effects.Answering():
+                self._link.answering(self, effect.answering)
+            case connection_effects.Away():
+                self._link.away(self)
+            case connection_effects.Gone():
+                self._link.gone(self, effect.reason)
+            case _:
+                assert_never(effect)
 
     def _fail(self, fail: connection_effects.Fail) -> None:
         pending = self._pending.get(fail.call_id)
