@@ -151,6 +151,18 @@ def _path_item(
         item["x-fluksio-role"] = operation.auth
     if operation.description:
         item["description"] = operation.description
+    params = _parameters(path, operation)
+    if params:
+        item["parameters"] = params
+    body = _request_body(operation, ref)
+    if body is not None:
+        item["requestBody"] = body
+    item["responses"] = _responses(method, operation, ref)
+    return item
+
+
+def _parameters(path: str, operation: Operation) -> list[dict[str, Any]]:
+    """The operation's declared parameters, after the path's names it does not describe."""
     given = {param.name for param in operation.params if param.where == "path"}
     params = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -167,24 +179,27 @@ def _path_item(
         if param.required or param.where == "path":
             entry["required"] = True
         params.append(entry)
-    if params:
-        item["parameters"] = params
+    return params
+
+
+def _request_body(
+    operation: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode], Any]
+) -> dict[str, Any] | None:
     if operation.body is not None:
-        item["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": ref(operation.body, "validation")}},
-        }
+        content = {"application/json": {"schema": ref(operation.body, "validation")}}
     elif operation.form is not None:
         form_schema = ref(operation.form, "validation")
-        item["requestBody"] = {
-            "required": True,
-            "content": {"application/x-www-form-urlencoded": {"schema": form_schema}},
-        }
+        content = {"application/x-www-form-urlencoded": {"schema": form_schema}}
     elif operation.raw_body is not None:
-        item["requestBody"] = {
-            "required": True,
-            "content": {operation.raw_body: {"schema": {"type": "string", "format": "binary"}}},
-        }
+        content = {operation.raw_body: {"schema": {"type": "string", "format": "binary"}}}
+    else:
+        return None
+    return {"required": True, "content": content}
+
+
+def _responses(
+    method: str, operation: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode], Any]
+) -> dict[str, Any]:
     answers: dict[str, Any] = {str(operation.status): _answer(operation, ref)}
     for status, text in operation.answers.items():
         answers[str(status)] = {"description": text}
@@ -194,8 +209,7 @@ def _path_item(
         errors.add(507)  # a change the database had no room for is refused whole
     for status in sorted(errors):
         answers[str(status)] = {"description": _ERROR_TEXT[status], "content": error_schema}
-    item["responses"] = answers
-    return item
+    return answers
 
 
 def _answer(operation: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode], Any]) -> Any:

@@ -56,35 +56,14 @@ def _describe(error: ValidationError, entry: dict[str, Any]) -> str:
 
 def load_provisioners(path: Path, types: dict[str, type[Provisioner[Any, Any]]]) -> list[Loaded]:
     """Each configured provisioner's class and validated settings (none without a file)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    entries = _read_entries(path)
+    if entries is None:
         return []
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-    try:
-        entries = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(entries, list):
-        raise ConfigError(f"{path} must hold a JSON list of provisioners")
     loaded: list[Loaded] = []
     names: set[str] = set()
     for index, entry in enumerate(entries):
         where = _where(path, entry, index)
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where} must be a JSON object")
-        kind = types.get(str(entry.get("type")))
-        if kind is None:
-            installed = ", ".join(sorted(types)) or "none"
-            raise ConfigError(
-                f"{where}, field type: {entry.get('type')!r} is not an installed provisioner"
-                f" type (installed: {installed})"
-            )
-        try:
-            settings = kind.settings_model.model_validate(entry)
-        except ValidationError as exc:
-            raise ConfigError(f"{where}, {_describe(exc, entry)}") from None
+        kind, settings = _load_entry(where, entry, types)
         if settings.name in names:
             raise ConfigError(
                 f"{where}, field name: another provisioner is named {settings.name!r}"
@@ -95,3 +74,37 @@ def load_provisioners(path: Path, types: dict[str, type[Provisioner[Any, Any]]])
             raise ConfigError(f"{where}: two profiles (or hosts) share a name")
         loaded.append((kind, settings))
     return loaded
+
+
+def _read_entries(path: Path) -> list[Any] | None:
+    """The file's list of entries; None where there is no file."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path} must hold a JSON list of provisioners")
+    return entries
+
+
+def _load_entry(where: str, entry: object, types: dict[str, type[Provisioner[Any, Any]]]) -> Loaded:
+    """One entry's installed class and its validated settings."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a JSON object")
+    kind = types.get(str(entry.get("type")))
+    if kind is None:
+        installed = ", ".join(sorted(types)) or "none"
+        raise ConfigError(
+            f"{where}, field type: {entry.get('type')!r} is not an installed provisioner"
+            f" type (installed: {installed})"
+        )
+    try:
+        return kind, kind.settings_model.model_validate(entry)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}, {_describe(exc, entry)}") from None

@@ -168,20 +168,25 @@ class ReferenceProvisioning:
                     self.last_error[request.profile] = f"polling failed: {error}"
                 continue
             self.login[request.profile] = False
-            status = statuses.get(str(request.job_id))
-            if status is None or status.state in TERMINAL_STATES:
-                how = f"ended {status.describe()}" if status is not None else "left the queue"
-                what = f"{rule.job_noun} {request.job_id} {how}"
-                if request.stage is RequestStage.ATTACHED:
-                    self._end(request)
-                elif request.withdrawn:  # the engine cancelled it: no failed start
-                    self._end(request)
-                    self.decisions.append(("cleanup", request.id))
-                else:
-                    self._fail(request, f"{what} before its worker attached", now)
-                    self.decisions.append(("cleanup", request.id))
-            elif status.state is JobState.RUNNING and request.stage is RequestStage.QUEUED:
-                request.stage = RequestStage.STARTED
+            self._job_read(request, rule.job_noun, statuses.get(str(request.job_id)), now)
+
+    def _job_read(
+        self, request: ReferenceRequest, job_noun: str, status: JobStatus | None, now: float
+    ) -> None:
+        """What a poll read of one request's job (None: not in the queue any more)."""
+        if status is None or status.state in TERMINAL_STATES:
+            how = f"ended {status.describe()}" if status is not None else "left the queue"
+            what = f"{job_noun} {request.job_id} {how}"
+            if request.stage is RequestStage.ATTACHED:
+                self._end(request)
+            elif request.withdrawn:  # the engine cancelled it: no failed start
+                self._end(request)
+                self.decisions.append(("cleanup", request.id))
+            else:
+                self._fail(request, f"{what} before its worker attached", now)
+                self.decisions.append(("cleanup", request.id))
+        elif status.state is JobState.RUNNING and request.stage is RequestStage.QUEUED:
+            request.stage = RequestStage.STARTED
 
     def cancelled(
         self,

@@ -10,6 +10,7 @@ bug in one of those is a difference the property tests find, not one both agree 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from fluksio.scheduler.model import (
     ENGINE_ID,
@@ -107,6 +108,31 @@ def _candidates(
     return carrying
 
 
+def _smallest_profile(
+    request: CallRequest, need: Amounts, profiles: Iterable[Profile], snapshot: Snapshot
+) -> Profile | None:
+    """The profile to ask for ``request``: of those whose machine fits it, in time, one that
+    can bring a machine now first (a request under way, or not at max_workers and not
+    resting), then the smallest."""
+    if request.label is None:
+        return None
+    fitting = [
+        p
+        for p in profiles
+        if request.label in p.labels
+        and _covers(_profile_amounts(p), need)
+        and _long_enough(p, request.limit, snapshot.walltime_margin_s)
+    ]
+
+    def key(p: Profile) -> tuple[bool, Amounts, str]:
+        ready = p.provisioning.under_way or (
+            p.provisioning.resting_until is None and p.provisioning.jobs < p.max_workers
+        )
+        return (not ready, _profile_amounts(p), p.key)
+
+    return min(fitting, key=key, default=None)
+
+
 def reference_plan(snapshot: Snapshot) -> Plan:
     places = [PlaceState(worker) for worker in snapshot.places]
     by_id = {p.id: p for p in places}
@@ -162,32 +188,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         if shape in stopped_shapes:
             continue
         stopped_shapes.add(shape)
-        smallest = None
-        if request.label is not None:
-            fitting_profiles = [
-                p
-                for p in profiles.values()
-                if request.label in p.labels
-                and _covers(_profile_amounts(p), need)
-                and _long_enough(p, request.limit, snapshot.walltime_margin_s)
-            ]
-            if fitting_profiles:
-                # One that can bring a machine now first (a request under way, or not at
-                # max_workers and not resting), then the smallest.
-                smallest = min(
-                    fitting_profiles,
-                    key=lambda p: (
-                        not (
-                            p.provisioning.under_way
-                            or (
-                                p.provisioning.resting_until is None
-                                and p.provisioning.jobs < p.max_workers
-                            )
-                        ),
-                        _profile_amounts(p),
-                        p.key,
-                    ),
-                )
+        smallest = _smallest_profile(request, need, profiles.values(), snapshot)
         if smallest is not None and smallest.can_grow and smallest.key not in asked:
             asks.append(ProvisionAsk(smallest.provisioner, smallest.name, request.id))
             asked.add(smallest.key)

@@ -120,24 +120,16 @@ class ArrayMoves(MachineRules):
         rows: list[NodeRow] = []
         for position in sorted(set(positions)):
             item = array.items.get(position)
-            if item is not None and item.row.state is NodeState.RUNNING:
-                item.cancelling = True
-                effects.append(Stop(str(item.row.call_id)))
-            elif item is not None:  # in line, or waiting out a back-off
-                if item.row.state is NodeState.QUEUED:
-                    effects.append(Withdraw(self._forget_call(item)))
-                    array.in_line -= 1
-                _move(array.summary, item.row.state, NodeState.CANCELLED)
-                item.row.state, item.row.ended_at, item.retry_at = NodeState.CANCELLED, now, None
-                del array.items[position]
-                changed.append(item)
-            elif position >= array.cursor and position < array.summary.total:
-                if position not in array.cancelled_ahead:
-                    array.cancelled_ahead.add(position)
-                    _move(array.summary, NodeState.QUEUED, NodeState.CANCELLED)
-                    rows.append(NodeRow(node_id, NodeState.CANCELLED, item=position, ended_at=now))
-            else:
-                continue  # over already
+            if item is not None:
+                if self._cancel_read_item(array, position, item, now, effects):
+                    changed.append(item)
+            elif (
+                array.cursor <= position < array.summary.total
+                and position not in array.cancelled_ahead
+            ):  # not read yet (one over already is left as it is)
+                array.cancelled_ahead.add(position)
+                _move(array.summary, NodeState.QUEUED, NodeState.CANCELLED)
+                rows.append(NodeRow(node_id, NodeState.CANCELLED, item=position, ended_at=now))
         cancelled = len(changed) + len(rows) + sum(1 for e in effects if isinstance(e, Stop))
         if array.summary.counts.get(NodeState.QUEUED.value, 0) == 0 and not array.items:
             array.exhausted = True  # nothing left to read: every unread one was cancelled
@@ -149,6 +141,23 @@ class ArrayMoves(MachineRules):
             effects.append(Save(run.row, tuple(rows)))
         self._finish(run, changed, now, effects)
         return effects, cancelled
+
+    def _cancel_read_item(
+        self, array: LiveArray, position: int, item: LiveNode, now: float, effects: list[Effect]
+    ) -> bool:
+        """Cancel an item read into the machine: one running is asked to stop (and ends
+        cancelled when it has); one in line or waiting out a back-off ends now (True)."""
+        if item.row.state is NodeState.RUNNING:
+            item.cancelling = True
+            effects.append(Stop(str(item.row.call_id)))
+            return False
+        if item.row.state is NodeState.QUEUED:
+            effects.append(Withdraw(self._forget_call(item)))
+            array.in_line -= 1
+        _move(array.summary, item.row.state, NodeState.CANCELLED)
+        item.row.state, item.row.ended_at, item.retry_at = NodeState.CANCELLED, now, None
+        del array.items[position]
+        return True
 
     def _want_items(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> None:
         array = node.array

@@ -23,6 +23,21 @@ def check_flow(flow: FlowSpec) -> None:
     Parsing is CPU work proportional to the flow's code: the caller runs this off the
     event loop, so a large flow never stalls the engine.
     """
+    seen = _ids(flow)
+    _check_dependencies(flow, seen)
+    cycle = find_cycle({node.id: node.after for node in flow.nodes})
+    if cycle is not None:
+        raise InvalidInput("nodes", f"dependency cycle: {' -> '.join(cycle)}")
+    for index, node in enumerate(flow.nodes):
+        if node.worker is None:
+            # One bound to a worker is compiled by that worker's Python, which may be newer
+            # than the engine's: refusing here what this Python cannot parse would refuse
+            # valid code.
+            _check_syntax(index, node.id, node.code)
+
+
+def _ids(flow: FlowSpec) -> dict[str, int]:
+    """Each node's position by its id; a second node with an id is refused."""
     seen: dict[str, int] = {}
     for index, node in enumerate(flow.nodes):
         if node.id in seen:
@@ -30,41 +45,40 @@ def check_flow(flow: FlowSpec) -> None:
                 f"nodes.{index}.id", f"{node.id!r} is already the id of nodes.{seen[node.id]}"
             )
         seen[node.id] = index
+    return seen
+
+
+def _check_dependencies(flow: FlowSpec, seen: dict[str, int]) -> None:
     for index, node in enumerate(flow.nodes):
         for position, dependency in enumerate(node.after):
+            field = f"nodes.{index}.after.{position}"
             if dependency not in seen:
                 raise InvalidInput(
-                    f"nodes.{index}.after.{position}",
-                    f"node {node.id!r} depends on {dependency!r}, which is not in this flow",
+                    field, f"node {node.id!r} depends on {dependency!r}, which is not in this flow"
                 )
             if dependency == node.id:
-                raise InvalidInput(f"nodes.{index}.after.{position}", "a node cannot follow itself")
+                raise InvalidInput(field, "a node cannot follow itself")
             if flow.nodes[seen[dependency]].is_array:
                 raise InvalidInput(
-                    f"nodes.{index}.after.{position}",
+                    field,
                     f"node {node.id!r} is after {dependency!r}, an array: nothing may be after"
                     " an array (its results are read by pages, GET /runs/{id}/items)",
                 )
-    cycle = find_cycle({node.id: node.after for node in flow.nodes})
-    if cycle is not None:
-        raise InvalidInput("nodes", f"dependency cycle: {' -> '.join(cycle)}")
-    for index, node in enumerate(flow.nodes):
-        if node.worker is not None:
-            # Compiled by the Python of the worker it runs on, which may be newer than the
-            # engine's: refusing here what this Python cannot parse would refuse valid code.
-            continue
-        try:
-            # Parsed, not compiled to bytecode nor imported: nothing of it runs here.
-            ast.parse(node.code, filename=f"<node {node.id}>")
-        except SyntaxError as exc:
-            version = ".".join(map(str, sys.version_info[:2]))
-            raise InvalidInput(
-                f"nodes.{index}.code",
-                f"line {exc.lineno}: {exc.msg} (node {node.id!r}, checked with the engine's"
-                f" Python {version})",
-            ) from exc
-        except ValueError as exc:  # null bytes in the source
-            raise InvalidInput(f"nodes.{index}.code", str(exc)) from exc
+
+
+def _check_syntax(index: int, node_id: str, code: str) -> None:
+    try:
+        # Parsed, not compiled to bytecode nor imported: nothing of it runs here.
+        ast.parse(code, filename=f"<node {node_id}>")
+    except SyntaxError as exc:
+        version = ".".join(map(str, sys.version_info[:2]))
+        raise InvalidInput(
+            f"nodes.{index}.code",
+            f"line {exc.lineno}: {exc.msg} (node {node_id!r}, checked with the engine's"
+            f" Python {version})",
+        ) from exc
+    except ValueError as exc:  # null bytes in the source
+        raise InvalidInput(f"nodes.{index}.code", str(exc)) from exc
 
 
 def flow_warnings(flow: FlowSpec, profiles: Iterable[Profile], margin: float) -> list[str]:
