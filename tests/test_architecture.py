@@ -23,8 +23,9 @@ from tests.support.code import (
     within,
 )
 
-SHARED = ("fluksio.errors", "fluksio.names", "fluksio.validation")
-"""Top-level modules every engine layer may use: the error root and the vocabulary."""
+SHARED = ("fluksio.errors", "fluksio.names", "fluksio.validation", "fluksio.logs")
+"""Top-level modules every engine layer may use: the error root, the vocabulary and the
+log (one pipeline, which blanks secrets, whoever writes the line)."""
 
 
 IMPURE = frozenset(

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from fluksio.engine.logging import LogSecrets, configure_logging, get_logger
+from fluksio.logs import LogSecrets, configure_logging, get_logger
 
 
 @pytest.fixture

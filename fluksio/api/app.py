@@ -24,9 +24,9 @@ from fluksio.api.routes import add_routes
 from fluksio.api.throttle import LoginGuard, LoginThrottle
 from fluksio.clock import Clock
 from fluksio.engine.core import Engine
-from fluksio.engine.logging import LogSecrets
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
+from fluksio.logs import LogSecrets
 
 __all__ = ["create_app"]
 

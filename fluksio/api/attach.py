@@ -39,7 +39,6 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.bodies import parse_json
 from fluksio.api.frame_gate import FrameGate
 from fluksio.clock import Clock
-from fluksio.engine.logging import get_logger
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.worker_connections import Refusal, WorkerConnections
 from fluksio.engine.workers.budget import FrameBudget
@@ -53,6 +52,7 @@ from fluksio.engine.workers.session import WorkerSession
 from fluksio.engine.workers.socket import CountedSocket, FrameCounts
 from fluksio.engine.workers.watch import ping_every_s
 from fluksio.errors import Forbidden
+from fluksio.logs import get_logger
 from fluksio.validation import one_sentence
 
 __all__ = ["attach"]

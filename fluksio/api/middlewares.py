@@ -16,7 +16,6 @@ from aiohttp import web
 
 from fluksio.api.appkeys import CREDENTIAL_THROTTLE, ENGINE
 from fluksio.api.responses import model_response
-from fluksio.engine.logging import get_logger
 from fluksio.errors import (
     ConfigError,
     Conflict,
@@ -29,6 +28,7 @@ from fluksio.errors import (
     TooLarge,
     TooManyAttempts,
 )
+from fluksio.logs import get_logger
 from fluksio.wire.answers.resources import ErrorBody
 
 __all__ = ["credential_throttle_middleware", "error_middleware", "request_context_middleware"]

@@ -19,10 +19,10 @@ from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
 from fluksio.clock import SYSTEM_CLOCK
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.logging import LogSecrets, get_logger
 from fluksio.engine.provisioning import Configured, load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
+from fluksio.logs import LogSecrets, get_logger
 
 __all__ = ["REQUEST_HEAD_S", "TLS_HANDSHAKE_S", "data_dir_lock", "run_engine", "tls_context"]
 

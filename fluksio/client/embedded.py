@@ -38,9 +38,9 @@ from fluksio.client.client import Client
 from fluksio.client.errors import ClientError
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
-from fluksio.engine.logging import LogSecrets, configure_logging
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
+from fluksio.logs import LogSecrets, configure_logging
 
 __all__ = ["local"]
 

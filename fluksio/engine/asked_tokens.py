@@ -18,9 +18,9 @@ from fluksio.engine.answers import (
     worker_token_body,
     worker_token_fields,
 )
-from fluksio.engine.logging import get_logger
 from fluksio.engine.stream import TokenMinted, TokenRevoked
 from fluksio.errors import NotFound
+from fluksio.logs import get_logger
 from fluksio.wire.answers.resources import Deleted, SecretBody
 from fluksio.wire.answers.tokens import (
     MintedPersonalToken,

@@ -29,7 +29,6 @@ from fluksio.engine.db import Database, open_database
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
-from fluksio.engine.logging import LogSecrets, get_logger
 from fluksio.engine.metrics import EngineMetrics
 from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.provision_requests import ProvisionRequestStore
@@ -54,6 +53,7 @@ from fluksio.engine.worker_connections import WorkerConnections
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.engine.workers.registry import WorkerRegistry
 from fluksio.engine.workers.watch import watch_workers
+from fluksio.logs import LogSecrets, get_logger
 
 __all__ = ["Engine"]
 

@@ -36,7 +36,6 @@ from fluksio.engine.dispatch_adopt import WORKER_RETURN_S, Adoptions
 from fluksio.engine.dispatch_runs import RunRequests
 from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.dispatch_workers import WorkerEvents
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.calls import call_spec
 from fluksio.engine.runs.effects import (
     AwaitWorker,
@@ -77,6 +76,7 @@ from fluksio.engine.stream import (
     WorkerChanged,
 )
 from fluksio.errors import InvalidInput
+from fluksio.logs import get_logger
 from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
 from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.requests import MachineRequest

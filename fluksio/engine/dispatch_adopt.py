@@ -30,11 +30,11 @@ from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Timer
 from fluksio.engine.dispatch_calls import CallShell
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.effects import AwaitWorker
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.views import Resumable
 from fluksio.engine.secrets import SecretDenied, SecretStore, resolve_params
+from fluksio.logs import get_logger
 
 __all__ = ["Adoptions"]
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.calls import stopped_at_job_end
 from fluksio.engine.runs.effects import Effect
 from fluksio.engine.runs.live_logs import LiveLogs
@@ -21,6 +20,7 @@ from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.views import Executor
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.stream import CallLogged, EngineStream
+from fluksio.logs import get_logger
 from fluksio.scheduler import Placement, Scheduler
 
 __all__ = ["CallShell"]

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fluksio.engine.dispatch_views import DispatcherViews
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.effects import Effect
 from fluksio.engine.runs.references import BadReference, Ref, find_results
 from fluksio.engine.runs.retention import prune_once
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.views import RunView
 from fluksio.errors import Conflict, InvalidInput, NotFound
+from fluksio.logs import get_logger
 from fluksio.wire.states import NodeState, RunState
 
 if TYPE_CHECKING:

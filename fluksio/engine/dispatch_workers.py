@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.views import Executor
 from fluksio.engine.stream import EngineStream, WorkerChanged, WorkerJoined, WorkerLeft
+from fluksio.logs import get_logger
 from fluksio.provisioners.base import WorkerRecord
 from fluksio.provisioners.driver import ProvisioningDriver
 from fluksio.scheduler import Scheduler, Worker

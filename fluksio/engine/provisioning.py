@@ -15,12 +15,12 @@ import pluggy
 
 from fluksio.clock import Clock
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.logging import get_logger
 from fluksio.engine.provision_requests import ProvisionRequestStore
 from fluksio.engine.stream import EngineStream, WorkerJoined, WorkerLeft
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
+from fluksio.logs import get_logger
 from fluksio.provisioners.base import ProfileSettings
 from fluksio.provisioners.config import Loaded, load_provisioners
 from fluksio.provisioners.plugins import Plugins, build_plugins

@@ -18,7 +18,6 @@ from fluksio.agent.launcher import LIMIT_GRACE_S
 from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.dispatch import Dispatcher
-from fluksio.engine.logging import get_logger
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.tokens import TokenService, WorkerIdentity
 from fluksio.engine.workers.connection import LIMIT_BACKSTOP_S, ConnectionRules, unsigned_labels
@@ -28,6 +27,7 @@ from fluksio.engine.workers.registry import WorkerRegistry, display_name
 from fluksio.engine.workers.session import WorkerSession
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.engine.workers.watch import ping_every_s
+from fluksio.logs import get_logger
 from fluksio.names import is_name
 from fluksio.provisioners.base import WorkerRecord
 from fluksio.scheduler import Worker

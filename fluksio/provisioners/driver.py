@@ -49,9 +49,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, assert_never
 
-import structlog
-
 from fluksio.clock import Clock, SystemClock, Timer
+from fluksio.logs import get_logger
 from fluksio.provisioners.base import ProfileSettings, ProvisionError, WorkerRecord
 from fluksio.provisioners.effects import (
     AskBackend,
@@ -84,7 +83,7 @@ from fluksio.scheduler import Profile
 
 __all__ = ["EngineSide", "ProvisioningDriver"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.
 SHUTDOWN_CANCEL_S = 20.0
 

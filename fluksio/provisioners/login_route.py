@@ -30,9 +30,8 @@ from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
 
-import structlog
-
 from fluksio.clock import Clock
+from fluksio.logs import get_logger
 from fluksio.ssh.shell import Forwarding, RemoteProcess, SharedLogin, TransportError
 
 __all__ = [
@@ -45,7 +44,7 @@ __all__ = [
     "relay_argv",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HEARTBEAT_S = 5.0
 """How often the engine tells the relay it is still there."""

@@ -22,9 +22,9 @@ from aiohttp.helpers import ETag
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
-from fluksio.engine.logging import get_logger
 from fluksio.engine.stream import ArtifactBytes
 from fluksio.errors import InvalidInput, NotFound, StorageFull, TooLarge
+from fluksio.logs import get_logger
 from fluksio.wire.answers.resources import ArtifactRef
 
 __all__ = ["routes"]

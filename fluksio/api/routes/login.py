@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from fluksio.api.appkeys import ENGINE, LOGIN_GUARD
 from fluksio.api.declare import Call, Routes
-from fluksio.engine.logging import get_logger
 from fluksio.engine.users import check_password
 from fluksio.errors import NotAuthenticated, TooManyAttempts
+from fluksio.logs import get_logger
 from fluksio.wire.answers.tokens import AccessToken
 
 __all__ = ["routes"]

@@ -13,10 +13,10 @@ from fluksio.api.server import data_dir_lock, run_engine
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
-from fluksio.engine.logging import LogSecrets, configure_logging
 from fluksio.engine.provisioning import load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import NewSuperuser, UserStore, bootstrap_superuser
+from fluksio.logs import LogSecrets, configure_logging
 
 __all__ = ["serve"]
 

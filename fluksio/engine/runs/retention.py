@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from fluksio.engine.artifacts import ArtifactStore
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.store import FlowStore, RunStore
+from fluksio.logs import get_logger
 
 __all__ = ["BATCH", "prune_once"]
 

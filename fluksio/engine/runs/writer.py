@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 from fluksio.agent.realtime import realtime_after, realtime_monotonic
 from fluksio.clock import Clock, Timer
-from fluksio.engine.logging import get_logger
 from fluksio.engine.runs.effects import Save
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import RunChange
 from fluksio.errors import StorageFull
+from fluksio.logs import get_logger
 from fluksio.wire.states import NodeState
 
 __all__ = ["FLUSH_RETRY_S", "FLUSH_SPACING_S", "RunWriter"]

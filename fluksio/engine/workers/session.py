@@ -56,7 +56,6 @@ from fluksio.agent.frames import (
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock, Timer
-from fluksio.engine.logging import get_logger
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.workers import connection_effects
 from fluksio.engine.workers.connection import (
@@ -67,6 +66,7 @@ from fluksio.engine.workers.connection import (
 )
 from fluksio.engine.workers.protocol import compiled_on
 from fluksio.engine.workers.socket import CountedSocket
+from fluksio.logs import get_logger
 from fluksio.provisioners.base import WorkerRecord
 from fluksio.wire.provenance import Provenance
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import structlog
-
+from fluksio.logs import get_logger
 from fluksio.provisioners.base import JobState
 
 __all__ = ["SLURM_STATES", "slurm_state"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SLURM_STATES: Mapping[str, JobState] = {
     # Waiting for an allocation, or for one given back (squeue(1), JOB STATE CODES).

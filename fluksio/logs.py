@@ -1,4 +1,5 @@
-"""Structured logging: readable on a terminal, JSON lines otherwise, never a secret.
+"""Structured logging for the engine and every layer in its process (the API, the
+provisioners): readable on a terminal, JSON lines otherwise, never a secret.
 
 Every line, ours and the libraries' (aiohttp's go through the same pipeline), passes the
 redaction step, which blanks the values of keys that name credentials, anything shaped
