@@ -34,11 +34,10 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from fluksio.api.appkeys import ENGINE
-from fluksio.api.auth import Caller, authorize
+from fluksio.api.auth import authorize
 from fluksio.api.bodies import read_json, required_form_field
 from fluksio.api.responses import conditional_response, model_response
-from fluksio.engine.tokens import WorkerIdentity
-from fluksio.engine.users import User
+from fluksio.engine.callers import Caller, Scheme, User, WorkerIdentity
 from fluksio.errors import InvalidInput
 from fluksio.validation import first_error
 
@@ -60,7 +59,8 @@ API_PREFIX = "/api/v1"
 EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 """On the views the feed keeps current: the newest event they already include."""
 
-Auth = Literal["none", "user", "superuser", "worker", "artifact", "scrape"]
+Auth = Scheme
+"""Who may call a route, as :data:`~fluksio.engine.callers.Scheme` says."""
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 Body = TypeVar("Body")
 

@@ -160,7 +160,7 @@ async def credential_throttle_middleware(
     throttle = request.app[CREDENTIAL_THROTTLE]
     address = request.remote or "unknown"
     wait = throttle.retry_after(address, request.app[ENGINE].clock.monotonic())
-    if wait > 0 and not request.app[ENGINE].tokens.verified_before(presented):
+    if wait > 0 and not request.app[ENGINE].known_token(presented):
         raise TooManyAttempts(
             f"too many refused credentials from this address; try again in {max(1, round(wait))} s",
             retry_after=wait,

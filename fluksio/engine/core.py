@@ -24,6 +24,7 @@ from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.asked_logs import LogsAsked
 from fluksio.engine.asked_runs import RunsAsked
 from fluksio.engine.asked_tokens import TokensAsked
+from fluksio.engine.callers import CallersAsked
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import Database, open_database
 from fluksio.engine.dispatch import Dispatcher
@@ -60,7 +61,7 @@ __all__ = ["Engine"]
 log = get_logger(__name__)
 
 
-class Engine(RunsAsked, LogsAsked, TokensAsked):
+class Engine(RunsAsked, LogsAsked, TokensAsked, CallersAsked):
     """One engine: its state, its core and its background work, behind ``start``/``close``.
 
     The stores and the dispatcher exist once ``start`` has run; reading one before is an

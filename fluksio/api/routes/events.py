@@ -32,7 +32,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
-from fluksio.api.auth import require_user
+from fluksio.api.auth import authorize
 from fluksio.api.declare import Call, Param, Routes
 from fluksio.engine.feed import FeedEvent, sse_frame
 from fluksio.errors import Forbidden, InvalidInput, NotAuthenticated
@@ -65,10 +65,10 @@ def _credential(request: web.Request) -> tuple[str | None, bool]:
     """Why the stream's credential no longer holds (None while it does), and whether it
     is a superuser's."""
     try:
-        user = require_user(request)
+        user = authorize(request, "user").user
     except (NotAuthenticated, Forbidden) as exc:
         return str(exc), False
-    return None, user.is_superuser
+    return None, user is not None and user.is_superuser
 
 
 def _selected(run_id: str | None, superuser: bool, event: FeedEvent) -> bool:

@@ -6,20 +6,14 @@ for a username or from an address are slowed down (429 with ``Retry-After``).
 
 from __future__ import annotations
 
-import asyncio
-
 from pydantic import BaseModel
 
 from fluksio.api.appkeys import ENGINE, LOGIN_GUARD
 from fluksio.api.declare import Call, Routes
-from fluksio.engine.users import check_password
 from fluksio.errors import NotAuthenticated, TooManyAttempts
-from fluksio.logs import get_logger
 from fluksio.wire.answers.tokens import AccessToken
 
 __all__ = ["routes"]
-
-log = get_logger(__name__)
 
 
 class LoginForm(BaseModel):
@@ -45,21 +39,17 @@ async def _access_token(call: Call[LoginForm]) -> AccessToken:
     request = call.request
     username, password = call.body.username, call.body.password
 
-    guard = request.app[LOGIN_GUARD]
+    guard, engine = request.app[LOGIN_GUARD], request.app[ENGINE]
     address = request.remote or "unknown"
-    wait = guard.retry_after(username, address, request.app[ENGINE].clock.monotonic())
+    wait = guard.retry_after(username, address, engine.clock.monotonic())
     if wait > 0:
         raise TooManyAttempts(
             f"too many failed logins; try again in {max(1, round(wait))} s", retry_after=wait
         )
 
-    found = request.app[ENGINE].users.credentials(username)
-    user = await asyncio.get_running_loop().run_in_executor(None, check_password, found, password)
-    if user is None:
-        guard.failed(username, address, request.app[ENGINE].clock.monotonic())
-        log.info("login.failed", username=username)
+    token = await engine.log_in(username, password)
+    if token is None:
+        guard.failed(username, address, engine.clock.monotonic())
         raise NotAuthenticated("incorrect username or password")
     guard.succeeded(username, address)
-    log.info("login.succeeded", username=user.username)
-    token = request.app[ENGINE].tokens.mint_access(user)
     return AccessToken(access_token=token)
