@@ -19,7 +19,7 @@ ALLOWED = {
     ("fluksio/agent/runner/forkserver.py", "serve"): "the fork server's loop, stdlib only",
     ("fluksio/agent/fork_client.py", "_on_message"): "a case per message of the fork server",
     ("fluksio/agent/session.py", "_receive"): "a case per frame the engine sends",
-    ("fluksio/api/attach.py", "_serve"): "a case per frame of an attach socket",
+    ("fluksio/engine/workers/reading.py", "_serve"): "a case per kind of frame a worker sends",
     ("fluksio/api/routes/events.py", "_follow"): "the feed's one loop: resume, heartbeat, end",
 }
 

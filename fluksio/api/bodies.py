@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from fluksio.errors import InvalidInput
 from fluksio.names import NAME_RULE, is_name
-from fluksio.validation import first_error
+from fluksio.validation import first_error, parse_json
 
-__all__ = ["parse_json", "path_name", "read_json", "required_form_field"]
+__all__ = ["path_name", "read_json", "required_form_field"]
 
 
 def path_name(request: web.Request, key: str = "name") -> str:
@@ -24,20 +23,6 @@ def path_name(request: web.Request, key: str = "name") -> str:
 
 
 Model = TypeVar("Model", bound=BaseModel)
-
-
-def parse_json(text: str | bytes) -> Any:
-    """JSON from a client or a worker; ValueError with a sentence when it is not usable.
-
-    Nesting deeper than the parser's recursion limit is refused like bad JSON, not left to
-    surface as a server error.
-    """
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("is nested too deeply") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ValueError("is not valid JSON") from None
 
 
 async def read_json(request: web.Request, model: type[Model]) -> Model:

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from aiohttp import WSCloseCode
+from aiohttp import WSCloseCode, web
 
 from fluksio.agent.launcher import Launcher
 from fluksio.clock import Clock, SystemClock
@@ -47,12 +47,14 @@ from fluksio.engine.scrape_tokens import ScrapeTokenStore
 from fluksio.engine.secrets import SecretStore
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.stream import EngineStream
-from fluksio.engine.tokens import TokenService
+from fluksio.engine.tokens import TokenService, WorkerIdentity
 from fluksio.engine.users import UserStore
 from fluksio.engine.views import EngineViews
 from fluksio.engine.worker_connections import WorkerConnections
 from fluksio.engine.worker_tokens import WorkerTokenStore
+from fluksio.engine.workers.reading import FrameJudge, read_worker
 from fluksio.engine.workers.registry import WorkerRegistry
+from fluksio.engine.workers.socket import CountedSocket
 from fluksio.engine.workers.watch import watch_workers
 from fluksio.logs import LogSecrets, get_logger
 
@@ -149,6 +151,26 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, CallersAsked):
         self.dispatcher.stopping()
         for session in self.workers.sessions():
             await session.close("the engine is shutting down", code=WSCloseCode.GOING_AWAY)
+
+    def frame_judge(self) -> FrameJudge:
+        """For a worker's socket about to open: which of its large frames are read whole
+        (the front door puts it before the socket's reader)."""
+        return FrameJudge(self.workers.frames)
+
+    async def serve_worker(
+        self, token: WorkerIdentity, socket: web.WebSocketResponse, judge: FrameJudge
+    ) -> None:
+        """Read a worker's opened socket from its hello until it closes (``token``
+        verified, ``judge`` the socket's :meth:`frame_judge`)."""
+        counted = CountedSocket(socket, self.workers.frames)
+        await read_worker(
+            counted,
+            token,
+            judge,
+            connections=self.connections,
+            settings=self.settings,
+            clock=self.clock,
+        )
 
     async def close(self) -> None:
         """Stop the background work, cancel pending machine requests, stop what executes
