@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from fluksio.api.appkeys import CREDENTIAL_THROTTLE, ENGINE, LOGIN_GUARD
-from fluksio.api.live import LiveEvents
 from fluksio.api.middlewares import (
     credential_throttle_middleware,
     error_middleware,
@@ -78,10 +77,7 @@ def create_app(
 async def _engine_running(app: web.Application) -> AsyncIterator[None]:
     engine = app[ENGINE]
     await engine.start()
-    live = LiveEvents(engine.feed, engine.views, engine.clock)
-    live.connect(engine.stream)
     yield
-    live.close()
     await engine.close()
 
 

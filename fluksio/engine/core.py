@@ -30,6 +30,7 @@ from fluksio.engine.db import Database, open_database
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.keys import KeyRing
+from fluksio.engine.live import LiveEvents
 from fluksio.engine.metrics import EngineMetrics
 from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.provision_requests import ProvisionRequestStore
@@ -240,14 +241,17 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, CallersAsked):
         )
         self.connections = WorkerConnections(self)
         self.views = EngineViews(self.workers, self.dispatcher)
-        # The stream's subscribers here: the metrics and the plugins' hooks.
+        # The stream's subscribers here: the metrics, the live feed and the plugins' hooks.
         self.metrics.watch(self.stream, self.workers, self.dispatcher, self.feed)
+        live = LiveEvents(self.feed, self.views, self.clock)
+        live.connect(self.stream)
         forward_worker_hooks(self.stream, configured.plugins.manager.hook)
         log_ready(configured)
         self.dispatcher.recover(requests.load())
         try:
             yield
         finally:
+            live.close()
             await self.dispatcher.close()
             await launcher.close()
 

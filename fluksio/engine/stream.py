@@ -9,7 +9,7 @@ What happens in the engine is emitted as one of the typed events below, on the o
   events are declared with it, in :mod:`fluksio.provisioners.events`);
 - the worker-token routes what happens to tokens.
 
-The live feed (:mod:`fluksio.api.live`), the metrics (:mod:`fluksio.engine.metrics`), the
+The live feed (:mod:`fluksio.engine.live`), the metrics (:mod:`fluksio.engine.metrics`), the
 plugins' hooks (:mod:`fluksio.engine.provisioning`) and the registry's change count subscribe:
 nothing else in the engine listens to anything. A subscriber is called synchronously, in
 the order it subscribed, and must not raise.

@@ -1,6 +1,6 @@
 """What each event of the live feed (``GET /events``) carries: one model per kind.
 
-The feed (:mod:`fluksio.api.live`) builds each event's ``data`` to these models, and
+The feed (:mod:`fluksio.engine.live`) builds each event's ``data`` to these models, and
 ``GET /api/v1/openapi.json`` describes them (under the feed's operation, as
 ``x-events``: kind -> schema). The tests read every event they receive through them.
 """
@@ -53,7 +53,7 @@ class CallProgressData(Answer):
 
 class CallLogData(Answer):
     """Lines a running call wrote (secrets blanked): told at most twice a second per call,
-    at most :data:`~fluksio.api.live.LOG_LINES_PER_EVENT` lines each; the rest is
+    at most :data:`~fluksio.engine.live.LOG_LINES_PER_EVENT` lines each; the rest is
     ``missed``, to be read with ``GET /runs/{id}/logs`` from ``first``."""
 
     run_id: str
