@@ -21,6 +21,7 @@ from aiohttp import WSCloseCode, web
 from fluksio.agent.launcher import Launcher
 from fluksio.clock import Clock, SystemClock
 from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.asked_artifacts import ArtifactsAsked
 from fluksio.engine.asked_logs import LogsAsked
 from fluksio.engine.asked_runs import RunsAsked
 from fluksio.engine.asked_tokens import TokensAsked
@@ -64,7 +65,7 @@ __all__ = ["Engine"]
 log = get_logger(__name__)
 
 
-class Engine(RunsAsked, LogsAsked, TokensAsked, CallersAsked):
+class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
     """One engine: its state, its core and its background work, behind ``start``/``close``.
 
     The stores and the dispatcher exist once ``start`` has run; reading one before is an

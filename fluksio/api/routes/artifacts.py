@@ -21,15 +21,11 @@ from aiohttp.helpers import ETag
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Param, Routes
-from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoreFull
-from fluksio.engine.stream import ArtifactBytes
-from fluksio.errors import InvalidInput, NotFound, StorageFull, TooLarge
-from fluksio.logs import get_logger
+from fluksio.errors import InvalidInput
 from fluksio.wire.answers.resources import ArtifactRef
 
 __all__ = ["routes"]
 
-log = get_logger(__name__)
 DIGEST_HEADER = "X-Fluksio-Digest"
 _CHUNK = 1 << 20
 routes = Routes()
@@ -105,22 +101,12 @@ async def _put(call: Call[None]) -> ArtifactRef:
         raise InvalidInput("name", "must be a file name of at most 255 characters, without '/'")
     if len(media_type) > 127 or "/" not in media_type:
         raise InvalidInput("media_type", "must be a media type such as application/octet-stream")
-    try:
-        stored = await request.app[ENGINE].artifacts.put(
-            request.content.iter_chunked(_CHUNK),
-            expected=request.headers.get(DIGEST_HEADER),
-            max_bytes=request.app[ENGINE].settings.max_artifact_bytes,
-            declared_size=request.content_length,
-        )
-    except ArtifactTooLarge as error:
-        raise TooLarge(error.field, error.detail) from None
-    except StoreFull as error:
-        log.error("artifact.no_room", error=error.detail, by=who)
-        raise StorageFull(error.detail) from None
-    except ArtifactError as error:
-        raise InvalidInput(error.field, error.detail) from None
-    log.info("artifact.stored", digest=stored.digest, size=stored.size, by=who)
-    request.app[ENGINE].stream.emit(ArtifactBytes("in", stored.size))
+    stored = await call.app[ENGINE].put_artifact(
+        request.content.iter_chunked(_CHUNK),
+        expected=request.headers.get(DIGEST_HEADER),
+        declared_size=request.content_length,
+        by=who,
+    )
     return ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
 
 
@@ -138,23 +124,12 @@ async def _put(call: Call[None]) -> ArtifactRef:
 async def _get(call: Call[None]) -> web.StreamResponse:
     request = call.request
     digest = request.match_info["digest"]
-    try:
-        found = request.app[ENGINE].artifacts.find(digest)
-    except ArtifactError as error:
-        raise InvalidInput(error.field, error.detail) from None
-    if found is None:
-        raise NotFound(f"no artifact {digest}")
-    if request.method == "HEAD":
-        request.app[ENGINE].artifacts.refresh(found)  # a call saving it asks first (then names it)
+    engine = request.app[ENGINE]
+    # A call saving it asks first with HEAD (then names it): the sweep must spare it.
+    path = engine.artifact(digest, saving=request.method == "HEAD")
     if any(tag.value == digest for tag in request.if_none_match or ()):
         return web.Response(status=304, headers={"ETag": f'"{digest}"', **_IMMUTABLE})
-    stream = request.app[ENGINE].stream
-    response = _Artifact(
-        found.path,
-        digest,
-        chunk_size=_CHUNK,
-        on_sent=lambda n: stream.emit(ArtifactBytes("out", n)),
-    )
+    response = _Artifact(path, digest, chunk_size=_CHUNK, on_sent=engine.artifact_sent)
     response.headers.update(_IMMUTABLE)
     response.content_type = "application/octet-stream"
     return response

@@ -1,0 +1,81 @@
+"""What a worker, a call or a superuser asks of the artifact store over HTTP.
+
+A mixin of :class:`~fluksio.engine.core.Engine`: bytes stored under their digest (bounded
+by the engine's ``max_artifact_bytes``, a store without room refused whole), an artifact
+found to be read back, and the bytes moved each way counted on the engine's stream like
+every other metric. A refusal is a :class:`~fluksio.errors.FluksioError` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fluksio.engine.artifacts import ArtifactError, ArtifactTooLarge, StoredObject, StoreFull
+from fluksio.engine.stream import ArtifactBytes
+from fluksio.errors import InvalidInput, NotFound, StorageFull, TooLarge
+from fluksio.logs import get_logger
+
+if TYPE_CHECKING:
+    from fluksio.engine.artifacts import ArtifactStore
+    from fluksio.engine.settings import EngineSettings
+    from fluksio.engine.stream import EngineStream
+
+__all__ = ["ArtifactsAsked"]
+
+log = get_logger("fluksio.engine.artifacts")
+
+
+class ArtifactsAsked:
+    if TYPE_CHECKING:  # given by the engine it is mixed into
+        settings: EngineSettings
+        stream: EngineStream
+        artifacts: ArtifactStore
+
+    async def put_artifact(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        expected: str | None,
+        declared_size: int | None,
+        by: str,
+    ) -> StoredObject:
+        """Store what ``chunks`` yields (``expected``: the digest it must have); ``by`` who
+        sent it, for the log."""
+        try:
+            stored = await self.artifacts.put(
+                chunks,
+                expected=expected,
+                max_bytes=self.settings.max_artifact_bytes,
+                declared_size=declared_size,
+            )
+        except ArtifactTooLarge as error:
+            raise TooLarge(error.field, error.detail) from None
+        except StoreFull as error:
+            log.error("artifact.no_room", error=error.detail, by=by)
+            raise StorageFull(error.detail) from None
+        except ArtifactError as error:
+            raise InvalidInput(error.field, error.detail) from None
+        log.info("artifact.stored", digest=stored.digest, size=stored.size, by=by)
+        self.stream.emit(ArtifactBytes("in", stored.size))
+        return stored
+
+    def artifact(self, digest: str, *, saving: bool = False) -> Path:
+        """Where the bytes of ``digest`` are; :class:`NotFound` when the engine has none.
+
+        ``saving``: a call about to name it asks (and then uploads nothing), so it is
+        marked as just stored, and the sweep spares it."""
+        try:
+            found = self.artifacts.find(digest)
+        except ArtifactError as error:
+            raise InvalidInput(error.field, error.detail) from None
+        if found is None:
+            raise NotFound(f"no artifact {digest}")
+        if saving:
+            self.artifacts.refresh(found)
+        return found.path
+
+    def artifact_sent(self, size: int) -> None:
+        """``size`` more bytes of an artifact went out."""
+        self.stream.emit(ArtifactBytes("out", size))
