@@ -33,7 +33,7 @@ async def test_unauthenticated_is_401_and_non_superuser_is_403(
     anonymous = await api.request(method, path, json_body=body, token="")
     assert anonymous.status == 401 and "bearer token" in anonymous.body["detail"]
 
-    UserStore(api.engine.database).add("alice", "alice-password", is_superuser=False)
+    UserStore(api.database).add("alice", "alice-password", is_superuser=False)
     plain = await api.login("alice", "alice-password")
     forbidden = await api.request(method, path, json_body=body, token=plain)
     assert forbidden.status == 403 and "not a superuser" in forbidden.body["detail"]
@@ -106,7 +106,8 @@ async def test_an_attached_worker_is_let_go_when_its_token_expires(
 ) -> None:
     clock = ManualClock(time.time())
     api = await start_in_process(aiohttp_client, tmp_path / "data", clock=clock)
-    minted = api.engine.tokens.mint_worker("box", ("cpu",), created_by=None, ttl_s=120)
+    # A token of two minutes, which the API does not mint: the engine's token service.
+    minted = api.engine._tokens.mint_worker("box", ("cpu",), created_by=None, ttl_s=120)
     worker = await api.attach(minted.token, name="box", labels=["cpu"])
     (session,) = api.engine.workers.attached()
 

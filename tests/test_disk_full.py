@@ -105,7 +105,7 @@ async def test_a_full_disk_refuses_writes_in_a_sentence_and_the_engine_recovers_
 
     # Room again: nothing to restart. What waited in memory is written, writes work.
     filler.unlink()
-    store = RunStore(api.engine.database)
+    store = RunStore(api.database)
 
     def stored_state() -> str | None:
         found = store.get(running["id"])

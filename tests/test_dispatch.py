@@ -18,6 +18,7 @@ import pytest
 import structlog
 
 from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
+from fluksio.engine.worker_tokens import WorkerTokenStore
 from tests.support.inprocess import (
     ClientFactory,
     InProcessEngine,
@@ -339,9 +340,9 @@ async def test_a_token_revoked_or_lost_behind_the_engines_back_cuts_only_its_wor
     jtis = {w["name"]: w["token"]["jti"] for w in (await api.request("GET", "/workers")).body}
     # As another process would (``fluksio`` commands share the database): no API call, so
     # nothing disconnects at once and only the watcher can notice.
-    store = api.engine.worker_tokens
+    store = WorkerTokenStore(api.database)
     store.revoke(jtis["revoked"], "revoked elsewhere")
-    api.engine.database.execute("DELETE FROM worker_tokens WHERE jti = ?", (jtis["lost"],))
+    api.database.execute("DELETE FROM worker_tokens WHERE jti = ?", (jtis["lost"],))
 
     def names() -> list[str] | None:
         closed = {name for name, worker in workers.items() if worker.socket.closed}

@@ -16,6 +16,7 @@ from fluksio.engine.core import Engine
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.provisioners.plugins import build_plugins
+from fluksio.wire.flows import FlowSpec
 from fluksio.wire.states import RunState
 from tests.support.runs import code
 
@@ -36,27 +37,28 @@ async def test_an_engine_runs_a_flow_without_http_and_a_second_one_finds_the_run
     engine = _engine(tmp_path / "data")
     await engine.start()
     try:
-        engine.flows.put("double", {"nodes": [{"id": "double", "code": NODE}]})
-        started = engine.dispatcher.start_run("double", {"n": 21})
-        ended = await engine.dispatcher.wait_run(started.row.id, 30)
-        assert ended is not None and ended.row.state is RunState.SUCCEEDED, ended
-        assert ended.nodes[0].row.result == {"twice": 42}
+        flow = FlowSpec.model_validate({"nodes": [{"id": "double", "code": NODE}]})
+        await engine.put_flow("double", flow, transient=False)
+        started = await engine.start_run("double", {"n": 21})
+        ended = await engine.run(started.id, wait_s=30)
+        assert ended.state is RunState.SUCCEEDED, ended
+        assert ended.nodes[0].result == {"twice": 42}
     finally:
         await engine.close()
 
     again = _engine(tmp_path / "data")
     await again.start()
     try:
-        found = again.dispatcher.view_run(started.row.id)
-        assert found is not None and found.row.state is RunState.SUCCEEDED
+        found = await again.run(started.id)
+        assert found.state is RunState.SUCCEEDED
     finally:
         await again.close()
 
 
-async def test_a_store_read_before_start_names_itself(tmp_path: Path) -> None:
+async def test_a_question_asked_before_start_names_what_is_not_open(tmp_path: Path) -> None:
     engine = _engine(tmp_path / "data")
-    with pytest.raises(AttributeError, match="runs"):
-        _ = engine.runs
+    with pytest.raises(AttributeError, match="_flows"):
+        engine.flow_list()
     assert not (tmp_path / "data").exists()  # nothing is opened before start
 
 
@@ -68,3 +70,20 @@ def test_the_http_app_holds_the_engine_under_one_key_and_nothing_of_it_elsewhere
     parts = {id(value) for value in vars(engine).values()}
     assert [key for key in app if isinstance(app[key], Engine)] == [ENGINE]
     assert [key for key in app if id(app[key]) in parts] == []
+
+
+async def test_a_started_engine_shows_its_stream_and_views_and_keeps_its_stores(
+    tmp_path: Path,
+) -> None:
+    """What a route, a test or an embedding program may reach besides the engine's
+    questions: nothing that writes (no store, no dispatcher, no clock to set timers on)."""
+    engine = _engine(tmp_path / "data")
+    await engine.start()
+    try:
+        shown = {name for name in vars(engine) if not name.startswith("_")}
+        public = {"settings", "layout", "stream", "workers", "feed", "metrics", "views"}
+        assert shown == public
+        kept = {"_database", "_runs", "_flows", "_tokens", "_dispatcher", "_clock"}
+        assert kept <= set(vars(engine))
+    finally:
+        await engine.close()

@@ -190,7 +190,7 @@ async def test_a_users_stream_carries_no_worker_token_a_user_may_not_list(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     api = await start_in_process(aiohttp_client, tmp_path / "data")
-    users = UserStore(api.engine.database)
+    users = UserStore(api.database)
     users.add("ann", "ann-password", is_superuser=False)
     ann = await api.login("ann", "ann-password")
     await api.put_flow("here", [{"id": "n", "code": NODE}])

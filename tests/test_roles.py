@@ -65,7 +65,7 @@ async def _status(api: InProcessEngine, method: str, path: str, token: str | Non
 
 
 async def test_every_route_admits_the_role_it_declares_and_no_other(api: InProcessEngine) -> None:
-    UserStore(api.engine.database).add(USER, USER_PASSWORD, is_superuser=False)
+    UserStore(api.database).add(USER, USER_PASSWORD, is_superuser=False)
     user, superuser = await api.login(USER, USER_PASSWORD), await api.login()
     walked = []
     for method, full_path, operation in await _operations(api):
@@ -95,7 +95,7 @@ async def test_every_route_admits_the_role_it_declares_and_no_other(api: InProce
 async def test_a_user_removed_or_demoted_is_refused_at_the_next_request(
     api: InProcessEngine,
 ) -> None:
-    users = UserStore(api.engine.database)
+    users = UserStore(api.database)
     users.add("bo", "bo-password-12", is_superuser=True)
     token = await api.login("bo", "bo-password-12")
     assert await _status(api, "GET", "/api/v1/workers/tokens", token) == 200
@@ -109,7 +109,7 @@ async def test_a_user_removed_or_demoted_is_refused_at_the_next_request(
 
 
 async def test_the_last_superuser_cannot_be_removed_or_demoted(api: InProcessEngine) -> None:
-    users = UserStore(api.engine.database)
+    users = UserStore(api.database)
     (only,) = [u.username for u in users.all() if u.is_superuser]
     for leave in (lambda: users.remove(only), lambda: users.set_superuser(only, False)):
         with pytest.raises(ConfigError, match="the only superuser; make another one first"):
@@ -121,7 +121,7 @@ async def test_the_last_superuser_cannot_be_removed_or_demoted(api: InProcessEng
 
 
 async def test_a_personal_token_speaks_for_its_user_until_revoked(api: InProcessEngine) -> None:
-    UserStore(api.engine.database).add(USER, USER_PASSWORD, is_superuser=False)
+    UserStore(api.database).add(USER, USER_PASSWORD, is_superuser=False)
     ada = await api.login(USER, USER_PASSWORD)
     minted = await api.request(
         "POST", "/tokens", json_body={"name": "nightly", "days": 30}, token=ada
@@ -134,7 +134,7 @@ async def test_a_personal_token_speaks_for_its_user_until_revoked(api: InProcess
     listed = (await api.request("GET", "/tokens", token=ada)).body
     assert [(t["name"], t["status"]) for t in listed] == [("nightly", "active")]
     assert "token" not in listed[0], "never its text again"
-    stored = api.engine.database.execute("SELECT * FROM personal_tokens").fetchall()
+    stored = api.database.execute("SELECT * FROM personal_tokens").fetchall()
     assert all(token not in [str(v) for v in tuple(row)] for row in stored)
     # Another user's token is not hers to see or revoke; a superuser may revoke it.
     others = await api.request("POST", f"/tokens/{token_id}/revoke", token=await api.login())
@@ -145,7 +145,7 @@ async def test_a_personal_token_speaks_for_its_user_until_revoked(api: InProcess
 
 
 async def test_a_users_tokens_are_its_own(api: InProcessEngine) -> None:
-    users = UserStore(api.engine.database)
+    users = UserStore(api.database)
     users.add(USER, USER_PASSWORD, is_superuser=False)
     users.add("bo", "bo-password-12", is_superuser=False)
     ada, bo = await api.login(USER, USER_PASSWORD), await api.login("bo", "bo-password-12")

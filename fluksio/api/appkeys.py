@@ -11,7 +11,8 @@ from fluksio.engine.core import Engine
 __all__ = ["CREDENTIAL_THROTTLE", "ENGINE", "LOGIN_GUARD"]
 
 ENGINE = web.AppKey("engine", Engine)
-"""The engine (``fluksio.engine.core``): its stores, stream, workers, dispatcher, clock."""
+"""The engine (``fluksio.engine.core``): routes ask it (its ``asked_*`` methods) and read
+its views and feed; its stores, dispatcher and clock are its own."""
 LOGIN_GUARD = web.AppKey("login_guard", LoginGuard)
 CREDENTIAL_THROTTLE = web.AppKey("credential_throttle", LoginThrottle)
 """Refused bearer tokens by client address, on every endpoint that takes one."""

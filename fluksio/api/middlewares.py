@@ -70,8 +70,8 @@ async def request_context_middleware(request: web.Request, handler: Handler) -> 
     """
     offered = request.headers.get("X-Request-ID", "")
     request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
-    clock = request.app[ENGINE].clock
-    started = clock.monotonic()
+    engine = request.app[ENGINE]
+    started = engine.monotonic()
     status = 500
     with structlog.contextvars.bound_contextvars(request_id=request_id):
         try:
@@ -94,7 +94,7 @@ async def request_context_middleware(request: web.Request, handler: Handler) -> 
                 method=request.method,
                 path=request.path,
                 status=status,
-                duration_ms=round((clock.monotonic() - started) * 1000, 2),
+                duration_ms=round((engine.monotonic() - started) * 1000, 2),
                 remote=request.remote,
             )
 
@@ -159,7 +159,7 @@ async def credential_throttle_middleware(
         return await handler(request)
     throttle = request.app[CREDENTIAL_THROTTLE]
     address = request.remote or "unknown"
-    wait = throttle.retry_after(address, request.app[ENGINE].clock.monotonic())
+    wait = throttle.retry_after(address, request.app[ENGINE].monotonic())
     if wait > 0 and not request.app[ENGINE].known_token(presented):
         raise TooManyAttempts(
             f"too many refused credentials from this address; try again in {max(1, round(wait))} s",
@@ -168,7 +168,7 @@ async def credential_throttle_middleware(
     try:
         return await handler(request)
     except NotAuthenticated:
-        throttle.failed(address, request.app[ENGINE].clock.monotonic())
+        throttle.failed(address, request.app[ENGINE].monotonic())
         raise
 
 

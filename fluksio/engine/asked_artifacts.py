@@ -31,7 +31,7 @@ class ArtifactsAsked:
     if TYPE_CHECKING:  # given by the engine it is mixed into
         settings: EngineSettings
         stream: EngineStream
-        artifacts: ArtifactStore
+        _artifacts: ArtifactStore
 
     async def put_artifact(
         self,
@@ -44,7 +44,7 @@ class ArtifactsAsked:
         """Store what ``chunks`` yields (``expected``: the digest it must have); ``by`` who
         sent it, for the log."""
         try:
-            stored = await self.artifacts.put(
+            stored = await self._artifacts.put(
                 chunks,
                 expected=expected,
                 max_bytes=self.settings.max_artifact_bytes,
@@ -67,13 +67,13 @@ class ArtifactsAsked:
         ``saving``: a call about to name it asks (and then uploads nothing), so it is
         marked as just stored, and the sweep spares it."""
         try:
-            found = self.artifacts.find(digest)
+            found = self._artifacts.find(digest)
         except ArtifactError as error:
             raise InvalidInput(error.field, error.detail) from None
         if found is None:
             raise NotFound(f"no artifact {digest}")
         if saving:
-            self.artifacts.refresh(found)
+            self._artifacts.refresh(found)
         return found.path
 
     def artifact_sent(self, size: int) -> None:

@@ -32,8 +32,8 @@ published agent, which sends its output only with its answer): then look again."
 
 class LogsAsked:
     if TYPE_CHECKING:  # given by the engine it is mixed into
-        dispatcher: Dispatcher
-        clock: Clock
+        _dispatcher: Dispatcher
+        _clock: Clock
 
     async def logs(
         self,
@@ -48,7 +48,7 @@ class LogsAsked:
         """The lines of ``node`` (the run's one, if it has one) or of an array's ``item``
         from position ``start``, of ``attempt`` (default: the latest); ``wait_s``: held
         until there is a line at ``start``, or the attempt ends."""
-        dispatcher = self.dispatcher
+        dispatcher = self._dispatcher
         view = dispatcher.view_run(run_id)
         if view is None:
             raise NotFound(f"no run with id {run_id!r}")
@@ -80,7 +80,7 @@ class LogsAsked:
             else:
                 read = _stored(found.logs, start, node_ended)
                 if wait_s > 0 and not node_ended:
-                    await self.clock.sleep(min(wait_s, NOTHING_LIVE_WAIT_S))
+                    await self._clock.sleep(min(wait_s, NOTHING_LIVE_WAIT_S))
             source = "stored"
         lines = read.lines[:MAX_LINES]
         complete = len(lines) == len(read.lines)
@@ -113,7 +113,7 @@ class LogsAsked:
         if found is None:
             raise NotFound(f"run {run_id} has no node {node!r}")
         if item is not None:
-            found = self.dispatcher.item_row(run_id, node, item)
+            found = self._dispatcher.item_row(run_id, node, item)
             if found is None:
                 raise NotFound(f"run {run_id} has no item {item} of an array {node!r}")
         elif found.array is not None:

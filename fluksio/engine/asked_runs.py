@@ -35,9 +35,9 @@ __all__ = ["RunsAsked"]
 
 class RunsAsked:
     if TYPE_CHECKING:  # given by the engine it is mixed into
-        dispatcher: Dispatcher
-        flows: FlowStore
-        runs: RunStore
+        _dispatcher: Dispatcher
+        _flows: FlowStore
+        _runs: RunStore
         settings: EngineSettings
 
     # -- flows ---------------------------------------------------------------------------
@@ -45,11 +45,11 @@ class RunsAsked:
     def flow_list(self) -> list[FlowSummary]:
         return [
             FlowSummary(name=r.name, nodes=len(r.spec["nodes"]), updated_at=utc(r.updated_at))
-            for r in self.flows.all()
+            for r in self._flows.all()
         ]
 
     def flow(self, name: str) -> FlowBody:
-        record = self.flows.get(name)
+        record = self._flows.get(name)
         if record is None:
             raise NotFound(f"no flow named {name!r}")
         return flow_body(record)
@@ -62,32 +62,32 @@ class RunsAsked:
         what the provisioners' profiles warn of, and whether it is new."""
         await asyncio.get_running_loop().run_in_executor(None, check_flow, spec)
         await self._count_items(spec)
-        created = self.flows.put(name, spec.model_dump(mode="json"), transient=transient)
-        provisioning = self.dispatcher.provisioning
+        created = self._flows.put(name, spec.model_dump(mode="json"), transient=transient)
+        provisioning = self._dispatcher.provisioning
         profiles = provisioning.scheduler_profiles() if provisioning is not None else []
         warnings = flow_warnings(spec, profiles, self.settings.walltime_margin_s)
         return self.flow(name).model_copy(update={"warnings": warnings}), created
 
     def delete_flow(self, name: str) -> Deleted:
-        if not self.flows.delete(name):
+        if not self._flows.delete(name):
             raise NotFound(f"no flow named {name!r}")
         return Deleted(deleted=name)
 
     # -- runs ----------------------------------------------------------------------------
 
     async def start_run(self, flow: str, params: dict[str, Any]) -> RunBody:
-        record = self.flows.get(flow)
+        record = self._flows.get(flow)
         if record is None:
             raise NotFound(f"no flow named {flow!r}")
         items = await self._count_items(FlowSpec.model_validate(record.spec))
-        return run_body(self.dispatcher.start_run(flow, params, items))
+        return run_body(self._dispatcher.start_run(flow, params, items))
 
     def run_list(
         self, *, flow: str | None, state: RunState | None, limit: int, since: float | None
     ) -> list[RunSummary]:
         """The newest runs first, every outcome already received written first."""
-        self.dispatcher.write_marked()
-        rows = self.runs.find(flow=flow, state=state, limit=limit, since=since)
+        self._dispatcher.write_marked()
+        rows = self._runs.find(flow=flow, state=state, limit=limit, since=since)
         return [
             RunSummary(
                 id=r.id,
@@ -102,27 +102,27 @@ class RunsAsked:
 
     async def run(self, run_id: str, wait_s: float = 0.0) -> RunBody:
         """The run, once it has ended or ``wait_s`` has passed."""
-        view = await self.dispatcher.wait_run(run_id, wait_s)
+        view = await self._dispatcher.wait_run(run_id, wait_s)
         if view is None:
             raise NotFound(f"no run with id {run_id!r}")
         return run_body(view)
 
     async def cancel_run(self, run_id: str, wait_s: float = 0.0) -> RunBody:
         """Cancel it; the run as it stands, or once it has ended within ``wait_s``."""
-        view = self.dispatcher.cancel_run(run_id)
+        view = self._dispatcher.cancel_run(run_id)
         if wait_s > 0:
-            view = await self.dispatcher.wait_run(run_id, wait_s) or view
+            view = await self._dispatcher.wait_run(run_id, wait_s) or view
         return run_body(view)
 
     def retry_run(self, run_id: str) -> RunBody:
-        return run_body(self.dispatcher.retry_failed(run_id))
+        return run_body(self._dispatcher.retry_failed(run_id))
 
     def delete_run(self, run_id: str) -> Deleted:
-        self.dispatcher.delete_run(run_id)
+        self._dispatcher.delete_run(run_id)
         return Deleted(deleted=run_id)
 
     def cancel_items(self, run_id: str, node: str | None, positions: list[int]) -> RunBody:
-        return run_body(self.dispatcher.cancel_items(run_id, node, positions))
+        return run_body(self._dispatcher.cancel_items(run_id, node, positions))
 
     def items_page(
         self,
@@ -135,7 +135,7 @@ class RunsAsked:
     ) -> ItemsPage:
         """A page of an array's items after position ``after``: every position in the
         range, started or not (or, with ``state``, the stored items in it)."""
-        view = self.dispatcher.view_run(run_id)
+        view = self._dispatcher.view_run(run_id)
         if view is None:
             raise NotFound(f"no run with id {run_id!r}")
         arrays = {n.row.node_id: n.row for n in view.nodes if n.row.array is not None}
@@ -149,7 +149,9 @@ class RunsAsked:
         if array is None or array.array is None:
             raise NotFound(f"run {run_id} has no array node {node!r}")
         total = array.array.total
-        rows = self.dispatcher.items.store.page(run_id, node, after=after, limit=limit, state=state)
+        rows = self._dispatcher.items.store.page(
+            run_id, node, after=after, limit=limit, state=state
+        )
         if state is None:
             stored = {row.item: row for row in rows}
             last = min(total - 1, after + limit)
@@ -173,7 +175,7 @@ class RunsAsked:
         arrays = [(index, node) for index, node in enumerate(flow.nodes) if node.is_array]
         if not arrays:
             return {}
-        source = self.dispatcher.items.source
+        source = self._dispatcher.items.source
 
         def count() -> dict[str, int]:
             return {node.id: source.count(node, index) for index, node in arrays}

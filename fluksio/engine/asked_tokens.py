@@ -48,36 +48,36 @@ log = get_logger("fluksio.engine.tokens")
 
 class TokensAsked:
     if TYPE_CHECKING:  # given by the engine it is mixed into
-        clock: Clock
+        _clock: Clock
         stream: EngineStream
-        tokens: TokenService
-        worker_tokens: WorkerTokenStore
-        personal_tokens: PersonalTokenStore
-        scrape_tokens: ScrapeTokenStore
-        secrets: SecretStore
+        _tokens: TokenService
+        _worker_tokens: WorkerTokenStore
+        _personal_tokens: PersonalTokenStore
+        _scrape_tokens: ScrapeTokenStore
+        _secrets: SecretStore
         workers: WorkerRegistry
 
     # -- worker tokens -------------------------------------------------------------------
 
     def mint_worker_token(self, name: str, labels: list[str], *, by: str) -> MintedToken:
-        minted = self.tokens.mint_worker(name, tuple(labels), created_by=by)
+        minted = self._tokens.mint_worker(name, tuple(labels), created_by=by)
         log.info("worker_token.minted", jti=minted.record.jti, name=name, labels=labels)
-        fields = worker_token_fields(minted.record, self.clock.now())
+        fields = worker_token_fields(minted.record, self._clock.now())
         shown = WorkerTokenBody.model_validate(fields)
         self.stream.emit(TokenMinted(shown.model_dump(mode="json")))
         return MintedToken.model_validate({"token": minted.token, **fields})
 
     def worker_token_list(self) -> list[WorkerTokenBody]:
-        now = self.clock.now()
-        return [worker_token_body(record, now) for record in self.worker_tokens.list()]
+        now = self._clock.now()
+        return [worker_token_body(record, now) for record in self._worker_tokens.list()]
 
     async def revoke_worker_token(self, jti: str, *, by: str) -> WorkerTokenBody:
         """Revoke it: its workers are disconnected at once."""
-        record = self.worker_tokens.revoke(jti, f"revoked by {by}")
+        record = self._worker_tokens.revoke(jti, f"revoked by {by}")
         if record is None:
             raise NotFound(f"no worker token with jti {jti!r}")
         log.info("worker_token.revoked", jti=jti, name=record.name)
-        described = worker_token_body(record, self.clock.now())
+        described = worker_token_body(record, self._clock.now())
         self.stream.emit(TokenRevoked(described.model_dump(mode="json")))
         for session in self.workers.with_jti(jti):
             await session.close("the worker token was revoked")
@@ -86,39 +86,39 @@ class TokensAsked:
     # -- personal API tokens -------------------------------------------------------------
 
     def mint_personal_token(self, username: str, name: str, days: int) -> MintedPersonalToken:
-        token, record = self.personal_tokens.mint(username, name, days)
+        token, record = self._personal_tokens.mint(username, name, days)
         log.info("personal_token.minted", id=record.id, name=record.name, user=username)
-        body = personal_token_body(record, self.clock.now())
+        body = personal_token_body(record, self._clock.now())
         return MintedPersonalToken(token=token, **body.model_dump())
 
     def personal_token_list(self, username: str) -> list[PersonalTokenBody]:
-        now = self.clock.now()
-        return [personal_token_body(r, now) for r in self.personal_tokens.of(username)]
+        now = self._clock.now()
+        return [personal_token_body(r, now) for r in self._personal_tokens.of(username)]
 
     def revoke_personal_token(
         self, token_id: str, *, username: str, superuser: bool
     ) -> PersonalTokenBody:
         """Revoke one of ``username``'s tokens (a superuser's: anyone's)."""
-        found = self.personal_tokens.get(token_id)
+        found = self._personal_tokens.get(token_id)
         # Another user's token is as unknown to a user as one that does not exist.
         if found is None or (found.username != username and not superuser):
             raise NotFound(f"no personal token of yours with id {token_id!r}")
-        record = self.personal_tokens.revoke(token_id) or found
+        record = self._personal_tokens.revoke(token_id) or found
         log.info("personal_token.revoked", id=record.id, name=record.name, user=record.username)
-        return personal_token_body(record, self.clock.now())
+        return personal_token_body(record, self._clock.now())
 
     # -- scrape tokens -------------------------------------------------------------------
 
     def mint_scrape_token(self, name: str, *, by: str) -> MintedScrapeToken:
-        token, record = self.scrape_tokens.mint(name, created_by=by)
+        token, record = self._scrape_tokens.mint(name, created_by=by)
         log.info("scrape_token.minted", id=record.id, name=record.name)
         return MintedScrapeToken(token=token, **scrape_token_body(record).model_dump())
 
     def scrape_token_list(self) -> list[ScrapeTokenBody]:
-        return [scrape_token_body(record) for record in self.scrape_tokens.list()]
+        return [scrape_token_body(record) for record in self._scrape_tokens.list()]
 
     def revoke_scrape_token(self, token_id: str) -> ScrapeTokenBody:
-        record = self.scrape_tokens.revoke(token_id)
+        record = self._scrape_tokens.revoke(token_id)
         if record is None:
             raise NotFound(f"no scrape token with id {token_id!r}")
         log.info("scrape_token.revoked", id=record.id, name=record.name)
@@ -127,12 +127,12 @@ class TokensAsked:
     # -- secrets -------------------------------------------------------------------------
 
     def put_secret(self, name: str, value: str, labels: list[str]) -> SecretBody:
-        return secret_body(self.secrets.put(name, value, labels))
+        return secret_body(self._secrets.put(name, value, labels))
 
     def secret_list(self) -> list[SecretBody]:
-        return [secret_body(info) for info in self.secrets.list()]
+        return [secret_body(info) for info in self._secrets.list()]
 
     def delete_secret(self, name: str) -> Deleted:
-        if not self.secrets.delete(name):
+        if not self._secrets.delete(name):
             raise NotFound(f"no secret named {name!r}")
         return Deleted(deleted=name)

@@ -45,9 +45,9 @@ class Caller:
 
 class CallersAsked:
     if TYPE_CHECKING:  # given by the engine it is mixed into
-        tokens: TokenService
-        users: UserStore
-        scrape_tokens: ScrapeTokenStore
+        _tokens: TokenService
+        _users: UserStore
+        _scrape_tokens: ScrapeTokenStore
 
     def caller(self, scheme: Scheme, token: str | None) -> Caller:
         """The caller a ``token`` (None: none presented) is for a route of ``scheme``;
@@ -59,15 +59,15 @@ class CallersAsked:
                 "this endpoint needs a bearer token: Authorization: Bearer <token>"
             )
         if scheme == "worker":
-            identity = self.tokens.verify_worker(token)
+            identity = self._tokens.verify_worker(token)
             return Caller(worker=identity, described=f"worker {identity.name}")
         if scheme == "artifact":
-            return Caller(described=self.tokens.verify_artifact_access(token))
+            return Caller(described=self._tokens.verify_artifact_access(token))
         if scheme == "scrape" and token.startswith(SCRAPE_PREFIX):
-            if not self.scrape_tokens.valid(token):
+            if not self._scrape_tokens.valid(token):
                 raise NotAuthenticated("the scrape token is unknown or revoked")
             return Caller(described="a scrape token")
-        user = self.tokens.verify_access(token)
+        user = self._tokens.verify_access(token)
         if scheme != "user" and not user.is_superuser:
             raise Forbidden(f"user {user.username!r} is not a superuser")
         return Caller(user=user, described=f"user {user.username}")
@@ -75,18 +75,18 @@ class CallersAsked:
     def known_token(self, token: str) -> bool:
         """Whether ``token`` was verified here already (a session in use): a throttled
         address's known-good tokens are not held up with the guesses."""
-        return self.tokens.verified_before(token)
+        return self._tokens.verified_before(token)
 
     async def log_in(self, username: str, password: str) -> str | None:
         """A new access token when ``password`` is ``username``'s; None otherwise.
 
         The hash is checked off the event loop (it is slow on purpose), with the same work
         for an unknown username."""
-        found = self.users.credentials(username)
+        found = self._users.credentials(username)
         loop = asyncio.get_running_loop()
         user = await loop.run_in_executor(None, check_password, found, password)
         if user is None:
             log.info("login.failed", username=username)
             return None
         log.info("login.succeeded", username=user.username)
-        return self.tokens.mint_access(user)
+        return self._tokens.mint_access(user)

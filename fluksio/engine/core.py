@@ -52,7 +52,7 @@ from fluksio.engine.stream import EngineStream
 from fluksio.engine.tokens import TokenService, WorkerIdentity
 from fluksio.engine.users import UserStore
 from fluksio.engine.views import EngineViews
-from fluksio.engine.worker_connections import WorkerConnections
+from fluksio.engine.worker_connections import ConnectionParts, WorkerConnections
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.engine.workers.reading import FrameJudge, read_worker
 from fluksio.engine.workers.registry import WorkerRegistry
@@ -73,9 +73,6 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
     """
 
     settings: EngineSettings
-    clock: Clock
-    """The engine's one clock (``fluksio.clock``): every reading of time, every timer;
-    tests give one they advance."""
     layout: DataDir
     stream: EngineStream
     """The engine's one stream of typed events (``fluksio.engine.stream``)."""
@@ -83,24 +80,28 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
     feed: LiveFeed
     """The live feed's buffer, which ``GET /events`` streams."""
     metrics: EngineMetrics
-
-    database: Database
-    users: UserStore
-    worker_tokens: WorkerTokenStore
-    scrape_tokens: ScrapeTokenStore
-    personal_tokens: PersonalTokenStore
-    tokens: TokenService
-    flows: FlowStore
-    runs: RunStore
-    secrets: SecretStore
-    artifacts: ArtifactStore
-    dispatcher: Dispatcher
-    """The core's shell: runs, places, waiting calls, provisioning."""
-    connections: WorkerConnections
-    """Who is let in over the attach socket, and what the engine does as workers come
-    and go."""
     views: EngineViews
     """What the HTTP layer reads: workers with their places, the queue, the profiles."""
+
+    # Its own: a client asks the engine (the asked_* mixins), never these.
+    _clock: Clock
+    """The engine's one clock (``fluksio.clock``): every reading of time, every timer;
+    tests give one they advance."""
+    _database: Database
+    _users: UserStore
+    _worker_tokens: WorkerTokenStore
+    _scrape_tokens: ScrapeTokenStore
+    _personal_tokens: PersonalTokenStore
+    _tokens: TokenService
+    _flows: FlowStore
+    _runs: RunStore
+    _secrets: SecretStore
+    _artifacts: ArtifactStore
+    _dispatcher: Dispatcher
+    """The core's shell: runs, places, waiting calls, provisioning."""
+    _connections: WorkerConnections
+    """Who is let in over the attach socket, and what the engine does as workers come
+    and go."""
 
     def __init__(
         self,
@@ -117,12 +118,13 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
         workers' connections (None: it serves no socket); ``log_secrets``: values this
         engine knows are secret, blanked in every log line while it lives."""
         self.settings = settings
-        self.log_secrets = log_secrets or LogSecrets()
-        self.clock = clock or SystemClock()
+        # Held while the engine lives: the values are blanked for as long as it does.
+        self._log_secrets = log_secrets or LogSecrets()
+        self._clock = clock or SystemClock()
         self.layout = settings.layout
         self.stream = EngineStream()
         self.workers = WorkerRegistry(self.stream)
-        self.feed = LiveFeed(settings.event_buffer, settings.event_buffer_bytes, self.clock)
+        self.feed = LiveFeed(settings.event_buffer, settings.event_buffer_bytes, self._clock)
         self.metrics = EngineMetrics()
         self._configured = provisioners
         self._address = address
@@ -136,7 +138,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
             self._run_in_background(self._watch_workers)
             if self.settings.keep_runs_s:
                 keep_s, every_s = self.settings.keep_runs_s, self.settings.prune_every_s
-                self.dispatcher.keep_runs_for(keep_s, every_s, self.artifacts)
+                self._dispatcher.keep_runs_for(keep_s, every_s, self._artifacts)
         except BaseException:
             await self._opened.aclose()
             raise
@@ -150,9 +152,14 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
         self.feed.close()
         # Before the sockets close: a call they end is the next start's to recover (run
         # again where its node says ``retry_on_restart``), not a failure to record now.
-        self.dispatcher.stopping()
+        self._dispatcher.stopping()
         for session in self.workers.sessions():
             await session.close("the engine is shutting down", code=WSCloseCode.GOING_AWAY)
+
+    def monotonic(self) -> float:
+        """A reading of the engine's one clock, for intervals (a request's duration, a
+        throttle's window): the front door's time is the engine's, which tests advance."""
+        return self._clock.monotonic()
 
     def frame_judge(self) -> FrameJudge:
         """For a worker's socket about to open: which of its large frames are read whole
@@ -169,9 +176,9 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
             counted,
             token,
             judge,
-            connections=self.connections,
+            connections=self._connections,
             settings=self.settings,
-            clock=self.clock,
+            clock=self._clock,
         )
 
     async def close(self) -> None:
@@ -183,26 +190,26 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
     async def _state(self) -> AsyncIterator[None]:
         layout = self.layout.ensure()
         database = open_database(layout.database)
-        clock = self.clock
-        self.database = database
-        self.users = UserStore(database, clock)
-        self.worker_tokens = WorkerTokenStore(database, clock)
-        self.scrape_tokens = ScrapeTokenStore(database, clock)
-        self.personal_tokens = PersonalTokenStore(database, clock)
+        clock = self._clock
+        self._database = database
+        self._users = UserStore(database, clock)
+        self._worker_tokens = WorkerTokenStore(database, clock)
+        self._scrape_tokens = ScrapeTokenStore(database, clock)
+        self._personal_tokens = PersonalTokenStore(database, clock)
         keys = KeyRing(layout)
         keys.current()  # created on first start, so a fresh data dir is complete at once
-        self.tokens = TokenService(
+        self._tokens = TokenService(
             keys,
-            self.users,
-            self.worker_tokens,
-            personal_tokens=self.personal_tokens,
+            self._users,
+            self._worker_tokens,
+            personal_tokens=self._personal_tokens,
             access_ttl_s=self.settings.access_token_ttl_s,
             clock=clock,
         )
-        self.flows = FlowStore(database, clock)
-        self.runs = RunStore(database)
-        self.secrets = SecretStore(database, layout, clock)
-        self.artifacts = ArtifactStore(layout.artifacts)
+        self._flows = FlowStore(database, clock)
+        self._runs = RunStore(database)
+        self._secrets = SecretStore(database, layout, clock)
+        self._artifacts = ArtifactStore(layout.artifacts)
         try:
             yield
         finally:
@@ -215,7 +222,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
         At close, pending machine requests are cancelled, then what executes is stopped.
         """
         settings = self.settings
-        launcher = Launcher(settings.node_python, mode=settings.runner_mode, clock=self.clock)
+        launcher = Launcher(settings.node_python, mode=settings.runner_mode, clock=self._clock)
         await launcher.start()
         log.info(
             "runner.ready",
@@ -223,37 +230,46 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
             python=launcher.python,
             version=".".join(map(str, launcher.version)),
         )
-        configured = self._configured or load_configured(self.layout, self.clock)
-        requests = ProvisionRequestStore(self.database)
-        self.dispatcher = Dispatcher(
+        configured = self._configured or load_configured(self.layout, self._clock)
+        requests = ProvisionRequestStore(self._database)
+        self._dispatcher = Dispatcher(
             engine=engine_place(settings.engine_slots),
             engine_executor=LocalExecutor(launcher, self.layout.artifacts),
-            runs=self.runs,
-            flows=self.flows,
-            secrets=self.secrets,
+            runs=self._runs,
+            flows=self._flows,
+            secrets=self._secrets,
             stream=self.stream,
             provisioners=configured.provisioners,
-            engine_side=TokensAndRequests(self.tokens, self.worker_tokens, requests),
-            clock=self.clock,
+            engine_side=TokensAndRequests(self._tokens, self._worker_tokens, requests),
+            clock=self._clock,
             walltime_margin_s=settings.walltime_margin_s,
             engine_address=self._address,
-            items=ArrayItems(ItemSource(self.artifacts.path_of), ItemStore(self.database)),
+            items=ArrayItems(ItemSource(self._artifacts.path_of), ItemStore(self._database)),
             worker_return_s=settings.worker_return_s,
         )
-        self.connections = WorkerConnections(self)
-        self.views = EngineViews(self.workers, self.dispatcher)
+        self._connections = WorkerConnections(
+            ConnectionParts(
+                settings=settings,
+                clock=self._clock,
+                workers=self.workers,
+                dispatcher=self._dispatcher,
+                tokens=self._tokens,
+                artifacts=self._artifacts,
+            )
+        )
+        self.views = EngineViews(self.workers, self._dispatcher, self._clock)
         # The stream's subscribers here: the metrics, the live feed and the plugins' hooks.
-        self.metrics.watch(self.stream, self.workers, self.dispatcher, self.feed)
-        live = LiveEvents(self.feed, self.views, self.clock)
+        self.metrics.watch(self.stream, self.workers, self._dispatcher, self.feed)
+        live = LiveEvents(self.feed, self.views, self._clock)
         live.connect(self.stream)
         forward_worker_hooks(self.stream, configured.plugins.manager.hook)
         log_ready(configured)
-        self.dispatcher.recover(requests.load())
+        self._dispatcher.recover(requests.load())
         try:
             yield
         finally:
             live.close()
-            await self.dispatcher.close()
+            await self._dispatcher.close()
             await launcher.close()
 
     def _run_in_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -272,9 +288,9 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
         """Silent workers gone, revoked ones cut off, drained ones closed."""
         await watch_workers(
             self.workers,
-            self.tokens,
-            self.worker_tokens,
+            self._tokens,
+            self._worker_tokens,
             self.settings,
-            self.dispatcher,
-            clock=self.clock,
+            self._dispatcher,
+            clock=self._clock,
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
+from fluksio.clock import Clock
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.runs.views import WaitingCall
 from fluksio.engine.workers.refused import NeedsUpgrade
@@ -45,19 +46,23 @@ __all__ = ["EngineViews", "refused_body"]
 class EngineViews:
     """The read-only questions the HTTP layer asks, each answered with its answer model."""
 
-    def __init__(self, registry: WorkerRegistry, dispatcher: Dispatcher) -> None:
+    def __init__(self, registry: WorkerRegistry, dispatcher: Dispatcher, clock: Clock) -> None:
         self._registry = registry
         self._dispatcher = dispatcher
+        self._clock = clock
 
     @property
     def workers_version(self) -> int:
         """Moves whenever anything a worker's answer shows changes (not its heartbeats)."""
         return self._registry.version
 
-    @property
-    def resources_version(self) -> int:
-        """Moves whenever the places, the queue or provisioning change."""
-        return self._dispatcher.version
+    def resources_version(self) -> str:
+        """Moves whenever the places, the queue or provisioning change (one counter), and
+        each second while calls wait: their reasons count down ("trying again in 30 s")."""
+        version = f"r{self._dispatcher.version}"
+        if self._dispatcher.has_waiting():
+            version += f".{int(self._clock.now())}"
+        return version
 
     def worker(self, worker_id: str) -> WorkerBody | None:
         """The attached worker with its place; None once gone or before it has a place."""

@@ -11,7 +11,8 @@ engine is told when a worker attaches, stops answering, is away, or is gone.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from fluksio.agent.frames import HelloFrame, StoreOffer, WelcomeFrame, encode
 from fluksio.agent.launcher import LIMIT_GRACE_S
@@ -32,7 +33,7 @@ from fluksio.names import is_name
 from fluksio.provisioners.base import WorkerRecord
 from fluksio.scheduler import Worker
 
-__all__ = ["EngineParts", "Refusal", "WorkerConnections"]
+__all__ = ["ConnectionParts", "Refusal", "WorkerConnections"]
 
 log = get_logger(__name__)
 ARTIFACT_TOKEN_TTL_S = 24 * 3600
@@ -47,8 +48,9 @@ class Refusal(Exception):
         self.reason = reason
 
 
-class EngineParts(Protocol):
-    """What of the engine its worker connections use (:class:`~fluksio.engine.core.Engine`)."""
+@dataclass(frozen=True)
+class ConnectionParts:
+    """What of the engine its worker connections use, given by the engine that makes them."""
 
     settings: EngineSettings
     clock: Clock
@@ -61,9 +63,9 @@ class EngineParts(Protocol):
 class WorkerConnections:
     """Admits workers and is the link every :class:`WorkerSession` reports to."""
 
-    def __init__(self, engine: EngineParts) -> None:
-        self._engine = engine
-        settings = engine.settings
+    def __init__(self, parts: ConnectionParts) -> None:
+        self._parts = parts
+        settings = parts.settings
         self.rules = ConnectionRules(
             take_within_s=settings.worker_take_s,
             # A healthy worker answers each ping within moments: one ping left unanswered
@@ -83,13 +85,13 @@ class WorkerConnections:
         # are: a name by the name rule (else the token's), short texts, a number.
         hello_name = raw.get("name")
         name = hello_name if isinstance(hello_name, str) and is_name(hello_name) else token.name
-        self._engine.workers.refused_for_protocol(
+        self._parts.workers.refused_for_protocol(
             NeedsUpgrade(
                 name=display_name(token.name, name),
                 protocol=protocol if type(protocol) is int and 0 <= protocol < 1000 else None,
                 version=_text(raw.get("version"), 32),
                 python=_text(raw.get("python"), 256),
-                refused_at=self._engine.clock.now(),
+                refused_at=self._parts.clock.now(),
                 reason=reason,
                 jti=token.jti,
             )
@@ -107,7 +109,7 @@ class WorkerConnections:
         reason = unsigned_labels(hello.labels, token.labels)
         if reason is not None:
             raise Refusal(reason)
-        away = self._engine.workers.by_identity((token.jti, hello.name))
+        away = self._parts.workers.by_identity((token.jti, hello.name))
         if away is not None and away.machine.phase == "away" and hello.resume is not None:
             await away.come_back(ws, hello)
             log.info(
@@ -115,12 +117,12 @@ class WorkerConnections:
             )
             return away, away.machine.socket
         session = self._new_session(token, hello, ws)
-        superseded = self._engine.workers.add(session)
+        superseded = self._parts.workers.add(session)
         if superseded is not None:
             await superseded.close(
                 "superseded by a newer connection of the same worker", code=CLOSE_SUPERSEDED
             )
-        dispatcher = self._engine.dispatcher
+        dispatcher = self._parts.dispatcher
         # Calls a restarted engine found running on this worker: taken over where it names
         # them (nothing is read from it until they are), ended now where it does not.
         adopting = dispatcher.returning(session.name, hello.resume, published=hello.version is None)
@@ -159,13 +161,13 @@ class WorkerConnections:
         worker_id = f"w{secrets.token_hex(6)}"
         name = display_name(token.name, hello.name)
         job = self._job_of(token)
-        tokens = self._engine.tokens
+        tokens = self._parts.tokens
         return WorkerSession(
             token=token,
             key_id=tokens.current_key_id(),
             hello=hello,
             ws=ws,
-            clock=self._engine.clock,
+            clock=self._parts.clock,
             rules=self.rules,
             link=self,
             record=_record(worker_id, name, token, hello, job[1] if job else None),
@@ -178,36 +180,36 @@ class WorkerConnections:
     def _job_of(self, token: WorkerIdentity) -> tuple[str, str] | None:
         """The job a provisioned worker's request runs as (its noun and id), if known."""
         provisioned = token.provisioned_by
-        if provisioned is None or self._engine.dispatcher.provisioning is None:
+        if provisioned is None or self._parts.dispatcher.provisioning is None:
             return None
-        return self._engine.dispatcher.provisioning.job_of(*provisioned)
+        return self._parts.dispatcher.provisioning.job_of(*provisioned)
 
     # -- what sessions report (SessionLink) ------------------------------------------------
 
     def answering(self, session: WorkerSession, answering: bool) -> None:
-        self._engine.dispatcher.set_answering(session.id, answering)
+        self._parts.dispatcher.set_answering(session.id, answering)
 
     def away(self, session: WorkerSession) -> None:
         log.info("worker.away", worker=session.name, worker_id=session.id)
 
     def gone(self, session: WorkerSession, reason: str) -> None:
-        self._engine.workers.remove(session)
-        self._engine.dispatcher.worker_gone(session.record, reason)
+        self._parts.workers.remove(session)
+        self._parts.dispatcher.worker_gone(session.record, reason)
         log.info("worker.detached", worker=session.name, worker_id=session.id, reason=reason)
 
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
-        self._engine.dispatcher.set_cached(session.id, digests)
+        self._parts.dispatcher.set_cached(session.id, digests)
 
     async def written_through(self) -> None:
-        await self._engine.dispatcher.written_through()
+        await self._parts.dispatcher.written_through()
 
     def welcome(self, session: WorkerSession, kept: list[str]) -> str:
-        store = self._engine.artifacts
+        store = self._parts.artifacts
         probe, nonce = store.probe()
         # (ours) Where the store is, and a file only a worker sharing this filesystem can
         # read: such a worker's calls use the store directly instead of HTTP. Never assumed.
         shared = StoreOffer(path=str(store.root), probe=probe, nonce=nonce)
-        public = self._engine.settings.public_url
+        public = self._parts.settings.public_url
         artifacts = f"{public}/api/v1/artifacts" if public is not None else None
         return encode(
             WelcomeFrame(
@@ -217,7 +219,7 @@ class WorkerConnections:
                 logs=True,
                 pipeline=session.pipeline,
                 cache=True,
-                take_s=self._engine.settings.worker_take_s,
+                take_s=self._parts.settings.worker_take_s,
                 kept=kept if session.hello.resume is not None else None,
             )
         )

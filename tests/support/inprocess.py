@@ -9,6 +9,7 @@ through :class:`~tests.support.client.SocketEngine`, the same interface
 
 from __future__ import annotations
 
+import functools
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from fluksio.api.app import create_app
 from fluksio.api.appkeys import ENGINE
 from fluksio.clock import Clock
 from fluksio.engine.core import Engine
+from fluksio.engine.db import Database, open_database
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
@@ -50,19 +52,34 @@ class InProcessEngine(EngineApi):
     """The app in the test's process, through pytest-aiohttp's client (a real socket on
     127.0.0.1, the server in this event loop)."""
 
-    def __init__(
-        self, client: TestClient[Any, Any], app: web.Application, answers: AnswerCheck
-    ) -> None:
-        self.client = client
+    def __init__(self, app: web.Application, answers: AnswerCheck) -> None:
+        """Made before the app starts (its cleanup is then still open); ``client`` set
+        once it has."""
+        self.client: TestClient[Any, Any]
         self.app = app
         self.answers = answers
         """Every answer is checked against the OpenAPI document; what was seen."""
         self.token = ""
+        self._opened: list[Database] = []
+        app.on_cleanup.append(self._close_opened)
+
+    async def _close_opened(self, _app: web.Application) -> None:
+        for database in self._opened:
+            database.close()
 
     @property
     def engine(self) -> Engine:
-        """The engine behind the app (its stores, stream, workers, dispatcher)."""
+        """The engine behind the app (its stream, workers, views; and what it answers)."""
         return self.app[ENGINE]
+
+    @functools.cached_property
+    def database(self) -> Database:
+        """A connection of the test's own to the engine's database, as a ``fluksio``
+        command on the same data directory opens one (the engine's own is its own);
+        closed with the app."""
+        database = open_database(self.engine.layout.database)
+        self._opened.append(database)
+        return database
 
     async def _send(
         self, method: str, path: str, json_body: Any, body: Any, headers: dict[str, str]
@@ -89,11 +106,11 @@ async def start_in_process(
     configured = provisioners or Configured(build_plugins(), [])
     app = create_app(config, provisioners=configured, clock=clock)
     answers = check_answers(app)
-    client = await aiohttp_client(app)
-    users = UserStore(app[ENGINE].database)
+    engine = InProcessEngine(app, answers)
+    engine.client = await aiohttp_client(app)
+    users = UserStore(engine.database)
     if users.get(SUPERUSER) is None:  # an earlier engine of the test on ``data_dir`` made it
         users.add(SUPERUSER, SUPERUSER_PASSWORD, is_superuser=True)
-    engine = InProcessEngine(client, app, answers)
     engine.token = await engine.login()
     return engine
 

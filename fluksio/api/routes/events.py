@@ -139,12 +139,13 @@ async def _follow(
     """Write the feed's events after ``seq`` as they come (a superuser's kinds only while
     the credential is a superuser's), until the engine closes, the subscriber leaves or
     its credential ends."""
-    feed, clock = request.app[ENGINE].feed, request.app[ENGINE].clock
+    engine = request.app[ENGINE]
+    feed = engine.feed
     quiet_s = 0.0
-    checked_at = clock.monotonic()
+    checked_at = engine.monotonic()
     while not feed.closed:
-        if clock.monotonic() - checked_at >= CREDENTIAL_CHECK_S:
-            checked_at = clock.monotonic()
+        if engine.monotonic() - checked_at >= CREDENTIAL_CHECK_S:
+            checked_at = engine.monotonic()
             reason, superuser = _credential(request)
             if reason is not None:
                 await response.write(sse_frame(feed.last_id, "closed", {"reason": reason}))

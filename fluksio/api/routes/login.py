@@ -41,7 +41,7 @@ async def _access_token(call: Call[LoginForm]) -> AccessToken:
 
     guard, engine = request.app[LOGIN_GUARD], request.app[ENGINE]
     address = request.remote or "unknown"
-    wait = guard.retry_after(username, address, engine.clock.monotonic())
+    wait = guard.retry_after(username, address, engine.monotonic())
     if wait > 0:
         raise TooManyAttempts(
             f"too many failed logins; try again in {max(1, round(wait))} s", retry_after=wait
@@ -49,7 +49,7 @@ async def _access_token(call: Call[LoginForm]) -> AccessToken:
 
     token = await engine.log_in(username, password)
     if token is None:
-        guard.failed(username, address, engine.clock.monotonic())
+        guard.failed(username, address, engine.monotonic())
         raise NotAuthenticated("incorrect username or password")
     guard.succeeded(username, address)
     return AccessToken(access_token=token)

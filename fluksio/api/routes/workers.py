@@ -67,12 +67,8 @@ async def _list(call: Call[None]) -> View:
     view=True,
 )
 async def _resources(call: Call[None]) -> View:
-    engine = call.app[ENGINE]
-    version = f"r{engine.views.resources_version}"  # places, queue, provisioning: one counter
-    if engine.views.has_waiting():
-        # Waiting calls' reasons count down ("trying again in 30 s"): new each second.
-        version += f".{int(engine.clock.now())}"
-    return View(engine.views.resources, version)
+    views = call.app[ENGINE].views
+    return View(views.resources, views.resources_version())
 
 
 @routes.get(
