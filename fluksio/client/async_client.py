@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from fluksio.client.async_http import AsyncHttp
 from fluksio.client.bounds import Bounds
+from fluksio.client.endpoint import Front
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.operations import (
     RIDE_OVER_S,
@@ -43,7 +44,7 @@ Answer = TypeVar("Answer")
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class AsyncClient(Operations, Awaited):
+class AsyncClient(Front[AsyncHttp], Operations, Awaited):
     """The API of the engine at ``url``, awaited; ``token``, ``ca_file``, ``bounds`` and
     ``ride_over_s`` as :class:`~fluksio.client.client.Client` takes them."""
 
@@ -56,8 +57,7 @@ class AsyncClient(Operations, Awaited):
         bounds: Bounds | None = None,
         ride_over_s: float = RIDE_OVER_S,
     ):
-        self.http = AsyncHttp(api_url(url), token, ca_file, bounds)
-        self.ride_over_s = ride_over_s
+        super().__init__(AsyncHttp(api_url(url), token, ca_file, bounds), ride_over_s)
 
     @classmethod
     async def from_environment(cls, url: str, *, ca_file: str | None = None) -> AsyncClient:
@@ -85,10 +85,6 @@ class AsyncClient(Operations, Awaited):
     async def close(self) -> None:
         """End the client's connections."""
         await self.http.close()
-
-    @property
-    def base_url(self) -> str:
-        return self.http.base_url
 
     async def send(self, request: Request[Answer]) -> Answer:
         """``request`` sent, and its answer read."""

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import aiohttp
 from aiohttp.http_exceptions import LineTooLong
 
-from fluksio.client.bounds import EVENT_BYTES, Bounds, redirected
+from fluksio.client.bounds import EVENT_BYTES, redirected
+from fluksio.client.endpoint import Endpoint
 from fluksio.client.errors import ClientError, EngineRefused, Unreachable, refusal
 from fluksio.client.http import FEED_SILENCE_S, TIMEOUT_S
 from fluksio.client.sse import EventParser, ReceivedEvent
@@ -21,24 +21,12 @@ from fluksio.client.sse import EventParser, ReceivedEvent
 __all__ = ["AsyncHttp"]
 
 
-class AsyncHttp:
+class AsyncHttp(Endpoint):
     """Requests to the API at ``base_url`` with a bearer token, on one connection pool
     (opened at the first request, in the loop that makes it; :meth:`close` ends it)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        token: str | None = None,
-        ca_file: str | None = None,
-        bounds: Bounds | None = None,
-    ):
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.bounds = bounds or Bounds()
-        self._tls: ssl.SSLContext | bool = (
-            ssl.create_default_context(cafile=ca_file) if ca_file else True
-        )
-        self._session: aiohttp.ClientSession | None = None
+    _session: aiohttp.ClientSession | None = None
+    """Opened at the first request, in the loop that makes it."""
 
     async def send(
         self,
@@ -51,7 +39,7 @@ class AsyncHttp:
     ) -> bytes:
         """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx. ``large``: an
         artifact's bytes, bounded as those are."""
-        headers = self._headers()
+        headers = self.bearer()
         if content_type:
             headers["Content-Type"] = content_type
         started = asyncio.get_running_loop().time()
@@ -77,7 +65,7 @@ class AsyncHttp:
     ) -> AsyncIterator[ReceivedEvent]:
         """Server-sent events from ``path`` as they come, until the engine ends them or
         ``stop()`` is true (asked at each line); a feed gone quiet is :class:`ClientError`."""
-        headers = self._headers()
+        headers = self.bearer()
         headers["Accept"] = "text/event-stream"
         if last_id:
             headers["Last-Event-ID"] = last_id
@@ -109,7 +97,7 @@ class AsyncHttp:
             self.base_url + path,
             data=data,
             headers=headers,
-            ssl=self._tls,
+            ssl=self.tls or True,  # True: the system's CAs
             allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_read=silence_s),
         ) as answer:
@@ -127,9 +115,6 @@ class AsyncHttp:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
         return self._session
-
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
 async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:

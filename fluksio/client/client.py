@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from fluksio.client.bounds import Bounds
+from fluksio.client.endpoint import Front
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.http import Http
 from fluksio.client.operations import (
@@ -46,7 +47,7 @@ Answer = TypeVar("Answer")
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class Client(Operations, Blocking):
+class Client(Front[Http], Operations, Blocking):
     """The API of the engine at ``url`` (``http://host:8080``, with or without ``/api/v1``).
 
     ``token``: a bearer token (a login's, or a personal one); else call :meth:`login`, or
@@ -67,8 +68,7 @@ class Client(Operations, Blocking):
         bounds: Bounds | None = None,
         ride_over_s: float = RIDE_OVER_S,
     ):
-        self.http = Http(api_url(url), token, ca_file, bounds)
-        self.ride_over_s = ride_over_s
+        super().__init__(Http(api_url(url), token, ca_file, bounds), ride_over_s)
 
     @classmethod
     def from_environment(cls, url: str, *, ca_file: str | None = None) -> Client:
@@ -82,10 +82,6 @@ class Client(Operations, Blocking):
         client = cls(url, ca_file=ca_file, ride_over_s=ride_over_s)
         client.login(name_or_token, password)
         return client
-
-    @property
-    def base_url(self) -> str:
-        return self.http.base_url
 
     def send(self, request: Request[Answer]) -> Answer:
         """``request`` sent, and its answer read."""

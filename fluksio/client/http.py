@@ -30,6 +30,7 @@ from fluksio.client.bounds import (
     redirected,
     shut,
 )
+from fluksio.client.endpoint import Endpoint
 from fluksio.client.errors import ClientError, EngineRefused, Unreachable, refusal
 from fluksio.client.sse import EventParser, ReceivedEvent
 
@@ -43,7 +44,7 @@ FEED_SILENCE_S = 45.0
 """Three of the live feed's keepalive comments: a read waiting longer means it is gone."""
 
 
-class Http:
+class Http(Endpoint):
     """Requests to the API at ``base_url`` (``https://host/api/v1``) with a bearer token."""
 
     def __init__(
@@ -53,10 +54,7 @@ class Http:
         ca_file: str | None = None,
         bounds: Bounds | None = None,
     ):
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.bounds = bounds or Bounds()
-        self._tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        super().__init__(base_url, token, ca_file, bounds)
         self._where = urllib.parse.urlsplit(self.base_url)
         self._kept = threading.local()
         """Each thread's connection, kept open between requests (a new one costs a
@@ -73,9 +71,9 @@ class Http:
     ) -> bytes:
         """The raw answer's bytes; :class:`EngineRefused` for a 4xx or 5xx. ``large``: an
         artifact's bytes, bounded as those are."""
-        headers = {"Content-Type": content_type} if content_type else {}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        headers = self.bearer()
+        if content_type:
+            headers["Content-Type"] = content_type
         target = self._where.path + path
         sent = len(data) if data else 0
         with _failing_as(f"cannot reach the engine at {self.base_url}"):
@@ -135,7 +133,7 @@ class Http:
             return kept, True
         host, port = self._where.hostname or "127.0.0.1", self._where.port
         if self._where.scheme == "https":
-            tls = self._tls or ssl.create_default_context()
+            tls = self.tls or ssl.create_default_context()
             made: http.client.HTTPConnection = http.client.HTTPSConnection(
                 host, port, timeout=TIMEOUT_S, context=tls
             )
@@ -161,7 +159,7 @@ class Http:
         if last_id:
             request.add_header("Last-Event-ID", last_id)
         opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=self._tls), _NoRedirect()
+            urllib.request.HTTPSHandler(context=self.tls), _NoRedirect()
         )
         with (
             _failing_as(f"the live feed from {self.base_url} broke off"),
