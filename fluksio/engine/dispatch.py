@@ -373,10 +373,12 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         self._apply(self._machine.running(call_id, released))
         key = self.live_logs.key(inputs.spec.id, inputs.position)
         self.live_logs.begin(call_id, inputs.run.id, key, inputs.attempt)
-        # A worker's call may outlive this engine, to be adopted by the next one, which
-        # knows of it only from the store: so its row says it runs before its run frame
-        # goes out (an item's need not: a restart runs its array's running items again).
-        durable = placement.worker_id != ENGINE_ID and inputs.position is None
+        # Written before the call starts, with the moment's other rows: a worker's call
+        # may outlive this engine, to be adopted by the next one, which knows of it only
+        # from the store; and a call started on a node's result (on the engine too) must
+        # not run while that result is unwritten, or a crash then loses the result it ran
+        # on. An item's need not: a restart runs its array's running items again.
+        durable = inputs.position is None
         task = asyncio.get_running_loop().create_task(
             self._execute(executor, spec, placement, released, written_first=durable)
         )
