@@ -219,6 +219,9 @@ def test_an_idle_worker_still_stops_at_max_idle_when_its_engine_is_killed(tmp_pa
         node = {"id": "n", "worker": "cpu", "code": "def process():\n    return 1\n"}
         run = wait_run(engine, admin, run_flow(engine, admin, "once", [node]), timeout=60)
         assert run["state"] == "succeeded", run
+        # Killed once the engine has confirmed the answer (a pong), as it does at once: an
+        # engine killed before that leaves the answer held for --engine-away-s, by design.
+        wait_for(lambda: "idle: stopping after" in worker.logs(), timeout=30, what="idle")
         engine.stop(signal.SIGKILL)
         assert worker.process.wait(timeout=60) == 0, worker.logs()
     finally:

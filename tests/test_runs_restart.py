@@ -67,7 +67,8 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
     )
     run_id = start_run(engine, token, "long")["id"]
     wait_for(
-        lambda: pid_file.exists() and (tmp_path / "again-ran").exists(),
+        # The pid written, not only the file made: open() creates it before write() fills it.
+        lambda: pid_file.exists() and pid_file.read_text() and (tmp_path / "again-ran").exists(),
         timeout=20,
         what="both long nodes to start",
     )

@@ -119,9 +119,15 @@ class Agent:
         limit = self.config.max_idle_s
         if not limit:
             return
+        told = False  # that this stretch of idleness counts toward --max-idle
         while True:
             await self._clock.sleep(min(1.0, limit / 4))
             idle = self.machine.idle()
+            if idle and not told:
+                # Said once a stretch: an operator sees why the worker will stop, and when
+                # (an answer the engine has not confirmed keeps it from being idle).
+                log.info("idle: stopping after %g s without a call (--max-idle)", limit)
+            told = idle
             if idle and self._clock.monotonic() - self._carrier.idle_since >= limit:
                 log.info("idle for %g s: stopping", limit)
                 self._stop.set()
