@@ -53,6 +53,9 @@ class CallSpec:
     timeout: float = 0.0
     limit: float = 0.0
     run_id: str = ""
+    ram_mb: int | None = None
+    """The most memory its processes may hold together (:func:`~fluksio.agent.runner.
+    tree_memory`); past it the call is stopped, ``NodeOutOfMemory``. None: no bound."""
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:
@@ -121,7 +124,10 @@ class RunningCall:
         self.result: dict[str, Any] | None = None
         self.failure: dict[str, str] | None = None
         self.last_activity = clock.monotonic()
-        self.ended_by: str | None = None  # "cancel", "timeout" or "limit" when we stopped it
+        self.ended_by: str | None = None
+        """"cancel", "timeout", "limit" or "memory" when the launcher stopped it."""
+        self.memory_peak = 0
+        """The most its processes were seen holding together, in bytes (when bounded)."""
         loop = asyncio.get_running_loop()
         self.output_fd = -1
         self.output_done: asyncio.Future[None] = loop.create_future()

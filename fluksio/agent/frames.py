@@ -235,8 +235,12 @@ class RunFrame:
     limit: float | None = None
     """(ours) The longest the call may run, in seconds, however much it reports: the agent
     stops it then. The published agent ignores it; the engine stops such a call itself."""
+    ram_mb: int | None = None
+    """(ours) The most memory the call's processes may hold together, in MB (its
+    ``resources.ram_mb``): the agent stops it past that. None: the worker's own RAM bounds
+    it. The published agent ignores it."""
 
-    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"limit"})
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"limit", "ram_mb"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,7 +311,13 @@ def read_engine_frame(raw: object) -> RunFrame | CancelFrame | None:
         timeout=float(raw.get("timeout") or 0),
         env={str(k): str(v) for k, v in env.items()},
         limit=float(raw["limit"]) if raw.get("limit") else None,
+        ram_mb=_whole(raw.get("ram_mb")),
     )
+
+
+def _whole(value: object) -> int | None:
+    """A positive whole number from a frame, else None (an engine that sent none)."""
+    return value if type(value) is int and value > 0 else None
 
 
 def encode(frame: Any) -> str:

@@ -32,11 +32,16 @@ from fluksio.agent.calls import (
     RunningCall,
     resolve_interpreter,
 )
-from fluksio.agent.clock import SYSTEM_CLOCK, Clock, Timer
+from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.fork_client import ForkServer
 from fluksio.agent.onefile import runner_path
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error
+from fluksio.agent.outcome import (
+    CallOutcome,
+    error_record,
+    limit_error,
+)
 from fluksio.agent.realtime import realtime_after, realtime_within
+from fluksio.agent.stopping import Watchdog, outcome_of, watch
 
 __all__ = [
     "CallOutcome",
@@ -59,17 +64,6 @@ _EARLY_CANCELS_KEPT = 1024
 LIMIT_GRACE_S = 3.0
 """A call past its ``limit`` is sent SIGTERM, its whole tree; what still runs this many
 seconds later is killed."""
-
-
-class _Watchdog:
-    """Stops a call's timers (its silence timer, whichever re-armed handle is current)."""
-
-    def __init__(self, handles: list[Timer]) -> None:
-        self._handles = handles
-
-    def cancel(self) -> None:
-        for handle in self._handles:
-            handle.cancel()
 
 
 class Launcher:
@@ -366,76 +360,9 @@ class Launcher:
 
         loop.add_reader(fd, on_readable)
 
-    def _watch(self, call: RunningCall) -> _Watchdog | None:
-        """Arm the call's silence timeout and its limit, those it has, on the clock."""
-        clock = self._clock
-        timeout = call.spec.timeout
-        handles: list[Timer] = []
-
-        def check_silence() -> None:
-            quiet = clock.monotonic() - call.last_activity
-            if quiet >= timeout:
-                call.ended_by = call.ended_by or "timeout"
-                self._kill(call)
-                return
-            handles[0] = clock.call_later(timeout - quiet, check_silence)
-
-        def reach_limit() -> None:
-            call.ended_by = call.ended_by or "limit"
-            self._terminate(call)
-
-        if timeout > 0:
-            handles.append(clock.call_later(timeout, check_silence))
-        if call.spec.limit > 0:
-            handles.append(clock.call_later(call.spec.limit, reach_limit))
-        return _Watchdog(handles) if handles else None
+    def _watch(self, call: RunningCall) -> Watchdog | None:
+        """Arm the call's silence timeout, its limit and its memory bound, those it has."""
+        return watch(call, self._clock, stop=self._kill, end=self._terminate, ended=self._ended)
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
-        status = call.exit_status.result() if call.exit_status.done() else None
-        logs = call.output.text()
-        if call.ended_by == "cancel":
-            error = error_record(ErrorKind.NODE_CANCELLED, "the call was cancelled")
-            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
-        if call.ended_by == "timeout":
-            error = error_record(
-                ErrorKind.NODE_TIMEOUT,
-                f"the node reported nothing (no result, event or log line) for"
-                f" {call.spec.timeout:g} s, its silence timeout, and was stopped",
-            )
-            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
-        if call.ended_by == "limit":
-            error = limit_error(call.spec.limit)
-            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
-        if call.failure is not None:
-            return CallOutcome(
-                False, error=call.failure, logs=logs, pid=call.pid, exit_status=status
-            )
-        if call.result is not None:
-            return CallOutcome(
-                bool(call.result.get("ok")),
-                result=call.result.get("result"),
-                error=call.result.get("error"),
-                logs=logs,
-                pid=call.pid,
-                exit_status=status,
-            )
-        return CallOutcome(
-            False,
-            error=error_record(ErrorKind.REMOTE_ERROR, _death(status)),
-            logs=logs,
-            pid=call.pid,
-            exit_status=status,
-        )
-
-
-def _death(status: int | None) -> str:
-    if status is None:
-        return "the node's process ended without a result"
-    if status < 0:
-        try:
-            name = signal.Signals(-status).name
-        except ValueError:
-            name = f"signal {-status}"
-        hint = " (out of memory?)" if -status == signal.SIGKILL else ""
-        return f"the node's process was killed by {name}{hint} before it reported a result"
-    return f"the node's process exited with status {status} without a result"
+        return outcome_of(call)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["CallOutcome", "ErrorKind", "error_record", "limit_error"]
+__all__ = ["CallOutcome", "ErrorKind", "error_record", "limit_error", "memory_error"]
 
 
 class ErrorKind(StrEnum):
@@ -42,6 +42,9 @@ class ErrorKind(StrEnum):
     """Its process wrote a record over the launcher's size limit."""
     ITEMS_FAILED = "ItemsFailed"
     """An array node: some of its items failed (each item's error is its own)."""
+    NODE_OUT_OF_MEMORY = "NodeOutOfMemory"
+    """Its processes held more memory than its ``ram_mb`` (or its worker's) and were
+    stopped; the worker and its other calls went on."""
 
 
 @dataclass
@@ -65,3 +68,13 @@ def error_record(kind: ErrorKind, message: str) -> dict[str, str]:
 def limit_error(limit: float) -> dict[str, str]:
     """The error of a call stopped at its ``limit`` (wherever it was stopped)."""
     return error_record(ErrorKind.NODE_LIMIT, f"ran for {limit:g} s, its limit, and was stopped")
+
+
+def memory_error(peak_bytes: int, ram_mb: int) -> dict[str, str]:
+    """The error of a call stopped for holding more than ``ram_mb``."""
+    peak_mb = peak_bytes / (1 << 20)
+    return error_record(
+        ErrorKind.NODE_OUT_OF_MEMORY,
+        f"its processes held {peak_mb:,.0f} MB, over its ram_mb of {ram_mb:,} MB, and were"
+        " stopped; ask for more (resources.ram_mb) or hold less",
+    )

@@ -30,6 +30,7 @@ MODULES = (
     "live_output",
     "calls",
     "fork_client",
+    "stopping",
     "launcher",
     "shared_store",
     "unconfirmed",

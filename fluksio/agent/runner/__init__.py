@@ -51,7 +51,7 @@ from fluksio.agent.runner.artifacts import (
     save_artifact,
 )
 from fluksio.agent.runner.environment import THREAD_VARIABLES, filtered_environ
-from fluksio.agent.runner.processes import kill_call, signal_tree
+from fluksio.agent.runner.processes import kill_call, signal_tree, tree_memory
 from fluksio.agent.runner.protocol import MAX_MESSAGE_BYTES, PROTOCOL
 
 __all__ = [
@@ -67,6 +67,7 @@ __all__ = [
     "prefetch_artifacts",
     "save_artifact",
     "signal_tree",
+    "tree_memory",
 ]
 
 MODULES = (

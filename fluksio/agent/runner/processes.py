@@ -116,6 +116,25 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def tree_memory(root: int) -> int | None:
+    """The memory ``root`` and every process below it hold, in bytes: resident and not
+    mapped from a file (a file's pages the kernel may drop and read again), as a call's
+    memory limit counts it. None once ``root`` is gone."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    held = 0
+    for pid in [root, *_descendants(root)]:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as handle:
+                # size resident shared text lib data dt, in pages; "shared" is file-backed
+                fields = handle.read().split()
+        except OSError:
+            if pid == root:
+                return None
+            continue  # it ended meanwhile
+        held += (int(fields[1]) - int(fields[2])) * page
+    return held
+
+
 def is_running(pid: int) -> bool:
     """Whether ``pid`` exists and has not ended (a zombie has ended: it only awaits reaping)."""
     try:

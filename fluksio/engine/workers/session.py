@@ -202,6 +202,7 @@ class WorkerSession:
                 timeout=spec.timeout,
                 env=spec.env,
                 limit=spec.limit or None,
+                ram_mb=spec.ram_mb,
             )
             if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
                 # Every slot has a call: it holds this one until a slot frees, and says

@@ -1,0 +1,137 @@
+"""How a running call is stopped and how its end is told: the timers a launcher arms for
+it (its silence timeout, its limit, its memory bound) and the outcome it is given."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+from fluksio.agent import runner
+from fluksio.agent.calls import RunningCall
+from fluksio.agent.clock import Clock, Timer
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error, memory_error
+
+__all__ = ["MEMORY_EVERY_S", "Watchdog", "outcome_of", "watch"]
+
+MB = 1 << 20
+MEMORY_EVERY_S = 0.1
+"""How often a call with a memory bound has its processes' memory read: a tenth of a
+second, as dask's worker does; a node allocating 1 GB a second is stopped within about
+100 MB of its bound."""
+
+
+class Watchdog:
+    """Stops a call's timers (each re-armed one by the handle now current)."""
+
+    def __init__(self, handles: list[Timer]) -> None:
+        self._handles = handles
+
+    def cancel(self) -> None:
+        for handle in self._handles:
+            handle.cancel()
+
+
+def watch(
+    call: RunningCall,
+    clock: Clock,
+    *,
+    stop: Callable[[RunningCall], None],
+    end: Callable[[RunningCall], None],
+    ended: Callable[[RunningCall], bool],
+) -> Watchdog | None:
+    """Arm the call's silence timeout, its limit and its memory bound, those it has, on
+    ``clock``: ``stop`` kills its tree at once, ``end`` asks it to end and kills it after a
+    grace, ``ended`` says whether its process is gone."""
+    timeout = call.spec.timeout
+    handles: list[Timer] = []
+
+    def check_silence(slot: int) -> None:
+        quiet = clock.monotonic() - call.last_activity
+        if quiet >= timeout:
+            call.ended_by = call.ended_by or "timeout"
+            stop(call)
+            return
+        handles[slot] = clock.call_later(timeout - quiet, lambda: check_silence(slot))
+
+    def reach_limit() -> None:
+        call.ended_by = call.ended_by or "limit"
+        end(call)
+
+    def check_memory(slot: int, most: int) -> None:
+        held = runner.tree_memory(call.pid) if call.pid is not None else None
+        if held is None or ended(call):
+            return
+        call.memory_peak = max(call.memory_peak, held)
+        if held > most:
+            call.ended_by = call.ended_by or "memory"
+            stop(call)  # at once: a grace would let it grow further
+            return
+        handles[slot] = clock.call_later(MEMORY_EVERY_S, lambda: check_memory(slot, most))
+
+    if timeout > 0:
+        slot = len(handles)
+        handles.append(clock.call_later(timeout, lambda: check_silence(slot)))
+    if call.spec.limit > 0:
+        handles.append(clock.call_later(call.spec.limit, reach_limit))
+    if call.spec.ram_mb is not None:
+        most, slot = call.spec.ram_mb * MB, len(handles)
+        handles.append(clock.call_later(0, lambda: check_memory(slot, most)))
+    return Watchdog(handles) if handles else None
+
+
+def outcome_of(call: RunningCall) -> CallOutcome:
+    """How a call ended, from what it reported and why the launcher stopped it, if it did."""
+    status = call.exit_status.result() if call.exit_status.done() else None
+    logs = call.output.text()
+    stopped = _stopped_error(call)
+    if stopped is not None:
+        return CallOutcome(False, error=stopped, logs=logs, pid=call.pid, exit_status=status)
+    if call.failure is not None:
+        return CallOutcome(False, error=call.failure, logs=logs, pid=call.pid, exit_status=status)
+    if call.result is not None:
+        return CallOutcome(
+            bool(call.result.get("ok")),
+            result=call.result.get("result"),
+            error=call.result.get("error"),
+            logs=logs,
+            pid=call.pid,
+            exit_status=status,
+        )
+    return CallOutcome(
+        False,
+        error=error_record(ErrorKind.REMOTE_ERROR, _death(status)),
+        logs=logs,
+        pid=call.pid,
+        exit_status=status,
+    )
+
+
+def _stopped_error(call: RunningCall) -> dict[str, str] | None:
+    """The error of a call the launcher stopped (cancelled, silent, at its limit, over its
+    memory); None for one that ended by itself."""
+    if call.ended_by == "cancel":
+        return error_record(ErrorKind.NODE_CANCELLED, "the call was cancelled")
+    if call.ended_by == "timeout":
+        return error_record(
+            ErrorKind.NODE_TIMEOUT,
+            f"the node reported nothing (no result, event or log line) for"
+            f" {call.spec.timeout:g} s, its silence timeout, and was stopped",
+        )
+    if call.ended_by == "limit":
+        return limit_error(call.spec.limit)
+    if call.ended_by == "memory":
+        return memory_error(call.memory_peak, call.spec.ram_mb or 0)
+    return None
+
+
+def _death(status: int | None) -> str:
+    if status is None:
+        return "the node's process ended without a result"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        hint = " (out of memory?)" if -status == signal.SIGKILL else ""
+        return f"the node's process was killed by {name}{hint} before it reported a result"
+    return f"the node's process exited with status {status} without a result"
