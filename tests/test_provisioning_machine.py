@@ -170,6 +170,13 @@ class ProvisioningComparison(RuleBasedStateMachine):
         provisioner, name = profile.split("/")
         self.both("want", provisioner, name, self.now)
 
+    @precondition(lambda self: not self.closing)
+    @rule(wanted=st.sets(st.sampled_from(PROFILES)))
+    def a_scheduling_pass(self, wanted: set[str]) -> None:
+        """What the waiting calls would use now: a queued job of another profile is
+        withdrawn after the grace, unless wanted again first."""
+        self.both("wanted", frozenset(wanted), self.now)
+
     @precondition(lambda self: bool(self.submits))
     @rule(
         data=st.data(),

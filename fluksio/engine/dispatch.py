@@ -434,3 +434,5 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
             )
             if self.provisioning is not None:
                 self.provisioning.want(ask.provisioner, ask.profile)
+        if self.provisioning is not None:
+            self.provisioning.wanted(self._scheduler.wanted_profiles())

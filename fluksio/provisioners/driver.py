@@ -184,6 +184,11 @@ class ProvisioningDriver:
         """A queued call needs a machine of this profile (from the scheduler's plan)."""
         self._apply(self._machine.want(provisioner, profile, self._clock.now()))
 
+    def wanted(self, profiles: frozenset[str]) -> None:
+        """After a pass: the profiles some waiting call would use (a queued job of another
+        is withdrawn a few seconds on)."""
+        self._apply(self._machine.wanted(profiles, self._clock.now()))
+
     def recover(self, requests: list[MachineRequest]) -> None:
         """Requests an earlier run of the engine submitted: watched again where they left."""
         self._apply(self._machine.recover(requests, self._clock.now()))

@@ -275,6 +275,8 @@ class ProvisioningMachine(StartAndStop):
             if watched and not self._closing and not poller.polling:
                 poller.polling = True
                 effects.append(StartPoll(name))
+        elif kind == "unwanted":
+            self._unwanted_due(name, effects)
         elif kind == "timeout":
             found = self._find(name)
             if found is not None and found[1].stage in _PENDING_STAGES:

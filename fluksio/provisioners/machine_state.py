@@ -61,6 +61,8 @@ class MachineState:
             for entry in self._profiles.values()
         }
         self._cancelling: set[str] = set()
+        self._unwanted: set[str] = set()
+        """Queued requests no waiting call would use, each withdrawn when its wake is due."""
         self._closing = False
 
     def rule(self, profile: str) -> ProfileRule:

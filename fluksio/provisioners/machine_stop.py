@@ -1,6 +1,7 @@
 """The provisioning machine's inputs at an engine's start and stop: the requests an earlier
-engine left, watched again; and at shutdown, every request whose worker has not attached
-withdrawn (written down as such first) and cancelled.
+engine left, watched again; at shutdown, every request whose worker has not attached
+withdrawn (written down as such first) and cancelled; and, as the engine runs, a queued
+job that no waiting call would use any more withdrawn the same way, a few seconds on.
 
 A mixin of :class:`~fluksio.provisioners.machine.ProvisioningMachine`, on the state and
 steps :class:`~fluksio.provisioners.machine_state.MachineState` holds.
@@ -10,14 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fluksio.provisioners.effects import Effect, Forget, Log, Remember, Revoke, Unwake
+from fluksio.provisioners.effects import Effect, Forget, Log, Remember, Revoke, Unwake, Wake
 from fluksio.provisioners.machine_state import MachineState, ProfileEntry
 from fluksio.provisioners.requests import MachineRequest, RequestStage
 
-__all__ = ["SHUTTING_DOWN", "WITHDRAWN", "StartAndStop"]
+__all__ = ["NOTHING_WAITS", "SHUTTING_DOWN", "UNWANTED_GRACE_S", "WITHDRAWN", "StartAndStop"]
 
 SHUTTING_DOWN = "the engine is shutting down"
 WITHDRAWN = "withdrawn when the engine stopped"
+NOTHING_WAITS = "withdrawn: no waiting call needs it any more"
+UNWANTED_GRACE_S = 5.0
+"""How long a queued job no waiting call would use is kept before it is withdrawn: a flow's
+next node, or a run started again at once, takes it instead of queueing anew."""
 
 
 class StartAndStop(MachineState):
@@ -77,10 +82,40 @@ class StartAndStop(MachineState):
                     self._withdraw(entry, request, effects)
         return effects
 
+    def wanted(self, profiles: frozenset[str], now: float) -> list[Effect]:
+        """After a scheduling pass: the profiles (``provisioner/profile``) some waiting call
+        would use. A queued job of any other (its run cancelled, its calls placed elsewhere)
+        is withdrawn :data:`UNWANTED_GRACE_S` later, unless it is wanted again by then: it
+        would hold the site's queue until the provision timeout for nothing."""
+        effects: list[Effect] = []
+        for key, entry in self._profiles.items():
+            for request in entry.live.values():
+                if request.stage is not RequestStage.QUEUED or request.withdrawn:
+                    continue
+                wake = f"unwanted:{request.id}"
+                if key in profiles and request.id in self._unwanted:
+                    self._unwanted.discard(request.id)
+                    effects.append(Unwake(wake))
+                elif key not in profiles and request.id not in self._unwanted:
+                    self._unwanted.add(request.id)
+                    effects.append(Wake(wake, now + UNWANTED_GRACE_S))
+        return effects
+
+    def _unwanted_due(self, request_id: str, effects: list[Effect]) -> None:
+        """Its grace is over and nothing took it: withdrawn, as at shutdown (no failure)."""
+        self._unwanted.discard(request_id)
+        found = self._find(request_id) if not self._closing else None
+        if found is not None and found[1].stage is RequestStage.QUEUED:
+            self._withdraw(*found, effects, NOTHING_WAITS)
+
     def _withdraw(
-        self, entry: ProfileEntry, request: MachineRequest, effects: list[Effect]
+        self,
+        entry: ProfileEntry,
+        request: MachineRequest,
+        effects: list[Effect],
+        reason: str = SHUTTING_DOWN,
     ) -> None:
         if not request.withdrawn:
             request.withdrawn = True
             effects.append(Remember(request))
-        self._cancel(entry, request, SHUTTING_DOWN, effects)
+        self._cancel(entry, request, reason, effects)

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
 
+UNWANTED_GRACE_S = 5.0
+"""Restated, not imported: how long a queued job nothing waits for is kept."""
+
 __all__ = ["ReferenceProvisioning", "ReferenceRequest"]
 
 _PENDING = (RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED)
@@ -48,6 +51,8 @@ class ReferenceProvisioning:
         self.last_error: dict[str, str | None] = dict.fromkeys(self.rules)
         self.closing = False
         self.decisions: list[tuple[object, ...]] = []
+        self.unwanted_since: dict[str, float] = {}
+        """Queued requests no waiting call would use, since when."""
 
     # -- what is derived ---------------------------------------------------------------------
 
@@ -211,9 +216,30 @@ class ReferenceProvisioning:
         else:
             self._end(request)
 
+    def wanted(self, profiles: frozenset[str], now: float) -> None:
+        for request in self.ledger.values():
+            if request.stage is not RequestStage.QUEUED or request.withdrawn:
+                continue
+            if request.profile in profiles:
+                self.unwanted_since.pop(request.id, None)
+            else:
+                self.unwanted_since.setdefault(request.id, now)
+
     def woke(self, key: str, now: float) -> None:
         kind, _, name = key.partition(":")
-        if kind == "rest":
+        if kind == "unwanted":
+            since = self.unwanted_since.pop(name, None)
+            request = self._request(name)
+            if (
+                since is not None
+                and now >= since + UNWANTED_GRACE_S
+                and request is not None
+                and request.stage is RequestStage.QUEUED
+                and not self.closing
+            ):
+                request.withdrawn = True
+                self._cancel(request, failed=False)
+        elif kind == "rest":
             self.rest_until[name] = None
         elif kind == "timeout":
             request = self._request(name)

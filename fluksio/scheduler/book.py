@@ -109,6 +109,11 @@ class Book:
         place = self._places[worker_id]
         return reasons.explain_place(request, need_of(request), place)
 
+    def wanted_profiles(self) -> frozenset[str]:
+        """The profiles (``provisioner/profile``) a waiting request would use, as of the last
+        pass: one it waits on, or one whose request under way would give it room."""
+        return frozenset(v.profile for v in self._verdicts.values() if v.profile is not None)
+
     def has_waiting(self) -> bool:
         return bool(self._queues)  # a shape's queue goes when its last request does
 
