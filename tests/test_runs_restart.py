@@ -66,14 +66,18 @@ def test_engine_stopped_mid_run_loses_nothing(tmp_path: Path, stop_signal: int) 
         ],
     )
     run_id = start_run(engine, token, "long")["id"]
-    wait_for(
-        # The pid written, not only the file made: open() creates it before write() fills it.
-        lambda: pid_file.exists() and pid_file.read_text() and (tmp_path / "again-ran").exists(),
-        timeout=20,
-        what="both long nodes to start",
-    )
-    slow_pid = int(pid_file.read_text())
-    engine.stop(stop_signal)
+    try:
+        wait_for(
+            # The pid written, not only the file made: open() creates it before write() fills it.
+            lambda: (
+                pid_file.exists() and pid_file.read_text() and (tmp_path / "again-ran").exists()
+            ),
+            timeout=20,
+            what="both long nodes to start",
+        )
+        slow_pid = int(pid_file.read_text())
+    finally:
+        engine.stop(stop_signal)  # also when the wait fails: no engine outlives its test
     wait_for(lambda: not alive(slow_pid), timeout=10, what="the node to die with its engine")
 
     second = start_engine(data, tmp_path / "logs2")
