@@ -75,6 +75,24 @@ async def test_what_the_call_started_counts_and_is_stopped_with_it(
     await async_wait_for(lambda: not alive(child), timeout=10, what="the call's child to end")
 
 
+async def test_a_call_that_sets_none_is_held_to_its_workers_memory_and_told_so() -> None:
+    worker_sized = Launcher(mode="fork", ram_mb=150)  # as fluksio-worker --ram-mb 150 makes it
+    await worker_sized.start()
+    try:
+        outcome, _ = await asyncio.wait_for(run(worker_sized, GROWING, kwargs={"mb": 1500}), 60)
+        message = (outcome.error or {}).get("message", "")
+        assert (outcome.error or {}).get("type") == "NodeOutOfMemory", outcome
+        assert "over the 150 MB its worker has (fluksio-worker --ram-mb)" in message
+        assert "give the node resources.ram_mb" in message
+        # Its own ram_mb, larger, is what holds a call that sets one.
+        own, _ = await asyncio.wait_for(
+            run(worker_sized, GROWING, call_id="c2", kwargs={"mb": 200}, ram_mb=400), 60
+        )
+        assert own.ok and own.result == 200, own
+    finally:
+        await worker_sized.close()
+
+
 async def test_a_call_without_a_bound_is_not_watched(launcher: Launcher) -> None:
     outcome, _ = await asyncio.wait_for(run(launcher, GROWING, kwargs={"mb": 200}), 60)
     assert outcome.ok and outcome.result == 200, outcome

@@ -54,8 +54,9 @@ class CallSpec:
     limit: float = 0.0
     run_id: str = ""
     ram_mb: int | None = None
-    """The most memory its processes may hold together (:func:`~fluksio.agent.runner.
-    tree_memory`); past it the call is stopped, ``NodeOutOfMemory``. None: no bound."""
+    """The node's ``resources.ram_mb``: the most memory its processes may hold together
+    (:func:`~fluksio.agent.runner.tree_memory`); past it the call is stopped,
+    ``NodeOutOfMemory``. None: the launcher's own bound, what its place has."""
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:
@@ -128,6 +129,8 @@ class RunningCall:
         """"cancel", "timeout", "limit" or "memory" when the launcher stopped it."""
         self.memory_peak = 0
         """The most its processes were seen holding together, in bytes (when bounded)."""
+        self.ram_bound_mb = 0
+        """What it was held to, in MB: its ``ram_mb``, or its worker's memory (0: none)."""
         loop = asyncio.get_running_loop()
         self.output_fd = -1
         self.output_done: asyncio.Future[None] = loop.create_future()

@@ -102,8 +102,7 @@ class Carrier:
             env={**self.config.extra_env, **self._session_env, **frame.env},
             timeout=frame.timeout,
             limit=frame.limit or 0.0,
-            # A call that asked for no memory is bounded by what this worker advertises.
-            ram_mb=frame.ram_mb or self.config.inventory.ram_mb,
+            ram_mb=frame.ram_mb,  # none asked: the launcher bounds it by the worker's memory
         )
         self._specs.setdefault(frame.call_id, spec)
         await self.carry_out(self.machine.run(frame.call_id))

@@ -130,7 +130,8 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         tls=trust,
         use_shared_store=given.artifact_transport == "auto",
     )
-    return config, Launcher(given.python, mode=given.runner_mode)
+    # A call that asks for no memory is bounded by what this worker reports it has.
+    return config, Launcher(given.python, mode=given.runner_mode, ram_mb=inventory.ram_mb)
 
 
 async def _serve(config: AgentConfig, launcher: Launcher) -> int:

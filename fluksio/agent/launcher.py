@@ -76,11 +76,15 @@ class Launcher:
         mode: str = "auto",
         environ: dict[str, str] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        ram_mb: int | None = None,
     ) -> None:
         """``clock``: what a call's timeout, limit and grace are decided on (the engine's
-        or the agent's); pacing and process deadlines stay real (:mod:`.realtime`)."""
+        or the agent's); pacing and process deadlines stay real (:mod:`.realtime`).
+        ``ram_mb``: what the place has, the memory bound of a call that sets none of its
+        own (None: such a call is not bounded)."""
         if mode not in {"auto", "fork", "spawn"}:
             raise ValueError(f"mode must be auto, fork or spawn, not {mode!r}")
+        self._ram_mb = ram_mb
         self._python_asked = python or sys.executable
         self._requested_mode = mode
         self._base_env = runner.filtered_environ(dict(os.environ if environ is None else environ))
@@ -362,7 +366,14 @@ class Launcher:
 
     def _watch(self, call: RunningCall) -> Watchdog | None:
         """Arm the call's silence timeout, its limit and its memory bound, those it has."""
-        return watch(call, self._clock, stop=self._kill, end=self._terminate, ended=self._ended)
+        return watch(
+            call,
+            self._clock,
+            place_ram_mb=self._ram_mb,
+            stop=self._kill,
+            end=self._terminate,
+            ended=self._ended,
+        )
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
         return outcome_of(call)

@@ -70,11 +70,17 @@ def limit_error(limit: float) -> dict[str, str]:
     return error_record(ErrorKind.NODE_LIMIT, f"ran for {limit:g} s, its limit, and was stopped")
 
 
-def memory_error(peak_bytes: int, ram_mb: int) -> dict[str, str]:
-    """The error of a call stopped for holding more than ``ram_mb``."""
+def memory_error(peak_bytes: int, bound_mb: int, *, own: bool) -> dict[str, str]:
+    """The error of a call stopped for holding more than ``bound_mb``: its own ``ram_mb``
+    (``own``), or, having set none, its worker's memory."""
     peak_mb = peak_bytes / (1 << 20)
+    if own:
+        said = f"over its ram_mb of {bound_mb:,} MB"
+        remedy = "ask for more (resources.ram_mb) or hold less"
+    else:
+        said = f"over the {bound_mb:,} MB its worker has (fluksio-worker --ram-mb)"
+        remedy = "give the node resources.ram_mb to be placed where that fits, or hold less"
     return error_record(
         ErrorKind.NODE_OUT_OF_MEMORY,
-        f"its processes held {peak_mb:,.0f} MB, over its ram_mb of {ram_mb:,} MB, and were"
-        " stopped; ask for more (resources.ram_mb) or hold less",
+        f"its processes held {peak_mb:,.0f} MB, {said}, and were stopped; {remedy}",
     )

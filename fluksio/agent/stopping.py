@@ -35,13 +35,15 @@ def watch(
     call: RunningCall,
     clock: Clock,
     *,
+    place_ram_mb: int | None,
     stop: Callable[[RunningCall], None],
     end: Callable[[RunningCall], None],
     ended: Callable[[RunningCall], bool],
 ) -> Watchdog | None:
     """Arm the call's silence timeout, its limit and its memory bound, those it has, on
     ``clock``: ``stop`` kills its tree at once, ``end`` asks it to end and kills it after a
-    grace, ``ended`` says whether its process is gone."""
+    grace, ``ended`` says whether its process is gone. Its memory bound is its own
+    ``ram_mb``, else ``place_ram_mb`` (what its worker has)."""
     timeout = call.spec.timeout
     handles: list[Timer] = []
 
@@ -73,8 +75,10 @@ def watch(
         handles.append(clock.call_later(timeout, lambda: check_silence(slot)))
     if call.spec.limit > 0:
         handles.append(clock.call_later(call.spec.limit, reach_limit))
-    if call.spec.ram_mb is not None:
-        most, slot = call.spec.ram_mb * MB, len(handles)
+    bound_mb = call.spec.ram_mb or place_ram_mb
+    if bound_mb:
+        call.ram_bound_mb = bound_mb
+        most, slot = bound_mb * MB, len(handles)
         # First read a tenth of a second in: a call over by then costs no read at all.
         handles.append(clock.call_later(MEMORY_EVERY_S, lambda: check_memory(slot, most)))
     return Watchdog(handles) if handles else None
@@ -121,7 +125,7 @@ def _stopped_error(call: RunningCall) -> dict[str, str] | None:
     if call.ended_by == "limit":
         return limit_error(call.spec.limit)
     if call.ended_by == "memory":
-        return memory_error(call.memory_peak, call.spec.ram_mb or 0)
+        return memory_error(call.memory_peak, call.ram_bound_mb, own=bool(call.spec.ram_mb))
     return None
 
 

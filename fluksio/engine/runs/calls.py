@@ -48,7 +48,7 @@ def call_spec(
         # A node that sets no limit, placed where a job ends, may run until its margin.
         limit=spec.limit or placement.job_limit or 0.0,
         run_id=inputs.run.id,
-        ram_mb=spec.resources.ram_mb or None,  # none asked: the place's own RAM bounds it
+        ram_mb=spec.resources.ram_mb or None,  # none asked: the place's own memory, if known
     )
     return call, secret_values(spec.params, resolved)
 
