@@ -54,6 +54,7 @@ PURE_CORE = (
     "fluksio.engine.runs.inputs",
     "fluksio.engine.runs.signature",
     "fluksio.provisioners.machine",
+    "fluksio.provisioners.machine_pause",
     "fluksio.provisioners.machine_state",
     "fluksio.provisioners.machine_stop",
     "fluksio.provisioners.effects",

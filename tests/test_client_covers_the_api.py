@@ -24,9 +24,8 @@ from pydantic import BaseModel, RootModel
 import fluksio.wire.answers as answers_package
 from fluksio.api.app import create_app
 from fluksio.api.openapi import openapi_document
+from fluksio.client.absence import Absence, FeedPosition
 from fluksio.client.operations import (
-    Absence,
-    FeedPosition,
     Operations,
     login_form,
     run_end,

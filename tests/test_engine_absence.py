@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from fluksio.client.absence import Absence, is_absence
 from fluksio.client.errors import ClientError, EngineRefused, Unreachable
-from fluksio.client.operations import Absence, is_absence
 
 REFUSED = Unreachable("cannot reach the engine at http://127.0.0.1:1: Connection refused")
 

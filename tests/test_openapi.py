@@ -18,12 +18,15 @@ from pydantic import BaseModel
 from fluksio.api.app import create_app
 from fluksio.api.declare import Call, Routes
 from fluksio.api.openapi import openapi_document
+from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
+from fluksio.provisioners.plugins import build_plugins
 from fluksio.provisioners.requests import RequestStage
 from fluksio.scheduler import WaitKind as SchedulerWaitKind
 from fluksio.wire.answers.workers import Stage, WaitKind
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.openapi_check import check_answers
+from tests.support.scripted import Scripted, scripted_settings
 
 NODE = "def process():\n    return 1\n"
 
@@ -84,7 +87,9 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
 ) -> None:
     """Each of the document's routes is called for real; every answer (this test's and
     every other in-process test's) is checked against the document as it passes."""
-    api = await start_in_process(aiohttp_client, tmp_path / "data")
+    provisioner = Scripted(scripted_settings())
+    configured = Configured(build_plugins(), [provisioner])
+    api = await start_in_process(aiohttp_client, tmp_path / "data", provisioners=configured)
     document = await _document(api)
     assert (await api.request("GET", "/health")).status == 200
 
@@ -101,6 +106,9 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
     for path in ("/workers", "/workers/resources", "/workers/tokens", "/workers/runtime"):
         assert (await api.request("GET", path)).status == 200, path
     assert (await api.request("GET", "/workers/agent.py")).status == 200
+    for step in ("pause", "resume"):
+        assert (await api.request("POST", f"/provisioners/box/small/{step}")).status == 200
+    assert (await api.request("POST", "/provisioners/box/nope/pause")).status == 404
 
     assert (
         await api.put_flow("remote", [{"id": "n", "code": NODE, "worker": "box"}])

@@ -10,158 +10,27 @@ made the same decisions. And the promises hold:
 
 - at most one pending request per profile, and never more jobs alive than ``max_workers``;
 - a request's token is revoked when it ends;
-- nothing is submitted while a login is needed (only asked whether one still is);
+- nothing is submitted while a login is needed (only asked whether one still is), nor
+  for a paused profile; failures in a row of one cause pause it, and a pause by hand is
+  written down for the next engine;
 - at shutdown every submitted request is adopted (its worker attached) or cancelled, and a
   cancel the engine stopped before it answered is finished by the next, as no failure.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import itertools
-from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
-from fluksio.provisioners.effects import (
-    Cancel,
-    CleanUp,
-    Effect,
-    Forget,
-    Remember,
-    Revoke,
-    StartPoll,
-    Submit,
-    Unwake,
-    Wake,
-)
-from fluksio.provisioners.machine import ProvisioningMachine
-from fluksio.provisioners.reference import ReferenceProvisioning
-from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
+from fluksio.provisioners.requests import RequestStage
 from tests.support.properties import against_reference
-from tests.support.scripted import scripted_settings
-
-PROFILES = ("box/small", "box/big")
+from tests.support.provisioning_comparison import PROFILES, ComparisonShell
 
 
-def _rules(max_workers: int) -> list[ProfileRule]:
-    settings_ = scripted_settings(
-        poll_interval_s=5,
-        provision_timeout_s=60,
-        retry_base_s=2,
-        retry_max_s=30,
-        profiles=[
-            {"name": "small", "labels": ["hpc"], "max_workers": max_workers},
-            {"name": "big", "labels": ["gpu"], "max_workers": 1},
-        ],
-    )
-    return [
-        ProfileRule("box", "scripted", "job", settings_, profile, None)
-        for profile in settings_.profiles
-    ]
-
-
-@dataclasses.dataclass
-class _Job:
-    request_id: str
-    status: JobStatus
-
-
-class ProvisioningComparison(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = 1_000.0
-        self.max_workers = 2
-        self.stored: dict[str, MachineRequest] = {}
-        """What the engine wrote down (Remember, Forget): all a restarted engine has."""
-        self.jobs: dict[str, _Job] = {}
-        """The outside system: job id -> its request's mark and state."""
-        self.job_ids = (str(n) for n in itertools.count(100))
-        self.revoked: set[str] = set()
-        self.minted: dict[str, str] = {}
-        self.attached: dict[str, WorkerRecord] = {}
-        self.unreachable: set[str] = set()
-        """Requests whose cancel failed: their jobs may run on, unwatched (said in the log)."""
-        self.engines = 0
-        self._start()
-
-    def _start(self) -> None:
-        # Each engine numbers its requests from its own offset, the same for both.
-        rules = _rules(self.max_workers)
-        offset = 1_000 * self.engines
-        self.engines += 1
-        mine, theirs = itertools.count(offset), itertools.count(offset)
-        self.machine = ProvisioningMachine(rules, lambda: f"q{next(mine)}")
-        self.reference = ReferenceProvisioning(rules, lambda: f"q{next(theirs)}")
-        self.submits: dict[str, Submit] = {}
-        self.cancels: dict[str, Cancel] = {}
-        self.polls: set[str] = set()
-        self.wakes: dict[str, float] = {}
-        self.attached.clear()
-        self.closing = False
-
-    # -- carrying out, and comparing decisions -------------------------------------------
-
-    def both(self, method: str, *args: Any, **kwargs: Any) -> None:
-        effects = getattr(self.machine, method)(*args, **kwargs) or []
-        reference_method = "closing_down" if method == "closing" else method
-        getattr(self.reference, reference_method)(*args, **kwargs)
-        self.apply(effects)
-
-    def apply(self, effects: list[Effect]) -> None:
-        decided: list[tuple[object, ...]] = []
-        for effect in effects:
-            if isinstance(effect, Submit):
-                assert effect.request_id not in self.submits
-                profile = self._status(effect.profile)
-                # Nothing goes out while a login is needed: only the question whether it still is.
-                assert effect.check_login or profile.login_needed is None
-                self.submits[effect.request_id] = effect
-                decided.append(("submit", effect.request_id))
-            elif isinstance(effect, Cancel):
-                assert effect.request_id not in self.cancels, "one cancel at a time"
-                self.cancels[effect.request_id] = effect
-                decided.append(("cancel", effect.request_id, effect.failed))
-            elif isinstance(effect, CleanUp):
-                self._cancel_job(effect.request_id)
-                decided.append(("cleanup", effect.request_id))
-            elif isinstance(effect, Revoke):
-                self.revoked.add(effect.jti)
-                decided.append(("revoke", effect.jti))
-            elif isinstance(effect, Forget):
-                self.stored.pop(effect.request_id, None)
-                decided.append(("forget", effect.request_id))
-            elif isinstance(effect, Remember):
-                self.stored[effect.request.id] = dataclasses.replace(effect.request)
-            elif isinstance(effect, StartPoll):
-                self.polls.add(effect.provisioner)
-            elif isinstance(effect, Wake):
-                self.wakes[effect.key] = effect.at
-            elif isinstance(effect, Unwake):
-                self.wakes.pop(effect.key, None)
-        expected = self.reference.decisions
-        self.reference.decisions = []
-        assert collections.Counter(decided) == collections.Counter(expected), (decided, expected)
-
-    def _status(self, profile: str) -> Any:
-        (found,) = [
-            p for p in self.machine.profiles() if f"{p.provisioner}/{p.profile.name}" == profile
-        ]
-        return found
-
-    def _cancel_job(self, request_id: str) -> None:
-        for job in self.jobs.values():
-            if job.request_id == request_id and job.status.state not in TERMINAL_STATES:
-                job.status = JobStatus(JobState.CANCELLED, "CANCELLED")
-
-    def _queue_job(self, request_id: str) -> str:
-        job_id = next(self.job_ids)
-        self.jobs[job_id] = _Job(request_id, JobStatus(JobState.PENDING, "PENDING", "Priority"))
-        return job_id
-
+class ProvisioningComparison(ComparisonShell):
     # -- what happens --------------------------------------------------------------------
 
     @precondition(lambda self: not self.closing)
@@ -177,10 +46,16 @@ class ProvisioningComparison(RuleBasedStateMachine):
         withdrawn after the grace, unless wanted again first."""
         self.both("wanted", frozenset(wanted), self.now)
 
+    @rule(profile=st.sampled_from(PROFILES), pause=st.booleans())
+    def a_person_pauses_or_resumes(self, profile: str, pause: bool) -> None:
+        self.both("pause" if pause else "resume", profile, "alice")
+
     @precondition(lambda self: bool(self.submits))
     @rule(
         data=st.data(),
-        answer=st.sampled_from(["taken", "refused", "lost-queued", "lost-nothing", "login"]),
+        answer=st.sampled_from(
+            ["taken", "refused", "unreachable", "lost-queued", "lost-nothing", "login"]
+        ),
         still_logged_out=st.booleans(),
     )
     def answer_submission(self, data: st.DataObject, answer: str, still_logged_out: bool) -> None:
@@ -203,6 +78,9 @@ class ProvisioningComparison(RuleBasedStateMachine):
             )
         elif answer == "refused":
             self.both("submit_failed", submit.profile, request_id, "invalid account", self.now)
+        elif answer == "unreachable":
+            said = "cannot reach the login node"
+            self.both("submit_failed", submit.profile, request_id, said, self.now, unreachable=True)
         elif answer == "login":
             self.both("submit_failed", submit.profile, request_id, "code?", self.now, login=True)
         else:
@@ -210,6 +88,40 @@ class ProvisioningComparison(RuleBasedStateMachine):
                 self._queue_job(request_id)
             lost = "sbatch did not answer"
             self.both("submit_failed", submit.profile, request_id, lost, self.now, uncertain=True)
+
+    @precondition(lambda self: not self.closing)
+    @rule(
+        profile=st.sampled_from(PROFILES),
+        endings=st.lists(
+            st.sampled_from(["refused", "unreachable", "before its worker"]), min_size=1, max_size=4
+        ),
+    )
+    def a_profile_fails_in_a_row(self, profile: str, endings: list[str]) -> None:
+        """The site refuses the profile's submissions, or takes them and their jobs end
+        before their worker attaches, one after another (each after the rest the last
+        failure began)."""
+        for ends in endings:
+            self.time_passes(90.0)
+            self.want(profile)
+            mine = [r for r, submit in self.submits.items() if submit.profile == profile]
+            if not mine:
+                return  # paused, pending, at its cap, or rests
+            submit = self.submits.pop(mine[0])
+            self.both("minted", profile, submit.request_id, f"jti-{submit.request_id}")
+            self.minted[submit.request_id] = f"jti-{submit.request_id}"
+            request = self.machine.request(submit.request_id)
+            assert request is not None
+            self.stored[request.id] = dataclasses.replace(request)  # written before it is sent
+            if ends != "before its worker":
+                reach = ends == "unreachable"
+                self.both(
+                    "submit_failed", profile, submit.request_id, ends, self.now, unreachable=reach
+                )
+                continue
+            job_id = self._queue_job(submit.request_id)
+            self.both("submitted", profile, submit.request_id, job_id, self.now)
+            self.jobs[job_id].status = JobStatus(JobState.FAILED, "FAILED")
+            self.answer_poll(search_fails=False, poll="answers")
 
     @precondition(lambda self: bool(self.cancels))
     @rule(data=st.data(), works=st.booleans())
@@ -311,6 +223,7 @@ class ProvisioningComparison(RuleBasedStateMachine):
         """Nothing is cancelled; what was written down and the outside system stay."""
         self._start()
         self.both("recover", [dataclasses.replace(r) for r in self.stored.values()], self.now)
+        self.both("paused_before", dict(self.stored_pauses))
 
     @precondition(lambda self: not self.closing)
     @rule()
@@ -399,6 +312,8 @@ class ProvisioningComparison(RuleBasedStateMachine):
             assert (status.login_needed is not None) is reference.login[key], key
             last = status.last_error[1] if status.last_error is not None else None
             assert last == reference.last_error[key], key
+            assert (status.paused is not None) is reference.paused[key], key
+            assert (key in self.stored_pauses) is (key in reference.paused_by_hand), key
 
     @invariant()
     def every_job_and_lost_submission_is_watched(self) -> None:

@@ -223,9 +223,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         profile = self.profiles[index % len(self.profiles)]
         jobs = profile.provisioning.jobs
         if ends and jobs > 0:
-            changed = Provisioning(jobs=jobs - 1)
+            changed = Provisioning(jobs=jobs - 1, paused=profile.provisioning.paused)
         elif profile.provisioning.under_way:
-            changed = Provisioning(jobs=jobs)
+            changed = Provisioning(jobs=jobs, paused=profile.provisioning.paused)
         else:
             return
         self.profiles = [
@@ -243,9 +243,23 @@ class SchedulerMachine(RuleBasedStateMachine):
         if not profile.provisioning.under_way:
             return
         state = profile.provisioning
-        resting = Provisioning(jobs=state.jobs - 1, resting_until=NOW + 30)
+        resting = Provisioning(jobs=state.jobs - 1, resting_until=NOW + 30, paused=state.paused)
         self.profiles = [
             replace(p, provisioning=resting) if p.key == profile.key else p for p in self.profiles
+        ]
+        self.scheduler.set_profiles(self.profiles)
+
+    @rule(index=st.integers(0, 5))
+    def a_profile_is_paused_or_resumed(self, index: int) -> None:
+        """The driver's part: a person paused a profile (or it paused itself after
+        failures in a row), or resumed it. A paused profile is never asked for."""
+        if not self.profiles:
+            return
+        profile = self.profiles[index % len(self.profiles)]
+        state = profile.provisioning
+        toggled = replace(state, paused=not state.paused)
+        self.profiles = [
+            replace(p, provisioning=toggled) if p.key == profile.key else p for p in self.profiles
         ]
         self.scheduler.set_profiles(self.profiles)
 
@@ -270,6 +284,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         # The driver's part: a profile asked for is outstanding until its request ends,
         # and its job counts from the moment it is asked for.
         asked = {f"{ask.provisioner}/{ask.profile}" for ask in result.asks}
+        paused = {p.key for p in self.profiles if p.provisioning.paused}
+        assert not asked & paused, "a paused profile is asked for"
         self.profiles = [
             replace(
                 p,

@@ -69,6 +69,10 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
         waiting = page.locator("#queued tr").filter(has_text="on-hpc / a")
         expect(waiting).to_contain_text(re.compile(r"provisioning hpc/held, Slurm job \d+ PENDING"))
         _shot(page, "9-provisioning")
+        paused = engine.client(admin).request("POST", "/provisioners/cluster/nowhere/pause")
+        assert paused.status == 200, paused
+        expect(refused.locator(".badge.paused")).to_have_text("paused", timeout=LIVE_MS)
+        expect(refused).to_contain_text("paused by admin; resume with", timeout=LIVE_MS)
     finally:
         engine.stop()
     # Only its own job: one an earlier test's worker still holds may be ending meanwhile.

@@ -19,19 +19,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from fluksio.client.absence import RIDE_OVER_S, Absence, FeedPosition, ride_over_from_environment
 from fluksio.client.async_http import AsyncHttp
 from fluksio.client.bounds import Bounds
 from fluksio.client.endpoint import Front
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.operations import (
-    RIDE_OVER_S,
-    Absence,
-    FeedPosition,
     Operations,
     api_url,
     credentials,
     login_form,
-    ride_over_from_environment,
     run_end,
 )
 from fluksio.client.request import Awaited, Request, Steps, json_request

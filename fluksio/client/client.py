@@ -16,21 +16,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from fluksio.client.absence import RIDE_OVER_S, Absence, FeedPosition, ride_over_from_environment
 from fluksio.client.bounds import Bounds
 from fluksio.client.endpoint import Front
 from fluksio.client.errors import ClientError, EngineRefused, Redirected
 from fluksio.client.http import Http
 from fluksio.client.operations import (
-    RIDE_OVER_S,
-    Absence,
-    FeedPosition,
     Operations,
     api_url,
     checked_node_settings,
     credentials,
     login_form,
     node_json,
-    ride_over_from_environment,
     run_end,
 )
 from fluksio.client.request import Blocking, Request, Steps, json_request

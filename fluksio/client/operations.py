@@ -18,9 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fluksio.client.errors import ClientError, EngineRefused, Unreachable
+from fluksio.client.errors import ClientError
 from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
-from fluksio.client.sse import ReceivedEvent
 from fluksio.wire.answers.flows import FlowBody, FlowSummary
 from fluksio.wire.answers.resources import ArtifactRef, Deleted, Health, SecretBody
 from fluksio.wire.answers.runs import ItemsPage, NodeLogs, RunBody, RunSummary
@@ -33,7 +32,12 @@ from fluksio.wire.answers.tokens import (
     ScrapeTokenBody,
     WorkerTokenBody,
 )
-from fluksio.wire.answers.workers import RefusedWorkerBody, ResourcesBody, WorkerBody
+from fluksio.wire.answers.workers import (
+    ProfileBody,
+    RefusedWorkerBody,
+    ResourcesBody,
+    WorkerBody,
+)
 from fluksio.wire.states import TERMINAL_RUN_STATES
 
 if TYPE_CHECKING:  # its models are built on first use: a command that sends none saves it
@@ -42,72 +46,18 @@ if TYPE_CHECKING:  # its models are built on first use: a command that sends non
     from fluksio.wire.flows import NodeSpec
 
 __all__ = [
-    "RIDE_OVER_S",
-    "Absence",
     "Credentials",
-    "FeedPosition",
     "Operations",
     "api_url",
     "checked_node_settings",
     "credentials",
-    "is_absence",
     "login_form",
     "node_json",
-    "ride_over_from_environment",
     "run_end",
 ]
 
 LONGEST_WAIT_S = 60
 """The longest an engine holds one answer (``?wait=``); longer waits ask again."""
-FEED_RECONNECT_S = 1.0
-"""The pause between two openings of the feed when a count of them is asked for."""
-RIDE_OVER_S = 120.0
-"""How long a waiting client (``wait_run``, the feed, an executor's futures, ``--follow``)
-carries on while the engine cannot be reached: a restart, an upgrade."""
-MOST_RIDE_OVER_S = 7 * 24 * 3600.0
-_AGAIN_FIRST_S, _AGAIN_MOST_S = 0.25, 5.0
-_ABSENT_STATUSES = frozenset({502, 503, 504})
-"""What a proxy in front of the engine answers while the engine is down."""
-
-
-def is_absence(error: ClientError) -> bool:
-    """The engine is away (unreachable, or its proxy says it is down): asking again later
-    may succeed. Anything else (a refusal, an answer this client cannot read) would only
-    be the same again."""
-    if isinstance(error, EngineRefused):
-        return error.status in _ABSENT_STATUSES
-    return isinstance(error, Unreachable)
-
-
-class Absence:
-    """How long the engine has been away from a waiting client, and when to ask again:
-    a quarter second, doubling to five, for at most ``ride_over_s`` in all; then one
-    sentence. Pure: the caller gives the time and does the waiting."""
-
-    def __init__(self, ride_over_s: float) -> None:
-        self.ride_over_s = ride_over_s
-        self._since: float | None = None
-        self._pause = _AGAIN_FIRST_S
-
-    def back(self) -> None:
-        """The engine answered."""
-        self._since, self._pause = None, _AGAIN_FIRST_S
-
-    def lost(self, why: ClientError, now: float) -> float:
-        """``why`` happened at ``now``: the pause before asking again; ``why`` itself when
-        it is not an absence, and one sentence once the absence has lasted too long."""
-        if not is_absence(why):
-            raise why
-        if self._since is None:
-            self._since = now
-        away = now - self._since
-        if away >= self.ride_over_s:
-            raise Unreachable(
-                f"{why}; the engine has not answered for {away:.0f} s, the most this client"
-                f" waits for it to come back (ride_over_s={self.ride_over_s:g})"
-            )
-        pause, self._pause = self._pause, min(self._pause * 2, _AGAIN_MOST_S)
-        return min(pause, self._since + self.ride_over_s - now)
 
 
 def node_json(node: BaseModel | Mapping[str, object]) -> dict[str, object]:
@@ -278,6 +228,17 @@ class Operations:
         return json_request(ResourcesBody, "GET", "/workers/resources")
 
     @Operation
+    def pause_profile(provisioner: str, profile: str) -> Request[ProfileBody]:
+        """Ask nothing of ``provisioner/profile`` until it is resumed (superuser)."""
+        return json_request(ProfileBody, "POST", f"/provisioners/{provisioner}/{profile}/pause")
+
+    @Operation
+    def resume_profile(provisioner: str, profile: str) -> Request[ProfileBody]:
+        """Resume a profile paused by a person or by itself (superuser)."""
+        path = f"/provisioners/{provisioner}/{profile}/resume"
+        return json_request(ProfileBody, "POST", path)
+
+    @Operation
     def mint_worker_token(name: str, labels: list[str]) -> Request[MintedToken]:
         body = {"name": name, "labels": labels}
         return json_request(MintedToken, "POST", "/workers/tokens", body)
@@ -369,24 +330,6 @@ def credentials() -> Credentials:
     return username, password
 
 
-def ride_over_from_environment() -> float:
-    """``$FLUKSIO_RIDE_OVER_S``: how long what waits rides over the engine's absence
-    (default :data:`RIDE_OVER_S`)."""
-    given = os.environ.get("FLUKSIO_RIDE_OVER_S")
-    if not given:
-        return RIDE_OVER_S
-    try:
-        seconds = float(given)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= MOST_RIDE_OVER_S:
-        raise ClientError(
-            f"FLUKSIO_RIDE_OVER_S must be a number of seconds from 0 to {MOST_RIDE_OVER_S:g},"
-            f" not {given!r}"
-        )
-    return seconds
-
-
 def login_form(username: str, password: str) -> Request[str]:
     """The login form; its answer is the access token."""
     data = urllib.parse.urlencode({"username": username, "password": password}).encode()
@@ -410,35 +353,3 @@ def run_end(run_id: str, timeout: float | None) -> Steps[RunBody]:
         run: RunBody = yield json_request(RunBody, "GET", f"/runs/{run_id}", wait=wait or None)
         if run.state in TERMINAL_RUN_STATES or wait == 0:
             return run
-
-
-class FeedPosition:
-    """Where a reader of the live feed is, so that a feed opened again goes on from the
-    last event seen, and when it gives up: after ``reconnects`` failures in a row, or
-    (None) once the engine has been away longer than its :class:`Absence` allows."""
-
-    def __init__(
-        self, run: str | None, last_id: str | None, reconnects: int | None, absence: Absence
-    ) -> None:
-        self.path = "/events" + (f"?run={run}" if run else "")
-        self.last_id = last_id
-        self._reconnects = reconnects
-        self._absence = absence
-        self._failures = 0
-
-    def seen(self, event: ReceivedEvent) -> None:
-        self._failures = 0
-        self._absence.back()
-        if event.id:
-            self.last_id = event.id
-
-    def dropped(self, why: ClientError, now: float) -> float:
-        """The feed broke off (or the engine ended it): the pause before opening it again;
-        ``why`` (or a sentence) is raised once it has done so too often or too long."""
-        self._failures += 1
-        if self._reconnects is not None:
-            if self._failures > self._reconnects:
-                raise why
-            return FEED_RECONNECT_S
-        # A feed the engine ended, or cut, is one it may open again once it is back.
-        return self._absence.lost(why if is_absence(why) else Unreachable(str(why)), now)

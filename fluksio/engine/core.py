@@ -23,6 +23,7 @@ from fluksio.clock import Clock, SystemClock
 from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.asked_artifacts import ArtifactsAsked
 from fluksio.engine.asked_logs import LogsAsked
+from fluksio.engine.asked_provisioning import ProvisioningAsked
 from fluksio.engine.asked_runs import RunsAsked
 from fluksio.engine.asked_tokens import TokensAsked
 from fluksio.engine.callers import CallersAsked
@@ -65,7 +66,7 @@ __all__ = ["Engine"]
 log = get_logger(__name__)
 
 
-class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, CallersAsked):
+class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAsked, CallersAsked):
     """One engine: its state, its core and its background work, behind ``start``/``close``.
 
     The stores and the dispatcher exist once ``start`` has run; reading one before is an

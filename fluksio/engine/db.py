@@ -189,6 +189,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE provision_requests ADD COLUMN withdrawn INTEGER NOT NULL DEFAULT 0;
     """,
+    # v13: profiles a person paused (fluksio provisioners pause), with the sentence said
+    # of them: a pause by hand outlasts the engine.
+    """
+    CREATE TABLE provision_pauses (
+        profile  TEXT PRIMARY KEY,
+        said     TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

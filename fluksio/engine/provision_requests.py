@@ -1,4 +1,5 @@
-"""Provisioning requests on disk: what the driver must find again after a restart.
+"""Provisioning requests, and profiles paused by hand, on disk: what the driver must find
+again after a restart.
 
 A request is written before it is submitted (its job id still unknown) and again as it
 learns its job id and stage; the request id also names what the submission left on the
@@ -57,3 +58,19 @@ class ProvisionRequestStore:
             )
             for row in rows
         ]
+
+    def save_pause(self, profile: str, said: str | None) -> None:
+        """``profile`` (``provisioner/profile``) was paused by hand, as ``said``; None: it
+        was resumed."""
+        if said is None:
+            self._db.execute("DELETE FROM provision_pauses WHERE profile = ?", (profile,))
+            return
+        self._db.execute(
+            "INSERT INTO provision_pauses (profile, said) VALUES (?, ?)"
+            " ON CONFLICT (profile) DO UPDATE SET said = excluded.said",
+            (profile, said),
+        )
+
+    def pauses(self) -> dict[str, str]:
+        rows = self._db.execute("SELECT profile, said FROM provision_pauses ORDER BY profile")
+        return {row["profile"]: row["said"] for row in rows}

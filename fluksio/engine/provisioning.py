@@ -122,6 +122,12 @@ class TokensAndRequests:
     def forget(self, request_id: str) -> None:
         self._requests.delete(request_id)
 
+    def remember_pause(self, profile: str, said: str | None) -> None:
+        self._requests.save_pause(profile, said)
+
+    def pauses(self) -> dict[str, str]:
+        return self._requests.pauses()
+
 
 def forward_worker_hooks(stream: EngineStream, hook: pluggy.HookRelay) -> None:
     """The plugins' event hooks, as subscribers of the engine's stream."""

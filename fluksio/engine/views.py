@@ -108,6 +108,15 @@ class EngineViews:
         """Every waiting call, in the order it will be served, with why it waits."""
         return [_waiting(call) for call in self._dispatcher.waiting_calls()]
 
+    def profile(self, provisioner: str, profile: str) -> ProfileBody:
+        """One profile as :meth:`provisioners` shows it (it must be configured)."""
+        (status,) = [
+            status
+            for status in self._dispatcher.profiles()
+            if (status.provisioner, status.profile.name) == (provisioner, profile)
+        ]
+        return _profile(status)
+
     def provisioners(self) -> list[ProvisionerBody]:
         """Every configured provisioner with its profiles, in the order configured."""
         by_name: dict[str, ProvisionerBody] = {}
@@ -253,6 +262,7 @@ def _profile(status: ProfileStatus) -> ProfileBody:
         failures=status.failures,
         login_needed=status.login_needed,
         path_down=status.path_down,
+        paused=status.paused,
         workers=[
             BroughtWorkerBody(
                 id=w.worker_id, name=w.name, job_id=w.job_id, attached_at=utc(w.attached_at)

@@ -109,6 +109,13 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     """After a failed request the profile rests this long, doubling per failure in a row."""
     retry_max_s: float = Field(default=600, gt=0, le=LONGEST_S)
     """The longest rest between attempts."""
+    pause_after_failed_submissions: int = Field(default=10, ge=0, le=1000)
+    """A profile whose submissions failed this many times in a row (the site refused them:
+    a wrong partition, an account out of hours) pauses itself until a person resumes it
+    (0: never)."""
+    pause_after_failed_starts: int = Field(default=3, ge=0, le=1000)
+    """A profile whose jobs ended or timed out this many times in a row before their worker
+    attached pauses itself until a person resumes it (0: never)."""
     replace_before_end_s: float | None = Field(default=None, ge=0, le=LONGEST_S, deprecated=True)
     """No longer used, still accepted so that existing files load: ``max_workers`` is a
     hard cap, and a job near its end frees its slot only when it ends (its idle worker is
@@ -162,13 +169,23 @@ class ProvisionError(FluksioError):
     :meth:`Provisioner.find` instead of submitting again. ``login_needed`` is set when
     nothing reached the system because a person must log in first (a shell with a
     :func:`~fluksio.provisioners.login.shared_login`): the engine waits for that, without
-    backoff.
+    backoff. ``unreachable`` is set when nothing reached the system (its login node did not
+    answer): the profile backs off, but a submission the site never saw is not its refusal,
+    so it never adds to the failures in a row that pause a profile.
     """
 
-    def __init__(self, detail: str, *, uncertain: bool = False, login_needed: bool = False) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        uncertain: bool = False,
+        login_needed: bool = False,
+        unreachable: bool = False,
+    ) -> None:
         super().__init__(detail)
         self.uncertain = uncertain
         self.login_needed = login_needed
+        self.unreachable = unreachable
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ everything that happens next, by awaiting the provisioners' own methods
   its own timer (0: never);
 - a failure is kept as the profile's last error (with the outside system's words) and the
   profile rests for a capped, doubling backoff; then the engine's next scheduling pass
-  asks again if the need is still there (never twice for one need);
+  asks again if the need is still there (never twice for one need); after
+  ``pause_after_failed_submissions`` refusals in a row, or ``pause_after_failed_starts``
+  jobs in a row that brought no worker, it pauses itself until a person resumes it (a
+  person may pause it too, and that pause outlasts the engine);
 - a worker attaching with a request's token fulfils it, clears the last error, and stays
   tied to it; the request's token is revoked when its job ends;
 - every request that ends without its worker attaching is cancelled through its
@@ -62,11 +65,13 @@ from fluksio.provisioners.effects import (
     Log,
     Observe,
     Remember,
+    RememberPause,
     Revoke,
     StartPoll,
     Submit,
     Unwake,
     Wake,
+    WriteDown,
 )
 from fluksio.provisioners.events import (
     CommandRan,
@@ -104,6 +109,14 @@ class EngineSide(Protocol):
         ...
 
     def forget(self, request_id: str) -> None: ...
+
+    def remember_pause(self, profile: str, said: str | None) -> None:
+        """Keep that a person paused ``profile`` (``said``: why), or (None) resumed it."""
+        ...
+
+    def pauses(self) -> dict[str, str]:
+        """The profiles paused by hand, as :meth:`remember_pause` kept them."""
+        ...
 
 
 class ProvisioningDriver:
@@ -190,8 +203,17 @@ class ProvisioningDriver:
         self._apply(self._machine.wanted(profiles, self._clock.now()))
 
     def recover(self, requests: list[MachineRequest]) -> None:
-        """Requests an earlier run of the engine submitted: watched again where they left."""
+        """Requests an earlier run of the engine submitted: watched again where they left;
+        and the profiles a person paused, paused still."""
         self._apply(self._machine.recover(requests, self._clock.now()))
+        self._apply(self._machine.paused_before(self._engine.pauses()))
+
+    def pause(self, profile: str, by: str) -> None:
+        """A person paused ``profile`` (``provisioner/profile``); unknown: ``NotFound``."""
+        self._apply(self._machine.pause(profile, by))
+
+    def resume(self, profile: str, by: str) -> None:
+        self._apply(self._machine.resume(profile, by))
 
     def worker_attached(self, event: WorkerRecord) -> None:
         self._apply(self._machine.worker_attached(event, self._clock.now()))
@@ -229,12 +251,8 @@ class ProvisioningDriver:
         match effect:
             case Submit() | Cancel() | CleanUp() | StartPoll():
                 self._ask_backend(effect)
-            case Remember():
-                self._record("remember", self._engine.remember, effect.request)
-            case Forget():
-                self._record("forget", self._engine.forget, effect.request_id)
-            case Revoke():
-                self._record("revoke_token", self._engine.revoke_token, effect.jti, effect.reason)
+            case Remember() | RememberPause() | Forget() | Revoke():
+                self._write_down(effect)
             case Wake():
                 self._wake(effect)
             case Unwake():
@@ -245,6 +263,21 @@ class ProvisioningDriver:
                 getattr(log, effect.level)(effect.event, **effect.fields)
             case Changed():
                 self._on_change()
+            case _:
+                assert_never(effect)
+
+    def _write_down(self, effect: WriteDown) -> None:
+        match effect:
+            case Remember():
+                self._record("remember", self._engine.remember, effect.request)
+            case Forget():
+                self._record("forget", self._engine.forget, effect.request_id)
+            case RememberPause():
+                self._record(
+                    "remember_pause", self._engine.remember_pause, effect.profile, effect.said
+                )
+            case Revoke():
+                self._record("revoke_token", self._engine.revoke_token, effect.jti, effect.reason)
             case _:
                 assert_never(effect)
 
@@ -287,6 +320,7 @@ class ProvisioningDriver:
                 self._clock.now(),
                 uncertain=exc.uncertain,
                 login=exc.login_needed,
+                unreachable=exc.unreachable,
             )
             self._apply(failed)
             return

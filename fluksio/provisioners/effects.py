@@ -18,11 +18,13 @@ __all__ = [
     "Log",
     "Observe",
     "Remember",
+    "RememberPause",
     "Revoke",
     "StartPoll",
     "Submit",
     "Unwake",
     "Wake",
+    "WriteDown",
 ]
 
 
@@ -80,6 +82,15 @@ class Forget:
 
 
 @dataclass(frozen=True)
+class RememberPause:
+    """Write down that a person paused the profile (``said``: the sentence), or (None)
+    that it is no longer paused: a pause by hand outlasts the engine."""
+
+    profile: str
+    said: str | None
+
+
+@dataclass(frozen=True)
 class Revoke:
     jti: str
     reason: str
@@ -119,7 +130,9 @@ class Changed:
     """How a profile stands changed."""
 
 
-# Two kinds, so that the driver carries each out in a place of its own: what is asked of
-# a backend (each a task of its own), and what the engine and its readers are told.
+# Three kinds, so that the driver carries each out in a place of its own: what is asked
+# of a backend (each a task of its own), what the engine writes down, and what the engine
+# and its readers are told.
 AskBackend = Submit | Cancel | CleanUp | StartPoll
-Effect = AskBackend | Remember | Forget | Revoke | Wake | Unwake | Observe | Log | Changed
+WriteDown = Remember | RememberPause | Forget | Revoke
+Effect = AskBackend | WriteDown | Wake | Unwake | Observe | Log | Changed

@@ -38,6 +38,7 @@ from fluksio.provisioners.effects import (
     Unwake,
     Wake,
 )
+from fluksio.provisioners.machine_pause import Pausing
 from fluksio.provisioners.machine_state import Brought, ProfileEntry, as_scheduled
 from fluksio.provisioners.machine_stop import StartAndStop
 from fluksio.provisioners.requests import MachineRequest, RequestStage, login_sentence
@@ -50,7 +51,7 @@ POLL_SOON_S = 1.0
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
 
 
-class ProvisioningMachine(StartAndStop):
+class ProvisioningMachine(StartAndStop, Pausing):
     """Provisioning's rules: each input is what happened, each answer what to do."""
 
     # -- inputs: asked for capacity, and the submission's answers ------------------------
@@ -92,6 +93,7 @@ class ProvisioningMachine(StartAndStop):
         """The outside system took the submission: ``job_id`` is its job."""
         entry = self._profiles[profile]
         entry.login_needed = None
+        entry.failed_submissions = 0  # the site takes this profile's jobs
         request = entry.live.get(request_id)
         if request is None:
             # Given up on (timed out) before the answer came: its job must not run unwatched.
@@ -127,9 +129,10 @@ class ProvisioningMachine(StartAndStop):
         *,
         uncertain: bool = False,
         login: bool = False,
+        unreachable: bool = False,
     ) -> list[Effect]:
-        """The submission failed: refused, needing a login, or (``uncertain``) its answer
-        was lost and it may have queued a job."""
+        """The submission failed: refused, needing a login, (``uncertain``) its answer
+        lost and it may have queued a job, or (``unreachable``) the site never saw it."""
         entry = self._profiles[profile]
         request = entry.live.get(request_id)
         effects: list[Effect] = []
@@ -146,7 +149,7 @@ class ProvisioningMachine(StartAndStop):
             self._ensure_poll(entry.rule.provisioner, now, effects)
             effects += self._changed()
         else:
-            self._failed(entry, request, detail, now, effects)
+            self._failed(entry, request, detail, now, effects, counted=not unreachable)
         return effects
 
     # -- inputs: polls and searches -------------------------------------------------------
@@ -309,7 +312,7 @@ class ProvisioningMachine(StartAndStop):
         if entry.outstanding is request:
             entry.outstanding = None
         entry.last_error = None
-        entry.failures = 0
+        entry.failures = entry.failed_starts = 0
         effects += self._changed()
         return effects
 
@@ -338,9 +341,14 @@ class ProvisioningMachine(StartAndStop):
         message: str,
         now: float,
         effects: list[Effect],
+        *,
+        counted: bool = True,
     ) -> None:
-        """A request that did not bring a worker: record why, rest, then ask again."""
+        """A request that did not bring a worker: record why, rest, then ask again (unless
+        that made the profile pause itself: ``counted`` toward its failures in a row)."""
         self._ended(entry, request, message, effects)
+        if counted:
+            self._count_failure(entry, request, message, effects)
         rule = entry.rule
         effects.append(Observe("failed", rule.provisioner, rule.profile.name))
         entry.last_error = (now, message)

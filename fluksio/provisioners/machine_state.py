@@ -41,6 +41,14 @@ class ProfileEntry:
     resting_until: float | None = None
     workers: dict[str, Brought] = field(default_factory=dict)
     login_needed: str | None = None
+    paused: str | None = None
+    """Why nothing of it is asked for until a person resumes it, in one sentence."""
+    paused_by_hand: bool = False
+    """Paused by a person (written down, so it outlasts the engine), not by itself."""
+    failed_submissions: int = 0
+    """Requests in a row that ended without a job (the site refused the submission)."""
+    failed_starts: int = 0
+    """Jobs in a row that ended or timed out before their worker attached."""
 
 
 @dataclass
@@ -113,6 +121,7 @@ class MachineState:
                 retry_at=entry.resting_until,
                 failures=entry.failures,
                 login_needed=entry.login_needed,
+                paused=entry.paused,
                 workers=tuple(
                     BroughtWorker(
                         worker_id=worker_id,
@@ -224,6 +233,7 @@ def _provisioning(entry: ProfileEntry, path_down: str | None) -> Provisioning:
         jobs=len(entry.live),
         said=said,
         counting_down=counting_down,
+        paused=entry.paused is not None,
     )
 
 
@@ -239,6 +249,8 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         said = path_down
     elif request is not None:
         said = _request_said(entry, request)
+    elif entry.paused is not None:
+        said = entry.paused
     elif entry.login_needed is not None:
         said = entry.login_needed
     elif entry.last_error is not None:

@@ -1,7 +1,8 @@
 """The provisioning rules as a naive ledger: every fact derived by scanning all requests.
 
 This is the specification of :class:`~.machine.ProvisioningMachine` in executable form. It
-keeps one flat ledger of requests and, per profile, only its failures, rest and login; it
+keeps one flat ledger of requests and, per profile, only its failures (all, and in a row
+by kind), rest, pause and login; it
 has no outstanding pointer, no live map and no timers of its own. Which request is
 pending, how many jobs are alive, whether a profile may be asked for: each is a scan of
 the ledger when it is needed. The property tests (``tests/test_provisioning_machine.py``)
@@ -49,6 +50,10 @@ class ReferenceProvisioning:
         self.rest_until: dict[str, float | None] = dict.fromkeys(self.rules)
         self.login = dict.fromkeys(self.rules, False)
         self.last_error: dict[str, str | None] = dict.fromkeys(self.rules)
+        self.failed_submissions = dict.fromkeys(self.rules, 0)
+        self.failed_starts = dict.fromkeys(self.rules, 0)
+        self.paused = dict.fromkeys(self.rules, False)
+        self.paused_by_hand: set[str] = set()
         self.closing = False
         self.decisions: list[tuple[object, ...]] = []
         self.unwanted_since: dict[str, float] = {}
@@ -77,6 +82,8 @@ class ReferenceProvisioning:
         rule = self.rules.get(key)
         if rule is None or self.closing or self.pending(key) or self.rest_until[key] is not None:
             return
+        if self.paused[key]:
+            return
         if len(self.alive(key)) >= rule.profile.max_workers:
             return
         request = ReferenceRequest(self.new_id(), key, now)
@@ -95,6 +102,7 @@ class ReferenceProvisioning:
 
     def submitted(self, profile: str, request_id: str, job_id: str, now: float) -> None:
         self.login[profile] = False
+        self.failed_submissions[profile] = 0
         request = self._request(request_id)
         if request is None:
             self.decisions.append(("cleanup", request_id))
@@ -114,6 +122,7 @@ class ReferenceProvisioning:
         *,
         uncertain: bool = False,
         login: bool = False,
+        unreachable: bool = False,
     ) -> None:
         request = self._request(request_id)
         if request is None:
@@ -123,7 +132,7 @@ class ReferenceProvisioning:
         elif uncertain:
             request.answer_lost = detail
         else:
-            self._fail(request, detail, now)
+            self._fail(request, detail, now, counted=not unreachable)
 
     def found(
         self,
@@ -254,6 +263,24 @@ class ReferenceProvisioning:
         request.stage = RequestStage.ATTACHED
         self.last_error[key] = None
         self.failures[key] = 0
+        self.failed_starts[key] = 0
+
+    def pause(self, profile: str, by: str) -> None:
+        self.paused[profile] = True
+        self.paused_by_hand.add(profile)
+
+    def resume(self, profile: str, by: str) -> None:
+        self.paused[profile] = False
+        self.paused_by_hand.discard(profile)
+        self.failures[profile] = self.failed_submissions[profile] = 0
+        self.failed_starts[profile] = 0
+        self.rest_until[profile] = None
+
+    def paused_before(self, pauses: Mapping[str, str]) -> None:
+        for profile in pauses:
+            if profile in self.rules:
+                self.paused[profile] = True
+                self.paused_by_hand.add(profile)
 
     def recover(self, requests: Iterable[MachineRequest], now: float) -> None:
         for stored in requests:
@@ -300,12 +327,26 @@ class ReferenceProvisioning:
             self.decisions.append(("revoke", request.jti))
         self.decisions.append(("forget", request.id))
 
-    def _fail(self, request: ReferenceRequest, message: str, now: float) -> None:
+    def _fail(
+        self, request: ReferenceRequest, message: str, now: float, *, counted: bool = True
+    ) -> None:
         self._end(request)
         key = request.profile
         self.last_error[key] = message
         self.failures[key] += 1
         settings = self.rules[key].settings
+        if counted:  # a submission the site never saw is not the site's refusal
+            # Without a job the site refused it; with one, its job never brought a worker.
+            refused = request.job_id is None
+            in_a_row = self.failed_submissions if refused else self.failed_starts
+            in_a_row[key] += 1
+            limit = (
+                settings.pause_after_failed_submissions
+                if refused
+                else settings.pause_after_failed_starts
+            )
+            if limit and in_a_row[key] >= limit:
+                self.paused[key] = True
         rest = min(settings.retry_max_s, settings.retry_base_s * 2 ** (self.failures[key] - 1))
         self._rest(key, rest, now)
 

@@ -107,3 +107,5 @@ class ProfileStatus:
     submitted or polled until a person logs in."""
     path_down: str | None = None
     """While its workers cannot reach the engine (the login route is down): why."""
+    paused: str | None = None
+    """While nothing of it is asked for until a person resumes it: why, in one sentence."""

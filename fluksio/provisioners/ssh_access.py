@@ -206,10 +206,13 @@ async def run_remote(
 ) -> Completed:
     """Run a command on ``shell``; SSH's failure becomes the :class:`ProvisionError` the
     engine reads (``uncertain`` when it may have run, ``login_needed`` when a person must
-    log in first)."""
+    log in first, else ``unreachable``: it never ran)."""
     try:
         return await shell.run(argv, stdin, once=once)
     except TransportError as exc:
         raise ProvisionError(
-            exc.detail, uncertain=exc.may_have_run, login_needed=exc.login_needed
+            exc.detail,
+            uncertain=exc.may_have_run,
+            login_needed=exc.login_needed,
+            unreachable=not exc.may_have_run and not exc.login_needed,
         ) from None

@@ -134,11 +134,15 @@ class Provisioning:
     counting_down: bool = False
     """``said`` is followed by the time left until :attr:`resting_until` ("trying again
     in 20 s"), which only the moment a reason is read knows."""
+    paused: bool = False
+    """Paused (by a person, or by itself after failures in a row): none goes out until it
+    is resumed."""
 
     @property
     def outstanding(self) -> bool:
-        """A request is under way, or the profile rests: it is not asked for again."""
-        return self.under_way or self.resting_until is not None
+        """A request is under way, or the profile rests or is paused: it is not asked for
+        again."""
+        return self.under_way or self.resting_until is not None or self.paused
 
 
 def cap_reached(jobs: int, max_workers: int) -> bool:
@@ -180,14 +184,16 @@ class Profile:
     @property
     def bringing(self) -> bool:
         """A machine of it is coming or may be asked for: a request of it is under way, or
-        it neither rests after a failure nor is at its cap."""
+        it neither rests after a failure, nor is paused, nor is at its cap."""
         state = self.provisioning
-        return state.under_way or (state.resting_until is None and not self.at_cap)
+        return state.under_way or (
+            state.resting_until is None and not state.paused and not self.at_cap
+        )
 
     @property
     def can_grow(self) -> bool:
-        """Another request may go out: none is pending, the profile does not rest, and
-        it is not at its cap."""
+        """Another request may go out: none is pending, the profile neither rests nor is
+        paused, and it is not at its cap."""
         return not self.outstanding and not self.at_cap
 
 

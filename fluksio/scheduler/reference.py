@@ -112,8 +112,8 @@ def _smallest_profile(
     request: CallRequest, need: Amounts, profiles: Iterable[Profile], snapshot: Snapshot
 ) -> Profile | None:
     """The profile to ask for ``request``: of those whose machine fits it, in time, one that
-    can bring a machine now first (a request under way, or not at max_workers and not
-    resting), then the smallest."""
+    can bring a machine now first (a request under way, or not at max_workers, not resting
+    and not paused), then the smallest."""
     if request.label is None:
         return None
     fitting = [
@@ -125,8 +125,9 @@ def _smallest_profile(
     ]
 
     def key(p: Profile) -> tuple[bool, Amounts, str]:
-        ready = p.provisioning.under_way or (
-            p.provisioning.resting_until is None and p.provisioning.jobs < p.max_workers
+        state = p.provisioning
+        ready = state.under_way or (
+            state.resting_until is None and not state.paused and state.jobs < p.max_workers
         )
         return (not ready, _profile_amounts(p), p.key)
 

@@ -53,6 +53,8 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         self.polls = 0
         self.tokens: list[str] = []
         self.refuse: str | None = None
+        self.refused: list[str] = []
+        """The requests whose submission ``refuse`` refused."""
         self.poll_error: str | None = None
         self.logged_out = False
         self.login_checks = 0
@@ -76,6 +78,7 @@ class Scripted(Provisioner[Settings, ProfileSettings]):
         await self.gate.wait()
         self._logged_in()
         if self.refuse:
+            self.refused.append(request_id)
             raise ProvisionError(self.refuse)
         job_id = str(100 + len(self.submitted))
         self.submitted.append(request_id)
@@ -134,6 +137,7 @@ class RecordingEngine:
         self.revoked: list[str] = []
         self.stored: dict[str, MachineRequest] = {}
         self.written: list[tuple[str, str | None, RequestStage]] = []
+        self.paused: dict[str, str] = {}
         self.changes = 0
 
     def mint_token(
@@ -150,6 +154,15 @@ class RecordingEngine:
 
     def forget(self, request_id: str) -> None:
         self.stored.pop(request_id, None)
+
+    def remember_pause(self, profile: str, said: str | None) -> None:
+        if said is None:
+            self.paused.pop(profile, None)
+        else:
+            self.paused[profile] = said
+
+    def pauses(self) -> dict[str, str]:
+        return dict(self.paused)
 
     def changed(self) -> None:
         self.changes += 1

@@ -3,7 +3,8 @@
 ``check`` validates the file, lists its profiles, prints a job script, or (``--ssh``)
 proves access and shows how the login node was reached. ``login`` opens the shared
 connection the engine then uses, in the person's own terminal. ``status`` asks the
-running engine how each profile stands.
+running engine how each profile stands; ``pause`` and ``resume`` stop and start its asking
+for one profile.
 """
 
 from __future__ import annotations
@@ -168,7 +169,9 @@ def status(url: str | None, data_dir: Path, as_json: bool) -> None:
     for block in blocks:
         for profile in block.profiles:
             pending = profile.outstanding
-            if profile.path_down:
+            if profile.paused:
+                standing = profile.paused
+            elif profile.path_down:
                 standing = profile.path_down
             elif profile.login_needed:
                 standing = profile.login_needed
@@ -188,6 +191,37 @@ def status(url: str | None, data_dir: Path, as_json: bool) -> None:
                 ]
             )
     table(rows, ["PROFILE", "JOBS", "WORKERS", "PENDING", "LAST ERROR"])
+
+
+@provisioners.command()
+@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@data_dir_option
+@click.argument("profile", metavar="PROVISIONER/PROFILE")
+def pause(url: str | None, data_dir: Path, profile: str) -> None:
+    """Ask nothing of PROVISIONER/PROFILE until it is resumed (a planned maintenance);
+    its jobs already submitted stay. The pause outlasts the engine (superuser)."""
+    provisioner, name = _profile_named(profile)
+    answer = client_from_environment(url, data_dir).pause_profile(provisioner, name)
+    click.echo(f"{profile}: {answer.paused}")
+
+
+@provisioners.command()
+@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@data_dir_option
+@click.argument("profile", metavar="PROVISIONER/PROFILE")
+def resume(url: str | None, data_dir: Path, profile: str) -> None:
+    """Resume PROVISIONER/PROFILE, paused by a person or by itself after failures in a
+    row: a call waiting for it asks at once (superuser)."""
+    provisioner, name = _profile_named(profile)
+    client_from_environment(url, data_dir).resume_profile(provisioner, name)
+    click.echo(f"{profile}: resumed; a call that needs it asks for a machine at once")
+
+
+def _profile_named(given: str) -> tuple[str, str]:
+    provisioner, _, name = given.partition("/")
+    if not provisioner or not name or "/" in name:
+        raise ConfigError(f"PROVISIONER/PROFILE: {given!r} is not of the form hpc/cpu")
+    return provisioner, name
 
 
 def _configured(data_dir: Path, file: Path | None) -> tuple[Path, list[Provisioner[Any, Any]]]:

@@ -172,6 +172,10 @@ class ProfileBody(Answer):
     path_down: str | None
     """While the profile's workers cannot reach the engine (its login route is down), why,
     in one sentence; else null."""
+    paused: str | None = None
+    """While nothing is asked of it until a person resumes it, why (``paused after 10
+    failed submissions in a row (the last: ...); resume with 'fluksio provisioners resume
+    hpc/cpu'``, or ``paused by alice; ...``); else null."""
     workers: list[BroughtWorkerBody]
 
 

@@ -492,7 +492,9 @@ function renderProvisioners(provisioners) {
           el(
             "td",
             {},
-            profile.path_down
+            profile.paused
+              ? [el("span", { class: "badge paused" }, "paused"), el("br"), el("span", { class: "small" }, profile.paused)]
+              : profile.path_down
               ? [el("span", { class: "badge path-down" }, "no way in"), el("br"), el("span", { class: "small" }, profile.path_down)]
               : profile.login_needed
                 ? [el("span", { class: "badge login-needed" }, "login needed"), el("br"), el("code", { class: "small" }, profile.login_needed.replace(/^login needed: run /, ""))]
