@@ -18,6 +18,7 @@ hookspec does. The Grid Engine plugin (``plugins/gridengine/``) is a whole examp
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -160,6 +161,12 @@ class BatchProvisioner(Provisioner[BatchSettingsT, BatchProfileT]):
     ``"scancel --"``. Run only for a known job id; the token file is removed after it
     either way."""
 
+    hold_option: ClassVar[str | None] = None
+    """The option of ``submit_command`` that submits the job held, so that it never starts
+    (``"--hold"``, ``"-h"``): with it, ``fluksio provisioners check --submit`` submits a
+    test job of each profile and withdraws it (:meth:`try_submission`). None: the check
+    says this backend cannot."""
+
     cancel_gone: ClassVar[tuple[str, ...]] = ()
     """What ``cancel_command`` prints when the job already ended (``("does not exist",)``):
     such a cancel succeeds quietly, as the engine's contract asks."""
@@ -265,6 +272,29 @@ class BatchProvisioner(Provisioner[BatchSettingsT, BatchProfileT]):
             return Submission(job_id=self.parse_job_id(done.stdout), profile=profile.name)
         except ValueError as exc:
             raise ProvisionError(str(exc)) from None
+
+    async def try_submission(self, profile: BatchProfileT) -> str | None:
+        if self.hold_option is None:
+            raise ProvisionError(
+                f"a {self.type_name} provisioner cannot hold a test job (its hold_option is"
+                " not declared)"
+            )
+        request_id = f"check-{secrets.token_hex(6)}"
+        # Its token file would be read at the job's start, which a held job never reaches.
+        script = self.job_script(profile, request_id=request_id, connect_to=None)
+        held = f"{self.submit_command} {self.hold_option}"
+        # ``$1`` as for a real submission: where its token file would be (there is none).
+        argv = ["sh", "-c", self.program(held), "fluksio-submit", token_file(request_id)]
+        done = await self.run(argv, script, once=True)
+        if not done.ok:
+            said = self.refusal(done.error_text())
+            raise ProvisionError(f"{_word(self.submit_command)} refused the job: {said}")
+        try:
+            job_id = self.parse_job_id(done.stdout)
+        except ValueError as exc:
+            raise ProvisionError(str(exc)) from None
+        await self.cancel(job_id, request_id=request_id)
+        return f"{self.job_noun} {job_id} was taken, held and withdrawn"
 
     async def poll(self, job_ids: Iterable[str]) -> Mapping[str, JobStatus]:
         wanted = set(job_ids)

@@ -201,5 +201,20 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         """
         return "nothing to check"
 
+    async def try_submission(self, profile: ProfileT) -> str | None:
+        """Submit a job of ``profile`` that cannot start (held), then withdraw it.
+
+        Called by ``fluksio provisioners check --submit``, so that what the site refuses (a
+        partition, an account, a QOS, a time limit) shows before the first real need.
+        Return what happened in one sentence (``Slurm job 57 was taken, held, and
+        withdrawn``); raise :class:`ProvisionError` with the site's own words when it
+        refuses. No token is minted: a held job never runs.
+
+        The default submits nothing (None): a provisioner with nothing to hold, such as
+        machines one owns. :class:`~fluksio.provisioners.batch.BatchProvisioner` gives
+        every backend on the batch template one.
+        """
+        return None
+
     async def close(self) -> None:
         """Release what the provisioner holds open (connections); called at shutdown."""

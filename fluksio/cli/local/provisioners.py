@@ -60,7 +60,17 @@ def provisioners() -> None:
     help="Also log in to each provisioner's system, show how (transport, config entry,"
     " jump host) and what it says (Slurm: sinfo).",
 )
-def check(data_dir: Path, file: Path | None, script: str | None, prove_access: bool) -> None:
+@click.option(
+    "--submit",
+    "try_submitting",
+    is_flag=True,
+    help="Also submit a held test job of each profile and withdraw it at once: what the"
+    " site refuses (a partition, an account, a QOS, a time limit) shows now, not at the"
+    " first need.",
+)
+def check(
+    data_dir: Path, file: Path | None, script: str | None, prove_access: bool, try_submitting: bool
+) -> None:
     """Validate provisioners.json, list its profiles, optionally print a job script."""
     path, provisioners = _configured(data_dir, file)
     if script is None:
@@ -88,6 +98,8 @@ def check(data_dir: Path, file: Path | None, script: str | None, prove_access: b
             )
         if prove_access:
             asyncio.run(_prove_access(provisioners))
+        if try_submitting:
+            asyncio.run(_try_submissions(provisioners))
         return
     wanted, _, profile_name = script.partition("/")
     provisioner = _named(provisioners, wanted, path, "--script")
@@ -269,3 +281,24 @@ async def _prove_access(provisioners: list[Provisioner[Any, Any]], *, quiet: boo
             click.echo(f"  {line}")
     if failed:
         raise ConfigError("; ".join(failed))
+
+
+async def _try_submissions(provisioners: list[Provisioner[Any, Any]]) -> None:
+    """Each profile's held test job, submitted and withdrawn; every refusal said, then
+    one error naming the profiles refused."""
+    refused = []
+    for provisioner in provisioners:
+        try:
+            for profile in provisioner.settings.profiles:
+                key = f"{provisioner.name}/{profile.name}"
+                try:
+                    said = await provisioner.try_submission(profile)
+                except ProvisionError as exc:
+                    refused.append(key)
+                    click.echo(f"{key}: {exc}")
+                    continue
+                click.echo(f"{key}: {said or 'nothing to submit for this type'}")
+        finally:
+            await provisioner.close()
+    if refused:
+        raise ConfigError(f"the site refused a test job of {', '.join(refused)} (said above)")

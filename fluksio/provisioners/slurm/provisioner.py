@@ -29,6 +29,7 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
     # Every state, so a job that ended since the last poll is seen ending, not lost.
     queue_command = ("squeue", "--me", "-h", "-t", "all", "-o", SQUEUE_FORMAT)
     cancel_command = "scancel --"
+    hold_option = "--hold"
     site_command = ("sinfo", "-h", "-o", "%P %a %D %t")
 
     def job_script(self, profile: SlurmProfile, *, request_id: str, connect_to: str | None) -> str:

@@ -31,6 +31,7 @@ class GridEngineProvisioner(BatchProvisioner[GridEngineSettings, GridEngineProfi
     submit_command = "qsub -terse"
     queue_command = 'qstat -xml -u "$(id -un)"'  # an ended job is no longer listed
     cancel_command = "qdel --"
+    hold_option = "-h"
     cancel_gone = ("does not exist",)
     # The cell's queues, then its parallel environments (a cell may have none).
     site_command = 'qconf -sql && echo "#pe" && { qconf -spl 2>/dev/null || true; }'
