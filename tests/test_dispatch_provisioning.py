@@ -270,7 +270,8 @@ async def test_a_node_without_a_limit_runs_in_the_job_until_its_margin_and_says_
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
     """The user documentation's own node sets only a silence timeout: it runs where jobs
-    end, with the time left less the margin as its limit, and the failure names the job."""
+    end, with the time left less the margin as its limit, and the failure names the job
+    (once no run on another job is left: ``max_checkpoints`` 0 here)."""
     api = await start_in_process(aiohttp_client, tmp_path / "data", walltime_margin_s=60)
     token = await api.mint("hpc-small", ["gpu"])
     ends_at = time.time() + 1800
@@ -278,7 +279,7 @@ async def test_a_node_without_a_limit_runs_in_the_job_until_its_margin_and_says_
         token, name="n1", labels=["gpu"], slurm_job_id="41", ends_at=ends_at, parallel=2
     )
     train = {"id": "train", "worker": "gpu", "worker_policy": "require", "timeout": 7200}
-    await api.put_flow("spec", [{**train, "code": NODE}])
+    await api.put_flow("spec", [{**train, "code": NODE, "max_checkpoints": 0}])
     run = await api.start_run("spec")
     call = await worker.next_call()
     assert call["node"] == "train" and call["timeout"] == 7200

@@ -13,6 +13,7 @@ All four share one engine and one timeline, so the contract costs one wait of ~9
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import Iterator
@@ -31,7 +32,9 @@ pytestmark = pytest.mark.contract
 
 NODE = code("""
     import time
+    import fluksio
     def process(started):
+        fluksio.emit({"started": True})  # the engine hears the call began
         open(started, "w").close()
         time.sleep(70)
         return "slept through"
@@ -60,6 +63,10 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
     made.engine.stop()
 
 
+def _heard_start(engine: EngineProcess, token: str, run_id: str) -> bool:
+    return bool(nodes_of(get_run(engine, token, run_id))["n"]["events"])
+
+
 def _since(start: float, seconds: float) -> None:
     wait_for(lambda: time.monotonic() - start >= seconds, timeout=seconds + 5, what=f"{seconds} s")
 
@@ -82,13 +89,20 @@ def test_lost_contact_fails_between_85_and_100_s_and_a_shorter_loss_loses_nothin
         started = str(tmp_path / f"started-{name}")
         node = {"id": "n", "worker": name, "code": NODE, "params": {"started": started}}
         runs[name] = run_flow(engine, admin, name, [node])
-    for name in runs:
+    for name, run_id in runs.items():
         # Contact is lost once each call has started on its worker (which said it took it):
         # a worker that froze before taking a call is another story, told in 15 s.
         wait_for(
             (tmp_path / f"started-{name}").exists,
             timeout=30,
             what=f"the {name} worker's call to start",
+        )
+        # ...and once the engine has heard so: a file written is not yet a frame read,
+        # and a call the engine never heard of again goes back in line at 15 s.
+        wait_for(
+            functools.partial(_heard_start, engine, admin, run_id),
+            timeout=30,
+            what=f"the engine to hear the {name} worker's call start",
         )
     lost_at = time.monotonic()
     for name in STOPPED:

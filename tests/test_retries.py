@@ -235,16 +235,16 @@ async def test_retry_and_retries_together_are_refused_naming_the_field(
     assert bad.status == 422 and bad.body["detail"].startswith("nodes.0.retry.on.0"), bad.body
 
 
-async def test_a_call_stopped_at_its_jobs_end_is_retried_in_another_job(
+async def test_a_call_stopped_at_its_jobs_end_runs_again_in_another_job_spending_no_retry(
     aiohttp_client: ClientFactory, tmp_path: Path
 ) -> None:
-    """A node without a limit runs until its job has the margin left; retried, it goes to
-    another job, since the one it ended in is inside its margin now."""
+    """A node without a limit runs until its job has the margin left; that stop is not its
+    doing, so it runs again though it has no retries, in another job, since the one it
+    ended in is inside its margin now."""
     api, clock = await _engine(aiohttp_client, tmp_path)
     now = clock.now()
-    retry = {"on": ["NodeLimit"], "times": 1, "backoff_s": 0}
     node = {"id": "flaky", "code": "def process():\n    return 1\n", "worker": "hpc"}
-    await api.put_flow("long", [{**node, "retry": retry}])
+    await api.put_flow("long", [node])
     ending = await api.attach(
         await api.mint("a", ["hpc"]), name="a", labels=["hpc"], slurm_job_id="7", ends_at=now + 70
     )
@@ -264,6 +264,7 @@ async def test_a_call_stopped_at_its_jobs_end_is_retried_in_another_job(
     await lasting.answer(again["call_id"], "in job 8")
     done = nodes_of(await api.wait_run(run_id))["flaky"]
     assert (done["state"], done["result"], done["attempt"]) == ("succeeded", "in job 8", 2)
+    assert done["events"][0]["event"] == "interrupted"
     assert done["events"][0]["outputs"]["after"] == (
         'NodeLimit: ran until Slurm job 7 had 60 s left; give the node a "limit" to be placed'
         " where it fits"

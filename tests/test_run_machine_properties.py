@@ -61,7 +61,12 @@ OUTCOMES = {
     ),
     "timeout": CallOutcome(False, error=error_record(ErrorKind.NODE_TIMEOUT, "silent 5 s")),
     "limit": CallOutcome(False, error=error_record(ErrorKind.NODE_LIMIT, "ran for 5 s")),
+    "job_end": CallOutcome(
+        False, error=error_record(ErrorKind.NODE_LIMIT, "ran until its job's end"), interrupted=True
+    ),
 }
+CRASH_LIMIT = 2
+"""Lower than the engine's own, so that Hypothesis reaches it often."""
 
 
 @st.composite
@@ -76,6 +81,7 @@ def flows(draw: st.DrawFn) -> list[dict[str, Any]]:
             "code": CODE,
             "after": [f"n{i}" for i in after],
             "retry_on_restart": draw(st.booleans()),
+            "max_checkpoints": draw(st.integers(0, 2)),
         }
         if draw(st.booleans()):
             node["retries"] = draw(st.integers(0, 2))
@@ -96,10 +102,22 @@ def _reference_node(node: dict[str, Any]) -> ReferenceNode:
     if retry is None:
         retries = node.get("retries", 0)
         kinds = frozenset({"WorkerGone"}) if retries else frozenset()
-        return ReferenceNode(after, kinds, retries, False, node["retry_on_restart"])
+        return ReferenceNode(
+            after,
+            kinds,
+            retries,
+            False,
+            node["retry_on_restart"],
+            max_checkpoints=node["max_checkpoints"],
+        )
     waits = retry["backoff_s"] > 0
     return ReferenceNode(
-        after, frozenset(retry["on"]), retry["times"], waits, node["retry_on_restart"]
+        after,
+        frozenset(retry["on"]),
+        retry["times"],
+        waits,
+        node["retry_on_restart"],
+        max_checkpoints=node["max_checkpoints"],
     )
 
 
@@ -107,7 +125,7 @@ class RunMachineComparison(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.ids = (f"c{i}" for i in itertools.count())
-        self.machine = RunMachine(lambda: next(self.ids))
+        self.machine = RunMachine(lambda: next(self.ids), CRASH_LIMIT)
         self.now = 1_000.0
         self.reference: dict[str, ReferenceRun] = {}
         self.stored: dict[str, tuple[RunRow, dict[str, NodeRow]]] = {}
@@ -191,7 +209,8 @@ class RunMachineComparison(RuleBasedStateMachine):
         run_id = f"r{len(self.reference)}"
         self.now += 1
         self.apply(self.machine.start(run_id, "flow", {"nodes": nodes}, {}, self.now))
-        self.reference[run_id] = ReferenceRun({n["id"]: _reference_node(n) for n in nodes})
+        nodes_of = {n["id"]: _reference_node(n) for n in nodes}
+        self.reference[run_id] = ReferenceRun(nodes_of, crash_limit=CRASH_LIMIT)
 
     @precondition(lambda self: bool(self.queue))
     @rule(data=st.data(), refused=st.booleans(), where=st.sampled_from(["engine", "box"]))
@@ -286,7 +305,7 @@ class RunMachineComparison(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         """A new engine: a new machine, an empty queue, and only what was written."""
-        self.machine = RunMachine(lambda: next(self.ids))
+        self.machine = RunMachine(lambda: next(self.ids), CRASH_LIMIT)
         self.queue.clear()
         self.running.clear()
         self.awaited.clear()

@@ -3,7 +3,9 @@
 The node of ``shared/spec/`` sets a silence ``timeout`` and no ``limit``; its profile asks
 Slurm for ``--time=04:00:00``. It must run there (the published system runs it), and a
 node without a limit that outlives its job is stopped, its whole tree, when the job has
-the margin left, with a sentence naming the job, and the job then ends by itself.
+the margin left, and the job then ends by itself. That stop is not the node's doing: it
+runs again on a new job without spending a retry (it has none), as many times as its
+``max_checkpoints``; past them it fails with a sentence naming the job.
 """
 
 from __future__ import annotations
@@ -104,7 +106,14 @@ def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_m
             " that ends (hpc/gpu-small after 04:00:00): it is stopped when its job has 40 s"
             ' left; give it a "limit" to be placed where it fits'
         )
-        forever = [{"id": "forever", "worker": "hpc", "params": {"marks": str(marks)}}]
+        forever = [
+            {
+                "id": "forever",
+                "worker": "hpc",
+                "params": {"marks": str(marks)},
+                "max_checkpoints": 1,
+            }
+        ]
         assert put_flow(engine, token, "forever", [{**forever[0], "code": FOREVER}])
         spec_run = start_run(engine, token, "spec")["id"]
         forever_run = start_run(engine, token, "forever")["id"]
@@ -114,9 +123,14 @@ def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_m
         job = done["nodes"][0]["result"]["job"]
         assert done["nodes"][0]["provenance"]["batch_job"] == f"Slurm job {job}"
 
-        ended = wait_run(engine, token, forever_run, timeout=120)
+        ended = wait_run(engine, token, forever_run, timeout=240)
         (node,) = ended["nodes"]
         assert node["state"] == "failed" and node["error"]["type"] == "NodeLimit", node
+        # Its first job's end ran it again on another job: a second attempt, no retry.
+        (interrupted,) = [e for e in node["events"] if e["event"] == "interrupted"]
+        first = re.search(r"Slurm job (\d+)", interrupted["outputs"]["after"])
+        assert first is not None, interrupted
+        assert interrupted["outputs"]["attempt"] == 2 and node["attempt"] == 2, node
         found = re.fullmatch(
             r'ran until Slurm job (\d+) \(00:01:00\) had 40 s left; give the node a "limit"'
             r" to be placed where it fits",
@@ -124,7 +138,7 @@ def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_m
         )
         assert found is not None, node["error"]
         short_job = found.group(1)
-        assert node["provenance"]["slurm_job_id"] == short_job
+        assert node["provenance"]["slurm_job_id"] == short_job != first.group(1)
         # Its whole tree was stopped: the child it started is gone too.
         child = int((marks / "child").read_text())
         wait_for(lambda: not alive(child), timeout=15, what=f"the node's child {child} to end")

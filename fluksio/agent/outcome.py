@@ -45,6 +45,9 @@ class ErrorKind(StrEnum):
     NODE_OUT_OF_MEMORY = "NodeOutOfMemory"
     """Its processes held more memory than its ``ram_mb`` (or its worker's) and were
     stopped; the worker and its other calls went on."""
+    NODE_CRASHED_WORKERS = "NodeCrashedWorkers"
+    """Its worker died under it as many times as the engine's ``crash_limit``: it is not
+    sent to another machine."""
 
 
 @dataclass
@@ -57,6 +60,9 @@ class CallOutcome:
     logs: str = ""
     pid: int | None = None
     exit_status: int | None = None
+    interrupted: bool = False
+    """Stopped by something not of its doing (its batch job's end): queued again, within
+    its node's ``max_checkpoints``, without spending a retry."""
 
 
 def error_record(kind: ErrorKind, message: str) -> dict[str, str]:

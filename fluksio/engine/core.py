@@ -247,6 +247,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
             engine_address=self._address,
             items=ArrayItems(ItemSource(self._artifacts.path_of), ItemStore(self._database)),
             worker_return_s=settings.worker_return_s,
+            crash_limit=settings.crash_limit,
         )
         self._connections = WorkerConnections(
             ConnectionParts(

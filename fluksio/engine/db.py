@@ -197,6 +197,14 @@ MIGRATIONS: tuple[str, ...] = (
         said     TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # v14: how a call's attempts were spent, so that a restart counts them as before: those
+    # begun again after its job's end (no retry spent), and where its worker died under it.
+    """
+    ALTER TABLE node_runs ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE node_runs ADD COLUMN crashes TEXT;
+    ALTER TABLE array_items ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE array_items ADD COLUMN crashes TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -58,6 +58,7 @@ from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.machine_adopt import ENGINE_PLACE
+from fluksio.engine.runs.machine_rules import CRASH_LIMIT
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.views import (
@@ -125,6 +126,7 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         engine_address: tuple[str, int] | None = None,
         items: ArrayItems,
         worker_return_s: float = WORKER_RETURN_S,
+        crash_limit: int = CRASH_LIMIT,
     ) -> None:
         self._scheduler = Scheduler(engine, walltime_margin_s=walltime_margin_s)
         self.live_logs = LiveLogs(clock)
@@ -132,7 +134,7 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         changed, outside the dispatcher."""
         self._margin = walltime_margin_s
         self._executors: dict[str, Executor] = {ENGINE_ID: engine_executor}
-        self._machine = RunMachine(_new_call_id)
+        self._machine = RunMachine(_new_call_id, crash_limit)
         self._runs_store = runs
         self.items = items
         """An array's items still to run, and the rows of those started (read-only

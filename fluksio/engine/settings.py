@@ -185,6 +185,17 @@ class EngineSettings:
             maximum=_DAY_S,
         ),
     )
+    crash_limit: int = setting(
+        3,
+        Flag(
+            "How many times a call's worker may die under it (killed, out of memory, its"
+            " job failed): at that many it fails NodeCrashedWorkers, naming each worker and"
+            " job, and is not sent to another machine, whatever its retries.",
+            kind=int,
+            minimum=1,
+            maximum=100,
+        ),
+    )
     max_frame_bytes: int = setting(
         64 * 1024 * 1024,
         Flag(

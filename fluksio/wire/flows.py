@@ -124,6 +124,10 @@ class NodeSpec(BaseModel):
     retry: RetryPolicy | None = None
     """Which failures run it again, how many times, and after what wait (instead of
     ``retries``, not beside it)."""
+    max_checkpoints: int = Field(default=3, ge=0, le=100)
+    """How many times a call is queued again, spending no retry, after a stop not of its
+    doing: its batch job's end reached while it ran (it set no ``limit``). Past them
+    such a stop is a failure, retried as its ``retry`` says (``NodeLimit``)."""
     items: list[dict[str, Any]] | None = Field(
         default=None, min_length=1, max_length=ITEMS_INLINE_MAX
     )

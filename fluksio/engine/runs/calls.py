@@ -80,7 +80,9 @@ def stopped_at_job_end(
         f"ran until {job}{length} had {margin:g} s left;"
         ' give the node a "limit" to be placed where it fits'
     )
-    return dataclasses.replace(outcome, error=error_record(ErrorKind.NODE_LIMIT, said))
+    # Not the node's doing: run again on another job, within its max_checkpoints.
+    error = error_record(ErrorKind.NODE_LIMIT, said)
+    return dataclasses.replace(outcome, error=error, interrupted=True)
 
 
 def walltime_text(seconds: float) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.engine.db import Database
-from fluksio.engine.runs.rows import ArraySummary, NodeRow
+from fluksio.engine.runs.rows import ArraySummary, Earlier, NodeRow
 from fluksio.engine.runs.store import node_row
 from fluksio.errors import InvalidInput
 from fluksio.wire.flows import ITEMS_MAX, NodeSpec
@@ -30,6 +30,9 @@ _TO_RUN = (None, NodeState.QUEUED.value, NodeState.PENDING.value)
 FAILURES_READ = 5
 COUNTS_KEPT = 4096
 """Artifacts of items whose count is remembered."""
+
+
+_NEVER_RAN = Earlier(None, 1, 0, ())
 
 
 def unstarted(array: NodeRow, position: int) -> NodeRow:
@@ -168,14 +171,23 @@ class ItemStore:
         )
         return [node_row(row) for row in rows]
 
-    def states(self, run_id: str, node_id: str, low: int, high: int) -> dict[int, tuple[str, int]]:
-        """The state and attempt of each item with a row from ``low`` to ``high``."""
+    def states(self, run_id: str, node_id: str, low: int, high: int) -> dict[int, Earlier]:
+        """How each item with a row from ``low`` to ``high`` stands: its state and how its
+        attempts were spent."""
         rows = self._db.execute(
-            "SELECT idx, state, attempt FROM array_items"
+            "SELECT idx, state, attempt, interruptions, crashes FROM array_items"
             " WHERE run_id = ? AND node_id = ? AND idx BETWEEN ? AND ?",
             (run_id, node_id, low, high),
         )
-        return {row["idx"]: (row["state"], row["attempt"]) for row in rows}
+        return {
+            row["idx"]: Earlier(
+                row["state"],
+                row["attempt"],
+                row["interruptions"],
+                tuple(json.loads(row["crashes"])) if row["crashes"] else (),
+            )
+            for row in rows
+        }
 
     def summary(self, run_id: str, node_id: str, total: int) -> ArraySummary:
         """The array's counts as its rows say (an item with none is queued)."""
@@ -232,18 +244,18 @@ class ArrayItems:
 
     def next(
         self, run_id: str, spec: NodeSpec, cursor: int, count: int, total: int
-    ) -> tuple[list[tuple[int, dict[str, Any], int]], int]:
+    ) -> tuple[list[tuple[int, dict[str, Any], Earlier]], int]:
         """Up to ``count`` items still to run from ``cursor`` on, ``(position,
-        parameters, attempt)`` each, and where the next look starts."""
-        found: list[tuple[int, dict[str, Any], int]] = []
+        parameters, how it stands)`` each, and where the next look starts."""
+        found: list[tuple[int, dict[str, Any], Earlier]] = []
         while len(found) < count and cursor < total:
             read = self.source.read(run_id, spec, cursor, count - len(found))
             if not read:
                 return found, total  # the source ended before its count: nothing more
             stored = self.store.states(run_id, spec.id, read[0][0], read[-1][0])
             for position, params in read:
-                state, attempt = stored.get(position, (None, 1))
-                if state in _TO_RUN:
-                    found.append((position, params, attempt))
+                earlier = stored.get(position, _NEVER_RAN)
+                if earlier.state in _TO_RUN:
+                    found.append((position, params, earlier))
             cursor = read[-1][0] + 1
         return found, cursor

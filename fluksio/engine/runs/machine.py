@@ -273,6 +273,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
         run, node = found
         before = node.row.state
         effects: list[Effect] = [Release(self._forget_call(node))]
+        outcome = self._counted(run, node, outcome)
         if self._retry(run, node, outcome, now, effects):
             if node.row.item is not None:
                 self._item_moved(run, node, before, now, effects)

@@ -20,7 +20,7 @@ from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Save, Stop, Withdraw
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
-from fluksio.engine.runs.rows import ArraySummary, NodeRow
+from fluksio.engine.runs.rows import ArraySummary, Earlier, NodeRow
 from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState
 
 __all__ = ["FAILURES_KEPT", "SUMMARY_EVERY_S", "WINDOW", "ArrayMoves"]
@@ -76,12 +76,12 @@ class ArrayMoves(MachineRules):
         self,
         run_id: str,
         node_id: str,
-        found: list[tuple[int, dict[str, Any], int]],
+        found: list[tuple[int, dict[str, Any], Earlier]],
         cursor: int,
         now: float,
     ) -> list[Effect]:
-        """The items asked for by a :class:`Refill`: ``(position, parameters, attempt)``
-        of each still to run, and where the next ask starts."""
+        """The items asked for by a :class:`Refill`: ``(position, parameters, how it
+        stands)`` of each still to run, and where the next ask starts."""
         run = self._runs.get(run_id)
         node = run.nodes.get(node_id) if run is not None else None
         array = node.array if node is not None else None
@@ -91,11 +91,18 @@ class ArrayMoves(MachineRules):
         array.cursor = cursor
         array.exhausted = cursor >= array.summary.total
         effects: list[Effect] = []
-        for position, params, attempt in found:
+        for position, params, earlier in found:
             if position in array.cancelled_ahead:
                 array.cancelled_ahead.discard(position)
                 continue
-            row = NodeRow(node.spec.id, NodeState.PENDING, item=position, attempt=attempt)
+            row = NodeRow(
+                node.spec.id,
+                NodeState.PENDING,
+                item=position,
+                attempt=earlier.attempt,
+                interruptions=earlier.interruptions,
+                crashes=earlier.crashes,
+            )
             item = array.items[position] = LiveNode(node.spec, row, item_params=params)
             array.in_line += 1
             self._queue(run, item, node.row.queued_at or now, effects)

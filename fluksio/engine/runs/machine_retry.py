@@ -6,9 +6,10 @@ A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, on the rules of
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from fluksio.agent.outcome import CallOutcome, ErrorKind
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, Log, RetryAt, Save
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
@@ -40,6 +41,26 @@ class RetryMoves(MachineRules):
             effects.append(Save(run.row, (node.row,)))
         return effects
 
+    def _counted(self, run: LiveRun, node: LiveNode, outcome: CallOutcome) -> CallOutcome:
+        """A call whose worker died under it (``WorkerGone``: killed, out of memory, its
+        job failed): one more crash, where it ran. At the engine's ``crash_limit`` it fails
+        ``NodeCrashedWorkers`` instead, naming each: it is not sent to another machine,
+        whatever its retries."""
+        error = outcome.error or {}
+        if outcome.ok or run.cancelling or error.get("type") != ErrorKind.WORKER_GONE:
+            return outcome
+        node.row.crashes = (*node.row.crashes, _where(node))
+        if len(node.row.crashes) < self._crash_limit:
+            return outcome
+        said = (
+            f"its worker died under it {len(node.row.crashes)} times"
+            f" ({'; '.join(node.row.crashes)}); not sent to another machine"
+            f" (the engine's crash_limit is {self._crash_limit})"
+        )
+        return dataclasses.replace(
+            outcome, error=error_record(ErrorKind.NODE_CRASHED_WORKERS, said)
+        )
+
     def _retry(
         self, run: LiveRun, node: LiveNode, outcome: CallOutcome, now: float, effects: list[Effect]
     ) -> bool:
@@ -56,28 +77,40 @@ class RetryMoves(MachineRules):
         # A call its worker never took (it froze first) never ran: it simply goes back in
         # line, whatever its retries, and spends no attempt.
         never_ran = error.get("type") == ErrorKind.NOT_TAKEN
+        # Stopped by its job's end: run again on another, a new attempt but no retry.
+        interrupted = outcome.interrupted and node.row.interruptions < node.spec.max_checkpoints
         policy = node.spec.retry_policy()
         wait = 0.0
-        if not never_ran:
+        if interrupted:
+            node.row.interruptions += 1
+            node.row.attempt += 1
+            node.row.ended_at = now
+        elif not never_ran:
+            retried = node.row.attempt - node.row.interruptions  # the retries it spent, +1
             if (
                 policy is None
                 or failure_kind(error.get("type")) not in policy.on
-                or node.row.attempt > policy.times
+                or retried > policy.times
             ):
                 return False
-            wait = policy.wait_before(node.row.attempt)
+            wait = policy.wait_before(retried)
             node.row.attempt += 1
             node.row.ended_at = now  # the attempt's end, its duration while the next waits
         error = redact(error, node.secrets)  # it is shown, in its events and meanwhile
         node.secrets = ()
         said = error.get("short") or error.get("message")
         fields: dict[str, Any] = {"run_id": run.row.id, "node": node.spec.id, "after": said}
-        if not never_ran:
+        what = "requeued" if never_ran else "interrupted" if interrupted else "retried"
+        if interrupted:
+            fields.update(attempt=node.row.attempt, interruption=node.row.interruptions)
+            fields.update(of=node.spec.max_checkpoints)
+        elif not never_ran:
             assert policy is not None
-            fields.update(attempt=node.row.attempt, of=policy.times + 1, in_s=wait)
-        effects.append(Log("call.requeued" if never_ran else "call.retried", fields))
+            most = policy.times + 1 + node.row.interruptions
+            fields.update(attempt=node.row.attempt, of=most, in_s=wait)
+        effects.append(Log(f"call.{what}", fields))
         outputs = {k: v for k, v in fields.items() if k not in ("run_id", "node")}
-        node.note("requeued" if never_ran else "retried", now, **outputs)
+        node.note(what, now, **outputs)
         if wait > 0:
             node.row.state = NodeState.PENDING
             node.row.error = error
@@ -87,6 +120,17 @@ class RetryMoves(MachineRules):
             self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
         effects.append(Save(run.row, (node.row,)))
         return True
+
+
+def _where(node: LiveNode) -> str:
+    """Where a call ran, for a sentence: its worker, and the batch job it ran in."""
+    provenance = node.row.provenance
+    if provenance is None:
+        return node.row.place or "a worker"
+    job = provenance.batch_job or (
+        f"Slurm job {provenance.slurm_job_id}" if provenance.slurm_job_id else None
+    )
+    return f"{provenance.worker} in {job}" if job else provenance.worker
 
 
 def failure_kind(error_type: str | None) -> RetryKind | None:

@@ -31,9 +31,17 @@ from fluksio.wire.states import (
 __all__ = ["MachineRules"]
 
 
+CRASH_LIMIT = 3
+"""How many times a call's worker may die under it before it is not sent to another
+machine (``NodeCrashedWorkers``), unless the engine is told otherwise."""
+
+
 class MachineRules:
-    def __init__(self, new_id: Callable[[], str]) -> None:
+    def __init__(self, new_id: Callable[[], str], crash_limit: int = CRASH_LIMIT) -> None:
+        """``crash_limit``: how many workers a call may see die under it (see
+        :meth:`~fluksio.engine.runs.machine_retry.RetryMoves._counted`)."""
         self._new_id = new_id
+        self._crash_limit = crash_limit
         self._runs: dict[str, LiveRun] = {}
         self._calls: dict[str, tuple[LiveRun, LiveNode]] = {}
         self._awaited: dict[Ref, list[str]] = {}

@@ -19,6 +19,7 @@ RETRIED_AS = {
     "error": "NodeError",
     "timeout": "NodeTimeout",
     "limit": "NodeLimit",
+    "job_end": "NodeLimit",
     "gone": "WorkerGone",
 }
 """How each way a call ends counts for a node's ``retry``."""
@@ -40,6 +41,10 @@ class ReferenceNode:
     state: NodeState = NodeState.PENDING
     attempt: int = 1
     backing_off: bool = False
+    max_checkpoints: int = 3
+    """How many stops by its job's end (``job_end``) run it again without a retry."""
+    interruptions: int = 0
+    crashes: int = 0
 
 
 @dataclass
@@ -51,6 +56,8 @@ class ReferenceRun:
     queued_times: int = field(default=0)
     """How many times any node was put in the queue (first times, again after a lost
     worker, and again at a restart)."""
+    crash_limit: int = 3
+    """How many lost workers (``gone``) fail a node for good, whatever its retries."""
 
     def __post_init__(self) -> None:
         self._settle()
@@ -82,18 +89,30 @@ class ReferenceRun:
 
     def end(self, node_id: str, kind: str) -> None:
         """A running call ended: ``ok``, ``error``, ``cancelled``, ``gone`` (its worker was
-        lost) or ``not_taken`` (its worker never took it)."""
+        lost), ``not_taken`` (its worker never took it) or ``job_end`` (stopped by its
+        batch job's end)."""
         node = self.nodes[node_id]
         assert node.state is NodeState.RUNNING
+        if kind == "gone" and not self.cancelling:
+            node.crashes += 1
+            if node.crashes >= self.crash_limit:
+                kind = "crashed"  # not retried, whatever its retries
         if kind == "ok":
             node.state = NodeState.SUCCEEDED
         elif kind == "not_taken" and not self.cancelling:
             node.state = NodeState.QUEUED
             self.queued_times += 1
         elif (
+            kind == "job_end" and not self.cancelling and node.interruptions < node.max_checkpoints
+        ):
+            node.interruptions += 1
+            node.attempt += 1
+            node.state = NodeState.QUEUED
+            self.queued_times += 1
+        elif (
             not self.cancelling
             and RETRIED_AS.get(kind) in node.retry_on
-            and node.attempt <= node.times
+            and node.attempt - node.interruptions <= node.times
         ):
             node.attempt += 1
             if node.waits:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
@@ -45,6 +45,12 @@ class NodeRow:
     """Where it ran (set when it starts)."""
     attempt: int = 1
     """Which attempt it is on (or ended on): 1, then one more at each retry."""
+    interruptions: int = 0
+    """Attempts begun again after a stop not of its doing (its job's end), which spent no
+    retry: of its attempts, ``attempt - 1 - interruptions`` were retries."""
+    crashes: tuple[str, ...] = ()
+    """Where its worker died under it, one entry per time (``hpc-small in Slurm job 41``),
+    counted against the engine's ``crash_limit``."""
     item: int | None = None
     """An array's item: its position among the array's items (``node_id`` names the
     array). None: a node."""
@@ -68,3 +74,13 @@ class RunRow:
     created_at: float
     started_at: float | None = None
     ended_at: float | None = None
+
+
+class Earlier(NamedTuple):
+    """An item as its row left it: its state and how its attempts were spent (those of
+    :class:`~fluksio.engine.runs.rows.NodeRow`)."""
+
+    state: str | None
+    attempt: int
+    interruptions: int
+    crashes: tuple[str, ...]

@@ -91,6 +91,8 @@ _NODE_COLUMNS = (
     "events",
     "provenance",
     "attempt",
+    "interruptions",
+    "crashes",
 )
 _ITEM_KEY = ("run_id", "node_id", "idx")
 
@@ -115,6 +117,8 @@ def node_row(row: sqlite3.Row) -> NodeRow:
         if row["provenance"] is not None
         else None,
         attempt=row["attempt"],
+        interruptions=row["interruptions"],
+        crashes=tuple(json.loads(row["crashes"])) if row["crashes"] else (),
         item=row["idx"] if "idx" in keys else None,
         array=ArraySummary.from_json(json.loads(summary)) if summary is not None else None,
     )
@@ -135,6 +139,8 @@ def _columns(n: NodeRow) -> tuple[object, ...]:
         None if n.events is None else json.dumps(n.events),
         None if n.provenance is None else json.dumps(n.provenance.to_json()),
         n.attempt,
+        n.interruptions,
+        json.dumps(n.crashes) if n.crashes else None,
     )
 
 
