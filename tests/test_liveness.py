@@ -34,7 +34,7 @@ NODE = code("""
     import time
     import fluksio
     def process(started):
-        fluksio.emit({"started": True})  # the engine hears the call began
+        fluksio.emit(started=True)  # the engine hears the call began
         open(started, "w").close()
         time.sleep(70)
         return "slept through"

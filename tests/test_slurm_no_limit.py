@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from tests.support.cli import fluksio
 from tests.support.engine import free_port, start_engine, write_provisioners
 from tests.support.process import alive
 from tests.support.runs import code, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, local_slurm, slurm_provisioner
+from tests.support.slurm import LocalSlurm, job_writable_folder, local_slurm, slurm_provisioner
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
@@ -67,12 +66,7 @@ def slurm() -> LocalSlurm:
 @pytest.fixture
 def marks() -> Iterator[Path]:
     # The job runs as the cluster's unprivileged user: a directory it can write to.
-    folder = Path(tempfile.mkdtemp(prefix="fluksio-marks-"))
-    folder.chmod(0o777)
-    yield folder
-    for entry in folder.iterdir():
-        entry.unlink()
-    folder.rmdir()
+    yield from job_writable_folder("fluksio-marks-")
 
 
 def _provisioner(slurm: LocalSlurm, port: int) -> dict[str, Any]:

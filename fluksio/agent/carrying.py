@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from typing import Any, assert_never
@@ -20,7 +21,15 @@ import aiohttp
 from fluksio.agent.attaching import AgentConfig, offered_artifacts
 from fluksio.agent.cache_report import CacheReport
 from fluksio.agent.clock import Clock
-from fluksio.agent.frames import AnswerFrame, CacheFrame, LogFrame, ProgressFrame, RunFrame, encode
+from fluksio.agent.frames import (
+    AnswerFrame,
+    CacheFrame,
+    ErrorRecord,
+    LogFrame,
+    ProgressFrame,
+    RunFrame,
+    encode,
+)
 from fluksio.agent.launcher import CallSpec, Launcher
 from fluksio.agent.machine import (
     AgentEffect,
@@ -35,6 +44,7 @@ from fluksio.agent.machine import (
     Taken,
     Welcome,
 )
+from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.agent.prefetch import Prefetches
 from fluksio.agent.reporting import answer_of, event_of
 from fluksio.agent.shared_store import shared_store_env
@@ -69,9 +79,24 @@ class Carrier:
         self._taken = TakenWords(clock)
         self._sending: set[asyncio.Task[None]] = set()
         """Words of calls taken, said later unless another frame says it first."""
+        self._interrupted: dict[str, str] = {}
+        """Calls stopped because this worker was told to stop: why, as their answer says."""
+        self._stopping: str | None = None
+        """Why this worker was told to stop, once it was: it takes no more calls."""
 
     def running(self) -> list[str]:
         """The calls running now, in their slots."""
+        return list(self._calls)
+
+    def interrupt(self, why: str) -> list[str]:
+        """This worker was told to stop (``why``): every running call is stopped, its whole
+        tree, and answered ``Interrupted`` (not its doing: the engine runs it again
+        elsewhere); a call sent from now on is answered that it was never taken. The calls
+        stopped."""
+        self._stopping = why
+        for call_id in self._calls:
+            self._interrupted[call_id] = why
+            self.launcher.cancel(call_id, reason="interrupted")
         return list(self._calls)
 
     # -- what the engine said ------------------------------------------------------------
@@ -91,7 +116,13 @@ class Carrier:
             await self._cache.tell(self.send_now)
 
     async def take(self, frame: RunFrame) -> None:
-        """A run frame: the call, as it will run, for the machine to start or keep."""
+        """A run frame: the call, as it will run, for the machine to start or keep; once
+        told to stop, none: it goes back in line, no attempt spent."""
+        if self._stopping is not None:
+            said = f"its worker was {self._stopping} before it started the call"
+            refused = ErrorRecord(**error_record(ErrorKind.NOT_TAKEN, said))
+            await self.send_now(AnswerFrame(call_id=frame.call_id, ok=False, error=refused))
+            return
         spec = CallSpec(
             call_id=frame.call_id,
             source=frame.source,
@@ -172,6 +203,9 @@ class Carrier:
             task.add_done_callback(sending.discard)
 
         outcome = await self.launcher.run(spec, on_event)
+        why = self._interrupted.pop(spec.call_id, None)
+        if why is not None and not outcome.ok:
+            outcome = dataclasses.replace(outcome, error=error_record(ErrorKind.INTERRUPTED, why))
         if sending:  # its last lines and events go before its answer, which ends it
             await asyncio.gather(*sending)
         await self.carry_out(self.machine.ended(answer_of(spec.call_id, outcome)))
@@ -226,7 +260,7 @@ class Carrier:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await ws.ping(payload)
 
-    async def send_now(self, frame: CacheFrame) -> None:
+    async def send_now(self, frame: CacheFrame | AnswerFrame) -> None:
         ws = self.ws
         if ws is not None and not ws.closed:
             await self.send(ws, frame)

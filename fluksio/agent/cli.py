@@ -7,9 +7,11 @@ sentence), 3 when the engine refused it (retrying could not help), 1 otherwise.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -142,7 +144,10 @@ async def _serve(config: AgentConfig, launcher: Launcher) -> int:
     config.venv_digest = await asyncio.get_running_loop().run_in_executor(
         None, _venv_digest, launcher.python
     )
+    agent = Agent(config, launcher)
+    stopping = functools.partial(agent.told_to_stop, "told to stop (SIGTERM)")
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping)
     try:
-        return await Agent(config, launcher).run()
+        return await agent.run()
     finally:
         await launcher.close()

@@ -45,6 +45,10 @@ class ErrorKind(StrEnum):
     NODE_OUT_OF_MEMORY = "NodeOutOfMemory"
     """Its processes held more memory than its ``ram_mb`` (or its worker's) and were
     stopped; the worker and its other calls went on."""
+    INTERRUPTED = "Interrupted"
+    """Its worker was told to stop (SIGTERM: its batch job preempted, cancelled or at its
+    end) and stopped it first: not its doing, so it runs again elsewhere, within its
+    node's ``max_checkpoints``."""
     NODE_CRASHED_WORKERS = "NodeCrashedWorkers"
     """Its worker died under it as many times as the engine's ``crash_limit``: it is not
     sent to another machine."""

@@ -55,6 +55,10 @@ EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
 log = logging.getLogger("fluksio.worker")
 WELCOME_WITHIN_S = 30.0
 """How long the agent waits for the engine's welcome after its hello."""
+STOPPED_WITHIN_S = 15.0
+"""Told to stop (SIGTERM), how long the agent gives its calls to end and their answers
+to go out before it leaves anyway: inside Slurm's KillWait (30 s by default), after
+which the job's processes are killed."""
 
 
 class Agent:
@@ -74,6 +78,7 @@ class Agent:
         """Whether the engine closed the last connection with a close frame (else the
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
         self._stop = asyncio.Event()
+        self._stopping: asyncio.Task[None] | None = None
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -114,6 +119,26 @@ class Agent:
             return 0
         finally:
             idle_watch.cancel()
+
+    def told_to_stop(self, why: str) -> None:
+        """SIGTERM (a batch job preempted, cancelled or at its end, a service stopped):
+        the running calls are stopped and answered ``Interrupted``, so that the engine runs
+        them again elsewhere without counting a failure, then the agent leaves."""
+        if self._stopping is None:
+            self._stopping = asyncio.get_running_loop().create_task(self._stop_calls(why))
+
+    async def _stop_calls(self, why: str) -> None:
+        stopped = set(self._carrier.interrupt(why))
+        said = "%s: stopping %d running call(s), told to the engine as interrupted"
+        log.warning(said, why, len(stopped))
+        with contextlib.suppress(TimeoutError):
+            async with self._clock.timeout(STOPPED_WITHIN_S):
+                # Each leaves once its answer went out.
+                while stopped & set(self._carrier.running()):
+                    await self._clock.sleep(0.05)
+        self._stop.set()
+        if self._carrier.ws is not None:
+            await self._carrier.ws.close()
 
     async def _watch_idle(self) -> None:
         limit = self.config.max_idle_s

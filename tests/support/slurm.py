@@ -14,6 +14,7 @@ import shlex
 import signal
 import sqlite3
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,3 +237,14 @@ def slurm_provisioner(slurm: LocalSlurm, port: int, **changes: Any) -> dict[str,
     }
     entry.update(changes)
     return entry
+
+
+def job_writable_folder(prefix: str) -> Iterator[Path]:
+    """A directory the cluster's unprivileged user (the jobs') can write to, removed with
+    what it holds afterwards: for a fixture to yield from."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o777)
+    yield folder
+    for entry in folder.iterdir():
+        entry.unlink()
+    folder.rmdir()

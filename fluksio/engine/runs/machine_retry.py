@@ -150,6 +150,7 @@ _RETRIED_AS: dict[str | None, RetryKind] = {
     ErrorKind.WORKER_GONE: "WorkerGone",
     ErrorKind.REMOTE_ERROR: "NodeError",  # its process died: the node's own failure
     ErrorKind.NODE_OUT_OF_MEMORY: "NodeError",  # it held more than it asked for
+    ErrorKind.INTERRUPTED: "WorkerGone",  # its worker stopped, past its max_checkpoints
 }
 """The kinds the engine or agent gives that are a failure of the node, as ``retry`` names
 them."""

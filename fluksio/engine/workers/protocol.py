@@ -10,6 +10,7 @@ agent.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any
 
@@ -26,6 +27,7 @@ from fluksio.agent.frames import (
     LogFrame,
     ProgressFrame,
 )
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.names import NAME_RULE, is_name
 
 __all__ = [
@@ -209,3 +211,20 @@ def compiled_on(worker: str, hello: HelloFrame, error: dict[str, str]) -> dict[s
         "message": error.get("message", "") + where,
         "short": error.get("short", "SyntaxError") + where,
     }
+
+
+def outcome_of(frame: AnswerFrame, worker: str, hello: HelloFrame) -> CallOutcome:
+    """How a call ended, as worker ``worker`` answered it: its error filled in where the
+    worker gave none, a syntax error placed on its Python, a stop the worker made as it
+    was stopped itself (ours: ``Interrupted``) marked as not the node's doing."""
+    error = dataclasses.asdict(frame.error) if frame.error is not None else None
+    if not frame.ok and error is None:
+        error = error_record(
+            ErrorKind.REMOTE_ERROR, "the worker reported a failure without details"
+        )
+    if error is not None and error.get("type") == "SyntaxError":
+        error = compiled_on(worker, hello, error)
+    interrupted = error is not None and error.get("type") == ErrorKind.INTERRUPTED
+    return CallOutcome(
+        frame.ok, result=frame.result, error=error, logs=frame.logs, interrupted=interrupted
+    )

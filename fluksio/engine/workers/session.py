@@ -64,7 +64,7 @@ from fluksio.engine.workers.connection import (
     ConnectionMachine,
     ConnectionRules,
 )
-from fluksio.engine.workers.protocol import compiled_on
+from fluksio.engine.workers.protocol import outcome_of
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.logs import get_logger
 from fluksio.provisioners.base import WorkerRecord
@@ -255,17 +255,7 @@ class WorkerSession:
             if frame.event not in ("heartbeat", "started"):
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
         elif not pending.future.done():
-            pending.future.set_result(self._outcome(frame))
-
-    def _outcome(self, frame: AnswerFrame) -> CallOutcome:
-        error = dataclasses.asdict(frame.error) if frame.error is not None else None
-        if not frame.ok and error is None:
-            error = error_record(
-                ErrorKind.REMOTE_ERROR, "the worker reported a failure without details"
-            )
-        if error is not None and error.get("type") == "SyntaxError":
-            error = compiled_on(self.name, self.hello, error)
-        return CallOutcome(frame.ok, result=frame.result, error=error, logs=frame.logs)
+            pending.future.set_result(outcome_of(frame, self.name, self.hello))
 
     def cached(self, digests: list[str]) -> None:
         """It reported what its artifact cache holds (a frame: it was heard)."""
