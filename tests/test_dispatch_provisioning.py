@@ -284,6 +284,7 @@ async def test_a_node_without_a_limit_runs_in_the_job_until_its_margin_and_says_
     call = await worker.next_call()
     assert call["node"] == "train" and call["timeout"] == 7200
     assert 1730 <= call["limit"] <= 1740, "the time left in the job, less the margin"
+    assert call["until_job_end"] is True, call
     # Our agent stops it at that limit and says NodeLimit, as for any limit.
     stopped = AnswerFrame(
         call_id=call["call_id"], ok=False, error=ErrorRecord(type="NodeLimit", message="x")

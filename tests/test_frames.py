@@ -149,6 +149,8 @@ def test_what_the_engine_sends_the_agent_reads_back_as_the_declared_frame() -> N
         timeout=30.0,
         env={"OMP_NUM_THREADS": "4"},
         limit=60.0,
+        ram_mb=300,
+        until_job_end=True,
     )
     assert wire.read_engine_frame(json.loads(encode(sent))) == sent
     check = wire.RunFrame(op="compile", call_id="c2", flow="f", node="n", source="")

@@ -76,3 +76,51 @@ def test_a_call_on_a_worker_told_to_stop_runs_again_elsewhere_without_a_retry(
         assert marks.read_text() == "started\nstarted\n", "once on each worker"
     finally:
         engine.stop()
+
+
+SAVES_ON_NOTICE = code("""
+    import signal, time
+    import fluksio
+
+    told = []
+
+    def process():
+        signal.signal(signal.SIGUSR1, lambda *_: told.append(True))
+        fluksio.emit(started=True)  # the engine hears it began
+        while not told:
+            time.sleep(0.02)
+        return "saved on notice"
+""")
+
+
+def test_a_call_that_handles_the_notice_of_its_workers_stop_returns_its_result(
+    tmp_path: Path,
+) -> None:
+    """Told to stop, the worker first gives its calls their notice (SIGUSR1) and a grace:
+    a node that handles it may save its state and return; its result counts."""
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "box", ["box"])["token"]
+        worker = start_worker(engine, token, tmp_path / "w", "--name", "box-1", "--labels", "box")
+        run_id = run_flow(
+            engine, admin, "saves", [{"id": "n", "worker": "box", "code": SAVES_ON_NOTICE}]
+        )
+        wait_for(
+            lambda: nodes_of(get_run(engine, admin, run_id))["n"]["events"],
+            timeout=30,
+            what="the call to start, and the engine to hear it",
+        )
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=15) == 0
+        ended = wait_run(engine, admin, run_id, timeout=30)
+        (done,) = ended["nodes"]
+        assert (done["state"], done["result"], done["attempt"]) == (
+            "succeeded",
+            "saved on notice",
+            1,
+        )
+        assert "1 running call(s) given notice" in worker.logs()
+        assert "stopping 0 running call(s)" in worker.logs(), "none left to stop"
+    finally:
+        engine.stop()

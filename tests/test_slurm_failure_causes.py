@@ -119,3 +119,34 @@ def test_a_call_whose_job_is_cancelled_runs_again_on_a_new_job_without_a_retry(
     assert done["state"] == "succeeded", done
     assert done["attempt"] == 2 and done["result"] != first_job, done
     assert marks.read_text().split() == [first_job, done["result"]]
+
+
+NOTICED = code(
+    """
+    import os, signal, time
+    import fluksio
+
+    told = []
+
+    def process():
+        signal.signal(signal.SIGUSR1, lambda *_: told.append(fluksio.time_left()))
+        while not told:
+            time.sleep(0.1)
+        return {"job": os.environ["SLURM_JOB_ID"], "time_left": told[0]}
+    """
+)
+
+
+def test_a_call_running_until_its_jobs_end_is_told_before_it_is_stopped(
+    start: Any, slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    """Its profile's ``notice_s`` (50) before the engine's margin (60 s) of its two-minute
+    job: the node hears SIGUSR1, reads how long it has, and returns in time."""
+    engine, token = start(profile={"sbatch": ["--time=00:02:00"], "notice_s": 50})
+    assert put_flow(engine, token, "told", [{"id": "n", "worker": "hpc", "code": NOTICED}])
+    run_id = start_run(engine, token, "told")["id"]
+    ended = wait_run(engine, token, run_id, timeout=120)
+    (done,) = ended["nodes"]
+    assert done["state"] == "succeeded", done
+    assert done["result"]["job"] == done["provenance"]["slurm_job_id"]
+    assert 0 < done["result"]["time_left"] <= 50, done["result"]

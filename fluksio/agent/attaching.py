@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from fluksio.agent import __version__
+from fluksio.agent.calls import NOTICE_S
 from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.errors import AgentError
 from fluksio.agent.frames import PROTOCOL, HelloFrame, InventoryReport
@@ -104,6 +105,9 @@ class AgentConfig:
     slurm_job_id: str | None = None
     ends_at: float | None = None
     """When the batch job it runs in ends (a Unix time), if it does."""
+    notice_s: float = NOTICE_S
+    """A call that runs until the job's end gets ``notice_signal`` this long before."""
+    notice_signal: str = "SIGUSR1"
     tls: ssl.SSLContext | None = None
     """Whom to trust for wss:// and https:// (None: the system's CAs, SSL_CERT_FILE)."""
     extra_env: dict[str, str] = field(default_factory=dict)

@@ -16,6 +16,8 @@ from fluksio.agent.outcome import ErrorKind, error_record
 
 __all__ = [
     "LOG_LIMIT_BYTES",
+    "NOTICE_S",
+    "NOTICE_SIGNALS",
     "RECORD_LIMIT_BYTES",
     "CallSpec",
     "EventCallback",
@@ -32,6 +34,13 @@ EventCallback = Callable[[dict[str, Any]], None]
 
 class LauncherError(AgentError):
     """The interpreter cannot run node calls (missing, too old, not Python)."""
+
+
+NOTICE_S = 120.0
+"""How long before its job's end stops it a call that set no limit is told, by default."""
+NOTICE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGINT")
+"""What a notice may be: the runner catches SIGUSR1 and SIGUSR2 for a node that does not
+(their default ends a process); SIGINT is Python's KeyboardInterrupt."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ class CallSpec:
     """The node's ``resources.ram_mb``: the most memory its processes may hold together
     (:func:`~fluksio.agent.runner.tree_memory`); past it the call is stopped,
     ``NodeOutOfMemory``. None: the launcher's own bound, what its place has."""
+    notice_s: float | None = None
+    """Its ``limit`` is its worker's job end: it gets ``notice_signal`` this long before
+    (at once if its limit is shorter). None: no notice."""
+    notice_signal: str = "SIGUSR1"
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:

@@ -88,11 +88,17 @@ class Carrier:
         """The calls running now, in their slots."""
         return list(self._calls)
 
+    def give_notice(self, why: str) -> list[str]:
+        """This worker was told to stop (``why``): a call sent from now on is answered that
+        it was never taken, and every running call gets its notice signal. Those."""
+        self._stopping = why
+        for call_id in self._calls:
+            self.launcher.notify(call_id)
+        return list(self._calls)
+
     def interrupt(self, why: str) -> list[str]:
-        """This worker was told to stop (``why``): every running call is stopped, its whole
-        tree, and answered ``Interrupted`` (not its doing: the engine runs it again
-        elsewhere); a call sent from now on is answered that it was never taken. The calls
-        stopped."""
+        """Every call still running is stopped, its whole tree, and answered
+        ``Interrupted`` (not its doing: the engine runs it again elsewhere). Those."""
         self._stopping = why
         for call_id in self._calls:
             self._interrupted[call_id] = why
@@ -134,6 +140,8 @@ class Carrier:
             timeout=frame.timeout,
             limit=frame.limit or 0.0,
             ram_mb=frame.ram_mb,  # none asked: the launcher bounds it by the worker's memory
+            notice_s=self.config.notice_s if frame.until_job_end else None,
+            notice_signal=self.config.notice_signal,
         )
         self._specs.setdefault(frame.call_id, spec)
         await self.carry_out(self.machine.run(frame.call_id))

@@ -120,6 +120,8 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         max_idle_s=given.max_idle,
         engine_away_s=given.engine_away_s or None,
         heartbeat_s=given.heartbeat,
+        notice_s=given.notice_s,
+        notice_signal=given.notice_signal,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         ends_at=job_end,
         # The runner's artifact transfers trust what the agent trusts.

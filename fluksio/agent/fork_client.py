@@ -181,11 +181,12 @@ class ForkServer:
             inbox.close()  # the spare reads the end of its socket and exits
         self._spares.clear()
 
-    def signal(self, pid: int, op: str) -> None:
-        """Ask the server to ``kill`` a call's tree, or to send it SIGTERM (``term``)."""
+    def signal(self, pid: int, op: str, signum: int = 0) -> None:
+        """Ask the server to ``kill`` a call's tree, to send it SIGTERM (``term``), or to
+        send its process ``signum`` (``notice``)."""
         if self._sock is not None and self.alive:
             with contextlib.suppress(OSError):
-                self._sock.send(json.dumps({"op": op, "pid": pid}).encode())
+                self._sock.send(json.dumps({"op": op, "pid": pid, "signal": signum}).encode())
 
     async def close(self) -> None:
         self._close_spares()

@@ -239,8 +239,11 @@ class RunFrame:
     """(ours) The most memory the call's processes may hold together, in MB (its
     ``resources.ram_mb``): the agent stops it past that. None: the worker's own RAM bounds
     it. The published agent ignores it."""
+    until_job_end: bool | None = None
+    """(ours) True: its ``limit`` is the worker's job end (its node set none), so the agent
+    gives it notice before (``--notice-s``). The published agent ignores it."""
 
-    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"limit", "ram_mb"})
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"limit", "ram_mb", "until_job_end"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,6 +315,7 @@ def read_engine_frame(raw: object) -> RunFrame | CancelFrame | None:
         env={str(k): str(v) for k, v in env.items()},
         limit=float(raw["limit"]) if raw.get("limit") else None,
         ram_mb=_whole(raw.get("ram_mb")),
+        until_job_end=True if raw.get("until_job_end") is True else None,
     )
 
 

@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 from fluksio.agent import runner
@@ -163,15 +164,26 @@ class Launcher:
         if self._signal(call, "term"):
             self._clock.call_later(LIMIT_GRACE_S, lambda: self._kill(call))
 
-    def _signal(self, call: RunningCall, op: str) -> bool:
-        """``kill`` or ``term`` the call's tree, through the fork server that forked it or
-        here (a spawned call is ours until reaped, so its pid is never another's)."""
+    def notify(self, call_id: str) -> bool:
+        """Send a running call its notice signal now (its worker was told to stop)."""
+        call = self._calls.get(call_id)
+        return call is not None and self._notify(call)
+
+    def _notify(self, call: RunningCall) -> bool:
+        return self._signal(call, "notice", getattr(signal, call.spec.notice_signal))
+
+    def _signal(self, call: RunningCall, op: str, signum: int = 0) -> bool:
+        """``kill`` or ``term`` the call's tree, or give its process ``signum``
+        (``notice``), through the fork server that forked it or here (a spawned call is
+        ours until reaped, so its pid is never another's)."""
         if call.pid is None or self._ended(call):
             return False
         if self._server is not None and call.pid in self._by_pid and self.mode == "fork":
-            self._server.signal(call.pid, op)
+            self._server.signal(call.pid, op, signum)
         elif op == "kill":
             runner.kill_call(call.pid)
+        elif op == "notice":
+            os.kill(call.pid, signum)
         else:
             runner.signal_tree(call.pid, signal.SIGTERM)
         return True
@@ -203,7 +215,7 @@ class Launcher:
                 "node": call.spec.node,
                 "flow": call.spec.flow,
                 "kwargs": call.spec.kwargs,
-                "env": call.spec.env,
+                "env": {**call.spec.env, **_stop_env(call.spec)},
             }
         ).encode()
         out_r, out_w = os.pipe()
@@ -373,7 +385,18 @@ class Launcher:
             stop=self._kill,
             end=self._terminate,
             ended=self._ended,
+            notify=self._notify,
         )
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
         return outcome_of(call)
+
+
+def _stop_env(spec: CallSpec) -> dict[str, str]:
+    """What a call is told of its end: which signal its notice is (it may come when its
+    worker is told to stop, whatever bounds it) and, for a bounded call, when it is
+    stopped (a Unix time, read by ``fluksio.time_left()``)."""
+    env = {"FLUKSIO_NOTICE_SIGNAL": spec.notice_signal}
+    if spec.limit > 0:
+        env["FLUKSIO_STOP_AT"] = f"{time.time() + spec.limit:.3f}"
+    return env

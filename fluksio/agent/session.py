@@ -55,10 +55,13 @@ EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
 log = logging.getLogger("fluksio.worker")
 WELCOME_WITHIN_S = 30.0
 """How long the agent waits for the engine's welcome after its hello."""
+NOTICE_GRACE_S = 10.0
+"""Told to stop (SIGTERM), how long the agent's calls have after their notice signal to
+end by themselves (save their state, return) before they are stopped."""
 STOPPED_WITHIN_S = 15.0
-"""Told to stop (SIGTERM), how long the agent gives its calls to end and their answers
-to go out before it leaves anyway: inside Slurm's KillWait (30 s by default), after
-which the job's processes are killed."""
+"""Then how long the stopped calls have to end and their answers to go out before the
+agent leaves anyway: both inside Slurm's KillWait (30 s by default), after which the
+job's processes are killed."""
 
 
 class Agent:
@@ -128,17 +131,26 @@ class Agent:
             self._stopping = asyncio.get_running_loop().create_task(self._stop_calls(why))
 
     async def _stop_calls(self, why: str) -> None:
+        noticed = set(self._carrier.give_notice(why))
+        if noticed:
+            said = "%s: %d running call(s) given notice, %g s to end by themselves"
+            log.warning(said, why, len(noticed), NOTICE_GRACE_S)
+            await self._until_ended(noticed, NOTICE_GRACE_S)
         stopped = set(self._carrier.interrupt(why))
         said = "%s: stopping %d running call(s), told to the engine as interrupted"
         log.warning(said, why, len(stopped))
-        with contextlib.suppress(TimeoutError):
-            async with self._clock.timeout(STOPPED_WITHIN_S):
-                # Each leaves once its answer went out.
-                while stopped & set(self._carrier.running()):
-                    await self._clock.sleep(0.05)
+        await self._until_ended(stopped, STOPPED_WITHIN_S)
         self._stop.set()
         if self._carrier.ws is not None:
             await self._carrier.ws.close()
+
+    async def _until_ended(self, calls: set[str], within_s: float) -> None:
+        """Until none of ``calls`` runs (each leaves once its answer went out), or
+        ``within_s`` has passed."""
+        with contextlib.suppress(TimeoutError):
+            async with self._clock.timeout(within_s):
+                while calls & set(self._carrier.running()):
+                    await self._clock.sleep(0.05)
 
     async def _watch_idle(self) -> None:
         limit = self.config.max_idle_s

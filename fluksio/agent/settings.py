@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fluksio.agent.calls import NOTICE_S, NOTICE_SIGNALS
 from fluksio.agent.declared import Flag, declared_flags, flag_option, setting
 from fluksio.agent.frames import MAX_PIPELINE
 
@@ -83,6 +84,23 @@ class WorkerSettings:
             kind=float,
             minimum=0,
             maximum=_YEAR_AND_A_DAY_S,
+        ),
+    )
+    notice_s: float = setting(
+        NOTICE_S,
+        Flag(
+            "A call that runs until this machine's job ends (its node set no limit) gets"
+            " --notice-signal this many seconds before it is stopped.",
+            kind=float,
+            minimum=0,
+            maximum=_YEAR_AND_A_DAY_S,
+        ),
+    )
+    notice_signal: str = setting(
+        "SIGUSR1",
+        Flag(
+            "The signal a call gets as its notice (and when this worker is told to stop).",
+            choices=NOTICE_SIGNALS,
         ),
     )
     ends_at: str | None = setting(

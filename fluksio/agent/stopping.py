@@ -39,10 +39,12 @@ def watch(
     stop: Callable[[RunningCall], None],
     end: Callable[[RunningCall], None],
     ended: Callable[[RunningCall], bool],
+    notify: Callable[[RunningCall], object],
 ) -> Watchdog | None:
-    """Arm the call's silence timeout, its limit and its memory bound, those it has, on
-    ``clock``: ``stop`` kills its tree at once, ``end`` asks it to end and kills it after a
-    grace, ``ended`` says whether its process is gone. Its memory bound is its own
+    """Arm the call's silence timeout, its limit (with its notice before, if it has one)
+    and its memory bound, those it has, on ``clock``: ``stop`` kills its tree at once,
+    ``end`` asks it to end and kills it after a grace, ``notify`` gives it its notice
+    signal, ``ended`` says whether its process is gone. Its memory bound is its own
     ``ram_mb``, else ``place_ram_mb`` (what its worker has)."""
     timeout = call.spec.timeout
     handles: list[Timer] = []
@@ -75,6 +77,13 @@ def watch(
         handles.append(clock.call_later(timeout, lambda: check_silence(slot)))
     if call.spec.limit > 0:
         handles.append(clock.call_later(call.spec.limit, reach_limit))
+        if call.spec.notice_s is not None:
+
+            def give_notice() -> None:
+                notify(call)
+
+            lead = max(0.0, call.spec.limit - call.spec.notice_s)
+            handles.append(clock.call_later(lead, give_notice))
     bound_mb = call.spec.ram_mb or place_ram_mb
     if bound_mb:
         call.ram_bound_mb = bound_mb

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import shlex
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +58,13 @@ LONGEST_S = 366 * 86400.0
 there is finite and bounded (JSON as Python reads it allows ``NaN`` and ``1e400``)."""
 
 
+NOTICE_S = 120.0
+"""How long before its job's end stops it a call that set no limit is told, by default."""
+NoticeSignal = Literal["SIGUSR1", "SIGUSR2", "SIGINT"]
+"""The signals a notice may be. The runner catches SIGUSR1 and SIGUSR2 for a node that
+does not (their default would end its process); SIGINT is Python's KeyboardInterrupt."""
+
+
 class ProfileSettings(BaseModel):
     """One profile of ``provisioners.json``: the capacity one request brings."""
 
@@ -78,6 +85,11 @@ class ProfileSettings(BaseModel):
     """How long each of its jobs may run. A provisioner may know it otherwise (Slurm reads
     ``--time`` from the profile's ``sbatch``); a call is asked for here only if its
     timeout fits."""
+    notice_s: float = Field(default=NOTICE_S, ge=0, le=LONGEST_S)
+    """A call that runs until its job's end (it set no ``limit``) gets the notice signal
+    this long before it is stopped (the worker's ``--notice-s``)."""
+    notice_signal: NoticeSignal = "SIGUSR1"
+    """The signal that notice is (the worker's ``--notice-signal``)."""
 
     @property
     def worker_parallel(self) -> int:
@@ -143,6 +155,11 @@ def worker_argv(
             argv += [flag, str(amount)]
     if profile.ram_mb is not None:
         argv += ["--ram-mb", str(profile.ram_mb)]
+    # Only when not the default: the published agent knows neither flag.
+    if profile.notice_s != NOTICE_S:
+        argv += ["--notice-s", f"{profile.notice_s:g}"]
+    if profile.notice_signal != "SIGUSR1":
+        argv += ["--notice-signal", profile.notice_signal]
     return argv
 
 

@@ -3,6 +3,7 @@ docstring)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,8 +74,10 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
 
     ``{"op": "kill", "pid"}`` kills that call and everything it started (:func:`kill_call`);
     ``{"op": "term", "pid"}`` sends SIGTERM to all of them, the client following up with a
-    kill after a grace. Each child's exit is reported as ``{"op": "exit", "pid",
-    "status"}`` (``status`` is the exit code, or minus the signal number), a spare's too.
+    kill after a grace; ``{"op": "notice", "pid", "signal"}`` sends the call's process
+    alone that signal (its notice that it will be stopped). Each child's exit is reported
+    as ``{"op": "exit", "pid", "status"}`` (``status`` is the exit code, or minus the
+    signal number), a spare's too.
     On EOF every call's tree is killed and the server exits: a client that dies takes its
     calls with it.
 
@@ -144,10 +147,8 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
                     pid = _fork_for(sock, message, fds)
                     live.add(pid)
                     _send(sock, {"op": "forked", "id": header["id"], "pid": pid})
-                elif header["op"] == "kill" and header["pid"] in live:
-                    kill_call(header["pid"])
-                elif header["op"] == "term" and header["pid"] in live:
-                    signal_tree(header["pid"], signal.SIGTERM)
+                elif header["op"] in ("kill", "term", "notice") and header["pid"] in live:
+                    _signal_call(header)
             spare_ended, call_ended = _reap(sock, live, spares)
             if call_ended:
                 _sweep_orphans(live | spares)
@@ -162,6 +163,19 @@ def serve(control_fd: int, parent_pid: int = 0) -> None:
             _end_every_call(live | spares)
         except SystemExit:
             _end_every_call(live | spares)
+
+
+def _signal_call(header: dict[str, Any]) -> None:
+    """A call's tree killed (``kill``) or sent SIGTERM (``term``), or its process alone
+    sent its notice (``notice``)."""
+    pid = header["pid"]
+    if header["op"] == "kill":
+        kill_call(pid)
+    elif header["op"] == "term":
+        signal_tree(pid, signal.SIGTERM)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, header["signal"])
 
 
 def _end_every_call(calls: set[int]) -> None:

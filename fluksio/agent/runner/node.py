@@ -136,11 +136,20 @@ def run_child(
     return run_spec(spec_bytes, record_fd)
 
 
+def _noticed(_signum: int, _frame: object) -> None:
+    """A notice the node does not handle: nothing happens."""
+
+
 def run_spec(spec_bytes: bytes, record_fd: int) -> int:
     os.set_inheritable(record_fd, False)  # the node's own subprocesses never get it
     records = Records(record_fd)
     spec = json.loads(spec_bytes)
     os.environ.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+    notice = os.environ.get("FLUKSIO_NOTICE_SIGNAL")
+    if notice in ("SIGUSR1", "SIGUSR2"):
+        # Their default would end the process: a node that does not handle its notice
+        # runs on until it is stopped, as if it had none.
+        signal.signal(getattr(signal, notice), _noticed)
     sys.modules["fluksio"] = reporter_module(records)
     try:
         function = _load(spec)

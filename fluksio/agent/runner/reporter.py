@@ -1,7 +1,9 @@
-"""The module ``import fluksio`` gives node code: ``emit``, the artifacts, ``logger``."""
+"""The module ``import fluksio`` gives node code: ``emit``, the artifacts, ``logger``,
+``time_left``."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -44,6 +46,12 @@ def reporter_module(records: Records) -> types.ModuleType:
             )
         records.write_encoded(data)
 
+    def time_left() -> float | None:
+        """Seconds until this call is stopped (its ``limit``, or its batch job's end);
+        None: nothing bounds it. A call told to stop gets its notice signal too."""
+        stop_at = os.environ.get("FLUKSIO_STOP_AT")
+        return None if not stop_at else max(0.0, float(stop_at) - time.time())
+
     def __getattr__(name: str) -> object:
         # logging costs milliseconds to import: only nodes that use the logger pay it.
         if name == "logger":
@@ -54,9 +62,10 @@ def reporter_module(records: Records) -> types.ModuleType:
 
     module.__dict__.update(
         emit=emit,
+        time_left=time_left,
         save_artifact=save_artifact,
         load_artifact=load_artifact,
         __getattr__=__getattr__,
-        __all__=["emit", "load_artifact", "logger", "save_artifact"],
+        __all__=["emit", "load_artifact", "logger", "save_artifact", "time_left"],
     )
     return module
