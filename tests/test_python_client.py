@@ -234,7 +234,12 @@ def test_a_script_runs_on_a_personal_token_until_it_is_revoked(
 
 CTRL_C_SCRIPT = """
 import os
+import signal
 from fluksio.client import Client
+
+# A shell that starts the test run in the background (``make test &``) ignores SIGINT in
+# it, and so in every process it starts: this script is the user's, at a terminal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def sleeps(seconds):

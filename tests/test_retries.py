@@ -304,6 +304,8 @@ def test_only_the_kinds_named_as_the_nodes_failures_are_retried_a_new_kind_is_no
         ErrorKind.WORKER_GONE: "WorkerGone",
         ErrorKind.REMOTE_ERROR: "NodeError",
         ErrorKind.NODE_OUT_OF_MEMORY: "NodeError",  # it held more than it asked for
+        ErrorKind.INTERRUPTED: "WorkerGone",  # its worker stopped, past max_checkpoints
     }
+    assert failure_kind(ErrorKind.NODE_CRASHED_WORKERS) is None, "not sent anywhere else"
     assert failure_kind("ValueError") == "NodeError"  # the node's own exception
     assert failure_kind(ErrorKind.ITEMS_FAILED) is None  # an array's items retry one by one
