@@ -268,7 +268,11 @@ class ProvisioningComparison(ComparisonShell):
             if data.draw(st.booleans(), label=f"{request_id} cancelled before the engine died"):
                 self._cancel_job(request_id)
         self.engine_killed()
-        assert sorted(self.cancels) == [r for r in withdrawn if r in self.stored]
+        # Only a cancel written down as a withdrawal is sent again: one of a timeout whose
+        # worker attached meanwhile was no withdrawal (close() left it).
+        assert sorted(self.cancels) == [
+            r for r in withdrawn if r in self.stored and self.stored[r].withdrawn
+        ]
         for request_id in sorted(self.cancels):
             cancel = self.cancels.pop(request_id)
             assert not cancel.failed

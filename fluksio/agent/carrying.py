@@ -90,9 +90,12 @@ class Carrier:
 
     def give_notice(self, why: str) -> list[str]:
         """This worker was told to stop (``why``): a call sent from now on is answered that
-        it was never taken, and every running call gets its notice signal. Those."""
+        it was never taken, and every running call gets its notice signal. Those. One that
+        fails from now on is answered ``Interrupted``: a batch system signals every process
+        of the job it stops, the calls' too, and that is not their doing."""
         self._stopping = why
         for call_id in self._calls:
+            self._interrupted[call_id] = why
             self.launcher.notify(call_id)
         return list(self._calls)
 

@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable
 
 from fluksio.agent import runner
@@ -215,7 +214,7 @@ class Launcher:
                 "node": call.spec.node,
                 "flow": call.spec.flow,
                 "kwargs": call.spec.kwargs,
-                "env": {**call.spec.env, **_stop_env(call.spec)},
+                "env": {**call.spec.env, **_stop_env(call.spec, self._clock.now())},
             }
         ).encode()
         out_r, out_w = os.pipe()
@@ -392,11 +391,11 @@ class Launcher:
         return outcome_of(call)
 
 
-def _stop_env(spec: CallSpec) -> dict[str, str]:
-    """What a call is told of its end: which signal its notice is (it may come when its
-    worker is told to stop, whatever bounds it) and, for a bounded call, when it is
-    stopped (a Unix time, read by ``fluksio.time_left()``)."""
+def _stop_env(spec: CallSpec, now: float) -> dict[str, str]:
+    """What a call starting at ``now`` (a Unix time) is told of its end: which signal its
+    notice is (it may come when its worker is told to stop, whatever bounds it) and, for
+    a bounded call, when it is stopped (read by ``fluksio.time_left()``)."""
     env = {"FLUKSIO_NOTICE_SIGNAL": spec.notice_signal}
     if spec.limit > 0:
-        env["FLUKSIO_STOP_AT"] = f"{time.time() + spec.limit:.3f}"
+        env["FLUKSIO_STOP_AT"] = f"{now + spec.limit:.3f}"
     return env

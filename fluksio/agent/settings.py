@@ -89,8 +89,8 @@ class WorkerSettings:
     notice_s: float = setting(
         NOTICE_S,
         Flag(
-            "A call that runs until this machine's job ends (its node set no limit) gets"
-            " --notice-signal this many seconds before it is stopped.",
+            "A call that runs until this machine's job ends (its node set no limit) gets its"
+            " notice signal this many seconds before it is stopped.",
             kind=float,
             minimum=0,
             maximum=_YEAR_AND_A_DAY_S,

@@ -77,13 +77,7 @@ def watch(
         handles.append(clock.call_later(timeout, lambda: check_silence(slot)))
     if call.spec.limit > 0:
         handles.append(clock.call_later(call.spec.limit, reach_limit))
-        if call.spec.notice_s is not None:
-
-            def give_notice() -> None:
-                notify(call)
-
-            lead = max(0.0, call.spec.limit - call.spec.notice_s)
-            handles.append(clock.call_later(lead, give_notice))
+        handles += _notice(call, clock, notify)
     bound_mb = call.spec.ram_mb or place_ram_mb
     if bound_mb:
         call.ram_bound_mb = bound_mb
@@ -118,6 +112,20 @@ def outcome_of(call: RunningCall) -> CallOutcome:
         pid=call.pid,
         exit_status=status,
     )
+
+
+def _notice(
+    call: RunningCall, clock: Clock, notify: Callable[[RunningCall], object]
+) -> list[Timer]:
+    """A call that runs until its job's end is given its notice ``notice_s`` before its
+    limit (at once when its limit is shorter)."""
+    if call.spec.notice_s is None:
+        return []
+
+    def give_notice() -> None:
+        notify(call)
+
+    return [clock.call_later(max(0.0, call.spec.limit - call.spec.notice_s), give_notice)]
 
 
 def _stopped_error(call: RunningCall) -> dict[str, str] | None:
