@@ -65,3 +65,15 @@ async def test_a_call_without_a_limit_knows_nothing_bounds_it(launcher: Launcher
     source = "import fluksio\ndef process():\n    return fluksio.time_left()\n"
     outcome, _events = await run(launcher, source)
     assert outcome.ok and outcome.result is None
+
+
+async def test_a_notice_due_at_once_does_not_end_a_call_that_has_just_started(
+    launcher: Launcher,
+) -> None:
+    """Less time than its lead: the notice goes as the call starts, before its runner can
+    catch it, and SIGUSR1's default would end the process (a RemoteError). It must not."""
+    for attempt in range(5):
+        outcome, _events = await run(
+            launcher, IGNORES_NOTICE, call_id=f"c{attempt}", limit=0.5, notice_s=100.0
+        )
+        assert outcome.error["type"] == "NodeLimit", outcome.error

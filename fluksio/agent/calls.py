@@ -16,6 +16,7 @@ from fluksio.agent.outcome import ErrorKind, error_record
 
 __all__ = [
     "LOG_LIMIT_BYTES",
+    "NOTICE_CAUGHT",
     "NOTICE_S",
     "NOTICE_SIGNALS",
     "RECORD_LIMIT_BYTES",
@@ -41,6 +42,9 @@ NOTICE_S = 120.0
 NOTICE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGINT")
 """What a notice may be: the runner catches SIGUSR1 and SIGUSR2 for a node that does not
 (their default ends a process); SIGINT is Python's KeyboardInterrupt."""
+NOTICE_CAUGHT = ("SIGUSR1", "SIGUSR2")
+"""The notices the runner catches for a node (restated in ``runner/node.py``, which
+imports nothing of the agent)."""
 
 
 @dataclass(frozen=True)

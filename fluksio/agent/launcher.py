@@ -22,10 +22,12 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from fluksio.agent import runner
 from fluksio.agent.calls import (
+    NOTICE_CAUGHT,
     CallSpec,
     EventCallback,
     LauncherError,
@@ -102,6 +104,7 @@ class Launcher:
         self._clock = clock
 
     async def start(self) -> None:
+        _ignore_notices_until_caught()
         loop = asyncio.get_running_loop()
         self.python, self.version = await loop.run_in_executor(
             None, resolve_interpreter, self._python_asked
@@ -389,6 +392,17 @@ class Launcher:
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
         return outcome_of(call)
+
+
+def _ignore_notices_until_caught() -> None:
+    """A notice due at once (a call with less time than its lead) may reach a call process
+    before its runner catches the signal, and SIGUSR1's default ends a process. Ignored
+    here, in the process that starts them, they are ignored in every call process (fork
+    server, spares and spawned calls inherit it) until the runner installs its own
+    handler, which its node's own children do not inherit. Only the main thread may."""
+    if threading.current_thread() is threading.main_thread():
+        for name in NOTICE_CAUGHT:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 def _stop_env(spec: CallSpec, now: float) -> dict[str, str]:
