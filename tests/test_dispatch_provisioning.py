@@ -296,6 +296,7 @@ async def test_a_node_without_a_limit_runs_in_the_job_until_its_margin_and_says_
     assert node["error"]["type"] == "NodeLimit"
     assert node["error"]["message"] == (
         'ran until Slurm job 41 had 60 s left; give the node a "limit" to be placed where it fits'
+        " (stopped so 1 time; its max_checkpoints is 0)"
     )
 
 

@@ -92,6 +92,10 @@ def test_past_max_checkpoints_a_stop_by_its_jobs_end_fails_as_a_limit() -> None:
     last = node.run_once(JOB_END)
     assert last.state is NodeState.FAILED and last.error is not None
     assert last.error["type"] == "NodeLimit" and last.attempt == 2
+    # The bound the user hit, named: how often, and the setting.
+    assert last.error["message"] == (
+        "ran until Slurm job 41 had 30 s left (stopped so 2 times; its max_checkpoints is 1)"
+    )
 
 
 def test_a_call_that_kills_its_workers_fails_at_the_crash_limit_naming_each() -> None:

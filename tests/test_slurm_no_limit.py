@@ -127,7 +127,7 @@ def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_m
         assert interrupted["outputs"]["attempt"] == 2 and node["attempt"] == 2, node
         found = re.fullmatch(
             r'ran until Slurm job (\d+) \(00:01:00\) had 40 s left; give the node a "limit"'
-            r" to be placed where it fits",
+            r" to be placed where it fits \(stopped so 2 times; its max_checkpoints is 1\)",
             node["error"]["message"],
         )
         assert found is not None, node["error"]

@@ -42,11 +42,14 @@ class RetryMoves(MachineRules):
         return effects
 
     def _counted(self, run: LiveRun, node: LiveNode, outcome: CallOutcome) -> CallOutcome:
-        """A call whose worker died under it (``WorkerGone``: killed, out of memory, its
-        job failed): one more crash, where it ran. At the engine's ``crash_limit`` it fails
+        """A stop not of its doing past its ``max_checkpoints`` says so. A call whose
+        worker died under it (``WorkerGone``: killed, out of memory, its job failed): one
+        more crash, where it ran. At the engine's ``crash_limit`` it fails
         ``NodeCrashedWorkers`` instead, naming each: it is not sent to another machine,
         whatever its retries."""
         error = outcome.error or {}
+        if outcome.interrupted and node.row.interruptions >= node.spec.max_checkpoints:
+            return _checkpoints_spent(outcome, node)
         if outcome.ok or run.cancelling or error.get("type") != ErrorKind.WORKER_GONE:
             return outcome
         node.row.crashes = (*node.row.crashes, _where(node))
@@ -120,6 +123,18 @@ class RetryMoves(MachineRules):
             self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
         effects.append(Save(run.row, (node.row,)))
         return True
+
+
+def _checkpoints_spent(outcome: CallOutcome, node: LiveNode) -> CallOutcome:
+    """An interrupted call not run again: its error says how often it was stopped so, and
+    the setting that ended it."""
+    error = dict(outcome.error or {})
+    stops = node.row.interruptions + 1
+    times = f"{stops} time" + ("s" if stops != 1 else "")
+    said = f" (stopped so {times}; its max_checkpoints is {node.spec.max_checkpoints})"
+    for key in ("message", "short"):
+        error[key] = error.get(key, "") + said
+    return dataclasses.replace(outcome, error=error)
 
 
 def _where(node: LiveNode) -> str:
