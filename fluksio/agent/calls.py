@@ -70,9 +70,12 @@ class CallSpec:
     """The node's ``resources.ram_mb``: the most memory its processes may hold together
     (:func:`~fluksio.agent.runner.tree_memory`); past it the call is stopped,
     ``NodeOutOfMemory``. None: the launcher's own bound, what its place has."""
+    until_job_end: bool = False
+    """Its ``limit`` is its place's job end (its node set none): the engine sends it so,
+    and the worker gives it notice before."""
     notice_s: float | None = None
-    """Its ``limit`` is its worker's job end: it gets ``notice_signal`` this long before
-    (at once if its limit is shorter). None: no notice."""
+    """The agent's: it gets ``notice_signal`` this long before its ``limit`` (at once if
+    its limit is shorter). None: no notice."""
     notice_signal: str = "SIGUSR1"
 
 

@@ -143,6 +143,7 @@ class Carrier:
             timeout=frame.timeout,
             limit=frame.limit or 0.0,
             ram_mb=frame.ram_mb,  # none asked: the launcher bounds it by the worker's memory
+            until_job_end=bool(frame.until_job_end),
             notice_s=self.config.notice_s if frame.until_job_end else None,
             notice_signal=self.config.notice_signal,
         )

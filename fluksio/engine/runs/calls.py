@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fluksio.agent.calls import NOTICE_S
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.runner import THREAD_VARIABLES
@@ -49,7 +48,7 @@ def call_spec(
         # A node that sets no limit, placed where a job ends, may run until its margin.
         limit=spec.limit or placement.job_limit or 0.0,
         # Told before its job's end stops it (the worker's --notice-s): it may save its state.
-        notice_s=None if spec.limit or not placement.job_limit else NOTICE_S,
+        until_job_end=not spec.limit and bool(placement.job_limit),
         run_id=inputs.run.id,
         ram_mb=spec.resources.ram_mb or None,  # none asked: the place's own memory, if known
     )

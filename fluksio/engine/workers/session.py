@@ -203,7 +203,7 @@ class WorkerSession:
                 env=spec.env,
                 limit=spec.limit or None,
                 ram_mb=spec.ram_mb,
-                until_job_end=True if spec.notice_s is not None else None,
+                until_job_end=True if spec.until_job_end else None,
             )
             if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
                 # Every slot has a call: it holds this one until a slot frees, and says
