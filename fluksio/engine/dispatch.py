@@ -78,7 +78,8 @@ from fluksio.engine.stream import (
 )
 from fluksio.errors import InvalidInput
 from fluksio.logs import get_logger
-from fluksio.provisioners.driver import EngineSide, ProvisioningDriver
+from fluksio.provisioners.driver import ProvisioningDriver
+from fluksio.provisioners.engine_side import EngineSide
 from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.requests import MachineRequest
 from fluksio.scheduler import (

@@ -1,8 +1,8 @@
 """Provisioners in the engine: ``provisioners.json`` loaded at start, and the engine's side.
 
 The provisioners layer knows nothing of tokens or SQLite; :class:`TokensAndRequests` gives
-its driver those (the :class:`~fluksio.provisioners.driver.EngineSide` it asks for). The dispatcher
-(:mod:`fluksio.engine.dispatch`) owns the driver.
+its driver those (the :class:`~fluksio.provisioners.engine_side.EngineSide` it asks for).
+The dispatcher (:mod:`fluksio.engine.dispatch`) owns the driver.
 """
 
 from __future__ import annotations

@@ -50,11 +50,11 @@ import functools
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol, assert_never
+from typing import Any, assert_never
 
 from fluksio.clock import Clock, SystemClock, Timer
 from fluksio.logs import get_logger
-from fluksio.provisioners.base import ProfileSettings, ProvisionError, WorkerRecord
+from fluksio.provisioners.base import ProvisionError, WorkerRecord
 from fluksio.provisioners.effects import (
     AskBackend,
     Cancel,
@@ -73,6 +73,7 @@ from fluksio.provisioners.effects import (
     Wake,
     WriteDown,
 )
+from fluksio.provisioners.engine_side import EngineSide
 from fluksio.provisioners.events import (
     CommandRan,
     ProvisioningEvent,
@@ -91,32 +92,6 @@ __all__ = ["EngineSide", "ProvisioningDriver"]
 log = get_logger(__name__)
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.
 SHUTDOWN_CANCEL_S = 20.0
-
-
-class EngineSide(Protocol):
-    """What the driver needs from the engine: tokens, and somewhere durable to write."""
-
-    def mint_token(
-        self, provisioner: str, profile: ProfileSettings, request_id: str
-    ) -> tuple[str, str]:
-        """A worker token for one request (24 h, the profile's labels): (token, jti)."""
-        ...
-
-    def revoke_token(self, jti: str, reason: str) -> None: ...
-
-    def remember(self, request: MachineRequest) -> None:
-        """Keep a submitted request (and its stage) where a restarted engine finds it."""
-        ...
-
-    def forget(self, request_id: str) -> None: ...
-
-    def remember_pause(self, profile: str, said: str | None) -> None:
-        """Keep that a person paused ``profile`` (``said``: why), or (None) resumed it."""
-        ...
-
-    def pauses(self) -> dict[str, str]:
-        """The profiles paused by hand, as :meth:`remember_pause` kept them."""
-        ...
 
 
 class ProvisioningDriver:
