@@ -204,20 +204,24 @@ async def test_an_answer_of_another_model_than_declared_is_a_server_error(
 
     routes = Routes(prefix="")
 
-    @routes.get("/right", summary="Right", auth="none", answer=Declared)
+    @routes.get("/right", auth="none", answer=Declared)
     async def _right(_call: Call[None]) -> Declared:
+        """Right"""
         return Declared(name="right")
 
-    @routes.get("/wrong", summary="Wrong", auth="none", answer=Declared)
+    @routes.get("/wrong", auth="none", answer=Declared)
     async def _wrong(_call: Call[None]) -> Other:
+        """Wrong"""
         return Other(name="wrong")
 
-    @routes.get("/many", summary="Many", auth="none", answer=Declared, many=True)
+    @routes.get("/many", auth="none", answer=Declared, many=True)
     async def _one(_call: Call[None]) -> Declared:
+        """Many"""
         return Declared(name="one, not a list")
 
-    @routes.get("/teapot", summary="Raw JSON", auth="none")
+    @routes.get("/teapot", auth="none")
     async def _teapot(_call: Call[None]) -> web.Response:
+        """Raw JSON"""
         return web.json_response({"short": "and stout"}, status=418)
 
     app = web.Application()
@@ -234,7 +238,13 @@ async def test_an_answer_of_another_model_than_declared_is_a_server_error(
             assert answer.status == 500, path
     assert ("get", "/right", 200) in check.seen
     with pytest.raises(TypeError, match="many=True needs an answer model"):
-        routes.get("/bad", summary="Bad", auth="none", many=True)
+        routes.get("/bad", auth="none", many=True)(_teapot)
+    with pytest.raises(TypeError, match="GET /undocumented: its handler's docstring"):
+        routes.get("/undocumented", auth="none")(_undocumented)
+
+
+async def _undocumented(_call: Call[None]) -> web.Response:
+    return web.Response()
 
 
 def test_a_route_without_a_description_is_an_error_naming_it(tmp_path: Path) -> None:

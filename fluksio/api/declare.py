@@ -4,10 +4,13 @@ A route module makes a :class:`Routes` and decorates its handlers::
 
     routes = Routes()
 
-    @routes.put("/secrets/{name}", summary="Create or replace a secret", auth="superuser",
-                body=SecretRequest, answer=SecretBody, errors=(422,))
+    @routes.put("/secrets/{name}", auth="superuser", body=SecretRequest, answer=SecretBody)
     async def _put(call: Call[SecretRequest]) -> SecretBody:
+        "Create or replace a secret"
         ...
+
+The handler's docstring is the route's summary, in the OpenAPI document too, so a reader
+of the handler and of the document read the same sentence.
 
 From that one declaration come the checks and the shapes around the handler:
 
@@ -26,6 +29,7 @@ A route whose answer is not a model (bytes, a page, a stream, the WebSocket) dec
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -217,10 +221,9 @@ class Routes:
     def _declare(
         self, method: Method, path: str, fields: dict[str, Any]
     ) -> Callable[[Handler], Handler]:
-        operation = Operation(**fields)
-        _check(method, path, operation)
-
         def declare(handler: Handler) -> Handler:
+            operation = Operation(summary=_summary(method, path, handler), **fields)
+            _check(method, path, operation)
             self.declared.append(Declared(method, self.prefix + path, operation, handler))
             return handler
 
@@ -234,6 +237,14 @@ class Routes:
             else web.route(declared.method, declared.path, _endpoint(declared))
             for declared in self.declared
         ]
+
+
+def _summary(method: Method, path: str, handler: Handler) -> str:
+    """The first paragraph of the handler's docstring, on one line."""
+    doc = inspect.getdoc(handler)
+    if not doc:
+        raise TypeError(f"{method} {path}: its handler's docstring is the route's summary")
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def _check(method: Method, path: str, operation: Operation) -> None:

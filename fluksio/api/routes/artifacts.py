@@ -77,7 +77,6 @@ class _Artifact(web.FileResponse):
 
 @routes.put(
     "/artifacts",
-    summary="Store an artifact: the raw bytes, hashed as they arrive",
     auth="artifact",
     answer=ArtifactRef,
     status=201,
@@ -87,13 +86,12 @@ class _Artifact(web.FileResponse):
         Param("name", "The file name it is known by (at most 255 characters, no /)."),
         Param("media_type", "Its media type (default application/octet-stream)."),
         Param(
-            DIGEST_HEADER,
-            "sha256:<hex> the bytes must have; a mismatch is a 422.",
-            where="header",
+            DIGEST_HEADER, "sha256:<hex> the bytes must have; a mismatch is a 422.", where="header"
         ),
     ),
 )
 async def _put(call: Call[None]) -> ArtifactRef:
+    """Store an artifact: the raw bytes, hashed as they arrive"""
     request, who = call.request, call.caller.described
     name = request.query.get("name", "")
     media_type = request.query.get("media_type") or "application/octet-stream"
@@ -112,7 +110,6 @@ async def _put(call: Call[None]) -> ArtifactRef:
 
 @routes.get(
     "/artifacts/{digest}",
-    summary="An artifact's bytes (Range supported; the ETag is its digest)",
     auth="artifact",
     media="application/octet-stream",
     errors=(404, 422),
@@ -122,6 +119,7 @@ async def _put(call: Call[None]) -> ArtifactRef:
     },
 )
 async def _get(call: Call[None]) -> web.StreamResponse:
+    """An artifact's bytes (Range supported; the ETag is its digest)"""
     request = call.request
     digest = request.match_info["digest"]
     engine = request.app[ENGINE]

@@ -19,13 +19,9 @@ DOCUMENT = web.AppKey("openapi_document", dict[str, Any])
 routes = Routes()
 
 
-@routes.get(
-    "/openapi.json",
-    summary="This API's OpenAPI 3.1 description",
-    auth="none",
-    media="application/json",
-)
+@routes.get("/openapi.json", auth="none", media="application/json")
 async def _document(call: Call[None]) -> web.Response:
+    """This API's OpenAPI 3.1 description"""
     cache = call.app[DOCUMENT]
     if not cache:
         cache["text"] = json.dumps(openapi_document(call.app), indent=1)

@@ -79,15 +79,12 @@ def _selected(run_id: str | None, superuser: bool, event: FeedEvent) -> bool:
 
 @routes.get(
     "/events",
-    summary="The live feed: changes to runs, calls, workers, queue, provisioning (SSE)",
     auth="user",
     media="text/event-stream",
     errors=(422,),
     params=(
         Param(
-            "Last-Event-ID",
-            "The last event id seen: replay what came after it.",
-            where="header",
+            "Last-Event-ID", "The last event id seen: replay what came after it.", where="header"
         ),
         Param("last_event_id", "The same, for a client that cannot set headers."),
         Param("run", "Only this run's events."),
@@ -96,6 +93,7 @@ def _selected(run_id: str | None, superuser: bool, event: FeedEvent) -> bool:
     events=FEED_EVENTS,
 )
 async def _events(call: Call[None]) -> web.StreamResponse:
+    """The live feed: changes to runs, calls, workers, queue, provisioning (SSE)"""
     request = call.request
     feed = request.app[ENGINE].feed
     last = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")

@@ -16,14 +16,14 @@ __all__ = ["routes"]
 routes = Routes()
 
 
-@routes.get("/flows", summary="Every flow", auth="user", answer=FlowSummary, many=True)
+@routes.get("/flows", auth="user", answer=FlowSummary, many=True)
 async def _list(call: Call[None]) -> list[FlowSummary]:
+    """Every flow"""
     return call.app[ENGINE].flow_list()
 
 
 @routes.put(
     "/flows/{name}",
-    summary="Create or replace a flow (201 when new)",
     auth="user",
     answer=FlowBody,
     body=FlowSpec,
@@ -39,6 +39,7 @@ async def _list(call: Call[None]) -> list[FlowSummary]:
     ),
 )
 async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
+    """Create or replace a flow (201 when new)"""
     transient = call.request.query.get("transient", "false")
     if transient not in ("true", "false"):
         raise InvalidInput("transient", "must be true or false")
@@ -48,21 +49,20 @@ async def _put(call: Call[FlowSpec]) -> FlowBody | Answered:
     return Answered(flow, 201) if created else flow
 
 
-@routes.get("/flows/{name}", summary="One flow", auth="user", answer=FlowBody, errors=(404, 422))
+@routes.get("/flows/{name}", auth="user", answer=FlowBody, errors=(404, 422))
 async def _get(call: Call[None]) -> FlowBody:
+    """One flow"""
     return call.app[ENGINE].flow(path_name(call.request))
 
 
-@routes.delete(
-    "/flows/{name}", summary="Delete a flow", auth="user", answer=Deleted, errors=(404, 422)
-)
+@routes.delete("/flows/{name}", auth="user", answer=Deleted, errors=(404, 422))
 async def _delete(call: Call[None]) -> Deleted:
+    """Delete a flow"""
     return call.app[ENGINE].delete_flow(path_name(call.request))
 
 
 @routes.post(
     "/flows/{name}/runs",
-    summary="Start a run of a flow",
     auth="user",
     answer=RunBody,
     status=201,
@@ -71,4 +71,5 @@ async def _delete(call: Call[None]) -> Deleted:
     errors=(404, 422),
 )
 async def _start_run(call: Call[RunRequest]) -> RunBody:
+    """Start a run of a flow"""
     return await call.app[ENGINE].start_run(path_name(call.request), call.body.params)

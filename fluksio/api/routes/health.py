@@ -14,6 +14,7 @@ __all__ = ["routes"]
 routes = Routes()
 
 
-@routes.get("/health", summary="Liveness, and the engine's version", auth="none", answer=Health)
+@routes.get("/health", auth="none", answer=Health)
 async def _health(call: Call[None]) -> Health:
+    """Liveness, and the engine's version"""
     return Health(version=version("fluksio"), public_url=call.app[ENGINE].settings.public_url)

@@ -25,20 +25,19 @@ MAX_PAGE = 10_000
 
 @routes.post(
     "/runs/{run_id}/items/cancel",
-    summary="Cancel chosen items of a live run's array",
     auth="user",
     answer=RunBody,
     body=ItemsCancelRequest,
     errors=(404, 409, 422),
 )
 async def _cancel_items(call: Call[ItemsCancelRequest]) -> RunBody:
+    """Cancel chosen items of a live run's array"""
     run_id = call.request.match_info["run_id"]
     return call.app[ENGINE].cancel_items(run_id, call.body.node, call.body.items)
 
 
 @routes.get(
     "/runs/{run_id}/items",
-    summary="An array's items, a page at a time",
     auth="user",
     answer=ItemsPage,
     errors=(404, 422),
@@ -62,6 +61,7 @@ async def _cancel_items(call: Call[ItemsCancelRequest]) -> RunBody:
     ),
 )
 async def _items(call: Call[None]) -> ItemsPage:
+    """An array's items, a page at a time"""
     after = int(number(call.request, "after", -1, -1, 10**12))
     limit = int(number(call.request, "limit", 1000, 1, MAX_PAGE))
     raw_state = call.request.query.get("state")

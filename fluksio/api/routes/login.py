@@ -28,14 +28,10 @@ routes = Routes()
 
 
 @routes.post(
-    "/login/access-token",
-    summary="Log in: a bearer access token for a username and password",
-    auth="none",
-    answer=AccessToken,
-    form=LoginForm,
-    errors=(401, 422, 429),
+    "/login/access-token", auth="none", answer=AccessToken, form=LoginForm, errors=(401, 422, 429)
 )
 async def _access_token(call: Call[LoginForm]) -> AccessToken:
+    """Log in: a bearer access token for a username and password"""
     request = call.request
     username, password = call.body.username, call.body.password
 

@@ -19,7 +19,6 @@ routes = Routes()
 
 @routes.get(
     "/runs/{run_id}/logs",
-    summary="A node's output from a position (live while it runs)",
     auth="user",
     answer=NodeLogs,
     errors=(404, 422),
@@ -44,6 +43,7 @@ routes = Routes()
     ),
 )
 async def _logs(call: Call[None]) -> NodeLogs:
+    """A node's output from a position (live while it runs)"""
     query = call.request.query
     item = None if query.get("item") is None else int(number(call.request, "item", 0, 0, 1e12))
     attempt = None if query.get("attempt") is None else number(call.request, "attempt", 1, 1, 1e12)

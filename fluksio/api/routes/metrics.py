@@ -23,13 +23,9 @@ routes = Routes()
 outside_api = Routes(prefix="")
 
 
-@outside_api.get(
-    "/metrics",
-    summary="Prometheus metrics, in the text exposition format",
-    auth="scrape",
-    media="text/plain",
-)
+@outside_api.get("/metrics", auth="scrape", media="text/plain")
 async def _metrics(call: Call[None]) -> web.Response:
+    """Prometheus metrics, in the text exposition format"""
     return web.Response(
         body=call.app[ENGINE].metrics.render(), headers={"Content-Type": CONTENT_TYPE}
     )
@@ -37,7 +33,6 @@ async def _metrics(call: Call[None]) -> web.Response:
 
 @routes.post(
     "/metrics/tokens",
-    summary="Mint a scrape token (its text is in this answer only)",
     auth="superuser",
     answer=MintedScrapeToken,
     status=201,
@@ -45,26 +40,19 @@ async def _metrics(call: Call[None]) -> web.Response:
     errors=(422,),
 )
 async def _mint(call: Call[ScrapeTokenRequest]) -> MintedScrapeToken:
+    """Mint a scrape token (its text is in this answer only)"""
     return call.app[ENGINE].mint_scrape_token(call.body.name, by=call.superuser.username)
 
 
-@routes.get(
-    "/metrics/tokens",
-    summary="Every scrape token, never its text",
-    auth="superuser",
-    answer=ScrapeTokenBody,
-    many=True,
-)
+@routes.get("/metrics/tokens", auth="superuser", answer=ScrapeTokenBody, many=True)
 async def _list(call: Call[None]) -> list[ScrapeTokenBody]:
+    """Every scrape token, never its text"""
     return call.app[ENGINE].scrape_token_list()
 
 
 @routes.post(
-    "/metrics/tokens/{token_id}/revoke",
-    summary="Revoke a scrape token",
-    auth="superuser",
-    answer=ScrapeTokenBody,
-    errors=(404,),
+    "/metrics/tokens/{token_id}/revoke", auth="superuser", answer=ScrapeTokenBody, errors=(404,)
 )
 async def _revoke(call: Call[None]) -> ScrapeTokenBody:
+    """Revoke a scrape token"""
     return call.app[ENGINE].revoke_scrape_token(call.request.match_info["token_id"])

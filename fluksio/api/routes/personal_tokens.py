@@ -20,7 +20,6 @@ routes = Routes()
 
 @routes.post(
     "/tokens",
-    summary="Mint a personal API token for yourself (its text is in this answer only)",
     auth="user",
     answer=MintedPersonalToken,
     status=201,
@@ -28,29 +27,20 @@ routes = Routes()
     errors=(422,),
 )
 async def _mint(call: Call[PersonalTokenRequest]) -> MintedPersonalToken:
+    """Mint a personal API token for yourself (its text is in this answer only)"""
     body = call.body
     return call.app[ENGINE].mint_personal_token(call.user.username, body.name, body.days)
 
 
-@routes.get(
-    "/tokens",
-    summary="Your personal API tokens, never their text",
-    auth="user",
-    answer=PersonalTokenBody,
-    many=True,
-)
+@routes.get("/tokens", auth="user", answer=PersonalTokenBody, many=True)
 async def _list(call: Call[None]) -> list[PersonalTokenBody]:
+    """Your personal API tokens, never their text"""
     return call.app[ENGINE].personal_token_list(call.user.username)
 
 
-@routes.post(
-    "/tokens/{token_id}/revoke",
-    summary="Revoke a personal API token: refused from the next request on",
-    auth="user",
-    answer=PersonalTokenBody,
-    errors=(404,),
-)
+@routes.post("/tokens/{token_id}/revoke", auth="user", answer=PersonalTokenBody, errors=(404,))
 async def _revoke(call: Call[None]) -> PersonalTokenBody:
+    """Revoke a personal API token: refused from the next request on"""
     user = call.user
     return call.app[ENGINE].revoke_personal_token(
         call.request.match_info["token_id"], username=user.username, superuser=user.is_superuser

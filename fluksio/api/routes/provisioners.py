@@ -19,23 +19,23 @@ routes = Routes()
 
 @routes.post(
     "/provisioners/{provisioner}/{profile}/pause",
-    summary="Pause a profile: nothing is asked of it until it is resumed (its jobs stay)",
     auth="superuser",
     answer=ProfileBody,
     errors=(404,),
 )
 async def _pause(call: Call[None]) -> ProfileBody:
+    """Pause a profile: nothing is asked of it until it is resumed (its jobs stay)"""
     return call.app[ENGINE].pause_profile(*_named(call), by=call.superuser.username)
 
 
 @routes.post(
     "/provisioners/{provisioner}/{profile}/resume",
-    summary="Resume a profile, paused by a person or by itself after failures in a row",
     auth="superuser",
     answer=ProfileBody,
     errors=(404,),
 )
 async def _resume(call: Call[None]) -> ProfileBody:
+    """Resume a profile, paused by a person or by itself after failures in a row"""
     return call.app[ENGINE].resume_profile(*_named(call), by=call.superuser.username)
 
 

@@ -16,13 +16,7 @@ from fluksio.wire.answers.resources import Deleted
 from fluksio.wire.answers.runs import RunBody, RunSummary
 from fluksio.wire.states import RunState
 
-__all__ = [
-    "MAX_WAIT_S",
-    "RunBody",
-    "number",
-    "routes",
-    "wait_param",
-]
+__all__ = ["MAX_WAIT_S", "RunBody", "number", "routes", "wait_param"]
 
 MAX_WAIT_S = 60.0
 routes = Routes()
@@ -67,7 +61,6 @@ def _since(text: str | None) -> float | None:
 
 @routes.get(
     "/runs",
-    summary="Recent runs, newest first",
     auth="user",
     answer=RunSummary,
     many=True,
@@ -88,6 +81,7 @@ def _since(text: str | None) -> float | None:
     ),
 )
 async def _list(call: Call[None]) -> list[RunSummary]:
+    """Recent runs, newest first"""
     query = call.request.query
     raw_state = query.get("state")
     try:
@@ -101,20 +95,19 @@ async def _list(call: Call[None]) -> list[RunSummary]:
 
 @routes.get(
     "/runs/{run_id}",
-    summary="One run with its nodes",
     auth="user",
     answer=RunBody,
     errors=(404, 422),
     params=(wait_param("until the run ends."),),
 )
 async def _get(call: Call[None]) -> RunBody:
+    """One run with its nodes"""
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
     return await call.app[ENGINE].run(call.request.match_info["run_id"], wait)
 
 
 @routes.post(
     "/runs/{run_id}/cancel",
-    summary="Cancel a run: what it executes is killed (see wait)",
     auth="user",
     answer=RunBody,
     errors=(404, 409, 422),
@@ -128,27 +121,18 @@ async def _get(call: Call[None]) -> RunBody:
     ),
 )
 async def _cancel(call: Call[None]) -> RunBody:
+    """Cancel a run: what it executes is killed (see wait)"""
     wait = number(call.request, "wait", 0.0, 0.0, MAX_WAIT_S)
     return await call.app[ENGINE].cancel_run(call.request.match_info["run_id"], wait)
 
 
-@routes.post(
-    "/runs/{run_id}/retry",
-    summary="Run a failed run's failed nodes and array items again, in it",
-    auth="user",
-    answer=RunBody,
-    errors=(404, 409),
-)
+@routes.post("/runs/{run_id}/retry", auth="user", answer=RunBody, errors=(404, 409))
 async def _retry(call: Call[None]) -> RunBody:
+    """Run a failed run's failed nodes and array items again, in it"""
     return call.app[ENGINE].retry_run(call.request.match_info["run_id"])
 
 
-@routes.delete(
-    "/runs/{run_id}",
-    summary="Delete an ended run (409 while it has not ended)",
-    auth="user",
-    answer=Deleted,
-    errors=(404, 409),
-)
+@routes.delete("/runs/{run_id}", auth="user", answer=Deleted, errors=(404, 409))
 async def _delete(call: Call[None]) -> Deleted:
+    """Delete an ended run (409 while it has not ended)"""
     return call.app[ENGINE].delete_run(call.request.match_info["run_id"])

@@ -15,35 +15,21 @@ routes = Routes()
 
 
 @routes.put(
-    "/secrets/{name}",
-    summary="Create or replace a secret",
-    auth="superuser",
-    answer=SecretBody,
-    body=SecretRequest,
-    errors=(422,),
+    "/secrets/{name}", auth="superuser", answer=SecretBody, body=SecretRequest, errors=(422,)
 )
 async def _put(call: Call[SecretRequest]) -> SecretBody:
+    """Create or replace a secret"""
     body = call.body
     return call.app[ENGINE].put_secret(path_name(call.request), body.value, body.labels)
 
 
-@routes.get(
-    "/secrets",
-    summary="Every secret, never its value",
-    auth="superuser",
-    answer=SecretBody,
-    many=True,
-)
+@routes.get("/secrets", auth="superuser", answer=SecretBody, many=True)
 async def _list(call: Call[None]) -> list[SecretBody]:
+    """Every secret, never its value"""
     return call.app[ENGINE].secret_list()
 
 
-@routes.delete(
-    "/secrets/{name}",
-    summary="Delete a secret",
-    auth="superuser",
-    answer=Deleted,
-    errors=(404, 422),
-)
+@routes.delete("/secrets/{name}", auth="superuser", answer=Deleted, errors=(404, 422))
 async def _delete(call: Call[None]) -> Deleted:
+    """Delete a secret"""
     return call.app[ENGINE].delete_secret(path_name(call.request))

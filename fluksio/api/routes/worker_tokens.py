@@ -21,7 +21,6 @@ routes = Routes()
 
 @routes.post(
     "/workers/tokens",
-    summary="Mint a worker token (its text is in this answer only)",
     auth="superuser",
     answer=MintedToken,
     status=201,
@@ -29,29 +28,20 @@ routes = Routes()
     errors=(422,),
 )
 async def _mint(call: Call[WorkerTokenRequest]) -> MintedToken:
+    """Mint a worker token (its text is in this answer only)"""
     body, by = call.body, call.superuser.username
     return call.app[ENGINE].mint_worker_token(body.name, body.labels, by=by)
 
 
-@routes.get(
-    "/workers/tokens",
-    summary="Every worker token, never its text",
-    auth="superuser",
-    answer=WorkerTokenBody,
-    many=True,
-    view=True,
-)
+@routes.get("/workers/tokens", auth="superuser", answer=WorkerTokenBody, many=True, view=True)
 async def _list(call: Call[None]) -> View:
+    """Every worker token, never its text"""
     return View(call.app[ENGINE].worker_token_list)
 
 
-@routes.get(
-    "/workers/tokens/self",
-    summary="What the presented worker token signs",
-    auth="worker",
-    answer=OwnToken,
-)
+@routes.get("/workers/tokens/self", auth="worker", answer=OwnToken)
 async def _self(call: Call[None]) -> OwnToken:
+    """What the presented worker token signs"""
     identity = call.worker
     return OwnToken(
         name=identity.name,
@@ -62,12 +52,9 @@ async def _self(call: Call[None]) -> OwnToken:
 
 
 @routes.post(
-    "/workers/tokens/{jti}/revoke",
-    summary="Revoke a worker token; workers using it are disconnected at once",
-    auth="superuser",
-    answer=WorkerTokenBody,
-    errors=(404,),
+    "/workers/tokens/{jti}/revoke", auth="superuser", answer=WorkerTokenBody, errors=(404,)
 )
 async def _revoke(call: Call[None]) -> WorkerTokenBody:
+    """Revoke a worker token; workers using it are disconnected at once"""
     jti, by = call.request.match_info["jti"], call.superuser.username
     return await call.app[ENGINE].revoke_worker_token(jti, by=by)

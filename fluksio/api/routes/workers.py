@@ -31,7 +31,6 @@ routes = Routes()
 
 @routes.get(
     "/workers/attach",
-    summary="The attach WebSocket a worker dials (docs: protocol.md)",
     auth="worker",
     token_in_query=True,
     status=101,
@@ -40,17 +39,13 @@ routes = Routes()
     params=(Param("token", "The worker token, for the published agent, which sends it so."),),
 )
 async def _attach(call: Call[None]) -> web.StreamResponse:
+    """The attach WebSocket a worker dials (docs: protocol.md)"""
     return await attach(call.request, call.worker)
 
 
-@routes.get(
-    "/workers",
-    summary="Attached workers, and those refused for their protocol",
-    auth="user",
-    answer=WorkerList,
-    view=True,
-)
+@routes.get("/workers", auth="user", answer=WorkerList, view=True)
 async def _list(call: Call[None]) -> View:
+    """Attached workers, and those refused for their protocol"""
     views = call.app[ENGINE].views
     # A heartbeat is no change: under one tag, only the answering workers' last_seen moves
     # (a worker that stops answering changes its status, and so the tag).
@@ -59,33 +54,20 @@ async def _list(call: Call[None]) -> View:
     return View(views.worker_list, f"w{views.workers_version}")
 
 
-@routes.get(
-    "/workers/resources",
-    summary="Every place's amounts, the queue with why each call waits, provisioning",
-    auth="user",
-    answer=ResourcesBody,
-    view=True,
-)
+@routes.get("/workers/resources", auth="user", answer=ResourcesBody, view=True)
 async def _resources(call: Call[None]) -> View:
+    """Every place's amounts, the queue with why each call waits, provisioning"""
     views = call.app[ENGINE].views
     return View(views.resources, views.resources_version())
 
 
-@routes.get(
-    "/workers/runtime",
-    summary="The runner module the agent runs each call with",
-    auth="none",
-    media="text/x-python",
-)
+@routes.get("/workers/runtime", auth="none", media="text/x-python")
 async def _runtime(_call: Call[None]) -> web.Response:
+    """The runner module the agent runs each call with"""
     return web.Response(text=runner_source(), content_type="text/x-python")
 
 
-@routes.get(
-    "/workers/agent.py",
-    summary="The agent in one file, for a host that cannot pip install",
-    auth="none",
-    media="text/x-python",
-)
+@routes.get("/workers/agent.py", auth="none", media="text/x-python")
 async def _standalone_agent(_call: Call[None]) -> web.Response:
+    """The agent in one file, for a host that cannot pip install"""
     return web.Response(text=build_standalone_agent(), content_type="text/x-python")

@@ -52,22 +52,19 @@ def _file(name: str) -> web.Response:
     )
 
 
-@routes.get("/", summary="Redirects to the Workers screen", auth="none", status=302, media="none")
+@routes.get("/", auth="none", status=302, media="none")
 async def _home(_call: Call[None]) -> web.Response:
+    """Redirects to the Workers screen"""
     raise web.HTTPFound("/workers")
 
 
-@routes.get("/workers", summary="The Workers screen (HTML)", auth="none", media="text/html")
+@routes.get("/workers", auth="none", media="text/html")
 async def _page(_call: Call[None]) -> web.Response:
+    """The Workers screen (HTML)"""
     return _file("workers.html")
 
 
-@routes.get(
-    "/static/{name}",
-    summary="The screen's script and style sheet",
-    auth="none",
-    media="text/*",
-    errors=(404,),
-)
+@routes.get("/static/{name}", auth="none", media="text/*", errors=(404,))
 async def _static(call: Call[None]) -> web.Response:
+    """The screen's script and style sheet"""
     return _file(call.request.match_info["name"])
