@@ -22,9 +22,9 @@ from fluksio_gridengine import GridEngineProvisioner, GridEngineSettings
 from tests.support.cli import fluksio
 from tests.support.engine import (
     EngineProcess,
+    ProvisionedEngines,
     attach_url_on,
     free_port,
-    start_engine,
     write_provisioners,
 )
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
@@ -49,7 +49,7 @@ def cell() -> LocalGridEngine:
 
 @pytest.fixture
 def gridengine(tmp_path: Path, cell: LocalGridEngine) -> Iterator[Any]:
-    started: list[EngineProcess] = []
+    engines = ProvisionedEngines(tmp_path)
     port = free_port()
 
     def start(profile: dict[str, Any] | None = None, **changes: Any) -> tuple[EngineProcess, str]:
@@ -69,15 +69,10 @@ def gridengine(tmp_path: Path, cell: LocalGridEngine) -> Iterator[Any]:
                           "walltime_s": 600, **(profile or {})}],
             **changes,
         }  # fmt: skip
-        data_dir = tmp_path / "data"
-        write_provisioners(data_dir, [entry])
-        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port)
-        started.append(engine)
-        return engine, engine.login()
+        return engines.start(tmp_path / "data", [entry], port)
 
     yield start
-    for engine in started:
-        engine.stop()
+    engines.stop_all()
     # What a failed test left queued: its own engines' jobs only.
     left = cell.fluksio_jobs(tmp_path)
     if left:

@@ -19,10 +19,9 @@ import pytest
 from tests.support.cli import fluksio
 from tests.support.engine import (
     EngineProcess,
+    ProvisionedEngines,
     attach_url_on,
     free_port,
-    start_engine,
-    write_provisioners,
 )
 from tests.support.process import parent_of
 from tests.support.process import provisioned_processes as host_workers
@@ -46,9 +45,8 @@ def slurm() -> LocalSlurm:
 
 @pytest.fixture
 def boxes(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
-    started: list[EngineProcess] = []
+    engines = ProvisionedEngines(tmp_path)
     port = free_port()
-    data_dir = tmp_path / "data"
 
     def start(**changes: Any) -> tuple[EngineProcess, str]:
         host = {"name": "box", "login": slurm.login_with_port, "labels": ["box"], "cpus": 1}
@@ -65,15 +63,11 @@ def boxes(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
             "hosts": [host],
             **changes,
         }
-        write_provisioners(data_dir, [entry])
-        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port)
-        started.append(engine)
-        return engine, engine.login()
+        return engines.start(tmp_path / "data", [entry], port)
 
     before = set(host_workers(worker_only=False))
     yield start
-    for engine in started:
-        engine.stop()
+    engines.stop_all()
     for pid in set(host_workers(worker_only=False)) - before:  # a failed test's: by pid
         with contextlib.suppress(ProcessLookupError):
             __import__("os").kill(pid, signal.SIGKILL)

@@ -20,6 +20,7 @@ __all__ = [
     "SUPERUSER",
     "SUPERUSER_PASSWORD",
     "EngineProcess",
+    "ProvisionedEngines",
     "attach_url_on",
     "engine_env",
     "free_port",
@@ -146,3 +147,30 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+class ProvisionedEngines:
+    """The engines one test starts, each on its data directory's ``provisioners.json``,
+    each with logs of its own under ``root``; the fixture stops them all at its end."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: list[EngineProcess] = []
+
+    def start(
+        self,
+        data_dir: Path,
+        entries: list[dict[str, Any]],
+        port: int,
+        args: tuple[str, ...] = (),
+    ) -> tuple[EngineProcess, str]:
+        """An engine with ``entries`` as its provisioners, and its superuser's token."""
+        write_provisioners(data_dir, entries)
+        logs = self.root / f"logs{len(self.started)}"
+        engine = start_engine(data_dir, logs, port=port, args=args)
+        self.started.append(engine)
+        return engine, engine.login()
+
+    def stop_all(self) -> None:
+        for engine in self.started:
+            engine.stop()

@@ -16,6 +16,7 @@ from tests.support.certs import KeyPair
 from tests.support.cli import fluksio
 from tests.support.engine import (
     EngineProcess,
+    ProvisionedEngines,
     attach_url_on,
     free_port,
     start_engine,
@@ -63,27 +64,22 @@ def no_job_outlives_its_test(slurm: LocalSlurm, tmp_path: Path) -> Iterator[None
 
 @pytest.fixture
 def start(tmp_path: Path, slurm: LocalSlurm) -> Iterator[Any]:
-    started: list[EngineProcess] = []
+    engines = ProvisionedEngines(tmp_path)
 
     def start_with(tls: KeyPair | None = None, **changes: Any) -> tuple[EngineProcess, str]:
         """An engine with one Slurm provisioner; with ``tls`` it serves HTTPS and WSS, and
         its jobs' workers dial ``wss://``."""
         port = free_port()
-        data_dir = tmp_path / f"data{len(started)}"
         args: tuple[str, ...] = ()
         if tls is not None:
             args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
             changes.setdefault("engine_url", attach_url_on(port, "wss"))
         config = [slurm_provisioner(slurm, port, **changes)]
-        write_provisioners(data_dir, config)
-        engine = start_engine(data_dir, tmp_path / f"logs{len(started)}", port=port, args=args)
-        started.append(engine)
-        return engine, engine.login()
+        return engines.start(tmp_path / f"data{len(engines.started)}", config, port, args)
 
     yield start_with
-    for engine in started:
-        engine.stop()
-    for index in range(len(started)):  # what an engine killed mid-test left open
+    engines.stop_all()
+    for index in range(len(engines.started)):  # what an engine killed mid-test left open
         log_out(tmp_path / f"data{index}")
 
 
