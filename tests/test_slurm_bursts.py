@@ -121,10 +121,11 @@ def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
 def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_need(
     tmp_path: Path, slurm: LocalSlurm
 ) -> None:
-    # Two-minute jobs: each worker is near its end from the moment it attaches. Before,
-    # such a worker stopped counting and eight calls brought six jobs at once.
+    # One-minute jobs: each worker is near its end from the moment it attaches, and takes
+    # three or four of the calls before too little of its job is left. Before, such a
+    # worker stopped counting and eight calls brought six jobs at once.
     shared, data_dir, port = _burst_setup(
-        tmp_path, slurm, max_idle_s=2, profile={"max_workers": 2, "sbatch": ["--time=00:02:00"]}
+        tmp_path, slurm, max_idle_s=2, profile={"max_workers": 2, "sbatch": ["--time=00:01:00"]}
     )
     ran = shared / "ran"
     engine = start_engine(
@@ -133,7 +134,7 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
     watch: _Watch | None = None
     try:
         token = engine.login()
-        nodes = _burst(ran, 12, seconds=20, limit=30)
+        nodes = _burst(ran, 10, seconds=10, limit=15)
         assert put_flow(engine, token, "capped", nodes)
         watch = _Watch(engine, token, slurm, tmp_path)
         watch.start()
