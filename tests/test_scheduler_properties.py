@@ -37,11 +37,11 @@ maybe = st.one_of(st.none(), st.integers(0, 8))
 
 def _in_time(worker: Worker, request: CallRequest) -> bool:
     """The rule as a user states it: the call's limit, and a margin, fit before the end; a
-    call without a limit runs in any job not yet in its margin."""
+    call without a limit runs in any job not yet in its margin and its notice."""
     if worker.ends_at is None:
         return True
     if request.limit is None:
-        return worker.ends_at > NOW + MARGIN
+        return worker.ends_at > NOW + MARGIN + worker.notice_s
     return NOW + request.limit + MARGIN <= worker.ends_at
 
 
@@ -73,6 +73,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         gpus=st.one_of(st.none(), st.integers(0, 4)),
         ram=st.one_of(st.none(), st.sampled_from([0, 512, 4096])),
         ends_in=st.sampled_from([None, None, 100.0, 10_000.0]),
+        notice=st.sampled_from([0.0, 0.0, 30.0, 40.0, 120.0]),
         holds=st.frozensets(st.sampled_from([d for d, _ in INPUTS])),
     )
     def attach(
@@ -85,6 +86,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         gpus: int | None,
         ram: int | None,
         ends_in: float | None,
+        notice: float,
         holds: frozenset[str],
     ) -> None:
         worker_id = self._next_id("w")
@@ -99,6 +101,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 gpus=gpus,
                 ram_mb=ram,
                 ends_at=None if ends_in is None else NOW + ends_in,
+                notice_s=notice,
             )
         )
         self.scheduler.set_cached(worker_id, holds)  # what it had cached when it attached
@@ -198,20 +201,23 @@ class SchedulerMachine(RuleBasedStateMachine):
         cpus=st.one_of(st.none(), st.integers(1, 16)),
         # 90 s: a 30-s limit and the margin exactly, where long enough is decided.
         walltime=st.sampled_from([None, 90.0, 120.0, 3_600.0]),
+        notice=st.sampled_from([0.0, 30.0, 60.0]),
         max_workers=st.integers(1, 3),
     )
     def add_profile(
         self,
+        *,
         labels: frozenset[str],
         gpus: int | None,
         cpus: int | None,
         walltime: float | None,
+        notice: float,
         max_workers: int,
     ) -> None:
         profile = Profile(
             "p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus, max_workers=max_workers
         )
-        self.profiles.append(replace(profile, walltime_s=walltime))
+        self.profiles.append(replace(profile, walltime_s=walltime, notice_s=notice))
         self.scheduler.set_profiles(self.profiles)
 
     @rule(index=st.integers(0, 5), ends=st.booleans())
@@ -275,12 +281,15 @@ class SchedulerMachine(RuleBasedStateMachine):
         for placed in result.placements:
             # Every call placed where a job ends stops, at its own limit or the job's, with
             # the margin to spare; a job's end is a limit only for a call that set none.
-            ends_at = self.scheduler.place(placed.worker_id).worker.ends_at
+            worker = self.scheduler.place(placed.worker_id).worker
+            ends_at = worker.ends_at
             own = requests[placed.request_id].limit
             assert (placed.job_limit is not None) == (own is None and ends_at is not None)
             if ends_at is not None:
                 limit = own if own is not None else placed.job_limit
                 assert limit is not None and limit > 0 and NOW + limit + MARGIN <= ends_at
+            if placed.job_limit is not None:  # it has the time its notice gives, and more
+                assert placed.job_limit > worker.notice_s
         # The driver's part: a profile asked for is outstanding until its request ends,
         # and its job counts from the moment it is asked for.
         asked = {f"{ask.provisioner}/{ask.profile}" for ask in result.asks}

@@ -111,3 +111,33 @@ def test_with_no_worker_a_call_longer_than_any_profiles_walltime_says_so() -> No
         WaitKind.WALLTIME,
         "needs up to 7200 s (+60 s to spare); the profile with 'hpc' allows at most 3600 s",
     )
+
+
+def test_a_call_without_a_limit_never_goes_where_it_would_be_told_at_once_to_stop() -> None:
+    # Its worker tells such a call 120 s before the margin: a job with 120 s left would tell
+    # it at once, and the job it checkpointed in would take it straight back.
+    profiles = [
+        Profile("hpc", "small", frozenset({"hpc"}), cpus=1, walltime_s=120, notice_s=120),
+        Profile("hpc", "long", frozenset({"hpc"}), cpus=2, walltime_s=3600, notice_s=120),
+    ]
+    scheduler = Scheduler(ENGINE, profiles=profiles, walltime_margin_s=10)
+    told = replace(worker("told", "hpc", slots=4), ends_at=NOW + 120, notice_s=120)
+    scheduler.add_worker(told)
+    scheduler.submit(CallRequest("untimed", 1.0, label="hpc"))
+    plan = scheduler.schedule(NOW)
+    assert plan.placements == () and plan.holds == {}
+    assert [(a.profile, a.request_id) for a in plan.asks] == [("long", "untimed")]
+    # Where no profile's job outlives its margin and notice, the reason says so.
+    scheduler.set_profiles(profiles[:1])
+    scheduler.submit(CallRequest("untimed-2", 2.0, label="hpc"))
+    scheduler.schedule(NOW)
+    assert scheduler.reason("untimed-2") == WaitReason(
+        WaitKind.WALLTIME,
+        "sets no limit, and every job that could run it is within its 10 s margin and the"
+        " 120 s notice its calls get (told's job ends in 120 s; the profile with 'hpc'"
+        " allows at most 120 s)",
+    )
+    # A worker with time for the notice takes it, its limit the job's end less the margin.
+    scheduler.add_worker(replace(worker("fresh", "hpc", slots=1), ends_at=NOW + 140, notice_s=120))
+    (placed,) = scheduler.schedule(NOW).placements
+    assert (placed.request_id, placed.worker_id, placed.job_limit) == ("untimed", "fresh", 130)

@@ -74,7 +74,10 @@ def _provisioner(slurm: LocalSlurm, port: int) -> dict[str, Any]:
     profiles = [
         # The spec's gpu-small, less what this one-node cluster does not have.
         {**common, "name": "gpu-small", "labels": ["gpu"], "sbatch": ["--time=04:00:00"]},
-        {**common, "name": "short", "labels": ["hpc"], "sbatch": ["--time=00:01:00"]},
+        # No notice: a one-minute job could not give one before the margin, and this node
+        # is to be stopped at the margin, not told.
+        {**common, "name": "short", "labels": ["hpc"], "sbatch": ["--time=00:01:00"]}
+        | {"notice_s": 0},
     ]
     # They leave by draining, not by idling.
     return slurm_provisioner(slurm, port, max_idle_s=300, profiles=profiles)

@@ -221,6 +221,7 @@ def as_scheduled(entry: ProfileEntry, path_down: str | None = None) -> Profile:
         provisioning=_provisioning(entry, path_down),
         max_workers=settings.max_workers,
         walltime_s=entry.rule.walltime_s,
+        notice_s=settings.notice_s,
     )
 
 

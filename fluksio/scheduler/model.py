@@ -92,6 +92,10 @@ class Worker:
     ends_at: float | None = None
     """When its batch job ends (its walltime), as a Unix time; None: it does not end."""
     pipeline: int = 0
+    notice_s: float = 0.0
+    """How long before its job's end a call without a ``limit`` is told it will be stopped
+    (the agent's ``--notice-s``): such a call goes here only while the notice and the
+    margin still fit, so that it is never told at once, nor sent back where it was told."""
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -167,6 +171,9 @@ class Profile:
     """How many of its jobs may exist at once."""
     walltime_s: float | None = None
     """How long each of its jobs may run; None: no limit."""
+    notice_s: float = 0.0
+    """Its workers' notice (:attr:`Worker.notice_s`): a call without a ``limit`` asks for
+    it only if its jobs outlive the margin and the notice."""
 
     @property
     def key(self) -> str:

@@ -27,7 +27,7 @@ def long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
     if profile.walltime_s is None:
         return True
     if limit is None:
-        return margin < profile.walltime_s
+        return margin + profile.notice_s < profile.walltime_s
     return limit + margin <= profile.walltime_s
 
 

@@ -247,7 +247,10 @@ def walltime(
         lefts.append(f"the {which} with {label!r} {allow} at most {max(walltimes):g} s")
     where = "; ".join(lefts) or f"every worker with {label!r} runs in a job that ends"
     if limit is None:
+        notice = max((p.worker.notice_s for p in ending), default=0.0)
         last = f"in its last {margin:g} s"
+        if notice:  # a call placed there would be told at once to stop
+            last = f"within its {margin:g} s margin and the {notice:g} s notice its calls get"
         text = f"sets no limit, and every job that could run it is {last} ({where})"
     else:
         text = f"needs up to {limit:g} s (+{margin:g} s to spare); {where}"

@@ -54,9 +54,9 @@ def _profile_amounts(profile: Profile) -> Amounts:
 
 def _long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
     """A job of the profile outlives the request's limit and the margin (no limit: the
-    margin alone, strictly)."""
+    margin and the profile's notice, strictly)."""
     walltime = math.inf if profile.walltime_s is None else profile.walltime_s
-    return margin < walltime if limit is None else limit + margin <= walltime
+    return margin + profile.notice_s < walltime if limit is None else limit + margin <= walltime
 
 
 def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> bool:
@@ -66,7 +66,7 @@ def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> boo
     if snapshot.now is None:
         return False
     if request.limit is None:
-        return snapshot.now + snapshot.walltime_margin_s < ends_at
+        return snapshot.now + snapshot.walltime_margin_s + place.worker.notice_s < ends_at
     return snapshot.now + request.limit + snapshot.walltime_margin_s <= ends_at
 
 

@@ -30,12 +30,13 @@ Rules of a pass (the contract the property tests hold it to):
    the request's ``limit`` fits in the time left, with ``walltime_margin_s`` to spare:
    ``now + limit + margin <= ends_at``; a profile takes it only if its ``walltime_s``
    allows ``limit + margin``. A request without a limit runs where jobs end too, but not
-   on a place inside its margin (it drains): of the places that fit, the one with the most
-   time left (a place whose job never ends has the most; best fit among equals), and the
-   time left less the margin becomes its limit (``Placement.job_limit``); any profile
-   whose walltime exceeds the margin may be asked for it. Time only runs out, so a place
-   too near its end is, for that request, a place that could never run it: it holds
-   nothing there and counts as demand for a profile whose walltime fits.
+   on a place inside its margin and its notice (``Worker.notice_s``: it would be told at
+   once to stop): of the places that fit, the one with the most time left (a place whose
+   job never ends has the most; best fit among equals), and the time left less the margin
+   becomes its limit (``Placement.job_limit``); a profile whose walltime exceeds both
+   may be asked for it. Time only runs out, so a place too near its end is, for that
+   request, a place that could never run it: it holds nothing there and counts as
+   demand for a profile whose walltime fits.
 
 A shape that cannot be placed or hold is done for the pass: within a pass places only
 fill up, so nothing later of that shape could fit either. A pass therefore costs
@@ -61,7 +62,7 @@ from fluksio.scheduler.model import (
     Worker,
 )
 from fluksio.scheduler.plan import DEFAULT_WALLTIME_MARGIN_S, Plan, Snapshot
-from fluksio.scheduler.profiles import fitting_profile, long_enough, profile_amounts
+from fluksio.scheduler.profiles import fitting_profile
 from fluksio.scheduler.queues import ShapeQueue
 from fluksio.scheduler.resources import Amounts, PlaceKey
 from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
@@ -72,9 +73,7 @@ __all__ = [
     "Scheduler",
     "Shape",
     "Snapshot",
-    "long_enough",
     "plan",
-    "profile_amounts",
 ]
 
 
@@ -330,17 +329,17 @@ class Scheduler(Holds):
         places = self._places
 
         def fits(key: PlaceKey) -> bool:
-            return self._fits(places[key.place_id].worker.ends_at, limit)
+            return self._fits(places[key.place_id].worker, limit)
 
         return fits
 
-    def _fits(self, ends_at: float | None, limit: float | None) -> bool:
-        if ends_at is None:
+    def _fits(self, worker: Worker, limit: float | None) -> bool:
+        if (ends_at := worker.ends_at) is None:
             return True
         if self._now is None:
             return False
         if limit is None:
-            return self._now + self._margin < ends_at
+            return self._now + self._margin + worker.notice_s < ends_at
         return self._now + limit + self._margin <= ends_at
 
     def _choose(
