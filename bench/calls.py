@@ -335,6 +335,17 @@ def bare_fork_cpu(python: str, count: int) -> float:
     return (forking - starting) / count
 
 
+def python_pass_ms(times: int = 20) -> float:
+    """The floor most benches print beside their figures: a bare ``python -c pass`` with
+    this interpreter, its median over ``times`` runs, in ms."""
+    spent = []
+    for _ in range(times):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        spent.append(time.perf_counter() - started)
+    return statistics.median(spent) * 1000
+
+
 def measure_floors(count: int) -> dict[str, float]:
     python = os.path.realpath(sys.base_prefix + "/bin/python3")
     spawn = []

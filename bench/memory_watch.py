@@ -17,22 +17,17 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from fluksio.agent.launcher import CallSpec, Launcher
 from fluksio.agent.runner import tree_memory
 from fluksio.agent.runner.processes import children_of
 from fluksio.agent.stopping import MEMORY_EVERY_S
 
+sys.path.insert(0, str(Path(__file__).parent))
+from calls import python_pass_ms
+
 NOOP = "def process():\n    return 1\n"
-
-
-def _floor_ms(times: int = 20) -> float:
-    spent = []
-    for _ in range(times):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        spent.append(time.perf_counter() - started)
-    return statistics.median(spent) * 1000
 
 
 def _read_us(children: int, reads: int) -> float:
@@ -78,7 +73,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--reads", type=int, default=2000)
     given = parser.parse_args()
-    floor = _floor_ms()
+    floor = python_pass_ms()
     rows: list[tuple[str, float, float | None]] = [("floor: python -c pass (ms)", floor, 1.0)]
     unbounded = asyncio.run(_calls_ms(given.calls, None))
     bounded = asyncio.run(_calls_ms(given.calls, 1000))
