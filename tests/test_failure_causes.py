@@ -5,6 +5,7 @@ times; a call whose worker died under it ``crash_limit`` times fails
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 from typing import Any
@@ -130,12 +131,18 @@ def test_how_a_calls_attempts_were_spent_is_stored_for_the_next_engine(tmp_path:
     crashes = ("w1 in Slurm job 41",)
     run = RunRow("r", "flow", {"nodes": []}, {}, RunState.RUNNING, 0.0)
     runs.create(run, [NodeRow("n", NodeState.PENDING), NodeRow("a", NodeState.RUNNING)])
-    node = NodeRow("n", NodeState.QUEUED, attempt=4, interruptions=2, crashes=crashes)
-    item = NodeRow("a", NodeState.PENDING, item=7, attempt=4, interruptions=2, crashes=crashes)
+    saved = {"digest": "sha256:" + "ab" * 32, "size": 3, "media_type": "application/json"}
+    spent = functools.partial(
+        NodeRow, attempt=4, interruptions=2, crashes=crashes, checkpoint=saved
+    )
+    node = spent("n", NodeState.QUEUED)
+    item = spent("a", NodeState.PENDING, item=7)
     runs.save_nodes("r", [node, item])
     found = runs.get("r")
     assert found is not None
     (stored,) = [n for n in found[1] if n.node_id == "n"]
     assert (stored.attempt, stored.interruptions, stored.crashes) == (4, 2, crashes)
-    assert items.states("r", "a", 0, 10)[7] == Earlier("pending", 4, 2, crashes)
+    assert stored.checkpoint == saved, "the next attempt, after a restart, restores it"
+    assert items.states("r", "a", 0, 10)[7] == Earlier("pending", 4, 2, crashes, saved)
+    assert "ab" * 32 in runs.referenced_digests(), "its state is kept from retention"
     database.close()

@@ -43,6 +43,8 @@ def test_what_the_agent_encodes_the_engine_parses_back_unchanged() -> None:
         inventory=InventoryReport(cpus=16, gpus=2, ram_mb=65536),
         version="0.2.0",
         slurm_job_id="41",
+        ends_at=1_800_000_000.0,
+        notice_s=90.0,
     )
     assert parse_hello(json.loads(encode(hello))) == hello
     for frame in (
@@ -50,6 +52,12 @@ def test_what_the_agent_encodes_the_engine_parses_back_unchanged() -> None:
         ProgressFrame(call_id="c1", event="heartbeat"),
         AnswerFrame(call_id="c1", ok=True, result={"y": [1, 2]}, logs="hi\n"),
         AnswerFrame(call_id="c2", ok=False, error=ErrorRecord(type="ValueError", message="no")),
+        AnswerFrame(
+            call_id="c3",
+            ok=False,
+            error=ErrorRecord(type="Checkpointed", message="saved"),
+            checkpoint={"digest": "sha256:" + "0f" * 32, "size": 9, "name": "checkpoint"},
+        ),
     ):
         assert parse_worker_frame(encode(frame)) == frame
 
@@ -88,6 +96,7 @@ def test_the_published_agents_hello_is_accepted_as_it_is() -> None:
         ({"labels": [f"l{i}" for i in range(65)]}, "labels"),
         ({"max_parallel": 0}, "max_parallel"),
         ({"inventory": {"gpus": -1}}, "inventory.gpus"),
+        ({"notice_s": -1}, "notice_s"),
     ],
 )
 def test_a_hello_out_of_bounds_is_refused_naming_the_field(
@@ -118,6 +127,21 @@ def test_a_frame_of_the_wrong_type_is_refused_naming_the_field_never_coerced(
     with pytest.raises(ValidationError) as raised:
         parse_worker_frame(text)
     assert raised.value.errors()[0]["loc"] == where
+
+
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        {"digest": "sha256:nothex", "size": 1},
+        {"digest": "sha256:" + "0f" * 32, "size": -1},
+        {"digest": "sha256:" + "0f" * 32, "size": "9"},
+        {"digest": "sha256:" + "0f" * 32, "size": 9, "name": "x" * 2000},
+    ],
+)
+def test_a_checkpoint_that_is_no_artifact_reference_is_refused(checkpoint: object) -> None:
+    frame = {"call_id": "c", "ok": False, "error": {"type": "Checkpointed"}}
+    with pytest.raises(FrameError, match=r"^checkpoint: "):
+        parse_worker_frame(json.dumps({**frame, "checkpoint": checkpoint}))
 
 
 def test_strings_for_numbers_in_a_hello_are_refused() -> None:

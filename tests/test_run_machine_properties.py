@@ -64,6 +64,12 @@ OUTCOMES = {
     "job_end": CallOutcome(
         False, error=error_record(ErrorKind.NODE_LIMIT, "ran until its job's end"), interrupted=True
     ),
+    "checkpoint": CallOutcome(
+        False,
+        error=error_record(ErrorKind.CHECKPOINTED, "it saved its state"),
+        interrupted=True,
+        checkpoint={"digest": "sha256:" + "5e" * 32, "size": 2},
+    ),
 }
 CRASH_LIMIT = 2
 """Lower than the engine's own, so that Hypothesis reaches it often."""
@@ -338,6 +344,8 @@ class RunMachineComparison(RuleBasedStateMachine):
             assert {node_id: n.state for node_id, n in nodes.items()} == expected, run_id
             attempts = {node_id: node.attempt for node_id, node in reference.nodes.items()}
             assert {node_id: n.attempt for node_id, n in nodes.items()} == attempts, run_id
+            restores = {node_id: node.restores for node_id, node in reference.nodes.items()}
+            assert {i: n.checkpoint is not None for i, n in nodes.items()} == restores, run_id
             assert row.state is reference.state(), run_id
             assert (run_id in self.ended) is (row.state in TERMINAL_RUN_STATES), run_id
             assert self.queued_times.get(run_id, 0) == reference.queued_times, run_id

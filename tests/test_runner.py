@@ -144,7 +144,15 @@ async def test_import_fluksio_is_the_reporter_even_with_a_decoy_on_the_path(
             return [hasattr(fluksio, "DECOY"), sorted(fluksio.__all__)]
     """,
     )
-    reporter = ["emit", "load_artifact", "logger", "save_artifact", "time_left"]
+    reporter = [
+        "checkpoint",
+        "emit",
+        "load_artifact",
+        "logger",
+        "restored",
+        "save_artifact",
+        "time_left",
+    ]
     assert outcome.result == [False, reporter]
     assert [e["outputs"] for e in events if e["event"] != "log"] == [{"step": 1}]
     assert "INFO logged" in outcome.logs

@@ -186,6 +186,7 @@ def hello_frame(config: AgentConfig, launcher: Launcher, resume: list[str] | Non
         slurm_job_id=config.slurm_job_id,
         host=socket.gethostname(),
         ends_at=config.ends_at,
+        notice_s=config.notice_s,
         relayed=config.route is not None,
         resume=resume,
     )

@@ -216,7 +216,7 @@ class Carrier:
 
         outcome = await self.launcher.run(spec, on_event)
         why = self._interrupted.pop(spec.call_id, None)
-        if why is not None and not outcome.ok:
+        if why is not None and not outcome.ok and outcome.checkpoint is None:
             outcome = dataclasses.replace(outcome, error=error_record(ErrorKind.INTERRUPTED, why))
         if sending:  # its last lines and events go before its answer, which ends it
             await asyncio.gather(*sending)

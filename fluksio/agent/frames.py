@@ -86,6 +86,9 @@ class HelloFrame:
     """(ours) The machine's host name (``name`` may be set to anything)."""
     ends_at: float | None = None
     """(ours) When the batch job the worker runs in ends (its walltime), a Unix time."""
+    notice_s: float = 0.0
+    """(ours) How long before that end a call running until it is told (``--notice-s``):
+    the engine sends such a call only where its notice still fits."""
     relayed: bool = False
     """(ours) Its connection passes through a relay (``--connect-to``, a login node's) that
     can drop while the worker lives: a drop then holds its calls for it, by the 90-second
@@ -158,8 +161,11 @@ class AnswerFrame:
     result: Any = None
     error: ErrorRecord | None = None
     logs: str = ""
+    checkpoint: dict[str, Any] | None = None
+    """(ours) With the error ``Checkpointed``: the artifact reference of the state the
+    call saved, given back to its next attempt. The published agent never sends it."""
 
-    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"result", "error"})
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"result", "error", "checkpoint"})
 
 
 # -- engine -> worker ---------------------------------------------------------------------

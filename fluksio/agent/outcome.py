@@ -49,6 +49,10 @@ class ErrorKind(StrEnum):
     """Its worker was told to stop (SIGTERM: its batch job preempted, cancelled or at its
     end) and stopped it first: not its doing, so it runs again elsewhere, within its
     node's ``max_checkpoints``."""
+    CHECKPOINTED = "Checkpointed"
+    """It saved its state (``fluksio.checkpoint``) and ended: it runs again, on another
+    job, where ``fluksio.restored()`` gives the state back, within its node's
+    ``max_checkpoints``. Spends no retry."""
     NODE_CRASHED_WORKERS = "NodeCrashedWorkers"
     """Its worker died under it as many times as the engine's ``crash_limit``: it is not
     sent to another machine."""
@@ -65,8 +69,12 @@ class CallOutcome:
     pid: int | None = None
     exit_status: int | None = None
     interrupted: bool = False
-    """Stopped by something not of its doing (its batch job's end): queued again, within
-    its node's ``max_checkpoints``, without spending a retry."""
+    """Stopped by something not of its doing (its batch job's end), or ended by its own
+    checkpoint: queued again, within its node's ``max_checkpoints``, without spending a
+    retry."""
+    checkpoint: dict[str, Any] | None = None
+    """The artifact reference of the state it saved with ``fluksio.checkpoint``: its next
+    attempt is given it back."""
 
 
 def error_record(kind: ErrorKind, message: str) -> dict[str, str]:

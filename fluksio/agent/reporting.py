@@ -37,4 +37,5 @@ def answer_of(call_id: str, outcome: CallOutcome) -> AnswerFrame:
         result=outcome.result if outcome.ok else None,
         error=error,
         logs=outcome.logs,
+        checkpoint=outcome.checkpoint,
     )

@@ -97,6 +97,7 @@ def outcome_of(call: RunningCall) -> CallOutcome:
     if call.failure is not None:
         return CallOutcome(False, error=call.failure, logs=logs, pid=call.pid, exit_status=status)
     if call.result is not None:
+        saved = call.result.get("checkpoint")
         return CallOutcome(
             bool(call.result.get("ok")),
             result=call.result.get("result"),
@@ -104,6 +105,8 @@ def outcome_of(call: RunningCall) -> CallOutcome:
             logs=logs,
             pid=call.pid,
             exit_status=status,
+            interrupted=saved is not None,
+            checkpoint=saved,
         )
     return CallOutcome(
         False,

@@ -76,17 +76,29 @@ def _node_line(node: NodeBody) -> str:
         detail = ""
     shown = "sent ahead" if node.sent_ahead else state
     line = f"  {node.id:16} {shown:10} {where:18} {took:>9}  {detail}"
-    retried = [e for e in node.events if e.get("event") in ("retried", "rerun")]
     if node.attempt > 1 and state is not NodeState.PENDING:
-        after = retried[-1]["outputs"].get("after") if retried else None
-        why = f" (attempt {node.attempt - 1} ended {after})" if after else ""
-        line += f"\n{'':20}attempt {node.attempt} of {node.attempts}{why}"
+        line += f"\n{'':20}attempt {node.attempt} of {node.attempts}{_last_attempt(node)}"
     if node.array is not None:
         line = "\n".join([line, *array_lines(node.array, " " * 20)])
     if node.provenance is None:
         return line
     provenance = Provenance.from_json(node.provenance.model_dump())
     return f"{line}\n{'':20}on {provenance.describe()}"
+
+
+def _last_attempt(node: NodeBody) -> str:
+    """How its last attempt ended, as the engine noted when it began the next one."""
+    ended = [e for e in node.events if e.get("event") in _NEXT_ATTEMPT]
+    if not ended:
+        return ""
+    last, before = ended[-1], node.attempt - 1
+    said = last["outputs"]
+    if last["event"] == "checkpointed":
+        return f" (attempt {before} checkpointed on {said.get('on')}; this one resumes it)"
+    return f" (attempt {before} ended {said['after']})" if said.get("after") else ""
+
+
+_NEXT_ATTEMPT = ("retried", "rerun", "interrupted", "checkpointed")
 
 
 def render_run(run: RunBody) -> list[str]:

@@ -205,6 +205,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE array_items ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE array_items ADD COLUMN crashes TEXT;
     """,
+    # v15: the state a call last saved (fluksio.checkpoint), given back to its next attempt
+    # after a restart too; an artifact reference, which keeps the artifact from retention.
+    """
+    ALTER TABLE node_runs ADD COLUMN checkpoint TEXT;
+    ALTER TABLE array_items ADD COLUMN checkpoint TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

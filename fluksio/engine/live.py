@@ -104,6 +104,8 @@ class LiveEvents:
                     "state": node.state.value,
                     "place": node.place,
                     "sent_ahead": node.sent_ahead,
+                    "attempt": node.attempt,
+                    "restores": node.checkpoint is not None,
                 }
                 if node.array is not None:
                     told["items"] = node.array.to_json()

@@ -139,6 +139,7 @@ class WorkerConnections:
                 gpus=inventory.gpus,
                 ram_mb=inventory.ram_mb,
                 ends_at=hello.ends_at,
+                notice_s=hello.notice_s,
             ),
             session,
             session.record,

@@ -11,7 +11,7 @@ import time
 
 from fluksio.agent.runner.processes import die_with_parent
 from fluksio.agent.runner.protocol import RECORD_FD, SPEC_FD, Records, encode_record
-from fluksio.agent.runner.reporter import reporter_module
+from fluksio.agent.runner.reporter import Checkpointed, reporter_module
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs a spawned call
 # milliseconds. Type checkers treat this name as true all the same.
@@ -158,6 +158,11 @@ def run_spec(spec_bytes: bytes, record_fd: int) -> int:
         else:
             value = _call(function, spec.get("kwargs") or {}, records)
             outcome = {"kind": "result", "ok": True, "result": value}
+    except Checkpointed as saved:
+        said = "it saved its state (fluksio.checkpoint) and ended"
+        error = {"type": "Checkpointed", "message": said, "short": f"Checkpointed: {said}"}
+        error["traceback"] = ""
+        outcome = {"kind": "result", "ok": False, "error": error, "checkpoint": saved.ref}
     except BaseException as exc:  # everything the node raises is its result
         outcome = {"kind": "result", "ok": False, "error": _error(exc)}
     try:

@@ -1,8 +1,9 @@
 """The module ``import fluksio`` gives node code: ``emit``, the artifacts, ``logger``,
-``time_left``."""
+``time_left``, ``checkpoint`` and ``restored``."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -16,6 +17,50 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: nothing here is imported when the runner runs
     import logging
     import types
+
+
+RESTORED_ENV = "FLUKSIO_RESTORED"
+"""The reference of the state the call's last attempt saved with ``checkpoint``, as JSON
+(the engine sets it); absent on a call that has none."""
+JSON_STATE = "application/json"
+
+
+class Checkpointed(BaseException):
+    """Raised by ``fluksio.checkpoint`` to end the call: a ``BaseException``, as
+    ``SystemExit`` is, so that a node's ``except Exception`` does not swallow it."""
+
+    def __init__(self, ref: dict[str, object]) -> None:
+        super().__init__("the call saved its state and ended, to run again from it")
+        self.ref = ref
+
+
+def checkpoint(state: object) -> None:
+    """Save ``state`` (bytes, or anything JSON can write) and end this call as
+    checkpointed: it is queued again, on another job, where ``fluksio.restored()`` gives
+    the state back. It spends no retry; the node's ``max_checkpoints`` bounds how often.
+    Call it when ``time_left()`` runs short, or on the notice signal."""
+    if isinstance(state, (bytes, bytearray, memoryview)):
+        ref = save_artifact(bytes(state), name="checkpoint")
+    else:
+        try:
+            data = json.dumps(state).encode()
+        except (TypeError, ValueError) as exc:
+            said = f"fluksio.checkpoint: the state is neither bytes nor JSON: {exc}"
+            raise TypeError(said) from None
+        ref = save_artifact(data, name="checkpoint.json", media_type=JSON_STATE)
+    raise Checkpointed(ref)
+
+
+def restored() -> object:
+    """The state an earlier attempt of this call last saved with ``checkpoint`` (bytes, or
+    what JSON read back); None when none did."""
+    saved = os.environ.get(RESTORED_ENV)
+    if not saved:
+        return None
+    ref = json.loads(saved)
+    with open(load_artifact(ref), "rb") as kept:
+        data = kept.read()
+    return json.loads(data) if ref.get("media_type") == JSON_STATE else data
 
 
 def _node_logger() -> logging.Logger:
@@ -63,9 +108,19 @@ def reporter_module(records: Records) -> types.ModuleType:
     module.__dict__.update(
         emit=emit,
         time_left=time_left,
+        checkpoint=checkpoint,
+        restored=restored,
         save_artifact=save_artifact,
         load_artifact=load_artifact,
         __getattr__=__getattr__,
-        __all__=["emit", "load_artifact", "logger", "save_artifact", "time_left"],
+        __all__=[
+            "checkpoint",
+            "emit",
+            "load_artifact",
+            "logger",
+            "restored",
+            "save_artifact",
+            "time_left",
+        ],
     )
     return module

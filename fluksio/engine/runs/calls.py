@@ -4,11 +4,12 @@ its outcome says when its limit was its batch job's end."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
-from fluksio.agent.runner import THREAD_VARIABLES
+from fluksio.agent.runner import RESTORED_ENV, THREAD_VARIABLES
 from fluksio.engine.runs.effects import CallInputs
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.signature import select_kwargs
@@ -43,7 +44,7 @@ def call_spec(
         node=spec.id,
         flow=inputs.run.flow,
         kwargs=select_kwargs(spec.code, available),
-        env={**_placement_env(placement), **executor.call_env()},
+        env={**_placement_env(placement), **executor.call_env(), **_restored_env(inputs)},
         timeout=spec.timeout,
         # A node that sets no limit, placed where a job ends, may run until its margin.
         limit=spec.limit or placement.job_limit or 0.0,
@@ -53,6 +54,11 @@ def call_spec(
         ram_mb=spec.resources.ram_mb or None,  # none asked: the place's own memory, if known
     )
     return call, secret_values(spec.params, resolved)
+
+
+def _restored_env(inputs: CallInputs) -> dict[str, str]:
+    """The state its node's call last saved, for ``fluksio.restored()`` to give back."""
+    return {RESTORED_ENV: json.dumps(inputs.restored)} if inputs.restored else {}
 
 
 def _placement_env(placement: Placement) -> dict[str, str]:

@@ -172,3 +172,5 @@ class CallInputs:
     """An array item's parameters (over the node's own)."""
     position: int | None = None
     """An array item's position."""
+    restored: dict[str, Any] | None = None
+    """The state its node's call last saved (``fluksio.checkpoint``), to give back."""

@@ -32,7 +32,7 @@ COUNTS_KEPT = 4096
 """Artifacts of items whose count is remembered."""
 
 
-_NEVER_RAN = Earlier(None, 1, 0, ())
+_NEVER_RAN = Earlier(None, 1, 0, (), None)
 
 
 def unstarted(array: NodeRow, position: int) -> NodeRow:
@@ -175,7 +175,7 @@ class ItemStore:
         """How each item with a row from ``low`` to ``high`` stands: its state and how its
         attempts were spent."""
         rows = self._db.execute(
-            "SELECT idx, state, attempt, interruptions, crashes FROM array_items"
+            "SELECT idx, state, attempt, interruptions, crashes, checkpoint FROM array_items"
             " WHERE run_id = ? AND node_id = ? AND idx BETWEEN ? AND ?",
             (run_id, node_id, low, high),
         )
@@ -185,6 +185,7 @@ class ItemStore:
                 row["attempt"],
                 row["interruptions"],
                 tuple(json.loads(row["crashes"])) if row["crashes"] else (),
+                json.loads(row["checkpoint"]) if row["checkpoint"] else None,
             )
             for row in rows
         }

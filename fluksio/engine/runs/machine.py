@@ -219,6 +219,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
             node.row.attempt,
             node.item_params,
             node.row.item,
+            node.row.checkpoint,
         )
 
     def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:

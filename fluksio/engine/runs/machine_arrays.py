@@ -102,6 +102,7 @@ class ArrayMoves(MachineRules):
                 attempt=earlier.attempt,
                 interruptions=earlier.interruptions,
                 crashes=earlier.crashes,
+                checkpoint=earlier.checkpoint,
             )
             item = array.items[position] = LiveNode(node.spec, row, item_params=params)
             array.in_line += 1

@@ -88,6 +88,8 @@ class RetryMoves(MachineRules):
             node.row.interruptions += 1
             node.row.attempt += 1
             node.row.ended_at = now
+            if outcome.checkpoint is not None:  # given back to every later attempt
+                node.row.checkpoint = outcome.checkpoint
         elif not never_ran:
             retried = node.row.attempt - node.row.interruptions  # the retries it spent, +1
             if (
@@ -106,7 +108,10 @@ class RetryMoves(MachineRules):
         what = "requeued" if never_ran else "interrupted" if interrupted else "retried"
         if interrupted:
             fields.update(attempt=node.row.attempt, interruption=node.row.interruptions)
-            fields.update(of=node.spec.max_checkpoints)
+            fields.update(of=node.spec.max_checkpoints, on=_where(node))
+            if outcome.checkpoint is not None:
+                what = "checkpointed"
+                fields.update(state=outcome.checkpoint)
         elif not never_ran:
             assert policy is not None
             most = policy.times + 1 + node.row.interruptions
@@ -131,7 +136,8 @@ def _checkpoints_spent(outcome: CallOutcome, node: LiveNode) -> CallOutcome:
     error = dict(outcome.error or {})
     stops = node.row.interruptions + 1
     times = f"{stops} time" + ("s" if stops != 1 else "")
-    said = f" (stopped so {times}; its max_checkpoints is {node.spec.max_checkpoints})"
+    how = "checkpointed" if outcome.checkpoint is not None else "stopped so"
+    said = f" ({how} {times}; its max_checkpoints is {node.spec.max_checkpoints})"
     for key in ("message", "short"):
         error[key] = error.get(key, "") + said
     return dataclasses.replace(outcome, error=error)

@@ -42,9 +42,12 @@ class ReferenceNode:
     attempt: int = 1
     backing_off: bool = False
     max_checkpoints: int = 3
-    """How many stops by its job's end (``job_end``) run it again without a retry."""
+    """How many stops by its job's end (``job_end``) or its own checkpoints
+    (``checkpoint``) run it again without a retry."""
     interruptions: int = 0
     crashes: int = 0
+    restores: bool = False
+    """A checkpoint of it was taken: every later attempt is given its state."""
 
 
 @dataclass
@@ -89,8 +92,8 @@ class ReferenceRun:
 
     def end(self, node_id: str, kind: str) -> None:
         """A running call ended: ``ok``, ``error``, ``cancelled``, ``gone`` (its worker was
-        lost), ``not_taken`` (its worker never took it) or ``job_end`` (stopped by its
-        batch job's end)."""
+        lost), ``not_taken`` (its worker never took it), ``job_end`` (stopped by its
+        batch job's end) or ``checkpoint`` (it saved its state and ended)."""
         node = self.nodes[node_id]
         assert node.state is NodeState.RUNNING
         if kind == "gone" and not self.cancelling:
@@ -103,8 +106,11 @@ class ReferenceRun:
             node.state = NodeState.QUEUED
             self.queued_times += 1
         elif (
-            kind == "job_end" and not self.cancelling and node.interruptions < node.max_checkpoints
+            kind in ("job_end", "checkpoint")
+            and not self.cancelling
+            and node.interruptions < node.max_checkpoints
         ):
+            node.restores = node.restores or kind == "checkpoint"
             node.interruptions += 1
             node.attempt += 1
             node.state = NodeState.QUEUED

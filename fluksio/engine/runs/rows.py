@@ -51,6 +51,9 @@ class NodeRow:
     crashes: tuple[str, ...] = ()
     """Where its worker died under it, one entry per time (``hpc-small in Slurm job 41``),
     counted against the engine's ``crash_limit``."""
+    checkpoint: dict[str, Any] | None = None
+    """The artifact reference of the state its call last saved (``fluksio.checkpoint``):
+    every later attempt is given it back (``fluksio.restored()``)."""
     item: int | None = None
     """An array's item: its position among the array's items (``node_id`` names the
     array). None: a node."""
@@ -84,3 +87,4 @@ class Earlier(NamedTuple):
     attempt: int
     interruptions: int
     crashes: tuple[str, ...]
+    checkpoint: dict[str, Any] | None

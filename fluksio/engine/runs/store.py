@@ -93,6 +93,7 @@ _NODE_COLUMNS = (
     "attempt",
     "interruptions",
     "crashes",
+    "checkpoint",
 )
 _ITEM_KEY = ("run_id", "node_id", "idx")
 
@@ -119,6 +120,7 @@ def node_row(row: sqlite3.Row) -> NodeRow:
         attempt=row["attempt"],
         interruptions=row["interruptions"],
         crashes=tuple(json.loads(row["crashes"])) if row["crashes"] else (),
+        checkpoint=json.loads(row["checkpoint"]) if row["checkpoint"] else None,
         item=row["idx"] if "idx" in keys else None,
         array=ArraySummary.from_json(json.loads(summary)) if summary is not None else None,
     )
@@ -141,6 +143,7 @@ def _columns(n: NodeRow) -> tuple[object, ...]:
         n.attempt,
         n.interruptions,
         json.dumps(n.crashes) if n.crashes else None,
+        json.dumps(n.checkpoint) if n.checkpoint else None,
     )
 
 
@@ -299,16 +302,16 @@ class RunStore:
 
     def referenced_digests(self) -> set[str]:
         """The artifact digests (hex) any run or flow mentions: in its parameters, its
-        nodes' parameters, results or events, its array items' results or events."""
+        nodes' parameters, results, events or checkpoints, its array items' likewise."""
         found: set[str] = set()
+        saved = "coalesce(result, '') || coalesce(events, '') || coalesce(checkpoint, '')"
+        mentions = "result LIKE '%sha256:%' OR events LIKE '%sha256:%' OR checkpoint IS NOT NULL"
         queries = (
             "SELECT spec || params AS text FROM runs"
             " WHERE spec LIKE '%sha256:%' OR params LIKE '%sha256:%'",
-            "SELECT coalesce(result, '') || coalesce(events, '') AS text FROM node_runs"
-            " WHERE result LIKE '%sha256:%' OR events LIKE '%sha256:%'",
+            f"SELECT {saved} AS text FROM node_runs WHERE {mentions}",  # noqa: S608
             "SELECT spec AS text FROM flows WHERE spec LIKE '%sha256:%'",
-            "SELECT coalesce(result, '') || coalesce(events, '') AS text FROM array_items"
-            " WHERE result LIKE '%sha256:%' OR events LIKE '%sha256:%'",
+            f"SELECT {saved} AS text FROM array_items WHERE {mentions}",  # noqa: S608
         )
         for query in queries:
             for row in self._db.execute(query):

@@ -85,7 +85,10 @@ _TEXT_LIMITS = {
 }
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096
+_LONGEST_NOTICE_S = 366 * 86400.0
+"""A notice longer than any batch job (a year and a day) is a mistake, not a setting."""
 _MAX_CALL_ID = 128
+_MAX_CHECKPOINT_REF = 1024
 
 
 class FrameError(ValueError):
@@ -146,6 +149,8 @@ def _check_hello_bounds(hello: HelloFrame) -> None:
         raise FrameError(f"max_parallel: must be from 1 to {_MAX_PARALLEL}")
     if not 0 <= hello.pipeline <= MAX_PIPELINE:
         raise FrameError(f"pipeline: must be from 0 to {MAX_PIPELINE}")
+    if not 0 <= hello.notice_s <= _LONGEST_NOTICE_S:
+        raise FrameError(f"notice_s: must be from 0 to {_LONGEST_NOTICE_S:.0f} seconds")
     resume = hello.resume or []
     most = _MAX_PARALLEL + MAX_PIPELINE
     if len(resume) > most or any(not 1 <= len(c) <= _MAX_CALL_ID for c in resume):
@@ -183,7 +188,18 @@ def parse_worker_frame(text: str | bytes) -> WorkerFrame:
             f"lines: at most {_MAX_LOG_LINES} lines of {_MAX_LOG_LINE} characters, from a"
             " position of 0 or more"
         )
+    if isinstance(frame, AnswerFrame) and frame.checkpoint is not None:
+        _check_checkpoint(frame.checkpoint)
     return frame
+
+
+def _check_checkpoint(ref: dict[str, Any]) -> None:
+    """A checkpoint is an artifact reference the engine can give back: nothing else."""
+    digest, size = ref.get("digest"), ref.get("size")
+    if not (isinstance(digest, str) and _is_digest(digest)) or type(size) is not int or size < 0:
+        raise FrameError("checkpoint: an artifact reference {digest: sha256:<64 hex>, size}")
+    if len(json.dumps(ref)) > _MAX_CHECKPOINT_REF:
+        raise FrameError(f"checkpoint: at most {_MAX_CHECKPOINT_REF} characters as JSON")
 
 
 def _is_digest(text: str) -> bool:
@@ -224,7 +240,15 @@ def outcome_of(frame: AnswerFrame, worker: str, hello: HelloFrame) -> CallOutcom
         )
     if error is not None and error.get("type") == "SyntaxError":
         error = compiled_on(worker, hello, error)
-    interrupted = error is not None and error.get("type") == ErrorKind.INTERRUPTED
+    kind = error.get("type") if error is not None else None
+    # A checkpoint counts only with its error: a failure that sent one is still a failure.
+    saved = frame.checkpoint if kind == ErrorKind.CHECKPOINTED and not frame.ok else None
+    interrupted = kind == ErrorKind.INTERRUPTED or saved is not None
     return CallOutcome(
-        frame.ok, result=frame.result, error=error, logs=frame.logs, interrupted=interrupted
+        frame.ok,
+        result=frame.result,
+        error=error,
+        logs=frame.logs,
+        interrupted=interrupted,
+        checkpoint=saved,
     )

@@ -38,6 +38,12 @@ class CallStateData(Answer):
     sent_ahead: bool = False
     """Running, but held by its worker ahead of a free slot: a later ``call.state``, with
     this false, says it started."""
+    attempt: int = 1
+    """Which attempt of its node this is: one more at each retry, and at each stop by its
+    job's end or checkpoint (those spend no retry)."""
+    restores: bool = False
+    """An earlier attempt saved its state (``fluksio.checkpoint``): this one is given it
+    back (``fluksio.restored()``)."""
 
 
 class CallProgressData(Answer):
