@@ -56,8 +56,10 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
     made = Setup(start_engine(tmp_path / "data", tmp_path / "logs"))  # the default: 90 s
     yield made
     for worker in made.workers.values():
+        # Killed, not asked: a worker told to stop gives its running call notice and 10 s,
+        # and this test's calls never end by themselves. Its calls die with it.
         worker.process.send_signal(signal.SIGCONT)
-        worker.stop()
+        worker.stop(signal.SIGKILL)
     for proxy in made.proxies.values():
         proxy.close()
     made.engine.stop()

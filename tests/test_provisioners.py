@@ -31,6 +31,7 @@ from fluksio.provisioners.slurm import (
     missing_partitions,
     parse_sbatch_parsable,
     parse_slurm_time,
+    past_time_limits,
     render_script,
     slurm_state,
 )
@@ -419,4 +420,21 @@ def test_the_partitions_a_profile_asks_for_are_read_and_missing_ones_named() -> 
     assert missing_partitions([one], ["debug*", "gpu"]) == [
         f"profile {one.name!r} asks for partition 'cpu', which the cluster does not have"
         " (sinfo lists: debug, gpu)"
+    ]
+
+
+def test_a_profile_asking_past_its_partitions_time_limit_is_named() -> None:
+    _, long = _settings(profile={"sbatch": ["-p short", "--time=00:05:00"]})
+    _, either = _settings(profile={"sbatch": ["-p short,long", "--time=00:05:00"]})
+    _, plain = _settings(profile={"sbatch": ["--time=2-00:00:00"]})
+    limits = {"debug": None, "short": 120.0, "long": 3600.0}
+    assert past_time_limits([long], limits, "debug") == [
+        f"profile {long.name!r} asks for jobs of 00:05:00, longer than partition 'short'"
+        " (00:02:00) allows; ask for less, or name another partition"
+    ]
+    assert past_time_limits([either], limits, "debug") == [], "one of them takes it"
+    assert past_time_limits([plain], limits, "debug") == [], "the default has no limit"
+    assert past_time_limits([plain], {"debug": 86400.0}, "debug") == [
+        f"profile {plain.name!r} asks for jobs of 2-00:00:00, longer than partition 'debug'"
+        " (1-00:00:00) allows; ask for less, or name another partition"
     ]

@@ -8,6 +8,7 @@ what a user would: the run, ``GET /workers/resources``, and ``squeue`` on the lo
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -236,6 +237,28 @@ def test_check_ssh_names_a_partition_the_cluster_does_not_have(
         " (sinfo lists: debug)"
     ) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_check_ssh_names_a_profile_asking_past_its_partitions_time_limit(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    # A partition of this test's own, made and removed here: a two-minute time limit.
+    partition = f"fluksio-short-{os.getpid()}"
+    made = ["scontrol", "create", f"PartitionName={partition}", "Nodes=ALL", "MaxTime=2"]
+    subprocess.run(made, check=True, capture_output=True, timeout=30)
+    try:
+        fits = {"name": "fits", "sbatch": [f"--partition={partition}", "--time=00:02:00"]}
+        long = {"name": "long", "sbatch": [f"--partition={partition}", "--time=00:05:00"]}
+        common = {"cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
+        done = _check(slurm, tmp_path, profiles=[{**common, **fits}, {**common, **long}])
+    finally:
+        subprocess.run(["scontrol", "delete", f"PartitionName={partition}"], timeout=30)
+    assert done.returncode == 2, done.stdout
+    assert (
+        f"profile 'long' asks for jobs of 00:05:00, longer than partition '{partition}'"
+        " (00:02:00) allows; ask for less, or name another partition"
+    ) in done.stderr
+    assert "'fits'" not in done.stderr
 
 
 def _known(path: Path, port: int) -> bool:

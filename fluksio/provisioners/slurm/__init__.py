@@ -30,6 +30,7 @@ from fluksio.provisioners.provisioner import Provisioner
 from fluksio.provisioners.slurm.options import (
     missing_partitions,
     parse_slurm_time,
+    past_time_limits,
     sbatch_partitions,
     sbatch_time_limit,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "parse_sbatch_parsable",
     "parse_slurm_time",
     "parse_squeue",
+    "past_time_limits",
     "render_script",
     "sbatch_partitions",
     "sbatch_time_limit",

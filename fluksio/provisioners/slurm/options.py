@@ -1,4 +1,5 @@
-"""What a profile's ``sbatch`` options say: its time limit and its partitions."""
+"""What a profile's ``sbatch`` options say: its time limit and its partitions; and what
+``sinfo`` says of the partitions they name."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["missing_partitions", "parse_slurm_time", "sbatch_partitions", "sbatch_time_limit"]
+__all__ = [
+    "missing_partitions",
+    "parse_slurm_time",
+    "past_time_limits",
+    "sbatch_partitions",
+    "sbatch_time_limit",
+    "slurm_time_text",
+]
 
 
 class _Profile(Protocol):
@@ -15,6 +23,9 @@ class _Profile(Protocol):
 
     @property
     def sbatch(self) -> list[str]: ...
+
+    @property
+    def time_limit_s(self) -> float | None: ...
 
 
 _TIME_OPTION = re.compile(r"^(?:--time=|--time\s+|-t\s*)(\S+)$")
@@ -83,3 +94,35 @@ def missing_partitions(profiles: Sequence[_Profile], sinfo_partitions: list[str]
         for partition in sbatch_partitions(profile.sbatch)
         if partition not in known
     ]
+
+
+def past_time_limits(
+    profiles: Sequence[_Profile], limits: dict[str, float | None], default: str | None
+) -> list[str]:
+    """A sentence for each profile whose jobs ask for more time than every partition they
+    may run in allows (``limits``: each partition's time limit as ``sinfo`` says, None for
+    none; ``default``: the cluster's default partition, for a profile that names none).
+    Slurm refuses such a job, or leaves it pending for ever."""
+    said = []
+    for profile in profiles:
+        asked = profile.time_limit_s
+        named = sbatch_partitions(profile.sbatch) or ([default] if default else [])
+        known = [limits[p] for p in named if p in limits]  # a missing one is said apart
+        if asked is None or not known or any(most is None or asked <= most for most in known):
+            continue
+        allowed = " or ".join(
+            f"{p!r} ({slurm_time_text(limits[p] or 0)})" for p in named if p in limits
+        )
+        said.append(
+            f"profile {profile.name!r} asks for jobs of {slurm_time_text(asked)}, longer than"
+            f" partition {allowed} allows; ask for less, or name another partition"
+        )
+    return said
+
+
+def slurm_time_text(seconds: float) -> str:
+    """A time limit as Slurm writes one: ``00:05:00``, ``2-00:00:00``."""
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text

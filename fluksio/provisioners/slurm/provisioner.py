@@ -6,7 +6,11 @@ from collections.abc import Mapping
 
 from fluksio.provisioners.base import ProvisionError
 from fluksio.provisioners.batch import BatchProvisioner, QueuedJob
-from fluksio.provisioners.slurm.options import missing_partitions
+from fluksio.provisioners.slurm.options import (
+    missing_partitions,
+    parse_slurm_time,
+    past_time_limits,
+)
 from fluksio.provisioners.slurm.script import (
     SQUEUE_FORMAT,
     parse_sbatch_parsable,
@@ -30,7 +34,8 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
     queue_command = ("squeue", "--me", "-h", "-t", "all", "-o", SQUEUE_FORMAT)
     cancel_command = "scancel --"
     hold_option = "--hold"
-    site_command = ("sinfo", "-h", "-o", "%P %a %D %t")
+    # Each partition: its name (the default marked *), state, nodes, their state, time limit.
+    site_command = ("sinfo", "-h", "-o", "%P %a %D %t %l")
 
     def job_script(self, profile: SlurmProfile, *, request_id: str, connect_to: str | None) -> str:
         return render_script(self.settings, profile, request_id=request_id, connect_to=connect_to)
@@ -42,10 +47,17 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
         return parse_squeue(stdout)
 
     def read_site(self, stdout: str) -> list[str]:
-        partitions = [line.split()[0] for line in stdout.splitlines() if line.strip()]
-        missing = missing_partitions(self.settings.profiles, partitions)
-        if missing:
-            raise ProvisionError("; ".join(missing))
+        rows = [line.split() for line in stdout.splitlines() if line.strip()]
+        partitions = [row[0] for row in rows]
+        limits = {row[0].rstrip("*"): _time_limit(row[-1]) for row in rows if len(row) >= 5}
+        default = next((p.rstrip("*") for p in partitions if p.endswith("*")), None)
+        profiles = self.settings.profiles
+        refused = [
+            *missing_partitions(profiles, partitions),
+            *past_time_limits(profiles, limits, default),
+        ]
+        if refused:
+            raise ProvisionError("; ".join(refused))
         return ["sinfo:", stdout.rstrip("\n")]
 
     def refusal(self, said: str) -> str:
@@ -53,3 +65,12 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
 
     def walltime_s(self, profile: SlurmProfile) -> float | None:
         return profile.time_limit_s
+
+
+def _time_limit(text: str) -> float | None:
+    """A partition's time limit as ``sinfo`` writes it; None for none, or one it could
+    not read (``n/a``): nothing is refused on a guess."""
+    try:
+        return parse_slurm_time(text)
+    except ValueError:
+        return None
