@@ -1,5 +1,5 @@
 """On the local Slurm, a node that counts and checkpoints on its notice finishes across
-two jobs of a two-minute profile, its count carried over: told 20 s before the engine's
+two jobs of a two-minute profile, its count carried over: told 40 s before the engine's
 margin, it saves its count and ends; it is not sent back to the job that told it (the
 notice would come at once), but runs on a new job, which gives the count back. No retry is
 spent: the node has none."""
@@ -17,9 +17,9 @@ from tests.support.slurm_engine import no_job_outlives_its_test, slurm, start
 pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 __all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
 
-TICKS = 170
-"""A quarter of a second each: 42.5 s of counting, more than one job gives before its notice
-(two minutes, less the 60-s margin, less the 20-s notice)."""
+TICKS = 100
+"""A quarter of a second each: 25 s of counting, more than one job gives before its notice
+(two minutes, less the 60-s margin, less the 40-s notice)."""
 
 COUNTS_AND_CHECKPOINTS = code(
     """
@@ -42,7 +42,7 @@ COUNTS_AND_CHECKPOINTS = code(
 def test_a_node_that_checkpoints_on_its_notice_finishes_on_a_second_job_with_its_count(
     start: Any,
 ) -> None:
-    engine, token = start(profile={"sbatch": ["--time=00:02:00"], "notice_s": 20})
+    engine, token = start(profile={"sbatch": ["--time=00:02:00"], "notice_s": 40})
     node = {"id": "n", "worker": "hpc", "code": COUNTS_AND_CHECKPOINTS, "params": {"ticks": TICKS}}
     assert put_flow(engine, token, "counts", [node])
     run = wait_run(engine, token, start_run(engine, token, "counts")["id"], timeout=300)
