@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (the shell's module, the module declaring its effects, the union of them)
 SHELLS = [
-    ("fluksio/engine/dispatch.py", "fluksio.engine.runs.effects", "Effect"),
+    ("fluksio/engine/dispatch_effects.py", "fluksio.engine.runs.effects", "Effect"),
     ("fluksio/provisioners/driver.py", "fluksio.provisioners.effects", "Effect"),
     ("fluksio/agent/carrying.py", "fluksio.agent.machine", "AgentEffect"),
     (

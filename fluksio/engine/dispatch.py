@@ -27,33 +27,17 @@ import contextlib
 import dataclasses
 import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
 from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock, Timer
-from fluksio.engine.dispatch_adopt import WORKER_RETURN_S, Adoptions
+from fluksio.engine.dispatch_adopt import WORKER_RETURN_S
+from fluksio.engine.dispatch_effects import RunEffects
 from fluksio.engine.dispatch_runs import RunRequests
 from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.dispatch_workers import WorkerEvents
 from fluksio.engine.runs.calls import call_spec
-from fluksio.engine.runs.effects import (
-    AwaitWorker,
-    Create,
-    Effect,
-    Ended,
-    ItemsInterrupted,
-    Log,
-    Progress,
-    Queue,
-    Recording,
-    Refill,
-    Release,
-    RetryAt,
-    Save,
-    Stop,
-    Withdraw,
-)
 from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
@@ -63,17 +47,13 @@ from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import NodeRow
 from fluksio.engine.runs.views import (
     Executor,
-    RunChange,
     RunView,
-    stored_view,
 )
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.secrets import SecretDenied
 from fluksio.engine.stream import (
     VIEWS_CHANGED,
-    CallProgressed,
     EngineStream,
-    RunsWritten,
     WorkerChanged,
 )
 from fluksio.errors import InvalidInput
@@ -102,15 +82,11 @@ CLOSE_CALLS_S = 10.0
 """At shutdown, how long the calls being stopped get to end."""
 
 
-ENDED_KEPT = 256
-"""Ended runs kept in memory as written, for the read that follows an end."""
-
-
 def _new_call_id() -> str:
     return secrets.token_hex(8)
 
 
-class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
+class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
     def __init__(
         self,
         *,
@@ -147,7 +123,8 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiters: dict[str, asyncio.Event] = {}
         self._recently_ended: collections.OrderedDict[str, RunView] = collections.OrderedDict()
-        """The runs that ended last, as written: the newest :data:`ENDED_KEPT`."""
+        """The runs that ended last, as written: the newest
+        :data:`~fluksio.engine.dispatch_effects.ENDED_KEPT`."""
         self._pass_pending = False
         self._closing = False
         self._stream = stream
@@ -234,125 +211,6 @@ class Dispatcher(RunRequests, WorkerEvents, Adoptions, DispatcherViews):
         attached, silent or answering again)."""
         if place_id != ENGINE_ID:
             self._stream.emit(WorkerChanged(place_id))
-
-    # -- carrying the run machine's effects out ------------------------------------------
-
-    def _apply(self, effects: list[Effect]) -> None:
-        for effect in effects:
-            self._carry_out(effect)
-
-    def _carry_out(self, effect: Effect) -> None:
-        # Every effect has its case: one without is a type error (assert_never), not a
-        # KeyError at run time.
-        match effect:
-            case Create() | Save() | Progress() | Ended() | ItemsInterrupted() | Log():
-                self._record(effect)
-            case Queue():
-                self._queue(effect)
-            case Withdraw():
-                self._withdraw(effect)
-            case Release():
-                self._release(effect)
-            case Stop():
-                self._stop(effect.call_id)
-            case RetryAt():
-                self._retry_at(effect)
-            case Refill():
-                self._refill(effect)
-            case AwaitWorker():
-                self._await_worker(effect)
-            case _:
-                assert_never(effect)
-
-    def _record(self, effect: Recording) -> None:
-        """What the record and its readers (the feed, the views) are told."""
-        match effect:
-            case Save():
-                self._writer.save(effect)
-            case Progress():
-                self._progressed(effect)
-            case Create():
-                self._created(effect)
-            case Ended():
-                self._ended(effect)
-            case ItemsInterrupted():
-                self.items.store.interrupted(
-                    effect.run_id, effect.node.node_id, effect.error, effect.now
-                )
-            case Log():
-                log.info(effect.event, **effect.fields)
-            case _:
-                assert_never(effect)
-
-    def _refill(self, effect: Refill) -> None:
-        run_id, spec = effect.run_id, effect.spec
-        found, cursor = self.items.next(run_id, spec, effect.cursor, effect.count, effect.total)
-        self._apply(self._machine.refilled(run_id, spec.id, found, cursor, self._clock.now()))
-
-    def _retry_at(self, effect: RetryAt) -> None:
-        def due() -> None:
-            if not self._closing:  # a node waiting at shutdown is queued at the restart
-                run_id, node_id, item = effect.run_id, effect.node_id, effect.item
-                self._apply(self._machine.retry_due(run_id, node_id, now(), item))
-
-        now = self._clock.now
-        self._clock.call_later(max(0.0, effect.at - now()), due)
-
-    # The queue or the free amounts changed: a pass, once for the moment, and before the
-    # moment's rows are written, so that what it starts is written with them.
-
-    def _queue(self, effect: Queue) -> None:
-        self._scheduler.submit(effect.request)
-        self._changed()
-        self.kick()
-
-    def _withdraw(self, effect: Withdraw) -> None:
-        self._scheduler.withdraw(effect.call_id)
-        self._changed()
-        self.kick()
-
-    def _release(self, effect: Release) -> None:
-        allocation = self._scheduler.allocation(effect.call_id)
-        if allocation is not None:  # unless its worker went meanwhile
-            self._scheduler.finish(effect.call_id)
-            self._place_changed(allocation.place_id)
-        self._changed()
-        self.kick()
-
-    def _progressed(self, effect: Progress) -> None:
-        self._stream.emit(CallProgressed(effect.row, effect.node, effect.count))
-
-    def _created(self, effect: Create) -> None:
-        row = effect.row
-        self._writer.create(row, effect.nodes)
-        log.info("run.started", run_id=row.id, flow=row.flow, nodes=len(effect.nodes))
-
-    def _ended(self, effect: Ended) -> None:
-        # Written now: a waiter reads the ended run from the store (or, while the disk is
-        # full, from memory: it stays live until it is written).
-        self._writer.flush()
-        done = self._waiters.pop(effect.row.id, None)
-        if done is not None:
-            done.set()
-        log.info("run.ended", run_id=effect.row.id, state=effect.row.state)
-
-    def _written(self, changes: Sequence[RunChange]) -> None:
-        self._stream.emit(RunsWritten(changes))
-        for change in changes:
-            ended = self._machine.written(change.row.id)
-            if ended is not None:
-                self.items.source.forget(change.row.id)
-                # Kept as written, for who reads it next (a waiter, mostly): no SQLite read.
-                self._recently_ended[change.row.id] = stored_view(*ended)
-                if len(self._recently_ended) > ENDED_KEPT:
-                    self._recently_ended.popitem(last=False)
-
-    def _stop(self, call_id: str) -> None:
-        if self._stop_awaited(call_id):
-            return
-        executor = self._executors.get(self.placed_on(call_id))
-        if executor is not None:
-            executor.cancel(call_id)
 
     def _start(self, placement: Placement, now: float) -> None:
         """Hand a placed call to its place's executor (or fail it, if a secret it names
