@@ -51,15 +51,19 @@ class Provenance:
     def from_json(cls, record: dict[str, Any]) -> Provenance:
         return cls(**{**record, "gpu_ids": tuple(record.get("gpu_ids") or ())})
 
+    @property
+    def job(self) -> str | None:
+        """The batch job it ran in, as people say it: its provisioner's name for it
+        (``Grid Engine job 12``), else the Slurm job its worker said; None: none."""
+        return self.batch_job or (f"Slurm job {self.slurm_job_id}" if self.slurm_job_id else None)
+
     def describe(self) -> str:
         """One line for people: ``gpu-box (host n1, Slurm job 41, GPUs 0,1)``."""
         parts = []
         if self.host and self.host != self.worker:
             parts.append(f"host {self.host}")
-        if self.batch_job:
-            parts.append(self.batch_job)
-        elif self.slurm_job_id:
-            parts.append(f"Slurm job {self.slurm_job_id}")
+        if self.job:
+            parts.append(self.job)
         if self.gpu_ids:
             parts.append(
                 f"GPU{'s' if len(self.gpu_ids) > 1 else ''} {','.join(map(str, self.gpu_ids))}"

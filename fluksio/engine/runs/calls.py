@@ -78,11 +78,7 @@ def stopped_at_job_end(
     there, it names the job and what to do, rather than a limit the node never set."""
     if outcome.ok or (outcome.error or {}).get("type") != ErrorKind.NODE_LIMIT:
         return outcome
-    job = provenance.batch_job or (
-        f"Slurm job {provenance.slurm_job_id}"
-        if provenance.slurm_job_id
-        else f"the job of worker {provenance.worker}"
-    )
+    job = provenance.job or f"the job of worker {provenance.worker}"
     length = f" ({walltime_text(walltime_s)})" if walltime_s else ""
     said = (
         f"ran until {job}{length} had {margin:g} s left;"

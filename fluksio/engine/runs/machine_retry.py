@@ -148,9 +148,7 @@ def _where(node: LiveNode) -> str:
     provenance = node.row.provenance
     if provenance is None:
         return node.row.place or "a worker"
-    job = provenance.batch_job or (
-        f"Slurm job {provenance.slurm_job_id}" if provenance.slurm_job_id else None
-    )
+    job = provenance.job
     return f"{provenance.worker} in {job}" if job else provenance.worker
 
 
