@@ -74,7 +74,10 @@ class CallOutcome:
     retry."""
     checkpoint: dict[str, Any] | None = None
     """The artifact reference of the state it saved with ``fluksio.checkpoint``: its next
-    attempt is given it back."""
+    attempt is given it back. A call that saved one is always ``interrupted``."""
+
+    def __post_init__(self) -> None:
+        self.interrupted = self.interrupted or self.checkpoint is not None
 
 
 def error_record(kind: ErrorKind, message: str) -> dict[str, str]:

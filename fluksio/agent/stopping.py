@@ -97,7 +97,6 @@ def outcome_of(call: RunningCall) -> CallOutcome:
     if call.failure is not None:
         return CallOutcome(False, error=call.failure, logs=logs, pid=call.pid, exit_status=status)
     if call.result is not None:
-        saved = call.result.get("checkpoint")
         return CallOutcome(
             bool(call.result.get("ok")),
             result=call.result.get("result"),
@@ -105,8 +104,7 @@ def outcome_of(call: RunningCall) -> CallOutcome:
             logs=logs,
             pid=call.pid,
             exit_status=status,
-            interrupted=saved is not None,
-            checkpoint=saved,
+            checkpoint=call.result.get("checkpoint"),
         )
     return CallOutcome(
         False,

@@ -243,12 +243,11 @@ def outcome_of(frame: AnswerFrame, worker: str, hello: HelloFrame) -> CallOutcom
     kind = error.get("type") if error is not None else None
     # A checkpoint counts only with its error: a failure that sent one is still a failure.
     saved = frame.checkpoint if kind == ErrorKind.CHECKPOINTED and not frame.ok else None
-    interrupted = kind == ErrorKind.INTERRUPTED or saved is not None
     return CallOutcome(
         frame.ok,
         result=frame.result,
         error=error,
         logs=frame.logs,
-        interrupted=interrupted,
+        interrupted=kind == ErrorKind.INTERRUPTED,
         checkpoint=saved,
     )
