@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from fluksio.agent.calls import NOTICE_S, NOTICE_SIGNALS
 from fluksio.agent.cli import main as worker
 from fluksio.agent.settings import WorkerSettings, worker_options
 from fluksio.cli import cli
 from fluksio.cli.local.options import settings_options
+from fluksio.engine.runs.machine_rules import CRASH_LIMIT
 from fluksio.engine.settings import EngineSettings
+from fluksio.provisioners.base import NoticeSignal, ProfileSettings
 from tests.support.cli import fluksio
 
 
@@ -202,3 +206,20 @@ def test_the_engine_does_not_start_on_a_setting_that_is_not_a_number(tmp_path: P
         assert said.startswith("Error: Invalid value for '--") and f"'{variable}'" in said
         assert said.endswith(f"{bad!r} is not a finite number."), said
         assert not (data_dir / "engine.json").exists()
+
+
+def test_a_default_two_rooms_state_is_the_same_in_both() -> None:
+    """Defaults stated where the architecture keeps two rooms apart. A profile passes the
+    worker ``--notice-s``/``--notice-signal`` only when it differs from the worker's own
+    default, and the run machine's crash limit stands in for the engine's setting where no
+    settings are given (tests, embedding)."""
+    assert ProfileSettings.model_fields["notice_s"].default == NOTICE_S
+    assert set(typing.get_args(NoticeSignal)) == set(NOTICE_SIGNALS)
+    assert ProfileSettings.model_fields["notice_signal"].default == _default("notice_signal")
+    assert _default("notice_s") == NOTICE_S
+    engine_default = {f.name: f.default for f in dataclasses.fields(EngineSettings)}
+    assert engine_default["crash_limit"] == CRASH_LIMIT
+
+
+def _default(name: str) -> Any:
+    return {f.name: f.default for f in dataclasses.fields(WorkerSettings)}[name]

@@ -19,8 +19,10 @@ import click
 
 from fluksio.agent.numbers import FiniteRange
 
-__all__ = ["Flag", "declared_flags", "flag_option", "setting", "value_type"]
+__all__ = ["YEAR_AND_A_DAY_S", "Flag", "declared_flags", "flag_option", "setting", "value_type"]
 
+YEAR_AND_A_DAY_S = 366 * 86400.0
+"""The longest any duration setting may be: longer than any batch job or token, finite."""
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fluksio.agent.calls import NOTICE_S, NOTICE_SIGNALS
-from fluksio.agent.declared import Flag, declared_flags, flag_option, setting
+from fluksio.agent.declared import (
+    YEAR_AND_A_DAY_S,
+    Flag,
+    declared_flags,
+    flag_option,
+    setting,
+)
 from fluksio.agent.frames import MAX_PIPELINE
 
 __all__ = ["ENGINE_AWAY_S", "HEARTBEAT_S", "WorkerSettings", "worker_options"]
@@ -27,7 +33,6 @@ ENGINE_AWAY_S = 600.0
 """Long enough for an engine's restart or upgrade (``--engine-away-s``)."""
 HEARTBEAT_S = 10.0
 """How often a running call's heartbeat is sent (``--heartbeat``)."""
-_YEAR_AND_A_DAY_S = 366 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class WorkerSettings:
             "Stop after this many seconds with nothing running.",
             kind=float,
             minimum=0,
-            maximum=_YEAR_AND_A_DAY_S,
+            maximum=YEAR_AND_A_DAY_S,
             above_minimum=True,
         ),
     )
@@ -83,7 +88,7 @@ class WorkerSettings:
             " upgrade) to come back; then stop what runs and exit 4. 0: for ever.",
             kind=float,
             minimum=0,
-            maximum=_YEAR_AND_A_DAY_S,
+            maximum=YEAR_AND_A_DAY_S,
         ),
     )
     notice_s: float = setting(
@@ -93,7 +98,7 @@ class WorkerSettings:
             " notice signal this many seconds before it is stopped.",
             kind=float,
             minimum=0,
-            maximum=_YEAR_AND_A_DAY_S,
+            maximum=YEAR_AND_A_DAY_S,
         ),
     )
     notice_signal: str = setting(

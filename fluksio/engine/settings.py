@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fluksio.agent.declared import Flag, setting
+from fluksio.agent.declared import YEAR_AND_A_DAY_S, Flag, setting
 from fluksio.engine.datadir import DataDir
 
 ACCESS_TOKEN_TTL_S = 24 * 3600
@@ -23,7 +23,6 @@ __all__ = ["EngineSettings", "Flag"]
 
 _HOUR_S = 3600.0
 _DAY_S = 86400.0
-_YEAR_AND_A_DAY_S = 366 * _DAY_S
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class EngineSettings:
             "How long an access token (a login) lasts, in seconds.",
             kind=float,
             minimum=60,
-            maximum=_YEAR_AND_A_DAY_S,
+            maximum=YEAR_AND_A_DAY_S,
         ),
     )
     login_free_failures: int = setting(

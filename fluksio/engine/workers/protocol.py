@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
+from fluksio.agent.declared import YEAR_AND_A_DAY_S
 from fluksio.agent.frames import (
     CACHE_REPORTED,
     MAX_PIPELINE,
@@ -85,8 +86,6 @@ _TEXT_LIMITS = {
 }
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096
-_LONGEST_NOTICE_S = 366 * 86400.0
-"""A notice longer than any batch job (a year and a day) is a mistake, not a setting."""
 _MAX_CALL_ID = 128
 _MAX_CHECKPOINT_REF = 1024
 
@@ -149,8 +148,8 @@ def _check_hello_bounds(hello: HelloFrame) -> None:
         raise FrameError(f"max_parallel: must be from 1 to {_MAX_PARALLEL}")
     if not 0 <= hello.pipeline <= MAX_PIPELINE:
         raise FrameError(f"pipeline: must be from 0 to {MAX_PIPELINE}")
-    if not 0 <= hello.notice_s <= _LONGEST_NOTICE_S:
-        raise FrameError(f"notice_s: must be from 0 to {_LONGEST_NOTICE_S:.0f} seconds")
+    if not 0 <= hello.notice_s <= YEAR_AND_A_DAY_S:  # as the agent's --notice-s allows
+        raise FrameError(f"notice_s: must be from 0 to {YEAR_AND_A_DAY_S:.0f} seconds")
     resume = hello.resume or []
     most = _MAX_PARALLEL + MAX_PIPELINE
     if len(resume) > most or any(not 1 <= len(c) <= _MAX_CALL_ID for c in resume):
