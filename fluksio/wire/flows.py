@@ -126,9 +126,10 @@ class NodeSpec(BaseModel):
     ``retries``, not beside it)."""
     max_checkpoints: int = Field(default=3, ge=0, le=100)
     """How many times a call is queued again, spending no retry, after a stop not of its
-    doing: its batch job's end reached while it ran (it set no ``limit``), or its worker
-    told to stop (SIGTERM: a preemption, a cancelled job). Past them such a stop is a
-    failure, retried as its ``retry`` says (``NodeLimit``, ``WorkerGone``)."""
+    doing (its batch job's end reached while it ran, it set no ``limit``; its worker told
+    to stop, SIGTERM: a preemption, a cancelled job) or after its own
+    ``fluksio.checkpoint``. Past them such a stop is a failure, retried as its ``retry``
+    says (``NodeLimit``, ``WorkerGone``; a checkpoint never)."""
     items: list[dict[str, Any]] | None = Field(
         default=None, min_length=1, max_length=ITEMS_INLINE_MAX
     )

@@ -80,7 +80,8 @@ class RetryMoves(MachineRules):
         # A call its worker never took (it froze first) never ran: it simply goes back in
         # line, whatever its retries, and spends no attempt.
         never_ran = error.get("type") == ErrorKind.NOT_TAKEN
-        # Stopped by its job's end: run again on another, a new attempt but no retry.
+        # Stopped by its job's end or its worker's, or ended by its own checkpoint: run again
+        # on another, a new attempt but no retry.
         interrupted = outcome.interrupted and node.row.interruptions < node.spec.max_checkpoints
         policy = node.spec.retry_policy()
         wait = 0.0
