@@ -21,7 +21,7 @@ SHELLS = [
     ("fluksio/provisioners/driver.py", "fluksio.provisioners.effects", "Effect"),
     ("fluksio/agent/carrying.py", "fluksio.agent.machine", "AgentEffect"),
     (
-        "fluksio/engine/workers/session.py",
+        "fluksio/engine/workers/session_effects.py",
         "fluksio.engine.workers.connection_effects",
         "ConnectionEffect",
     ),

@@ -37,9 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-from collections.abc import Awaitable, Callable, Collection, Coroutine
-from typing import Any, Protocol, assert_never
+from collections.abc import Awaitable, Callable, Collection
+from typing import Protocol, assert_never
 
 from aiohttp import WSCloseCode
 
@@ -55,16 +54,16 @@ from fluksio.agent.frames import (
 )
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
-from fluksio.clock import Clock, Timer
+from fluksio.clock import Clock
 from fluksio.engine.tokens import WorkerIdentity
 from fluksio.engine.workers import connection_effects
 from fluksio.engine.workers.connection import (
-    UNKNOWN_FRAMES_LOGGED,
     WENT_AWAY,
     ConnectionMachine,
     ConnectionRules,
 )
 from fluksio.engine.workers.protocol import outcome_of
+from fluksio.engine.workers.session_effects import EventCallback, Pending, SessionEffects
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.logs import get_logger
 from fluksio.provisioners.base import WorkerRecord
@@ -73,7 +72,6 @@ from fluksio.wire.provenance import Provenance
 __all__ = ["SessionLink", "WorkerSession"]
 
 log = get_logger(__name__)
-EventCallback = Callable[[dict[str, Any]], None]
 ARTIFACT_TOKEN_RENEW_S = 3600.0
 
 
@@ -101,14 +99,7 @@ class SessionLink(Protocol):
         """Every answer read so far is recorded in the store."""
 
 
-@dataclasses.dataclass
-class _Pending:
-    future: asyncio.Future[CallOutcome]
-    on_event: EventCallback
-    timers: list[Timer] = dataclasses.field(default_factory=list)
-
-
-class WorkerSession:
+class WorkerSession(SessionEffects):
     """The I/O around one :class:`ConnectionMachine`: the socket it writes to, the futures
     calls wait on, the timers it asked for, and the link it reports to."""
 
@@ -151,7 +142,7 @@ class WorkerSession:
         """Mints a token a call on this worker uses for artifacts (not the worker token)."""
         self._artifact_token: tuple[str, float] | None = None
         """The artifact token calls here get, and when it was minted (monotonic)."""
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, Pending] = {}
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
@@ -184,7 +175,7 @@ class WorkerSession:
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-        pending = _Pending(future, on_event)
+        pending = Pending(future, on_event)
         self._pending[spec.call_id] = pending
         try:
             effects = self.machine.send(spec.call_id, spec.limit, self.clock.now())
@@ -219,13 +210,13 @@ class WorkerSession:
             raise
         return await self._awaited(spec.call_id, pending)
 
-    async def _awaited(self, call_id: str, pending: _Pending) -> CallOutcome:
+    async def _awaited(self, call_id: str, pending: Pending) -> CallOutcome:
         try:
             return await pending.future
         finally:
             self._forget(call_id, pending)
 
-    def _forget(self, call_id: str, pending: _Pending) -> None:
+    def _forget(self, call_id: str, pending: Pending) -> None:
         """The call's owner stopped waiting for it (it has its outcome)."""
         for timer in pending.timers:
             timer.cancel()
@@ -300,7 +291,7 @@ class WorkerSession:
         """A call its hello named, which the engine adopts: its frames go to ``on_event``
         from now on (registered here at once, before the next frame is read)."""
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-        pending = _Pending(future, on_event)
+        pending = Pending(future, on_event)
         if self.machine.expects(call_id):
             self._pending[call_id] = pending
         else:  # its connection ended before it could be taken over
@@ -333,48 +324,6 @@ class WorkerSession:
         """Close the socket saying why; its calls fail with that reason, as ``kind``."""
         await self._carry_out(self.machine.close(reason, code, kind))
 
-    # -- carrying effects out --------------------------------------------------------------
-
-    async def _carry_out(self, effects: list[connection_effects.ConnectionEffect]) -> None:
-        closing = self._apply(effects)
-        if closing is not None:
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await self.ws.close(code=closing.code, message=closing.reason.encode()[:120])
-            log.info("worker.closed", worker=self.name, worker_id=self.id, reason=closing.reason)
-
-    def _apply(
-        self, effects: list[connection_effects.ConnectionEffect]
-    ) -> connection_effects.CloseSocket | None:
-        """Carry out ``effects`` in order; a ``CloseSocket`` is returned, to be awaited."""
-        closing = None
-        for effect in effects:
-            # Every effect has its case: one without is a type error (assert_never).
-            match effect:
-                case connection_effects.Fail():
-                    self._fail(effect)
-                case connection_effects.Cancel():
-                    self._send_later(encode(CancelFrame(call_id=effect.call_id)))
-                case connection_effects.Wake():
-                    self._wake(effect)
-                case connection_effects.Ping():
-                    self._later(self.ws.ping())
-                case connection_effects.NotTaking():
-                    fields = {"worker": self.name, "worker_id": self.id, "call_id": effect.call_id}
-                    log.warning("worker.not_taking", **fields)
-                case (
-                    connection_effects.Answering()
-                    | connection_effects.Away()
-                    | connection_effects.Gone()
-                ):
-                    self._tell_link(effect)
-                case connection_effects.CloseSocket():
-                    closing = effect
-                case connection_effects.Unknown():
-                    self._unknown(effect)
-                case _:
-                    assert_never(effect)
-        return closing
-
     def _tell_link(self, effect: connection_effects.LinkNews) -> None:
         """How the connection stands, told to the registry of workers."""
         match effect:
@@ -386,48 +335,3 @@ class WorkerSession:
                 self._link.gone(self, effect.reason)
             case _:
                 assert_never(effect)
-
-    def _fail(self, fail: connection_effects.Fail) -> None:
-        pending = self._pending.get(fail.call_id)
-        if pending is not None and not pending.future.done():
-            pending.future.set_result(CallOutcome(False, error=fail.error))
-
-    def _wake(self, wake: connection_effects.Wake) -> None:
-        pending = self._pending.get(wake.call_id)
-        if pending is None:
-            return
-
-        def fired() -> None:
-            self._apply(self.machine.timer(wake.kind, wake.call_id))
-
-        pending.timers.append(self.clock.call_later(wake.delay_s, fired))
-
-    def _unknown(self, unknown: connection_effects.Unknown) -> None:
-        """Late answers are normal after a limit; the first few are logged, so a worker
-        cannot flood the log with them."""
-        if unknown.seen <= UNKNOWN_FRAMES_LOGGED:
-            log.warning(
-                "worker.unknown_call",
-                worker=self.name,
-                worker_id=self.id,
-                call_id=unknown.call_id[:64],
-                frame=unknown.frame,
-                seen=unknown.seen,
-            )
-
-    def _send_later(self, text: str) -> None:
-        if not self.ws.closed:
-            self._later(self.ws.send_str(text))
-
-    async def _write(self, text: str) -> None:
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await self.ws.send_str(text)
-
-    def _later(self, write: Coroutine[Any, Any, None]) -> None:
-        async def quietly() -> None:
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await write
-
-        task = asyncio.get_running_loop().create_task(quietly())
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)

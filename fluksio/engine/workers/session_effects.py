@@ -1,0 +1,137 @@
+"""A worker session carries its connection machine's effects out: it fails and wakes the
+calls waiting on it, writes cancels and pings, tells the registry of workers how the
+connection stands, and closes the socket when the machine says so.
+
+A mixin of :class:`~fluksio.engine.workers.session.WorkerSession`, which gives what it uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, assert_never
+
+from fluksio.agent.frames import CancelFrame, encode
+from fluksio.agent.launcher import CallOutcome
+from fluksio.clock import Clock, Timer
+from fluksio.engine.workers import connection_effects
+from fluksio.engine.workers.connection import UNKNOWN_FRAMES_LOGGED, ConnectionMachine
+from fluksio.engine.workers.socket import CountedSocket
+from fluksio.logs import get_logger
+
+__all__ = ["EventCallback", "Pending", "SessionEffects"]
+
+log = get_logger("fluksio.engine.workers.session")
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclasses.dataclass
+class Pending:
+    """A call in flight on the worker: what its executor awaits, where its events go,
+    and the timers the machine asked for it."""
+
+    future: asyncio.Future[CallOutcome]
+    on_event: EventCallback
+    timers: list[Timer] = dataclasses.field(default_factory=list)
+
+
+class SessionEffects:
+    id: str
+    name: str
+    ws: CountedSocket
+    clock: Clock
+    machine: ConnectionMachine
+    _pending: dict[str, Pending]
+    _writes: set[asyncio.Task[None]]
+
+    if TYPE_CHECKING:  # given by the class it is mixed into
+
+        def _tell_link(self, effect: connection_effects.LinkNews) -> None:
+            raise NotImplementedError
+
+    async def _carry_out(self, effects: list[connection_effects.ConnectionEffect]) -> None:
+        closing = self._apply(effects)
+        if closing is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self.ws.close(code=closing.code, message=closing.reason.encode()[:120])
+            log.info("worker.closed", worker=self.name, worker_id=self.id, reason=closing.reason)
+
+    def _apply(
+        self, effects: list[connection_effects.ConnectionEffect]
+    ) -> connection_effects.CloseSocket | None:
+        """Carry out ``effects`` in order; a ``CloseSocket`` is returned, to be awaited."""
+        closing = None
+        for effect in effects:
+            # Every effect has its case: one without is a type error (assert_never).
+            match effect:
+                case connection_effects.Fail():
+                    self._fail(effect)
+                case connection_effects.Cancel():
+                    self._send_later(encode(CancelFrame(call_id=effect.call_id)))
+                case connection_effects.Wake():
+                    self._wake(effect)
+                case connection_effects.Ping():
+                    self._later(self.ws.ping())
+                case connection_effects.NotTaking():
+                    fields = {"worker": self.name, "worker_id": self.id, "call_id": effect.call_id}
+                    log.warning("worker.not_taking", **fields)
+                case (
+                    connection_effects.Answering()
+                    | connection_effects.Away()
+                    | connection_effects.Gone()
+                ):
+                    self._tell_link(effect)
+                case connection_effects.CloseSocket():
+                    closing = effect
+                case connection_effects.Unknown():
+                    self._unknown(effect)
+                case _:
+                    assert_never(effect)
+        return closing
+
+    def _fail(self, fail: connection_effects.Fail) -> None:
+        pending = self._pending.get(fail.call_id)
+        if pending is not None and not pending.future.done():
+            pending.future.set_result(CallOutcome(False, error=fail.error))
+
+    def _wake(self, wake: connection_effects.Wake) -> None:
+        pending = self._pending.get(wake.call_id)
+        if pending is None:
+            return
+
+        def fired() -> None:
+            self._apply(self.machine.timer(wake.kind, wake.call_id))
+
+        pending.timers.append(self.clock.call_later(wake.delay_s, fired))
+
+    def _unknown(self, unknown: connection_effects.Unknown) -> None:
+        """Late answers are normal after a limit; the first few are logged, so a worker
+        cannot flood the log with them."""
+        if unknown.seen <= UNKNOWN_FRAMES_LOGGED:
+            log.warning(
+                "worker.unknown_call",
+                worker=self.name,
+                worker_id=self.id,
+                call_id=unknown.call_id[:64],
+                frame=unknown.frame,
+                seen=unknown.seen,
+            )
+
+    def _send_later(self, text: str) -> None:
+        if not self.ws.closed:
+            self._later(self.ws.send_str(text))
+
+    async def _write(self, text: str) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.ws.send_str(text)
+
+    def _later(self, write: Coroutine[Any, Any, None]) -> None:
+        async def quietly() -> None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await write
+
+        task = asyncio.get_running_loop().create_task(quietly())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
