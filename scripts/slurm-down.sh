@@ -26,5 +26,5 @@ if ours slurmctld >/dev/null; then
     fi
 fi
 status=0
-for daemon in slurmd slurmctld sshd box-sshd munged; do stop_marked "$daemon" || status=1; done
+for daemon in slurmd slurmctld slurmdbd mariadbd sshd box-sshd munged; do stop_marked "$daemon" || status=1; done
 exit $status

@@ -51,20 +51,21 @@ install -d -m 0755 "$STATE" "$MARKS"
 # -- packages --------------------------------------------------------------------------
 need=""
 # oathtool and pam_oath: the tests' second login node asks for a TOTP code, as real sites do.
+# slurmdbd and MariaDB: the accounting that holds a site's association and QOS limits.
 for bin in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sbatch /usr/sbin/munged /usr/sbin/sshd \
-    /usr/bin/oathtool /lib/x86_64-linux-gnu/security/pam_oath.so; do
+    /usr/bin/oathtool /lib/x86_64-linux-gnu/security/pam_oath.so /usr/sbin/slurmdbd /usr/sbin/mariadbd; do
     [ -x "$bin" ] || need=1
 done
 /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || need=1
 if [ -n "$need" ]; then
-    say "installing slurm, munge, openssh-server, python3-venv, libpam-oath, oathtool"
+    say "installing slurm, slurmdbd, mariadb, munge, openssh-server, python3-venv, libpam-oath, oathtool"
     made_policy=""
     # Keep the packages' scripts from starting services (an sshd on 0.0.0.0:22).
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
         made_policy=1
     fi
-    pkgs="slurmctld slurmd slurm-client munge openssh-server openssh-client python3-venv libpam-oath oathtool"
+    pkgs="slurmctld slurmd slurm-client slurmdbd mariadb-server munge openssh-server openssh-client python3-venv libpam-oath oathtool"
     export DEBIAN_FRONTEND=noninteractive
     if ! apt-get install -y -q --no-install-recommends $pkgs >"$STATE/apt.log" 2>&1; then
         apt-get update -q >>"$STATE/apt.log" 2>&1 || true
@@ -135,7 +136,9 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=$((REAL_MEM / DECLARED_CPUS))
 # Refuse at submission what can never run (a missing partition, too many CPUs).
 EnforcePartLimits=ALL
-AccountingStorageType=accounting_storage/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=6819
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
@@ -155,6 +158,11 @@ if ! cmp -s "$STATE/slurm.conf.new" /etc/slurm/slurm.conf; then
     changed=1
 fi
 rm -f "$STATE/slurm.conf.new"
+
+# -- accounting: MariaDB, slurmdbd, the cluster and the job user's account ---------------
+getent passwd "$JOB_USER" >/dev/null || useradd --create-home --shell /bin/bash "$JOB_USER"
+# shellcheck source=scripts/slurm-accounting.sh
+. "$CHECKOUT/scripts/slurm-accounting.sh"
 
 # -- slurm daemons -----------------------------------------------------------------------
 if [ -n "$changed" ]; then
@@ -190,7 +198,6 @@ done
 case "$state" in idle | mix | alloc) ;; *) die "node $NODE is '$state', not idle, after 60 s" ;; esac
 
 # -- the login node: a dedicated sshd on loopback -----------------------------------------
-getent passwd "$JOB_USER" >/dev/null || useradd --create-home --shell /bin/bash "$JOB_USER"
 # '*': no password, but not locked ('!'), which sshd without PAM refuses.
 [ "$(getent shadow "$JOB_USER" | cut -d: -f2)" = '*' ] || usermod -p '*' "$JOB_USER"
 JOB_HOME=$(getent passwd "$JOB_USER" | cut -d: -f6)
