@@ -55,6 +55,7 @@ PURE_CORE = (
     "fluksio.engine.runs.signature",
     "fluksio.provisioners.machine",
     "fluksio.provisioners.machine_pause",
+    "fluksio.provisioners.machine_site",
     "fluksio.provisioners.machine_state",
     "fluksio.provisioners.machine_stop",
     "fluksio.provisioners.effects",

@@ -24,7 +24,7 @@ import dataclasses
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
+from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, SiteLimit, WorkerRecord
 from fluksio.provisioners.requests import RequestStage
 from tests.support.properties import against_reference
 from tests.support.provisioning_comparison import PROFILES, ComparisonShell
@@ -49,6 +49,22 @@ class ProvisioningComparison(ComparisonShell):
     @rule(profile=st.sampled_from(PROFILES), pause=st.booleans())
     def a_person_pauses_or_resumes(self, profile: str, pause: bool) -> None:
         self.both("pause" if pause else "resume", profile, "alice")
+
+    @rule(
+        small=st.sampled_from([None, 0, 1, 3]),
+        big=st.sampled_from([None, 1]),
+        refused=st.sampled_from([None, "small", "big"]),
+    )
+    def the_site_says_what_it_allows(
+        self, small: int | None, big: int | None, refused: str | None
+    ) -> None:
+        """The site's accounting read again: each profile's most jobs, or a refusal."""
+        limits = {
+            name: SiteLimit(most, f"QOS allows {most}", "too long" if refused == name else None)
+            for name, most in (("small", small), ("big", big))
+        }
+        self.site_limits = {f"box/{name}": limit for name, limit in limits.items()}
+        self.both("site_read", "box", limits)
 
     @precondition(lambda self: bool(self.submits))
     @rule(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.provisioners.base import JobState, JobStatus
+from fluksio.provisioners.base import JobState, JobStatus, SiteLimit
 from fluksio.provisioners.machine_state import ProfileEntry, as_scheduled
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
 from fluksio.scheduler import Provisioning
@@ -99,6 +99,22 @@ def test_at_its_cap_with_nothing_under_way_it_says_it_waits_for_a_job_to_end() -
         " when one ends"
     )
     assert not told.under_way and told.jobs == 2
+
+
+def test_under_the_sites_limit_it_names_the_limit_and_a_refusal_stops_it() -> None:
+    one = _request(RequestStage.ATTACHED, "40")
+    qos = "QOS 'short' allows 1 job per user (MaxSubmitJobsPerUser)"
+    entry = _entry(4, live={one.id: one}, site=SiteLimit(1, qos))
+    told = _told(entry)
+    assert told.said == (
+        f"the site's limit reached ({qos}): 1 Slurm job is alive (1 with a worker); the next"
+        " goes out when one ends"
+    )
+    assert as_scheduled(entry).max_workers == 1, "the scheduler sees the site's cap"
+    refused = "profile 'gpu' asks for jobs of 01:00:00, longer than QOS 'short' allows"
+    stopped = _told(_entry(4, site=SiteLimit(refused=refused)))
+    assert stopped.said == f"the site would not run its jobs: {refused}"
+    assert stopped.paused, "nothing of it is asked for"
 
 
 def test_with_nothing_to_say_it_says_nothing() -> None:

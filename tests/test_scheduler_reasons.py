@@ -132,6 +132,25 @@ def test_provisioning_then_outstanding() -> None:
     assert quiet is not None and not quiet.text.startswith("provisioning hpc/gpu-small, ")
 
 
+def test_busy_workers_whose_every_profile_is_at_its_cap_say_why_no_more_come() -> None:
+    said = "the site's limit reached (QOS 'short' allows 1 job per user): 1 Slurm job is alive"
+    capped = Profile("hpc", "small", frozenset({"gpu"}), gpus=4, max_workers=1,
+                     provisioning=Provisioning(jobs=1, said=said))  # fmt: skip
+    scheduler = Scheduler(ENGINE, profiles=[capped])
+    scheduler.add_worker(gpu_worker("a", "gpu-a", gpus=4, slots=1))
+    scheduler.submit(CallRequest("busy", 0.0, label="gpu", gpus=1))
+    scheduler.schedule()
+    kind, text = _waiting_reason(scheduler, CallRequest("r", 1.0, label="gpu", gpus=1))
+    assert kind is WaitKind.BUSY
+    assert text == (
+        "1 worker carries 'gpu'; none has 1 GPU free (gpu-a: all 1 slots busy); next in line"
+        f" on gpu-a; provisioning hpc/small, {said}"
+    )
+    # With room for another job, the profile is asked instead: nothing more to say here.
+    scheduler.set_profiles([replace(capped, max_workers=2)])
+    assert scheduler.schedule().asks
+
+
 def test_engine_busy_and_engine_too_small() -> None:
     scheduler = Scheduler(Worker(id=ENGINE_ID, name="engine", slots=1, cpus=8))
     scheduler.submit(CallRequest("running", 0.0))

@@ -263,6 +263,7 @@ def _profile(status: ProfileStatus) -> ProfileBody:
         login_needed=status.login_needed,
         path_down=status.path_down,
         paused=status.paused,
+        site_limit=status.site_limit,
         workers=[
             BroughtWorkerBody(
                 id=w.worker_id, name=w.name, job_id=w.job_id, attached_at=utc(w.attached_at)

@@ -23,6 +23,7 @@ __all__ = [
     "ProfileSettings",
     "ProvisionError",
     "ProvisionerSettings",
+    "SiteLimit",
     "Submission",
     "WorkerRecord",
     "worker_argv",
@@ -225,6 +226,22 @@ class Submission:
 
     job_id: str
     profile: str
+
+
+@dataclass(frozen=True)
+class SiteLimit:
+    """What the site's own accounting allows one profile's jobs (Slurm's association and
+    QOS limits), as :meth:`~fluksio.provisioners.provisioner.Provisioner.site_limits`
+    read it: the profile never asks past it."""
+
+    most_jobs: int | None = None
+    """The most of its jobs that may be queued or running at once; None: no such limit."""
+    why_most: str = ""
+    """Whose limit ``most_jobs`` is, in a phrase: ``QOS 'short' allows 2 jobs per user
+    (MaxSubmitJobsPerUser)``."""
+    refused: str | None = None
+    """Why none of its jobs could ever run (it asks for more time than ``MaxWall``), in
+    one sentence; the profile pauses itself with it. None: nothing refused."""
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,9 @@ __all__ = ["EngineSide", "ProvisioningDriver"]
 log = get_logger(__name__)
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.
 SHUTDOWN_CANCEL_S = 20.0
+SITE_LIMITS_EVERY_S = 300.0
+"""How often a provisioner's site limits are read again once it has been asked for a
+machine: a site's administrators change them rarely, and each reading is a remote command."""
 
 
 class ProvisioningDriver:
@@ -140,6 +143,7 @@ class ProvisioningDriver:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: dict[str, Timer] = {}
         self._polls: dict[str, asyncio.Task[None]] = {}
+        self._site_readers: dict[str, asyncio.Task[None]] = {}
         self._closing = False
 
     # -- what the scheduler and the API see ---------------------------------------------
@@ -169,7 +173,13 @@ class ProvisioningDriver:
     # -- events ---------------------------------------------------------------------------
 
     def want(self, provisioner: str, profile: str) -> None:
-        """A queued call needs a machine of this profile (from the scheduler's plan)."""
+        """A queued call needs a machine of this profile (from the scheduler's plan).
+
+        The provisioner's site limits are read from its first need on: an engine that
+        never needs a site never reaches it."""
+        if provisioner not in self._site_readers and provisioner in self._provisioners:
+            reading = asyncio.ensure_future(self._read_site(provisioner))
+            self._site_readers[provisioner] = reading
         self._apply(self._machine.want(provisioner, profile, self._clock.now()))
 
     def wanted(self, profiles: frozenset[str]) -> None:
@@ -201,8 +211,8 @@ class ProvisioningDriver:
         self._closing = True
         self._apply(self._machine.closing())
         polls = set(self._polls.values())
-        for poll in polls:
-            poll.cancel()
+        for task in (*polls, *self._site_readers.values()):
+            task.cancel()
         submitting = [t for t in self._tasks if t not in polls]
         if submitting:
             await asyncio.wait(submitting, timeout=SHUTDOWN_CANCEL_S)
@@ -364,6 +374,19 @@ class ProvisioningDriver:
         finally:
             self._polls.pop(name, None)
             self._apply(machine.poll_ended(name, self._clock.now()))
+
+    async def _read_site(self, name: str) -> None:
+        """What the site allows each profile of provisioner ``name``, now and every
+        :data:`SITE_LIMITS_EVERY_S`; a reading that fails leaves the last one standing."""
+        provisioner = self._provisioners[name]
+        while not self._closing:
+            try:
+                limits = await provisioner.site_limits()
+            except Exception as exc:
+                log.warning("provision.site_limits_unread", provisioner=name, error=_words(exc))
+            else:
+                self._apply(self._machine.site_read(name, limits))
+            await self._clock.sleep(SITE_LIMITS_EVERY_S)
 
     def _wake(self, effect: Wake) -> None:
         self._unwake(Unwake(effect.key))

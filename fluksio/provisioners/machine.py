@@ -39,6 +39,7 @@ from fluksio.provisioners.effects import (
     Wake,
 )
 from fluksio.provisioners.machine_pause import Pausing
+from fluksio.provisioners.machine_site import SiteLimits
 from fluksio.provisioners.machine_state import Brought, ProfileEntry, as_scheduled
 from fluksio.provisioners.machine_stop import StartAndStop
 from fluksio.provisioners.requests import MachineRequest, RequestStage, login_sentence
@@ -51,7 +52,7 @@ POLL_SOON_S = 1.0
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
 
 
-class ProvisioningMachine(StartAndStop, Pausing):
+class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
     """Provisioning's rules: each input is what happened, each answer what to do."""
 
     # -- inputs: asked for capacity, and the submission's answers ------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from fluksio.provisioners.base import WorkerRecord
+from fluksio.provisioners.base import SiteLimit, WorkerRecord
 from fluksio.provisioners.effects import Cancel, Changed, Effect, Wake
 from fluksio.provisioners.requests import (
     BroughtWorker,
@@ -49,6 +49,20 @@ class ProfileEntry:
     """Requests in a row that ended without a job (the site refused the submission)."""
     failed_starts: int = 0
     """Jobs in a row that ended or timed out before their worker attached."""
+    site: SiteLimit = field(default_factory=SiteLimit)
+    """What the site's accounting allows its jobs, as last read."""
+
+    @property
+    def cap(self) -> int:
+        """The most of its jobs alive at once: ``max_workers``, or the site's limit if less."""
+        most = self.site.most_jobs
+        configured = self.rule.profile.max_workers
+        return configured if most is None else min(most, configured)
+
+    @property
+    def site_bound(self) -> bool:
+        """The site's limit, not ``max_workers``, is what caps it."""
+        return self.site.most_jobs is not None and self.cap < self.rule.profile.max_workers
 
 
 @dataclass
@@ -122,6 +136,7 @@ class MachineState:
                 failures=entry.failures,
                 login_needed=entry.login_needed,
                 paused=entry.paused,
+                site_limit=_site_said(entry),
                 workers=tuple(
                     BroughtWorker(
                         worker_id=worker_id,
@@ -219,7 +234,7 @@ def as_scheduled(entry: ProfileEntry, path_down: str | None = None) -> Profile:
         gpus=settings.gpus,
         ram_mb=settings.ram_mb,
         provisioning=_provisioning(entry, path_down),
-        max_workers=settings.max_workers,
+        max_workers=entry.cap,
         walltime_s=entry.rule.walltime_s,
         notice_s=settings.notice_s,
     )
@@ -234,7 +249,7 @@ def _provisioning(entry: ProfileEntry, path_down: str | None) -> Provisioning:
         jobs=len(entry.live),
         said=said,
         counting_down=counting_down,
-        paused=entry.paused is not None,
+        paused=entry.paused is not None or entry.site.refused is not None,
     )
 
 
@@ -242,7 +257,7 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
     """Why a call waiting for the profile waits, in one sentence (None: nothing to say yet),
     and whether the time left until it tries again follows it."""
     request, noun = entry.outstanding, entry.rule.job_noun
-    cap = entry.rule.profile.max_workers
+    cap = entry.cap
     attached = sum(r.stage is RequestStage.ATTACHED for r in entry.live.values())
     counting_down = False
     if path_down is not None:
@@ -250,6 +265,8 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         said = path_down
     elif request is not None:
         said = _request_said(entry, request)
+    elif entry.site.refused is not None:
+        said = f"the site would not run its jobs: {entry.site.refused}"
     elif entry.paused is not None:
         said = entry.paused
     elif entry.login_needed is not None:
@@ -260,15 +277,29 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         # At the cap with none of them able to take it (their workers gone, or their
         # time too short): it waits for one of them to end.
         alive = f"{len(entry.live)} {noun}" + ("s are" if len(entry.live) != 1 else " is")
+        limit = (
+            f"the site's limit reached ({entry.site.why_most})"
+            if entry.site_bound
+            else ("max_workers reached")
+        )
         return (
-            f"max_workers reached: {alive} alive ({attached} with a worker);"
-            " the next goes out when one ends"
+            f"{limit}: {alive} alive ({attached} with a worker); the next goes out when one ends"
         ), False
     else:
         return None, False
     # With room for several jobs, how many run comes first: "2 of 4 Slurm jobs running".
     count = f"{attached} of {cap} {noun}s running, " if cap > 1 and entry.live else ""
     return count + said, counting_down
+
+
+def _site_said(entry: ProfileEntry) -> str | None:
+    site = entry.site
+    if site.refused is not None:
+        return site.refused
+    if site.most_jobs is None:
+        return None
+    jobs = f"{site.most_jobs} job" + ("" if site.most_jobs == 1 else "s")
+    return f"at most {jobs} at once: {site.why_most}"
 
 
 def _request_said(entry: ProfileEntry, request: MachineRequest) -> str:

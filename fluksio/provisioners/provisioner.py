@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from fluksio.clock import Clock, SystemClock
-from fluksio.provisioners.base import JobStatus, ProfileT, ProvisionerSettings, Submission
+from fluksio.provisioners.base import (
+    JobStatus,
+    ProfileT,
+    ProvisionerSettings,
+    SiteLimit,
+    Submission,
+)
 
 __all__ = ["EngineLink", "Provisioner"]
 
@@ -215,6 +221,20 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         every backend on the batch template one.
         """
         return None
+
+    async def site_limits(self) -> Mapping[str, SiteLimit]:
+        """What the site's own accounting allows each profile's jobs: profile name ->
+        :class:`~fluksio.provisioners.base.SiteLimit` (the Slurm provisioner reads
+        ``sacctmgr``'s association and QOS limits).
+
+        Called when the engine starts and every few minutes after: the profile never has
+        more jobs alive than ``most_jobs``, a call waiting on that limit says so, and a
+        profile the site ``refused`` is not asked for while it stands. Raise
+        :class:`ProvisionError` when the site cannot be asked (the last answer stands).
+
+        The default reads nothing: no limits beyond each profile's ``max_workers``.
+        """
+        return {}
 
     async def close(self) -> None:
         """Release what the provisioner holds open (connections); called at shutdown."""

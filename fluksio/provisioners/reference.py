@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
+from fluksio.provisioners.base import (
+    TERMINAL_STATES,
+    JobState,
+    JobStatus,
+    SiteLimit,
+    WorkerRecord,
+)
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
 
 UNWANTED_GRACE_S = 5.0
@@ -54,6 +60,7 @@ class ReferenceProvisioning:
         self.failed_starts = dict.fromkeys(self.rules, 0)
         self.paused = dict.fromkeys(self.rules, False)
         self.paused_by_hand: set[str] = set()
+        self.site: dict[str, SiteLimit] = {key: SiteLimit() for key in self.rules}
         self.closing = False
         self.decisions: list[tuple[object, ...]] = []
         self.unwanted_since: dict[str, float] = {}
@@ -82,13 +89,19 @@ class ReferenceProvisioning:
         rule = self.rules.get(key)
         if rule is None or self.closing or self.pending(key) or self.rest_until[key] is not None:
             return
-        if self.paused[key]:
+        if self.paused[key] or self.site[key].refused is not None:
             return
-        if len(self.alive(key)) >= rule.profile.max_workers:
+        most = [rule.profile.max_workers, self.site[key].most_jobs]
+        if len(self.alive(key)) >= min(n for n in most if n is not None):
             return
         request = ReferenceRequest(self.new_id(), key, now)
         self.ledger[request.id] = request
         self.decisions.append(("submit", request.id))
+
+    def site_read(self, provisioner: str, limits: Mapping[str, SiteLimit]) -> None:
+        for key, rule in self.rules.items():
+            if rule.provisioner == provisioner:
+                self.site[key] = limits.get(rule.profile.name, SiteLimit())
 
     def minted(self, profile: str, request_id: str, jti: str) -> None:
         request = self._request(request_id)

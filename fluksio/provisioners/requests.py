@@ -109,3 +109,6 @@ class ProfileStatus:
     """While its workers cannot reach the engine (the login route is down): why."""
     paused: str | None = None
     """While nothing of it is asked for until a person resumes it: why, in one sentence."""
+    site_limit: str | None = None
+    """What the site's accounting allows its jobs (``at most 2 jobs at once: QOS 'short'
+    allows 2 jobs per user (MaxSubmitJobsPerUser)``), or why it runs none of them."""

@@ -12,7 +12,13 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
-from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
+from fluksio.provisioners.base import (
+    TERMINAL_STATES,
+    JobState,
+    JobStatus,
+    SiteLimit,
+    WorkerRecord,
+)
 from fluksio.provisioners.effects import (
     Cancel,
     CleanUp,
@@ -81,6 +87,8 @@ class ComparisonShell(RuleBasedStateMachine):
         self.attached: dict[str, WorkerRecord] = {}
         self.unreachable: set[str] = set()
         """Requests whose cancel failed: their jobs may run on, unwatched (said in the log)."""
+        self.site_limits: dict[str, SiteLimit] = {}
+        """What the site allows each profile, as last read (every engine reads it anew)."""
         self.engines = 0
         self._start()
 
@@ -97,6 +105,7 @@ class ComparisonShell(RuleBasedStateMachine):
         self.polls: set[str] = set()
         self.wakes: dict[str, float] = {}
         self.attached.clear()
+        self.site_limits.clear()
         self.closing = False
 
     # -- carrying out, and comparing decisions -------------------------------------------
@@ -116,6 +125,11 @@ class ComparisonShell(RuleBasedStateMachine):
                 # Nothing goes out while a login is needed: only the question whether it still is.
                 assert effect.check_login or profile.login_needed is None
                 assert profile.paused is None, "a paused profile submitted"
+                site = self.site_limits.get(effect.profile, SiteLimit())
+                assert site.refused is None, "a profile the site refuses submitted"
+                assert site.most_jobs is None or len(profile.jobs) <= site.most_jobs, (
+                    "a submission past the site's limit"
+                )
                 self.submits[effect.request_id] = effect
                 decided.append(("submit", effect.request_id))
             elif isinstance(effect, Cancel):

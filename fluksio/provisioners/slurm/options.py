@@ -11,6 +11,7 @@ __all__ = [
     "missing_partitions",
     "parse_slurm_time",
     "past_time_limits",
+    "sbatch_option",
     "sbatch_partitions",
     "sbatch_time_limit",
     "slurm_time_text",
@@ -28,7 +29,6 @@ class _Profile(Protocol):
     def time_limit_s(self) -> float | None: ...
 
 
-_TIME_OPTION = re.compile(r"^(?:--time=|--time\s+|-t\s*)(\S+)$")
 _NO_LIMIT = frozenset({"UNLIMITED", "INFINITE", "0"})
 
 
@@ -58,29 +58,28 @@ def parse_slurm_time(text: str) -> float | None:
     return float(total) if total else None
 
 
-def sbatch_time_limit(options: list[str]) -> str | None:
-    """The value of the last ``--time``/``-t`` among ``sbatch`` options, if any (the
-    last wins, as with sbatch itself)."""
+def sbatch_option(options: list[str], long: str, short: str) -> str | None:
+    """The value of the last ``--long``/``-s`` among ``sbatch`` options, if any (the last
+    wins, as with sbatch itself): ``sbatch_option(opts, "time", "t")``."""
+    pattern = re.compile(rf"^(?:--{long}=|--{long}\s+|-{short}\s*)(\S+)$")
     found = None
     for option in options:
-        match = _TIME_OPTION.match(option.strip())
+        match = pattern.match(option.strip())
         if match is not None:
             found = match.group(1)
     return found
 
 
-_PARTITION_OPTION = re.compile(r"^(?:--partition=|--partition\s+|-p\s*)(\S+)$")
+def sbatch_time_limit(options: list[str]) -> str | None:
+    """The value of the last ``--time``/``-t`` among ``sbatch`` options, if any."""
+    return sbatch_option(options, "time", "t")
 
 
 def sbatch_partitions(options: list[str]) -> list[str]:
     """The partitions the last ``--partition``/``-p`` among ``sbatch`` options names (a
     comma-separated list: the job may run in any of them); empty: the cluster's default."""
-    found: list[str] = []
-    for option in options:
-        match = _PARTITION_OPTION.match(option.strip())
-        if match is not None:
-            found = [part for part in match.group(1).split(",") if part]
-    return found
+    named = sbatch_option(options, "partition", "p") or ""
+    return [part for part in named.split(",") if part]
 
 
 def missing_partitions(profiles: Sequence[_Profile], sinfo_partitions: list[str]) -> list[str]:

@@ -1,11 +1,19 @@
-"""The Slurm provisioner: ``sbatch``, ``squeue``, ``scancel`` and ``sinfo`` over SSH."""
+"""The Slurm provisioner: ``sbatch``, ``squeue``, ``scancel``, ``sinfo`` and ``sacctmgr``
+over SSH."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fluksio.provisioners.base import ProvisionError
+from fluksio.provisioners.base import ProvisionError, SiteLimit
 from fluksio.provisioners.batch import BatchProvisioner, QueuedJob
+from fluksio.provisioners.slurm.limits import (
+    ACCOUNTING_SCRIPT,
+    Accounting,
+    accounting_lines,
+    parse_accounting,
+    profile_limit,
+)
 from fluksio.provisioners.slurm.options import (
     missing_partitions,
     parse_slurm_time,
@@ -59,6 +67,31 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
         if refused:
             raise ProvisionError("; ".join(refused))
         return ["sinfo:", stdout.rstrip("\n")]
+
+    async def check(self) -> str:
+        said = await super().check()
+        accounting = await self._accounting()
+        limits = self._limits(accounting)
+        refused = [limit.refused for limit in limits.values() if limit.refused]
+        if refused:
+            raise ProvisionError("; ".join(refused))
+        return said + "\n".join(accounting_lines(accounting, limits)) + "\n"
+
+    async def site_limits(self) -> Mapping[str, SiteLimit]:
+        return self._limits(await self._accounting())
+
+    def _limits(self, accounting: Accounting) -> dict[str, SiteLimit]:
+        return {p.name: profile_limit(accounting, p) for p in self.settings.profiles}
+
+    async def _accounting(self) -> Accounting:
+        argv = ["sh", "-c", self.program(ACCOUNTING_SCRIPT), "fluksio-sacctmgr"]
+        done = await self.run(argv)
+        if not done.ok:
+            raise ProvisionError(f"sacctmgr: {done.error_text()}")
+        try:
+            return parse_accounting(done.stdout)
+        except ValueError as exc:
+            raise ProvisionError(str(exc)) from None
 
     def refusal(self, said: str) -> str:
         return said.replace("sbatch: error: ", "")

@@ -156,7 +156,8 @@ class ProfileBody(Answer):
     gpus: int | None
     ram_mb: int | None
     max_workers: int
-    """How many of its jobs may exist at once."""
+    """How many of its jobs may exist at once, as configured (``site_limit`` may allow
+    fewer)."""
     parallel: int
     """Calls at once on each of its workers."""
     outstanding: MachineRequestBody | None
@@ -176,6 +177,11 @@ class ProfileBody(Answer):
     """While nothing is asked of it until a person resumes it, why (``paused after 10
     failed submissions in a row (the last: ...); resume with 'fluksio provisioners resume
     hpc/cpu'``, or ``paused by alice; ...``); else null."""
+    site_limit: str | None = None
+    """What the site's own accounting allows its jobs, as last read (``at most 2 jobs at
+    once: QOS 'short' allows 2 jobs per user (MaxSubmitJobsPerUser)``), or why the site
+    would run none of them (nothing of it is asked for while that stands); null: no limit
+    beyond ``max_workers``, or none read."""
     workers: list[BroughtWorkerBody]
 
 

@@ -463,6 +463,8 @@ function jobsText(profile) {
     stages.length ? ` (${stages.join(", ")})` : "",
     el("br"),
     el("span", { class: "muted small" }, each),
+    // What the site's accounting allows (a QOS's limit), or why it runs none of them.
+    profile.site_limit ? [el("br"), el("span", { class: "small site-limit" }, `site: ${profile.site_limit}`)] : null,
   );
 }
 

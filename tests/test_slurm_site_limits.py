@@ -1,0 +1,147 @@
+"""The site's own limits on the real Slurm's accounting (slurmdbd): a QOS of this test's
+own, made and removed here, that allows two jobs per user and three minutes each. The
+cluster does not enforce it (no other test is refused for it): the engine keeps to it
+because it read it, and says so where a user looks: ``check --ssh``, ``GET
+/workers/resources`` and the waiting call's reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import fluksio
+from tests.support.engine import EngineProcess
+from tests.support.runs import code, put_flow, start_run, wait_run
+from tests.support.slurm import LocalSlurm, slurm_provisioner
+from tests.support.slurm_engine import (
+    no_job_outlives_its_test,
+    profile_view,
+    resources_of,
+    slurm,
+    start,
+)
+
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
+__all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
+
+
+@pytest.fixture
+def qos(slurm: LocalSlurm) -> Iterator[str]:
+    name = f"fluksio-two-{os.getpid()}"
+    limits = ["MaxSubmitJobsPerUser=2", "MaxWall=00:03:00"]
+    made = _sacctmgr("add", "qos", name, *limits)
+    if made.returncode != 0:
+        message = (
+            f"no Slurm accounting to make a QOS in ({made.stderr.strip()}): run `make slurm-up`"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield name
+    _sacctmgr("delete", "qos", name)
+
+
+def _sacctmgr(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sacctmgr", "-i", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_check_ssh_shows_what_a_qos_allows_and_names_a_profile_past_its_max_wall(
+    slurm: LocalSlurm, tmp_path: Path, qos: str
+) -> None:
+    common = {"cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
+    fits = {**common, "name": "fits", "sbatch": [f"--qos={qos}", "--time=00:02:00"]}
+    long = {**common, "name": "long", "sbatch": [f"--qos={qos}", "--time=00:10:00"]}
+    done = _check(slurm, tmp_path, profiles=[fits])
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"profile 'fits': at most 2 jobs at once: QOS '{qos}' allows 2 jobs per user"
+        " (MaxSubmitJobsPerUser)"
+    ) in done.stdout
+    done = _check(slurm, tmp_path, profiles=[fits, long])
+    assert done.returncode == 2, done.stdout
+    assert (
+        f"profile 'long' asks for jobs of 00:10:00, longer than QOS '{qos}' allows"
+        " (MaxWall 00:03:00); ask for less, or name another QOS or account"
+    ) in done.stderr
+
+
+def test_a_profile_never_has_more_jobs_than_its_qos_allows_and_a_waiting_call_says_so(
+    start: Any, slurm: LocalSlurm, tmp_path: Path, qos: str
+) -> None:
+    # max_workers 4 and six calls of 4 s, one at a time on each worker: without the QOS's
+    # limit the engine brings four jobs.
+    shared = Path(tempfile.mkdtemp(prefix="fluksio-limits-"))
+    shared.chmod(0o777)
+    profile = {"max_workers": 4, "parallel": 1, "sbatch": [f"--qos={qos}", "--time=00:03:00"]}
+    engine, token = start(profile=profile, max_idle_s=2, provision_timeout_s=120)
+    watch = _Watch(engine, token, slurm, tmp_path)
+    try:
+        assert put_flow(engine, token, "limited", _calls(shared / "ran", 6, seconds=4))
+        watch.start()
+        run = wait_run(engine, token, start_run(engine, token, "limited")["id"], timeout=240)
+        watch.stop.set()
+        watch.join(timeout=30)
+        assert run["state"] == "succeeded", run
+        assert len((shared / "ran").read_text().split()) == 6
+        assert watch.most_jobs == 2, f"squeue showed at most {watch.most_jobs} of our jobs"
+        said = f"QOS '{qos}' allows 2 jobs per user (MaxSubmitJobsPerUser)"
+        assert profile_view(engine, token)["site_limit"] == f"at most 2 jobs at once: {said}"
+        assert any(f"the site's limit reached ({said})" in r for r in watch.reasons), sorted(
+            watch.reasons
+        )
+    finally:
+        watch.stop.set()
+        shutil.rmtree(shared)
+
+
+class _Watch(threading.Thread):
+    """Polls squeue and the waiting calls' reasons while the run goes on."""
+
+    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm, root: Path) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.token, self.slurm, self.root = engine, token, slurm, root
+        self.stop = threading.Event()
+        self.most_jobs = 0
+        self.reasons: set[str] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            ours = self.slurm.fluksio_jobs(self.root)  # this test's engine's only
+            self.most_jobs = max(self.most_jobs, len(ours))
+            queued = resources_of(self.engine, self.token)["queued"]
+            self.reasons.update(call["reason"] for call in queued if call["reason"])
+            self.stop.wait(0.1)
+
+
+def _calls(ran: Path, count: int, *, seconds: float) -> list[dict[str, Any]]:
+    node = code(f"""
+        import time
+
+        def process(node_id):
+            time.sleep({seconds})
+            with open({str(ran)!r}, "a") as out:
+                out.write(node_id + "\\n")
+    """)
+    return [
+        # A limit: a call without one would wait for a job longer than the QOS allows.
+        {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, "limit": 30}
+        for i in range(count)
+    ]
+
+
+def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
+    path = tmp_path / "provisioners.json"
+    path.write_text(json.dumps([slurm_provisioner(slurm, 1, **changes)]))
+    data = tmp_path / "data"
+    return fluksio("provisioners", "check", "--file", str(path), "--ssh", "--data-dir", str(data))
