@@ -41,9 +41,11 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
     held = {"name": "held", "cpus": 1, "ram_mb": 200, "labels": ["hpc"]}
     held["sbatch"] = ["--begin=now+1hour"]
     nowhere = {"name": "nowhere", "labels": ["gpu"], "sbatch": ["--partition=no-such"]}
+    # The site's accounting lists no such QOS: read at the provisioner's first need.
+    no_qos = {"name": "no-qos", "labels": ["tpu"], "sbatch": ["--qos=no-such-qos"]}
     config = [
         {**common, "name": "hpc", "profiles": [held]},
-        {**common, "name": "cluster", "profiles": [nowhere]},
+        {**common, "name": "cluster", "profiles": [nowhere, no_qos]},
     ]
     write_provisioners(data_dir, config)
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
@@ -66,6 +68,11 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
         refused = page.locator('#provisioners tr[data-profile="cluster/nowhere"]')
         expect(refused).to_contain_text("invalid partition specified: no-such", timeout=15000)
         expect(refused).to_contain_text("next try in")
+        site = page.locator('#provisioners tr[data-profile="cluster/no-qos"] .site-limit')
+        said = "site: profile 'no-qos' asks for QOS 'no-such-qos', which sacctmgr does not list"
+        expect(site).to_have_text(
+            re.compile(re.escape(said) + r" \(listed: .*normal"), timeout=15000
+        )
         waiting = page.locator("#queued tr").filter(has_text="on-hpc / a")
         expect(waiting).to_contain_text(re.compile(r"provisioning hpc/held, Slurm job \d+ PENDING"))
         _shot(page, "9-provisioning")

@@ -190,6 +190,9 @@ def status(url: str | None, data_dir: Path, as_json: bool) -> None:
             elif pending is not None:
                 job = f"job {pending.job_id} " if pending.job_id else ""
                 standing = f"{job}{pending.state or pending.stage}"
+            elif profile.site_limit:
+                # What the site allows (or refuses) is why nothing more goes out.
+                standing = f"site: {profile.site_limit}"
             else:
                 standing = "-"
             error = profile.last_error
