@@ -15,12 +15,11 @@ from fluksio.provisioners.slurm.limits import (
 )
 from fluksio.provisioners.slurm.settings import SlurmProfile
 
-# As the login node answers ACCOUNTING_SCRIPT: a default account, the user's associations
-# (one on partition gpu only), and the QOS table.
-SITE = """default|physics
-assoc|physics||normal||20|
-assoc|physics|gpu|normal|1||1-00:00:00
-assoc|chemistry||long|||
+# As the login node answers ACCOUNTING_SCRIPT: the user's associations, each after the
+# user's default account (one on partition gpu only), and the QOS table.
+SITE = """assoc|physics|physics||normal||20|
+assoc|physics|physics|gpu|normal|1||1-00:00:00
+assoc|physics|chemistry||long|||
 qos|
 qos|normal|2-00:00:00|8|
 qos|long|7-00:00:00||3

@@ -24,28 +24,25 @@ from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 from fluksio.logs import LogSecrets, get_logger
 
-__all__ = ["REQUEST_HEAD_S", "TLS_HANDSHAKE_S", "data_dir_lock", "run_engine", "tls_context"]
+__all__ = ["data_dir_lock", "run_engine", "tls_context"]
 
 log = get_logger(__name__)
 
-REQUEST_HEAD_S = 30
-"""A connection that has not sent a complete request head this long after it opened, or
-after its last answer, is closed: idle sockets cannot pile up (a WebSocket, a feed and a
-long poll are answers under way, never idle)."""
-
-TLS_HANDSHAKE_S = 20
-"""On a TLS listener the handshake comes first, with this long (asyncio's default is 60 s):
-a connection that sends nothing is closed within 50 s either way."""
-
 
 class _ListenerSite(web.BaseSite):
-    """aiohttp's site on a socket we bound, with the TLS handshake bounded too."""
+    """aiohttp's site on a socket we bound, with the TLS handshake bounded too (asyncio's
+    default is 60 s): idle sockets cannot pile up before a request head either."""
 
     def __init__(
-        self, runner: web.BaseRunner, sock: socket.socket, ssl_context: ssl.SSLContext | None
+        self,
+        runner: web.BaseRunner,
+        sock: socket.socket,
+        ssl_context: ssl.SSLContext | None,
+        handshake_s: float,
     ) -> None:
         super().__init__(runner, ssl_context=ssl_context)
         self._sock = sock
+        self._handshake_s = handshake_s
 
     @property
     def name(self) -> str:
@@ -59,7 +56,7 @@ class _ListenerSite(web.BaseSite):
             server,
             sock=self._sock,
             ssl=self._ssl_context,
-            ssl_handshake_timeout=TLS_HANDSHAKE_S if self._ssl_context else None,
+            ssl_handshake_timeout=self._handshake_s if self._ssl_context else None,
             backlog=self._backlog,
         )
 
@@ -196,12 +193,14 @@ async def run_engine(
         address=_own_address(listener),
         log_secrets=log_secrets,
     )
+    # A connection without a request head is closed (a WebSocket, a feed and a long poll
+    # are answers under way, never idle).
     runner = web.AppRunner(
-        app, access_log=None, handle_signals=False, keepalive_timeout=REQUEST_HEAD_S
+        app, access_log=None, handle_signals=False, keepalive_timeout=settings.idle_connection_s
     )
     try:
         await runner.setup()
-        await _ListenerSite(runner, listener, context).start()
+        await _ListenerSite(runner, listener, context, settings.tls_handshake_s).start()
         port = int(listener.getsockname()[1])
         url = _url(settings.host, port, tls=context is not None)
         layout.write_engine_info(pid=os.getpid(), url=url)

@@ -38,6 +38,26 @@ class EngineSettings:
             maximum=65535,
         ),
     )
+    idle_connection_s: float = setting(
+        30.0,
+        Flag(
+            "A connection that has not sent a complete request head this long after it"
+            " opened, or after its last answer, is closed.",
+            kind=float,
+            minimum=1,
+            maximum=3600,
+        ),
+    )
+    tls_handshake_s: float = setting(
+        20.0,
+        Flag(
+            "On a TLS listener, a connection that has not finished its handshake this long"
+            " after it opened is closed (before the request head's own time starts).",
+            kind=float,
+            minimum=1,
+            maximum=600,
+        ),
+    )
     tls_cert: Path | None = setting(
         None, Flag("Certificate chain (PEM): serve HTTPS and WSS on the one port.", kind=Path)
     )

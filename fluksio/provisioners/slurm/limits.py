@@ -32,21 +32,22 @@ __all__ = [
     "profile_limit",
 ]
 
-_ASSOCIATION_FIELDS = "Account,Partition,DefaultQOS,MaxJobs,MaxSubmit,MaxWall"
+_ASSOCIATION_FIELDS = "DefaultAccount,Account,Partition,DefaultQOS,MaxJobs,MaxSubmit,MaxWall"
 _QOS_FIELDS = "Name,MaxWall,MaxJobsPU,MaxSubmitPU"
 
 ACCOUNTING_SCRIPT = f"""me=$(id -un)
-if ! said=$(sacctmgr -nP show user "$me" format=DefaultAccount 2>&1); then
-    printf 'off|%s\\n' "$(printf '%s' "$said" | head -n 1)"; exit 0
+associations="sacctmgr -nP show user $me withassoc format={_ASSOCIATION_FIELDS}"
+if ! said=$($associations 2>/dev/null); then
+    # Asked again for its words alone: a warning must not mix into an answer read.
+    printf 'off|%s\\n' "$($associations 2>&1 | head -n 1)"; exit 0
 fi
-printf '%s\\n' "$said" | sed 's/^/default|/'
-said=$(sacctmgr -nP show assoc where user="$me" format={_ASSOCIATION_FIELDS}) || exit
 printf '%s\\n' "$said" | sed 's/^/assoc|/'
 said=$(sacctmgr -nP show qos format={_QOS_FIELDS}) || exit
 printf '%s\\n' "$said" | sed 's/^/qos|/'
 """
-"""Shell text for the login node: every line it prints is tagged (``default``,
-``assoc``, ``qos``), or it prints one ``off`` line with why there is no accounting."""
+"""Shell text for the login node, two ``sacctmgr`` calls (each costs a round trip to
+slurmdbd): every line it prints is tagged (``assoc``: the user's default account and one
+association; ``qos``), or it prints one ``off`` line with why there is no accounting."""
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,9 @@ def parse_accounting(stdout: str) -> Accounting:
             return Accounting(off=rest.strip() or "sacctmgr answered nothing")
         if not rest.strip():
             continue  # a section with nothing in it
-        if tag == "default":
-            default = default or rest.strip()
-        elif tag == "assoc" and len(fields) == 6:
-            account, partition, default_qos, jobs, submit, wall = fields
+        if tag == "assoc" and len(fields) == 7:
+            default = default or fields[0]
+            account, partition, default_qos, jobs, submit, wall = fields[1:]
             associations.append(
                 Association(account, partition, default_qos, _count(jobs), _count(submit),
                             _wall(wall))
