@@ -1,6 +1,6 @@
 """The provisioning machine's site limits: what the site's own accounting allows each
 profile's jobs (:meth:`~fluksio.provisioners.provisioner.Provisioner.site_limits`), read
-when the engine starts and every few minutes after.
+from the provisioner's first need on, every few minutes.
 
 A profile never has more jobs alive than its site allows, whatever its ``max_workers``;
 a call waiting on that limit says so. A profile the site refuses (it asks for more time

@@ -277,11 +277,8 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         # At the cap with none of them able to take it (their workers gone, or their
         # time too short): it waits for one of them to end.
         alive = f"{len(entry.live)} {noun}" + ("s are" if len(entry.live) != 1 else " is")
-        limit = (
-            f"the site's limit reached ({entry.site.why_most})"
-            if entry.site_bound
-            else ("max_workers reached")
-        )
+        site = f"the site's limit reached ({entry.site.why_most})"
+        limit = site if entry.site_bound else "max_workers reached"
         return (
             f"{limit}: {alive} alive ({attached} with a worker); the next goes out when one ends"
         ), False

@@ -186,8 +186,12 @@ def render(
         text, exhausted = _busy(label, need, places, engine)
         if held_on is not None:
             text += "; next in line" if engine else f"; next in line on {held_on}"
-        # Why no more machines come for it: each profile that could bring one is at its cap.
-        capped = [p for p in profiles if p.at_cap and p.provisioning.said]
+        # Why no more machines come for it: each profile that could bring one is at its
+        # cap with none under way, and says why (max_workers, the site's limit, a pause).
+        capped = [
+            p for p in profiles
+            if p.at_cap and not p.provisioning.under_way and p.provisioning.said
+        ]  # fmt: skip
         if capped and len(capped) == len(profiles):
             text += f"; provisioning {capped[0].key}, {capped[0].provisioning.said}"
         return WaitReason(kind, text, dict(exhausted), reserved_on=held_on)
