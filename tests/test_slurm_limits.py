@@ -96,6 +96,15 @@ def test_check_shows_each_profiles_limit() -> None:
     ]
 
 
+def test_sacctmgr_failing_on_a_site_with_accounting_is_an_error_not_no_limits() -> None:
+    # slurmdbd down for a moment: the last reading must stand, not "no limits".
+    with pytest.raises(ValueError, match="sacctmgr: sacctmgr: error: Problem talking to the"):
+        parse_accounting("off|sacctmgr: error: Problem talking to the database\n")
+    assert parse_accounting("off|sh: 1: sacctmgr: not found\n").off == (
+        "sh: 1: sacctmgr: not found"
+    )
+
+
 @pytest.mark.parametrize(
     "answer", ["assoc|physics||normal", "qos|normal|2-00:00:00|eight|", "what|is this"]
 )

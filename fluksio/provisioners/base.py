@@ -241,7 +241,7 @@ class SiteLimit:
     (MaxSubmitJobsPerUser)``."""
     refused: str | None = None
     """Why none of its jobs could ever run (it asks for more time than ``MaxWall``), in
-    one sentence; the profile pauses itself with it. None: nothing refused."""
+    one sentence: nothing of it is asked for while it stands. None: nothing refused."""
 
 
 @dataclass(frozen=True)

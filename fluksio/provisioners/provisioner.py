@@ -227,7 +227,7 @@ class Provisioner(ABC, Generic[SettingsT, ProfileT]):
         :class:`~fluksio.provisioners.base.SiteLimit` (the Slurm provisioner reads
         ``sacctmgr``'s association and QOS limits).
 
-        Called when the engine starts and every few minutes after: the profile never has
+        Called from a profile's first need on, every five minutes: the profile never has
         more jobs alive than ``most_jobs``, a call waiting on that limit says so, and a
         profile the site ``refused`` is not asked for while it stands. Raise
         :class:`ProvisionError` when the site cannot be asked (the last answer stands).

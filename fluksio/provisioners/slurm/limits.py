@@ -87,7 +87,7 @@ def parse_accounting(stdout: str) -> Accounting:
         tag, _, rest = line.partition("|")
         fields = rest.split("|")
         if tag == "off":
-            return Accounting(off=rest.strip() or "sacctmgr answered nothing")
+            return _off(rest.strip())
         if not rest.strip():
             continue  # a section with nothing in it
         if tag == "assoc" and len(fields) == 7:
@@ -182,6 +182,21 @@ def _past_wall(
                 " name another QOS or account"
             )
     return None
+
+
+_NO_ACCOUNTING = (
+    "accounting_storage plugin",  # slurm.conf names no slurmdbd
+    "accounting storage is disabled",
+    "not found",  # no sacctmgr on the login node at all
+)
+
+
+def _off(said: str) -> Accounting:
+    """``sacctmgr`` failed: a site without accounting has no limits to read; any other
+    failure (slurmdbd down) is an error, so that the last reading stands."""
+    if any(words in said.lower() for words in _NO_ACCOUNTING):
+        return Accounting(off=said)
+    raise ValueError(f"sacctmgr: {said or 'failed, saying nothing'}")
 
 
 def _jobs(count: int, kind: str = "") -> str:
