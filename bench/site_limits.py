@@ -3,8 +3,8 @@ engine's reading costs, against its floors in the same run on the same kept-open
 connection.
 
 * ours: ``SlurmProvisioner.site_limits()``: the user's associations with the default
-  account, and the QOS table (two ``sacctmgr`` calls in one SSH command), read for each
-  profile;
+  account, and the QOS table (two ``sacctmgr`` calls in one SSH command), then the
+  partitions (``sinfo``), read for each profile;
 * floors: ``true`` over the connection, and one bare ``sacctmgr -nP show qos``.
 
 The engine reads it at a provisioner's first need and every five minutes after.
@@ -41,7 +41,7 @@ async def _measure(repeat: int) -> dict[str, float]:
             repeat, lambda: transport.run(["true"])
         ),
         "floor: one bare sacctmgr show qos": await median_ms(repeat, lambda: transport.run(qos)),
-        "ours: site_limits() (two sacctmgr, one SSH command)": await median_ms(
+        "ours: site_limits() (two sacctmgr and sinfo, two SSH commands)": await median_ms(
             repeat, provisioner.site_limits
         ),
     }

@@ -66,6 +66,11 @@ class ProvisioningComparison(ComparisonShell):
         self.site_limits = {f"box/{name}": limit for name, limit in limits.items()}
         self.both("site_read", "box", limits)
 
+    @rule()
+    def the_site_cannot_be_read(self) -> None:
+        """slurmdbd is down: the last reading stands, and what waited for it goes on."""
+        self.both("site_unread", "box")
+
     @precondition(lambda self: bool(self.submits))
     @rule(
         data=st.data(),

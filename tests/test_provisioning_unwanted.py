@@ -20,6 +20,7 @@ class _Drawn:
 
 
 def _queued(scene: ProvisioningComparison) -> str:
+    scene.the_site_says_what_it_allows(None, None, None)  # read first, as at a first need
     scene.want("box/small")
     (request_id,) = scene.submits
     scene.answer_submission(_Drawn(request_id), "taken", still_logged_out=False)

@@ -139,6 +139,24 @@ async def test_a_failed_squeue_is_an_error_with_its_words() -> None:
         await slurm.poll(["41"])
 
 
+async def test_site_limits_reads_the_accounting_and_the_partitions_in_two_commands() -> None:
+    # The example's profile: --partition=gpu --time=04:00:00, no account or QOS named.
+    accounting = "assoc|physics|physics||normal|||\nqos|normal|||3\n"
+    sinfo = "debug* up 1 idle infinite\ngpu up 2 idle 2:00:00\n"
+    slurm, shell = _provisioner((0, accounting, ""), (0, sinfo, ""))
+    (limit,) = (await slurm.site_limits()).values()
+    assert limit.most_jobs == 3 and "QOS 'normal' allows 3 jobs per user" in limit.why_most
+    assert limit.refused == (
+        "profile 'gpu-small' asks for jobs of 04:00:00, longer than partition 'gpu'"
+        " (02:00:00) allows; ask for less, or name another partition"
+    )
+    assert [argv[-1] for argv, _stdin in shell.sent] == ["fluksio-sacctmgr", "%P %a %D %t %l"]
+    # slurmdbd down for a moment: an error, so that the last reading stands.
+    slurm, _shell = _provisioner((0, "off|sacctmgr: error: Problem talking to the database\n", ""))
+    with pytest.raises(ProvisionError, match="Problem talking to the database"):
+        await slurm.site_limits()
+
+
 async def test_find_reads_the_marks_of_this_users_jobs() -> None:
     table = (
         "41|PENDING|Priority|fluksio-request=r1\n"

@@ -29,6 +29,7 @@ from tests.support.slurm_engine import (
     slurm,
     start,
 )
+from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 __all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
@@ -103,6 +104,39 @@ def test_a_profile_never_has_more_jobs_than_its_qos_allows_and_a_waiting_call_sa
     finally:
         watch.stop.set()
         shutil.rmtree(shared)
+
+
+def test_a_profile_past_its_partitions_time_limit_is_never_submitted_and_says_why(
+    start: Any, slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    # A partition of this test's own, with a two-minute limit; the profile asks for five.
+    # Before, each submission was refused (EnforcePartLimits) until the profile paused.
+    partition = f"fluksio-short-{os.getpid()}"
+    made = ["scontrol", "create", f"PartitionName={partition}", "Nodes=ALL", "MaxTime=2"]
+    subprocess.run(made, check=True, capture_output=True, timeout=30)
+    try:
+        sbatch = [f"--partition={partition}", "--time=00:05:00"]
+        engine, token = start(profile={"sbatch": sbatch})
+        node = {"id": "n", "worker": "hpc", "code": "def process():\n    return 1\n"}
+        assert put_flow(engine, token, "too-long", [node])
+        start_run(engine, token, "too-long")
+        said = (
+            f"profile 'small' asks for jobs of 00:05:00, longer than partition '{partition}'"
+            " (00:02:00) allows; ask for less, or name another partition"
+        )
+        wait_for(
+            lambda: (
+                [c["reason"] for c in resources_of(engine, token)["queued"]]
+                == [f"provisioning hpc/small, the site would not run its jobs: {said}"]
+            ),
+            timeout=30,
+            what="the call to say its profile's partition would not run it",
+        )
+        view = profile_view(engine, token)
+        assert (view["site_limit"], view["jobs"], view["last_error"]) == (said, [], None)
+        assert slurm.fluksio_jobs(tmp_path) == [], "nothing was submitted"
+    finally:
+        subprocess.run(["scontrol", "delete", f"PartitionName={partition}"], timeout=30)
 
 
 class _Watch(threading.Thread):

@@ -40,7 +40,9 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
     }
     held = {"name": "held", "cpus": 1, "ram_mb": 200, "labels": ["hpc"]}
     held["sbatch"] = ["--begin=now+1hour"]
-    nowhere = {"name": "nowhere", "labels": ["gpu"], "sbatch": ["--partition=no-such"]}
+    # A generic resource the cluster does not have: only sbatch says so (a partition it
+    # does not have is refused before any submission, as the site's limits are read).
+    nowhere = {"name": "nowhere", "labels": ["gpu"], "sbatch": ["--gres=no-such:1"]}
     # The site's accounting lists no such QOS: read at the provisioner's first need.
     no_qos = {"name": "no-qos", "labels": ["tpu"], "sbatch": ["--qos=no-such-qos"]}
     config = [
@@ -66,7 +68,7 @@ def test_provisioning_shows_the_slurm_job_and_sbatchs_refusal(browser: Any, tmp_
         expect(pending).to_contain_text("1 of 1 (1 queued)")
         expect(pending).to_contain_text("1 call at once on each")
         refused = page.locator('#provisioners tr[data-profile="cluster/nowhere"]')
-        expect(refused).to_contain_text("invalid partition specified: no-such", timeout=15000)
+        expect(refused).to_contain_text("Invalid generic resource (gres)", timeout=15000)
         expect(refused).to_contain_text("next try in")
         site = page.locator('#provisioners tr[data-profile="cluster/no-qos"] .site-limit')
         said = "site: profile 'no-qos' asks for QOS 'no-such-qos', which sacctmgr does not list"

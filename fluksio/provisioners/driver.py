@@ -64,6 +64,7 @@ from fluksio.provisioners.effects import (
     Forget,
     Log,
     Observe,
+    ReadSite,
     Remember,
     RememberPause,
     Revoke,
@@ -134,6 +135,9 @@ class ProvisioningDriver:
                     settings=p.settings,
                     profile=profile,
                     walltime_s=p.walltime_s(profile),
+                    # Read from its first need on: an engine that never needs a site
+                    # never reaches it.
+                    reads_site=type(p).site_limits is not Provisioner.site_limits,
                 )
                 for p in provisioners
                 for profile in p.settings.profiles
@@ -173,13 +177,7 @@ class ProvisioningDriver:
     # -- events ---------------------------------------------------------------------------
 
     def want(self, provisioner: str, profile: str) -> None:
-        """A queued call needs a machine of this profile (from the scheduler's plan).
-
-        The provisioner's site limits are read from its first need on: an engine that
-        never needs a site never reaches it."""
-        if provisioner not in self._site_readers and provisioner in self._provisioners:
-            reading = asyncio.ensure_future(self._read_site(provisioner))
-            self._site_readers[provisioner] = reading
+        """A queued call needs a machine of this profile (from the scheduler's plan)."""
         self._apply(self._machine.want(provisioner, profile, self._clock.now()))
 
     def wanted(self, profiles: frozenset[str]) -> None:
@@ -234,7 +232,7 @@ class ProvisioningDriver:
     def _carry_out(self, effect: Effect) -> None:
         # Every effect has its case: one without is a type error (assert_never).
         match effect:
-            case Submit() | Cancel() | CleanUp() | StartPoll():
+            case Submit() | Cancel() | CleanUp() | StartPoll() | ReadSite():
                 self._ask_backend(effect)
             case Remember() | RememberPause() | Forget() | Revoke():
                 self._write_down(effect)
@@ -276,6 +274,10 @@ class ProvisioningDriver:
                 self._spawn(self._clean_up(effect))
             case StartPoll():
                 self._start_poll(effect)
+            case ReadSite():
+                if effect.provisioner not in self._site_readers:
+                    reading = asyncio.ensure_future(self._read_site(effect.provisioner))
+                    self._site_readers[effect.provisioner] = reading
             case _:
                 assert_never(effect)
 
@@ -384,6 +386,7 @@ class ProvisioningDriver:
                 limits = await provisioner.site_limits()
             except Exception as exc:
                 log.warning("provision.site_limits_unread", provisioner=name, error=_words(exc))
+                self._apply(self._machine.site_unread(name))
             else:
                 self._apply(self._machine.site_read(name, limits))
             await self._clock.sleep(SITE_LIMITS_EVERY_S)

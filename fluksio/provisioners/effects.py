@@ -17,6 +17,7 @@ __all__ = [
     "Forget",
     "Log",
     "Observe",
+    "ReadSite",
     "Remember",
     "RememberPause",
     "Revoke",
@@ -67,6 +68,16 @@ class StartPoll:
     """Poll the provisioner: look for its lost submissions, then read its jobs' states;
     answer with :meth:`~ProvisioningMachine.found`, :meth:`~ProvisioningMachine.polled` and
     at last :meth:`~ProvisioningMachine.poll_ended`."""
+
+    provisioner: str
+
+
+@dataclass(frozen=True)
+class ReadSite:
+    """Read what the provisioner's site allows (:meth:`~fluksio.provisioners.provisioner.
+    Provisioner.site_limits`), now and every few minutes after; answer with
+    :meth:`~ProvisioningMachine.site_read`, or :meth:`~ProvisioningMachine.site_unread`
+    when it cannot be read."""
 
     provisioner: str
 
@@ -133,6 +144,6 @@ class Changed:
 # Three kinds, so that the driver carries each out in a place of its own: what is asked
 # of a backend (each a task of its own), what the engine writes down, and what the engine
 # and its readers are told.
-AskBackend = Submit | Cancel | CleanUp | StartPoll
+AskBackend = Submit | Cancel | CleanUp | StartPoll | ReadSite
 WriteDown = Remember | RememberPause | Forget | Revoke
 Effect = AskBackend | WriteDown | Wake | Unwake | Observe | Log | Changed

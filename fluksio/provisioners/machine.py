@@ -31,6 +31,7 @@ from fluksio.provisioners.effects import (
     Forget,
     Log,
     Observe,
+    ReadSite,
     Remember,
     Revoke,
     StartPoll,
@@ -67,6 +68,10 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         # The rule is the scheduler's own (Profile.can_grow), read here on the same data.
         if entry is None or self._closing or not as_scheduled(entry).can_grow:
             return []
+        if provisioner not in self._sites_read:
+            # What the site allows is read first: the next pass after it asks again.
+            entry.reading_site = True
+            return [ReadSite(provisioner), *self._changed()]
         request = MachineRequest(
             id=self._new_id(), provisioner=provisioner, profile=profile, created_at=now
         )

@@ -26,7 +26,7 @@ class SiteLimits(MachineState):
     def site_read(self, provisioner: str, limits: Mapping[str, SiteLimit]) -> list[Effect]:
         """The site said what it allows each profile of ``provisioner`` (by profile name;
         one left out: nothing beyond its own ``max_workers``)."""
-        effects: list[Effect] = []
+        effects = self._site_known(provisioner)
         for entry in self._of(provisioner):
             limit = limits.get(entry.rule.profile.name, SiteLimit())
             if limit == entry.site:
@@ -40,3 +40,19 @@ class SiteLimits(MachineState):
             }
             effects.append(Log("info", "provision.site_limits", fields))
         return effects + (self._changed() if effects else [])
+
+    def site_unread(self, provisioner: str) -> list[Effect]:
+        """The site's limits could not be read: the last reading stands (none, the first
+        time), and what waited for it goes on."""
+        effects = self._site_known(provisioner)
+        return effects + (self._changed() if effects else [])
+
+    def _site_known(self, provisioner: str) -> list[Effect]:
+        """A reading ended: profiles that waited for it may be asked for now."""
+        self._sites_read.add(provisioner)
+        effects: list[Effect] = []
+        for entry in self._of(provisioner):
+            if entry.reading_site:
+                entry.reading_site = False
+                effects.append(Log("info", "provision.site_read", {"profile": entry.rule.key}))
+        return effects

@@ -51,6 +51,8 @@ class ProfileEntry:
     """Jobs in a row that ended or timed out before their worker attached."""
     site: SiteLimit = field(default_factory=SiteLimit)
     """What the site's accounting allows its jobs, as last read."""
+    reading_site: bool = False
+    """A call needs it and the site's limits are being read first: nothing goes out yet."""
 
     @property
     def cap(self) -> int:
@@ -86,6 +88,11 @@ class MachineState:
         self._unwanted: set[str] = set()
         """Queued requests no waiting call would use, each withdrawn when its wake is due."""
         self._closing = False
+        self._sites_read: set[str] = {r.provisioner for r in self._rules() if not r.reads_site}
+        """Provisioners whose site's limits were read once (or that read none)."""
+
+    def _rules(self) -> list[ProfileRule]:
+        return [entry.rule for entry in self._profiles.values()]
 
     def rule(self, profile: str) -> ProfileRule:
         return self._profiles[profile].rule
@@ -244,7 +251,7 @@ def _provisioning(entry: ProfileEntry, path_down: str | None) -> Provisioning:
     request = entry.outstanding
     said, counting_down = _said(entry, path_down)
     return Provisioning(
-        under_way=request is not None,
+        under_way=request is not None or entry.reading_site,
         resting_until=entry.resting_until,
         jobs=len(entry.live),
         said=said,
@@ -265,6 +272,8 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         said = path_down
     elif request is not None:
         said = _request_said(entry, request)
+    elif entry.reading_site:
+        said = "reading what the site allows its jobs, before the first submission"
     elif entry.site.refused is not None:
         said = f"the site would not run its jobs: {entry.site.refused}"
     elif entry.paused is not None:

@@ -61,6 +61,8 @@ class ReferenceProvisioning:
         self.paused = dict.fromkeys(self.rules, False)
         self.paused_by_hand: set[str] = set()
         self.site: dict[str, SiteLimit] = {key: SiteLimit() for key in self.rules}
+        self.site_known = {rule.provisioner for rule in self.rules.values() if not rule.reads_site}
+        self.reading_site: set[str] = set()
         self.closing = False
         self.decisions: list[tuple[object, ...]] = []
         self.unwanted_since: dict[str, float] = {}
@@ -94,14 +96,24 @@ class ReferenceProvisioning:
         most = [rule.profile.max_workers, self.site[key].most_jobs]
         if len(self.alive(key)) >= min(n for n in most if n is not None):
             return
+        if key in self.reading_site:
+            return
+        if provisioner not in self.site_known:
+            self.reading_site.add(key)
+            return
         request = ReferenceRequest(self.new_id(), key, now)
         self.ledger[request.id] = request
         self.decisions.append(("submit", request.id))
 
     def site_read(self, provisioner: str, limits: Mapping[str, SiteLimit]) -> None:
+        self.site_unread(provisioner)
         for key, rule in self.rules.items():
             if rule.provisioner == provisioner:
                 self.site[key] = limits.get(rule.profile.name, SiteLimit())
+
+    def site_unread(self, provisioner: str) -> None:
+        self.site_known.add(provisioner)
+        self.reading_site -= {k for k, r in self.rules.items() if r.provisioner == provisioner}
 
     def minted(self, profile: str, request_id: str, jti: str) -> None:
         request = self._request(request_id)

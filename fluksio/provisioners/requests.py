@@ -72,6 +72,9 @@ class ProfileRule:
     walltime_s: float | None
     starting: str = "submitting a job"
     """The provisioner's words for a request under way (:meth:`Provisioner.starting`)."""
+    reads_site: bool = False
+    """Its provisioner reads the site's limits (:meth:`Provisioner.site_limits`): nothing
+    is submitted before the first reading has ended."""
 
     @property
     def key(self) -> str:

@@ -55,8 +55,9 @@ def _rules(max_workers: int) -> list[ProfileRule]:
             {"name": "big", "labels": ["gpu"], "max_workers": 1},
         ],
     )
+    # Its site's limits are read at its first need: nothing goes out before that.
     return [
-        ProfileRule("box", "scripted", "job", settings_, profile, None)
+        ProfileRule("box", "scripted", "job", settings_, profile, None, reads_site=True)
         for profile in settings_.profiles
     ]
 

@@ -4,6 +4,7 @@ over SSH."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from fluksio.provisioners.base import ProvisionError, SiteLimit
 from fluksio.provisioners.batch import BatchProvisioner, QueuedJob
@@ -55,17 +56,9 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
         return parse_squeue(stdout)
 
     def read_site(self, stdout: str) -> list[str]:
-        rows = [line.split() for line in stdout.splitlines() if line.strip()]
-        partitions = [row[0] for row in rows]
-        limits = {row[0].rstrip("*"): _time_limit(row[-1]) for row in rows if len(row) >= 5}
-        default = next((p.rstrip("*") for p in partitions if p.endswith("*")), None)
-        profiles = self.settings.profiles
-        refused = [
-            *missing_partitions(profiles, partitions),
-            *past_time_limits(profiles, limits, default),
-        ]
+        refused = self._partition_refusals(stdout)
         if refused:
-            raise ProvisionError("; ".join(refused))
+            raise ProvisionError("; ".join(refused.values()))
         return ["sinfo:", stdout.rstrip("\n")]
 
     async def check(self) -> str:
@@ -78,10 +71,37 @@ class SlurmProvisioner(BatchProvisioner[SlurmSettings, SlurmProfile]):
         return said + "\n".join(accounting_lines(accounting, limits)) + "\n"
 
     async def site_limits(self) -> Mapping[str, SiteLimit]:
-        return self._limits(await self._accounting())
+        # The partitions' refusals too: a profile past its partition's time limit is
+        # never asked for, where before each submission was refused until it paused.
+        limits = self._limits(await self._accounting())
+        done = await self.run(self._argv(self.site_command))
+        if not done.ok:
+            raise ProvisionError(f"sinfo: {done.error_text()}")
+        partitions = self._partition_refusals(done.stdout)
+        return {
+            name: replace(limit, refused=limit.refused or partitions.get(name))
+            for name, limit in limits.items()
+        }
 
     def _limits(self, accounting: Accounting) -> dict[str, SiteLimit]:
         return {p.name: profile_limit(accounting, p) for p in self.settings.profiles}
+
+    def _partition_refusals(self, sinfo: str) -> dict[str, str]:
+        """Each profile that names a partition ``sinfo`` does not list, or asks for more
+        time than its partitions allow: why, in one sentence."""
+        rows = [line.split() for line in sinfo.splitlines() if line.strip()]
+        partitions = [row[0] for row in rows]
+        limits = {row[0].rstrip("*"): _time_limit(row[-1]) for row in rows if len(row) >= 5}
+        default = next((p.rstrip("*") for p in partitions if p.endswith("*")), None)
+        refused = {}
+        for profile in self.settings.profiles:
+            said = [
+                *missing_partitions([profile], partitions),
+                *past_time_limits([profile], limits, default),
+            ]
+            if said:
+                refused[profile.name] = "; ".join(said)
+        return refused
 
     async def _accounting(self) -> Accounting:
         argv = ["sh", "-c", self.program(ACCOUNTING_SCRIPT), "fluksio-sacctmgr"]
