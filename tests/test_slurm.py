@@ -196,14 +196,16 @@ def test_a_job_that_never_starts_is_cancelled_after_provision_timeout(
 def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
     start: Any, slurm: LocalSlurm, kind: str, tmp_path: Path
 ) -> None:
-    engine, token = start(transport=kind, profile={"sbatch": ["--partition=no-such-partition"]})
+    # A generic resource the cluster lacks: only sbatch can say so (a partition it lacks is
+    # refused before any submission: tests/test_slurm_site_limits.py).
+    engine, token = start(transport=kind, profile={"sbatch": ["--gres=no-such:1"]})
     assert put_flow(engine, token, "nowhere", [{"id": "n", "worker": "hpc", "code": NODE}])
     run_id = start_run(engine, token, "nowhere")["id"]
 
     error = wait_error(engine, token, "sbatch's refusal")
-    assert "invalid partition specified: no-such-partition" in error["message"]
+    assert "Invalid generic resource (gres) specification" in error["message"]
     reason = get_run(engine, token, run_id)["reason"]
-    assert "invalid partition specified" in reason and "trying again in" in reason
+    assert "Invalid generic resource" in reason and "trying again in" in reason
     assert slurm.fluksio_jobs(tmp_path) == []
 
 

@@ -1,4 +1,5 @@
-"""On the local Slurm: a profile whose partition the site does not have pauses itself after
+"""On the local Slurm: a profile whose generic resource the site does not have (what only
+``sbatch`` can refuse: a missing partition is refused before any submission) pauses itself after
 its failed submissions in a row, says so where a user looks (the call's reason, ``fluksio
 provisioners status``), and asks the site again once a person runs ``fluksio provisioners
 resume``."""
@@ -21,14 +22,14 @@ pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 __all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
 
 
-def test_a_wrong_partition_pauses_the_profile_and_resume_asks_again(
+def test_a_resource_the_site_lacks_pauses_the_profile_and_resume_asks_again(
     start: Any, slurm: LocalSlurm, tmp_path: Path
 ) -> None:
     engine, token = start(
         retry_base_s=0.2,
         retry_max_s=0.5,
         pause_after_failed_submissions=2,
-        profile={"sbatch": ["--partition=nope"]},
+        profile={"sbatch": ["--gres=nope:1"]},
     )
     assert put_flow(engine, token, "f", [{"id": "n", "worker": "hpc", "code": NODE}])
     start_run(engine, token, "f")
@@ -40,7 +41,7 @@ def test_a_wrong_partition_pauses_the_profile_and_resume_asks_again(
     view = wait_for(paused, timeout=60, what="the profile to pause itself")
     said = view["paused"]
     assert said.startswith("paused after 2 failed submissions in a row (the last: "), said
-    assert "partition" in said.lower(), "Slurm's own words name what it refused"
+    assert "generic resource" in said.lower(), "Slurm's own words name what it refused"
     assert said.endswith("resume with 'fluksio provisioners resume hpc/small'"), said
     assert view["failures"] == 2 and slurm.fluksio_jobs(tmp_path) == []
     queued = engine.client(token).request("GET", "/workers/resources").body["queued"]
