@@ -24,6 +24,10 @@ everything that happens next, by awaiting the provisioners' own methods
   ``pause_after_failed_submissions`` refusals in a row, or ``pause_after_failed_starts``
   jobs in a row that brought no worker, it pauses itself until a person resumes it (a
   person may pause it too, and that pause outlasts the engine);
+- a provisioner that reads its site's limits (Slurm's accounting and partitions) reads
+  them at its first need, before anything goes out, and every five minutes after: no
+  profile has more jobs alive than its site allows, and one the site refuses is not
+  asked for;
 - a worker attaching with a request's token fulfils it, clears the last error, and stays
   tied to it; the request's token is revoked when its job ends;
 - every request that ends without its worker attaching is cancelled through its

@@ -9,7 +9,8 @@ stopping) and returns the effects the driver carries out, in order:
 
 - :class:`Submit`, :class:`Cancel`, :class:`CleanUp`: the provisioner's own methods, awaited
   by the driver, whose answers come back as inputs; :class:`StartPoll` a provisioner's
-  requests (and look for lost submissions);
+  requests (and look for lost submissions); :class:`ReadSite`, what the site allows
+  (``site_read`` or ``site_unread`` answers, before a first submission);
 - :class:`Remember`, :class:`Forget`, :class:`Revoke`: the engine's records and tokens;
 - :class:`Wake` me at a time (a timeout, the end of a rest, the next poll), or
   :class:`Unwake`;
