@@ -138,7 +138,12 @@ class ConnectionMachine:
 
     def send(self, call_id: str, limit: float, now: float) -> list[ConnectionEffect]:
         """A call is to go to the worker: refused at once if it cannot, else expected."""
-        if self.phase in ("closing", "gone"):
+        if self.phase == "gone":
+            # Placed while its socket was ending, before the scheduler heard it was gone:
+            # it never reached the worker, so back in line (no attempt spent).
+            said = f"worker {self.name} was gone before the call reached it; queued again"
+            return [Fail(call_id, error_record(ErrorKind.NOT_TAKEN, said))]
+        if self.phase == "closing":
             reason = self.closed_reason or WENT_AWAY
             return [Fail(call_id, error_record(ErrorKind.WORKER_GONE, reason))]
         if self.phase == "away":

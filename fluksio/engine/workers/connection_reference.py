@@ -102,7 +102,7 @@ class ReferenceConnection:
         or ``failed`` with an error kind."""
         end = len(self.history) if upto is None else upto
         sent = self._sent(call)
-        refused = {"closing": "WorkerGone", "gone": "WorkerGone", "away": "NotTaken"}
+        refused = {"closing": "WorkerGone", "gone": "NotTaken", "away": "NotTaken"}
         if self.phase(sent) in refused:
             return ("failed", refused[self.phase(sent)])
         for index in range(sent + 1, end):
