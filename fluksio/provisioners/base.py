@@ -243,6 +243,16 @@ class SiteLimit:
     """Why none of its jobs could ever run (it asks for more time than ``MaxWall``), in
     one sentence: nothing of it is asked for while it stands. None: nothing refused."""
 
+    def describe(self) -> str | None:
+        """As a person reads it (``check --ssh``, ``GET /workers/resources``): the refusal,
+        else ``at most 2 jobs at once: ...``; None: no limit."""
+        if self.refused is not None:
+            return self.refused
+        if self.most_jobs is None:
+            return None
+        jobs = f"{self.most_jobs} job" + ("" if self.most_jobs == 1 else "s")
+        return f"at most {jobs} at once: {self.why_most}"
+
 
 @dataclass(frozen=True)
 class WorkerRecord:

@@ -143,7 +143,7 @@ class MachineState:
                 failures=entry.failures,
                 login_needed=entry.login_needed,
                 paused=entry.paused,
-                site_limit=_site_said(entry),
+                site_limit=entry.site.describe(),
                 workers=tuple(
                     BroughtWorker(
                         worker_id=worker_id,
@@ -296,16 +296,6 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
     # With room for several jobs, how many run comes first: "2 of 4 Slurm jobs running".
     count = f"{attached} of {cap} {noun}s running, " if cap > 1 and entry.live else ""
     return count + said, counting_down
-
-
-def _site_said(entry: ProfileEntry) -> str | None:
-    site = entry.site
-    if site.refused is not None:
-        return site.refused
-    if site.most_jobs is None:
-        return None
-    jobs = f"{site.most_jobs} job" + ("" if site.most_jobs == 1 else "s")
-    return f"at most {jobs} at once: {site.why_most}"
 
 
 def _request_said(entry: ProfileEntry, request: MachineRequest) -> str:

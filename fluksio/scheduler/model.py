@@ -139,8 +139,8 @@ class Provisioning:
     """``said`` is followed by the time left until :attr:`resting_until` ("trying again
     in 20 s"), which only the moment a reason is read knows."""
     paused: bool = False
-    """Paused (by a person, or by itself after failures in a row): none goes out until it
-    is resumed."""
+    """None goes out: paused (by a person, or by itself after failures in a row) until it
+    is resumed, or refused by its site (its limits, read again every few minutes)."""
 
     @property
     def outstanding(self) -> bool:

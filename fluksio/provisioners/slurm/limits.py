@@ -11,7 +11,7 @@ These limits count every job of the user, whoever submitted it; the engine count
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fluksio.provisioners.base import SiteLimit
 from fluksio.provisioners.slurm.options import (
@@ -77,7 +77,7 @@ class Accounting:
     off: str | None = None
     default_account: str = ""
     associations: tuple[Association, ...] = ()
-    qos: Mapping[str, Qos] | None = None
+    qos: Mapping[str, Qos] = field(default_factory=dict)
 
 
 def parse_accounting(stdout: str) -> Accounting:
@@ -118,7 +118,7 @@ def profile_limit(accounting: Accounting, profile: SlurmProfile) -> SiteLimit:
     ]
     named = sbatch_option(profile.sbatch, "qos", "q")
     qos_name = named or next((row.default_qos for row in rows if row.default_qos), "")
-    known = accounting.qos or {}
+    known = accounting.qos
     if named and named not in known:
         listed = ", ".join(sorted(known)) or "none"
         return SiteLimit(
@@ -139,14 +139,9 @@ def accounting_lines(accounting: Accounting, limits: Mapping[str, SiteLimit]) ->
     """What ``check`` shows of the accounting: each profile's limit, or why there is none."""
     if accounting.off is not None:
         return [f"sacctmgr: no accounting to read ({accounting.off}): no association or QOS limits"]
+    unlimited = "no association or QOS limit on how many of its jobs"
     return ["sacctmgr:"] + [
-        f"  profile {name!r}: "
-        + (
-            f"at most {_jobs(limit.most_jobs)} at once: {limit.why_most}"
-            if limit.most_jobs is not None
-            else "no association or QOS limit on how many of its jobs"
-        )
-        for name, limit in limits.items()
+        f"  profile {name!r}: {limit.describe() or unlimited}" for name, limit in limits.items()
     ]
 
 
