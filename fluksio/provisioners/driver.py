@@ -90,6 +90,7 @@ from fluksio.provisioners.login import shared_login
 from fluksio.provisioners.machine import ProvisioningMachine
 from fluksio.provisioners.provisioner import EngineLink, Provisioner
 from fluksio.provisioners.requests import MachineRequest, ProfileRule, ProfileStatus
+from fluksio.provisioners.site_reader import SiteReader
 from fluksio.scheduler import Profile
 
 __all__ = ["EngineSide", "ProvisioningDriver"]
@@ -97,9 +98,6 @@ __all__ = ["EngineSide", "ProvisioningDriver"]
 log = get_logger(__name__)
 # Cancelling at shutdown must not hold the engine up behind an unreachable login node.
 SHUTDOWN_CANCEL_S = 20.0
-SITE_LIMITS_EVERY_S = 300.0
-"""How often a provisioner's site limits are read again once it has been asked for a
-machine: a site's administrators change them rarely, and each reading is a remote command."""
 
 
 class ProvisioningDriver:
@@ -151,7 +149,12 @@ class ProvisioningDriver:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: dict[str, Timer] = {}
         self._polls: dict[str, asyncio.Task[None]] = {}
-        self._site_readers: dict[str, asyncio.Task[None]] = {}
+        self._sites = SiteReader(
+            self._provisioners,
+            self._clock,
+            read=lambda name, limits: self._apply(self._machine.site_read(name, limits)),
+            unread=lambda name: self._apply(self._machine.site_unread(name)),
+        )
         self._closing = False
 
     # -- what the scheduler and the API see ---------------------------------------------
@@ -213,8 +216,9 @@ class ProvisioningDriver:
         self._closing = True
         self._apply(self._machine.closing())
         polls = set(self._polls.values())
-        for task in (*polls, *self._site_readers.values()):
-            task.cancel()
+        for poll in polls:
+            poll.cancel()
+        self._sites.stop()
         submitting = [t for t in self._tasks if t not in polls]
         if submitting:
             await asyncio.wait(submitting, timeout=SHUTDOWN_CANCEL_S)
@@ -279,9 +283,7 @@ class ProvisioningDriver:
             case StartPoll():
                 self._start_poll(effect)
             case ReadSite():
-                if effect.provisioner not in self._site_readers:
-                    reading = asyncio.ensure_future(self._read_site(effect.provisioner))
-                    self._site_readers[effect.provisioner] = reading
+                self._sites.start(effect.provisioner)
             case _:
                 assert_never(effect)
 
@@ -380,20 +382,6 @@ class ProvisioningDriver:
         finally:
             self._polls.pop(name, None)
             self._apply(machine.poll_ended(name, self._clock.now()))
-
-    async def _read_site(self, name: str) -> None:
-        """What the site allows each profile of provisioner ``name``, now and every
-        :data:`SITE_LIMITS_EVERY_S`; a reading that fails leaves the last one standing."""
-        provisioner = self._provisioners[name]
-        while not self._closing:
-            try:
-                limits = await provisioner.site_limits()
-            except Exception as exc:
-                log.warning("provision.site_limits_unread", provisioner=name, error=_words(exc))
-                self._apply(self._machine.site_unread(name))
-            else:
-                self._apply(self._machine.site_read(name, limits))
-            await self._clock.sleep(SITE_LIMITS_EVERY_S)
 
     def _wake(self, effect: Wake) -> None:
         self._unwake(Unwake(effect.key))

@@ -1,0 +1,64 @@
+"""The engine's reading of what each site allows its profiles: one loop per provisioner,
+started at the first :class:`~fluksio.provisioners.effects.ReadSite`, reading
+:meth:`~fluksio.provisioners.provisioner.Provisioner.site_limits` then and every
+:data:`SITE_LIMITS_EVERY_S` after, and handing each answer to the provisioning machine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fluksio.clock import Clock
+from fluksio.logs import get_logger
+from fluksio.provisioners.base import SiteLimit
+from fluksio.provisioners.provisioner import Provisioner
+
+__all__ = ["SITE_LIMITS_EVERY_S", "SiteReader"]
+
+log = get_logger(__name__)
+
+SITE_LIMITS_EVERY_S = 300.0
+"""How often a provisioner's site limits are read again once it has been asked for a
+machine: a site's administrators change them rarely, and each reading is a remote command."""
+
+
+class SiteReader:
+    """``read(name, limits)`` hears each reading; ``unread(name)`` each that failed (the
+    last one stands)."""
+
+    def __init__(
+        self,
+        provisioners: Mapping[str, Provisioner[Any, Any]],
+        clock: Clock,
+        *,
+        read: Callable[[str, Mapping[str, SiteLimit]], None],
+        unread: Callable[[str], None],
+    ) -> None:
+        self._provisioners = provisioners
+        self._clock = clock
+        self._read = read
+        self._unread = unread
+        self._loops: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, name: str) -> None:
+        """Read provisioner ``name``'s site from now on (once started, it goes on)."""
+        if name not in self._loops:
+            self._loops[name] = asyncio.ensure_future(self._loop(name))
+
+    def stop(self) -> None:
+        for loop in self._loops.values():
+            loop.cancel()
+
+    async def _loop(self, name: str) -> None:
+        provisioner = self._provisioners[name]
+        while True:
+            try:
+                limits = await provisioner.site_limits()
+            except Exception as exc:
+                error = str(exc) or type(exc).__name__
+                log.warning("provision.site_limits_unread", provisioner=name, error=error)
+                self._unread(name)
+            else:
+                self._read(name, limits)
+            await self._clock.sleep(SITE_LIMITS_EVERY_S)
