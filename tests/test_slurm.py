@@ -7,8 +7,6 @@ what a user would: the run, ``GET /workers/resources``, and ``squeue`` on the lo
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import socket
 import subprocess
@@ -19,14 +17,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.certs import CertificateAuthority
-from tests.support.cli import fluksio
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, slurm_provisioner
+from tests.support.slurm import LocalSlurm
 from tests.support.slurm_engine import (
     NODE,
+    check_ssh,
     no_job_outlives_its_test,
     profile_view,
     resources_of,
+    short_partition,
     slurm,
     start,
     wait_error,
@@ -209,19 +208,11 @@ def test_sbatch_refusing_the_profile_is_shown_with_slurms_words(
     assert slurm.fluksio_jobs(tmp_path) == []
 
 
-def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
-    entry = slurm_provisioner(slurm, 1, **changes)
-    path = tmp_path / "provisioners.json"
-    path.write_text(json.dumps([entry]))
-    data = tmp_path / "data"
-    return fluksio("provisioners", "check", "--file", str(path), "--ssh", "--data-dir", str(data))
-
-
 @both_transports
 def test_check_ssh_logs_in_and_says_how_then_shows_sinfo(
     slurm: LocalSlurm, tmp_path: Path, kind: str
 ) -> None:
-    done = _check(slurm, tmp_path, transport=kind)
+    done = check_ssh(slurm, tmp_path, transport=kind)
     assert done.returncode == 0, done.stderr
     said = done.stdout.split("hpc: access works\n", 1)[1]
     assert said.startswith(f"  transport: {kind}\n  config: "), said
@@ -232,7 +223,7 @@ def test_check_ssh_logs_in_and_says_how_then_shows_sinfo(
 def test_check_ssh_names_a_partition_the_cluster_does_not_have(
     slurm: LocalSlurm, tmp_path: Path
 ) -> None:
-    done = _check(slurm, tmp_path, profile={"sbatch": ["--partition=gpu-nowhere"]})
+    done = check_ssh(slurm, tmp_path, profile={"sbatch": ["--partition=gpu-nowhere"]})
     assert done.returncode == 2, done.stdout
     assert (
         "profile 'small' asks for partition 'gpu-nowhere', which the cluster does not have"
@@ -244,17 +235,11 @@ def test_check_ssh_names_a_partition_the_cluster_does_not_have(
 def test_check_ssh_names_a_profile_asking_past_its_partitions_time_limit(
     slurm: LocalSlurm, tmp_path: Path
 ) -> None:
-    # A partition of this test's own, made and removed here: a two-minute time limit.
-    partition = f"fluksio-short-{os.getpid()}"
-    made = ["scontrol", "create", f"PartitionName={partition}", "Nodes=ALL", "MaxTime=2"]
-    subprocess.run(made, check=True, capture_output=True, timeout=30)
-    try:
+    with short_partition() as partition:
         fits = {"name": "fits", "sbatch": [f"--partition={partition}", "--time=00:02:00"]}
         long = {"name": "long", "sbatch": [f"--partition={partition}", "--time=00:05:00"]}
         common = {"cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
-        done = _check(slurm, tmp_path, profiles=[{**common, **fits}, {**common, **long}])
-    finally:
-        subprocess.run(["scontrol", "delete", f"PartitionName={partition}"], timeout=30)
+        done = check_ssh(slurm, tmp_path, profiles=[{**common, **fits}, {**common, **long}])
     assert done.returncode == 2, done.stdout
     assert (
         f"profile 'long' asks for jobs of 00:05:00, longer than partition '{partition}'"
@@ -280,17 +265,17 @@ def test_an_unknown_host_key_is_refused_unless_trusted_on_first_use(
 ) -> None:
     fresh = tmp_path / "known_hosts"
     fresh.write_text("")
-    refused = _check(slurm, tmp_path, known_hosts=str(fresh), transport=kind)
+    refused = check_ssh(slurm, tmp_path, known_hosts=str(fresh), transport=kind)
     assert refused.returncode == 2
     assert f"the host key is not in {fresh}" in refused.stderr
     assert "Traceback" not in refused.stderr
-    trusted = _check(
+    trusted = check_ssh(
         slurm, tmp_path, known_hosts=str(fresh), trust_on_first_use=True, transport=kind
     )
     assert trusted.returncode == 0, trusted.stderr
     assert _known(fresh, slurm.port) and " ssh-ed25519 " in fresh.read_text()
     # Remembered now: checked without trusting anything new.
-    assert _check(slurm, tmp_path, known_hosts=str(fresh), transport=kind).returncode == 0
+    assert check_ssh(slurm, tmp_path, known_hosts=str(fresh), transport=kind).returncode == 0
 
 
 @both_transports
@@ -305,7 +290,7 @@ def test_a_changed_host_key_is_refused_even_when_trusting_on_first_use(
     other_key = other.with_suffix(".pub").read_text().split()[:2]
     lying = tmp_path / "known_hosts"
     lying.write_text(f"[127.0.0.1]:{slurm.port} {' '.join(other_key)}\n")
-    refused = _check(
+    refused = check_ssh(
         slurm, tmp_path, known_hosts=str(lying), trust_on_first_use=True, transport=kind
     )
     assert refused.returncode == 2, refused.stdout

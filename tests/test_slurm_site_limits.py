@@ -6,7 +6,6 @@ because it read it, and says so where a user looks: ``check --ssh``, ``GET
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,14 +17,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess
 from tests.support.runs import code, put_flow, start_run, wait_run
-from tests.support.slurm import LocalSlurm, slurm_provisioner
+from tests.support.slurm import LocalSlurm
 from tests.support.slurm_engine import (
+    check_ssh,
     no_job_outlives_its_test,
     profile_view,
     resources_of,
+    short_partition,
     slurm,
     start,
 )
@@ -63,13 +63,13 @@ def test_check_ssh_shows_what_a_qos_allows_and_names_a_profile_past_its_max_wall
     common = {"cpus": 1, "ram_mb": 300, "labels": ["hpc"]}
     fits = {**common, "name": "fits", "sbatch": [f"--qos={qos}", "--time=00:02:00"]}
     long = {**common, "name": "long", "sbatch": [f"--qos={qos}", "--time=00:10:00"]}
-    done = _check(slurm, tmp_path, profiles=[fits])
+    done = check_ssh(slurm, tmp_path, profiles=[fits])
     assert done.returncode == 0, done.stderr
     assert (
         f"profile 'fits': at most 2 jobs at once: QOS '{qos}' allows 2 jobs per user"
         " (MaxSubmitJobsPerUser)"
     ) in done.stdout
-    done = _check(slurm, tmp_path, profiles=[fits, long])
+    done = check_ssh(slurm, tmp_path, profiles=[fits, long])
     assert done.returncode == 2, done.stdout
     assert (
         f"profile 'long' asks for jobs of 00:10:00, longer than QOS '{qos}' allows"
@@ -111,10 +111,7 @@ def test_a_profile_past_its_partitions_time_limit_is_never_submitted_and_says_wh
 ) -> None:
     # A partition of this test's own, with a two-minute limit; the profile asks for five.
     # Before, each submission was refused (EnforcePartLimits) until the profile paused.
-    partition = f"fluksio-short-{os.getpid()}"
-    made = ["scontrol", "create", f"PartitionName={partition}", "Nodes=ALL", "MaxTime=2"]
-    subprocess.run(made, check=True, capture_output=True, timeout=30)
-    try:
+    with short_partition() as partition:
         sbatch = [f"--partition={partition}", "--time=00:05:00"]
         engine, token = start(profile={"sbatch": sbatch})
         node = {"id": "n", "worker": "hpc", "code": "def process():\n    return 1\n"}
@@ -135,8 +132,6 @@ def test_a_profile_past_its_partitions_time_limit_is_never_submitted_and_says_wh
         view = profile_view(engine, token)
         assert (view["site_limit"], view["jobs"], view["last_error"]) == (said, [], None)
         assert slurm.fluksio_jobs(tmp_path) == [], "nothing was submitted"
-    finally:
-        subprocess.run(["scontrol", "delete", f"PartitionName={partition}"], timeout=30)
 
 
 class _Watch(threading.Thread):
@@ -172,10 +167,3 @@ def _calls(ran: Path, count: int, *, seconds: float) -> list[dict[str, Any]]:
         {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, "limit": 30}
         for i in range(count)
     ]
-
-
-def _check(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
-    path = tmp_path / "provisioners.json"
-    path.write_text(json.dumps([slurm_provisioner(slurm, 1, **changes)]))
-    data = tmp_path / "data"
-    return fluksio("provisioners", "check", "--file", str(path), "--ssh", "--data-dir", str(data))

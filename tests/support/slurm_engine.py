@@ -6,6 +6,10 @@ module, ``no_job_outlives_its_test`` on every test, ``start`` for engines).
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,11 +32,13 @@ from tests.support.wait import wait_for
 
 __all__ = [
     "NODE",
+    "check_ssh",
     "log_out",
     "no_job_outlives_its_test",
     "profile_view",
     "resources_of",
     "restart_engine",
+    "short_partition",
     "slurm",
     "slurm_data_dir",
     "start",
@@ -128,3 +134,25 @@ def restart_engine(data_dir: Path, tmp_path: Path, port: int) -> tuple[EnginePro
     """An engine started again on ``data_dir`` and ``port``, and a login to it."""
     engine = start_engine(data_dir, tmp_path / "logs2", port=port)
     return engine, engine.login()
+
+
+def check_ssh(slurm: LocalSlurm, tmp_path: Path, **changes: Any) -> Any:
+    """``fluksio provisioners check --ssh`` on one Slurm provisioner (``changes`` as
+    :func:`slurm_provisioner` takes them)."""
+    path = tmp_path / "provisioners.json"
+    path.write_text(json.dumps([slurm_provisioner(slurm, 1, **changes)]))
+    data = tmp_path / "data"
+    return fluksio("provisioners", "check", "--file", str(path), "--ssh", "--data-dir", str(data))
+
+
+@contextlib.contextmanager
+def short_partition() -> Iterator[str]:
+    """A partition of the test's own with a two-minute time limit, removed after: its
+    name (the process's pid in it, so parallel checkouts never share one)."""
+    partition = f"fluksio-short-{os.getpid()}"
+    made = ["scontrol", "create", f"PartitionName={partition}", "Nodes=ALL", "MaxTime=2"]
+    subprocess.run(made, check=True, capture_output=True, timeout=30)
+    try:
+        yield partition
+    finally:
+        subprocess.run(["scontrol", "delete", f"PartitionName={partition}"], timeout=30)
