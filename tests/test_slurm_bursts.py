@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 import shutil
 import signal
-import tempfile
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine import EngineProcess, start_engine
+from tests.support.bursts import Watch, burst, shared_dir
+from tests.support.engine import start_engine
 from tests.support.runs import code, get_run, put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm
 from tests.support.slurm_engine import (
@@ -34,72 +33,23 @@ pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("cluster")]
 __all__ = ["no_job_outlives_its_test", "slurm", "start"]  # fixtures, used by name
 
 
-class _Watch(threading.Thread):
-    """Polls squeue and /workers/resources while a test runs: the most seen at once."""
-
-    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm, root: Path) -> None:
-        super().__init__(daemon=True)
-        self.engine, self.token, self.slurm, self.root = engine, token, slurm, root
-        self.stop = threading.Event()
-        self.most_jobs = self.most_queued = self.most_pending = 0
-        self.job_ids: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            ours = self.slurm.fluksio_job_states(self.root)  # this test's engine's only
-            self.job_ids.update(ours)
-            self.most_jobs = max(self.most_jobs, len(ours))
-            queued = sum(state == "PENDING" for state in ours.values())
-            self.most_queued = max(self.most_queued, queued)
-            stages = profile_view(self.engine, self.token)["jobs_by_stage"]
-            pending = sum(n for stage, n in stages.items() if stage != "attached")
-            self.most_pending = max(self.most_pending, pending)
-            self.stop.wait(0.1)
-
-
-def _burst(
-    ran: Path, count: int = 48, *, seconds: float = 1, **fields: Any
-) -> list[dict[str, Any]]:
-    """Nodes of ``seconds`` each, for label hpc; each appends its id to ``ran``."""
-    node = code(f"""
-        import os, time
-
-        def process(node_id):
-            time.sleep({seconds})
-            with open({str(ran)!r}, "a") as out:
-                out.write(node_id + "\\n")
-            return os.environ.get("SLURM_JOB_ID")
-    """)
-    return [
-        {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, **fields}
-        for i in range(count)
-    ]
-
-
 def _burst_setup(tmp_path: Path, slurm: LocalSlurm, **changes: Any) -> tuple[Path, Path, int]:
     """For a burst: a directory its jobs write to, and an engine's data directory and port
     (jobs get 120 s to attach)."""
     data_dir, port = slurm_data_dir(tmp_path, slurm, provision_timeout_s=120, **changes)
-    return _shared_dir(), data_dir, port
-
-
-def _shared_dir() -> Path:
-    """A directory the job user can write to (pytest's tmp_path is root's alone)."""
-    shared = Path(tempfile.mkdtemp(prefix="fluksio-burst-"))
-    shared.chmod(0o777)
-    return shared
+    return shared_dir(), data_dir, port
 
 
 def test_a_burst_spreads_over_max_workers_jobs_and_every_call_runs_once(
     start: Any, slurm: LocalSlurm, tmp_path: Path
 ) -> None:
-    shared = _shared_dir()
+    shared = shared_dir()
     ran = shared / "ran"
     engine, token = start(
         profile={"max_workers": 4, "parallel": 4}, max_idle_s=2, provision_timeout_s=120
     )
-    nodes = _burst(ran)
-    watch = _Watch(engine, token, slurm, tmp_path)
+    nodes = burst(ran)
+    watch = Watch(engine, token, slurm, tmp_path)
     try:
         assert put_flow(engine, token, "burst", nodes)
         watch.start()
@@ -131,12 +81,12 @@ def test_max_workers_is_a_cap_with_walltimes_shorter_than_a_replacement_used_to_
     engine = start_engine(
         data_dir, tmp_path / "logs", port=port, args=("--walltime-margin-s", "10")
     )
-    watch: _Watch | None = None
+    watch: Watch | None = None
     try:
         token = engine.login()
-        nodes = _burst(ran, 10, seconds=10, limit=15)
+        nodes = burst(ran, 10, seconds=10, limit=15)
         assert put_flow(engine, token, "capped", nodes)
-        watch = _Watch(engine, token, slurm, tmp_path)
+        watch = Watch(engine, token, slurm, tmp_path)
         watch.start()
         run = wait_run(engine, token, start_run(engine, token, "capped")["id"], timeout=420)
         watch.stop.set()
@@ -164,7 +114,7 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
     try:
         token = engine.login()
         # Calls that ran when the engine died run again (they may run twice).
-        assert put_flow(engine, token, "burst", _burst(ran, 36, retry_on_restart=True))
+        assert put_flow(engine, token, "burst", burst(ran, 36, retry_on_restart=True))
         run_id = start_run(engine, token, "burst")["id"]
         wait_for(
             lambda: profile_view(engine, token)["jobs_by_stage"].get("attached", 0) >= 2,
@@ -174,7 +124,7 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
         before = set(slurm.fluksio_jobs(tmp_path))
         assert engine.stop(signal.SIGKILL) != 0
         engine, token = restart_engine(data_dir, tmp_path, port)
-        watch = _Watch(engine, token, slurm, tmp_path)
+        watch = Watch(engine, token, slurm, tmp_path)
         watch.start()
         run = wait_run(engine, token, run_id, timeout=150)
         watch.stop.set()
