@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import shutil
 import signal
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.ci import cannot_run
 from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.runs import run_flow, wait_run
 from tests.support.wait import wait_for
@@ -70,9 +70,7 @@ def _prometheus(directory: Path, config: str) -> tuple[subprocess.Popen[bytes], 
     binary = shutil.which("prometheus")
     if binary is None:
         message = "Debian's prometheus is not installed (make test installs it as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        cannot_run(message)
     port = free_port()
     (directory / "prometheus.yml").write_text(config)
     log = (directory / "prometheus.log").open("wb")

@@ -9,16 +9,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.engine import EngineProcess
-from tests.support.runs import code, put_flow, start_run, wait_run
+from tests.support.bursts import Watch, burst, shared_dir
+from tests.support.ci import cannot_run
+from tests.support.runs import put_flow, start_run, wait_run
 from tests.support.slurm import LocalSlurm
 from tests.support.slurm_engine import (
     check_ssh,
@@ -44,9 +43,7 @@ def qos(slurm: LocalSlurm) -> Iterator[str]:
         message = (
             f"no Slurm accounting to make a QOS in ({made.stderr.strip()}): run `make slurm-up`"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        cannot_run(message)
     yield name
     _sacctmgr("delete", "qos", name)
 
@@ -82,13 +79,14 @@ def test_a_profile_never_has_more_jobs_than_its_qos_allows_and_a_waiting_call_sa
 ) -> None:
     # max_workers 4 and six calls of 4 s, one at a time on each worker: without the QOS's
     # limit the engine brings four jobs.
-    shared = Path(tempfile.mkdtemp(prefix="fluksio-limits-"))
-    shared.chmod(0o777)
+    shared = shared_dir()
     profile = {"max_workers": 4, "parallel": 1, "sbatch": [f"--qos={qos}", "--time=00:03:00"]}
     engine, token = start(profile=profile, max_idle_s=2, provision_timeout_s=120)
-    watch = _Watch(engine, token, slurm, tmp_path)
+    watch = Watch(engine, token, slurm, tmp_path)
     try:
-        assert put_flow(engine, token, "limited", _calls(shared / "ran", 6, seconds=4))
+        # A limit: a call without one would wait for a job longer than the QOS allows.
+        calls = burst(shared / "ran", 6, seconds=4, limit=30)
+        assert put_flow(engine, token, "limited", calls)
         watch.start()
         run = wait_run(engine, token, start_run(engine, token, "limited")["id"], timeout=240)
         watch.stop.set()
@@ -132,38 +130,3 @@ def test_a_profile_past_its_partitions_time_limit_is_never_submitted_and_says_wh
         view = profile_view(engine, token)
         assert (view["site_limit"], view["jobs"], view["last_error"]) == (said, [], None)
         assert slurm.fluksio_jobs(tmp_path) == [], "nothing was submitted"
-
-
-class _Watch(threading.Thread):
-    """Polls squeue and the waiting calls' reasons while the run goes on."""
-
-    def __init__(self, engine: EngineProcess, token: str, slurm: LocalSlurm, root: Path) -> None:
-        super().__init__(daemon=True)
-        self.engine, self.token, self.slurm, self.root = engine, token, slurm, root
-        self.stop = threading.Event()
-        self.most_jobs = 0
-        self.reasons: set[str] = set()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            ours = self.slurm.fluksio_jobs(self.root)  # this test's engine's only
-            self.most_jobs = max(self.most_jobs, len(ours))
-            queued = resources_of(self.engine, self.token)["queued"]
-            self.reasons.update(call["reason"] for call in queued if call["reason"])
-            self.stop.wait(0.1)
-
-
-def _calls(ran: Path, count: int, *, seconds: float) -> list[dict[str, Any]]:
-    node = code(f"""
-        import time
-
-        def process(node_id):
-            time.sleep({seconds})
-            with open({str(ran)!r}, "a") as out:
-                out.write(node_id + "\\n")
-    """)
-    return [
-        # A limit: a call without one would wait for a job longer than the QOS allows.
-        {"id": f"n{i}", "worker": "hpc", "code": node, "params": {"node_id": f"n{i}"}, "limit": 30}
-        for i in range(count)
-    ]

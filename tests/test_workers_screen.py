@@ -8,7 +8,6 @@ listed as needing an upgrade, live through an engine restart. Screenshots go to
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -23,6 +22,7 @@ import pytest
 # A dev dependency (make install): missing, it is an error, never a skip.
 from playwright import sync_api as playwright
 
+from tests.support.ci import cannot_run
 from tests.support.cli import add_user, fluksio
 from tests.support.engine import (
     SUPERUSER,
@@ -57,9 +57,7 @@ def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         message = "Debian's chromium is not installed (make test installs it as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        cannot_run(message)
     return found
 
 

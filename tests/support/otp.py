@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from tests.support.ci import cannot_run
 from tests.support.engine import free_port
 from tests.support.wait import wait_for
 
@@ -54,9 +53,7 @@ class OtpLoginNode:
 
 def _needs(what: str) -> None:
     message = f"the one-time-code login node needs {what}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    cannot_run(message)
 
 
 @contextlib.contextmanager
