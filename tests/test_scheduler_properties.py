@@ -17,6 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from fluksio.scheduler import (
     ENGINE_ID,
     CallRequest,
+    Container,
+    Containers,
     Policy,
     Profile,
     Provisioning,
@@ -28,7 +30,7 @@ from fluksio.scheduler.resources import UNKNOWN, covers
 from fluksio.scheduler.scheduler import plan
 from fluksio.scheduler.state import need_of
 from tests.support.properties import against_reference
-from tests.support.scheduling import INPUTS, MARGIN, NOW
+from tests.support.scheduling import INPUTS, MARGIN, NOW, allowed, allows_container, containers
 
 LABELS = ["gpu", "cpu", "arm"]
 labels_strategy = st.frozensets(st.sampled_from(LABELS), max_size=2)
@@ -75,6 +77,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         ends_in=st.sampled_from([None, None, 100.0, 10_000.0]),
         notice=st.sampled_from([0.0, 0.0, 30.0, 40.0, 120.0]),
         holds=st.frozensets(st.sampled_from([d for d, _ in INPUTS])),
+        allows=allowed,
     )
     def attach(
         self,
@@ -88,6 +91,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         ends_in: float | None,
         notice: float,
         holds: frozenset[str],
+        allows: Containers | None,
     ) -> None:
         worker_id = self._next_id("w")
         self.scheduler.add_worker(
@@ -102,6 +106,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 ram_mb=ram,
                 ends_at=None if ends_in is None else NOW + ends_in,
                 notice_s=notice,
+                containers=allows,
             )
         )
         self.scheduler.set_cached(worker_id, holds)  # what it had cached when it attached
@@ -124,6 +129,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         earlier=st.booleans(),
         limit=st.sampled_from([None, None, 30.0, 5_000.0]),
         inputs=st.lists(st.sampled_from(INPUTS), max_size=2, unique=True),
+        container=containers,
     )
     def submit(
         self,
@@ -137,6 +143,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         earlier: bool,
         limit: float | None,
         inputs: list[tuple[str, int]],
+        container: Container | None,
     ) -> None:
         # Bursts of alike requests, so shapes repeat; mostly in time order, sometimes
         # older (an engine restart re-submits old work).
@@ -155,6 +162,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                     ram_mb=ram,
                     limit=limit,
                     inputs=tuple(inputs),
+                    container=container,
                 )
             )
             self.since_last_pass.add(request_id)
@@ -203,6 +211,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         walltime=st.sampled_from([None, 90.0, 120.0, 3_600.0]),
         notice=st.sampled_from([0.0, 30.0, 60.0]),
         max_workers=st.integers(1, 3),
+        allows=allowed,
     )
     def add_profile(
         self,
@@ -213,11 +222,14 @@ class SchedulerMachine(RuleBasedStateMachine):
         walltime: float | None,
         notice: float,
         max_workers: int,
+        allows: Containers | None,
     ) -> None:
         profile = Profile(
             "p", self._next_id("prof"), labels, cpus=cpus, gpus=gpus, max_workers=max_workers
         )
-        self.profiles.append(replace(profile, walltime_s=walltime, notice_s=notice))
+        self.profiles.append(
+            replace(profile, walltime_s=walltime, notice_s=notice, containers=allows)
+        )
         self.scheduler.set_profiles(self.profiles)
 
     @rule(index=st.integers(0, 5), ends=st.booleans())
@@ -340,6 +352,9 @@ class SchedulerMachine(RuleBasedStateMachine):
                 assert request.policy is Policy.PREFER
             else:
                 assert request.label in place.worker.labels
+            assert allows_container(place.worker, request), (
+                "a container where its image is not allowed"
+            )
 
     @invariant()
     def every_wait_has_a_reason(self) -> None:
@@ -362,6 +377,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                     continue
                 if not _in_time(place.worker, request):
                     continue  # its job ends before the request could finish
+                if not allows_container(place.worker, request):
+                    continue  # it may not run the request's image
                 if request.label is None or (
                     request.policy is Policy.PREFER and place.id == ENGINE_ID
                 ):
@@ -403,6 +420,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 for p in scheduler.places()
                 if covers(p.capacity, need)
                 and _in_time(p.worker, request)
+                and allows_container(p.worker, request)
                 and (
                     (request.label is None and p.id == ENGINE_ID)
                     or (request.label is not None and request.label in p.worker.labels)

@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING
 from fluksio.scheduler.model import (
     ENGINE_ID,
     CallRequest,
+    Container,
+    Containers,
     Placement,
     PlaceView,
     Policy,
@@ -53,6 +55,7 @@ from fluksio.scheduler.model import (
     WaitReason,
     Worker,
     cap_reached,
+    may_run,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +67,8 @@ __all__ = [
     "ENGINE_ID",
     "Allocation",
     "CallRequest",
+    "Container",
+    "Containers",
     "PlaceView",
     "Placement",
     "Plan",
@@ -77,6 +82,7 @@ __all__ = [
     "WaitReason",
     "Worker",
     "cap_reached",
+    "may_run",
 ]
 _DECIDING = {
     "DEFAULT_WALLTIME_MARGIN_S": "fluksio.scheduler.scheduler",

@@ -9,12 +9,14 @@ from typing import NamedTuple
 from fluksio.scheduler import reasons
 from fluksio.scheduler.model import (
     CallRequest,
+    Container,
     PlaceView,
     Policy,
     Profile,
     Resources,
     WaitKind,
     WaitReason,
+    may_run,
 )
 from fluksio.scheduler.queues import ShapeQueue
 from fluksio.scheduler.resources import UNKNOWN, Amounts
@@ -22,8 +24,9 @@ from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, nee
 
 __all__ = ["Book", "Shape", "Verdict", "shape_of"]
 
-Shape = tuple[str | None, Policy, Amounts, float | None]
-"""Requests alike in label, policy, amounts and limit: they are served strictly in order."""
+Shape = tuple[str | None, Policy, Amounts, float | None, Container | None]
+"""Requests alike in label, policy, amounts, limit and container: they are served strictly
+in order."""
 
 
 class Verdict(NamedTuple):
@@ -38,7 +41,7 @@ class Verdict(NamedTuple):
 
 
 def shape_of(request: CallRequest) -> Shape:
-    return (request.label, request.policy, need_of(request), request.limit)
+    return (request.label, request.policy, need_of(request), request.limit, request.container)
 
 
 class Book:
@@ -68,13 +71,20 @@ class Book:
         verdict = self._verdicts.get(shape)
         if verdict is None:
             return WaitReason(WaitKind.BUSY, "queued; the scheduler has not considered it yet")
-        label, _policy, need, limit = shape
+        label, _policy, need, limit, container = shape
         is_holder = verdict.holder == request_id
         if verdict.kind is WaitKind.WALLTIME:
             places = [self._places[i] for i in self._candidates(verdict.group)]
             profiles = [p for p in self._profiles.values() if label in p.labels]
             return reasons.walltime(
                 label, limit, places=places, profiles=profiles, now=self._now, margin=self._margin
+            )
+        if container is not None and verdict.kind is WaitKind.NO_WORKER:
+            return reasons.no_image(
+                label,
+                container,
+                [self._places[i] for i in self._candidates(verdict.group)],
+                [p for p in self._profiles.values() if label in p.labels],
             )
         profile = self._profiles.get(verdict.profile or "")
         if profile is not None and (
@@ -87,11 +97,13 @@ class Book:
         if cached is None:
             # The place held in the last pass may have gone since (until the next pass).
             held = self._places.get(verdict.held_on) if is_holder and verdict.held_on else None
+            places = [self._places[i] for i in self._candidates(verdict.group)]
             cached = reasons.render(
                 kind=verdict.kind,
                 label=label,
                 need=need,
-                places=[self._places[i] for i in self._candidates(verdict.group)],
+                # Of a request in an image, the places that may run it (it waits for those).
+                places=[p for p in places if may_run(p.worker.containers, container)],
                 profiles=[p for p in self._profiles.values() if label in p.labels],
                 held_on=held.worker.name if held is not None else None,
                 profile=verdict.profile,

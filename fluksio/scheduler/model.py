@@ -8,6 +8,7 @@ nothing is allocated on it.
 from __future__ import annotations
 
 import enum
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -15,6 +16,8 @@ from typing import NamedTuple
 __all__ = [
     "ENGINE_ID",
     "CallRequest",
+    "Container",
+    "Containers",
     "PlaceView",
     "Placement",
     "Policy",
@@ -26,6 +29,7 @@ __all__ = [
     "WaitReason",
     "Worker",
     "cap_reached",
+    "may_run",
 ]
 
 ENGINE_ID = "@engine"
@@ -39,6 +43,21 @@ class Policy(enum.StrEnum):
     """Wait for a worker carrying the label (and provision one if a profile fits)."""
     PREFER = "prefer"
     """Run on the engine instead. Attached but busy still means wait."""
+
+
+class Container(NamedTuple):
+    """The container a request runs in: its image, and the runtime it names (None: any)."""
+
+    image: str
+    runtime: str | None = None
+
+
+class Containers(NamedTuple):
+    """What containers a place runs: its runtime, and the images it allows, as patterns
+    (``registry.example/*``)."""
+
+    runtime: str
+    images: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,9 @@ class CallRequest:
     inputs: tuple[tuple[str, int], ...] = ()
     """The artifacts its arguments name, as (digest, size in bytes): among the places that
     fit, it goes where the most of those bytes are cached already."""
+    container: Container | None = None
+    """The container it runs in (its node's ``container``); None: none. It goes only to a
+    place whose :class:`Containers` allow it (:func:`may_run`)."""
 
     def __post_init__(self) -> None:
         for name in ("cpus", "gpus", "ram_mb"):
@@ -96,6 +118,9 @@ class Worker:
     """How long before its job's end a call without a ``limit`` is told it will be stopped
     (the agent's ``--notice-s``): such a call goes here only while the notice and the
     margin still fit, so that it is never told at once, nor sent back where it was told."""
+    containers: Containers | None = None
+    """The containers it may run (the agent's ``--containers`` and ``--allow-image``);
+    None: it runs none."""
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -149,6 +174,18 @@ class Provisioning:
         return self.under_way or self.resting_until is not None or self.paused
 
 
+def may_run(containers: Containers | None, container: Container | None) -> bool:
+    """Whether a place (or a profile's machine) allowing ``containers`` may run a request
+    in ``container``: every place runs one in none; one in an image, where the runtime is
+    the one it names (if it names one) and a pattern (``fnmatch``'s, case and all) matches
+    the image."""
+    if container is None:
+        return True
+    if containers is None or container.runtime not in (None, containers.runtime):
+        return False
+    return any(fnmatch.fnmatchcase(container.image, pattern) for pattern in containers.images)
+
+
 def cap_reached(jobs: int, max_workers: int) -> bool:
     """Whether ``jobs`` alive fill a profile's ``max_workers``: the one place the cap is
     spelt, for the scheduler's decisions and provisioning's sentence alike."""
@@ -174,6 +211,8 @@ class Profile:
     notice_s: float = 0.0
     """Its workers' notice (:attr:`Worker.notice_s`): a call without a ``limit`` asks for
     it only if its jobs outlive the margin and the notice."""
+    containers: Containers | None = None
+    """The containers its workers may run (:attr:`Worker.containers`)."""
 
     @property
     def key(self) -> str:

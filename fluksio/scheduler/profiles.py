@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fluksio.scheduler.model import Profile
+from fluksio.scheduler.model import Container, Profile, may_run
 from fluksio.scheduler.resources import UNKNOWN, Amounts, covers
 
 __all__ = ["fitting_profile", "long_enough", "profile_amounts"]
@@ -39,9 +39,11 @@ def fitting_profile(
     margin: float,
     *,
     by_time: bool = True,
+    container: Container | None = None,
 ) -> Profile | None:
     """The smallest profile carrying ``label`` that covers ``need`` (and, ``by_time``, whose
-    jobs live long enough for ``limit`` with ``margin`` to spare); None when none does.
+    jobs live long enough for ``limit`` with ``margin`` to spare) and whose machines may
+    run ``container``; None when none does.
 
     Of those, one that is :attr:`~Profile.bringing` a machine comes first: when the smallest is at
     its ``max_workers`` or rests after a failure (a host already running its one worker, a
@@ -55,5 +57,6 @@ def fitting_profile(
         if label in p.labels
         and covers(profile_amounts(p), need)
         and (not by_time or long_enough(p, limit, margin))
+        and may_run(p.containers, container)
     ]
     return min(fitting)[3] if fitting else None

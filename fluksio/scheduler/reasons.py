@@ -11,6 +11,7 @@ Examples of each kind (``tests/test_scheduler_reasons.py`` holds them all)::
     provisioning hpc/gpu-small, login needed: run 'fluksio provisioners login hpc'
     waiting for the engine: all 4 slots busy
     needs up to 7200 s; hpc-small's job ends in 1800 s
+    no worker may run image 'cuda:12'; of those with 'gpu': box runs no containers
 """
 
 from __future__ import annotations
@@ -20,15 +21,25 @@ from collections.abc import Sequence
 
 from fluksio.scheduler.model import (
     CallRequest,
+    Container,
+    Containers,
     Profile,
     WaitKind,
     WaitReason,
     Worker,
+    may_run,
 )
 from fluksio.scheduler.resources import RESOURCES, UNKNOWN, Amounts
 from fluksio.scheduler.state import PlaceState
 
-__all__ = ["describe_need", "explain_place", "provisioning", "render", "walltime"]
+__all__ = [
+    "describe_need",
+    "explain_place",
+    "no_image",
+    "provisioning",
+    "render",
+    "walltime",
+]
 
 _MAX_DETAILS = 4
 _UNITS = {"gpus": "GPUs", "cpus": "cpus", "ram_mb": "MB"}
@@ -265,13 +276,57 @@ def walltime(
     return WaitReason(WaitKind.WALLTIME, text)
 
 
-def explain_place(request: CallRequest, need: Amounts, place: PlaceState) -> str:
-    """Why ``request`` is not running on ``place`` right now."""
+def _containers_of(name: str, containers: Containers | None) -> str:
+    if containers is None:
+        return f"{name} runs no containers"
+    allowed = ", ".join(repr(i) for i in containers.images[:_MAX_DETAILS])
+    return f"{name} allows {allowed} ({containers.runtime})"
+
+
+def _asked_image(container: Container) -> str:
+    runtime = f" with {container.runtime}" if container.runtime else ""
+    return f"image {container.image!r}{runtime}"
+
+
+def no_image(
+    label: str | None,
+    container: Container,
+    places: Sequence[PlaceState],
+    profiles: Sequence[Profile],
+) -> WaitReason:
+    """A request in a container that no worker carrying its label, and no profile offering
+    it, may run: what each allows, and how to allow it."""
+    which = [_containers_of(p.worker.name, p.worker.containers) for p in places[:_MAX_DETAILS]]
+    which += [_containers_of(f"profile {p.key}", p.containers) for p in profiles[:_MAX_DETAILS]]
+    if not which:
+        which = ["none is attached"]
+    text = (
+        f"no worker may run {_asked_image(container)}; of those with {label!r}:"
+        f" {'; '.join(which)} (a worker runs it when started with --containers and an"
+        " --allow-image that matches it)"
+    )
+    return WaitReason(WaitKind.NO_WORKER, text)
+
+
+def _never_here(request: CallRequest, place: PlaceState) -> str | None:
+    """Why ``request`` may never run on ``place``, whatever it has free; None: it may."""
     name = place.worker.name
     if request.label is not None and request.label not in place.worker.labels:
         return f"{name} does not carry label {request.label!r}"
     if request.label is None and place.groups != (None,):
         return "requests without a label run on the engine"
+    if request.container is not None and not may_run(place.worker.containers, request.container):
+        said = _containers_of(name, place.worker.containers)
+        return f"it runs in {_asked_image(request.container)}, and {said}"
+    return None
+
+
+def explain_place(request: CallRequest, need: Amounts, place: PlaceState) -> str:
+    """Why ``request`` is not running on ``place`` right now."""
+    name = place.worker.name
+    never = _never_here(request, place)
+    if never is not None:
+        return never
     small = _too_small(place, need)
     if small is not None:
         return (

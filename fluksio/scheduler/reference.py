@@ -9,12 +9,14 @@ bug in one of those is a difference the property tests find, not one both agree 
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Iterable
 
 from fluksio.scheduler.model import (
     ENGINE_ID,
     CallRequest,
+    Containers,
     Placement,
     Policy,
     Profile,
@@ -59,6 +61,17 @@ def _long_enough(profile: Profile, limit: float | None, margin: float) -> bool:
     return margin + profile.notice_s < walltime if limit is None else limit + margin <= walltime
 
 
+def _allows(containers: Containers | None, request: CallRequest) -> bool:
+    """A request in no container runs anywhere; one in a container where containers run,
+    by the runtime it names if it names one, and a pattern matches its image."""
+    asked = request.container
+    if asked is None:
+        return True
+    if containers is None or (asked.runtime is not None and asked.runtime != containers.runtime):
+        return False
+    return any(fnmatch.fnmatchcase(asked.image, pattern) for pattern in containers.images)
+
+
 def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> bool:
     ends_at = place.worker.ends_at
     if ends_at is None:
@@ -95,13 +108,16 @@ def _choose(
 def _candidates(
     request: CallRequest, places: list[PlaceState], need: Amounts, snapshot: Snapshot
 ) -> list[PlaceState]:
-    engine = [p for p in places if p.id == ENGINE_ID]
+    engine = [p for p in places if p.id == ENGINE_ID and _allows(p.worker.containers, request)]
     if request.label is None:
         return engine
     carrying = [
         p
         for p in places
-        if p.id != ENGINE_ID and request.label in p.worker.labels and _in_time(p, request, snapshot)
+        if p.id != ENGINE_ID
+        and request.label in p.worker.labels
+        and _in_time(p, request, snapshot)
+        and _allows(p.worker.containers, request)
     ]
     if request.policy is Policy.PREFER and not any(_covers(p.capacity, need) for p in carrying):
         return engine
@@ -122,6 +138,7 @@ def _smallest_profile(
         if request.label in p.labels
         and _covers(_profile_amounts(p), need)
         and _long_enough(p, request.limit, snapshot.walltime_margin_s)
+        and _allows(p.containers, request)
     ]
 
     def key(p: Profile) -> tuple[bool, Amounts, str]:
@@ -154,7 +171,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
     asked: set[str] = set()
     for request in sorted(snapshot.waiting, key=lambda r: (r.queued_at, r.id)):
         need = _need_of(request)
-        shape = (request.label, request.policy, need, request.limit)
+        shape = (request.label, request.policy, need, request.limit, request.container)
         candidates = _candidates(request, places, need, snapshot)
         fitting = [p for p in candidates if _covers(p.free(), need) and p.id not in paused]
         # Where it starts at once, if anywhere: not in a busy worker's pipeline while
@@ -163,6 +180,7 @@ def reference_plan(snapshot: Snapshot) -> Plan:
             request.label in p.labels
             and _covers(_profile_amounts(p), need)
             and _long_enough(p, request.limit, snapshot.walltime_margin_s)
+            and _allows(p.containers, request)
             for p in profiles.values()
         )
         fitting = [p for p in fitting if p.runs_now()] or ([] if could_bring else fitting)

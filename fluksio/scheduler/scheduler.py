@@ -53,6 +53,7 @@ from fluksio.scheduler.choose import choose
 from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
     CallRequest,
+    Container,
     Placement,
     Policy,
     Profile,
@@ -60,6 +61,7 @@ from fluksio.scheduler.model import (
     WaitKind,
     WaitReason,
     Worker,
+    may_run,
 )
 from fluksio.scheduler.plan import DEFAULT_WALLTIME_MARGIN_S, Plan, Snapshot
 from fluksio.scheduler.profiles import fitting_profile
@@ -278,8 +280,8 @@ class Scheduler(Holds):
             need = shape[2]
             found = where.get(shape)
             if found is None:
-                label, policy, _need, limit = shape
-                in_time = self._in_time(limit)
+                label, policy, _need, limit, container = shape
+                in_time = self._admits(limit, container)
                 group_key = self._group_for(label, policy, need, in_time)
                 found = where[shape] = (in_time, group_key, self._groups.get(group_key))
             in_time, group_key, group = found
@@ -322,11 +324,19 @@ class Scheduler(Holds):
                 return None
         return label
 
-    def _in_time(self, limit: float | None) -> Callable[[PlaceKey], bool]:
-        """Which places a request of ``limit`` could finish on before their job ends."""
+    def _admits(
+        self, limit: float | None, container: Container | None
+    ) -> Callable[[PlaceKey], bool]:
+        """Which places a request of ``limit`` could finish on before their job ends, and
+        may run its ``container``."""
+        places = self._places
+        if container is not None:
+            in_time = self._admits(limit, None)
+            return lambda key: (
+                may_run(places[key.place_id].worker.containers, container) and in_time(key)
+            )
         if not self._ending:
             return always
-        places = self._places
 
         def fits(key: PlaceKey) -> bool:
             return self._fits(places[key.place_id].worker, limit)
@@ -347,7 +357,12 @@ class Scheduler(Holds):
     ) -> str | None:
         request = self._requests[request_id]
         ahead = self._pipelines > 0 and not fitting_profile(
-            self._profiles.values(), request.label, need, limit, self._margin
+            self._profiles.values(),
+            request.label,
+            need,
+            limit,
+            self._margin,
+            container=request.container,
         )
         inputs = request.inputs if self._caching else ()
         facts = (limit is None, bool(inputs), self._pipelines > 0, self._ending > 0)
@@ -366,8 +381,10 @@ class Scheduler(Holds):
         request_id: str,
         asks: dict[str, ProvisionAsk],
     ) -> Verdict:
-        label, _policy, need, limit = shape
-        profile = fitting_profile(self._profiles.values(), label, need, limit, self._margin)
+        label, _policy, need, limit, container = shape
+        profile = fitting_profile(
+            self._profiles.values(), label, need, limit, self._margin, container=container
+        )
         if profile is not None and profile.can_grow and profile.key not in asks:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
         if group is not None and self._could_hold(group_key, group, need, in_time):
@@ -379,9 +396,18 @@ class Scheduler(Holds):
             key = profile.key if growing and profile is not None else None
             return Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
         if profile is None:
-            if (group is not None and group.capacity.first(need) is not None) or (
+            if container is not None and not self._offered(group, label, container):
+                return Verdict(WaitKind.NO_WORKER, group_key)
+            admitted = self._admits(None, container)
+            if (group is not None and group.capacity.first(need, admitted)) or (
                 fitting_profile(
-                    self._profiles.values(), label, need, limit, self._margin, by_time=False
+                    self._profiles.values(),
+                    label,
+                    need,
+                    limit,
+                    self._margin,
+                    by_time=False,
+                    container=container,
                 )
                 is not None
             ):
@@ -392,6 +418,13 @@ class Scheduler(Holds):
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
             return Verdict(kind, group_key)
         return Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
+
+    def _offered(self, group: Group | None, label: str | None, container: Container) -> bool:
+        """Whether a place of the group, or a profile carrying the label, may run
+        ``container``."""
+        places = () if group is None else (self._places[i].worker for i in group.members)
+        profiles = (p for p in self._profiles.values() if label in p.labels)
+        return any(may_run(p.containers, container) for p in (*places, *profiles))
 
 
 def plan(snapshot: Snapshot) -> Plan:
