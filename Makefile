@@ -8,7 +8,7 @@ RUN_DIR := .fluksio-run
 
 .PHONY: install run test test-fast lint typecheck clean slurm-up slurm-down slurm-for-tests \
 	gridengine-up gridengine-down gridengine-for-tests browser-for-tests nginx-for-tests \
-	prometheus-for-tests
+	prometheus-for-tests containers-for-tests
 
 install: $(STAMP)
 
@@ -35,7 +35,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy fluksio tests bench plugins/local/fluksio_local plugins/gridengine/fluksio_gridengine
 
-test: install lint typecheck slurm-for-tests gridengine-for-tests browser-for-tests nginx-for-tests prometheus-for-tests
+test: install lint typecheck slurm-for-tests gridengine-for-tests browser-for-tests nginx-for-tests prometheus-for-tests \
+		containers-for-tests
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
 
 # The engine's logic in about a minute: lint, types and every unmarked test, in the test's
@@ -67,6 +68,12 @@ prometheus-for-tests:
 	elif [ "$$(id -u)" = 0 ]; then bash scripts/apt-install.sh prometheus \
 		&& echo "installed prometheus for the metrics test"; \
 	else echo "no prometheus and not root: the scrape test will skip (and fail under CI=true)"; fi
+
+# Podman and two images with only Debian's python3 in them, for calls in containers
+# (scripts/container-images.sh). As root, else those tests skip (and fail under CI=true).
+containers-for-tests:
+	@if [ "$$(id -u)" = 0 ]; then bash scripts/container-images.sh >/dev/null; \
+	else echo "not root: the container tests will skip (and fail under CI=true)"; fi
 
 # A single-node Slurm and an SSH login node on 127.0.0.1 (see scripts/slurm-up.sh).
 slurm-up:

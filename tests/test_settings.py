@@ -165,7 +165,7 @@ def test_every_worker_option_is_declared_once_with_its_help_variable_and_default
         assert flag.help.split()[0] in after, f"{dashed} lost its help"
         if flag.envvar is not None:
             assert f"env var: {flag.envvar}" in after, f"{dashed} hides its variable"
-        if field.default not in (None, "", False, dataclasses.MISSING):
+        if field.default not in (None, "", False, (), dataclasses.MISSING):
             assert f"default: {field.default}" in after, f"{dashed} hides its default"
 
 

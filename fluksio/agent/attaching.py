@@ -189,4 +189,5 @@ def hello_frame(config: AgentConfig, launcher: Launcher, resume: list[str] | Non
         notice_s=config.notice_s,
         relayed=config.route is not None,
         resume=resume,
+        containers=None if launcher.containers is None else launcher.containers.report(),
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from fluksio.agent.clock import Clock
 from fluksio.agent.errors import AgentError
+from fluksio.agent.frames import ContainerRef
 from fluksio.agent.live_output import LiveOutput
 from fluksio.agent.outcome import ErrorKind, error_record
 
@@ -77,6 +78,9 @@ class CallSpec:
     """The agent's: it gets ``notice_signal`` this long before its ``limit`` (at once if
     its limit is shorter). None: no notice."""
     notice_signal: str = "SIGUSR1"
+    container: ContainerRef | None = None
+    """The container it runs in (the worker's runtime, :mod:`fluksio.agent.containers`);
+    None: on the host, under the launcher's interpreter."""
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:

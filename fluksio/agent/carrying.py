@@ -146,6 +146,7 @@ class Carrier:
             until_job_end=bool(frame.until_job_end),
             notice_s=self.config.notice_s if frame.until_job_end else None,
             notice_signal=self.config.notice_signal,
+            container=frame.container,
         )
         self._specs.setdefault(frame.call_id, spec)
         await self.carry_out(self.machine.run(frame.call_id))

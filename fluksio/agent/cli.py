@@ -23,6 +23,8 @@ import click
 
 from fluksio.agent import __version__
 from fluksio.agent.attaching import AgentConfig
+from fluksio.agent.containers import RUNTIMES, ContainerError
+from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.frames import MAX_PIPELINE
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
@@ -135,7 +137,27 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         use_shared_store=given.artifact_transport == "auto",
     )
     # A call that asks for no memory is bounded by what this worker reports it has.
-    return config, Launcher(given.python, mode=given.runner_mode, ram_mb=inventory.ram_mb)
+    return config, Launcher(
+        given.python,
+        mode=given.runner_mode,
+        ram_mb=inventory.ram_mb,
+        containers=_containers(given),
+    )
+
+
+def _containers(given: WorkerSettings) -> ContainerCalls | None:
+    """How calls in a container run here, as ``--containers`` and ``--allow-image`` say."""
+    if given.containers is None:
+        if given.allow_image:
+            raise _UsageError("--allow-image: give --containers too (podman or apptainer)")
+        return None
+    if not given.allow_image:
+        raise _UsageError(
+            f"--containers {given.containers}: give the images calls may run in"
+            " (--allow-image 'registry.example/*', repeatable)"
+        )
+    runtime = RUNTIMES[given.containers](given.allow_image)
+    return ContainerCalls(runtime, dev_dir=given.dev_dir)
 
 
 async def _serve(config: AgentConfig, launcher: Launcher) -> int:
@@ -143,6 +165,16 @@ async def _serve(config: AgentConfig, launcher: Launcher) -> int:
         await launcher.start()
     except LauncherError as exc:
         raise _UsageError(f"--python: {exc}") from None
+    if launcher.containers is not None:
+        try:
+            await launcher.containers.runtime.check()
+        except ContainerError as exc:
+            raise _UsageError(str(exc)) from None
+        logging.getLogger("fluksio.agent").info(
+            "calls in containers run with %s %s",
+            launcher.containers.runtime.name,
+            " ".join(launcher.containers.runtime.settings) or "(its defaults)",
+        )
     config.venv_digest = await asyncio.get_running_loop().run_in_executor(
         None, _venv_digest, launcher.python
     )

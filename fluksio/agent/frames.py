@@ -22,6 +22,8 @@ __all__ = [
     "PROTOCOL",
     "AnswerFrame",
     "CancelFrame",
+    "ContainerRef",
+    "ContainersReport",
     "ErrorRecord",
     "HelloFrame",
     "InventoryReport",
@@ -56,6 +58,16 @@ class InventoryReport:
     cpus: int | None = None
     gpus: int | None = None
     ram_mb: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainersReport:
+    """(ours) The containers a worker runs calls in: its runtime, the images it allows
+    (``--allow-image`` patterns), and those it holds already (pulled or loaded)."""
+
+    runtime: str
+    images: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +108,9 @@ class HelloFrame:
     resume: list[str] | None = None
     """(ours) After such a drop: the calls it still holds (running, or answered while it
     was away), to be carried on this connection."""
+    containers: ContainersReport | None = None
+    """(ours) The containers it runs calls in; None: none (the published agent runs none,
+    so a call in a container never goes to it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,6 +238,14 @@ class RunRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ContainerRef:
+    """(ours) The container a call runs in: its image, and the runtime its node named."""
+
+    image: str
+    runtime: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunFrame:
     """Run a node call (``run``), or only check that its source loads there (``compile``)."""
 
@@ -249,7 +272,12 @@ class RunFrame:
     """(ours) True: its ``limit`` is the worker's job end (its node set none), so the agent
     gives it notice before (``--notice-s``). The published agent ignores it."""
 
-    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"limit", "ram_mb", "until_job_end"})
+    container: ContainerRef | None = None
+    """(ours) Run it in this container. Sent only to a worker that said it runs it."""
+
+    _omit_if_none: ClassVar[frozenset[str]] = frozenset(
+        {"limit", "ram_mb", "until_job_end", "container"}
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,7 +350,23 @@ def read_engine_frame(raw: object) -> RunFrame | CancelFrame | None:
         limit=float(raw["limit"]) if raw.get("limit") else None,
         ram_mb=_whole(raw.get("ram_mb")),
         until_job_end=True if raw.get("until_job_end") is True else None,
+        container=_container(call_id, raw.get("container")),
     )
+
+
+def _container(call_id: str, value: object) -> ContainerRef | None:
+    """The container a run frame names; one named badly is an error, never a call run
+    outside its container."""
+    if value is None:
+        return None
+    runtime = value.get("runtime") if isinstance(value, dict) else None
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("image"), str)
+        or not (runtime is None or isinstance(runtime, str))
+    ):
+        raise ValueError(f'call {call_id}: container must be {{"image": ..., "runtime": ...}}')
+    return ContainerRef(image=value["image"], runtime=runtime)
 
 
 def _whole(value: object) -> int | None:

@@ -22,12 +22,10 @@ import json
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 
 from fluksio.agent import runner
 from fluksio.agent.calls import (
-    NOTICE_CAUGHT,
     CallSpec,
     EventCallback,
     LauncherError,
@@ -35,15 +33,24 @@ from fluksio.agent.calls import (
     resolve_interpreter,
 )
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
+from fluksio.agent.containers.base import ContainerError
+from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.fork_client import ForkServer
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import (
     CallOutcome,
+    ErrorKind,
     error_record,
     limit_error,
 )
 from fluksio.agent.realtime import realtime_after, realtime_within
-from fluksio.agent.stopping import Watchdog, outcome_of, watch
+from fluksio.agent.stopping import (
+    Watchdog,
+    ignore_notices_until_caught,
+    outcome_of,
+    stop_env,
+    watch,
+)
 
 __all__ = [
     "CallOutcome",
@@ -79,11 +86,14 @@ class Launcher:
         environ: dict[str, str] | None = None,
         clock: Clock = SYSTEM_CLOCK,
         ram_mb: int | None = None,
+        containers: ContainerCalls | None = None,
     ) -> None:
         """``clock``: what a call's timeout, limit and grace are decided on (the engine's
         or the agent's); pacing and process deadlines stay real (:mod:`.realtime`).
         ``ram_mb``: what the place has, the memory bound of a call that sets none of its
-        own (None: such a call is not bounded)."""
+        own (None: such a call is not bounded). ``containers``: how calls that name a
+        container run (None: such a call fails, ``ContainerError``)."""
+        self.containers = containers
         if mode not in {"auto", "fork", "spawn"}:
             raise ValueError(f"mode must be auto, fork or spawn, not {mode!r}")
         self._ram_mb = ram_mb
@@ -104,7 +114,7 @@ class Launcher:
         self._clock = clock
 
     async def start(self) -> None:
-        _ignore_notices_until_caught()
+        ignore_notices_until_caught()
         loop = asyncio.get_running_loop()
         self.python, self.version = await loop.run_in_executor(
             None, resolve_interpreter, self._python_asked
@@ -180,6 +190,12 @@ class Launcher:
         ours until reaped, so its pid is never another's)."""
         if call.pid is None or self._ended(call):
             return False
+        containers = self.containers
+        if call.spec.container is not None and containers is not None:
+            if not containers.runtime.kills_by_process:
+                return containers.signal(call.spec.call_id, op, signum)
+            if op == "kill":
+                containers.ended(call.spec.call_id)
         if self._server is not None and call.pid in self._by_pid and self.mode == "fork":
             self._server.signal(call.pid, op, signum)
         elif op == "kill":
@@ -208,6 +224,8 @@ class Launcher:
             return await self._run(call)
         finally:
             del self._calls[spec.call_id]
+            if self.containers is not None:
+                self.containers.ended(spec.call_id)
 
     async def _run(self, call: RunningCall) -> CallOutcome:
         data = json.dumps(
@@ -217,20 +235,34 @@ class Launcher:
                 "node": call.spec.node,
                 "flow": call.spec.flow,
                 "kwargs": call.spec.kwargs,
-                "env": {**call.spec.env, **_stop_env(call.spec, self._clock.now())},
+                "env": {
+                    **call.spec.env,
+                    **stop_env(call.spec, self._clock.now()),
+                    **self._container_env(call.spec),
+                },
             }
         ).encode()
         out_r, out_w = os.pipe()
         rec_r, rec_w = os.pipe()
         try:
             spec_w, process = await self._start_process(call, data, out_w, rec_w)
+        except ContainerError as exc:
+            os.close(out_w)
+            self._drain(out_r, call.take_output)  # what its runtime said while pulling
+            call.end_output()
+            os.close(out_r)
+            os.close(rec_r)
+            os.close(rec_w)
+            call.failure = error_record(ErrorKind.CONTAINER_ERROR, str(exc))
+            return self._outcome(call)
         except BaseException:
             os.close(out_r)
             os.close(rec_r)
             raise
         finally:
-            os.close(out_w)
-            os.close(rec_w)
+            with contextlib.suppress(OSError):  # closed already where its start failed
+                os.close(out_w)
+                os.close(rec_w)
         if call.ended_by is not None:
             self._kill(call)  # cancelled while it was being started
         if spec_w is not None:
@@ -284,31 +316,31 @@ class Launcher:
         self, call: RunningCall, data: bytes, out_w: int, rec_w: int
     ) -> tuple[int | None, asyncio.subprocess.Process | None]:
         """Start the call's process; returns the spec pipe still to write (if any)."""
-        if self.mode == "fork" and self._server is not None and not self._server.alive:
-            await self._restart_server()
-        if self.mode == "fork" and self._server is not None and self._server.fits_inline(data):
-            call.pid = await self._server.fork(data, [out_w, rec_w])
-            self._by_pid[call.pid] = call
-            return None, None
+        containers = self.containers
+        if call.spec.container is not None and containers is None:
+            raise ContainerError("this worker runs no containers (start it with --containers)")
+        in_container = call.spec.container is not None
+        if not in_container and self.mode == "fork" and self._server is not None:
+            if not self._server.alive:
+                await self._restart_server()
+            if self._server is not None and self._server.fits_inline(data):
+                call.pid = await self._server.fork(data, [out_w, rec_w])
+                self._by_pid[call.pid] = call
+                return None, None
         spec_r, spec_w = os.pipe()
         try:
-            if self.mode == "fork" and self._server is not None:
+            if containers is not None and in_container:
+                process = await containers.start(call.spec, spec_r, out_w, rec_w)
+            elif self.mode == "fork" and self._server is not None:
                 call.pid = await self._server.fork(None, [spec_r, out_w, rec_w])
                 self._by_pid[call.pid] = call
                 return spec_w, None
-            process = await asyncio.create_subprocess_exec(
-                self.python,
-                str(runner_path()),
-                "call",
-                str(os.getpid()),
-                str(rec_w),
-                stdin=spec_r,
-                stdout=out_w,
-                stderr=out_w,
-                pass_fds=(rec_w,),
-                env=self._base_env,
-                start_new_session=True,
-            )
+            else:
+                process = await asyncio.create_subprocess_exec(
+                    self.python, str(runner_path()), "call", str(os.getpid()), str(rec_w),
+                    stdin=spec_r, stdout=out_w, stderr=out_w, pass_fds=(rec_w,),
+                    env=self._base_env, start_new_session=True,
+                )  # fmt: skip
         except BaseException:
             os.close(spec_w)
             raise
@@ -317,6 +349,11 @@ class Launcher:
         call.pid = process.pid
         call.process = process
         return spec_w, process
+
+    def _container_env(self, spec: CallSpec) -> dict[str, str]:
+        if spec.container is None or self.containers is None:
+            return {}
+        return self.containers.env(spec)
 
     async def _restart_server(self) -> None:
         if self._server is not None:
@@ -392,24 +429,3 @@ class Launcher:
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
         return outcome_of(call)
-
-
-def _ignore_notices_until_caught() -> None:
-    """A notice due at once (a call with less time than its lead) may reach a call process
-    before its runner catches the signal, and SIGUSR1's default ends a process. Ignored
-    here, in the process that starts them, they are ignored in every call process (fork
-    server, spares and spawned calls inherit it) until the runner installs its own
-    handler, which its node's own children do not inherit. Only the main thread may."""
-    if threading.current_thread() is threading.main_thread():
-        for name in NOTICE_CAUGHT:
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
-
-
-def _stop_env(spec: CallSpec, now: float) -> dict[str, str]:
-    """What a call starting at ``now`` (a Unix time) is told of its end: which signal its
-    notice is (it may come when its worker is told to stop, whatever bounds it) and, for
-    a bounded call, when it is stopped (read by ``fluksio.time_left()``)."""
-    env = {"FLUKSIO_NOTICE_SIGNAL": spec.notice_signal}
-    if spec.limit > 0:
-        env["FLUKSIO_STOP_AT"] = f"{now + spec.limit:.3f}"
-    return env

@@ -42,6 +42,9 @@ class ErrorKind(StrEnum):
     """Its process wrote a record over the launcher's size limit."""
     ITEMS_FAILED = "ItemsFailed"
     """An array node: some of its items failed (each item's error is its own)."""
+    CONTAINER_ERROR = "ContainerError"
+    """Its container could not be started: its runtime refused, or its image could not
+    be pulled."""
     NODE_OUT_OF_MEMORY = "NodeOutOfMemory"
     """Its processes held more memory than its ``ram_mb`` (or its worker's) and were
     stopped; the worker and its other calls went on."""

@@ -154,6 +154,22 @@ class WorkerSettings:
             envvar="FLUKSIO_WORKER_CONNECT_TO",
         ),
     )
+    containers: str | None = setting(
+        None,
+        Flag(
+            "Run calls that name a container image, with this runtime (checked at start);"
+            " only images an --allow-image matches.",
+            choices=("podman", "apptainer"),
+        ),
+    )
+    allow_image: tuple[str, ...] = setting(
+        (),
+        Flag(
+            "An image calls may run in, as a pattern ('registry.example/*'); repeatable.",
+            many=True,
+            metavar="PATTERN",
+        ),
+    )
     dev_dir: Path = field(
         default=Path("/dev"),
         metadata={"flag": Flag("Where GPUs are counted as device nodes.", kind=Path, hidden=True)},

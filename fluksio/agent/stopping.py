@@ -4,10 +4,11 @@ it (its silence timeout, its limit, its memory bound) and the outcome it is give
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable
 
 from fluksio.agent import runner
-from fluksio.agent.calls import RunningCall
+from fluksio.agent.calls import NOTICE_CAUGHT, CallSpec, RunningCall
 from fluksio.agent.clock import Clock, Timer
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error, memory_error
 
@@ -158,3 +159,24 @@ def _death(status: int | None) -> str:
         hint = " (out of memory?)" if -status == signal.SIGKILL else ""
         return f"the node's process was killed by {name}{hint} before it reported a result"
     return f"the node's process exited with status {status} without a result"
+
+
+def ignore_notices_until_caught() -> None:
+    """A notice due at once (a call with less time than its lead) may reach a call process
+    before its runner catches the signal, and SIGUSR1's default ends a process. Ignored
+    here, in the process that starts them, they are ignored in every call process (fork
+    server, spares and spawned calls inherit it) until the runner installs its own
+    handler, which its node's own children do not inherit. Only the main thread may."""
+    if threading.current_thread() is threading.main_thread():
+        for name in NOTICE_CAUGHT:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+def stop_env(spec: CallSpec, now: float) -> dict[str, str]:
+    """What a call starting at ``now`` (a Unix time) is told of its end: which signal its
+    notice is (it may come when its worker is told to stop, whatever bounds it) and, for
+    a bounded call, when it is stopped (read by ``fluksio.time_left()``)."""
+    env = {"FLUKSIO_NOTICE_SIGNAL": spec.notice_signal}
+    if spec.limit > 0:
+        env["FLUKSIO_STOP_AT"] = f"{now + spec.limit:.3f}"
+    return env

@@ -174,6 +174,7 @@ class Client(Front[Http], Operations, Blocking):
         retries: int = 0,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
         imports: Sequence[str] = (),
+        container: str | Mapping[str, str] | None = None,
     ) -> RemoteExecutor:
         """A ``concurrent.futures.Executor`` whose calls run as nodes placed as given:
         ``worker`` (a label) with ``policy``, ``resources`` (``cpus``, ``gpus``,
@@ -181,8 +182,10 @@ class Client(Front[Http], Operations, Blocking):
         silent), ``retry`` (which failures run a call again, how often, after what wait:
         a :class:`~fluksio.wire.flows.RetryPolicy` or its dict) or ``retries`` (after a
         lost worker only); ``imports``: modules the functions use, as ``"numpy as np"``
-        or ``"from math import sqrt"``. A setting a node may not have is a ``ValueError``
-        naming it, here rather than at the first call. See docs/python.md."""
+        or ``"from math import sqrt"``; ``container``: the image its calls run in (a
+        worker's ``--allow-image`` must allow it), or ``{"image": ..., "runtime": ...}``.
+        A setting a node may not have is a ``ValueError`` naming it, here rather than at
+        the first call. See docs/python.md."""
         node: dict[str, Any] = {"worker_policy": policy, "retries": retries}
         if worker is not None:
             node["worker"] = worker
@@ -194,6 +197,10 @@ class Client(Front[Http], Operations, Blocking):
             node["timeout"] = timeout
         if retry is not None:
             node["retry"] = retry if isinstance(retry, Mapping) else node_json(retry)
+        if container is not None:
+            node["container"] = (
+                {"image": container} if isinstance(container, str) else dict(container)
+            )
         checked_node_settings(node)
         # Loaded when first asked for: a command that only reads answers need not pay for
         # reading functions' source (ast, inspect) and futures.

@@ -22,7 +22,7 @@ from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.tokens import TokenService, WorkerIdentity
 from fluksio.engine.workers.connection import LIMIT_BACKSTOP_S, ConnectionRules, unsigned_labels
-from fluksio.engine.workers.protocol import CLOSE_SUPERSEDED, protocol_refusal
+from fluksio.engine.workers.protocol import CLOSE_SUPERSEDED, containers_of, protocol_refusal
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.registry import WorkerRegistry, display_name
 from fluksio.engine.workers.session import WorkerSession
@@ -140,6 +140,7 @@ class WorkerConnections:
                 ram_mb=inventory.ram_mb,
                 ends_at=hello.ends_at,
                 notice_s=hello.notice_s,
+                containers=containers_of(hello.containers),
             ),
             session,
             session.record,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import enum
 import shlex
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from fluksio.errors import FluksioError
 from fluksio.names import Name
@@ -66,6 +66,19 @@ NoticeSignal = Literal["SIGUSR1", "SIGUSR2", "SIGINT"]
 does not (their default would end its process); SIGINT is Python's KeyboardInterrupt."""
 
 
+class ProfileContainers(BaseModel):
+    """The containers a profile's workers run calls in (``fluksio-worker --containers``
+    and ``--allow-image``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    runtime: Literal["podman", "apptainer"] = "podman"
+    allow_images: list[
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9/*?\[][^\x00-\x20]{0,511}$")]
+    ] = Field(min_length=1, max_length=64)
+    """Patterns (``fnmatch``'s) of the images its calls may run in."""
+
+
 class ProfileSettings(BaseModel):
     """One profile of ``provisioners.json``: the capacity one request brings."""
 
@@ -91,6 +104,9 @@ class ProfileSettings(BaseModel):
     this long before it is stopped (the worker's ``--notice-s``)."""
     notice_signal: NoticeSignal = "SIGUSR1"
     """The signal that notice is (the worker's ``--notice-signal``)."""
+    containers: ProfileContainers | None = None
+    """Its workers run calls in containers: a call naming an image asks for this profile
+    only if its patterns allow it. None: they run none."""
 
     @property
     def worker_parallel(self) -> int:
@@ -161,6 +177,10 @@ def worker_argv(
         argv += ["--notice-s", f"{profile.notice_s:g}"]
     if profile.notice_signal != "SIGUSR1":
         argv += ["--notice-signal", profile.notice_signal]
+    if profile.containers is not None:
+        argv += ["--containers", profile.containers.runtime]
+        for pattern in profile.containers.allow_images:
+            argv += ["--allow-image", pattern]
     return argv
 
 

@@ -17,7 +17,7 @@ from fluksio.provisioners.requests import (
     ProfileStatus,
     RequestStage,
 )
-from fluksio.scheduler import Profile, Provisioning, cap_reached
+from fluksio.scheduler import Containers, Profile, Provisioning, cap_reached
 
 __all__ = ["Brought", "MachineState", "Poller", "ProfileEntry", "as_scheduled"]
 
@@ -244,6 +244,9 @@ def as_scheduled(entry: ProfileEntry, path_down: str | None = None) -> Profile:
         max_workers=entry.cap,
         walltime_s=entry.rule.walltime_s,
         notice_s=settings.notice_s,
+        containers=None
+        if settings.containers is None
+        else Containers(settings.containers.runtime, tuple(settings.containers.allow_images)),
     )
 
 

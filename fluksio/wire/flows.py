@@ -27,6 +27,8 @@ __all__ = [
     "ITEMS_FROM_MAX",
     "ITEMS_INLINE_MAX",
     "ITEMS_MAX",
+    "ContainerRuntime",
+    "ContainerSpec",
     "FlowSpec",
     "ItemsCancelRequest",
     "NodeResources",
@@ -61,6 +63,28 @@ class NodeResources(BaseModel):
     cpus: int | None = Field(default=None, ge=0)
     gpus: int | None = Field(default=None, ge=0)
     ram_mb: int | None = Field(default=None, ge=0)
+
+
+ContainerRuntime = Literal["podman", "apptainer", "docker"]
+"""The container runtimes a worker may run calls with (its ``--containers``)."""
+
+ImageName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9/][A-Za-z0-9._/:@+=-]{0,511}$")]
+"""An image as its runtime names it: a reference (``registry.example/cuda:12.4``), or a
+file the worker reads (``/images/tool.sif``, ``oci-archive:/images/tool.tar``). Never
+starting with ``-``, nor holding a space: it goes into the runtime's argv."""
+
+
+class ContainerSpec(BaseModel):
+    """The container a node's calls run in."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    image: ImageName
+    """The image: any with a ``python3`` (3.9 or later) runs a node; nothing of Fluksio's
+    is needed inside. A worker runs it only if one of its ``--allow-image`` patterns
+    matches."""
+    runtime: ContainerRuntime | None = None
+    """The runtime it must run under; None: whichever the worker runs."""
 
 
 RetryKind = Literal["NodeError", "NodeTimeout", "NodeLimit", "WorkerGone"]
@@ -115,6 +139,9 @@ class NodeSpec(BaseModel):
     before the job ends. None: no bound of its own; on a worker whose job ends, it runs
     until the job has the engine's walltime margin left."""
     resources: NodeResources = Field(default_factory=NodeResources)
+    container: ContainerSpec | None = None
+    """Run each call in this container, on a worker that allows its image; it needs a
+    ``worker`` label (the engine runs no containers)."""
     retry_on_restart: bool = False
     """Re-run (rather than fail) this node when the engine restarts while it executes."""
     retries: int = Field(default=0, ge=0, le=10)
@@ -198,6 +225,22 @@ class NodeSpec(BaseModel):
         if self.retries:
             return RetryPolicy(on=["WorkerGone"], times=self.retries, backoff_s=0)
         return None
+
+    @model_validator(mode="after")
+    def _container_runs_on_a_worker(self) -> NodeSpec:
+        if self.container is None:
+            return self
+        if self.worker is None:
+            raise ValueError(
+                "container: a node in a container runs on a worker, and the engine runs"
+                ' none: give it a "worker" label'
+            )
+        if self.worker_policy == "prefer":
+            raise ValueError(
+                'container: "worker_policy": "prefer" would run it on the engine, which runs'
+                ' no containers: leave it "require"'
+            )
+        return self
 
     @model_validator(mode="after")
     def _secret_references_are_well_formed(self) -> NodeSpec:

@@ -26,8 +26,8 @@ def _load_prctl() -> Callable[..., int] | None:
             import ctypes
 
             _prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            _prctl = False
+        except (ImportError, OSError, AttributeError):
+            _prctl = False  # an image whose Python has no ctypes: nothing to ask for
     return _prctl or None
 
 
@@ -222,3 +222,26 @@ def exit_on_signal(signum: int, _frame: object) -> None:
 def kill_tree_and_exit(signum: int, _frame: object) -> None:
     kill_tree(os.getpid())
     os._exit(128 + signum)
+
+
+def end_with_lifeline(fd: int) -> None:
+    """End this call, and all it started, when ``fd`` reads its end: its launcher holds
+    the other end, so the call ends with the launcher however that ends, even where no
+    signal of the launcher's death reaches it (a container, whose parent is its runtime's).
+    Watched by a thread of its own, blocked in ``read``."""
+    import threading
+
+    os.set_inheritable(fd, False)  # the node's own processes never hold it
+
+    def watch() -> None:
+        while True:
+            try:
+                if not os.read(fd, 4096):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        kill_tree_and_exit(signal.SIGTERM, None)
+
+    threading.Thread(target=watch, name="fluksio-lifeline", daemon=True).start()

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from fluksio.agent.frames import ContainerRef
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.agent.runner import RESTORED_ENV, THREAD_VARIABLES
@@ -52,6 +53,9 @@ def call_spec(
         until_job_end=not spec.limit and bool(placement.job_limit),
         run_id=inputs.run.id,
         ram_mb=spec.resources.ram_mb or None,  # none asked: the place's own memory, if known
+        container=None
+        if spec.container is None
+        else ContainerRef(image=spec.container.image, runtime=spec.container.runtime),
     )
     return call, secret_values(spec.params, resolved)
 

@@ -19,7 +19,7 @@ from fluksio.engine.runs.machine_state import LiveNode, LiveRun
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.runs.signature import select_kwargs
-from fluksio.scheduler import CallRequest, Policy
+from fluksio.scheduler import CallRequest, Container, Policy
 from fluksio.wire.flows import FlowSpec
 from fluksio.wire.states import (
     TERMINAL_NODE_STATES,
@@ -109,6 +109,7 @@ class MachineRules:
         results = {d: run.nodes[d].row.result for d in node.spec.after}
         given = {**run.row.params, **node.spec.params, **(node.item_params or {}), **results}
         arguments = select_kwargs(node.spec.code, given)
+        container = node.spec.container
         return CallRequest(
             id=call_id,
             queued_at=queued_at,
@@ -119,6 +120,7 @@ class MachineRules:
             ram_mb=resources.ram_mb,
             limit=node.spec.limit,
             inputs=input_artifacts(arguments),
+            container=None if container is None else Container(container.image, container.runtime),
         )
 
     def _forget_call(self, node: LiveNode) -> str:

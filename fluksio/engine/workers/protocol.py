@@ -23,6 +23,7 @@ from fluksio.agent.frames import (
     PROTOCOL,
     AnswerFrame,
     CacheFrame,
+    ContainersReport,
     HelloFrame,
     InventoryReport,
     LogFrame,
@@ -30,6 +31,7 @@ from fluksio.agent.frames import (
 )
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.names import NAME_RULE, is_name
+from fluksio.scheduler import Containers
 
 __all__ = [
     "CLOSE_SUPERSEDED",
@@ -131,6 +133,7 @@ def parse_hello(payload: dict[str, Any]) -> HelloFrame:
     hello = _HELLO.validate_json(json.dumps(payload), strict=True)
     _check_hello_bounds(hello)
     _check_inventory(hello.inventory)
+    _check_containers(hello.containers)
     return hello
 
 
@@ -162,6 +165,27 @@ def _check_inventory(inventory: InventoryReport) -> None:
             raise FrameError(f"inventory.{name}: must be from 0 to 1000000")
     if inventory.ram_mb is not None and inventory.ram_mb < 0:
         raise FrameError("inventory.ram_mb: must not be negative")
+
+
+_RUNTIMES = ("podman", "apptainer", "docker")
+_MOST_IMAGES = 64
+"""The most image patterns (and, apart, held images) a hello may list."""
+
+
+def _check_containers(report: ContainersReport | None) -> None:
+    if report is None:
+        return
+    if report.runtime not in _RUNTIMES:
+        raise FrameError(f"containers.runtime: must be one of {', '.join(_RUNTIMES)}")
+    for name in ("images", "held"):
+        listed = getattr(report, name)
+        if len(listed) > _MOST_IMAGES or any(not 1 <= len(i) <= 512 for i in listed):
+            raise FrameError(f"containers.{name}: at most {_MOST_IMAGES} of 1 to 512 characters")
+
+
+def containers_of(report: ContainersReport | None) -> Containers | None:
+    """What the scheduler knows of a worker's containers: its runtime and allowed images."""
+    return None if report is None else Containers(report.runtime, tuple(report.images))
 
 
 def parse_worker_frame(text: str | bytes) -> WorkerFrame:

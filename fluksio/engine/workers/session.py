@@ -195,6 +195,7 @@ class WorkerSession(SessionEffects):
                 limit=spec.limit or None,
                 ram_mb=spec.ram_mb,
                 until_job_end=True if spec.until_job_end else None,
+                container=spec.container,
             )
             if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
                 # Every slot has a call: it holds this one until a slot frees, and says
