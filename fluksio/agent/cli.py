@@ -141,11 +141,11 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         given.python,
         mode=given.runner_mode,
         ram_mb=inventory.ram_mb,
-        containers=_containers(given),
+        containers=_containers(given, inventory.ram_mb),
     )
 
 
-def _containers(given: WorkerSettings) -> ContainerCalls | None:
+def _containers(given: WorkerSettings, ram_mb: int | None) -> ContainerCalls | None:
     """How calls in a container run here, as ``--containers`` and ``--allow-image`` say."""
     if given.containers is None:
         if given.allow_image:
@@ -157,7 +157,7 @@ def _containers(given: WorkerSettings) -> ContainerCalls | None:
             " (--allow-image 'registry.example/*', repeatable)"
         )
     runtime = RUNTIMES[given.containers](given.allow_image)
-    return ContainerCalls(runtime, dev_dir=given.dev_dir)
+    return ContainerCalls(runtime, dev_dir=given.dev_dir, place_ram_mb=ram_mb)
 
 
 async def _serve(config: AgentConfig, launcher: Launcher) -> int:

@@ -428,4 +428,7 @@ class Launcher:
         )
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
-        return outcome_of(call)
+        outcome = outcome_of(call)
+        if call.spec.container is None or self.containers is None:
+            return outcome
+        return self.containers.outcome(call.spec, outcome, stopped=call.ended_by is not None)

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from fluksio.agent.frames import ContainersReport
 from fluksio.api.declare import API_PREFIX
 from fluksio.wire.states import TERMINAL_RUN_STATES
 from tests.support.netns import enter
@@ -215,6 +216,7 @@ class EngineApi(ABC):
         ends_at: float | None = None,
         relayed: bool = False,
         resume: list[str] | None = None,
+        containers: ContainersReport | None = None,
         **inventory: int,
     ) -> ScriptedWorker:
         """A worker the test drives, attached with ``token`` (see :class:`ScriptedWorker`)."""
@@ -233,6 +235,7 @@ class EngineApi(ABC):
             inventory=inventory,
             relayed=relayed,
             resume=resume,
+            containers=containers,
         )
         await socket.send_str(hello)
         worker.greeting = json.loads((await socket.receive(timeout=5)).data)

@@ -33,6 +33,7 @@ def worker(
     gpus: int | None = 0,
     ram_mb: int | None = 65536,
     pipeline: int = 0,
+    containers: Containers | None = None,
 ) -> Worker:
     """An attached worker with ``labels``, named after its id unless ``name`` is given."""
     return Worker(
@@ -44,6 +45,7 @@ def worker(
         gpus=gpus,
         ram_mb=ram_mb,
         pipeline=pipeline,
+        containers=containers,
     )
 
 

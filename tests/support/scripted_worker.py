@@ -18,6 +18,7 @@ import aiohttp
 from fluksio.agent.frames import (
     PROTOCOL,
     AnswerFrame,
+    ContainersReport,
     HelloFrame,
     InventoryReport,
     ProgressFrame,
@@ -40,6 +41,7 @@ def hello_frame(
     inventory: dict[str, int] | None = None,
     relayed: bool = False,
     resume: list[str] | None = None,
+    containers: ContainersReport | None = None,
 ) -> str:
     """A hello as the agent sends it (``protocol`` None: this build's)."""
     hello = HelloFrame(
@@ -55,6 +57,7 @@ def hello_frame(
         ends_at=ends_at,
         relayed=relayed,
         resume=resume,
+        containers=containers,
     )
     return encode(hello)
 

@@ -113,7 +113,8 @@ class ContainerRuntime(ABC):
 
 
 async def run_quietly(*argv: str, timeout: float = 60.0) -> tuple[int, str]:
-    """Run a runtime's command; its exit status and what it said (stdout and stderr)."""
+    """Run a runtime's command; its exit status and what it said (stdout and stderr). -1:
+    it could not be started."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -121,8 +122,8 @@ async def run_quietly(*argv: str, timeout: float = 60.0) -> tuple[int, str]:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-    except OSError as exc:
-        return 127, f"{argv[0]}: {exc.strerror or exc}"
+    except OSError as exc:  # not there, or not a program: no exit status of its own
+        return -1, f"{argv[0]}: {exc.strerror or exc}"
     try:
         said, _ = await realtime_within(timeout, process.communicate())
     except TimeoutError:

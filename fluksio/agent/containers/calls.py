@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ from fluksio.agent.containers.base import (
 )
 from fluksio.agent.frames import ContainersReport
 from fluksio.agent.onefile import runner_path
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.agent.runner import artifact_cache_dir
 
 __all__ = ["ContainerCalls", "container_name"]
@@ -39,9 +41,17 @@ def container_name(call_id: str) -> str:
 class ContainerCalls:
     """Starts calls in containers with one runtime, and ends them."""
 
-    def __init__(self, runtime: ContainerRuntime, *, dev_dir: Path = Path("/dev")) -> None:
-        """``dev_dir``: where the GPUs' device nodes are (a test's fake ones)."""
+    def __init__(
+        self,
+        runtime: ContainerRuntime,
+        *,
+        dev_dir: Path = Path("/dev"),
+        place_ram_mb: int | None = None,
+    ) -> None:
+        """``dev_dir``: where the GPUs' device nodes are (a test's fake ones);
+        ``place_ram_mb``: the worker's memory, the bound of a call that sets none."""
         self.runtime = runtime
+        self._place_ram_mb = place_ram_mb
         self._dev_dir = dev_dir
         self._lifelines: dict[str, tuple[str, int]] = {}
         """A running call's container name, and this side of its lifeline."""
@@ -88,7 +98,7 @@ class ContainerCalls:
             image=image,
             mounts=self._mounts(spec),
             devices=self._devices(spec),
-            ram_mb=spec.ram_mb,
+            ram_mb=spec.ram_mb or self._place_ram_mb,
         )
         life_r, life_w = os.pipe()
 
@@ -118,6 +128,27 @@ class ContainerCalls:
             os.close(life_r)
         self._lifelines[spec.call_id] = (name, life_w)
         return process
+
+    def outcome(self, spec: CallSpec, outcome: CallOutcome, stopped: bool) -> CallOutcome:
+        """How a call in a container ended: killed (137) at its memory bound by the
+        kernel, not by us (``stopped``), it says so, as the watchdog of a call on the host
+        does (its runtime keeps its memory, so the peak is not known)."""
+        bound = spec.ram_mb or self._place_ram_mb
+        if outcome.ok or outcome.result is not None or stopped or not bound:
+            return outcome
+        if outcome.exit_status != 128 + signal.SIGKILL:
+            return outcome
+        if spec.ram_mb:
+            said, remedy = f"its ram_mb of {bound:,} MB", "ask for more (resources.ram_mb)"
+        else:
+            said = f"the {bound:,} MB its worker has (fluksio-worker --ram-mb)"
+            remedy = "give the node resources.ram_mb to be placed where that fits"
+        error = error_record(
+            ErrorKind.NODE_OUT_OF_MEMORY,
+            f"its container was killed at {said}, the memory its runtime bounds it to;"
+            f" {remedy}, or hold less",
+        )
+        return dataclasses.replace(outcome, error=error)
 
     def _mounts(self, spec: CallSpec) -> list[Mount]:
         mounts = [Mount(str(runner_path()), RUNNER_INSIDE)]

@@ -1,0 +1,166 @@
+"""Calls in containers, the rules around the runtime: what a node may ask, what a worker
+reports and is sent, who is placed where and what a waiting call says, the worker's and a
+profile's command lines. In process; podman itself is in ``test_containers.py``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from fluksio.agent.containers import Apptainer, Mount
+from fluksio.agent.frames import ContainerRef, ContainersReport, RunFrame, encode, read_engine_frame
+from fluksio.client import Client
+from fluksio.provisioners.base import ProfileSettings, ProvisionerSettings, worker_argv
+from fluksio.scheduler import CallRequest, Container, Containers, Scheduler, WaitKind
+from fluksio.wire.flows import NodeSpec
+from tests.support.inprocess import InProcessEngine
+from tests.support.runs import nodes_of
+from tests.support.scheduling import ENGINE, worker
+
+NODE = "def process():\n    return 1\n"
+IMAGE = "registry.example/cuda:12"
+
+
+def _refusal(**node: object) -> str:
+    with pytest.raises(ValidationError) as refused:
+        NodeSpec.model_validate({"id": "n", "code": NODE, **node})
+    return str(refused.value)
+
+
+def test_a_node_in_a_container_needs_a_worker_label_an_image_and_a_known_runtime() -> None:
+    assert 'give it a "worker" label' in _refusal(container={"image": IMAGE})
+    prefer = _refusal(worker="gpu", worker_policy="prefer", container={"image": IMAGE})
+    assert "would run it on the engine, which runs no containers" in prefer
+    assert "container.image" in _refusal(worker="gpu", container={"image": "--privileged"})
+    assert "container.image" in _refusal(worker="gpu", container={"image": "a b"})
+    assert "container.runtime" in _refusal(
+        worker="gpu", container={"image": IMAGE, "runtime": "lxc"}
+    )
+    fine = NodeSpec.model_validate(
+        {"id": "n", "code": NODE, "worker": "gpu", "container": {"image": IMAGE}}
+    )
+    assert fine.container is not None and fine.container.runtime is None
+
+
+def test_the_executor_refuses_a_container_without_a_worker_before_any_call() -> None:
+    client = Client("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="container"):
+        client.executor(container=IMAGE)
+    executor = client.executor(worker="gpu", container={"image": IMAGE, "runtime": "podman"})
+    executor.shutdown(wait=False)
+
+
+def test_a_run_frame_carries_its_container_and_one_named_badly_is_refused() -> None:
+    frame = RunFrame(call_id="c", flow="f", node="n", source=NODE)
+    assert "container" not in json.loads(encode(frame)), "none is left out of the frame"
+    sent = RunFrame(
+        call_id="c", flow="f", node="n", source=NODE, container=ContainerRef(image=IMAGE)
+    )
+    read = read_engine_frame(json.loads(encode(sent)))
+    assert isinstance(read, RunFrame) and read.container == ContainerRef(image=IMAGE)
+    for bad in ({"runtime": "podman"}, "cuda:12", {"image": IMAGE, "runtime": 3}):
+        raw = {**json.loads(encode(frame)), "container": bad}
+        with pytest.raises(ValueError, match="container must be"):
+            read_engine_frame(raw)  # never run on the host instead
+
+
+def test_only_a_place_that_allows_the_image_gets_the_call_and_the_others_say_why() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(worker("plain", "gpu"))
+    allows = Containers("podman", ("registry.example/*",))
+    scheduler.add_worker(worker("box", "gpu", containers=allows))
+    scheduler.submit(CallRequest("r1", 1.0, label="gpu", container=Container(IMAGE)))
+    scheduler.submit(CallRequest("r2", 2.0, label="gpu", container=Container("other:1")))
+    scheduler.submit(CallRequest("r3", 3.0, label="gpu", container=Container(IMAGE, "apptainer")))
+    placed = scheduler.schedule(0.0).placements
+    assert [(p.request_id, p.worker_id) for p in placed] == [("r1", "box")]
+    other = scheduler.reason("r2")
+    assert other is not None and other.kind is WaitKind.NO_WORKER
+    assert other.text == (
+        "no worker may run image 'other:1'; of those with 'gpu': box allows"
+        " 'registry.example/*' (podman); plain runs no containers (a worker runs it when"
+        " started with --containers and an --allow-image that matches it)"
+    )
+    apptainer = scheduler.reason("r3")
+    assert (
+        apptainer is not None
+        and "image 'registry.example/cuda:12' with apptainer" in apptainer.text
+    )
+    assert (
+        scheduler.explain("r2", "plain")
+        == "it runs in image 'other:1', and plain runs no containers"
+    )
+
+
+async def test_the_engine_sends_the_container_only_to_a_worker_that_runs_it(
+    api: InProcessEngine,
+) -> None:
+    node = {"id": "n", "code": NODE, "worker": "gpu", "container": {"image": IMAGE}}
+    await api.put_flow("in-image", [node])
+    plain = await api.attach(await api.mint("plain", ["gpu"]), name="plain", labels=["gpu"])
+    run = await api.start_run("in-image")
+    assert run["reason"].startswith(
+        f"no worker may run image {IMAGE!r}; of those with 'gpu': plain runs"
+    ), run
+    report = ContainersReport(runtime="podman", images=["registry.example/*"], held=[IMAGE])
+    box = await api.attach(
+        await api.mint("box", ["gpu"]), name="box", labels=["gpu"], containers=report
+    )
+    call = await box.next_call()
+    assert call["container"] == {"image": IMAGE, "runtime": None}
+    await box.answer(call["call_id"], 7)
+    done = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert (done["ran_on"], done["result"]) == ("box", 7)
+    assert plain.greeting["op"] == "welcome"
+
+
+async def test_a_hello_with_containers_past_the_bounds_is_refused_naming_the_field(
+    api: InProcessEngine,
+) -> None:
+    token = await api.mint("box", [])
+    for report, field in (
+        (ContainersReport(runtime="lxc", images=["x"]), "containers.runtime"),
+        (ContainersReport(runtime="podman", images=["x"] * 65), "containers.images"),
+    ):
+        refused = await api.attach(token, name="box", containers=report)
+        assert refused.greeting["op"] == "refused" and field in refused.greeting["reason"], (
+            refused.greeting
+        )
+
+
+def test_a_profiles_containers_go_on_its_workers_command_line() -> None:
+    profile = ProfileSettings.model_validate(
+        {"name": "gpu", "containers": {"allow_images": ["registry.example/*", "/images/*.sif"]}}
+    )
+    settings = ProvisionerSettings[ProfileSettings](
+        type="t",
+        name="hpc",
+        engine_url="wss://engine.example/api/v1/workers/attach",
+        profiles=[profile],
+    )
+    argv = worker_argv("fluksio-worker", settings, profile)
+    assert argv[argv.index("--containers") :] == [
+        "--containers", "podman",
+        "--allow-image", "registry.example/*",
+        "--allow-image", "/images/*.sif",
+    ]  # fmt: skip
+    with pytest.raises(ValidationError, match="allow_images"):
+        ProfileSettings.model_validate({"name": "gpu", "containers": {"allow_images": ["-v"]}})
+
+
+def test_apptainer_runs_the_runner_in_the_image_with_its_gpus_and_nothing_else() -> None:
+    """Not run here (apptainer is not packaged for Debian 12): its command line."""
+    argv = Apptainer(("/images/*.sif",)).run_argv(
+        name="fluksio-c1",
+        image="/images/tool.sif",
+        mounts=[Mount("/cache/runner.py", "/fluksio/runner.py")],
+        devices=["/dev/nvidia0:/dev/nvidia0"],
+        ram_mb=None,
+    )
+    assert argv == [
+        "apptainer", "exec", "--contain", "--cleanenv", "--env", "PYTHONUNBUFFERED=1",
+        "--bind", "/cache/runner.py:/fluksio/runner.py:ro", "--nv", "/images/tool.sif",
+        "python3", "/fluksio/runner.py", "call", "0", "3", "4", "5",
+    ]  # fmt: skip
