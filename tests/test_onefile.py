@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from fluksio.agent import onefile, runner
 from fluksio.agent.onefile import joined, runner_source
+from fluksio.agent.standalone import MODULES, build_standalone_agent
 
 
 def test_runner_py_holds_every_module_once_and_compiles() -> None:
@@ -17,6 +20,26 @@ def test_runner_py_holds_every_module_once_and_compiles() -> None:
     for module in runner.MODULES:
         assert source.count(f"# ---- {module}.py ") == 1, module
     assert "from fluksio" not in source, "runner.py imports nothing of Fluksio"
+
+
+def test_agent_py_holds_every_agent_module_and_names_nothing_it_does_not_define(
+    tmp_path: Path,
+) -> None:
+    """A module left out of the standalone agent's list fails only where its names are
+    used (a container's call); ruff's undefined-name check finds it in the one file."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(build_standalone_agent())
+    ruff = Path(sys.executable).with_name("ruff")
+    checked = subprocess.run(
+        [str(ruff), "check", "--isolated", "--select", "F821", "--output-format", "concise",
+         str(agent)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout
+    package = Path(onefile.__file__).parent
+    modules = {p.relative_to(package).with_suffix("").as_posix() for p in package.rglob("*.py")}
+    left_out = {m for m in modules - set(MODULES) if not m.startswith("runner/")}
+    assert left_out == {"__init__", "machine_reference", "onefile", "standalone"}
 
 
 def test_a_name_two_modules_define_is_refused_naming_both(tmp_path: Path) -> None:

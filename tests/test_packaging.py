@@ -75,6 +75,9 @@ def test_agent_wheel_holds_only_the_agent(wheels: dict[str, Path]) -> None:
     # The runner's modules, which every call's runner.py is made from.
     for module in ("__init__", *runner.MODULES):
         assert f"fluksio/agent/runner/{module}.py" in names, module
+    # And every module of the agent: a subpackage left out of the list only fails at run.
+    on_disk = {p.relative_to(ROOT).as_posix() for p in (ROOT / "fluksio" / "agent").rglob("*.py")}
+    assert on_disk <= set(names), sorted(on_disk - set(names))
     assert meta["Version"] == ["0.2.0"]
     assert sorted(r.split(">")[0].split("=")[0] for r in meta["Requires-Dist"]) == [
         "aiohttp",

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.certs import CertificateAuthority
 from tests.support.cli import fluksio
+from tests.support.containers import TRIXIE
 from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.process import alive
 from tests.support.runs import node_of, run_flow, wait_run
@@ -376,3 +377,24 @@ def test_it_runs_an_arrays_items_each_as_an_ordinary_call(
 def _last_run(engine: EngineProcess, admin: str) -> str:
     runs = engine.client(admin).request("GET", "/runs?limit=1").body
     return str(runs[0]["id"])
+
+
+def test_a_node_in_a_container_never_goes_to_it_and_says_why(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess]
+) -> None:
+    """It runs no containers (it cannot say it does): such a node waits, naming it, and the
+    node beside it without one runs there as before."""
+    admin, _worker = attached_published
+    in_image: dict[str, Any] = {"id": "boxed", "worker": "gpu"}
+    in_image |= {"code": "def process():\n    return 1\n", "container": {"image": TRIXIE}}
+    plain = {"id": "plain", "worker": "gpu", "code": "def process():\n    return 2\n"}
+    run_id = run_flow(engine, admin, "pub-container", [in_image, plain])
+    assert wait_for(
+        lambda: node_of(engine, admin, run_id, "plain")["state"] == "succeeded",
+        timeout=60,
+        what="the node without a container to run on it",
+    )
+    boxed = node_of(engine, admin, run_id, "boxed")
+    assert boxed["state"] == "queued", boxed
+    assert "of those with 'gpu': published/pub runs no containers" in boxed["reason"], boxed
+    engine.client(admin).request("POST", f"/runs/{run_id}/cancel")

@@ -170,11 +170,19 @@ async def _serve(config: AgentConfig, launcher: Launcher) -> int:
             await launcher.containers.runtime.check()
         except ContainerError as exc:
             raise _UsageError(str(exc)) from None
-        logging.getLogger("fluksio.agent").info(
+        runtime = launcher.containers.runtime
+        said = logging.getLogger("fluksio.agent")
+        said.info(
             "calls in containers run with %s %s",
-            launcher.containers.runtime.name,
-            " ".join(launcher.containers.runtime.settings) or "(its defaults)",
+            runtime.name,
+            " ".join(runtime.settings) or "(its defaults)",
         )
+        if not runtime.bounds_memory:
+            said.warning(
+                "%s cannot bound the memory of a call's container here (rootless on"
+                " cgroup v1): calls in containers are not held to their ram_mb",
+                runtime.name,
+            )
     config.venv_digest = await asyncio.get_running_loop().run_in_executor(
         None, _venv_digest, launcher.python
     )

@@ -62,6 +62,8 @@ class ContainerRuntime(ABC):
         self.settings: list[str] = []
         """Options every run needs here, found by :meth:`check` (rlimits the runtime may
         set)."""
+        self.bounds_memory = True
+        """Whether it holds a call to its memory (found by :meth:`check`)."""
 
     def allows(self, image: str) -> bool:
         return any(fnmatch.fnmatchcase(image, pattern) for pattern in self.images)

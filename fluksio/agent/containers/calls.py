@@ -11,6 +11,7 @@ import re
 import signal
 from pathlib import Path
 
+from fluksio.agent import runner
 from fluksio.agent.calls import CallSpec
 from fluksio.agent.containers.base import (
     LIFELINE_FD,
@@ -24,7 +25,6 @@ from fluksio.agent.containers.base import (
 from fluksio.agent.frames import ContainersReport
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
-from fluksio.agent.runner import artifact_cache_dir
 
 __all__ = ["ContainerCalls", "container_name"]
 
@@ -67,7 +67,7 @@ class ContainerCalls:
     def env(self, spec: CallSpec) -> dict[str, str]:
         """What the call is told beside its own environment: its artifact cache, the same
         directory as on the host (it is mounted at the same path)."""
-        return {"FLUKSIO_ARTIFACT_CACHE": artifact_cache_dir(spec.env)}
+        return {"FLUKSIO_ARTIFACT_CACHE": runner.artifact_cache_dir(spec.env)}
 
     def refusal(self, spec: CallSpec) -> str | None:
         """Why this worker may not run the call's container (the engine sends none such);
@@ -152,7 +152,7 @@ class ContainerCalls:
 
     def _mounts(self, spec: CallSpec) -> list[Mount]:
         mounts = [Mount(str(runner_path()), RUNNER_INSIDE)]
-        cache = artifact_cache_dir(spec.env)
+        cache = runner.artifact_cache_dir(spec.env)
         os.makedirs(cache, mode=0o700, exist_ok=True)
         mounts.append(Mount(cache, cache, read_only=False))
         store = spec.env.get("FLUKSIO_ARTIFACT_DIR")

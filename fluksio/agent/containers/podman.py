@@ -54,6 +54,7 @@ class Podman(ContainerRuntime):
             status, said = await self._probe(options)
             if status == 127:
                 self.settings = options
+                await self._memory_bounds()
                 return
             refused = _RLIMIT_REFUSED.search(said)
             kind = int(refused.group(1)) if refused else None
@@ -69,6 +70,16 @@ class Podman(ContainerRuntime):
         raise ContainerError(
             f"--containers podman: podman cannot start a container here: {last_line(said)}"
         )
+
+    async def _memory_bounds(self) -> None:
+        """Whether ``--memory`` bounds a call here: rootless podman on cgroup v1 ignores it,
+        saying so in every call's output, so it is not passed there."""
+        if os.geteuid() == 0:
+            return
+        status, said = await run_quietly(
+            self.command, "info", "--format", "{{.Host.CgroupsVersion}}"
+        )
+        self.bounds_memory = status == 0 and said.strip() != "v1"
 
     async def _probe(self, options: list[str]) -> tuple[int, str]:
         root = tempfile.mkdtemp(prefix="fluksio-probe-")
@@ -110,7 +121,7 @@ class Podman(ContainerRuntime):
             argv += ["--volume", f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"]
         for device in devices:
             argv += ["--device", device]
-        if ram_mb:
+        if ram_mb and self.bounds_memory:
             argv += [f"--memory={ram_mb}m"]
         return [*argv, image, *runner_argv()]
 
