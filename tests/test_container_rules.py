@@ -5,6 +5,7 @@ profile's command lines. In process; podman itself is in ``test_containers.py``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from fluksio.wire.flows import NodeSpec
 from tests.support.inprocess import InProcessEngine
 from tests.support.runs import nodes_of
 from tests.support.scheduling import ENGINE, worker
+from tests.support.wait import poll_async
 
 NODE = "def process():\n    return 1\n"
 IMAGE = "registry.example/cuda:12"
@@ -164,3 +166,37 @@ def test_apptainer_runs_the_runner_in_the_image_with_its_gpus_and_nothing_else()
         "--bind", "/cache/runner.py:/fluksio/runner.py:ro", "--nv", "/images/tool.sif",
         "python3", "/fluksio/runner.py", "call", "0", "3", "4", "5",
     ]  # fmt: skip
+
+
+async def test_a_call_prefers_the_worker_holding_its_image_and_the_list_shows_it(
+    api: InProcessEngine,
+) -> None:
+    report = ContainersReport(runtime="podman", images=["registry.example/*"])
+    cold = await api.attach(
+        await api.mint("cold", ["gpu"]), name="cold", labels=["gpu"], containers=report
+    )
+    warm = await api.attach(
+        await api.mint("warm", ["gpu"]), name="warm", labels=["gpu"], containers=report
+    )
+    await warm.send_raw(json.dumps({"op": "cache", "holds": [f"image:{IMAGE}"]}))
+
+    async def listed() -> dict[str, Any] | None:
+        workers = (await api.request("GET", "/workers")).body
+        found = {w["name"]: w for w in workers}.get("warm")
+        return found if found and found["containers"]["held"] else None
+
+    shown = await poll_async(listed, timeout=10, what="the held image in the worker's entry")
+    assert shown["containers"] == {
+        "runtime": "podman",
+        "allow_images": ["registry.example/*"],
+        "held": [IMAGE],
+    }
+    assert shown["cached_artifacts"] == 0, "an image is not an artifact"
+    node = {"id": "n", "code": NODE, "worker": "gpu", "container": {"image": IMAGE}}
+    await api.put_flow("warm-first", [node])
+    run = await api.start_run("warm-first")
+    call = await warm.next_call()
+    await warm.answer(call["call_id"], 1)
+    done = nodes_of(await api.wait_run(run["id"]))["n"]
+    assert done["ran_on"] == "warm", done
+    assert cold.greeting["op"] == "welcome"

@@ -14,7 +14,12 @@ from collections.abc import Awaitable, Callable
 
 from fluksio.agent import runner
 from fluksio.agent.clock import Clock
-from fluksio.agent.frames import CACHE_REPORTED, CACHE_REPORTED_FROM_BYTES, CacheFrame
+from fluksio.agent.frames import (
+    CACHE_REPORTED,
+    CACHE_REPORTED_FROM_BYTES,
+    IMAGE_HELD,
+    CacheFrame,
+)
 
 __all__ = ["CacheReport", "cache_holds"]
 
@@ -54,7 +59,14 @@ class CacheReport:
     """Tells the engine what the cache holds whenever it may have changed (once a
     second at most, and only when it did); ``send`` writes a frame on the socket."""
 
-    def __init__(self, clock: Clock, settings: dict[str, str]) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        settings: dict[str, str],
+        images: Callable[[], list[str]] = list,
+    ) -> None:
+        """``images``: the container images it holds ready, told beside the cache."""
+        self._images = images
         self._clock = clock
         self._root = runner.artifact_cache_dir(settings)
         self._told: list[str] | None = None
@@ -70,6 +82,7 @@ class CacheReport:
 
     async def tell(self, send: CacheSend) -> None:
         holds = await asyncio.to_thread(cache_holds, self._root)
+        holds += [IMAGE_HELD + image for image in self._images()]
         if holds != self._told:
             self._told = holds
             await send(CacheFrame(holds=holds))

@@ -73,7 +73,12 @@ class Carrier:
         """The calls the machine holds (running or waiting for a slot), as sent."""
         self._session_env: dict[str, str] = {}
         self._prefetches = Prefetches()
-        self._cache = CacheReport(clock, {**os.environ, **config.extra_env})
+        containers = launcher.containers
+        self._cache = CacheReport(
+            clock,
+            {**os.environ, **config.extra_env},
+            images=list if containers is None else containers.runtime.held,
+        )
         self._tells_cache = False
         """The engine takes reports of what the artifact cache holds."""
         self._taken = TakenWords(clock)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 
 __all__ = [
     "CONTROL_FRAME_BYTES",
+    "IMAGE_HELD",
     "PROTOCOL",
     "AnswerFrame",
     "CancelFrame",
@@ -148,9 +149,12 @@ class CacheFrame:
 
     op: Literal["cache"] = "cache"
     holds: list[str]
-    """Digests, ``sha256:<hex>``."""
+    """Digests, ``sha256:<hex>``; and the container images it holds ready,
+    ``image:<name>`` (:data:`IMAGE_HELD`), which calls in them prefer alike."""
 
 
+IMAGE_HELD = "image:"
+"""How a held container image is named among a cache's holds (``image:<name>``)."""
 MAX_PIPELINE = 256
 """The most calls a worker may take ahead of its free slots (``HelloFrame.pipeline``)."""
 CACHE_REPORTED = 512

@@ -23,6 +23,7 @@ from fluksio.scheduler import ENGINE_ID, PlaceView, Resources
 from fluksio.wire.answers.workers import (
     AmountsBody,
     BroughtWorkerBody,
+    ContainersBody,
     ErrorAt,
     LabelCapacity,
     MachineRequestBody,
@@ -170,7 +171,14 @@ def _worker(session: WorkerSession, place: PlaceView | None) -> WorkerBody:
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
         pipeline=session.pipeline,
-        cached_artifacts=place.cached if place is not None else 0,
+        cached_artifacts=place.cached - len(session.held_images) if place is not None else 0,
+        containers=None
+        if hello.containers is None
+        else ContainersBody(
+            runtime=hello.containers.runtime,
+            allow_images=hello.containers.images,
+            held=session.held_images,
+        ),
         in_flight=place.calls if place is not None else 0,
         sent_ahead=session.machine.sent_ahead(),
         status=status,

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from fluksio.agent.frames import HelloFrame, StoreOffer, WelcomeFrame, encode
+from fluksio.agent.frames import IMAGE_HELD, HelloFrame, StoreOffer, WelcomeFrame, encode
 from fluksio.agent.launcher import LIMIT_GRACE_S
 from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
@@ -200,6 +200,9 @@ class WorkerConnections:
         log.info("worker.detached", worker=session.name, worker_id=session.id, reason=reason)
 
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
+        session.held_images = sorted(
+            d.removeprefix(IMAGE_HELD) for d in digests if d.startswith(IMAGE_HELD)
+        )
         self._parts.dispatcher.set_cached(session.id, digests)
 
     async def written_through(self) -> None:

@@ -58,7 +58,7 @@ class ContainerRuntime(ABC):
         ``command``: the runtime's program, if not found by its name."""
         self.images = images
         self.command = command or self.name
-        self._ready: dict[str, asyncio.Task[str]] = {}
+        self._ready: dict[str, asyncio.Future[str]] = {}
         self.settings: list[str] = []
         """Options every run needs here, found by :meth:`check` (rlimits the runtime may
         set)."""
@@ -67,6 +67,13 @@ class ContainerRuntime(ABC):
 
     def allows(self, image: str) -> bool:
         return any(fnmatch.fnmatchcase(image, pattern) for pattern in self.images)
+
+    def hold(self, images: list[str]) -> None:
+        """Images found here already (at start), of those calls may run in: ready."""
+        loop = asyncio.get_running_loop()
+        for image in filter(self.allows, images):
+            self._ready[image] = loop.create_future()
+            self._ready[image].set_result(image)
 
     def held(self) -> list[str]:
         """The images made ready so far (each once per worker)."""

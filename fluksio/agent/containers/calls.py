@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import secrets
 import signal
 from pathlib import Path
 
@@ -34,8 +35,9 @@ _GPU_SHARED = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
 
 def container_name(call_id: str) -> str:
-    """The container's name: the call's id, as a runtime takes a name."""
-    return "fluksio-" + _UNSAFE.sub("_", call_id)[:200]
+    """The container's name: the call's id, as a runtime takes a name, and a few random
+    characters (a container of an earlier run of the same id may still be going away)."""
+    return f"fluksio-{_UNSAFE.sub('_', call_id)[:200]}-{secrets.token_hex(3)}"
 
 
 class ContainerCalls:

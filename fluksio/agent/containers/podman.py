@@ -55,6 +55,7 @@ class Podman(ContainerRuntime):
             if status == 127:
                 self.settings = options
                 await self._memory_bounds()
+                await self._held_here()
                 return
             refused = _RLIMIT_REFUSED.search(said)
             kind = int(refused.group(1)) if refused else None
@@ -70,6 +71,15 @@ class Podman(ContainerRuntime):
         raise ContainerError(
             f"--containers podman: podman cannot start a container here: {last_line(said)}"
         )
+
+    async def _held_here(self) -> None:
+        """The images of this machine's podman (this user's) that calls may run in: ready,
+        and told to the engine, so that their calls come here first."""
+        status, said = await run_quietly(
+            self.command, "images", "--format", "{{.Repository}}:{{.Tag}}"
+        )
+        if status == 0:
+            self.hold([name for name in said.split() if not name.startswith("<none>")])
 
     async def _memory_bounds(self) -> None:
         """Whether ``--memory`` bounds a call here: rootless podman on cgroup v1 ignores it,

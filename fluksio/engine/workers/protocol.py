@@ -19,6 +19,7 @@ from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 from fluksio.agent.declared import YEAR_AND_A_DAY_S
 from fluksio.agent.frames import (
     CACHE_REPORTED,
+    IMAGE_HELD,
     MAX_PIPELINE,
     PROTOCOL,
     AnswerFrame,
@@ -197,8 +198,11 @@ def parse_worker_frame(text: str | bytes) -> WorkerFrame:
     """
     frame = _CALL_FRAME.validate_json(text, strict=True)
     if isinstance(frame, CacheFrame):
-        if len(frame.holds) > CACHE_REPORTED or not all(map(_is_digest, frame.holds)):
-            raise FrameError(f"holds: at most {CACHE_REPORTED} digests sha256:<64 hex>")
+        if len(frame.holds) > CACHE_REPORTED + _MOST_IMAGES or not all(map(_is_held, frame.holds)):
+            raise FrameError(
+                f"holds: at most {CACHE_REPORTED} digests sha256:<64 hex>"
+                f" and {_MOST_IMAGES} images image:<name>"
+            )
         return frame
     if not 1 <= len(frame.call_id) <= _MAX_CALL_ID:
         raise FrameError(f"call_id: must be 1 to {_MAX_CALL_ID} characters")
@@ -223,6 +227,11 @@ def _check_checkpoint(ref: dict[str, Any]) -> None:
         raise FrameError("checkpoint: an artifact reference {digest: sha256:<64 hex>, size}")
     if len(json.dumps(ref)) > _MAX_CHECKPOINT_REF:
         raise FrameError(f"checkpoint: at most {_MAX_CHECKPOINT_REF} characters as JSON")
+
+
+def _is_held(text: str) -> bool:
+    """A digest the cache holds, or an image the worker holds (of an image's length)."""
+    return _is_digest(text) or (text.startswith(IMAGE_HELD) and 6 < len(text) <= 518)
 
 
 def _is_digest(text: str) -> bool:

@@ -134,6 +134,8 @@ class WorkerSession(SessionEffects):
         published = hello.version is None
         self.pipeline = 0 if published else hello.pipeline
         """Calls it takes ahead of its free slots (the published agent takes none)."""
+        self.held_images: list[str] = []
+        """The container images it last said it holds ready (its cache frame)."""
         self.machine = ConnectionMachine(
             record.name, hello.relayed, published, clock.now(), rules, self.pipeline > 0
         )

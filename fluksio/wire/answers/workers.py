@@ -38,6 +38,17 @@ class TokenRef(Answer):
     name: str
 
 
+class ContainersBody(Answer):
+    """The containers a worker runs calls in (``fluksio-worker --containers``)."""
+
+    runtime: str
+    allow_images: list[str]
+    """Its ``--allow-image`` patterns: a call naming an image goes only where one matches."""
+    held: list[str]
+    """The images it holds ready (found at its start, or pulled for a call): a call in
+    one prefers it among the workers that fit."""
+
+
 class WorkerBody(Answer):
     id: str
     name: str
@@ -50,6 +61,8 @@ class WorkerBody(Answer):
     cached_artifacts: int = 0
     """How many artifacts of 1 MiB or more its cache reports holding (our agent only):
     a call reading them prefers it among the workers that fit."""
+    containers: ContainersBody | None = None
+    """The containers it runs calls in; null: none."""
     in_flight: int
     """The calls sent to it and not yet answered: running, and held ahead."""
     status: Literal["busy", "idle", "not answering"]
