@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # container-images.sh: podman and the images the container tests run calls in, built here
 # from Debian's packages (no registry is reachable from the tests): two Debian releases
-# with nothing but python3 in them, neither holding anything of Fluksio's.
+# with nothing but python3 (and coreutils: the benchmark's floor runs `true`), neither
+# holding anything of Fluksio's.
 #
 #   localhost/fluksio-test/bookworm:1   Debian 12, Python 3.11
 #   localhost/fluksio-test/trixie:1     Debian 13, Python 3.13
@@ -36,7 +37,7 @@ for release in bookworm trixie; do
     podman image exists "$image" && continue
     if [ ! -s "$DIR/$release.tar" ]; then
         say "building $release with python3 (mmdebstrap)"
-        mmdebstrap --quiet --format=tar --variant=extract --include=python3,base-files "$release" \
+        mmdebstrap --quiet --format=tar --variant=extract --include=python3,base-files,coreutils "$release" \
             "$DIR/$release.tar.part"
         mv "$DIR/$release.tar.part" "$DIR/$release.tar"
     fi

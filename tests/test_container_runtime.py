@@ -65,7 +65,6 @@ HELLO = """
 async def test_an_archived_image_is_pulled_once_with_its_progress_in_the_calls_output(
     podman_launcher: Launcher,
 ) -> None:
-    subprocess.run(["podman", "rmi", "--force", ARCHIVED], capture_output=True, check=False)
     first = await _run(podman_launcher, HELLO, ARCHIVED, call_id="first")
     assert first.ok, first
     assert f"fluksio: pulling {ARCHIVED} with podman, once for this worker" in first.logs

@@ -75,6 +75,10 @@ class ContainerRuntime(ABC):
             self._ready[image] = loop.create_future()
             self._ready[image].set_result(image)
 
+    def forget(self, image: str) -> None:
+        """No longer count ``image`` as ready (it was removed): the next call makes it so."""
+        self._ready.pop(image, None)
+
     def held(self) -> list[str]:
         """The images made ready so far (each once per worker)."""
         return sorted(
