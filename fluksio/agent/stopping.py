@@ -80,7 +80,8 @@ def watch(
         handles.append(clock.call_later(call.spec.limit, reach_limit))
         handles += _notice(call, clock, notify)
     bound_mb = call.spec.ram_mb or place_ram_mb
-    if bound_mb:
+    # A call in a container: its runtime bounds it; the process here is only the runtime's.
+    if bound_mb and call.spec.container is None:
         call.ram_bound_mb = bound_mb
         most, slot = bound_mb * MB, len(handles)
         # First read a tenth of a second in: a call over by then costs no read at all.
