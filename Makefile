@@ -37,7 +37,7 @@ typecheck: install
 
 test: install lint typecheck slurm-for-tests gridengine-for-tests browser-for-tests nginx-for-tests prometheus-for-tests \
 		containers-for-tests
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -n 3 --dist loadgroup --durations=25
 
 # The engine's logic in about a minute: lint, types and every unmarked test, in the test's
 # process; not those marked contract (real Slurm, sshd, Chromium, nginx, Prometheus, a
