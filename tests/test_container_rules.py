@@ -14,11 +14,9 @@ from fluksio.agent.containers import Apptainer, Mount
 from fluksio.agent.frames import ContainerRef, ContainersReport, RunFrame, encode, read_engine_frame
 from fluksio.client import Client
 from fluksio.provisioners.base import ProfileSettings, ProvisionerSettings, worker_argv
-from fluksio.scheduler import CallRequest, Container, Containers, Scheduler, WaitKind
 from fluksio.wire.flows import NodeSpec
 from tests.support.inprocess import InProcessEngine
 from tests.support.runs import nodes_of
-from tests.support.scheduling import ENGINE, worker
 from tests.support.wait import poll_async
 
 NODE = "def process():\n    return 1\n"
@@ -66,34 +64,6 @@ def test_a_run_frame_carries_its_container_and_one_named_badly_is_refused() -> N
         raw = {**json.loads(encode(frame)), "container": bad}
         with pytest.raises(ValueError, match="container must be"):
             read_engine_frame(raw)  # never run on the host instead
-
-
-def test_only_a_place_that_allows_the_image_gets_the_call_and_the_others_say_why() -> None:
-    scheduler = Scheduler(ENGINE)
-    scheduler.add_worker(worker("plain", "gpu"))
-    allows = Containers("podman", ("registry.example/*",))
-    scheduler.add_worker(worker("box", "gpu", containers=allows))
-    scheduler.submit(CallRequest("r1", 1.0, label="gpu", container=Container(IMAGE)))
-    scheduler.submit(CallRequest("r2", 2.0, label="gpu", container=Container("other:1")))
-    scheduler.submit(CallRequest("r3", 3.0, label="gpu", container=Container(IMAGE, "apptainer")))
-    placed = scheduler.schedule(0.0).placements
-    assert [(p.request_id, p.worker_id) for p in placed] == [("r1", "box")]
-    other = scheduler.reason("r2")
-    assert other is not None and other.kind is WaitKind.NO_WORKER
-    assert other.text == (
-        "no worker may run image 'other:1'; of those with 'gpu': box allows"
-        " 'registry.example/*' (podman); plain runs no containers (a worker runs it when"
-        " started with --containers and an --allow-image that matches it)"
-    )
-    apptainer = scheduler.reason("r3")
-    assert (
-        apptainer is not None
-        and "image 'registry.example/cuda:12' with apptainer" in apptainer.text
-    )
-    assert (
-        scheduler.explain("r2", "plain")
-        == "it runs in image 'other:1', and plain runs no containers"
-    )
 
 
 async def test_the_engine_sends_the_container_only_to_a_worker_that_runs_it(

@@ -156,3 +156,21 @@ def test_a_worker_whose_runtime_cannot_start_a_container_says_so_once_at_start(
         capture_output=True, text=True, env=env, timeout=60, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert no_images.returncode == 2 and "--allow-image" in no_images.stderr, no_images
+
+
+async def test_an_image_it_cannot_pull_or_may_not_run_fails_the_call_saying_why(
+    podman_launcher: Launcher,
+) -> None:
+    missing = f"oci-archive:{ARCHIVE.parent}/missing.tar"  # allowed, but not there
+    outcome = await _run(podman_launcher, HELLO, missing)
+    error = outcome.error or {}
+    assert error.get("type") == "ContainerError", outcome
+    assert error["message"] == f"podman could not pull image {missing!r} (see the call's output)"
+    assert f"fluksio: pulling {missing} with podman" in outcome.logs, outcome.logs
+    assert "Error" in outcome.logs, "podman's own words are in the call's output"
+    refused = await _run(podman_launcher, HELLO, "registry.example/other:1", call_id="c2")
+    assert (refused.error or {}).get("message") == (
+        "this worker may not run the call's container: image 'registry.example/other:1' is not"
+        " among this worker's --allow-image ('localhost/fluksio-test/*',"
+        f" 'oci-archive:{ARCHIVE.parent}/*')"
+    ), refused

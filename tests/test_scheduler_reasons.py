@@ -9,6 +9,8 @@ import fluksio.scheduler
 from fluksio.scheduler import (
     ENGINE_ID,
     CallRequest,
+    Container,
+    Containers,
     Policy,
     Profile,
     Provisioning,
@@ -208,3 +210,34 @@ def test_explain_says_why_not_a_given_worker() -> None:
         "gpu-small is too small: it has 1 GPU, the request needs 2 GPUs"
     )
     assert scheduler.explain("r", "a") == "gpu-a: 1 of 4 GPUs free; the request needs 2 GPUs"
+
+
+IMAGE = "registry.example/cuda:12"
+
+
+def test_only_a_place_that_allows_the_image_gets_the_call_and_the_others_say_why() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(worker("plain", "gpu"))
+    allows = Containers("podman", ("registry.example/*",))
+    scheduler.add_worker(worker("box", "gpu", containers=allows))
+    scheduler.submit(CallRequest("r1", 1.0, label="gpu", container=Container(IMAGE)))
+    scheduler.submit(CallRequest("r2", 2.0, label="gpu", container=Container("other:1")))
+    scheduler.submit(CallRequest("r3", 3.0, label="gpu", container=Container(IMAGE, "apptainer")))
+    placed = scheduler.schedule(0.0).placements
+    assert [(p.request_id, p.worker_id) for p in placed] == [("r1", "box")]
+    other = scheduler.reason("r2")
+    assert other is not None and other.kind is WaitKind.NO_WORKER
+    assert other.text == (
+        "no worker may run image 'other:1'; of those with 'gpu': box allows"
+        " 'registry.example/*' (podman); plain runs no containers (a worker runs it when"
+        " started with --containers and an --allow-image that matches it)"
+    )
+    apptainer = scheduler.reason("r3")
+    assert (
+        apptainer is not None
+        and "image 'registry.example/cuda:12' with apptainer" in apptainer.text
+    )
+    assert (
+        scheduler.explain("r2", "plain")
+        == "it runs in image 'other:1', and plain runs no containers"
+    )

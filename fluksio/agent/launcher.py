@@ -244,25 +244,25 @@ class Launcher:
         ).encode()
         out_r, out_w = os.pipe()
         rec_r, rec_w = os.pipe()
+        refused: ContainerError | None = None
         try:
             spec_w, process = await self._start_process(call, data, out_w, rec_w)
         except ContainerError as exc:
-            os.close(out_w)
-            self._drain(out_r, call.take_output)  # what its runtime said while pulling
-            call.end_output()
-            os.close(out_r)
-            os.close(rec_r)
-            os.close(rec_w)
-            call.failure = error_record(ErrorKind.CONTAINER_ERROR, str(exc))
-            return self._outcome(call)
+            refused = exc
         except BaseException:
             os.close(out_r)
             os.close(rec_r)
             raise
         finally:
-            with contextlib.suppress(OSError):  # closed already where its start failed
-                os.close(out_w)
-                os.close(rec_w)
+            os.close(out_w)
+            os.close(rec_w)
+        if refused is not None:  # its container could not start: what its runtime said
+            self._drain(out_r, call.take_output)
+            call.end_output()
+            os.close(out_r)
+            os.close(rec_r)
+            call.failure = error_record(ErrorKind.CONTAINER_ERROR, str(refused))
+            return self._outcome(call)
         if call.ended_by is not None:
             self._kill(call)  # cancelled while it was being started
         if spec_w is not None:

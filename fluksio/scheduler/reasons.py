@@ -11,7 +11,8 @@ Examples of each kind (``tests/test_scheduler_reasons.py`` holds them all)::
     provisioning hpc/gpu-small, login needed: run 'fluksio provisioners login hpc'
     waiting for the engine: all 4 slots busy
     needs up to 7200 s; hpc-small's job ends in 1800 s
-    no worker may run image 'cuda:12'; of those with 'gpu': box runs no containers
+    no worker may run image 'cuda:12'; of those with 'gpu': box runs no containers (a
+      worker runs it when started with --containers and an --allow-image that matches it)
 """
 
 from __future__ import annotations
