@@ -162,7 +162,7 @@ def test_a_stopped_call_leaves_no_container_process_or_mount(
         "id": "sleeper", "code": code(SLEEPER), "worker": "box", "container": {"image": TRIXIE},
     }  # fmt: skip
     if how == "limit":
-        node["limit"] = 4
+        node["limit"] = 8  # room to see it running first, under load too
     run_id = run_flow(engine, admin, f"stopped-{how.replace(' ', '-')}", [node])
     runner, child, merged = _running_call(engine, admin, run_id)
     assert merged and alive(runner) and alive(child)
