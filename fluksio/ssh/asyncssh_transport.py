@@ -10,9 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Unpack
 
-import asyncssh
-from asyncssh.config import SSHClientConfig
-
 from fluksio.clock import Clock
 from fluksio.ssh.base import (
     BaseTransport,
@@ -24,6 +21,7 @@ from fluksio.ssh.base import (
     _text,
     _unknown_key_message,
 )
+from fluksio.ssh.quiet_asyncssh import SSHClientConfig, asyncssh
 from fluksio.ssh.shell import Completed, RemoteProcess, Route, Transport, TransportError
 
 __all__ = ["AsyncsshTransport"]
