@@ -66,6 +66,20 @@ def test_a_run_frame_carries_its_container_and_one_named_badly_is_refused() -> N
             read_engine_frame(raw)  # never run on the host instead
 
 
+async def test_the_api_refuses_a_container_it_could_not_run_naming_the_field(
+    api: InProcessEngine,
+) -> None:
+    bad = {"id": "n", "code": NODE, "worker": "gpu", "container": {"image": "--privileged"}}
+    refused = await api.put_flow("bad-image", [bad])
+    assert refused.status == 422, refused
+    assert refused.body["detail"].startswith("nodes.0.container.image: "), refused.body
+    assert "it goes into the runtime's command line" in refused.body["detail"]
+    unlabelled = {"id": "n", "code": NODE, "container": {"image": IMAGE}}
+    refused = await api.put_flow("no-label", [unlabelled])
+    assert refused.status == 422 and 'give it a "worker" label' in refused.body["detail"]
+    assert (await api.request("GET", "/flows/bad-image")).status == 404, "nothing was saved"
+
+
 async def test_the_engine_sends_the_container_only_to_a_worker_that_runs_it(
     api: InProcessEngine,
 ) -> None:

@@ -8,9 +8,11 @@ a node bound to a worker may import what only that machine has.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -68,7 +70,19 @@ class NodeResources(BaseModel):
 ContainerRuntime = Literal["podman", "apptainer", "docker"]
 """The container runtimes a worker may run calls with (its ``--containers``)."""
 
-ImageName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9/][A-Za-z0-9._/:@+=-]{0,511}$")]
+_IMAGE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/:@+=-]{0,511}")
+
+
+def _image_name(name: str) -> str:
+    if not _IMAGE.fullmatch(name):
+        raise ValueError(
+            "an image is 1 to 512 letters, digits and . _ / : @ + = -, starting with a letter,"
+            " a digit or / (it goes into the runtime's command line)"
+        )
+    return name
+
+
+ImageName = Annotated[str, AfterValidator(_image_name)]
 """An image as its runtime names it: a reference (``registry.example/cuda:12.4``), or a
 file the worker reads (``/images/tool.sif``, ``oci-archive:/images/tool.tar``). Never
 starting with ``-``, nor holding a space: it goes into the runtime's argv."""
