@@ -24,11 +24,14 @@ import contextlib
 import shutil
 import statistics
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from provisioning import median_ms, print_table
 
 from fluksio.agent.containers import Podman
 from fluksio.agent.containers.calls import ContainerCalls
@@ -39,22 +42,6 @@ IMAGE = "localhost/fluksio-test/trixie:1"
 ROOT_FS = Path("/var/lib/fluksio-images/trixie.tar")
 COLD = "localhost/fluksio-bench/cold:1"
 NOOP = "def process():\n    return None\n"
-
-
-async def _p50(
-    repeat: int,
-    work: Callable[[], Awaitable[object]],
-    before: Callable[[], Awaitable[object]] | None = None,
-) -> float:
-    """The median of ``repeat`` timings of ``work``, each after ``before`` (not timed)."""
-    samples = []
-    for _ in range(repeat):
-        if before is not None:
-            await before()
-        started = time.perf_counter()
-        await work()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
 
 
 async def _command(*argv: str) -> None:
@@ -121,14 +108,14 @@ async def _measure(repeat: int, folder: Path) -> dict[str, float]:
     await call(IMAGE)  # the image's layers in the page cache before anything is timed
     await call(None)
     results = {
-        "floor: python3 -c pass (host)": await _p50(
+        "floor: python3 -c pass (host)": await median_ms(
             repeat, lambda: _command("python3", "-c", "pass")
         ),
-        "floor: podman run --rm IMAGE true": await _p50(
+        "floor: podman run --rm IMAGE true": await median_ms(
             repeat, lambda: _command("podman", "run", "--rm", *runtime.settings, IMAGE, "true")
         ),
-        "ours: a no-op call on the host": await _p50(repeat, lambda: call(None)),
-        "ours: a no-op call in the image": await _p50(repeat, lambda: call(IMAGE)),
+        "ours: a no-op call on the host": await median_ms(repeat, lambda: call(None)),
+        "ours: a no-op call in the image": await median_ms(repeat, lambda: call(IMAGE)),
     }
     # A pull's time varies with the disk by half: the two alternate, so that both see it.
     pulls: list[float] = []
@@ -160,10 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fluksio-bench-") as folder:
         results = asyncio.run(_measure(args.repeat, Path(folder)))
-    width = max(map(len, results))
-    print(f"{'what':<{width}}  {'p50 ms':>9}")
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:9.1f}")
+    print_table(results, "p50 ms")
 
 
 if __name__ == "__main__":

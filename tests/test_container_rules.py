@@ -90,7 +90,7 @@ async def test_the_engine_sends_the_container_only_to_a_worker_that_runs_it(
     assert run["reason"].startswith(
         f"no worker may run image {IMAGE!r}; of those with 'gpu': plain runs"
     ), run
-    report = ContainersReport(runtime="podman", images=["registry.example/*"], held=[IMAGE])
+    report = ContainersReport(runtime="podman", images=["registry.example/*"])
     box = await api.attach(
         await api.mint("box", ["gpu"]), name="box", labels=["gpu"], containers=report
     )

@@ -73,7 +73,7 @@ async def test_an_archived_image_is_pulled_once_with_its_progress_in_the_calls_o
     again = await _run(podman_launcher, HELLO, ARCHIVED, call_id="again")
     assert again.ok and again.logs == "hello from inside\n", again
     containers = podman_launcher.containers
-    assert containers is not None and ARCHIVED in containers.report().held
+    assert containers is not None and ARCHIVED in containers.runtime.held()
 
 
 async def test_a_call_sees_its_own_gpus_device_nodes_and_no_others(

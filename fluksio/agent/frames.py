@@ -63,12 +63,12 @@ class InventoryReport:
 
 @dataclass(frozen=True, kw_only=True)
 class ContainersReport:
-    """(ours) The containers a worker runs calls in: its runtime, the images it allows
-    (``--allow-image`` patterns), and those it holds already (pulled or loaded)."""
+    """(ours) The containers a worker runs calls in: its runtime, and the images it allows
+    (``--allow-image`` patterns). The images it holds ready are told with its cache's
+    (:class:`CacheFrame`), as they change."""
 
     runtime: str
     images: list[str] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fluksio.agent.calls import NOTICE_S, NOTICE_SIGNALS
+from fluksio.agent.containers import RUNTIMES
 from fluksio.agent.declared import (
     YEAR_AND_A_DAY_S,
     Flag,
@@ -159,7 +160,7 @@ class WorkerSettings:
         Flag(
             "Run calls that name a container image, with this runtime (checked at start);"
             " only images an --allow-image matches.",
-            choices=("podman", "apptainer"),
+            choices=tuple(RUNTIMES),
         ),
     )
     allow_image: tuple[str, ...] = setting(

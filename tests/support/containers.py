@@ -15,7 +15,6 @@ __all__ = [
     "TEST_IMAGES",
     "TRIXIE",
     "call_containers",
-    "container_mounts",
     "need_podman",
 ]
 
@@ -63,10 +62,3 @@ def call_containers(prefix: str = "fluksio-") -> list[str]:
         check=True,
     )
     return [name for name in listed.stdout.split() if name.startswith(prefix)]
-
-
-def container_mounts(container_id_part: str) -> list[str]:
-    """This machine's mounts whose line names ``container_id_part`` (an overlay of a
-    container's, its shm)."""
-    with open("/proc/self/mounts") as mounts:
-        return [line for line in mounts if container_id_part in line]

@@ -60,11 +60,7 @@ class ContainerCalls:
         self._signalling: set[asyncio.Task[None]] = set()
 
     def report(self) -> ContainersReport:
-        return ContainersReport(
-            runtime=self.runtime.name,
-            images=list(self.runtime.images),
-            held=self.runtime.held(),
-        )
+        return ContainersReport(runtime=self.runtime.name, images=list(self.runtime.images))
 
     def env(self, spec: CallSpec) -> dict[str, str]:
         """What the call is told beside its own environment: its artifact cache, the same

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
@@ -33,6 +33,7 @@ from fluksio.agent.frames import (
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.names import NAME_RULE, is_name
 from fluksio.scheduler import Containers
+from fluksio.wire.flows import ContainerRuntime
 
 __all__ = [
     "CLOSE_SUPERSEDED",
@@ -168,9 +169,9 @@ def _check_inventory(inventory: InventoryReport) -> None:
         raise FrameError("inventory.ram_mb: must not be negative")
 
 
-_RUNTIMES = ("podman", "apptainer", "docker")
+_RUNTIMES: tuple[str, ...] = get_args(ContainerRuntime)
 _MOST_IMAGES = 64
-"""The most image patterns (and, apart, held images) a hello may list."""
+"""The most image patterns a hello may list, and held images a cache frame may."""
 
 
 def _check_containers(report: ContainersReport | None) -> None:
@@ -178,10 +179,9 @@ def _check_containers(report: ContainersReport | None) -> None:
         return
     if report.runtime not in _RUNTIMES:
         raise FrameError(f"containers.runtime: must be one of {', '.join(_RUNTIMES)}")
-    for name in ("images", "held"):
-        listed = getattr(report, name)
-        if len(listed) > _MOST_IMAGES or any(not 1 <= len(i) <= 512 for i in listed):
-            raise FrameError(f"containers.{name}: at most {_MOST_IMAGES} of 1 to 512 characters")
+    listed = report.images
+    if len(listed) > _MOST_IMAGES or any(not 1 <= len(i) <= 512 for i in listed):
+        raise FrameError(f"containers.images: at most {_MOST_IMAGES} of 1 to 512 characters")
 
 
 def containers_of(report: ContainersReport | None) -> Containers | None:
