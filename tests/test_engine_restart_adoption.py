@@ -16,7 +16,7 @@ from fluksio.client import Client
 from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.process import alive
 from tests.support.proxy import PausableProxy
-from tests.support.runs import code, node_of, run_flow, wait_run
+from tests.support.runs import code, get_run, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, attach_url, start_labelled_worker
 
@@ -227,3 +227,115 @@ def test_an_idle_worker_still_stops_at_max_idle_when_its_engine_is_killed(tmp_pa
     finally:
         worker.stop()
         engine.stop()
+
+
+def test_two_workers_of_one_name_each_get_back_their_own_calls_and_each_runs_once(
+    tmp_path: Path,
+) -> None:
+    # As every job of one Slurm profile: two workers named hpc-small, on tokens of their
+    # own. One is frozen across the restart, so the other comes back first naming its own
+    # calls only. Before, the frozen one's calls (of the same name, not named) went back
+    # in line while it still ran them, and started twice.
+    ledger, release = tmp_path / "ledger", tmp_path / "release"
+    scene = Restart.begin(tmp_path)
+    named = ("--name", "hpc-small", "--parallel", "2", "--pipeline", "0")
+    second_worker = start_labelled_worker(
+        scene.engine, scene.admin, "cpu", tmp_path / "worker2", *named, token_name="hpc-small"
+    )
+    scene.worker.stop()
+    scene.worker = start_labelled_worker(
+        scene.engine, scene.admin, "cpu", tmp_path / "worker1", *named, token_name="hpc-small"
+    )
+    nodes = []
+    for index in range(4):
+        held = _held_call(ledger, release).replace('"start', f'"s{index} start')
+        nodes.append({"id": f"s{index}", "worker": "cpu", "code": held})
+    try:
+        run_id = run_flow(scene.engine, scene.admin, "shared", nodes)
+
+        def started() -> int:
+            return ledger.read_text().count("start") if ledger.exists() else 0
+
+        wait_for(lambda: started() == 4, timeout=60, what="the four calls to start")
+        second_worker.freeze()
+        try:
+            scene.again(signal.SIGKILL)
+            adopted = wait_for(
+                lambda: _adopted_nodes(scene, run_id) or None,
+                timeout=60,
+                what="the first worker back and its calls adopted",
+            )
+            assert len(adopted) == 2, adopted
+            still = get_run(scene.second or scene.engine, scene.admin, run_id)["nodes"]
+            assert all(node["state"] == "running" for node in still), still
+        finally:
+            second_worker.thaw()
+        wait_for(
+            lambda: len(_adopted_nodes(scene, run_id)) == 4,
+            timeout=60,
+            what="the frozen worker back and its calls adopted",
+        )
+        release.touch()
+        run = wait_run(scene.second or scene.engine, scene.admin, run_id, timeout=60)
+        assert run["state"] == "succeeded", run
+        assert all(node["attempt"] == 1 for node in run["nodes"]), run
+        starts = sorted(line for line in ledger.read_text().split("\n") if "start" in line)
+        assert starts == [f"s{index} start" for index in range(4)], starts
+    finally:
+        second_worker.stop()
+        scene.end()
+
+
+def _adopted_nodes(scene: Restart, run_id: str) -> list[str]:
+    engine = scene.second or scene.engine
+    nodes = get_run(engine, scene.admin, run_id)["nodes"]
+    return [n["id"] for n in nodes if any(e["event"] == "adopted" for e in n["events"])]
+
+
+def marked_when_released(x: int, marks: str, release: str) -> int:
+    import os  # noqa: PLC0415 - travels to the worker with the function
+    import time  # noqa: PLC0415
+
+    with open(os.path.join(marks, str(x)), "a") as mark:
+        mark.write("x")
+    for _ in range(1200):
+        if x < 4 or os.path.exists(release):
+            break
+        time.sleep(0.1)
+    return x * x
+
+
+@pytest.mark.parametrize("kind", ["map", "map_futures"])
+def test_a_maps_items_on_a_worker_are_adopted_and_the_map_rides_over_the_restart(
+    tmp_path: Path, kind: str
+) -> None:
+    # Before, every item running on the worker failed EngineRestarted although the worker
+    # finished it, and the script's map raised: the items after them never ran.
+    marks, release = tmp_path / "marks", tmp_path / "release"
+    marks.mkdir()
+    scene = Restart.begin(tmp_path)
+    scene.worker.stop()
+    scene.worker = start_labelled_worker(
+        scene.engine, scene.admin, "cpu", tmp_path / "worker4", "--parallel", "4"
+    )
+    client = Client(scene.engine.url, token=scene.admin, ride_over_s=90)
+    executor = client.executor(worker="cpu")
+    inputs = range(16)
+    try:
+        call = (marked_when_released, inputs, [str(marks)] * 16, [str(release)] * 16)
+        if kind == "map":
+            results = executor.map(*call)
+        else:
+            futures = executor.map_futures(*call)
+        wait_for(lambda: len(list(marks.iterdir())) == 8, timeout=60, what="four done, four held")
+        scene.again(signal.SIGKILL)
+        release.touch()
+        if kind == "map":
+            assert list(results) == [x * x for x in inputs]
+        else:
+            assert [future.result(timeout=60) for future in futures] == [x * x for x in inputs]
+        runs = {x: (marks / str(x)).read_text() for x in inputs}
+        assert all(ran == "x" for ran in runs.values()), f"each started once: {runs}"
+    finally:
+        executor.shutdown(wait=False)
+        scene.end()

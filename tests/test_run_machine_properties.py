@@ -40,8 +40,9 @@ from fluksio.engine.runs.effects import (
     Withdraw,
 )
 from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.reference import RETRIED_AS, ReferenceNode, ReferenceRun
+from fluksio.engine.runs.reference import RETRIED_AS, ReferenceNode, ReferenceRun, back_with
 from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.workers.holder import Holder, sort_back
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
 from tests.support.properties import against_reference
@@ -73,6 +74,14 @@ OUTCOMES = {
 }
 CRASH_LIMIT = 2
 """Lower than the engine's own, so that Hypothesis reaches it often."""
+WORKERS = {"box-1": Holder("t1", "box", "p1"), "box-2": Holder("t2", "box", "p2")}
+"""Two workers of one name (as two jobs of one Slurm profile), each on a token of its own."""
+COMING_BACK = {
+    **WORKERS,
+    "box-1 started again": Holder("t1", "box", "p9"),
+    "another token named box": Holder("t3", "box", "p3"),
+    "box-1's token named thief": Holder("t1", "thief", "p1"),
+}
 
 
 @st.composite
@@ -143,8 +152,11 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.ended: set[str] = set()
         self.terminal: dict[tuple[str, str], NodeState] = {}
         self.progress: dict[str, int] = {}
-        self.awaited: set[str] = set()
-        """Calls a restart found running on a worker, not yet adopted or given up."""
+        self.awaited: dict[str, str | None] = {}
+        """Calls a restart found running on a worker, not yet adopted or given up, and
+        who holds each."""
+        self.holders: dict[str, str] = {}
+        """Who holds each call placed on a worker, as placed."""
         self.retry_at: set[tuple[str, str]] = set()
         """Nodes the machine said wait out a back-off (``RetryAt``), and not yet due."""
 
@@ -199,8 +211,9 @@ class RunMachineComparison(RuleBasedStateMachine):
             found = self.machine.call(call_id)
             assert found is not None and found[2].state is NodeState.RUNNING
             assert (effect.worker, found[2].place) == ("box", "box")
+            assert effect.holder == self.holders[call_id], "the holder it was placed with"
             self.running[call_id] = (found[0].id, found[1].id)  # awaited, running on
-            self.awaited.add(call_id)
+            self.awaited[call_id] = effect.holder
         elif isinstance(effect, Progress):
             # A node's count goes on over its calls (a retry is an event of its own).
             key = f"{effect.row.id}/{effect.node.node_id}"
@@ -219,13 +232,23 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.reference[run_id] = ReferenceRun(nodes_of, crash_limit=CRASH_LIMIT)
 
     @precondition(lambda self: bool(self.queue))
-    @rule(data=st.data(), refused=st.booleans(), where=st.sampled_from(["engine", "box"]))
+    @rule(
+        data=st.data(),
+        refused=st.booleans(),
+        where=st.sampled_from(["engine", *WORKERS]),
+    )
     def place(self, data: st.DataObject, refused: bool, where: str) -> None:
+        """Placed on the engine, or on one of two workers of one name (``box``)."""
         call_id = data.draw(st.sampled_from(sorted(self.queue)))
         run_id, node_id = self.queue.pop(call_id)
         self.running[call_id] = (run_id, node_id)  # placed: it holds its place until released
         self.now += 1
-        inputs = self.machine.placed(call_id, where, Provenance(worker=where), self.now)
+        holder = WORKERS[where].text() if where in WORKERS else None
+        place = "box" if where in WORKERS else where
+        if holder is not None:
+            self.holders[call_id] = holder
+        provenance = Provenance(worker=place)
+        inputs = self.machine.placed(call_id, place, provenance, self.now, holder)
         assert inputs.spec.id == node_id
         if refused:
             denied = CallOutcome(False, error=error_record(ErrorKind.SECRET_DENIED, "not here"))
@@ -233,11 +256,11 @@ class RunMachineComparison(RuleBasedStateMachine):
             self.reference[run_id].refuse(node_id)
         else:
             self.apply(self.machine.running(call_id, ()))
-            self.reference[run_id].start(node_id, remote=where != "engine")
+            self.reference[run_id].start(node_id, remote=holder is not None)
 
     def _executing(self) -> list[str]:
         """Running calls whose executor holds them (not those awaiting their worker)."""
-        return sorted(set(self.running) - self.awaited)
+        return sorted(set(self.running) - self.awaited.keys())
 
     @precondition(lambda self: bool(self._executing()))
     @rule(data=st.data(), kind=st.sampled_from(sorted(OUTCOMES)))
@@ -292,21 +315,50 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.reference[run_id].cancel()
 
     @precondition(lambda self: bool(self.awaited))
-    @rule(data=st.data(), back=st.booleans())
-    def worker_comes_back_or_not(self, data: st.DataObject, back: bool) -> None:
-        """An awaited call's worker comes back naming it (it runs on, ended later as any
-        call), or will not (the window ended, or it came back without it)."""
-        call_id = data.draw(st.sampled_from(sorted(self.awaited)))
-        self.awaited.discard(call_id)
+    @rule(data=st.data(), back=st.sampled_from(sorted(COMING_BACK)))
+    def a_worker_attaches(self, data: st.DataObject, back: str) -> None:
+        """A worker attaches naming some of the awaited calls (its own or not): one of the
+        two of name ``box`` that hold them, one of them started again, another token of
+        that name, or their token under another name. Only the one that holds a call may
+        carry it on; the reference says what becomes of each (:func:`back_with`)."""
+        named = data.draw(st.sets(st.sampled_from(sorted(self.awaited))))
+        coming = COMING_BACK[back]
+        awaited = {c: ("box", Holder.parse(h)) for c, h in self.awaited.items()}
+        verdicts = sort_back(awaited, coming.name, coming, sorted(named), published=False)
+        for call_id, holder in sorted(self.awaited.items()):
+            held = Holder.parse(holder)
+            assert held is not None
+            expected = back_with(
+                (held.token, held.name, held.instance),
+                (coming.token, coming.name, coming.instance),
+                named,
+                call_id,
+            )
+            verdict = verdicts.get(call_id)
+            assert (verdict.name.lower() if verdict else None) == expected, (call_id, back)
+            if expected is not None:
+                self._back(call_id, expected)
+
+    @precondition(lambda self: bool(self.awaited))
+    @rule(data=st.data())
+    def the_window_ends(self, data: st.DataObject) -> None:
+        """An awaited call's worker did not come back in time."""
+        self._back(data.draw(st.sampled_from(sorted(self.awaited))), "gone")
+
+    def _back(self, call_id: str, verdict: str) -> None:
+        """An awaited call adopted (it runs on, ended later as any call), or not: its worker
+        came back without it (``not_taken``), or did not come back, or was started again."""
+        del self.awaited[call_id]
         run_id, node_id = self.running[call_id]
         self.now += 1
-        if back:
+        if verdict == "adopt":
             self.apply(self.machine.adopted(call_id, (), self.now))
             return
-        gone = error_record(ErrorKind.WORKER_GONE, "not back within the window")
-        self.apply(self.machine.not_back(call_id, gone, self.now))
+        not_taken = verdict == "not_taken"
+        kind = ErrorKind.NOT_TAKEN if not_taken else ErrorKind.WORKER_GONE
+        self.apply(self.machine.not_back(call_id, error_record(kind, verdict), self.now))
         assert call_id not in self.running, "a call given up on gives its place back"
-        self.reference[run_id].not_back(node_id)
+        self.reference[run_id].not_back(node_id, "not_taken" if not_taken else "gone")
 
     @rule()
     def restart(self) -> None:

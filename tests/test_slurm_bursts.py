@@ -109,12 +109,14 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
     shared, data_dir, port = _burst_setup(
         tmp_path, slurm, max_idle_s=5, profile={"max_workers": 3, "parallel": 2}
     )
-    ran = shared / "ran"
+    ran, starts = shared / "ran", shared / "starts"
     engine = start_engine(data_dir, tmp_path / "logs", port=port)
     try:
         token = engine.login()
-        # Calls that ran when the engine died run again (they may run twice).
-        assert put_flow(engine, token, "burst", burst(ran, 36, retry_on_restart=True))
+        # The jobs' workers share a name (hpc-small), each on a token of its own: the calls
+        # running when the engine died are each given back to the job that runs them.
+        # Before, the first worker back had the others' calls requeued: some ran twice.
+        assert put_flow(engine, token, "burst", burst(ran, 36, seconds=2, starts=starts))
         run_id = start_run(engine, token, "burst")["id"]
         wait_for(
             lambda: profile_view(engine, token)["jobs_by_stage"].get("attached", 0) >= 2,
@@ -130,7 +132,9 @@ def test_an_engine_restarted_mid_burst_finds_its_jobs_and_submits_no_extra(
         watch.stop.set()
         watch.join(timeout=30)
         assert run["state"] == "succeeded", run
-        assert set(ran.read_text().split()) == {f"n{i}" for i in range(36)}
+        each_once = sorted(f"n{i}" for i in range(36))
+        assert sorted(starts.read_text().split()) == each_once, "a call started twice"
+        assert sorted(ran.read_text().split()) == each_once
         assert watch.most_jobs <= 3, "no extra job beside the ones found again"
         assert len(before | watch.job_ids) <= 3, (before, watch.job_ids)
     finally:

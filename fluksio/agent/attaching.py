@@ -166,9 +166,12 @@ async def why_refused(http: aiohttp.ClientSession, config: AgentConfig, status: 
     return str(detail or f"the engine refused the worker token (HTTP {status})")
 
 
-def hello_frame(config: AgentConfig, launcher: Launcher, resume: list[str] | None) -> HelloFrame:
-    """What the agent says first: who it is, what it has, and (``resume``) the calls it
-    carries over a dropped connection."""
+def hello_frame(
+    config: AgentConfig, launcher: Launcher, resume: list[str] | None, instance: str
+) -> HelloFrame:
+    """What the agent says first: who it is (``instance``: its process, among workers of
+    one token and name), what it has, and (``resume``) the calls it carries over a dropped
+    connection."""
     inventory = config.inventory
     return HelloFrame(
         protocol=PROTOCOL,
@@ -188,6 +191,7 @@ def hello_frame(config: AgentConfig, launcher: Launcher, resume: list[str] | Non
         ends_at=config.ends_at,
         notice_s=config.notice_s,
         relayed=config.route is not None,
+        instance=instance,
         resume=resume,
         containers=None if launcher.containers is None else launcher.containers.report(),
     )

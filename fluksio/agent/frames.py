@@ -106,6 +106,10 @@ class HelloFrame:
     """(ours) Its connection passes through a relay (``--connect-to``, a login node's) that
     can drop while the worker lives: a drop then holds its calls for it, by the 90-second
     rule, instead of failing them at once."""
+    instance: str | None = None
+    """(ours) An id the agent's process draws when it starts and says in every hello: a
+    worker coming back with another was started again, and holds none of the calls it had
+    (two workers may share a token and a name; none shares this)."""
     resume: list[str] | None = None
     """(ours) After such a drop: the calls it still holds (running, or answered while it
     was away), to be carried on this connection."""

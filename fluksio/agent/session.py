@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import random
+import secrets
 from typing import Any
 
 import aiohttp
@@ -77,6 +78,9 @@ class Agent:
             engine_away_s=config.engine_away_s,
         )
         self._carrier = Carrier(config, launcher, self.machine, clock)
+        self.instance = secrets.token_hex(8)
+        """This process among workers of one token and name: said in every hello, so that
+        an engine gives back the calls it holds to it alone."""
         self._engine_closed = False
         """Whether the engine closed the last connection with a close frame (else the
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
@@ -215,7 +219,7 @@ class Agent:
 
     async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
         """Say hello; the engine's welcome, or :class:`Refused` saying why not."""
-        hello = hello_frame(self.config, self.launcher, self.machine.resume())
+        hello = hello_frame(self.config, self.launcher, self.machine.resume(), self.instance)
         await ws.send_str(encode(hello))
         async with self._clock.timeout(WELCOME_WITHIN_S):
             first = await ws.receive()

@@ -211,6 +211,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE node_runs ADD COLUMN checkpoint TEXT;
     ALTER TABLE array_items ADD COLUMN checkpoint TEXT;
     """,
+    # v16: who holds a call running on a worker (its token, name and process), so that a
+    # restarted engine hands it back to that worker alone, not to another of its name.
+    """
+    ALTER TABLE node_runs ADD COLUMN holder TEXT;
+    ALTER TABLE array_items ADD COLUMN holder TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -44,7 +44,7 @@ from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.machine_adopt import ENGINE_PLACE
 from fluksio.engine.runs.machine_rules import CRASH_LIMIT
 from fluksio.engine.runs.references import Ref
-from fluksio.engine.runs.rows import NodeRow
+from fluksio.engine.runs.rows import HeldItem, NodeRow, RunRow
 from fluksio.engine.runs.views import (
     Executor,
     RunView,
@@ -69,6 +69,7 @@ from fluksio.scheduler import (
     Scheduler,
     Worker,
 )
+from fluksio.wire.flows import FlowSpec
 from fluksio.wire.states import TERMINAL_NODE_STATES
 
 if TYPE_CHECKING:
@@ -157,19 +158,31 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
         if self.provisioning is not None:
             self.provisioning.recover(machine_requests)
         found = self._runs_store.unfinished()
+        held: dict[tuple[str, str], list[HeldItem]] = {}
         for run, nodes in found:  # an array's counts are written now and then: its rows'
             for node in nodes:
                 if node.array is not None and node.state not in TERMINAL_NODE_STATES:
                     node.array = self.items.store.summary(run.id, node.node_id, node.array.total)
+                    held[(run.id, node.node_id)] = self._held_items(run, node.node_id)
         settled: dict[Ref, NodeRow] = {}
         for run, _nodes in found:  # a result a run waits for, of a run since deleted: skipped
             with contextlib.suppress(InvalidInput):
                 settled |= self._settled([run.params])
-        self._apply(self._machine.recover(found, self._clock.now(), settled))
+        self._apply(self._machine.recover(found, self._clock.now(), settled, held))
         if found:
             log.info("runs.recovered", count=len(found))
         self.kick()
         return len(found)
+
+    def _held_items(self, run: RunRow, node_id: str) -> list[HeldItem]:
+        """An array's items stored as running on workers, with their parameters: each
+        awaits its worker, as a node's call does."""
+        rows = self.items.store.held(run.id, node_id)
+        if not rows:
+            return []
+        spec = next(n for n in FlowSpec.model_validate(run.spec).nodes if n.id == node_id)
+        params = self.items.source.pick(spec, {row.item for row in rows if row.item is not None})
+        return [(row, params[row.item]) for row in rows if row.item in params]
 
     def stopping(self) -> None:
         """The engine is going: nothing more starts, and how a call ends from now on is
@@ -223,7 +236,7 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
             cached_bytes=placement.cached_bytes,
         )
         inputs = self._machine.placed(
-            call_id, self._place_name(placement.worker_id), provenance, now
+            call_id, self._place_name(placement.worker_id), provenance, now, executor.holder()
         )
         try:
             spec, released = call_spec(inputs, placement, executor, self._secrets)
@@ -238,8 +251,9 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
         # may outlive this engine, to be adopted by the next one, which knows of it only
         # from the store; and a call started on a node's result (on the engine too) must
         # not run while that result is unwritten, or a crash then loses the result it ran
-        # on. An item's need not: a restart runs its array's running items again.
-        durable = inputs.position is None
+        # on. An item on a worker is adopted alike, so it is written first too; one in the
+        # engine's process need not be: a restart runs it again (or fails it).
+        durable = inputs.position is None or executor.holder() is not None
         task = asyncio.get_running_loop().create_task(
             self._execute(executor, spec, placement, released, written_first=durable)
         )

@@ -1,9 +1,10 @@
 """The dispatcher's calls awaiting their worker after the engine restarted.
 
 A restart finds calls that were running on workers (the run machine's
-:class:`~fluksio.engine.runs.effects.AwaitWorker`): each waits in this table for its
-worker, by the worker's name, for ``worker_return_s`` from the start. When a worker of
-that name attaches, :meth:`Adoptions.returning` sorts the calls awaited of it by what its
+:class:`~fluksio.engine.runs.effects.AwaitWorker`): each waits in this table for the
+worker that holds it (:mod:`fluksio.engine.workers.holder`: its token, name and process;
+never its name alone, which workers share) for ``worker_return_s`` from the start. When
+that worker attaches, :meth:`Adoptions.returning` sorts the calls it holds by what its
 hello says:
 
 - named in ``resume`` (our agent kept it through the engine's absence): adopted, with
@@ -13,7 +14,10 @@ hello says:
   worker, so it goes back in line (``NotTaken``, no attempt spent);
 - a worker that names nothing: the published agent, which cannot resume
   (``EngineRestarted``), or our agent started again (``WorkerGone``: the call died with
-  the worker).
+  the worker); so does one of the same token and name that is another process.
+
+A worker of another token or another name gets nothing of a call it names: the call is
+not handed to it, and goes on waiting for its own.
 
 At the window's end the calls still awaited fail ``WorkerGone``. Either way a node that
 says ``retry_on_restart`` runs again instead (:meth:`RunMachine.not_back`).
@@ -34,6 +38,7 @@ from fluksio.engine.runs.effects import AwaitWorker
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.views import Resumable
 from fluksio.engine.secrets import SecretDenied, SecretStore, resolve_params
+from fluksio.engine.workers.holder import Holder, Verdict, sort_back
 from fluksio.logs import get_logger
 
 __all__ = ["Adoptions"]
@@ -99,36 +104,27 @@ class Adoptions(CallShell):
         return True
 
     def returning(
-        self, worker: str, resume: list[str] | None, *, published: bool
+        self, worker: str, back: Holder, resume: list[str] | None, *, published: bool
     ) -> list[AwaitWorker]:
-        """Worker ``worker`` attaches naming ``resume`` (None: it names nothing): the calls
-        awaited of it that it names, to adopt once it is attached; the others end now."""
-        named = set(resume or ())
+        """Worker ``worker`` (held as ``back``) attaches naming ``resume`` (None: it names
+        nothing): of the calls it holds, those it names, to adopt once it is attached; its
+        others end now. Calls another worker holds are left awaiting theirs, whatever this
+        one names (:func:`~fluksio.engine.workers.holder.sort_back`)."""
+        awaited = {
+            call_id: (call.worker, Holder.parse(call.holder))
+            for call_id, call in self._awaiting.items()
+        }
+        verdicts = sort_back(awaited, worker, back, resume, published=published)
+        for call_id in set(resume or ()) - verdicts.keys():
+            if call_id in awaited:
+                log.warning("call.claimed_by_another", call_id=call_id, worker=worker)
         adopting: list[AwaitWorker] = []
-        for call_id, call in list(self._awaiting.items()):
-            if call.worker != worker:
-                continue
-            if call_id in named:
-                del self._awaiting[call_id]
-                adopting.append(call)
-            elif resume is not None:
-                said = (
-                    f"worker {worker} came back after the engine restarted without this call:"
-                    " its run frame never reached it; queued again"
-                )
-                self._give_up(call_id, ErrorKind.NOT_TAKEN, said)
-            elif published:
-                said = (
-                    f"the engine restarted while this call ran on worker {worker}, whose agent"
-                    " (fluksio-worker 0.1.x) cannot carry a call over an engine's restart"
-                )
-                self._give_up(call_id, ErrorKind.ENGINE_RESTARTED, said)
+        for call_id, verdict in verdicts.items():
+            if verdict is Verdict.ADOPT:
+                adopting.append(self._awaiting.pop(call_id))
             else:
-                said = (
-                    f"worker {worker} was started again while the engine was away: the call"
-                    " ended with its worker's process"
-                )
-                self._give_up(call_id, ErrorKind.WORKER_GONE, said)
+                kind, said = _given_up[verdict]
+                self._give_up(call_id, kind, said.format(worker=worker))
         return adopting
 
     def adopt(self, calls: list[AwaitWorker], worker_id: str, executor: Resumable) -> None:
@@ -162,3 +158,23 @@ class Adoptions(CallShell):
         if calls:
             self._changed()
             self._place_changed(worker_id)
+
+
+_given_up = {
+    Verdict.NOT_TAKEN: (
+        ErrorKind.NOT_TAKEN,
+        "worker {worker} came back after the engine restarted without this call: its run"
+        " frame never reached it; queued again",
+    ),
+    Verdict.PUBLISHED: (
+        ErrorKind.ENGINE_RESTARTED,
+        "the engine restarted while this call ran on worker {worker}, whose agent"
+        " (fluksio-worker 0.1.x) cannot carry a call over an engine's restart",
+    ),
+    Verdict.STARTED_AGAIN: (
+        ErrorKind.WORKER_GONE,
+        "worker {worker} was started again while the engine was away: the call ended with"
+        " its worker's process",
+    ),
+}
+"""How a call its worker came back without ends, and what it says."""

@@ -96,7 +96,11 @@ class RunEffects(Adoptions):
                 self._ended(effect)
             case ItemsInterrupted():
                 self.items.store.interrupted(
-                    effect.run_id, effect.node.node_id, effect.error, effect.now
+                    effect.run_id,
+                    effect.node.node_id,
+                    effect.error,
+                    effect.now,
+                    spare_held=effect.spare_held,
                 )
             case Log():
                 log.info(effect.event, **effect.fields)

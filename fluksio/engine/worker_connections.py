@@ -22,6 +22,7 @@ from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.tokens import TokenService, WorkerIdentity
 from fluksio.engine.workers.connection import LIMIT_BACKSTOP_S, ConnectionRules, unsigned_labels
+from fluksio.engine.workers.holder import Holder, Relation, relation
 from fluksio.engine.workers.protocol import CLOSE_SUPERSEDED, containers_of, protocol_refusal
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.registry import WorkerRegistry, display_name
@@ -109,8 +110,14 @@ class WorkerConnections:
         reason = unsigned_labels(hello.labels, token.labels)
         if reason is not None:
             raise Refusal(reason)
+        back = Holder(token.jti, hello.name, hello.instance)
         away = self._parts.workers.by_identity((token.jti, hello.name))
-        if away is not None and away.machine.phase == "away" and hello.resume is not None:
+        if (
+            away is not None
+            and away.machine.phase == "away"
+            and hello.resume is not None
+            and relation(away.held_as, back) is Relation.SAME
+        ):
             await away.come_back(ws, hello)
             log.info(
                 "worker.back", worker=away.name, worker_id=away.id, calls=len(hello.resume or ())
@@ -125,7 +132,9 @@ class WorkerConnections:
         dispatcher = self._parts.dispatcher
         # Calls a restarted engine found running on this worker: taken over where it names
         # them (nothing is read from it until they are), ended now where it does not.
-        adopting = dispatcher.returning(session.name, hello.resume, published=hello.version is None)
+        adopting = dispatcher.returning(
+            session.name, back, hello.resume, published=hello.version is None
+        )
         await session.welcome(hello.resume or [], {call.request.id for call in adopting})
         inventory = hello.inventory
         dispatcher.worker_attached(

@@ -44,13 +44,23 @@ class Watch(threading.Thread):
             self.stop.wait(0.1)
 
 
-def burst(ran: Path, count: int = 48, *, seconds: float = 1, **fields: Any) -> list[dict[str, Any]]:
-    """Nodes of ``seconds`` each, for label hpc; each appends its id to ``ran`` and returns
-    its Slurm job's id."""
+def burst(
+    ran: Path,
+    count: int = 48,
+    *,
+    seconds: float = 1,
+    starts: Path | None = None,
+    **fields: Any,
+) -> list[dict[str, Any]]:
+    """Nodes of ``seconds`` each, for label hpc; each appends its id to ``ran`` as it ends
+    (and to ``starts``, if given, as it starts) and returns its Slurm job's id."""
     node = code(f"""
         import os, time
 
         def process(node_id):
+            if {str(starts) if starts else ""!r}:
+                with open({str(starts)!r}, "a") as out:
+                    out.write(node_id + "\\n")
             time.sleep({seconds})
             with open({str(ran)!r}, "a") as out:
                 out.write(node_id + "\\n")

@@ -217,6 +217,7 @@ class EngineApi(ABC):
         relayed: bool = False,
         resume: list[str] | None = None,
         containers: ContainersReport | None = None,
+        instance: str | None = None,
         **inventory: int,
     ) -> ScriptedWorker:
         """A worker the test drives, attached with ``token`` (see :class:`ScriptedWorker`)."""
@@ -236,6 +237,7 @@ class EngineApi(ABC):
             relayed=relayed,
             resume=resume,
             containers=containers,
+            instance=instance,
         )
         await socket.send_str(hello)
         worker.greeting = json.loads((await socket.receive(timeout=5)).data)

@@ -37,6 +37,13 @@ class ManagedProcess:
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process does nothing until thawed (its children run on)."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 15) -> int:
         """Stop this process (by its pid) and return its exit code."""
         if self._stopped:

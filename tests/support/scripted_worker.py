@@ -42,6 +42,7 @@ def hello_frame(
     relayed: bool = False,
     resume: list[str] | None = None,
     containers: ContainersReport | None = None,
+    instance: str | None = None,
 ) -> str:
     """A hello as the agent sends it (``protocol`` None: this build's)."""
     hello = HelloFrame(
@@ -58,6 +59,7 @@ def hello_frame(
         relayed=relayed,
         resume=resume,
         containers=containers,
+        instance=instance,
     )
     return encode(hello)
 

@@ -122,24 +122,29 @@ class Refill:
 @dataclass(frozen=True)
 class ItemsInterrupted:
     """A restart: the array's items stored as running were lost. Queue them again as a
-    new attempt (``error`` None), or fail them with ``error``."""
+    new attempt (``error`` None), or fail them with ``error``; with ``spare_held``, all but
+    those on workers (a holder), which await their workers."""
 
     node: NodeRow
     run_id: str
     error: dict[str, Any] | None
     now: float
+    spare_held: bool = False
 
 
 @dataclass(frozen=True)
 class AwaitWorker:
     """A restart found the call running on worker ``worker`` (a place's name): it waits
-    for that worker to come back naming it (:meth:`RunMachine.adopted`), or to be given
+    for the worker that holds it to come back naming it (:meth:`RunMachine.adopted`), or to be given
     up on (:meth:`RunMachine.not_back`). ``request`` is what it holds there once back,
     with the GPUs it was given."""
 
     request: CallRequest
     worker: str
     gpu_ids: tuple[int, ...]
+    holder: str | None = None
+    """Who holds it there (:class:`~fluksio.engine.workers.holder.Holder`, as stored); None:
+    a row written before holders were, whose worker is known by its name alone."""
 
 
 @dataclass(frozen=True)

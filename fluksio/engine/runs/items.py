@@ -132,6 +132,20 @@ class ItemSource:
         self._readings[key] = reading
         return found
 
+    def pick(self, spec: NodeSpec, positions: set[int]) -> dict[int, dict[str, Any]]:
+        """The parameters of the items at ``positions`` (a restart's items on workers,
+        a few): read from the top of the source until each is found."""
+        if spec.items is not None:
+            return {p: spec.items[p] for p in positions if 0 <= p < len(spec.items)}
+        found: dict[int, dict[str, Any]] = {}
+        reading = _Reading(0, 0, 0)
+        for item in self._lines(spec.items_from or [], reading):
+            if reading.position - 1 in positions:
+                found[reading.position - 1] = item
+                if len(found) == len(positions):
+                    break
+        return found
+
     def forget(self, run_id: str) -> None:
         for key in [key for key in self._readings if key[0] == run_id]:
             del self._readings[key]
@@ -209,11 +223,26 @@ class ItemStore:
         ]
         return ArraySummary(total, {k: n for k, n in counts.items() if n > 0}, failures)
 
+    def held(self, run_id: str, node_id: str) -> list[NodeRow]:
+        """The rows of the items stored as running on a worker (with a holder)."""
+        rows = self._db.execute(
+            "SELECT * FROM array_items WHERE run_id = ? AND node_id = ? AND state = 'running'"
+            " AND holder IS NOT NULL ORDER BY idx",
+            (run_id, node_id),
+        )
+        return [node_row(row) for row in rows]
+
     def interrupted(
-        self, run_id: str, node_id: str, error: dict[str, Any] | None, now: float
+        self,
+        run_id: str,
+        node_id: str,
+        error: dict[str, Any] | None,
+        now: float,
+        *,
+        spare_held: bool = False,
     ) -> None:
         """The items stored as running were lost: to run again as a new attempt, or
-        failed with ``error``."""
+        failed with ``error``; with ``spare_held``, those on a worker are left running."""
         if error is None:
             sql = "UPDATE array_items SET state = 'queued', attempt = attempt + 1, ended_at = ?"
             values: tuple[object, ...] = (now,)
@@ -221,8 +250,9 @@ class ItemStore:
             sql = "UPDATE array_items SET state = 'failed', error = ?, ended_at = ?"
             values = (json.dumps(error), now)
         with self._db.transaction() as connection:
+            spared = " AND holder IS NULL" if spare_held else ""
             connection.execute(
-                f"{sql} WHERE run_id = ? AND node_id = ? AND state = 'running'",
+                f"{sql} WHERE run_id = ? AND node_id = ? AND state = 'running'{spared}",
                 (*values, run_id, node_id),
             )
 

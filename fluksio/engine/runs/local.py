@@ -48,6 +48,9 @@ class LocalExecutor:
     def provenance(self) -> Provenance:
         return self._provenance
 
+    def holder(self) -> str | None:
+        return None  # its calls die with the engine's process
+
     async def run(self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]) -> CallOutcome:
         return await self.launcher.run(spec, on_event)
 

@@ -40,7 +40,7 @@ from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
 from fluksio.engine.runs.machine_waits import WaitMoves
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.references import Ref, substitute
-from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
+from fluksio.engine.runs.rows import ArraySummary, HeldItem, NodeRow, RunRow
 from fluksio.wire.flows import FlowSpec, NodeSpec
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import (
@@ -138,19 +138,21 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
         found: list[tuple[RunRow, list[NodeRow]]],
         now: float,
         settled: dict[Ref, NodeRow] | None = None,
+        held: dict[tuple[str, str], list[HeldItem]] | None = None,
     ) -> list[Effect]:
         """Take over the runs a previous engine left unfinished.
 
         Queued calls are queued again at their old place in line. A call that was running
-        on a worker waits for it (:class:`AwaitWorker`); one that ran in the engine's own
-        process (or an array's item) fails as ``EngineRestarted``, or is queued again if
+        on a worker waits for it (:class:`AwaitWorker`), and so does each array item in
+        ``held`` (by run and node id: those stored as running on a worker); one that ran
+        in the engine's own process fails as ``EngineRestarted``, or is queued again if
         its node says ``retry_on_restart``.
         """
         effects: list[Effect] = []
         for row, node_rows in found:
             run = self._build(row, FlowSpec.model_validate(row.spec), node_rows)
             self._runs[row.id] = run
-            changed = self._interrupted(run, now, effects)
+            changed = self._interrupted(run, now, effects, held or {})
             changed += self._await_results(run, settled or {}, now)
             for node in run.nodes.values():
                 if node.row.state in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED}:
@@ -161,7 +163,13 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
             self._finish(run, changed, now, effects, announce=True)
         return effects
 
-    def _interrupted(self, run: LiveRun, now: float, effects: list[Effect]) -> list[LiveNode]:
+    def _interrupted(
+        self,
+        run: LiveRun,
+        now: float,
+        effects: list[Effect],
+        held: dict[tuple[str, str], list[HeldItem]],
+    ) -> list[LiveNode]:
         """What a restart did to a run: its running calls are lost, its queue forgotten."""
         # A cancel is stored only as the nodes it cancelled: a run whose every node was
         # running when the cancel came is not known to have been cancelled.
@@ -169,7 +177,8 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
         changed = []
         for node in run.nodes.values():
             if node.spec.is_array and node.row.state in (NodeState.QUEUED, NodeState.RUNNING):
-                self._array_interrupted(run, node, now, effects)
+                kept = [] if run.cancelling else held.get((run.row.id, node.spec.id), [])
+                self._array_interrupted(run, node, now, effects, kept)
             elif node.row.state is NodeState.RUNNING:
                 if not run.cancelling and self._await_worker(run, node, effects):
                     continue  # running still, as far as anyone knows
@@ -202,10 +211,19 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
         if last_ended is not None:
             node.row.ended_at = last_ended
 
-    def placed(self, call_id: str, place: str, provenance: Provenance, now: float) -> CallInputs:
-        """The scheduler placed the call: it records where, and says what the call needs."""
+    def placed(
+        self,
+        call_id: str,
+        place: str,
+        provenance: Provenance,
+        now: float,
+        holder: str | None = None,
+    ) -> CallInputs:
+        """The scheduler placed the call: it records where (and ``holder``, who holds it
+        there across a restart), and says what the call needs."""
         run, node = self._calls[call_id]
         node.row.place = place
+        node.row.holder = holder
         node.row.provenance = provenance
         node.row.started_at = now
         node.row.ended_at = None  # an earlier attempt's

@@ -48,12 +48,16 @@ class AdoptMoves(MachineRules):
         run, node = found
         if not node.spec.retry_on_restart or run.cancelling:
             return self.ended(call_id, CallOutcome(False, error=error), now)
+        before = node.row.state
         effects: list[Effect] = [Release(self._forget_call(node))]
         node.row.state = NodeState.PENDING
         node.row.attempt += 1
         node.note("rerun", now, attempt=node.row.attempt, after=error.get("message", RESTARTED))
         changed = [self._queue(run, node, node.row.queued_at or now, effects)]
-        self._finish(run, changed, now, effects)
+        if node.row.item is not None:
+            self._item_moved(run, node, before, now, effects)  # its array's counts; saves it
+        else:
+            self._finish(run, changed, now, effects)
         return effects
 
     def _await_worker(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> bool:
@@ -66,7 +70,7 @@ class AdoptMoves(MachineRules):
         queued_at = node.row.queued_at or node.row.started_at or 0.0
         gpu_ids = node.row.provenance.gpu_ids if node.row.provenance is not None else ()
         request = self._request(run, node, call_id, queued_at)
-        effects.append(AwaitWorker(request, place, tuple(gpu_ids)))
+        effects.append(AwaitWorker(request, place, tuple(gpu_ids), node.row.holder))
         return True
 
     if TYPE_CHECKING:  # given by the class it is mixed into

@@ -20,7 +20,7 @@ from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Save, Stop, Withdraw
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
-from fluksio.engine.runs.rows import ArraySummary, Earlier, NodeRow
+from fluksio.engine.runs.rows import ArraySummary, Earlier, HeldItem, NodeRow
 from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState
 
 __all__ = ["FAILURES_KEPT", "SUMMARY_EVERY_S", "WINDOW", "ArrayMoves"]
@@ -64,7 +64,8 @@ class ArrayMoves(MachineRules):
         """The array's turn has come: its items go in line, a window at a time."""
         summary = node.row.array
         assert summary is not None
-        node.array = LiveArray(summary)
+        if node.array is None:  # else made at a restart, holding the items on workers
+            node.array = LiveArray(summary)
         node.array_prefix = node.array_prefix or self._new_id()
         started = sum(n for state, n in summary.counts.items() if state != NodeState.QUEUED)
         node.row.state = NodeState.RUNNING if started else NodeState.QUEUED
@@ -251,24 +252,35 @@ class ArrayMoves(MachineRules):
         return changed
 
     def _array_interrupted(
-        self, run: LiveRun, node: LiveNode, now: float, effects: list[Effect]
+        self,
+        run: LiveRun,
+        node: LiveNode,
+        now: float,
+        effects: list[Effect],
+        held: list[HeldItem],
     ) -> None:
-        """A restart: the items that were running are lost. As for a node: run again
-        (``retry_on_restart``) or failed; the array goes back in line from its first
-        item not yet over."""
+        """A restart: the items ``held`` on workers may run there still, and each awaits
+        its worker, as a node's call does; the others that were running (in the engine's
+        process) are lost. As for a node: run again (``retry_on_restart``) or failed; the
+        array goes back in line from its first item not yet over."""
         summary = node.row.array
         assert summary is not None
         rerun = node.spec.retry_on_restart
         error = None if rerun else error_record(ErrorKind.ENGINE_RESTARTED, _RESTARTED)
-        if summary.counts.get(NodeState.RUNNING.value):
-            effects.append(ItemsInterrupted(node.row, run.row.id, error, now))
-            _move(
-                summary,
-                NodeState.RUNNING,
-                NodeState.QUEUED if rerun else NodeState.FAILED,
-                summary.counts[NodeState.RUNNING.value],
+        lost = summary.counts.get(NodeState.RUNNING.value, 0) - len(held)
+        if lost > 0:
+            effects.append(
+                ItemsInterrupted(node.row, run.row.id, error, now, spare_held=bool(held))
             )
+            after = NodeState.QUEUED if rerun else NodeState.FAILED
+            _move(summary, NodeState.RUNNING, after, lost)
         node.row.state = NodeState.PENDING
+        if held:
+            node.array = LiveArray(summary)
+            for row, params in held:
+                assert row.item is not None
+                item = node.array.items[row.item] = LiveNode(node.spec, row, item_params=params)
+                self._await_worker(run, item, effects)
 
     def _array_done(self, run: LiveRun, node: LiveNode, now: float) -> None:
         """Every item is over: so is the array (its caller saves it)."""

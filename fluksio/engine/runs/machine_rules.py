@@ -75,6 +75,9 @@ class MachineRules:
         ) -> None:
             raise NotImplementedError
 
+        def _await_worker(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> bool:
+            raise NotImplementedError
+
     # -- the rules ---------------------------------------------------------------------------
 
     def _build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> LiveRun:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState, RunState
 
-__all__ = ["ReferenceNode", "ReferenceRun"]
+__all__ = ["ReferenceNode", "ReferenceRun", "back_with"]
 
 
 RETRIED_AS = {
@@ -144,9 +144,10 @@ class ReferenceRun:
         self.cancelling = True
         self._settle()
 
-    def not_back(self, node_id: str) -> None:
+    def not_back(self, node_id: str, kind: str = "gone") -> None:
         """The worker of a call running over a restart will not bring it back: it runs
-        again if its node says ``retry_on_restart``, else it ended as gone."""
+        again if its node says ``retry_on_restart``, else it ended as ``kind`` says (gone,
+        or ``not_taken``: its worker came back without it)."""
         node = self.nodes[node_id]
         if node.retry_on_restart and not self.cancelling:
             assert node.state is NodeState.RUNNING
@@ -154,7 +155,7 @@ class ReferenceRun:
             node.attempt += 1
             self._settle()
         else:
-            self.end(node_id, "gone")
+            self.end(node_id, kind)
 
     def restart(self) -> None:
         """The engine restarted: what ran in its process is lost (or runs again if its
@@ -207,3 +208,21 @@ class ReferenceRun:
         if all(s is NodeState.SUCCEEDED for s in dependencies):
             return NodeState.QUEUED
         return None
+
+
+def back_with(
+    held_by: tuple[str, str, str | None],
+    back: tuple[str, str, str | None],
+    named: set[str],
+    call_id: str,
+) -> str | None:
+    """What becomes of a call awaited since a restart, held by worker ``held_by`` (token,
+    name, process), when worker ``back`` attaches naming ``named``: None, nothing (it is
+    another worker's); ``adopt``; ``not_taken`` (its worker back without it);
+    ``started_again`` (its worker's process is another: the call died with the old). Our
+    agent's hello always names what it holds."""
+    if held_by[0] != back[0] or held_by[1] != back[1]:
+        return None  # another token or another name: none of its business
+    if held_by[2] != back[2]:
+        return "started_again"
+    return "adopt" if call_id in named else "not_taken"

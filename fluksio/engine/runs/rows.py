@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
 
-__all__ = ["ArraySummary", "NodeRow", "RunRow"]
+__all__ = ["ArraySummary", "HeldItem", "NodeRow", "RunRow"]
 
 
 @dataclass
@@ -59,6 +59,10 @@ class NodeRow:
     array). None: a node."""
     array: ArraySummary | None = None
     """An array node's items, counted by state."""
+    holder: str | None = None
+    """Who holds its call where it runs, as :class:`~fluksio.engine.workers.holder.Holder`
+    writes it (a worker's token, name and process): a restarted engine gives the call back
+    to that worker alone. None: the engine's own process, or not placed."""
 
     @property
     def sent_ahead(self) -> bool:
@@ -88,3 +92,8 @@ class Earlier(NamedTuple):
     interruptions: int
     crashes: tuple[str, ...]
     checkpoint: dict[str, Any] | None
+
+
+HeldItem = tuple[NodeRow, dict[str, Any]]
+"""An array's item a restart found running on a worker: its row, and its parameters (read
+again from its source), to await that worker with."""

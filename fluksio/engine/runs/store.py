@@ -94,6 +94,7 @@ _NODE_COLUMNS = (
     "interruptions",
     "crashes",
     "checkpoint",
+    "holder",
 )
 _ITEM_KEY = ("run_id", "node_id", "idx")
 
@@ -123,6 +124,7 @@ def node_row(row: sqlite3.Row) -> NodeRow:
         checkpoint=json.loads(row["checkpoint"]) if row["checkpoint"] else None,
         item=row["idx"] if "idx" in keys else None,
         array=ArraySummary.from_json(json.loads(summary)) if summary is not None else None,
+        holder=row["holder"],
     )
 
 
@@ -144,6 +146,7 @@ def _columns(n: NodeRow) -> tuple[object, ...]:
         n.interruptions,
         json.dumps(n.crashes) if n.crashes else None,
         json.dumps(n.checkpoint) if n.checkpoint else None,
+        n.holder,
     )
 
 

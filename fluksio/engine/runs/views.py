@@ -97,6 +97,11 @@ class Executor(Protocol):
         """Where calls placed here run (the GPUs are the placement's to add)."""
         ...
 
+    def holder(self) -> str | None:
+        """Who holds calls placed here across the engine's restart, as the store keeps it
+        (:class:`~fluksio.engine.workers.holder.Holder`); None: none outlive the engine."""
+        ...
+
     async def run(
         self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]
     ) -> CallOutcome: ...

@@ -87,6 +87,7 @@ _TEXT_LIMITS = {
     "version": 64,
     "slurm_job_id": 64,
     "host": 255,
+    "instance": 64,
 }
 _MAX_LABELS = 64
 _MAX_PARALLEL = 4096

@@ -62,6 +62,7 @@ from fluksio.engine.workers.connection import (
     ConnectionMachine,
     ConnectionRules,
 )
+from fluksio.engine.workers.holder import Holder
 from fluksio.engine.workers.protocol import outcome_of
 from fluksio.engine.workers.session_effects import EventCallback, Pending, SessionEffects
 from fluksio.engine.workers.socket import CountedSocket
@@ -120,6 +121,8 @@ class WorkerSession(SessionEffects):
         self.id = record.worker_id
         self.name = record.name
         self.identity = (token.jti, hello.name)
+        self.held_as = Holder(token.jti, hello.name, hello.instance)
+        """Who holds its calls, in words a restarted engine can check a worker by."""
         self.token = token
         self.key_id = key_id
         self.hello = hello
@@ -174,6 +177,9 @@ class WorkerSession(SessionEffects):
             provisioner=f"{provisioned[0]}/{provisioned[1]}" if provisioned else None,
             request_id=provisioned[2] if provisioned else None,
         )
+
+    def holder(self) -> str | None:
+        return self.held_as.text()
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
