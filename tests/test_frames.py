@@ -144,6 +144,13 @@ def test_a_checkpoint_that_is_no_artifact_reference_is_refused(checkpoint: objec
         parse_worker_frame(json.dumps({**frame, "checkpoint": checkpoint}))
 
 
+def test_a_stopping_word_is_read_and_its_reason_bounded() -> None:
+    said = wire.StoppingFrame(reason="told to stop (SIGTERM)")
+    assert parse_worker_frame(encode(said)) == said
+    with pytest.raises(FrameError, match=r"^reason: at most 512 characters"):
+        parse_worker_frame(encode(wire.StoppingFrame(reason="x" * 513)))
+
+
 def test_strings_for_numbers_in_a_hello_are_refused() -> None:
     with pytest.raises(ValidationError) as raised:
         parse_hello({"op": "hello", "protocol": 2, "name": "b", "inventory": {"cpus": "8"}})

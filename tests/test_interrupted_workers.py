@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,5 +123,84 @@ def test_a_call_that_handles_the_notice_of_its_workers_stop_returns_its_result(
         )
         assert "1 running call(s) given notice" in worker.logs()
         assert "stopping 0 running call(s)" in worker.logs(), "none left to stop"
+    finally:
+        engine.stop()
+
+
+CHECKPOINTS_ON_NOTICE = code("""
+    import signal, time
+    import fluksio
+
+    told = []
+
+    def process():
+        if fluksio.restored():
+            return "went on elsewhere"
+        signal.signal(signal.SIGUSR1, lambda *_: told.append(True))
+        fluksio.emit(started=True)  # the engine hears it began
+        while not told:
+            time.sleep(0.02)
+        fluksio.checkpoint({"done": 1})
+""")
+
+IGNORES_NOTICE = code("""
+    import signal, time
+    import fluksio
+
+    def process():
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        fluksio.emit(started=True)
+        time.sleep(600)
+""")
+
+
+def test_a_worker_told_to_stop_is_sent_nothing_more_and_says_it_is_stopping(
+    tmp_path: Path,
+) -> None:
+    # Before, the call that checkpointed on its notice went back to the same worker, which
+    # refused it (it takes nothing once told to stop), over and over for the 10 s its other
+    # call had to end: thousands of refusals.
+    engine = start_engine(tmp_path / "data", tmp_path / "logs")
+    try:
+        admin = engine.login()
+        token = engine.mint(admin, "box", ["box"])["token"]
+        first = start_worker(
+            engine, token, tmp_path / "first", "--name", "box-1", "--labels", "box",
+            "--parallel", "2", "--pipeline", "0",
+        )  # fmt: skip
+        nodes: list[dict[str, Any]] = [
+            {"id": "saves", "worker": "box", "code": CHECKPOINTS_ON_NOTICE},
+            {"id": "ignores", "worker": "box", "code": IGNORES_NOTICE, "max_checkpoints": 0},
+        ]
+        run_id = run_flow(engine, admin, "notice", nodes)
+        wait_for(
+            lambda: all(n["events"] for n in get_run(engine, admin, run_id)["nodes"]),
+            timeout=30,
+            what="both calls to start, and the engine to hear them",
+        )
+        first.process.send_signal(signal.SIGTERM)
+
+        def saved_and_waiting() -> dict[str, object] | None:
+            found: dict[str, object] = nodes_of(get_run(engine, admin, run_id))["saves"]
+            return found if found["state"] == "queued" else None
+
+        queued = wait_for(saved_and_waiting, timeout=30, what="the checkpointed call in line")
+        (box,) = engine.client(admin).request("GET", "/workers").body
+        assert (box["name"], box["status"]) == ("box/box-1", "stopping"), box
+        said = str(queued["reason"])
+        assert "(box/box-1: stopping)" in said and "next in line" not in said, said
+        assert first.process.wait(timeout=30) == 0
+        second = start_worker(
+            engine, token, tmp_path / "second", "--name", "box-2", "--labels", "box"
+        )
+        try:
+            ended = wait_run(engine, admin, run_id, timeout=60)
+        finally:
+            second.stop()
+        saves = nodes_of(ended)["saves"]
+        assert (saves["state"], saves["result"]) == ("succeeded", "went on elsewhere"), saves
+        refusals = [e for e in saves["events"] if e["event"] == "requeued"]
+        assert refusals == [], f"sent back to the stopping worker {len(refusals)} times"
+        assert "refused" not in first.logs()
     finally:
         engine.stop()

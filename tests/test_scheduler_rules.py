@@ -288,6 +288,30 @@ def test_a_place_that_stopped_answering_keeps_its_calls_and_gets_nothing_new() -
     assert [p.worker_id for p in scheduler.schedule().placements] == ["frozen"]
 
 
+def test_a_stopping_place_gets_nothing_new_answering_or_not_and_is_never_held() -> None:
+    scheduler = Scheduler(ENGINE)
+    scheduler.add_worker(worker("leaving", "cpu", slots=2))
+    scheduler.submit(CallRequest("running", 0.0, label="cpu"))
+    assert [p.worker_id for p in scheduler.schedule().placements] == ["leaving"]
+    scheduler.set_stopping("leaving")
+    scheduler.set_paused("leaving", False)  # it answers a ping: still stopping
+    scheduler.submit(CallRequest("new", 1.0, label="cpu"))
+    assert scheduler.schedule().placements == ()
+    assert scheduler.allocation("running") is not None, "what runs there stays"
+    reason = scheduler.reason("new")
+    assert reason is not None and "(leaving: stopping)" in reason.text, reason
+    assert "next in line" not in reason.text, "never held for a place that takes nothing"
+    assert scheduler.explain("new", "leaving") == (
+        "leaving is stopping (its worker was told to stop); it is given nothing new"
+    )
+    view = scheduler.view("leaving")
+    assert view is not None and view.stopping and view.paused
+    scheduler.finish("running")
+    assert scheduler.schedule().placements == (), "not even once it is idle"
+    scheduler.add_worker(worker("next", "cpu", slots=1))
+    assert [p.worker_id for p in scheduler.schedule().placements] == ["next"]
+
+
 def test_calls_go_to_free_slots_first_then_into_busy_workers_pipelines() -> None:
     """A worker's pipeline takes calls ahead only once no place has a slot free: two
     calls on two idle workers run side by side, not one behind the other."""

@@ -28,6 +28,7 @@ from fluksio.agent.frames import (
     LogFrame,
     ProgressFrame,
     RunFrame,
+    StoppingFrame,
     encode,
 )
 from fluksio.agent.launcher import CallSpec, Launcher
@@ -88,10 +89,25 @@ class Carrier:
         """Calls stopped because this worker was told to stop: why, as their answer says."""
         self._stopping: str | None = None
         """Why this worker was told to stop, once it was: it takes no more calls."""
+        self._tells_stopping = False
+        """The engine takes word that this worker is stopping."""
 
     def running(self) -> list[str]:
         """The calls running now, in their slots."""
         return list(self._calls)
+
+    async def _tell_stopping(self) -> None:
+        """Tell the engine this worker stopping (if it takes the word): it then sends
+        nothing more, so no call comes only to be refused."""
+        if self._tells_stopping and self._stopping is not None:
+            await self.send_now(StoppingFrame(reason=self._stopping))
+
+    async def stopping(self, why: str) -> list[str]:
+        """Told to stop: the engine told, then every running call given its notice (see
+        :meth:`give_notice`). Those."""
+        noticed = self.give_notice(why)
+        await self._tell_stopping()
+        return noticed
 
     def give_notice(self, why: str) -> list[str]:
         """This worker was told to stop (``why``): a call sent from now on is answered that
@@ -118,6 +134,9 @@ class Carrier:
     async def welcomed(self, welcome: Welcome, reply: dict[str, Any]) -> None:
         """A welcome: what it offers taken up, what was held sent first."""
         self._tells_cache = welcome.cache and self.config.report_cache
+        self._tells_stopping = welcome.stopping
+        if self._stopping is not None:
+            await self._tell_stopping()  # told to stop while away: said on the way back
         self._cache.reset()
         self._taken.take_s = welcome.take_s
         await self.carry_out_dropping(self.machine.welcomed(welcome))  # held first
@@ -278,7 +297,7 @@ class Carrier:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await ws.ping(payload)
 
-    async def send_now(self, frame: CacheFrame | AnswerFrame) -> None:
+    async def send_now(self, frame: CacheFrame | AnswerFrame | StoppingFrame) -> None:
         ws = self.ws
         if ws is not None and not ws.closed:
             await self.send(ws, frame)
@@ -286,7 +305,7 @@ class Carrier:
     async def send(
         self,
         ws: aiohttp.ClientWebSocketResponse,
-        frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame,
+        frame: ProgressFrame | LogFrame | AnswerFrame | CacheFrame | StoppingFrame,
     ) -> int:
         """Send ``frame``; how long it was."""
         self._taken.said += 1

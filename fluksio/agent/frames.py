@@ -33,6 +33,7 @@ __all__ = [
     "RefusedFrame",
     "RunFrame",
     "RunRef",
+    "StoppingFrame",
     "StoreOffer",
     "WelcomeFrame",
     "encode",
@@ -157,6 +158,16 @@ class CacheFrame:
     ``image:<name>`` (:data:`IMAGE_HELD`), which calls in them prefer alike."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoppingFrame:
+    """(ours) The worker was told to stop (SIGTERM: a preemption, its batch job's end, a
+    service stopped): it finishes or stops what it runs and takes nothing new, so the
+    engine sends it nothing more. Sent to an engine whose welcome takes it."""
+
+    op: Literal["stopping"] = "stopping"
+    reason: str
+
+
 IMAGE_HELD = "image:"
 """How a held container image is named among a cache's holds (``image:<name>``)."""
 MAX_PIPELINE = 256
@@ -221,6 +232,8 @@ class WelcomeFrame:
     ``pipeline``); when more than none, the worker says ``started`` as each starts."""
     cache: bool = False
     r"""(ours) The engine takes :class:`CacheFrame`\ s (it places calls by them)."""
+    stopping: bool = False
+    r"""(ours) The engine takes a :class:`StoppingFrame` (it then sends nothing more)."""
     take_s: float | None = None
     """(ours) The engine's take rule (``--worker-take-s``): after it sends a call it must
     hear some frame of this worker's within this long. Told, the worker says a call is

@@ -69,6 +69,8 @@ class Welcome:
     """Its take rule: how long it waits to hear from the worker after sending a call."""
     kept: frozenset[str] | None = None
     """Of the calls the hello named, those it carries on (None: it does not say)."""
+    stopping: bool = False
+    """It takes word that this worker is stopping (and then sends it nothing more)."""
 
     @classmethod
     def read(cls, reply: Mapping[str, object]) -> Welcome:
@@ -77,6 +79,7 @@ class Welcome:
             kept=frozenset(str(c) for c in kept) if isinstance(kept, list) else None,
             logs=reply.get("logs") is True,
             cache=reply.get("cache") is True,
+            stopping=reply.get("stopping") is True,
             pipeline=pipeline if type(pipeline) is int and pipeline > 0 else 0,
             take_s=float(take_s)
             if isinstance(take_s, int | float) and not isinstance(take_s, bool) and take_s > 0

@@ -135,7 +135,7 @@ class Agent:
             self._stopping = asyncio.get_running_loop().create_task(self._stop_calls(why))
 
     async def _stop_calls(self, why: str) -> None:
-        noticed = set(self._carrier.give_notice(why))
+        noticed = set(await self._carrier.stopping(why))
         if noticed:
             said = "%s: %d running call(s) given notice, %g s to end by themselves"
             log.warning(said, why, len(noticed), NOTICE_GRACE_S)

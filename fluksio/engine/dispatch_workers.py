@@ -70,6 +70,19 @@ class WorkerEvents:
             self._place_changed(worker_id)  # its view shows how many it holds
             self.kick()
 
+    def set_stopping(self, worker_id: str) -> bool:
+        """A worker is stopping (told to stop): nothing new goes to it again, so a call
+        its stop ended or refused goes elsewhere instead of back to it. False: it was
+        known to be stopping already, or is not attached."""
+        place = self._scheduler.view(worker_id)
+        if place is None or place.stopping:
+            return False
+        self._changed()
+        self._scheduler.set_stopping(worker_id)
+        self._place_changed(worker_id)
+        self.kick()
+        return True
+
     def set_answering(self, worker_id: str, answering: bool) -> None:
         """A worker stopped answering (nothing new for it) or answers again."""
         if self._scheduler.has_place(worker_id):

@@ -158,9 +158,11 @@ def _place(view: PlaceView) -> PlaceBody:
 
 def _worker(session: WorkerSession, place: PlaceView | None) -> WorkerBody:
     hello = session.hello
-    status: Literal["busy", "idle", "not answering"]
+    status: Literal["busy", "idle", "not answering", "stopping"]
     if place is None:
         status = "idle"
+    elif place.stopping:
+        status = "stopping"
     elif place.paused:
         status = "not answering"
     else:

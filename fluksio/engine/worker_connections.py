@@ -208,6 +208,10 @@ class WorkerConnections:
         self._parts.dispatcher.worker_gone(session.record, reason)
         log.info("worker.detached", worker=session.name, worker_id=session.id, reason=reason)
 
+    def stopping(self, session: WorkerSession, why: str) -> None:
+        if self._parts.dispatcher.set_stopping(session.id):
+            log.info("worker.stopping", worker=session.name, worker_id=session.id, why=why)
+
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
         session.held_images = sorted(
             d.removeprefix(IMAGE_HELD) for d in digests if d.startswith(IMAGE_HELD)
@@ -233,6 +237,7 @@ class WorkerConnections:
                 logs=True,
                 pipeline=session.pipeline,
                 cache=True,
+                stopping=True,
                 take_s=self._parts.settings.worker_take_s,
                 kept=kept if session.hello.resume is not None else None,
             )

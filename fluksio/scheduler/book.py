@@ -158,6 +158,7 @@ class Book:
             _resources(place.free()),
             place.paused,
             len(place.cached),
+            place.stopping,
         )
 
     def place(self, worker_id: str) -> PlaceState:

@@ -98,13 +98,19 @@ class Holds(Book):
             and group_key in previous.groups
             and covers(previous.unheld(), need)
             and in_time(previous.capacity_key())
+            and not previous.stopping
         ):
             target: str | None = previous.id
         else:
             places = self._places
+            # Never held on a place that is stopping: it takes nothing again.
             target = group.capacity.first(
                 need,
-                lambda key: in_time(key) and covers(places[key.place_id].unheld(), need),
+                lambda key: (
+                    in_time(key)
+                    and not places[key.place_id].stopping
+                    and covers(places[key.place_id].unheld(), need)
+                ),
             )
         if target is None:
             return None

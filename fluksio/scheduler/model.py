@@ -326,9 +326,13 @@ class PlaceView:
     inventory: Resources
     free: Resources
     paused: bool = False
-    """Not answering for now: it keeps what runs there, and is given nothing new."""
+    """Not answering for now, or stopping: it keeps what runs there, and is given nothing
+    new."""
     cached: int = 0
     """How many artifacts its cache holds, as it last reported (``Scheduler.set_cached``)."""
+
+    stopping: bool = False
+    """Its worker said it is stopping: it is given nothing new again."""
 
     @property
     def calls(self) -> int:

@@ -106,7 +106,7 @@ def _shortfall(place: PlaceState, need: Amounts, asks_one_kind: bool) -> str:
     if small is not None:
         return f"too small ({_amount(getattr(place.capacity, small), small)})"
     if place.paused:
-        return "not answering"
+        return "stopping" if place.stopping else "not answering"
     lacking = _shortages(place, need)
     if not lacking:
         return "has room now"
@@ -334,6 +334,8 @@ def explain_place(request: CallRequest, need: Amounts, place: PlaceState) -> str
             f"{name} is too small: it has {_amount(getattr(place.capacity, small), small)},"
             f" the request needs {_amount(getattr(need, small), small)}"
         )
+    if place.stopping:
+        return f"{name} is stopping (its worker was told to stop); it is given nothing new"
     if place.paused:
         return f"{name} is not answering; it is given nothing new until it does"
     if not _shortages(place, need):

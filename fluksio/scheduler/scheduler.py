@@ -203,11 +203,19 @@ class Scheduler(Holds):
         """A place stopped answering (or answers again): while paused it keeps what runs
         there and is given nothing new, so new calls go to places that answer."""
         place = self._places[place_id]
+        paused = paused or place.stopping
         if place.paused == paused:
             return
         self._unindex_free(place)
         place.paused = paused
         self._index_free(place)
+
+    def set_stopping(self, place_id: str) -> None:
+        """A place's worker is stopping (told to stop): what runs there finishes or is
+        stopped by it, and nothing new goes there again, answering or not."""
+        place = self._places[place_id]
+        place.stopping = True
+        self.set_paused(place_id, True)
 
     def submit(self, request: CallRequest) -> None:
         if request.id in self._requests:

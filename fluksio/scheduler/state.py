@@ -50,6 +50,7 @@ class PlaceState:
         "held",
         "indexed",
         "paused",
+        "stopping",
         "used",
         "worker",
     )
@@ -67,7 +68,11 @@ class PlaceState:
         self.used = ZERO
         self.held = ZERO
         self.paused = False
-        """Not answering for now: it keeps what runs there, and is given nothing new."""
+        """Not answering for now, or stopping: it keeps what runs there, and is given
+        nothing new."""
+        self.stopping = False
+        """Its worker said it is stopping (told to stop: a preemption, its job's end): it
+        stays paused whether it answers or not."""
         self.free_gpu_ids = sorted(worker.device_ids)
         self.groups: tuple[GroupKey, ...] = (
             (None,) if worker.id == ENGINE_ID else tuple(sorted(worker.labels))

@@ -29,6 +29,7 @@ from fluksio.agent.frames import (
     InventoryReport,
     LogFrame,
     ProgressFrame,
+    StoppingFrame,
 )
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.names import NAME_RULE, is_name
@@ -57,14 +58,14 @@ CLOSE_DRAINED = 4010
 def _kind(frame: Any) -> str:
     # The protocol's rule: a frame with an ``event`` is progress; without one it answers.
     # Our agent's lines are progress too, of a shape of their own.
-    if isinstance(frame, dict) and frame.get("op") == "cache":
-        return "cache"
+    if isinstance(frame, dict) and frame.get("op") in ("cache", "stopping"):
+        return str(frame["op"])
     if not isinstance(frame, dict) or "event" not in frame:
         return "answer"
     return "log" if frame["event"] == "log" else "progress"
 
 
-WorkerFrame = ProgressFrame | LogFrame | AnswerFrame | CacheFrame
+WorkerFrame = ProgressFrame | LogFrame | AnswerFrame | CacheFrame | StoppingFrame
 """What a worker may send after its hello."""
 
 _HELLO: TypeAdapter[HelloFrame] = TypeAdapter(HelloFrame)
@@ -73,7 +74,8 @@ _CALL_FRAME: TypeAdapter[WorkerFrame] = TypeAdapter(
         Annotated[ProgressFrame, Tag("progress")]
         | Annotated[LogFrame, Tag("log")]
         | Annotated[AnswerFrame, Tag("answer")]
-        | Annotated[CacheFrame, Tag("cache")],
+        | Annotated[CacheFrame, Tag("cache")]
+        | Annotated[StoppingFrame, Tag("stopping")],
         Discriminator(_kind),
     ]
 )
@@ -93,6 +95,7 @@ _MAX_LABELS = 64
 _MAX_PARALLEL = 4096
 _MAX_CALL_ID = 128
 _MAX_CHECKPOINT_REF = 1024
+_MAX_STOPPING_REASON = 512
 
 
 class FrameError(ValueError):
@@ -204,6 +207,10 @@ def parse_worker_frame(text: str | bytes) -> WorkerFrame:
                 f"holds: at most {CACHE_REPORTED} digests sha256:<64 hex>"
                 f" and {_MOST_IMAGES} images image:<name>"
             )
+        return frame
+    if isinstance(frame, StoppingFrame):
+        if len(frame.reason) > _MAX_STOPPING_REASON:
+            raise FrameError(f"reason: at most {_MAX_STOPPING_REASON} characters")
         return frame
     if not 1 <= len(frame.call_id) <= _MAX_CALL_ID:
         raise FrameError(f"call_id: must be 1 to {_MAX_CALL_ID} characters")

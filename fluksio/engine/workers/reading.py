@@ -24,6 +24,7 @@ from fluksio.agent.frames import (
     CacheFrame,
     HelloFrame,
     RefusedFrame,
+    StoppingFrame,
     encode,
 )
 from fluksio.agent.outcome import ErrorKind
@@ -230,8 +231,8 @@ async def _serve(
                 await _malformed(session, exc)
                 return
             del data
-            if isinstance(frame, CacheFrame):
-                session.cached(frame.holds)
+            if isinstance(frame, CacheFrame | StoppingFrame):
+                session.told(frame)
                 continue
             if size > CONTROL_FRAME_BYTES and not isinstance(frame, AnswerFrame):
                 session.oversized(frame.call_id, frame.event, size)

@@ -44,12 +44,14 @@ from aiohttp import WSCloseCode
 
 from fluksio.agent.frames import (
     AnswerFrame,
+    CacheFrame,
     CancelFrame,
     HelloFrame,
     LogFrame,
     ProgressFrame,
     RunFrame,
     RunRef,
+    StoppingFrame,
     encode,
 )
 from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
@@ -92,6 +94,9 @@ class SessionLink(Protocol):
         """The welcome frame it is sent, encoded; ``kept``: of the calls its hello named,
         those carried on."""
         ...
+
+    def stopping(self, session: WorkerSession, why: str) -> None:
+        """It is stopping (``why``: what it said): it is given nothing new again."""
 
     def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
         """It reported what its artifact cache holds."""
@@ -256,12 +261,19 @@ class WorkerSession(SessionEffects):
             if frame.event not in ("heartbeat", "started"):
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
         elif not pending.future.done():
-            pending.future.set_result(outcome_of(frame, self.name, self.hello))
+            outcome = outcome_of(frame, self.name, self.hello)
+            if _refused_as_stopping(frame, self.hello):
+                self._link.stopping(self, (outcome.error or {}).get("message", ""))
+            pending.future.set_result(outcome)
 
-    def cached(self, digests: list[str]) -> None:
-        """It reported what its artifact cache holds (a frame: it was heard)."""
+    def told(self, frame: CacheFrame | StoppingFrame) -> None:
+        """A word of its own, of no call (a frame: it was heard): what its artifact cache
+        holds, or that it is stopping (told to stop: it is sent nothing more)."""
         self._apply(self.machine.heard_from(self.clock.now()))
-        self._link.cached(self, frozenset(digests))
+        if isinstance(frame, CacheFrame):
+            self._link.cached(self, frozenset(frame.holds))
+        else:
+            self._link.stopping(self, frame.reason)
 
     def oversized(self, call_id: str, event: str, size: int) -> None:
         self._apply(self.machine.oversized(call_id, event, size, self.clock.now()))
@@ -344,3 +356,11 @@ class WorkerSession(SessionEffects):
                 self._link.gone(self, effect.reason)
             case _:
                 assert_never(effect)
+
+
+def _refused_as_stopping(frame: AnswerFrame, hello: HelloFrame) -> bool:
+    """Whether our agent refused a call it was sent (``NotTaken`` in its answer): it does
+    so only once told to stop, so it is stopping, whether it said so first or not (an
+    agent of ours from before it said so)."""
+    error = frame.error
+    return hello.version is not None and error is not None and error.type == ErrorKind.NOT_TAKEN

@@ -65,8 +65,9 @@ class WorkerBody(Answer):
     """The containers it runs calls in; null: none."""
     in_flight: int
     """The calls sent to it and not yet answered: running, and held ahead."""
-    status: Literal["busy", "idle", "not answering"]
-    """``not answering`` once it missed a ping: it gets no new calls until it answers."""
+    status: Literal["busy", "idle", "not answering", "stopping"]
+    """``not answering`` once it missed a ping: it gets no new calls until it answers;
+    ``stopping`` once it said it was told to stop: it gets no new calls again."""
     attached_at: datetime
     last_seen: datetime
     python: str
