@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine import start_engine
+from tests.support.engine import EngineProcess, start_engine
 from tests.support.runs import code, get_run, nodes_of, run_flow, wait_run
 from tests.support.wait import wait_for
-from tests.support.worker import start_worker
+from tests.support.worker import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.process
 
@@ -31,6 +31,11 @@ HELD = code("""
 """)
 
 
+def _box(engine: EngineProcess, token: str, log_dir: Path, name: str, *args: str) -> WorkerProcess:
+    """Our agent labelled box, named ``name``."""
+    return start_worker(engine, token, log_dir, "--name", name, "--labels", "box", *args)
+
+
 def test_a_call_on_a_worker_told_to_stop_runs_again_elsewhere_without_a_retry(
     tmp_path: Path,
 ) -> None:
@@ -39,9 +44,7 @@ def test_a_call_on_a_worker_told_to_stop_runs_again_elsewhere_without_a_retry(
         admin = engine.login()
         marks, gate = tmp_path / "marks", tmp_path / "gate"
         token = engine.mint(admin, "box", ["box"])["token"]
-        first = start_worker(
-            engine, token, tmp_path / "first", "--name", "box-1", "--labels", "box"
-        )
+        first = _box(engine, token, tmp_path / "first", "box-1")
         node = {"id": "n", "worker": "box", "code": HELD}
         run_id = run_flow(
             engine, admin, "held", [{**node, "params": {"marks": str(marks), "gate": str(gate)}}]
@@ -64,9 +67,7 @@ def test_a_call_on_a_worker_told_to_stop_runs_again_elsewhere_without_a_retry(
         assert "stopping 1 running call(s), told to the engine as interrupted" in first.logs()
 
         gate.touch()
-        second = start_worker(
-            engine, token, tmp_path / "second", "--name", "box-2", "--labels", "box"
-        )
+        second = _box(engine, token, tmp_path / "second", "box-2")
         try:
             ended = wait_run(engine, admin, run_id, timeout=60)
         finally:
@@ -103,7 +104,7 @@ def test_a_call_that_handles_the_notice_of_its_workers_stop_returns_its_result(
     try:
         admin = engine.login()
         token = engine.mint(admin, "box", ["box"])["token"]
-        worker = start_worker(engine, token, tmp_path / "w", "--name", "box-1", "--labels", "box")
+        worker = _box(engine, token, tmp_path / "w", "box-1")
         run_id = run_flow(
             engine, admin, "saves", [{"id": "n", "worker": "box", "code": SAVES_ON_NOTICE}]
         )
@@ -164,10 +165,9 @@ def test_a_worker_told_to_stop_is_sent_nothing_more_and_says_it_is_stopping(
     try:
         admin = engine.login()
         token = engine.mint(admin, "box", ["box"])["token"]
-        first = start_worker(
-            engine, token, tmp_path / "first", "--name", "box-1", "--labels", "box",
-            "--parallel", "2", "--pipeline", "0",
-        )  # fmt: skip
+        first = _box(
+            engine, token, tmp_path / "first", "box-1", "--parallel", "2", "--pipeline", "0"
+        )
         nodes: list[dict[str, Any]] = [
             {"id": "saves", "worker": "box", "code": CHECKPOINTS_ON_NOTICE},
             {"id": "ignores", "worker": "box", "code": IGNORES_NOTICE, "max_checkpoints": 0},
@@ -190,9 +190,7 @@ def test_a_worker_told_to_stop_is_sent_nothing_more_and_says_it_is_stopping(
         said = str(queued["reason"])
         assert "(box/box-1: stopping)" in said and "next in line" not in said, said
         assert first.process.wait(timeout=30) == 0
-        second = start_worker(
-            engine, token, tmp_path / "second", "--name", "box-2", "--labels", "box"
-        )
+        second = _box(engine, token, tmp_path / "second", "box-2")
         try:
             ended = wait_run(engine, admin, run_id, timeout=60)
         finally:
