@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fluksio.agent.frames import AnswerFrame, LogFrame, encode
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import nodes_of
-from tests.support.wait import async_wait_for
+from tests.support.wait import async_wait_for, poll_async
 
 NODE = "def process():\n    return 1\n"
 
@@ -78,3 +79,37 @@ async def test_a_cancel_while_the_call_awaits_its_worker_ends_it_and_the_worker_
     await async_wait_for(
         lambda: worker.cancelled == [call_id], timeout=5, what="the worker told to drop it"
     )
+
+
+async def test_an_adopted_calls_lines_read_whole_from_its_record_once_it_ended(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    # Its first lines went to the engine that died: the restarted engine's live window
+    # starts after them. Before, `runs logs` showed "[... 9 lines not kept ...]" even once
+    # the call had ended and its record (the answer's output) held all 24.
+    data = tmp_path / "d"
+    first = await start_in_process(aiohttp_client, data)
+    await first.put_flow("cpu", [{"id": "n", "code": NODE, "worker": "cpu"}])
+    token = await first.mint("box", ["cpu"])
+    worker = await first.attach(token, name="box", labels=["cpu"])
+    run = await first.start_run("cpu")
+    call_id = (await worker.next_call())["call_id"]
+    lines = [f"line {n}" for n in range(24)]
+    await worker.send_raw(encode(LogFrame(call_id=call_id, first=0, lines=lines[:9])))
+    await first.client.close()
+    api = await start_in_process(aiohttp_client, data)
+    back = await api.attach(token, name="box", labels=["cpu"], resume=[call_id])
+    await back.send_raw(encode(LogFrame(call_id=call_id, first=9, lines=lines[9:])))
+    logs_path = f"/runs/{run['id']}/logs"
+
+    async def heard() -> dict[str, Any] | None:
+        body: dict[str, Any] = (await api.request("GET", logs_path)).body
+        return body if body["next"] == 24 else None
+
+    running = await poll_async(heard, timeout=5, what="the lines sent after the restart")
+    assert (running["missed"], running["lines"]) == (9, lines[9:]), "the gap, said"
+    answer = AnswerFrame(call_id=call_id, ok=True, result=1, logs="\n".join(lines) + "\n")
+    await back.send_raw(encode(answer))
+    await api.wait_run(run["id"])
+    ended = (await api.request("GET", logs_path)).body
+    assert (ended["missed"], ended["lines"], ended["ended"]) == (0, lines, True), ended

@@ -21,8 +21,8 @@ import pytest
 from tests.support.certs import CertificateAuthority
 from tests.support.cli import fluksio
 from tests.support.containers import TRIXIE
-from tests.support.engine import EngineProcess, free_port, start_engine
-from tests.support.process import alive
+from tests.support.engine import BIN, EngineProcess, free_port, start_engine
+from tests.support.process import alive, connected_to
 from tests.support.runs import node_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import WorkerProcess, attach_url, start_worker
@@ -356,6 +356,53 @@ def test_its_output_is_read_by_the_logs_route_and_the_command_line(
     for follow in ([], ["--follow"]):
         printed = fluksio("runs", "logs", run_id, *follow, env=env, timeout=30)
         assert (printed.returncode, printed.stdout.splitlines()) == (0, wanted), printed
+
+
+def test_a_follower_started_while_its_call_runs_prints_the_lines_when_they_come(
+    engine: EngineProcess, attached_published: tuple[str, WorkerProcess], tmp_path: Path
+) -> None:
+    # Before, `runs logs --follow` started while such a call ran printed nothing and
+    # exited 0: the engine answered `ended` with no lines as the call ended.
+    admin, _worker = attached_published
+    release = tmp_path / "release"
+    held = f"""
+        import os, time
+        def process():
+            for n in range(3):
+                print(f'line {{n}}')
+            while not os.path.exists({str(release)!r}):
+                time.sleep(0.05)
+    """
+    node = {"id": "n", "worker": "gpu", "code": textwrap.dedent(held)}
+    run_id = run_flow(engine, admin, "pub-follow", [node])
+    wait_for(
+        lambda: node_of(engine, admin, run_id, "n")["state"] == "running",
+        timeout=30,
+        what="the call to run on it",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
+    env |= {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": admin}
+    follower = subprocess.Popen(
+        [str(BIN / "fluksio"), "runs", "logs", run_id, "--follow"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(engine.url.rsplit(":", 1)[1])
+        wait_for(
+            lambda: connected_to(follower.pid, port),
+            timeout=30,
+            what="the follower to ask the engine while the call runs",
+        )
+        release.touch()
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait(timeout=10)
+    assert (follower.returncode, out.splitlines()) == (0, ["line 0", "line 1", "line 2"]), err
 
 
 def test_it_runs_an_arrays_items_each_as_an_ordinary_call(

@@ -61,15 +61,14 @@ class LogsAsked:
         live = dispatcher.live_logs
         call_id = live.call_of(run_id, live.key(node_id, item), attempt)
         read = live.read(call_id, start) if call_id is not None else None
-        if read is not None and read.ended and read.next == 0 and attempt == latest:
-            # An ended call whose window heard no line: a published agent sends its output
-            # only with its answer, so the node's stored record holds it.
-            read = None
-        source: Literal["live", "stored"]
         if call_id is not None and read is not None:
             if wait_s > 0 and not read.lines and not read.ended:
                 await live.wait(call_id, start, wait_s)
                 read = live.read(call_id, start) or read
+            if read.ended and attempt == latest and _heard_less(read, found.logs):
+                read = None  # decided after the wait: the call may have ended in it
+        source: Literal["live", "stored"]
+        if call_id is not None and read is not None:
             source = "live"
         else:
             node_ended = found.state in TERMINAL_NODE_STATES
@@ -119,6 +118,16 @@ class LogsAsked:
         elif found.array is not None:
             raise InvalidInput("item", f"{node!r} is an array: name one of its items")
         return node, found
+
+
+def _heard_less(read: Read, logs: str) -> bool:
+    """Whether an ended call's window heard less than its stored record holds: no line at
+    all (a published agent sends its output only with its answer), or not those before
+    its first (an adopted call's lines went to the engine before the restart). Then the
+    record is read instead, if it has every line the window counted."""
+    if read.next != 0 and read.missed == 0:
+        return False
+    return _stored(logs, 0, True).next >= read.next
 
 
 def _stored(logs: str, position: int, ended: bool) -> Read:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -12,6 +13,27 @@ from pathlib import Path
 def parent_of(pid: int) -> int:
     """The parent of a running process, from ``/proc`` (its name may hold ")")."""
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def connected_to(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP connection established to ``port`` on this
+    machine (read from ``/proc``: its sockets' inodes, and the connections'
+    table)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if fields[3] == "01" and remote_port == port and fields[9] in inodes:
+                    return True
+    return False
 
 
 def alive(pid: int) -> bool:
