@@ -3,14 +3,14 @@ runs, and a dropped connection resumed without a gap or a repeat."""
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from tests.support.engine import BIN, EngineProcess
+from tests.support.cli import follow_logs
+from tests.support.engine import EngineProcess
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, put_flow, start_run, wait_run
 from tests.support.worker import start_worker
@@ -86,15 +86,7 @@ def test_follow_shows_a_running_nodes_first_line_and_resumes_after_a_drop(
         nodes = [{"id": "train", "worker": "cpu", "code": NODE, "params": {"gates": str(gates)}}]
         assert put_flow(engine, token, "talky", nodes)
         run_id = start_run(engine, token, "talky")["id"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
-        env.update(FLUKSIO_URL=f"http://127.0.0.1:{proxy.port}/api/v1", FLUKSIO_TOKEN=token)
-        follower = subprocess.Popen(
-            [str(BIN / "fluksio"), "runs", "logs", run_id, "--follow"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        follower = follow_logs(f"http://127.0.0.1:{proxy.port}/api/v1", token, run_id)
         lines = _Lines(follower)
         # The node is still running (it waits for go1): its first line is already shown.
         lines.until("line 0", timeout=60)

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from tests.support.certs import CertificateAuthority
-from tests.support.cli import fluksio
+from tests.support.cli import fluksio, follow_logs
 from tests.support.containers import TRIXIE
-from tests.support.engine import BIN, EngineProcess, free_port, start_engine
+from tests.support.engine import EngineProcess, free_port, start_engine
 from tests.support.process import alive, connected_to
 from tests.support.runs import node_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -380,15 +380,7 @@ def test_a_follower_started_while_its_call_runs_prints_the_lines_when_they_come(
         timeout=30,
         what="the call to run on it",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLUKSIO_")}
-    env |= {"FLUKSIO_URL": engine.api, "FLUKSIO_TOKEN": admin}
-    follower = subprocess.Popen(
-        [str(BIN / "fluksio"), "runs", "logs", run_id, "--follow"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    follower = follow_logs(engine.api, admin, run_id)
     try:
         port = int(engine.url.rsplit(":", 1)[1])
         wait_for(
