@@ -1,15 +1,16 @@
-"""Running one engine: take the data directory's lock, listen, stop cleanly on a signal."""
+"""Running one engine: listen, and stop cleanly on a signal, within a stated bound.
+
+The data directory's lock (:mod:`fluksio.engine.holding`) is taken by the caller first.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import os
 import signal
 import socket
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -18,15 +19,17 @@ from cryptography import x509
 from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
 from fluksio.clock import SYSTEM_CLOCK
-from fluksio.engine.datadir import DataDir
+from fluksio.engine.holding import STOP_WITHIN_S, DataDirBusy, data_dir_lock, note_stopping
 from fluksio.engine.provisioning import Configured, load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 from fluksio.logs import LogSecrets, get_logger
 
-__all__ = ["data_dir_lock", "run_engine", "tls_context"]
+__all__ = ["STOP_WITHIN_S", "DataDirBusy", "data_dir_lock", "run_engine", "tls_context"]
 
 log = get_logger(__name__)
+REQUESTS_AT_STOP_S = 2.0
+"""At a stop, how long a request under way may go on before it is cut."""
 
 
 class _ListenerSite(web.BaseSite):
@@ -59,24 +62,6 @@ class _ListenerSite(web.BaseSite):
             ssl_handshake_timeout=self._handshake_s if self._ssl_context else None,
             backlog=self._backlog,
         )
-
-
-@contextlib.contextmanager
-def data_dir_lock(layout: DataDir) -> Iterator[None]:
-    """Hold the data directory for this process: two engines on one directory is refused."""
-    fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            info = layout.read_engine_info() or {}
-            raise ConfigError(
-                f"another engine (pid {info.get('pid', '?')}) is already using the data"
-                f" directory {layout.root}; stop it or choose another --data-dir"
-            ) from exc
-        yield
-    finally:
-        os.close(fd)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -196,7 +181,14 @@ async def run_engine(
     # A connection without a request head is closed (a WebSocket, a feed and a long poll
     # are answers under way, never idle).
     runner = web.AppRunner(
-        app, access_log=None, handle_signals=False, keepalive_timeout=settings.idle_connection_s
+        app,
+        access_log=None,
+        handle_signals=False,
+        keepalive_timeout=settings.idle_connection_s,
+        # Long polls and the feed end as the engine stops (they are woken); what is left
+        # of a request after this is cut, and its client asks again once the engine is
+        # back (aiohttp's own default waits 60 s, which held up a stop with a client).
+        shutdown_timeout=REQUESTS_AT_STOP_S,
     )
     try:
         await runner.setup()
@@ -212,7 +204,22 @@ async def run_engine(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, stop.set)
         await stop.wait()
-        log.info("engine.stopping")
+        log.info("engine.stopping", within_s=STOP_WITHIN_S)
+        note_stopping(layout)
     finally:
+        await _stopped_within(runner, STOP_WITHIN_S)
         layout.engine_info.unlink(missing_ok=True)
-        await runner.cleanup()
+
+
+async def _stopped_within(runner: web.AppRunner, bound_s: float) -> None:
+    """Stop the server and the engine, within ``bound_s`` on real time (an engine on a
+    test's clock stops all the same): past it, what is left is cut short, leaving the
+    state as a crash would, for the next engine to recover."""
+    cleanup = asyncio.ensure_future(runner.cleanup())
+    done, _ = await asyncio.wait([cleanup], timeout=bound_s)
+    if done:
+        cleanup.result()
+        return
+    log.warning("engine.stop_overdue", within_s=bound_s)
+    cleanup.cancel()
+    await asyncio.wait([cleanup], timeout=1.0)

@@ -79,8 +79,10 @@ if TYPE_CHECKING:
 __all__ = ["Dispatcher"]
 
 log = get_logger(__name__)
-CLOSE_CALLS_S = 10.0
-"""At shutdown, how long the calls being stopped get to end."""
+CLOSE_CALLS_S = 3.0
+"""At shutdown, how long the calls being stopped get to end (within the engine's stop
+bound, ``fluksio.engine.holding.STOP_WITHIN_S``; a call's process tree is killed, so
+this is the time to reap it)."""
 
 
 def _new_call_id() -> str:
@@ -190,6 +192,12 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
         self._closing = True
         if self._retention_due is not None:
             self._retention_due.cancel()
+        # Whoever waits on a run or its lines is answered now, as things stand: a long
+        # poll left waiting would hold the stop up. Its client asks again once the
+        # engine is back.
+        for done in self._waiters.values():
+            done.set()
+        self.live_logs.close()
 
     async def close(self) -> None:
         """Cancel pending machine requests, then stop what executes, recording nothing of

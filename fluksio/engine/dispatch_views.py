@@ -36,6 +36,7 @@ class DispatcherViews:
     _writer: RunWriter
     _clock: Clock
     _waiters: dict[str, asyncio.Event]
+    _closing: bool
     _recently_ended: collections.OrderedDict[str, RunView]
     provisioning: ProvisioningDriver | None
     items: ArrayItems
@@ -95,7 +96,7 @@ class DispatcherViews:
 
     async def wait_run(self, run_id: str, timeout: float) -> RunView | None:
         """The run once it has ended, or as it is after ``timeout`` seconds."""
-        if timeout > 0 and not self._machine.is_over(run_id):
+        if timeout > 0 and not self._machine.is_over(run_id) and not self._closing:
             done = self._waiters.setdefault(run_id, asyncio.Event())
             with contextlib.suppress(TimeoutError):
                 async with self._clock.timeout(timeout):

@@ -96,8 +96,10 @@ from fluksio.scheduler import Profile
 __all__ = ["EngineSide", "ProvisioningDriver"]
 
 log = get_logger(__name__)
-# Cancelling at shutdown must not hold the engine up behind an unreachable login node.
-SHUTDOWN_CANCEL_S = 20.0
+# Cancelling at shutdown must not hold the engine up behind an unreachable login node: a
+# stop ends within 10 s (fluksio.engine.holding), and a cancel it did not finish is
+# finished by the next engine, which finds the request withdrawn.
+SHUTDOWN_CANCEL_S = 3.0
 
 
 class ProvisioningDriver:

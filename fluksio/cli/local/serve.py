@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import time
 from typing import Any
 
 import click
 
 from fluksio.api.proxies import parse_public_url, parse_trusted_proxies
-from fluksio.api.server import data_dir_lock, run_engine
+from fluksio.api.server import STOP_WITHIN_S, DataDirBusy, data_dir_lock, run_engine
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
@@ -46,7 +48,8 @@ def serve(*, log_level: str, **values: Any) -> None:
     layout = DataDir(values["data_dir"]).ensure()
     # A bad provisioners.json stops here, with one sentence, before anything starts.
     provisioners = load_configured(layout)
-    with data_dir_lock(layout):
+    with contextlib.ExitStack() as held:
+        _hold(held, layout)
         database = open_database(layout.database)
         try:
             created = bootstrap_superuser(UserStore(database))
@@ -61,6 +64,29 @@ def serve(*, log_level: str, **values: Any) -> None:
                 log_secrets=log_secrets,
             )
         )
+
+
+def _hold(held: contextlib.ExitStack, layout: DataDir) -> None:
+    """Take the data directory's lock into ``held``. One an engine that is stopping still
+    holds is waited for (it lets go within its stop bound, a little more on a loaded
+    machine), so a restart right after a stop starts; any other holder is refused."""
+    deadline = time.monotonic() + STOP_WITHIN_S + _SPARE_S
+    told = False
+    while True:
+        try:
+            held.enter_context(data_dir_lock(layout))
+            return
+        except DataDirBusy as busy:
+            if not busy.stopping or time.monotonic() >= deadline:
+                raise
+            if not told:
+                click.echo(f"waiting for the engine (pid {busy.pid}) that is stopping", err=True)
+                told = True
+        time.sleep(0.1)
+
+
+_SPARE_S = 5.0
+"""Waited past a stopping engine's bound before giving up on it."""
 
 
 def _banner(

@@ -88,6 +88,7 @@ class LiveLogs:
         self._calls: dict[str, CallLines] = {}
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._ended_bytes = 0
+        self._closed = False
         self._by_node: dict[tuple[str, str, int], str] = {}
         """(run, node, attempt) -> the call id of that attempt (the latest, once queued
         again because its worker never took it)."""
@@ -143,14 +144,22 @@ class LiveLogs:
         first = max(position, call.start)
         return Read(first, lines, first - position, call.end, call.ended)
 
+    def close(self) -> None:
+        """The engine is stopping: every reader waiting is answered now, and none waits
+        from now on."""
+        self._closed = True
+        for call in self._calls.values():
+            call.wake()
+
     async def wait(self, call_id: str, position: int, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for a line at ``position`` or after, or the end."""
+        """Wait up to ``timeout`` seconds for a line at ``position`` or after, or the end
+        (or the engine's stop)."""
         call = self._calls.get(call_id)
-        if call is None or call.ended or call.end > position or timeout <= 0:
+        if call is None or call.ended or call.end > position or timeout <= 0 or self._closed:
             return
         try:
             async with self._clock.timeout(timeout):
-                while not call.ended and call.end <= position:
+                while not call.ended and call.end <= position and not self._closed:
                     await call.changed.wait()
         except TimeoutError:
             return
