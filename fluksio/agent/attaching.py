@@ -22,6 +22,7 @@ from fluksio.agent.settings import ENGINE_AWAY_S, HEARTBEAT_S
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = [
+    "AWAY_WATCH_S",
     "MAX_FRAME_BYTES",
     "AgentConfig",
     "Refused",
@@ -29,6 +30,7 @@ __all__ = [
     "describe_failure",
     "dial",
     "hello_frame",
+    "keeps_calls_s",
     "offered_artifacts",
     "reconnect_delay",
     "untrusted",
@@ -166,6 +168,19 @@ async def why_refused(http: aiohttp.ClientSession, config: AgentConfig, status: 
     return str(detail or f"the engine refused the worker token (HTTP {status})")
 
 
+AWAY_WATCH_S = 1.0
+"""How often an agent whose engine is away looks whether it has waited long enough."""
+STOP_SPARE_S = 10.0
+"""Past ``--engine-away-s``, what stopping its calls may take: the watch's look, and a
+call's whole tree gone (within 5 s), with room to spare."""
+
+
+def keeps_calls_s(engine_away_s: float | None) -> float | None:
+    """How long after it lost its engine the agent may still run its calls (the hello's
+    ``keeps_s``); None: for ever."""
+    return engine_away_s + STOP_SPARE_S if engine_away_s else None
+
+
 def hello_frame(
     config: AgentConfig, launcher: Launcher, resume: list[str] | None, instance: str
 ) -> HelloFrame:
@@ -191,6 +206,7 @@ def hello_frame(
         ends_at=config.ends_at,
         notice_s=config.notice_s,
         relayed=config.route is not None,
+        keeps_s=keeps_calls_s(config.engine_away_s),
         instance=instance,
         resume=resume,
         containers=None if launcher.containers is None else launcher.containers.report(),

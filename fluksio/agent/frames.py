@@ -107,6 +107,11 @@ class HelloFrame:
     """(ours) Its connection passes through a relay (``--connect-to``, a login node's) that
     can drop while the worker lives: a drop then holds its calls for it, by the 90-second
     rule, instead of failing them at once."""
+    keeps_s: float | None = None
+    """(ours) Once its connection is lost without the engine's word (a drop, or the
+    engine's silence), how long it keeps its calls running before it stops them, at the
+    most (its ``--engine-away-s`` and the time to stop them); None: for ever. The engine
+    runs a lost call again elsewhere only after that, or once the worker is back."""
     instance: str | None = None
     """(ours) An id the agent's process draws when it starts and says in every hello: a
     worker coming back with another was started again, and holds none of the calls it had
@@ -234,6 +239,10 @@ class WelcomeFrame:
     r"""(ours) The engine takes :class:`CacheFrame`\ s (it places calls by them)."""
     stopping: bool = False
     r"""(ours) The engine takes a :class:`StoppingFrame` (it then sends nothing more)."""
+    gone_s: float | None = None
+    """(ours) The engine's silence rule (``--worker-gone-s``): a worker it hears nothing
+    from for this long is gone, its calls failed. The worker takes the same rule for the
+    engine, so that both give the other up alike."""
     take_s: float | None = None
     """(ours) The engine's take rule (``--worker-take-s``): after it sends a call it must
     hear some frame of this worker's within this long. Told, the worker says a call is

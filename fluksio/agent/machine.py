@@ -71,20 +71,29 @@ class Welcome:
     """Of the calls the hello named, those it carries on (None: it does not say)."""
     stopping: bool = False
     """It takes word that this worker is stopping (and then sends it nothing more)."""
+    gone_s: float | None = None
+    """Its silence rule, which the worker takes for the engine (None: it says none)."""
 
     @classmethod
     def read(cls, reply: Mapping[str, object]) -> Welcome:
         pipeline, take_s, kept = reply.get("pipeline"), reply.get("take_s"), reply.get("kept")
+        gone_s = reply.get("gone_s")
         return cls(
             kept=frozenset(str(c) for c in kept) if isinstance(kept, list) else None,
             logs=reply.get("logs") is True,
             cache=reply.get("cache") is True,
             stopping=reply.get("stopping") is True,
+            gone_s=_seconds(gone_s),
             pipeline=pipeline if type(pipeline) is int and pipeline > 0 else 0,
-            take_s=float(take_s)
-            if isinstance(take_s, int | float) and not isinstance(take_s, bool) and take_s > 0
-            else None,
+            take_s=_seconds(take_s),
         )
+
+
+def _seconds(value: object) -> float | None:
+    """A welcome's field as a number of seconds (more than none), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,9 @@ class CallOutcome:
     checkpoint: dict[str, Any] | None = None
     """The artifact reference of the state it saved with ``fluksio.checkpoint``: its next
     attempt is given it back. A call that saved one is always ``interrupted``."""
+    may_run_until: float | None = None
+    """Lost with its worker's connection, the call may still run there until this time
+    (the worker's own deadline for a lost engine): it is not run again elsewhere before."""
 
     def __post_init__(self) -> None:
         self.interrupted = self.interrupted or self.checkpoint is not None

@@ -33,6 +33,7 @@ from typing import Any
 import aiohttp
 
 from fluksio.agent.attaching import (
+    AWAY_WATCH_S,
     AgentConfig,
     Refused,
     connector_for,
@@ -86,6 +87,8 @@ class Agent:
         path dropped: aiohttp reports a bare end of stream as OK or as abnormal, by race)."""
         self._stop = asyncio.Event()
         self._stopping: asyncio.Task[None] | None = None
+        self._gave_up = False
+        """The engine was away past --engine-away-s: its calls stopped, the agent leaves."""
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -93,6 +96,7 @@ class Agent:
         """Stay attached until refused (exit 3) or idle for ``--max-idle`` (exit 0)."""
         attempt = 0
         idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
+        away_watch = asyncio.get_running_loop().create_task(self._watch_away())
         try:
             while not self._stop.is_set():
                 checked = self.machine.check(self._clock.monotonic())
@@ -123,9 +127,10 @@ class Agent:
                 with contextlib.suppress(TimeoutError):
                     async with self._clock.timeout(delay):
                         await self._stop.wait()
-            return 0
+            return EXIT_ENGINE_AWAY if self._gave_up else 0
         finally:
             idle_watch.cancel()
+            away_watch.cancel()
 
     def told_to_stop(self, why: str) -> None:
         """SIGTERM (a batch job preempted, cancelled or at its end, a service stopped):
@@ -155,6 +160,18 @@ class Agent:
             async with self._clock.timeout(within_s):
                 while calls & set(self._carrier.running()):
                     await self._clock.sleep(0.05)
+
+    async def _watch_away(self) -> None:
+        """Stop the calls of an engine away past ``--engine-away-s`` on time, though a
+        dial may hang meanwhile (a silent path holds one for its welcome's wait): the
+        engine runs a lost call elsewhere after the deadline the hello told it
+        (``keeps_s``), so none may run on past it. The agent leaves at its next dial."""
+        while not self._gave_up:
+            await self._clock.sleep(AWAY_WATCH_S)
+            checked = self.machine.check(self._clock.monotonic())
+            if await self._carrier.carry_out_dropping(checked):
+                self._gave_up = True
+                self._stop.set()
 
     async def _watch_idle(self) -> None:
         limit = self.config.max_idle_s
@@ -236,11 +253,14 @@ class Agent:
         """Handle frames until the connection ends; returns the engine's reason, if any."""
         self._engine_closed = False
         while True:
+            # Never later than the engine's own silence rule, where its welcome says it:
+            # so the engine knows by when this worker stops a lost call.
+            gone_s = min(self.config.gone_s, self.machine.welcome.gone_s or self.config.gone_s)
             try:
-                async with self._clock.timeout(self.config.gone_s):
+                async with self._clock.timeout(gone_s):
                     message = await ws.receive()
             except TimeoutError:
-                return f"no message from the engine for {self.config.gone_s:g} s"
+                return f"no message from the engine for {gone_s:g} s"
             if message.type == aiohttp.WSMsgType.PING:
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     await ws.pong(message.data)

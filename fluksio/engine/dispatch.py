@@ -122,6 +122,7 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
         self._flows = flows
         self._secrets = secrets
         self._init_adoptions(worker_return_s)
+        self._lost_on = {}
         self._writer = RunWriter(runs, self._written, clock)
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiters: dict[str, asyncio.Event] = {}

@@ -37,6 +37,10 @@ class CallShell:
     _stream: EngineStream
     _writer: RunWriter
     live_logs: LiveLogs
+    _lost_on: dict[str, list[tuple[str, str, int | None]]]
+    """Calls lost with their worker's connection, which it may still run, by the worker
+    that holds them (its holder's words): each waits out the worker's deadline before it
+    runs elsewhere, unless the worker is back first and is told to drop it."""
 
     if TYPE_CHECKING:  # given by the class it is mixed into
 
@@ -98,7 +102,19 @@ class CallShell:
             walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
             walltime = walltimes.get(provenance.provisioner or "")
             outcome = stopped_at_job_end(outcome, provenance, walltime, self._margin)
+        holder = executor.holder()
+        found = self._machine.call(call_id)
+        if outcome.may_run_until is not None and holder is not None and found is not None:
+            run, spec, row = found
+            self._lost_on.setdefault(holder, []).append((run.id, spec.id, row.item))
         self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
+
+    def worker_back(self, holder: str) -> None:
+        """The worker that holds ``holder``'s calls attached again and was told to drop
+        those lost with its connection: their next attempts need not wait any more."""
+        now = self._clock.now()
+        for run_id, node_id, item in self._lost_on.pop(holder, []):
+            self._apply(self._machine.retry_due(run_id, node_id, now, item))
 
     def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
         """A running call wrote lines: kept for its readers, and told to the stream."""

@@ -119,6 +119,7 @@ class WorkerConnections:
             and relation(away.held_as, back) is Relation.SAME
         ):
             await away.come_back(ws, hello)
+            self._parts.dispatcher.worker_back(away.held_as.text())
             log.info(
                 "worker.back", worker=away.name, worker_id=away.id, calls=len(hello.resume or ())
             )
@@ -155,6 +156,9 @@ class WorkerConnections:
             session.record,
         )
         dispatcher.adopt(adopting, session.id, session)
+        # Told by its welcome to drop what it holds that was lost with its connection: the
+        # next attempts of those need not wait out its deadline any more.
+        dispatcher.worker_back(session.held_as.text())
         log.info(
             "worker.attached",
             worker=session.name,
@@ -238,6 +242,7 @@ class WorkerConnections:
                 pipeline=session.pipeline,
                 cache=True,
                 stopping=True,
+                gone_s=self._parts.settings.worker_gone_s,
                 take_s=self._parts.settings.worker_take_s,
                 kept=kept if session.hello.resume is not None else None,
             )

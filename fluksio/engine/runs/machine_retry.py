@@ -99,7 +99,7 @@ class RetryMoves(MachineRules):
                 or retried > policy.times
             ):
                 return False
-            wait = policy.wait_before(retried)
+            wait = _not_before(policy.wait_before(retried), outcome, now)
             node.row.attempt += 1
             node.row.ended_at = now  # the attempt's end, its duration while the next waits
         error = redact(error, node.secrets)  # it is shown, in its events and meanwhile
@@ -129,6 +129,15 @@ class RetryMoves(MachineRules):
             self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
         effects.append(Save(run.row, (node.row,)))
         return True
+
+
+def _not_before(wait: float, outcome: CallOutcome, now: float) -> float:
+    """A retry's wait: its back-off, and, for a call lost with its worker's connection
+    that may run there still, until the worker's deadline: a second copy never starts
+    while the first may."""
+    if outcome.may_run_until is None:
+        return wait
+    return max(wait, outcome.may_run_until - now)
 
 
 def _checkpoints_spent(outcome: CallOutcome, node: LiveNode) -> CallOutcome:

@@ -242,7 +242,8 @@ class ConnectionMachine:
                 if busy
                 else f"{silent}; disconnected"
             )
-            effects += self.close(reason, heard_to_the_end=False)
+            # Its path may be what went silent: the worker may still run its calls.
+            effects += self.close(reason, heard_to_the_end=False, lingers=True)
         return effects
 
     def close(
@@ -252,16 +253,19 @@ class ConnectionMachine:
         kind: ErrorKind = ErrorKind.WORKER_GONE,
         *,
         heard_to_the_end: bool = True,
+        lingers: bool = False,
     ) -> list[ConnectionEffect]:
         """This side ends the connection, saying why: its calls fail with that reason, as
         ``kind``. An away worker is gone at once; an attached one once its socket ends.
         ``heard_to_the_end``: every frame the worker sent has come (it is not closed for
-        its silence), so a call sent ahead that it never said started never will."""
+        its silence), so a call sent ahead that it never said started never will.
+        ``lingers``: the worker may not hear the close (its path is silent) and keep its
+        calls running."""
         if self.phase in ("closing", "gone"):
             return []
         self.closed_reason = reason
         error = error_record(kind, reason)
-        effects: list[ConnectionEffect] = self._fail_all(error, heard_to_the_end)
+        effects: list[ConnectionEffect] = self._fail_all(error, heard_to_the_end, lingers)
         if self.phase == "away":
             self.phase = "gone"
             return [*effects, Gone(reason)]
@@ -277,6 +281,8 @@ class ConnectionMachine:
             self.phase = "away"
             return [*self._answers(False), Away()]
         self.closed_reason = self.closed_reason or (WENT_AWAY if self._calls else CLOSED_IDLE)
+        # A closed connection: the worker (or its host) went, as the spec says, and with
+        # it its calls (a path that closed instead is told to drop them once back).
         effects = self._fail_all(error_record(ErrorKind.WORKER_GONE, WENT_AWAY), True)
         self.phase = "gone"
         return [*effects, Gone(self.closed_reason)]
@@ -324,17 +330,22 @@ class ConnectionMachine:
         self.answering = answering
         return [Answering(answering)]
 
-    def _fail_all(self, error: dict[str, str], heard_to_the_end: bool) -> list[ConnectionEffect]:
-        """Every call fails with ``error``, but those sent ahead that never started, where
-        all the worker sent has come: they go back in line (their worker drops what it
-        had not started when its connection ends, so none starts twice)."""
+    def _fail_all(
+        self, error: dict[str, str], heard_to_the_end: bool, lingers: bool = False
+    ) -> list[ConnectionEffect]:
+        """Every call fails with ``error`` (``lingers``: its worker may run it still), but
+        those sent ahead that never started, where all the worker sent has come: they go
+        back in line (their worker drops what it had not started when its connection
+        ends, so none starts twice)."""
         never_started = error_record(
             ErrorKind.NOT_TAKEN,
             f"worker {self.name}'s connection ended before the call, sent ahead, started;"
             " queued again",
         )
         failed: list[ConnectionEffect] = [
-            Fail(call_id, error if call.started or not heard_to_the_end else never_started)
+            Fail(call_id, error, lingers)
+            if call.started or not heard_to_the_end
+            else Fail(call_id, never_started)
             for call_id, call in self._calls.items()
         ]
         self._calls.clear()

@@ -59,6 +59,10 @@ class NotTaking(_OfCall):
 @dataclass(frozen=True)
 class Fail(_OfCall):
     error: dict[str, str]
+    lingers: bool = False
+    """The worker may still run it: it went silent (its path may have, taking the close
+    with it), and our agent keeps its calls across a lost connection until its own
+    deadline."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, assert_never
 
-from fluksio.agent.frames import CancelFrame, encode
+from fluksio.agent.frames import CancelFrame, HelloFrame, encode
 from fluksio.agent.launcher import CallOutcome
 from fluksio.clock import Clock, Timer
 from fluksio.engine.workers import connection_effects
@@ -25,6 +25,9 @@ __all__ = ["EventCallback", "Pending", "SessionEffects"]
 
 log = get_logger("fluksio.engine.workers.session")
 EventCallback = Callable[[dict[str, Any]], None]
+KEPT_AT_MOST_S = 86_400.0
+"""How long a worker that keeps its calls for ever (``--engine-away-s 0``) is taken to
+keep a lost one: a day, then it may run elsewhere (sooner once the worker is back)."""
 
 
 @dataclasses.dataclass
@@ -40,6 +43,7 @@ class Pending:
 class SessionEffects:
     id: str
     name: str
+    hello: HelloFrame
     ws: CountedSocket
     clock: Clock
     machine: ConnectionMachine
@@ -94,7 +98,18 @@ class SessionEffects:
     def _fail(self, fail: connection_effects.Fail) -> None:
         pending = self._pending.get(fail.call_id)
         if pending is not None and not pending.future.done():
-            pending.future.set_result(CallOutcome(False, error=fail.error))
+            until = self._lingers_until() if fail.lingers else None
+            pending.future.set_result(CallOutcome(False, error=fail.error, may_run_until=until))
+
+    def _lingers_until(self) -> float | None:
+        """Until when our agent may still run a call lost with its connection: it gives
+        a silent engine up after the engine's own rule, then keeps its calls for what its
+        hello said (``keeps_s``; none said: for ever, so at most a day here). The
+        published agent says nothing of it: None, as before."""
+        if self.hello.version is None:
+            return None
+        keeps_s = self.hello.keeps_s if self.hello.keeps_s is not None else KEPT_AT_MOST_S
+        return self.clock.now() + self.machine.rules.gone_after_s + keeps_s
 
     def _wake(self, wake: connection_effects.Wake) -> None:
         pending = self._pending.get(wake.call_id)
