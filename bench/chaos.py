@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import os
 import random
@@ -30,12 +31,16 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import BIN, Api, start_engine
+
+from fluksio.client import Client
+from fluksio.client.executor import RemoteError
 
 LABEL = "chaos"
 FAST_LIVENESS = ("--worker-gone-s", "5", "--worker-check-s", "0.5")
@@ -70,6 +75,9 @@ class Engine:
 class Agent:
     def __init__(self, index: int, url: str, token: str, log: Path) -> None:
         self.index, self.url, self.token, self.log = index, url, token, log
+        self.name = f"agent-{index}"
+        """Its ``--name``; two may share one, each on a token of its own (as the jobs of
+        one Slurm profile do)."""
         self.process: subprocess.Popen[bytes] | None = None
         self.extra: tuple[str, ...] = ()
         """More of its options."""
@@ -82,7 +90,7 @@ class Agent:
                 [
                     str(BIN / "fluksio-worker"), "--url",
                     self.url.replace("http", "ws") + "/api/v1/workers/attach",
-                    "--name", f"agent-{self.index}", "--labels", LABEL, "--parallel", "2",
+                    "--name", self.name, "--labels", LABEL, "--parallel", "2",
                     *self.extra,
                 ],
                 env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -112,6 +120,61 @@ def _node(marks: Path) -> str:
     )
 
 
+def marked(x: int, marks: str) -> int:
+    """A map's item: notes that it ran (``m<x>``), takes a moment, and gives ``x`` back."""
+    import random  # noqa: PLC0415 - travels to the worker with the function
+    import time  # noqa: PLC0415
+
+    with open(marks, "a") as handle:
+        handle.write(f"m{x}\n")
+    time.sleep(random.uniform(0, 0.5))
+    return x
+
+
+class Maps(threading.Thread):
+    """A script's ``executor.map_futures`` over the same agents, one map after another
+    while the chaos lasts: each item's outcome, and how often it ran, counted."""
+
+    def __init__(self, url: str, token: str, marks: Path, until: float, items: int = 48) -> None:
+        super().__init__(daemon=True)
+        self.url, self.token, self.marks, self.until, self.items = url, token, marks, until, items
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        self.sent = 0
+
+    def run(self) -> None:
+        executor = Client(self.url, token=self.token, ride_over_s=180).executor(worker=LABEL)
+        while time.monotonic() < self.until:
+            first = self.sent
+            inputs = range(first, first + self.items)
+            try:
+                futures = executor.map_futures(marked, inputs, [str(self.marks)] * self.items)
+            except (OSError, RuntimeError, ValueError) as exc:  # never sent: nothing to count
+                self.outcomes[f"map not sent ({type(exc).__name__})"] += 1
+                continue
+            self.sent += self.items
+            for future in futures:
+                try:
+                    future.result(timeout=600)
+                    self.outcomes["succeeded"] += 1
+                except RemoteError as failed:
+                    self.outcomes[f"failed ({failed.type})"] += 1
+                except concurrent.futures.TimeoutError:
+                    self.outcomes["lost (never ended)"] += 1
+        executor.shutdown(wait=False)
+
+    def report(self) -> list[tuple[str, object]]:
+        executions = collections.Counter(
+            line for line in self.marks.read_text().split() if line.startswith("m")
+        )
+        duplicated = sum(1 for count in executions.values() if count > 1)
+        return [
+            ("map items sent (executor.map_futures)", self.sent),
+            *((f"  items {outcome}", count) for outcome, count in sorted(self.outcomes.items())),
+            ("map item executions counted", sum(executions.values())),
+            ("map items duplicated (ran twice)", duplicated),
+        ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=2.0)
@@ -127,6 +190,7 @@ def main() -> None:
         marks.touch()
         node = {"id": "n", "worker": LABEL, "code": _node(marks), "timeout": 30}
         engine, api, agents = attached(root, "chaos", node, [Agent] * args.agents)
+        maps = _as_users_deploy(root, engine, api, agents, time.monotonic() + args.minutes * 60)
         faults: collections.Counter[str] = collections.Counter()
         runs: dict[str, str] = {}  # run id -> tag
         pending: set[str] = set()
@@ -155,14 +219,8 @@ def main() -> None:
                         api = reconnect(engine)
                     next_fault = time.monotonic() + chance.expovariate(1 / args.every)
                 time.sleep(0.05)
-            drain_deadline = time.monotonic() + 120
-            while pending and time.monotonic() < drain_deadline:
-                for run_id in list(pending):
-                    if api.call("GET", f"/runs/{run_id}?wait=1")["state"] not in (
-                        "queued",
-                        "running",
-                    ):
-                        pending.discard(run_id)
+            _drain(api, pending)
+            maps.join(timeout=900)
             _report(
                 api,
                 runs=runs,
@@ -171,9 +229,35 @@ def main() -> None:
                 faults=faults,
                 restarts=engine.restarts,
                 seconds=time.monotonic() - started,
+                more=[*maps.report(), ("maps still waiting at the end", int(maps.is_alive()))],
             )
         finally:
             stop_all(engine, agents)
+
+
+def _as_users_deploy(
+    root: Path, engine: Engine, api: Api, agents: list[Agent], until: float
+) -> Maps:
+    """Two of the agents made workers of one name (each on a token of its own, as the
+    jobs of one Slurm profile are), and a script's maps over them started."""
+    if len(agents) >= 2:
+        agents[1].stop()
+        agents[1].name = agents[0].name
+        agents[1].start()
+    marks = root / "map-executions"
+    marks.touch()
+    maps = Maps(engine.url, str(api.token), marks, until)
+    maps.start()
+    return maps
+
+
+def _drain(api: Api, pending: set[str]) -> None:
+    """Wait (two minutes at most) for the runs still going."""
+    deadline = time.monotonic() + 120
+    while pending and time.monotonic() < deadline:
+        for run_id in list(pending):
+            if api.call("GET", f"/runs/{run_id}?wait=1")["state"] not in ("queued", "running"):
+                pending.discard(run_id)
 
 
 def _strike(fault: str, chance: random.Random, agents: list[Agent], engine: Engine) -> bool:
@@ -207,9 +291,11 @@ def attached(
     engine = Engine(root, args=engine_args)
     engine.start()
     api = engine.api()
-    token = api.call("POST", "/workers/tokens", {"name": name, "labels": [LABEL]})["token"]
     api.call("PUT", f"/flows/{name}", {"nodes": [node]})
-    agents = [kind(i, engine.url, token, root / f"agent-{i}.log") for i, kind in enumerate(kinds)]
+    agents = []
+    for i, kind in enumerate(kinds):  # a token each: a worker is known by its token's id
+        token = api.call("POST", "/workers/tokens", {"name": name, "labels": [LABEL]})["token"]
+        agents.append(kind(i, engine.url, token, root / f"agent-{i}.log"))
     for agent in agents:
         agent.start()
     return engine, api, agents
@@ -244,6 +330,7 @@ def _report(
     faults: collections.Counter[str],
     restarts: int,
     seconds: float,
+    more: list[tuple[str, object]],
 ) -> None:
     executions = collections.Counter(marks.read_text().split())
     outcomes: collections.Counter[str] = collections.Counter()
@@ -267,6 +354,7 @@ def _report(
         ("succeeded without exactly one execution", succeeded_not_once),
         *((f"fault: {name}", count) for name, count in sorted(faults.items())),
         ("engine restarts", restarts),
+        *more,
     ]
     print(f"{'measure':44} {'value':>10}")
     for name, value in rows:

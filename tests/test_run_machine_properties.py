@@ -57,6 +57,9 @@ OUTCOMES = {
         False, error=error_record(ErrorKind.NODE_CANCELLED, "the call was cancelled")
     ),
     "gone": CallOutcome(False, error=error_record(ErrorKind.WORKER_GONE, "the worker went away")),
+    "gone_silent": CallOutcome(
+        False, error=error_record(ErrorKind.WORKER_GONE, "no message from the worker for 90 s")
+    ),
     "not_taken": CallOutcome(
         False, error=error_record(ErrorKind.NOT_TAKEN, "the worker never took it")
     ),
@@ -205,6 +208,11 @@ class RunMachineComparison(RuleBasedStateMachine):
             self.ended.add(effect.row.id)
         elif isinstance(effect, RetryAt):
             assert effect.at > self.now, "a back-off ends later"
+            live = self.machine.snapshot(effect.run_id)
+            if live is not None and effect.item is None:
+                row = next(n.row for n in live[1] if n.row.node_id == effect.node_id)
+                silent = str((row.error or {}).get("message", "")).startswith("no message")
+                assert not silent or effect.at >= self.now + 50, "not before the deadline"
             self.retry_at.add((effect.run_id, effect.node_id))
         elif isinstance(effect, AwaitWorker):
             call_id = effect.request.id
@@ -268,7 +276,10 @@ class RunMachineComparison(RuleBasedStateMachine):
         call_id = data.draw(st.sampled_from(self._executing()))
         run_id, node_id = self.running[call_id]
         self.now += 1
-        self.apply(self.machine.ended(call_id, OUTCOMES[kind], self.now))
+        outcome = OUTCOMES[kind]
+        if kind == "gone_silent":  # its worker may run it on for a while yet
+            outcome = dataclasses.replace(outcome, may_run_until=self.now + 50)
+        self.apply(self.machine.ended(call_id, outcome, self.now))
         assert call_id not in self.running, "an ended call gives its place back"
         self.reference[run_id].end(node_id, kind)
 

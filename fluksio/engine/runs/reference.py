@@ -21,6 +21,7 @@ RETRIED_AS = {
     "limit": "NodeLimit",
     "job_end": "NodeLimit",
     "gone": "WorkerGone",
+    "gone_silent": "WorkerGone",
 }
 """How each way a call ends counts for a node's ``retry``."""
 
@@ -92,11 +93,12 @@ class ReferenceRun:
 
     def end(self, node_id: str, kind: str) -> None:
         """A running call ended: ``ok``, ``error``, ``cancelled``, ``gone`` (its worker was
-        lost), ``not_taken`` (its worker never took it), ``job_end`` (stopped by its
-        batch job's end) or ``checkpoint`` (it saved its state and ended)."""
+        lost), ``gone_silent`` (its worker went silent, and may run it still until its
+        own deadline), ``not_taken`` (its worker never took it), ``job_end`` (stopped by
+        its batch job's end) or ``checkpoint`` (it saved its state and ended)."""
         node = self.nodes[node_id]
         assert node.state is NodeState.RUNNING
-        if kind == "gone" and not self.cancelling:
+        if kind in ("gone", "gone_silent") and not self.cancelling:
             node.crashes += 1
             if node.crashes >= self.crash_limit:
                 kind = "crashed"  # not retried, whatever its retries
@@ -121,7 +123,7 @@ class ReferenceRun:
             and node.attempt - node.interruptions <= node.times
         ):
             node.attempt += 1
-            if node.waits:
+            if node.waits or kind == "gone_silent":  # a second copy never runs beside it
                 node.state, node.backing_off = NodeState.PENDING, True
             else:
                 node.state = NodeState.QUEUED
