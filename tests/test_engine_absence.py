@@ -46,3 +46,13 @@ def test_a_refusal_or_an_unreadable_answer_is_raised_at_once() -> None:
     assert is_absence(EngineRefused(502, "Bad Gateway"))
     assert is_absence(EngineRefused(503, "Service Unavailable"))
     assert not is_absence(refused)
+
+
+def test_a_change_is_sent_again_only_where_it_never_reached_an_engine() -> None:
+    absence = Absence(ride_over_s=60)
+    refused = Unreachable("cannot reach the engine: [Errno 111] Connection refused", unsent=True)
+    assert absence.lost(refused, 0.0, unsent_only=True) == 0.25
+    # Cut after it was sent: the engine may have done it, so it is said at once.
+    reset = Unreachable("cannot reach the engine: [Errno 104] Connection reset by peer")
+    with pytest.raises(Unreachable, match="reset"):
+        absence.lost(reset, 1.0, unsent_only=True)

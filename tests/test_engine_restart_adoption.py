@@ -7,6 +7,8 @@ worker processes; each call writes a ledger line when it starts and when it ends
 from __future__ import annotations
 
 import signal
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -339,3 +341,49 @@ def test_a_maps_items_on_a_worker_are_adopted_and_the_map_rides_over_the_restart
     finally:
         executor.shutdown(wait=False)
         scene.end()
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def test_a_map_sent_while_the_engine_restarts_rides_over_its_absence(tmp_path: Path) -> None:
+    # Before, a map or a call sent while the engine was down raised Unreachable at once:
+    # only waiting rode over a restart. A connection refused never reached an engine, so
+    # sending again cannot start the map twice.
+    scene = Restart.begin(tmp_path)
+    client = Client(scene.engine.url, token=scene.admin, ride_over_s=90)
+    executor = client.executor(worker="cpu")
+    results: list[int] = []
+    try:
+        assert executor.submit(square, 2).result(timeout=60) == 4  # a script under way
+        scene.engine.stop(signal.SIGKILL)
+        sender = threading.Thread(
+            target=lambda: results.extend(executor.map(square, range(8))), daemon=True
+        )
+        sender.start()
+        wait_for(
+            lambda: not sender.is_alive() or _waiting_in(sender, "unsent_again"),
+            timeout=30,
+            what="the map to be refused by the engine that is down",
+        )
+        assert sender.is_alive(), "the map raised instead of waiting for the engine"
+        scene.again(signal.SIGKILL)
+        sender.join(timeout=90)
+        assert results == [x * x for x in range(8)]
+        assert scene.second is not None
+        listed = scene.second.client(scene.admin).request("GET", "/runs").body
+        assert len(listed) == 2, f"the call and one map, sent once: {listed}"
+    finally:
+        executor.shutdown(wait=False)
+        scene.end()
+
+
+def _waiting_in(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is, right now, inside ``function`` (read from its stack)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False

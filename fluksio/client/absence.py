@@ -48,10 +48,11 @@ class Absence:
         """The engine answered."""
         self._since, self._pause = None, _AGAIN_FIRST_S
 
-    def lost(self, why: ClientError, now: float) -> float:
+    def lost(self, why: ClientError, now: float, *, unsent_only: bool = False) -> float:
         """``why`` happened at ``now``: the pause before asking again; ``why`` itself when
-        it is not an absence, and one sentence once the absence has lasted too long."""
-        if not is_absence(why):
+        it is not an absence (with ``unsent_only``: not one that kept the request from
+        reaching any engine), and one sentence once the absence has lasted too long."""
+        if not is_absence(why) or (unsent_only and not getattr(why, "unsent", False)):
             raise why
         if self._since is None:
             self._since = now

@@ -112,6 +112,18 @@ class Client(Front[Http], Operations, Blocking):
             except ClientError as lost:
                 time.sleep(absence.lost(lost, time.monotonic()))
 
+    def unsent_again(self, change: Callable[[], Answer]) -> Answer:
+        """``change()``, sent again while the engine refuses connections (restarting,
+        say), for up to ``ride_over_s``: a request refused before it reached an engine
+        was not done, so sending it again cannot do it twice. A connection that broke
+        off after it was sent is said at once (it may have been done)."""
+        absence = Absence(self.ride_over_s)
+        while True:
+            try:
+                return change()
+            except ClientError as lost:
+                time.sleep(absence.lost(lost, time.monotonic(), unsent_only=True))
+
     def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
         self.http.token = self.send(login_form(username, password))

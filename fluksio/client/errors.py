@@ -15,7 +15,13 @@ class ClientError(FluksioError):
 
 class Unreachable(ClientError):
     """The engine could not be reached, or the connection broke off (refused, reset, cut):
-    it may be restarting, and asking again later may succeed."""
+    it may be restarting, and asking again later may succeed. ``unsent``: the connection
+    was refused, so the request never reached an engine, and sending it again cannot do
+    it twice (a reset or a cut may have come after the engine did it)."""
+
+    def __init__(self, message: str, *, unsent: bool = False) -> None:
+        super().__init__(message)
+        self.unsent = unsent
 
 
 class EngineRefused(ClientError):

@@ -182,8 +182,9 @@ class RemoteExecutor(Executor):
                 sent += 1
                 yield item
 
+        put = self.client.put_artifact
         batches = [
-            self.client.put_artifact(batch, name="items.jsonl").digest
+            self.client.unsent_again(functools.partial(put, batch, name="items.jsonl")).digest
             for batch in item_batches(fn.__name__, inputs(), chunksize)
         ]
         if not batches:
@@ -311,16 +312,21 @@ class RemoteExecutor(Executor):
         """A run of the flow made for these calls, put the first time. Made transient: the
         engine's retention deletes it with the last run of it, so nothing of a ``map``
         (its arguments among it) outlives the runs; one deleted meanwhile is put again."""
+        # Sent again while the engine refuses connections (a restart): a script's call
+        # or map rides over it, as its waiting does.
+        again = self.client.unsent_again
+        put = functools.partial(self.client.put_flow, name, nodes, transient=True)
+        start = functools.partial(self.client.start_run, name, params)
         if name not in self._flows:
-            self.client.put_flow(name, nodes, transient=True)
+            again(put)
             self._flows.add(name)
         try:
-            return self.client.start_run(name, params)
+            return again(start)
         except EngineRefused as refused:
             if refused.status != 404:
                 raise
-        self.client.put_flow(name, nodes, transient=True)
-        return self.client.start_run(name, params)
+        again(put)
+        return again(start)
 
     def _register(self, run: RunBody, nodes: list[str], code: Travelling) -> list[CallFuture]:
         futures = [CallFuture(self, run.id, node, code) for node in nodes]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from fluksio.client.map_futures import ItemsOfRuns
+from fluksio.client.map_futures import Answer, ItemsOfRuns
 from fluksio.client.sse import ReceivedEvent
 from fluksio.wire.answers.resources import ArtifactRef
 from fluksio.wire.answers.runs import RunBody
@@ -34,6 +34,8 @@ class Engine(ItemsOfRuns, Protocol):
     def wait_run(self, run_id: str, timeout: float | None = None) -> RunBody: ...
 
     def cancel_run(self, run_id: str, *, wait: int = 0) -> RunBody: ...
+
+    def unsent_again(self, change: Callable[[], Answer]) -> Answer: ...
 
     def events(
         self,

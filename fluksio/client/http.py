@@ -206,7 +206,9 @@ def _failing_as(what: str) -> Iterator[None]:
     except urllib.error.HTTPError as exc:
         raise _refused(exc) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise Unreachable(f"{what}: {getattr(exc, 'reason', exc)}") from None
+        reason = getattr(exc, "reason", exc)
+        refused = isinstance(reason, ConnectionRefusedError)
+        raise Unreachable(f"{what}: {reason}", unsent=refused) from None
     except http.client.HTTPException as exc:  # not HTTP, or it broke off mid-answer
         raise Unreachable(f"{what}: {type(exc).__name__} {exc}".rstrip()) from None
 
