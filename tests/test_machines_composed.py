@@ -4,9 +4,14 @@ link that drops what it carries, while the engine is killed, stopped for an upgr
 closes the connection. Hypothesis draws the sequences. Frames cross in order; a drop
 loses what was on the way, both ways; a killed engine keeps only its store.
 
-No node retries here, so the promises are: no node's call starts twice; once
-everything has settled (the link up, every frame across, every call ended), no node is
-lost (none left running or queued for ever), and each that succeeded ran exactly once.
+No node retries here but one: a call failed for the silence of a path that went quiet
+(neither side told; the agent keeps the call, as for a restart) runs again on another
+worker once this one can no longer run it: welcomed since and told to drop it, or gone
+after giving the engine up (issue 64, item 4). So the promises are: no node's call runs
+twice at once, and none starts twice but that retry; once everything has settled (the
+link up, every frame across, every call ended), no node is lost (none left running or
+queued for ever), and each that succeeded without a retry ran exactly once. Allowing the
+retry at once fails the model (tried).
 
 One case is outside them, and named in ``requeues_untaken``'s documentation: a call sent
 ahead that the worker started just before a drop, whose ``started`` word was lost with
@@ -29,6 +34,7 @@ from fluksio.agent.machine import (
     CLOSE_GOING_AWAY,
     AgentEffect,
     AgentMachine,
+    GiveUp,
     Kill,
     Ping,
     Send,
@@ -39,7 +45,11 @@ from fluksio.engine.workers.connection import ConnectionMachine
 from fluksio.engine.workers.connection_effects import Cancel, ConnectionEffect, Fail
 from tests.support.properties import against_reference
 
-WELCOME = Welcome(logs=True, cache=False, pipeline=2, take_s=15.0)
+WELCOME = Welcome(logs=True, cache=False, pipeline=2, take_s=15.0, gone_s=90.0)
+GONE_S = 90.0
+"""Both sides' silence rule (the agent takes the engine's from its welcome)."""
+AWAY_S = 600.0
+"""How long the agent keeps its calls for a lost engine (``--engine-away-s``)."""
 ENDED = ("succeeded", "failed", "requeued")
 
 
@@ -60,13 +70,23 @@ class Composed(RuleBasedStateMachine):
         self.down: list[tuple[str, str]] = []
         self.up: list[tuple[str, str]] = []
         # The agent and its processes.
-        self.agent = AgentMachine(1, relayed=False, engine_away_s=None)
+        self.agent = AgentMachine(1, relayed=False, engine_away_s=AWAY_S)
         self.executing: set[str] = set()
         self.dying: set[str] = set()
         self.executions: collections.Counter[str] = collections.Counter()
         """Starts, by node."""
         self.started: set[str] = set()
         self.answered_ok: set[str] = set()
+        self.welcomes = 0
+        """How many times the agent was welcomed (a welcome tells it what to drop)."""
+        self.lingering: dict[str, int] = {}
+        """Calls failed for silence, which the agent may run still: each with the welcomes
+        counted then. Its node runs again (a retry) only once the agent was welcomed
+        since (told to drop it) or gave the engine up (stopped it)."""
+        self.retried: set[str] = set()
+        """Nodes run again after a silent path."""
+        self.fresh_agent = False
+        """The agent is a new one, the last having given the engine up."""
         self.attach()
 
     # -- the link and both sides' effects --------------------------------------------------
@@ -75,7 +95,10 @@ class Composed(RuleBasedStateMachine):
         for effect in effects:
             if isinstance(effect, Start):
                 node = self.node_of[effect.call_id]
-                assert self.executions[node] == 0 or node in self.gap, f"{node} started twice"
+                running = {self.node_of[c] for c in self.executing}
+                assert node not in running, f"{node} runs twice at once"
+                again = node in self.gap or node in self.retried
+                assert self.executions[node] == 0 or again, f"{node} started twice"
                 self.executions[node] += 1
                 self.started.add(effect.call_id)
                 self.executing.add(effect.call_id)
@@ -94,6 +117,9 @@ class Composed(RuleBasedStateMachine):
         for effect in effects:
             if isinstance(effect, Fail) and effect.error["type"] == "NotTaken":
                 self.requeue(effect.call_id)
+            elif isinstance(effect, Fail) and effect.lingers:
+                self.record(effect.call_id, "failed")
+                self.lingering[effect.call_id] = self.welcomes
             elif isinstance(effect, Fail):
                 self.record(effect.call_id, "failed")
             elif isinstance(effect, Cancel):
@@ -120,12 +146,18 @@ class Composed(RuleBasedStateMachine):
         resume = self.agent.resume()
         named = set(resume or ())
         adopted = {c for c in self.awaiting if c in named}
+        if resume is None and self.fresh_agent:  # what it ran stopped with the one before
+            for call_id in sorted(self.awaiting):
+                self.record(call_id, "failed")
+            self.awaiting = set()
+        self.fresh_agent = False
         for call_id in sorted(self.awaiting - adopted):
             # Not named by an agent that names what it holds: it never reached it.
             assert resume is not None, "our agent names what it holds after any drop"
             assert call_id not in self.started, "never reached it"
             self.requeue(call_id)
         self.awaiting = set()
+        self.welcomes += 1
         self.connection = ConnectionMachine("box", False, False, self.now, pipelined=True)
         self.engine_does(self.connection.welcomed(sorted(named), adopted))
         kept = frozenset(adopted) if resume is not None else None
@@ -215,6 +247,52 @@ class Composed(RuleBasedStateMachine):
         code = CLOSE_GOING_AWAY if how == "engine upgraded" else (1008 if by_engine else None)
         self.agent_does(self.agent.dropped(closed_by_engine=by_engine, code=code, now=self.now))
 
+    @precondition(lambda self: self.connection is not None)
+    @rule()
+    def the_path_goes_silent(self) -> None:
+        """Nothing more crosses, and neither side is told: the engine fails the calls by
+        its silence rule (they may run on: lingering), and the agent gives the silent
+        engine up by the same rule and keeps them, as it would for a restart."""
+        assert self.connection is not None
+        self.down.clear()
+        self.up.clear()
+        self.now += GONE_S + 1
+        self.engine_does(self.connection.check(self.now, busy=True))
+        self.connection = None
+        self.agent_does(self.agent.dropped(closed_by_engine=False, code=None, now=self.now))
+
+    @precondition(lambda self: self.connection is None and self.agent.engine_away_s is not None)
+    @rule()
+    def the_agent_gives_the_engine_up(self) -> None:
+        """Away past its --engine-away-s, the agent stops its calls and leaves; a new one
+        starts in its place (a service manager, a batch job's next worker)."""
+        self.now += AWAY_S + 1
+        effects = self.agent.check(self.now)
+        self.agent_does(effects)
+        if any(isinstance(effect, GiveUp) for effect in effects):
+            self.agent = AgentMachine(1, relayed=False, engine_away_s=AWAY_S)
+            self.fresh_agent = True
+            self.lingering = dict.fromkeys(self.lingering, -1)  # stopped: safe to run again
+
+    @precondition(lambda self: self.safe_to_retry())
+    @rule()
+    def a_lingering_call_runs_again_elsewhere(self) -> None:
+        """The engine's retry of a call failed for silence, on another worker, once this
+        one can no longer run the first copy (welcomed since and told to drop it, or it
+        gave the engine up): never while the first may still run here."""
+        call_id = self.safe_to_retry()[0]
+        del self.lingering[call_id]
+        node = self.node_of[call_id]
+        assert node not in {self.node_of[c] for c in self.executing}, f"{node} runs twice"
+        self.retried.add(node)
+        self.executions[node] += 1
+        again = next(self.ids)
+        self.node_of[again] = node
+        self.store[again] = "succeeded"  # there, as far as this model goes
+
+    def safe_to_retry(self) -> list[str]:
+        return sorted(c for c, seen in self.lingering.items() if seen < self.welcomes)
+
     @precondition(lambda self: self.connection is None)
     @rule()
     def agent_comes_back(self) -> None:
@@ -243,7 +321,7 @@ class Composed(RuleBasedStateMachine):
         assert not lost, f"never ended: {lost}"
         for call_id, state in self.store.items():
             node = self.node_of[call_id]
-            if state == "succeeded" and node not in self.gap:
+            if state == "succeeded" and node not in self.gap | self.retried:
                 assert self.executions[node] == 1, f"{node} ran {self.executions[node]} times"
 
 
