@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.engine import EngineProcess, start_engine
+from tests.support.process import alive
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -105,3 +106,49 @@ def test_a_worker_back_from_a_silent_path_drops_its_copy_and_the_retry_goes_at_o
         far.stop()
         engine.stop()
         proxy.close()
+
+
+def test_a_frozen_engine_past_the_silence_rule_fails_the_call_once_and_its_copy_stops(
+    tmp_path: Path,
+) -> None:
+    # The stated outcome (docs/workers.md, "A frozen engine"): the worker gives the frozen
+    # engine up by its rule and dials again, keeping the call; the engine, woken, finds
+    # that connection closed and fails the call WorkerGone; the worker, back, is told to
+    # drop its copy, which stops. Nothing runs on unseen, and nothing runs twice.
+    pid_file = tmp_path / "pid"
+    engine = start_engine(tmp_path / "data", tmp_path / "logs", args=("--worker-gone-s", "4"))
+    worker = None
+    try:
+        admin = engine.login()
+        worker = start_labelled_worker(engine, admin, "cpu", tmp_path / "w")
+        held = code(f"""
+            import os, time
+            def process():
+                open({str(pid_file)!r}, "w").write(str(os.getpid()))
+                time.sleep(120)
+        """)
+        run_id = run_flow(engine, admin, "frozen", [{"id": "n", "worker": "cpu", "code": held}])
+        written = wait_for(
+            lambda: pid_file.read_text() if pid_file.exists() else None,
+            timeout=60,
+            what="the call to start",
+        )
+        pid = int(written)
+        engine.freeze()
+        try:
+            wait_for(
+                lambda: "no message from the engine for 4 s" in worker.logs(),
+                timeout=30,
+                what="the worker to give the frozen engine up",
+            )
+        finally:
+            engine.thaw()
+        run = wait_run(engine, admin, run_id, timeout=60)
+        error = run["nodes"][0]["error"]
+        assert (run["state"], error["type"]) == ("failed", "WorkerGone"), run
+        wait_for(lambda: not alive(pid), timeout=30, what="the worker's copy to stop")
+        assert worker.process.poll() is None, "the worker carries on"
+    finally:
+        if worker is not None:
+            worker.stop()
+        engine.stop()
