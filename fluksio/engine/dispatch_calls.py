@@ -37,10 +37,10 @@ class CallShell:
     _stream: EngineStream
     _writer: RunWriter
     live_logs: LiveLogs
-    _lost_on: dict[str, list[tuple[str, str, int | None]]]
+    _lost_on: dict[str, list[tuple[float, str, str, int | None]]]
     """Calls lost with their worker's connection, which it may still run, by the worker
-    that holds them (its holder's words): each waits out the worker's deadline before it
-    runs elsewhere, unless the worker is back first and is told to drop it."""
+    that holds them (its holder's words), with that worker's deadline: each waits it out
+    before it runs elsewhere, unless the worker is back first and is told to drop it."""
 
     if TYPE_CHECKING:  # given by the class it is mixed into
 
@@ -106,15 +106,28 @@ class CallShell:
         found = self._machine.call(call_id)
         if outcome.may_run_until is not None and holder is not None and found is not None:
             run, spec, row = found
-            self._lost_on.setdefault(holder, []).append((run.id, spec.id, row.item))
+            self._forget_past_deadlines()
+            lost = (outcome.may_run_until, run.id, spec.id, row.item)
+            self._lost_on.setdefault(holder, []).append(lost)
         self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
 
     def worker_back(self, holder: str) -> None:
         """The worker that holds ``holder``'s calls attached again and was told to drop
         those lost with its connection: their next attempts need not wait any more."""
         now = self._clock.now()
-        for run_id, node_id, item in self._lost_on.pop(holder, []):
+        for _deadline, run_id, node_id, item in self._lost_on.pop(holder, []):
             self._apply(self._machine.retry_due(run_id, node_id, now, item))
+
+    def _forget_past_deadlines(self) -> None:
+        """Lost calls whose worker's deadline has passed ran again (or will) on their own
+        timers: nothing is kept of them, so a worker never back leaves nothing behind."""
+        now = self._clock.now()
+        for holder, lost in list(self._lost_on.items()):
+            kept = [entry for entry in lost if entry[0] > now]
+            if kept:
+                self._lost_on[holder] = kept
+            else:
+                del self._lost_on[holder]
 
     def _logged(self, call_id: str, first: int, lines: list[str], secrets: tuple[str, ...]) -> None:
         """A running call wrote lines: kept for its readers, and told to the stream."""
