@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.client import AsyncClient, Client, ClientError, EngineRefused, ReceivedEvent
+from fluksio.client.errors import Unreachable
 from tests.support.certs import CertificateAuthority
 from tests.support.client import SUPERUSER, SUPERUSER_PASSWORD
 from tests.support.engine import EngineProcess, free_port, start_engine
@@ -63,6 +64,15 @@ async def test_a_refusal_and_an_engine_out_of_reach_are_the_blocking_clients_err
     async with AsyncClient(url) as nowhere:
         with pytest.raises(ClientError, match=f"cannot reach the engine at {url}/api/v1: "):
             await nowhere.health()
+    # Refused, the request reached no engine: both clients say so (an executor's change
+    # is sent again on that alone).
+    async with AsyncClient(url) as nowhere:
+        with pytest.raises(Unreachable) as refused:
+            await nowhere.put_flow("f", [{"id": "n", "code": "def process():\n    pass\n"}])
+    assert refused.value.unsent
+    with pytest.raises(Unreachable) as blocked:
+        Client(url).put_flow("f", [{"id": "n", "code": "def process():\n    pass\n"}])
+    assert blocked.value.unsent
 
 
 @pytest.mark.process

@@ -3,7 +3,8 @@ engine fails it as gone by its silence rule. A second copy never starts while th
 may still run (issue 64, item 4): the retry elsewhere waits for the worker's own deadline
 (which its hello told the engine), or for the worker back and told to drop its copy.
 Real engine and agents; a TCP relay that stops carrying bytes, and the rules shortened
-(the engine's 4 s of silence, which the agent takes from its welcome; 6 s of absence)."""
+(the engine's 4 s of silence, which the agent takes from its welcome; a short
+--engine-away-s)."""
 
 from __future__ import annotations
 
@@ -44,16 +45,17 @@ def _once_then_checks(ledger: Path) -> str:
 
 
 def _cut_off_with_its_call(
-    tmp_path: Path,
+    tmp_path: Path, away_s: str
 ) -> tuple[EngineProcess, str, PausableProxy, WorkerProcess, Path, str]:
-    """An engine, a worker behind a relay running a call that has one retry: the
-    engine, its token, the relay, the worker, the ledger and the run."""
+    """An engine, a worker behind a relay (``--engine-away-s away_s``) running a call
+    that has one retry: the engine, its token, the relay, the worker, the ledger and the
+    run."""
     engine = start_engine(tmp_path / "data", tmp_path / "logs", args=("--worker-gone-s", "4"))
     admin = engine.login()
     proxy = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
     url = attach_url(engine).replace(engine.url.split("//")[1], f"127.0.0.1:{proxy.port}")
     far = start_labelled_worker(
-        engine, admin, "cpu", tmp_path / "far", "--engine-away-s", "6", url=url
+        engine, admin, "cpu", tmp_path / "far", "--engine-away-s", away_s, url=url
     )
     ledger = tmp_path / "ledger"
     node: dict[str, Any] = {"id": "n", "worker": "cpu", "code": _once_then_checks(ledger)}
@@ -67,7 +69,7 @@ def test_a_call_behind_a_silent_path_runs_elsewhere_only_once_its_copy_is_stoppe
 ) -> None:
     # Before, the engine failed the call at its silence rule and the retry started at once
     # on the other worker, while the first copy ran on behind the silent path.
-    engine, admin, proxy, far, ledger, run_id = _cut_off_with_its_call(tmp_path)
+    engine, admin, proxy, far, ledger, run_id = _cut_off_with_its_call(tmp_path, "2")
     near = start_labelled_worker(engine, admin, "cpu", tmp_path / "near")
     try:
         proxy.pause()
@@ -89,7 +91,7 @@ def test_a_call_behind_a_silent_path_runs_elsewhere_only_once_its_copy_is_stoppe
 def test_a_worker_back_from_a_silent_path_drops_its_copy_and_the_retry_goes_at_once(
     tmp_path: Path,
 ) -> None:
-    engine, admin, proxy, far, ledger, run_id = _cut_off_with_its_call(tmp_path)
+    engine, admin, proxy, far, ledger, run_id = _cut_off_with_its_call(tmp_path, "30")
     try:
         proxy.pause()
         wait_for(

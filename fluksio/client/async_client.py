@@ -114,6 +114,16 @@ class AsyncClient(Front[AsyncHttp], Operations, Awaited):
             except ClientError as lost:
                 await asyncio.sleep(absence.lost(lost, time.monotonic()))
 
+    async def unsent_again(self, change: Callable[[], Awaitable[Answer]]) -> Answer:
+        """``await change()``, sent again while the engine refuses connections, as
+        :meth:`Client.unsent_again <fluksio.client.client.Client.unsent_again>` does it."""
+        absence = Absence(self.ride_over_s)
+        while True:
+            try:
+                return await change()
+            except ClientError as lost:
+                await asyncio.sleep(absence.lost(lost, time.monotonic(), unsent_only=True))
+
     async def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
         self.http.token = await self.send(login_form(username, password))

@@ -141,4 +141,7 @@ def _failing_as(what: str) -> Iterator[None]:
     except EngineRefused:
         raise
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise Unreachable(f"{what}: {exc or type(exc).__name__}") from None
+        refused = isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+            exc.os_error, ConnectionRefusedError
+        )
+        raise Unreachable(f"{what}: {exc or type(exc).__name__}", unsent=refused) from None
