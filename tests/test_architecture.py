@@ -65,6 +65,7 @@ PURE_CORE = (
     "fluksio.engine.workers.connection",
     "fluksio.engine.workers.connection_effects",
     "fluksio.engine.workers.connection_reference",
+    "fluksio.engine.workers.holder",
     "fluksio.wire.flows",
     "fluksio.engine.runs.rows",
     "fluksio.wire.states",

@@ -155,10 +155,10 @@ class RunMachineComparison(RuleBasedStateMachine):
         self.ended: set[str] = set()
         self.terminal: dict[tuple[str, str], NodeState] = {}
         self.progress: dict[str, int] = {}
-        self.awaited: dict[str, str | None] = {}
+        self.awaited: dict[str, Holder | None] = {}
         """Calls a restart found running on a worker, not yet adopted or given up, and
         who holds each."""
-        self.holders: dict[str, str] = {}
+        self.holders: dict[str, Holder] = {}
         """Who holds each call placed on a worker, as placed."""
         self.retry_at: set[tuple[str, str]] = set()
         """Nodes the machine said wait out a back-off (``RetryAt``), and not yet due."""
@@ -251,7 +251,7 @@ class RunMachineComparison(RuleBasedStateMachine):
         run_id, node_id = self.queue.pop(call_id)
         self.running[call_id] = (run_id, node_id)  # placed: it holds its place until released
         self.now += 1
-        holder = WORKERS[where].text() if where in WORKERS else None
+        holder = WORKERS.get(where)
         place = "box" if where in WORKERS else where
         if holder is not None:
             self.holders[call_id] = holder
@@ -334,10 +334,9 @@ class RunMachineComparison(RuleBasedStateMachine):
         carry it on; the reference says what becomes of each (:func:`back_with`)."""
         named = data.draw(st.sets(st.sampled_from(sorted(self.awaited))))
         coming = COMING_BACK[back]
-        awaited = {c: ("box", Holder.parse(h)) for c, h in self.awaited.items()}
+        awaited = {c: ("box", held) for c, held in self.awaited.items()}
         verdicts = sort_back(awaited, coming.name, coming, sorted(named), published=False)
-        for call_id, holder in sorted(self.awaited.items()):
-            held = Holder.parse(holder)
+        for call_id, held in sorted(self.awaited.items(), key=lambda pair: pair[0]):
             assert held is not None
             expected = back_with(
                 (held.token, held.name, held.instance),

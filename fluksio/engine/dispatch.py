@@ -244,8 +244,9 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
             gpu_ids=tuple(placement.gpu_ids),
             cached_bytes=placement.cached_bytes,
         )
+        holder = executor.holder()
         inputs = self._machine.placed(
-            call_id, self._place_name(placement.worker_id), provenance, now, executor.holder()
+            call_id, self._place_name(placement.worker_id), provenance, now, holder
         )
         try:
             spec, released = call_spec(inputs, placement, executor, self._secrets)
@@ -262,7 +263,7 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
         # not run while that result is unwritten, or a crash then loses the result it ran
         # on. An item on a worker is adopted alike, so it is written first too; one in the
         # engine's process need not be: a restart runs it again (or fails it).
-        durable = inputs.position is None or executor.holder() is not None
+        durable = inputs.position is None or holder is not None
         task = asyncio.get_running_loop().create_task(
             self._execute(executor, spec, placement, released, written_first=durable)
         )

@@ -110,10 +110,7 @@ class Adoptions(CallShell):
         nothing): of the calls it holds, those it names, to adopt once it is attached; its
         others end now. Calls another worker holds are left awaiting theirs, whatever this
         one names (:func:`~fluksio.engine.workers.holder.sort_back`)."""
-        awaited = {
-            call_id: (call.worker, Holder.parse(call.holder))
-            for call_id, call in self._awaiting.items()
-        }
+        awaited = {call_id: (call.worker, call.holder) for call_id, call in self._awaiting.items()}
         verdicts = sort_back(awaited, worker, back, resume, published=published)
         for call_id in set(resume or ()) - verdicts.keys():
             if call_id in awaited:

@@ -20,6 +20,7 @@ from fluksio.engine.runs.machine import RunMachine
 from fluksio.engine.runs.views import Executor
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.stream import CallLogged, EngineStream
+from fluksio.engine.workers.holder import Holder
 from fluksio.logs import get_logger
 from fluksio.scheduler import Placement, Scheduler
 
@@ -37,9 +38,9 @@ class CallShell:
     _stream: EngineStream
     _writer: RunWriter
     live_logs: LiveLogs
-    _lost_on: dict[str, list[tuple[float, str, str, int | None]]]
+    _lost_on: dict[Holder, list[tuple[float, str, str, int | None]]]
     """Calls lost with their worker's connection, which it may still run, by the worker
-    that holds them (its holder's words), with that worker's deadline: each waits it out
+    that holds them, with that worker's deadline: each waits it out
     before it runs elsewhere, unless the worker is back first and is told to drop it."""
 
     if TYPE_CHECKING:  # given by the class it is mixed into
@@ -102,16 +103,21 @@ class CallShell:
             walltimes = {p.key: p.walltime_s for p in self._scheduler.profiles()}
             walltime = walltimes.get(provenance.provisioner or "")
             outcome = stopped_at_job_end(outcome, provenance, walltime, self._margin)
-        holder = executor.holder()
-        found = self._machine.call(call_id)
-        if outcome.may_run_until is not None and holder is not None and found is not None:
-            run, spec, row = found
-            self._forget_past_deadlines()
-            lost = (outcome.may_run_until, run.id, spec.id, row.item)
-            self._lost_on.setdefault(holder, []).append(lost)
+        if outcome.may_run_until is not None:
+            self._lost(call_id, executor.holder(), outcome.may_run_until)
         self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
 
-    def worker_back(self, holder: str) -> None:
+    def _lost(self, call_id: str, holder: Holder | None, deadline: float) -> None:
+        """A call lost with its worker's connection, which it may run until ``deadline``:
+        remembered by who holds it, until that worker is back or the deadline passes."""
+        found = self._machine.call(call_id)
+        if holder is None or found is None:
+            return
+        run, spec, row = found
+        self._forget_past_deadlines()
+        self._lost_on.setdefault(holder, []).append((deadline, run.id, spec.id, row.item))
+
+    def worker_back(self, holder: Holder) -> None:
         """The worker that holds ``holder``'s calls attached again and was told to drop
         those lost with its connection: their next attempts need not wait any more."""
         now = self._clock.now()

@@ -110,8 +110,8 @@ class WorkerConnections:
         reason = unsigned_labels(hello.labels, token.labels)
         if reason is not None:
             raise Refusal(reason)
-        back = Holder(token.jti, hello.name, hello.instance)
-        away = self._parts.workers.by_identity((token.jti, hello.name))
+        back = Holder.of(token.jti, hello)
+        away = self._parts.workers.by_identity((back.token, back.name))
         if (
             away is not None
             and away.machine.phase == "away"
@@ -119,7 +119,7 @@ class WorkerConnections:
             and relation(away.held_as, back) is Relation.SAME
         ):
             await away.come_back(ws, hello)
-            self._parts.dispatcher.worker_back(away.held_as.text())
+            self._parts.dispatcher.worker_back(away.held_as)
             log.info(
                 "worker.back", worker=away.name, worker_id=away.id, calls=len(hello.resume or ())
             )
@@ -158,7 +158,7 @@ class WorkerConnections:
         dispatcher.adopt(adopting, session.id, session)
         # Told by its welcome to drop what it holds that was lost with its connection: the
         # next attempts of those need not wait out its deadline any more.
-        dispatcher.worker_back(session.held_as.text())
+        dispatcher.worker_back(session.held_as)
         log.info(
             "worker.attached",
             worker=session.name,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.workers.holder import Holder
 from fluksio.scheduler import CallRequest
 from fluksio.wire.flows import NodeSpec
 
@@ -135,16 +136,16 @@ class ItemsInterrupted:
 @dataclass(frozen=True)
 class AwaitWorker:
     """A restart found the call running on worker ``worker`` (a place's name): it waits
-    for the worker that holds it to come back naming it (:meth:`RunMachine.adopted`), or to be given
-    up on (:meth:`RunMachine.not_back`). ``request`` is what it holds there once back,
+    for the worker that holds it to come back naming it (:meth:`RunMachine.adopted`), or
+    to be given up on (:meth:`RunMachine.not_back`). ``request`` is what it holds there once back,
     with the GPUs it was given."""
 
     request: CallRequest
     worker: str
     gpu_ids: tuple[int, ...]
-    holder: str | None = None
-    """Who holds it there (:class:`~fluksio.engine.workers.holder.Holder`, as stored); None:
-    a row written before holders were, whose worker is known by its name alone."""
+    holder: Holder | None = None
+    """Who holds it there; None: a row written before holders were, whose worker is known
+    by its name alone."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import CallOutcome, CallSpec, Launcher
+from fluksio.engine.workers.holder import Holder
 from fluksio.scheduler import ENGINE_ID, Worker
 from fluksio.wire.provenance import Provenance
 
@@ -48,7 +49,7 @@ class LocalExecutor:
     def provenance(self) -> Provenance:
         return self._provenance
 
-    def holder(self) -> str | None:
+    def holder(self) -> Holder | None:
         return None  # its calls die with the engine's process
 
     async def run(self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]) -> CallOutcome:

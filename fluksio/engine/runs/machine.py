@@ -41,6 +41,7 @@ from fluksio.engine.runs.machine_waits import WaitMoves
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.references import Ref, substitute
 from fluksio.engine.runs.rows import ArraySummary, HeldItem, NodeRow, RunRow
+from fluksio.engine.workers.holder import Holder
 from fluksio.wire.flows import FlowSpec, NodeSpec
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import (
@@ -217,7 +218,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
         place: str,
         provenance: Provenance,
         now: float,
-        holder: str | None = None,
+        holder: Holder | None = None,
     ) -> CallInputs:
         """The scheduler placed the call: it records where (and ``holder``, who holds it
         there across a restart), and says what the call needs."""

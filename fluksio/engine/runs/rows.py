@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from fluksio.engine.workers.holder import Holder
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
 
@@ -59,10 +60,10 @@ class NodeRow:
     array). None: a node."""
     array: ArraySummary | None = None
     """An array node's items, counted by state."""
-    holder: str | None = None
-    """Who holds its call where it runs, as :class:`~fluksio.engine.workers.holder.Holder`
-    writes it (a worker's token, name and process): a restarted engine gives the call back
-    to that worker alone. None: the engine's own process, or not placed."""
+    holder: Holder | None = None
+    """Who holds its call where it runs (a worker's token, name and process): a restarted
+    engine gives the call back to that worker alone. None: the engine's own process, not
+    placed, or a row written before holders were."""
 
     @property
     def sent_ahead(self) -> bool:

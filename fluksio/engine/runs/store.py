@@ -12,6 +12,7 @@ from typing import Any
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
+from fluksio.engine.workers.holder import Holder
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
 
@@ -124,7 +125,7 @@ def node_row(row: sqlite3.Row) -> NodeRow:
         checkpoint=json.loads(row["checkpoint"]) if row["checkpoint"] else None,
         item=row["idx"] if "idx" in keys else None,
         array=ArraySummary.from_json(json.loads(summary)) if summary is not None else None,
-        holder=row["holder"],
+        holder=Holder.parse(row["holder"]),
     )
 
 
@@ -146,7 +147,7 @@ def _columns(n: NodeRow) -> tuple[object, ...]:
         n.interruptions,
         json.dumps(n.crashes) if n.crashes else None,
         json.dumps(n.checkpoint) if n.checkpoint else None,
-        n.holder,
+        n.holder.text() if n.holder is not None else None,
     )
 
 

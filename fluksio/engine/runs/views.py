@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, Protocol
 
 from fluksio.agent.launcher import CallOutcome, CallSpec
 from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.workers.holder import Holder
 from fluksio.scheduler import WaitReason
 from fluksio.wire.provenance import Provenance
 
@@ -97,9 +98,9 @@ class Executor(Protocol):
         """Where calls placed here run (the GPUs are the placement's to add)."""
         ...
 
-    def holder(self) -> str | None:
-        """Who holds calls placed here across the engine's restart, as the store keeps it
-        (:class:`~fluksio.engine.workers.holder.Holder`); None: none outlive the engine."""
+    def holder(self) -> Holder | None:
+        """Who holds calls placed here across the engine's restart; None: none outlive
+        the engine."""
         ...
 
     async def run(

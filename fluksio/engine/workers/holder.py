@@ -17,6 +17,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from fluksio.agent.frames import HelloFrame
+
 __all__ = ["Holder", "Relation", "Verdict", "relation", "sort_back"]
 
 
@@ -29,6 +31,11 @@ class Holder:
     instance: str | None
     """Our agent's process id of its own (``instance`` in its hello); None: the published
     agent, or ours before it said one."""
+
+    @classmethod
+    def of(cls, token_id: str, hello: HelloFrame) -> Holder:
+        """The worker that said ``hello`` on the token of id ``token_id``."""
+        return cls(token_id, hello.name, hello.instance)
 
     def text(self) -> str:
         """As the store keeps it."""

@@ -125,8 +125,7 @@ class WorkerSession(SessionEffects):
     ) -> None:
         self.id = record.worker_id
         self.name = record.name
-        self.identity = (token.jti, hello.name)
-        self.held_as = Holder(token.jti, hello.name, hello.instance)
+        self.held_as = Holder.of(token.jti, hello)
         """Who holds its calls, in words a restarted engine can check a worker by."""
         self.token = token
         self.key_id = key_id
@@ -183,8 +182,13 @@ class WorkerSession(SessionEffects):
             request_id=provisioned[2] if provisioned else None,
         )
 
-    def holder(self) -> str | None:
-        return self.held_as.text()
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What a newer connection of the same worker shares with it (token and name)."""
+        return (self.held_as.token, self.held_as.name)
+
+    def holder(self) -> Holder | None:
+        return self.held_as
 
     async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
