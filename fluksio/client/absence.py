@@ -52,7 +52,8 @@ class Absence:
         """``why`` happened at ``now``: the pause before asking again; ``why`` itself when
         it is not an absence (with ``unsent_only``: not one that kept the request from
         reaching any engine), and one sentence once the absence has lasted too long."""
-        if not is_absence(why) or (unsent_only and not getattr(why, "unsent", False)):
+        unsent = isinstance(why, Unreachable) and why.unsent
+        if not is_absence(why) or (unsent_only and not unsent):
             raise why
         if self._since is None:
             self._since = now

@@ -107,22 +107,23 @@ class AsyncClient(Front[AsyncHttp], Operations, Awaited):
     async def riding(self, read: Callable[[], Awaitable[Answer]]) -> Answer:
         """``await read()``, asked again while the engine cannot be reached, as
         :meth:`Client.riding <fluksio.client.client.Client.riding>` does it."""
-        absence = Absence(self.ride_over_s)
-        while True:
-            try:
-                return await read()
-            except ClientError as lost:
-                await asyncio.sleep(absence.lost(lost, time.monotonic()))
+        return await self._asked_again(read, unsent_only=False)
 
     async def unsent_again(self, change: Callable[[], Awaitable[Answer]]) -> Answer:
         """``await change()``, sent again while the engine refuses connections, as
         :meth:`Client.unsent_again <fluksio.client.client.Client.unsent_again>` does it."""
+        return await self._asked_again(change, unsent_only=True)
+
+    async def _asked_again(
+        self, ask: Callable[[], Awaitable[Answer]], *, unsent_only: bool
+    ) -> Answer:
         absence = Absence(self.ride_over_s)
         while True:
             try:
-                return await change()
+                return await ask()
             except ClientError as lost:
-                await asyncio.sleep(absence.lost(lost, time.monotonic(), unsent_only=True))
+                pause = absence.lost(lost, time.monotonic(), unsent_only=unsent_only)
+                await asyncio.sleep(pause)
 
     async def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""

@@ -105,24 +105,22 @@ class Client(Front[Http], Operations, Blocking):
         """``read()``, asked again while the engine cannot be reached (restarting, say),
         for up to ``ride_over_s``; then one sentence. For reads only: a request that
         changes something may have been done when its answer was lost."""
-        absence = Absence(self.ride_over_s)
-        while True:
-            try:
-                return read()
-            except ClientError as lost:
-                time.sleep(absence.lost(lost, time.monotonic()))
+        return self._asked_again(read, unsent_only=False)
 
     def unsent_again(self, change: Callable[[], Answer]) -> Answer:
         """``change()``, sent again while the engine refuses connections (restarting,
         say), for up to ``ride_over_s``: a request refused before it reached an engine
         was not done, so sending it again cannot do it twice. A connection that broke
         off after it was sent is said at once (it may have been done)."""
+        return self._asked_again(change, unsent_only=True)
+
+    def _asked_again(self, ask: Callable[[], Answer], *, unsent_only: bool) -> Answer:
         absence = Absence(self.ride_over_s)
         while True:
             try:
-                return change()
+                return ask()
             except ClientError as lost:
-                time.sleep(absence.lost(lost, time.monotonic(), unsent_only=True))
+                time.sleep(absence.lost(lost, time.monotonic(), unsent_only=unsent_only))
 
     def login(self, username: str, password: str) -> None:
         """Log in: the client holds the access token the engine gives."""
