@@ -24,10 +24,9 @@ from calls import measure_floors
 
 from fluksio.engine.holding import STOP_WITHIN_S
 from tests.support.engine import start_engine
-from tests.support.process import connected_to
+from tests.support.process import connected_to, long_poll
 from tests.support.runs import run_flow
 from tests.support.wait import wait_for
-from tests.test_engine_stop import _long_poll
 
 SLEEPS = "import time\n\ndef process():\n    time.sleep(60)\n"
 
@@ -39,7 +38,7 @@ def one_stop(root: Path) -> float:
         admin = engine.login()
         run_id = run_flow(engine, admin, "sleeps", [{"id": "n", "code": SLEEPS}])
         port = int(engine.url.rsplit(":", 1)[1])
-        poller = _long_poll(f"{engine.api}/runs/{run_id}?wait=60", admin)
+        poller = long_poll(f"{engine.api}/runs/{run_id}?wait=60", admin)
         wait_for(lambda: connected_to(poller.pid, port), timeout=10, what="the long poll")
         started = time.perf_counter()
         engine.process.send_signal(signal.SIGTERM)

@@ -16,7 +16,7 @@ import pytest
 
 from fluksio.client import Client
 from tests.support.engine import EngineProcess, free_port, start_engine
-from tests.support.process import alive
+from tests.support.process import alive, written_pid
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -189,16 +189,11 @@ def test_a_live_engine_fails_a_dropped_workers_call_at_once_and_its_copy_is_stop
     engine = start_engine(tmp_path / "data", tmp_path / "logs")
     admin = engine.login()
     proxy = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
-    url = attach_url(engine).replace(engine.url.split("//")[1], f"127.0.0.1:{proxy.port}")
+    url = attach_url(engine, proxy.port)
     worker = start_labelled_worker(engine, admin, "cpu", tmp_path / "worker", url=url)
     try:
         run_id = run_flow(engine, admin, "cut", [{"id": "n", "worker": "cpu", "code": node_code}])
-        written = wait_for(
-            lambda: pid_file.read_text() if pid_file.exists() else None,
-            timeout=60,
-            what="the call to start",
-        )
-        pid = int(written)
+        pid = written_pid(pid_file)
         proxy.cut()
         run = wait_run(engine, admin, run_id, timeout=30)
         error = run["nodes"][0]["error"]

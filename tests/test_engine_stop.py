@@ -4,10 +4,7 @@ item 5). Real engine processes; a client long-polls a run while the engine stops
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,7 @@ import pytest
 from fluksio.engine.holding import STOP_WITHIN_S
 from tests.support.cli import fluksio
 from tests.support.engine import free_port, start_engine
-from tests.support.process import connected_to
+from tests.support.process import connected_to, long_poll
 from tests.support.runs import code, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
 
@@ -34,23 +31,6 @@ def _long_call(ledger: Path) -> str:
     """)
 
 
-def _long_poll(url: str, token: str) -> subprocess.Popen[bytes]:
-    """A client holding a long poll open (its token in its environment, not its argv)."""
-    asks = (
-        "import os, urllib.request\n"
-        f"ask = urllib.request.Request({url!r})\n"
-        "ask.add_header('Authorization', 'Bearer ' + os.environ['POLL_TOKEN'])\n"
-        "try:\n    urllib.request.urlopen(ask, timeout=90).read()\n"
-        "except OSError:\n    pass\n"
-    )
-    return subprocess.Popen(
-        [sys.executable, "-c", asks],
-        env={**os.environ, "POLL_TOKEN": token},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def test_a_stop_with_a_client_waiting_ends_within_its_bound_and_the_next_engine_waits_for_it(
     tmp_path: Path,
 ) -> None:
@@ -66,7 +46,7 @@ def test_a_stop_with_a_client_waiting_ends_within_its_bound_and_the_next_engine_
         node = {"id": "n", "code": _long_call(ledger), "retry_on_restart": True}
         run_id = run_flow(engine, admin, "long", [node])
         wait_for(ledger.exists, timeout=30, what="the call to start in the engine")
-        poller = _long_poll(f"{engine.api}/runs/{run_id}?wait=60", admin)
+        poller = long_poll(f"{engine.api}/runs/{run_id}?wait=60", admin)
         wait_for(
             lambda: connected_to(poller.pid, port),
             timeout=10,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.engine import EngineProcess, start_engine
-from tests.support.process import alive
+from tests.support.process import alive, written_pid
 from tests.support.proxy import PausableProxy
 from tests.support.runs import code, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -53,7 +53,7 @@ def _cut_off_with_its_call(
     engine = start_engine(tmp_path / "data", tmp_path / "logs", args=("--worker-gone-s", "4"))
     admin = engine.login()
     proxy = PausableProxy(int(engine.url.rsplit(":", 1)[1]))
-    url = attach_url(engine).replace(engine.url.split("//")[1], f"127.0.0.1:{proxy.port}")
+    url = attach_url(engine, proxy.port)
     far = start_labelled_worker(
         engine, admin, "cpu", tmp_path / "far", "--engine-away-s", away_s, url=url
     )
@@ -130,12 +130,7 @@ def test_a_frozen_engine_past_the_silence_rule_fails_the_call_once_and_its_copy_
                 time.sleep(120)
         """)
         run_id = run_flow(engine, admin, "frozen", [{"id": "n", "worker": "cpu", "code": held}])
-        written = wait_for(
-            lambda: pid_file.read_text() if pid_file.exists() else None,
-            timeout=60,
-            what="the call to start",
-        )
-        pid = int(written)
+        pid = written_pid(pid_file)
         engine.freeze()
         try:
             wait_for(

@@ -110,8 +110,9 @@ class HelloFrame:
     keeps_s: float | None = None
     """(ours) Once its connection is lost without the engine's word (a drop, or the
     engine's silence), how long it keeps its calls running before it stops them, at the
-    most (its ``--engine-away-s`` and the time to stop them); None: for ever. The engine
-    runs a lost call again elsewhere only after that, or once the worker is back."""
+    most (its ``--engine-away-s`` and the time to stop them); None: no bound it can
+    promise (``--engine-away-s 0``, or an agent that does not say). The engine runs a
+    lost call again elsewhere only after that, or once the worker is back."""
     instance: str | None = None
     """(ours) An id the agent's process draws when it starts and says in every hello: a
     worker coming back with another was started again, and holds none of the calls it had

@@ -19,13 +19,13 @@ from cryptography import x509
 from fluksio.agent.urls import is_loopback
 from fluksio.api.app import create_app
 from fluksio.clock import SYSTEM_CLOCK
-from fluksio.engine.holding import STOP_WITHIN_S, DataDirBusy, data_dir_lock, note_stopping
+from fluksio.engine.holding import STOP_WITHIN_S, note_stopping
 from fluksio.engine.provisioning import Configured, load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 from fluksio.logs import LogSecrets, get_logger
 
-__all__ = ["STOP_WITHIN_S", "DataDirBusy", "data_dir_lock", "run_engine", "tls_context"]
+__all__ = ["run_engine", "tls_context"]
 
 log = get_logger(__name__)
 REQUESTS_AT_STOP_S = 2.0

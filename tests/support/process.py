@@ -6,8 +6,11 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.wait import wait_for
 
 
 def parent_of(pid: int) -> int:
@@ -34,6 +37,34 @@ def connected_to(pid: int, port: int) -> bool:
                 if fields[3] == "01" and remote_port == port and fields[9] in inodes:
                     return True
     return False
+
+
+def long_poll(url: str, token: str) -> subprocess.Popen[bytes]:
+    """A client holding ``GET url`` open (a long poll), in a process of its own: its
+    token in its environment, never its argv. It ends when answered or cut."""
+    asks = (
+        "import os, urllib.request\n"
+        f"ask = urllib.request.Request({url!r})\n"
+        "ask.add_header('Authorization', 'Bearer ' + os.environ['POLL_TOKEN'])\n"
+        "try:\n    urllib.request.urlopen(ask, timeout=90).read()\n"
+        "except OSError:\n    pass\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", asks],
+        env={**os.environ, "POLL_TOKEN": token},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def written_pid(pid_file: Path, *, timeout: float = 60) -> int:
+    """The pid a call writes into ``pid_file`` as it starts, once it has."""
+    written = wait_for(
+        lambda: pid_file.read_text() if pid_file.exists() else None,
+        timeout=timeout,
+        what="the call to start",
+    )
+    return int(written)
 
 
 def alive(pid: int) -> bool:

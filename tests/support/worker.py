@@ -15,8 +15,11 @@ from tests.support.engine import BIN, EngineProcess
 from tests.support.process import ManagedProcess
 
 
-def attach_url(engine: EngineProcess) -> str:
+def attach_url(engine: EngineProcess, port: int | None = None) -> str:
+    """The engine's attach URL; through ``port`` on this machine if given (a relay's)."""
     scheme, rest = engine.url.split("://", 1)
+    if port is not None:
+        rest = f"127.0.0.1:{port}"
     return f"{'wss' if scheme == 'https' else 'ws'}://{rest}/api/v1/workers/attach"
 
 

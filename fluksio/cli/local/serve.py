@@ -11,10 +11,11 @@ from typing import Any
 import click
 
 from fluksio.api.proxies import parse_public_url, parse_trusted_proxies
-from fluksio.api.server import STOP_WITHIN_S, DataDirBusy, data_dir_lock, run_engine
+from fluksio.api.server import run_engine
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
+from fluksio.engine.holding import STOP_WITHIN_S, DataDirBusy, data_dir_lock
 from fluksio.engine.provisioning import load_configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import NewSuperuser, UserStore, bootstrap_superuser
