@@ -22,7 +22,6 @@ from fluksio.agent.settings import ENGINE_AWAY_S, HEARTBEAT_S
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = [
-    "AWAY_WATCH_S",
     "MAX_FRAME_BYTES",
     "AgentConfig",
     "Refused",
@@ -168,11 +167,9 @@ async def why_refused(http: aiohttp.ClientSession, config: AgentConfig, status: 
     return str(detail or f"the engine refused the worker token (HTTP {status})")
 
 
-AWAY_WATCH_S = 1.0
-"""How often an agent whose engine is away looks whether it has waited long enough."""
 STOP_SPARE_S = 10.0
-"""Past ``--engine-away-s``, what stopping its calls may take: the watch's look, and a
-call's whole tree gone (within 5 s), with room to spare."""
+"""Past ``--engine-away-s``, what stopping its calls may take: a call's whole tree gone
+(within 5 s), with room to spare."""
 
 
 def keeps_calls_s(engine_away_s: float | None) -> float | None:

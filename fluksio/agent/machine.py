@@ -283,6 +283,13 @@ class AgentMachine:
         kept = len(self._running) + len(self._waiting) + self.held.answers()
         return [Away(kept, going_away=closed_by_engine)]
 
+    def gives_up_at(self) -> float | None:
+        """When :meth:`check` gives up an engine that went away (None: it is attached, or
+        waits for ever)."""
+        if self._left_at is None or not self.engine_away_s:
+            return None
+        return self._left_at + self.engine_away_s
+
     def check(self, now: float) -> list[AgentEffect]:
         """The clock looked at (before each dial): an engine away too long is given up."""
         limit = self.engine_away_s

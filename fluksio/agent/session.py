@@ -33,7 +33,6 @@ from typing import Any
 import aiohttp
 
 from fluksio.agent.attaching import (
-    AWAY_WATCH_S,
     AgentConfig,
     Refused,
     connector_for,
@@ -89,6 +88,8 @@ class Agent:
         self._stopping: asyncio.Task[None] | None = None
         self._gave_up = False
         """The engine was away past --engine-away-s: its calls stopped, the agent leaves."""
+        self._away = asyncio.Event()
+        """Set while its connection is lost: the away watch waits for it."""
 
     # -- the outer loop ----------------------------------------------------------------
 
@@ -167,7 +168,12 @@ class Agent:
         engine runs a lost call elsewhere after the deadline the hello told it
         (``keeps_s``), so none may run on past it. The agent leaves at its next dial."""
         while not self._gave_up:
-            await self._clock.sleep(AWAY_WATCH_S)
+            await self._away.wait()
+            due = self.machine.gives_up_at()
+            if due is None:  # welcomed back meanwhile, or it waits for ever
+                self._away.clear()
+                continue
+            await self._clock.sleep(max(0.0, due - self._clock.monotonic()))
             checked = self.machine.check(self._clock.monotonic())
             if await self._carrier.carry_out_dropping(checked):
                 self._gave_up = True
@@ -204,6 +210,7 @@ class Agent:
                 reply = await self._welcomed(ws)
                 log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
                 await self._carrier.welcomed(Welcome.read(reply), reply)
+                self._away.clear()
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
                 pinger = asyncio.get_running_loop().create_task(self._ping(ws))
                 try:
@@ -218,6 +225,7 @@ class Agent:
                             now=self._clock.monotonic(),
                         )
                     )
+                    self._away.set()
                 if ws.close_code == CLOSE_DRAINED:
                     # Its job ends before any more work could finish: leave, so the job
                     # ends now and frees its allocation, instead of being killed later.
