@@ -19,6 +19,7 @@ from fluksio.logs import get_logger
 
 if TYPE_CHECKING:
     from fluksio.engine.artifacts import ArtifactStore
+    from fluksio.engine.call_saves import CallSaves
     from fluksio.engine.settings import EngineSettings
     from fluksio.engine.stream import EngineStream
 
@@ -32,6 +33,7 @@ class ArtifactsAsked:
         settings: EngineSettings
         stream: EngineStream
         _artifacts: ArtifactStore
+        _call_saves: CallSaves
 
     async def put_artifact(
         self,
@@ -40,9 +42,11 @@ class ArtifactsAsked:
         expected: str | None,
         declared_size: int | None,
         by: str,
+        call_id: str | None = None,
     ) -> StoredObject:
         """Store what ``chunks`` yields (``expected``: the digest it must have); ``by`` who
-        sent it, for the log."""
+        sent it, for the log; ``call_id`` the call whose own credential sent it (its
+        checkpoint may name it)."""
         try:
             stored = await self._artifacts.put(
                 chunks,
@@ -57,6 +61,8 @@ class ArtifactsAsked:
             raise StorageFull(error.detail) from None
         except ArtifactError as error:
             raise InvalidInput(error.field, error.detail) from None
+        if call_id is not None:
+            self._call_saves.add(call_id, stored.digest, stored.size)
         log.info("artifact.stored", digest=stored.digest, size=stored.size, by=by)
         self.stream.emit(ArtifactBytes("in", stored.size))
         return stored

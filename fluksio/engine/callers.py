@@ -41,6 +41,8 @@ class Caller:
     worker: WorkerIdentity | None = None
     described: str = "anyone"
     """For the log: ``user ada``, ``worker gpu-1``, ``a scrape token``."""
+    call_id: str | None = None
+    """The call whose own artifact credential it presented (what it uploads is its own)."""
 
 
 class CallersAsked:
@@ -62,7 +64,8 @@ class CallersAsked:
             identity = self._tokens.verify_worker(token)
             return Caller(worker=identity, described=f"worker {identity.name}")
         if scheme == "artifact":
-            return Caller(described=self._tokens.verify_artifact_access(token))
+            described, call_id = self._tokens.verify_artifact_access(token)
+            return Caller(described=described, call_id=call_id)
         if scheme == "scrape" and token.startswith(SCRAPE_PREFIX):
             if not self._scrape_tokens.valid(token):
                 raise NotAuthenticated("the scrape token is unknown or revoked")

@@ -26,6 +26,7 @@ from fluksio.engine.asked_logs import LogsAsked
 from fluksio.engine.asked_provisioning import ProvisioningAsked
 from fluksio.engine.asked_runs import RunsAsked
 from fluksio.engine.asked_tokens import TokensAsked
+from fluksio.engine.call_saves import CallSaves
 from fluksio.engine.callers import CallersAsked
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import Database, open_database
@@ -98,6 +99,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
     _runs: RunStore
     _secrets: SecretStore
     _artifacts: ArtifactStore
+    _call_saves: CallSaves
     _dispatcher: Dispatcher
     """The core's shell: runs, places, waiting calls, provisioning."""
     _connections: WorkerConnections
@@ -211,6 +213,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
         self._runs = RunStore(database)
         self._secrets = SecretStore(database, layout, clock)
         self._artifacts = ArtifactStore(layout.artifacts)
+        self._call_saves = CallSaves(database, clock)
         try:
             yield
         finally:
@@ -257,6 +260,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
                 dispatcher=self._dispatcher,
                 tokens=self._tokens,
                 artifacts=self._artifacts,
+                saves=self._call_saves,
             )
         )
         self.views = EngineViews(self.workers, self._dispatcher, self._clock)

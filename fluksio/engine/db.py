@@ -217,6 +217,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE node_runs ADD COLUMN holder TEXT;
     ALTER TABLE array_items ADD COLUMN holder TEXT;
     """,
+    # v17: what each call uploaded with its own credential: a checkpoint may name only
+    # state its call saved, also when its answer reaches the engine after a restart.
+    """
+    CREATE TABLE call_saves (
+        call_id  TEXT NOT NULL,
+        digest   TEXT NOT NULL,
+        size     INTEGER NOT NULL,
+        saved_at REAL NOT NULL,
+        PRIMARY KEY (call_id, digest)
+    ) WITHOUT ROWID;
+    CREATE INDEX call_saves_at ON call_saves (saved_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -31,6 +31,7 @@ from typing import Any
 import jwt
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
+from fluksio.engine import call_tokens
 from fluksio.engine.keys import KeyRing, SigningKey
 from fluksio.engine.personal_tokens import PREFIX as PERSONAL_PREFIX
 from fluksio.engine.personal_tokens import PersonalTokenStore
@@ -168,21 +169,30 @@ class TokenService:
             claims["parent"] = parent_jti
         return self._sign(claims)
 
-    def verify_artifact_access(self, token: str) -> str:
-        """Who may move artifacts with ``token``: a worker, an artifact token's subject, or
-        a user; :class:`NotAuthenticated` otherwise."""
+    def artifact_for_call(self, base: str, call_id: str) -> str:
+        """``base`` (from :meth:`mint_artifact`) as call ``call_id``'s own credential: what
+        it uploads is known as that call's (:mod:`~fluksio.engine.call_tokens`)."""
+        return call_tokens.bind(base, call_id, self._keys.current())
+
+    def verify_artifact_access(self, token: str) -> tuple[str, str | None]:
+        """Who may move artifacts with ``token`` (a worker, an artifact token's subject, or
+        a user), and the call it is bound to, if any; :class:`NotAuthenticated` otherwise."""
         kind = _unverified_type(token)
         if kind == "worker":
-            return f"worker {self.verify_worker(token).name}"
+            return f"worker {self.verify_worker(token).name}", None
         if kind == "access":
-            return f"user {self.verify_access(token).username}"
-        claims = self._decode(token, expected_type="artifact")
+            return f"user {self.verify_access(token).username}", None
+        unbound = call_tokens.unbind(token, self._keys.current())
+        if unbound is None:
+            raise NotAuthenticated("the bearer token is not a valid Fluksio token")
+        base, call_id = unbound
+        claims = self._decode(base, expected_type="artifact")
         parent = claims.get("parent")
         if parent is not None:
             record = self._worker_tokens.get(str(parent))
             if record is None or record.revoked_at is not None:
                 raise NotAuthenticated("the worker token this artifact token came from was revoked")
-        return f"call for {claims['sub']}"
+        return f"call for {claims['sub']}", call_id
 
     def _sign(self, claims: Mapping[str, Any]) -> str:
         key = self._keys.current()

@@ -18,6 +18,7 @@ from fluksio.agent.frames import IMAGE_HELD, HelloFrame, StoreOffer, WelcomeFram
 from fluksio.agent.launcher import LIMIT_GRACE_S
 from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
+from fluksio.engine.call_saves import CallSaves
 from fluksio.engine.dispatch import Dispatcher
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.tokens import TokenService, WorkerIdentity
@@ -59,6 +60,29 @@ class ConnectionParts:
     dispatcher: Dispatcher
     tokens: TokenService
     artifacts: ArtifactStore
+    saves: CallSaves
+
+
+@dataclass(frozen=True)
+class _WorkerArtifacts:
+    """How calls on one worker save artifacts as their own: a token tied to the worker's
+    (revoking that revokes it), bound to each call, and what each call saved."""
+
+    tokens: TokenService
+    saves: CallSaves
+    name: str
+    parent_jti: str
+
+    def mint(self) -> str:
+        return self.tokens.mint_artifact(
+            self.name, parent_jti=self.parent_jti, ttl_s=ARTIFACT_TOKEN_TTL_S
+        )
+
+    def for_call(self, base: str, call_id: str) -> str:
+        return self.tokens.artifact_for_call(base, call_id)
+
+    def refusal(self, call_id: str, state: dict[str, Any]) -> str | None:
+        return self.saves.refusal(call_id, state)
 
 
 class WorkerConnections:
@@ -186,9 +210,7 @@ class WorkerConnections:
             rules=self.rules,
             link=self,
             record=_record(worker_id, name, token, hello, job[1] if job else None),
-            mint_artifact_token=lambda: tokens.mint_artifact(
-                name, parent_jti=token.jti, ttl_s=ARTIFACT_TOKEN_TTL_S
-            ),
+            artifacts=_WorkerArtifacts(tokens, self._parts.saves, name, token.jti),
             batch_job=" ".join(job) if job else None,
         )
 

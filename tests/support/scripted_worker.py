@@ -19,11 +19,13 @@ from fluksio.agent.frames import (
     PROTOCOL,
     AnswerFrame,
     ContainersReport,
+    ErrorRecord,
     HelloFrame,
     InventoryReport,
     ProgressFrame,
     encode,
 )
+from fluksio.agent.outcome import ErrorKind
 from tests.support.wait import async_wait_for
 
 __all__ = ["ScriptedWorker", "hello_frame"]
@@ -100,6 +102,13 @@ class ScriptedWorker:
     async def answer(self, call_id: str, result: Any = None, *, ok: bool = True) -> None:
         self._answered.add(call_id)
         await self.socket.send_str(encode(AnswerFrame(call_id=call_id, ok=ok, result=result)))
+
+    async def checkpointed(self, call_id: str, state: dict[str, Any]) -> None:
+        """End the call as our agent does after ``fluksio.checkpoint``, naming ``state``."""
+        self._answered.add(call_id)
+        error = ErrorRecord(type=ErrorKind.CHECKPOINTED, message="saved", short="Checkpointed")
+        frame = AnswerFrame(call_id=call_id, ok=False, error=error, checkpoint=state)
+        await self.socket.send_str(encode(frame))
 
     async def emit(self, call_id: str, outputs: dict[str, Any]) -> None:
         frame = ProgressFrame(call_id=call_id, event="emit", outputs=outputs, ts=1.0)

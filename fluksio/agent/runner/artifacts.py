@@ -137,15 +137,18 @@ def _http() -> _Http | None:
     return _Http(base, token) if base and token else None
 
 
-def _save_remote(http: _Http, source: Source, name: str, media_type: str) -> tuple[str, int]:
+def _save_remote(
+    http: _Http, source: Source, name: str, media_type: str, *, owned: bool
+) -> tuple[str, int]:
     import urllib.parse
 
     hex_digest, size = _copy_hashing(source, None)
     digest = f"sha256:{hex_digest}"
-    head = http.request("HEAD", f"/{digest}")
-    head.read()
-    if head.status == 200:
-        return hex_digest, size  # the engine has it: upload once, not again
+    if not owned:
+        head = http.request("HEAD", f"/{digest}")
+        head.read()
+        if head.status == 200:
+            return hex_digest, size  # the engine has it: upload once, not again
     query = urllib.parse.urlencode({"name": name, "media_type": media_type})
     if isinstance(source, (bytes, bytearray, memoryview)):
         body: Any = bytes(source)
@@ -170,14 +173,29 @@ def save_artifact(
     volatile: bool = False,
 ) -> dict[str, object]:
     """Store bytes (or the file at a path) by content; returns the reference dict."""
+    return save_owned(source, name, media_type, owned=False)
+
+
+def save_owned(
+    source: bytes | bytearray | memoryview | str | os.PathLike[str],
+    name: str = "",
+    media_type: str = "application/octet-stream",
+    *,
+    owned: bool,
+) -> dict[str, object]:
+    """:func:`save_artifact`; ``owned``: uploaded even when the engine holds the bytes, so
+    that it knows them as this call's own (a checkpoint's state must be)."""
     if not name and not isinstance(source, (bytes, bytearray, memoryview)):
         name = os.path.basename(os.fspath(source))
     root = os.environ.get("FLUKSIO_ARTIFACT_DIR")
-    http = None if root else _http()
-    if root:
+    http = None if root and not owned else _http()
+    if owned and http is not None:
+        # Over HTTP even beside a shared store: the engine knows it as this call's own.
+        hex_digest, size = _save_remote(http, source, name, media_type, owned=True)
+    elif root:
         hex_digest, size = _save_local(root, source)
     elif http is not None:
-        hex_digest, size = _save_remote(http, source, name, media_type)
+        hex_digest, size = _save_remote(http, source, name, media_type, owned=owned)
     else:
         raise RuntimeError("no artifact store is available to this call")
     return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}

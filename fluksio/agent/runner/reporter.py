@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from fluksio.agent.runner.artifacts import load_artifact, save_artifact
+from fluksio.agent.runner.artifacts import load_artifact, save_artifact, save_owned
 from fluksio.agent.runner.protocol import EVENT_MAX_BYTES, Records, encode_record
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs a spawned call
@@ -40,14 +40,15 @@ def checkpoint(state: object) -> None:
     the state back. It spends no retry; the node's ``max_checkpoints`` bounds how often.
     Call it when ``time_left()`` runs short, or on the notice signal."""
     if isinstance(state, (bytes, bytearray, memoryview)):
-        ref = save_artifact(bytes(state), name="checkpoint")
+        # Uploaded even when the engine holds it: the state must be known as this call's.
+        ref = save_owned(bytes(state), name="checkpoint", owned=True)
     else:
         try:
             data = json.dumps(state).encode()
         except (TypeError, ValueError) as exc:
             said = f"fluksio.checkpoint: the state is neither bytes nor JSON: {exc}"
             raise TypeError(said) from None
-        ref = save_artifact(data, name="checkpoint.json", media_type=JSON_STATE)
+        ref = save_owned(data, name="checkpoint.json", media_type=JSON_STATE, owned=True)
     raise Checkpointed(ref)
 
 

@@ -104,6 +104,7 @@ async def _put(call: Call[None]) -> ArtifactRef:
         expected=request.headers.get(DIGEST_HEADER),
         declared_size=request.content_length,
         by=who,
+        call_id=call.caller.call_id,
     )
     return ArtifactRef(digest=stored.digest, size=stored.size, media_type=media_type, name=name)
 

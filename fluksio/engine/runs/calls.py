@@ -45,7 +45,11 @@ def call_spec(
         node=spec.id,
         flow=inputs.run.flow,
         kwargs=select_kwargs(spec.code, available),
-        env={**_placement_env(placement), **executor.call_env(), **_restored_env(inputs)},
+        env={
+            **_placement_env(placement),
+            **executor.call_env(placement.request_id),
+            **_restored_env(inputs),
+        },
         timeout=spec.timeout,
         # A node that sets no limit, placed where a job ends, may run until its margin.
         limit=spec.limit or placement.job_limit or 0.0,

@@ -43,7 +43,7 @@ class LocalExecutor:
         self._env = {"FLUKSIO_ARTIFACT_DIR": str(artifact_dir)}
         self._provenance = Provenance(worker="engine", host=socket.gethostname())
 
-    def call_env(self) -> dict[str, str]:
+    def call_env(self, call_id: str) -> dict[str, str]:
         return dict(self._env)
 
     def provenance(self) -> Provenance:

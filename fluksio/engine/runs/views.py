@@ -90,8 +90,9 @@ class Executor(Protocol):
         """The labels signed for this place (empty for the engine): which secrets it gets."""
         ...
 
-    def call_env(self) -> dict[str, str]:
-        """Variables every call on this place needs (where its artifacts go), per call."""
+    def call_env(self, call_id: str) -> dict[str, str]:
+        """Variables call ``call_id`` on this place needs (where its artifacts go, and its
+        own credential to save them with)."""
         ...
 
     def provenance(self) -> Provenance:

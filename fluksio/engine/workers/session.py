@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Collection
-from typing import Protocol, assert_never
+from collections.abc import Awaitable, Collection
+from typing import Any, Protocol, assert_never
 
 from aiohttp import WSCloseCode
 
@@ -105,6 +105,22 @@ class SessionLink(Protocol):
         """Every answer read so far is recorded in the store."""
 
 
+class CallArtifacts(Protocol):
+    """How calls on a worker save artifacts as their own (given by the engine)."""
+
+    def mint(self) -> str:
+        """A new artifact token for calls on this worker (never the worker token)."""
+        ...
+
+    def for_call(self, base: str, call_id: str) -> str:
+        """``base`` as call ``call_id``'s own credential."""
+        ...
+
+    def refusal(self, call_id: str, state: dict[str, Any]) -> str | None:
+        """Why call ``call_id`` may not name ``state`` as its checkpoint (None: it may)."""
+        ...
+
+
 class WorkerSession(SessionEffects):
     """The I/O around one :class:`ConnectionMachine`: the socket it writes to, the futures
     calls wait on, the timers it asked for, and the link it reports to."""
@@ -120,7 +136,7 @@ class WorkerSession(SessionEffects):
         rules: ConnectionRules,
         link: SessionLink,
         record: WorkerRecord,
-        mint_artifact_token: Callable[[], str] | None = None,
+        artifacts: CallArtifacts | None = None,
         batch_job: str | None = None,
     ) -> None:
         self.id = record.worker_id
@@ -147,8 +163,8 @@ class WorkerSession(SessionEffects):
             record.name, hello.relayed, published, clock.now(), rules, self.pipeline > 0
         )
         self._link = link
-        self._mint_artifact_token = mint_artifact_token
-        """Mints a token a call on this worker uses for artifacts (not the worker token)."""
+        self._artifacts = artifacts
+        """The credentials calls here save artifacts with, and which states they saved."""
         self._artifact_token: tuple[str, float] | None = None
         """The artifact token calls here get, and when it was minted (monotonic)."""
         self._pending: dict[str, Pending] = {}
@@ -160,16 +176,18 @@ class WorkerSession(SessionEffects):
 
     # -- the executor interface --------------------------------------------------------
 
-    def call_env(self) -> dict[str, str]:
-        if self._mint_artifact_token is None:
+    def call_env(self, call_id: str) -> dict[str, str]:
+        if self._artifacts is None:
             return {}
         # Every call here would get a token of the same powers (this worker's, tied to its
         # token), so one serves them all: signing one per call was a tenth of the engine's
         # work per remote call. Renewed hourly, so a call's token has 23 hours left or more.
         now = self.clock.monotonic()
         if self._artifact_token is None or now - self._artifact_token[1] > ARTIFACT_TOKEN_RENEW_S:
-            self._artifact_token = (self._mint_artifact_token(), now)
-        return {"FLUKSIO_ARTIFACT_TOKEN": self._artifact_token[0]}
+            self._artifact_token = (self._artifacts.mint(), now)
+        # Bound to the call (a MAC, not a signature): what it saves is known as its own.
+        bound = self._artifacts.for_call(self._artifact_token[0], call_id)
+        return {"FLUKSIO_ARTIFACT_TOKEN": bound}
 
     def provenance(self) -> Provenance:
         provisioned = self.token.provisioned_by
@@ -265,10 +283,22 @@ class WorkerSession(SessionEffects):
             if frame.event not in ("heartbeat", "started"):
                 pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
         elif not pending.future.done():
-            outcome = outcome_of(frame, self.name, self.hello)
+            outcome = self._checked(frame.call_id, outcome_of(frame, self.name, self.hello))
             if _refused_as_stopping(frame, self.hello):
                 self._link.stopping(self, (outcome.error or {}).get("message", ""))
             pending.future.set_result(outcome)
+
+    def _checked(self, call_id: str, outcome: CallOutcome) -> CallOutcome:
+        """A checkpoint naming state its call did not save itself is refused: the call
+        failed, saying why (another run's data is never given to its next attempt)."""
+        if outcome.checkpoint is None or self._artifacts is None:
+            return outcome
+        refusal = self._artifacts.refusal(call_id, outcome.checkpoint)
+        if refusal is None:
+            return outcome
+        log.warning("call.checkpoint_refused", worker=self.name, call_id=call_id, why=refusal)
+        error = error_record(ErrorKind.REMOTE_ERROR, f"the checkpoint was refused: {refusal}")
+        return CallOutcome(False, error=error, logs=outcome.logs)
 
     def told(self, frame: CacheFrame | StoppingFrame) -> None:
         """A word of its own, of no call (a frame: it was heard): what its artifact cache
