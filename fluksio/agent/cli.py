@@ -28,6 +28,7 @@ from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.frames import MAX_PIPELINE
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
+from fluksio.agent.secrecy import hide_token
 from fluksio.agent.session import Agent
 from fluksio.agent.settings import WorkerSettings, worker_options
 from fluksio.agent.urls import UrlError, parse_attach_url, parse_connect_to, tls_trust
@@ -89,6 +90,8 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         raise _UsageError(str(exc)) from None
     if not given.token:
         raise _UsageError("no worker token: set FLUKSIO_WORKER_TOKEN or pass --token")
+    # Before anything is started: no call, nor anything else of this user, reads it.
+    hide_token(given.token)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )

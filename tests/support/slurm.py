@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -242,6 +243,4 @@ def job_writable_folder(prefix: str) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     folder.chmod(0o777)
     yield folder
-    for entry in folder.iterdir():
-        entry.unlink()
-    folder.rmdir()
+    shutil.rmtree(folder)

@@ -37,10 +37,12 @@ def start_worker(
     command: list[str] | None = None,
     cwd: Path | None = None,
     url: str | None = None,
+    user: str | None = None,
 ) -> WorkerProcess:
     """Start an agent (ours by default) with the token in its environment, never in argv.
 
-    ``url`` is where it dials (the engine's attach URL unless given, e.g. a proxy's).
+    ``url`` is where it dials (the engine's attach URL unless given, e.g. a proxy's);
+    ``user`` the unprivileged user it runs as (this process's own unless given).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"worker-{len(list(log_dir.glob('worker-*.log')))}.log"
@@ -57,6 +59,7 @@ def start_worker(
             env=full_env,
             # In the test's own directory: what a call writes must never land in the checkout.
             cwd=cwd or log_dir,
+            user=user,
         )
     return WorkerProcess(process, log_path)
 
