@@ -48,6 +48,7 @@ MODULES = (
     "numbers",
     "declared",
     "settings",
+    "secrecy",
     "attaching",
     "carrying",
     "session",
