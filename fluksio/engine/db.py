@@ -229,6 +229,17 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX call_saves_at ON call_saves (saved_at);
     """,
+    # v18: secret values replaced or deleted lately, still encrypted: a call given the old
+    # value and adopted after a restart has it blanked in what it prints all the same.
+    """
+    CREATE TABLE secret_history (
+        name        TEXT NOT NULL,
+        nonce       BLOB NOT NULL,
+        ciphertext  BLOB NOT NULL,
+        replaced_at REAL NOT NULL
+    );
+    CREATE INDEX secret_history_name ON secret_history (name, replaced_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

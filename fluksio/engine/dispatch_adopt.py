@@ -35,9 +35,9 @@ from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Timer
 from fluksio.engine.dispatch_calls import CallShell
 from fluksio.engine.runs.effects import AwaitWorker
-from fluksio.engine.runs.redact import secret_values
+from fluksio.engine.runs.redact import blankable, secret_names
 from fluksio.engine.runs.views import Resumable
-from fluksio.engine.secrets import SecretDenied, SecretStore, resolve_params
+from fluksio.engine.secrets import SecretStore
 from fluksio.engine.workers.holder import Holder, Verdict, sort_back
 from fluksio.logs import get_logger
 
@@ -135,13 +135,10 @@ class Adoptions(CallShell):
                 continue  # ended while the worker was being welcomed
             run, spec, row = found
             self._scheduler.adopt(call.request, worker_id, call.gpu_ids)
-            try:
-                resolved = resolve_params(
-                    spec.params, self._secrets, on_engine=False, worker_labels=executor.labels
-                )
-                secrets = secret_values(spec.params, resolved)
-            except SecretDenied:
-                secrets = ()  # no longer its to read: the call has it already
+            # What it was given when placed (after it was queued), though changed or deleted
+            # while the engine was down: it has them all the same. And what it has now.
+            names = secret_names(spec.params).values()
+            secrets = blankable(self._secrets.given_since(names, row.queued_at or 0.0))
             self._apply(self._machine.adopted(call_id, secrets, now))
             key = self.live_logs.key(spec.id, row.item)
             self.live_logs.begin(call_id, run.id, key, row.attempt)

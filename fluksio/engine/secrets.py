@@ -21,7 +21,11 @@ from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import Database
 from fluksio.errors import FluksioError
 
-__all__ = ["SecretDenied", "SecretInfo", "SecretStore", "resolve_params"]
+__all__ = ["REPLACED_KEPT_S", "SecretDenied", "SecretInfo", "SecretStore", "resolve_params"]
+
+REPLACED_KEPT_S = 7 * 24 * 3600.0
+"""How long a replaced or deleted value is kept, encrypted, only to blank it in the output
+of a call given it before (see :meth:`SecretStore.given_since`)."""
 
 
 class SecretDenied(FluksioError):
@@ -47,6 +51,7 @@ class SecretStore:
         nonce = random.token_bytes(12)
         sealed = self._cipher.encrypt(nonce, value.encode(), name.encode())
         now = self._clock.now()
+        self._keep_replaced(name, now)
         self._db.execute(
             "INSERT INTO secrets (name, labels, nonce, ciphertext, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET labels = excluded.labels,"
@@ -71,7 +76,37 @@ class SecretStore:
         return [_info(row) for row in rows]
 
     def delete(self, name: str) -> bool:
+        self._keep_replaced(name, self._clock.now())
         return self._db.execute("DELETE FROM secrets WHERE name = ?", (name,)).rowcount > 0
+
+    def _keep_replaced(self, name: str, now: float) -> None:
+        """The value ``name`` has now, kept (encrypted, for :data:`REPLACED_KEPT_S`) to be
+        blanked in what calls given it print: one adopted after a restart is given it by no
+        one the engine can ask again."""
+        self._db.execute(
+            "INSERT INTO secret_history (name, nonce, ciphertext, replaced_at)"
+            " SELECT name, nonce, ciphertext, ? FROM secrets WHERE name = ?",
+            (now, name),
+        )
+        self._db.execute(
+            "DELETE FROM secret_history WHERE replaced_at < ?", (now - REPLACED_KEPT_S,)
+        )
+
+    def given_since(self, names: Iterable[str], since: float) -> tuple[str, ...]:
+        """The values ``names`` had at any time since ``since``: the current (where one
+        exists) and those replaced or deleted after it."""
+        values: tuple[str, ...] = ()
+        for name in set(names):
+            rows = self._db.execute(
+                "SELECT nonce, ciphertext FROM secrets WHERE name = ? UNION ALL"
+                " SELECT nonce, ciphertext FROM secret_history"
+                " WHERE name = ? AND replaced_at >= ?",
+                (name, name, since),
+            )
+            for row in rows:
+                opened = self._cipher.decrypt(row["nonce"], row["ciphertext"], name.encode())
+                values += (opened.decode(),)
+        return values
 
     def reveal(self, name: str, *, on_engine: bool, worker_labels: Iterable[str]) -> str:
         """The value of ``name`` for a call placed as described, or :class:`SecretDenied`."""

@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "redact", "secret_values"]
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "REDACTED",
+    "blankable",
+    "redact",
+    "secret_names",
+    "secret_values",
+]
 
 REDACTED = "[redacted]"
 MIN_SECRET_LENGTH = 4
@@ -22,13 +29,23 @@ MIN_SECRET_LENGTH = 4
 
 def secret_values(params: dict[str, Any], resolved: dict[str, Any]) -> tuple[str, ...]:
     """The values of ``resolved`` that came from ``{"$secret": name}`` references."""
-    found = {
-        str(resolved[key])
+    return blankable(str(resolved[key]) for key in secret_names(params) if key in resolved)
+
+
+def secret_names(params: dict[str, Any]) -> dict[str, str]:
+    """Each parameter given as ``{"$secret": name}``, and the secret it names."""
+    return {
+        key: value["$secret"]
         for key, value in params.items()
-        if isinstance(value, dict) and set(value) == {"$secret"} and key in resolved
+        if isinstance(value, dict) and set(value) == {"$secret"}
     }
-    # Longest first, so that a secret containing another is blanked whole.
-    return tuple(sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True))
+
+
+def blankable(values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` as :func:`redact` takes them: long enough to blank, longest first (so
+    that a secret containing another is blanked whole)."""
+    found = {value for value in values if len(value) >= MIN_SECRET_LENGTH}
+    return tuple(sorted(found, key=len, reverse=True))
 
 
 def redact(value: Any, secrets: Iterable[str]) -> Any:
