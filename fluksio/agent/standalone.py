@@ -29,6 +29,7 @@ MODULES = (
     "outcome",
     "live_output",
     "calls",
+    "images",
     "containers/base",
     "containers/podman",
     "containers/apptainer",

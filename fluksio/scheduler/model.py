@@ -177,13 +177,21 @@ class Provisioning:
 def may_run(containers: Containers | None, container: Container | None) -> bool:
     """Whether a place (or a profile's machine) allowing ``containers`` may run a request
     in ``container``: every place runs one in none; one in an image, where the runtime is
-    the one it names (if it names one) and a pattern (``fnmatch``'s, case and all) matches
-    the image."""
+    the one it names (if it names one) and a pattern matches the image (:func:`image_matches`)."""
     if container is None:
         return True
     if containers is None or container.runtime not in (None, containers.runtime):
         return False
-    return any(fnmatch.fnmatchcase(container.image, pattern) for pattern in containers.images)
+    return any(image_matches(pattern, container.image) for pattern in containers.images)
+
+
+def image_matches(pattern: str, image: str) -> bool:
+    """An ``--allow-image`` pattern matches an image segment by segment, ``fnmatch``'s way
+    (case and all) within each: its ``*`` never crosses a ``/`` (the worker's own rule)."""
+    wanted, given = pattern.split("/"), image.split("/")
+    return len(wanted) == len(given) and all(
+        fnmatch.fnmatchcase(part, glob) for part, glob in zip(given, wanted, strict=True)
+    )
 
 
 def cap_reached(jobs: int, max_workers: int) -> bool:

@@ -9,7 +9,6 @@ bug in one of those is a difference the property tests find, not one both agree 
 
 from __future__ import annotations
 
-import fnmatch
 import math
 from collections.abc import Iterable
 
@@ -21,6 +20,7 @@ from fluksio.scheduler.model import (
     Policy,
     Profile,
     ProvisionAsk,
+    image_matches,
 )
 from fluksio.scheduler.plan import Plan, Snapshot
 from fluksio.scheduler.resources import Amounts
@@ -69,7 +69,7 @@ def _allows(containers: Containers | None, request: CallRequest) -> bool:
         return True
     if containers is None or (asked.runtime is not None and asked.runtime != containers.runtime):
         return False
-    return any(fnmatch.fnmatchcase(asked.image, pattern) for pattern in containers.images)
+    return any(image_matches(pattern, asked.image) for pattern in containers.images)
 
 
 def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> bool:

@@ -79,6 +79,15 @@ def _image_name(name: str) -> str:
             "an image is 1 to 512 letters, digits and . _ / : @ + = -, starting with a letter,"
             " a digit or / (it goes into the runtime's command line)"
         )
+    # Past a scheme's "://" and a file's leading "/", every segment names a place: one that
+    # is empty, "." or ".." is read by a runtime as another place than the text shows.
+    path = name.split("://", 1)[-1].lstrip("/")
+    strange = next((part for part in path.split("/") if part in ("", ".", "..")), None)
+    if strange is not None:
+        raise ValueError(
+            f"an image holds no {repr(strange) if strange else 'empty'} segment between its"
+            " '/' (a runtime reads it as another place than it names: give the path itself)"
+        )
     return name
 
 

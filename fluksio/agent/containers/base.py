@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
+import os
 import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
+from fluksio.agent import images
 from fluksio.agent.errors import AgentError
 from fluksio.agent.realtime import realtime_within
 
@@ -54,7 +55,8 @@ class ContainerRuntime(ABC):
     name: ClassVar[str]
 
     def __init__(self, images: tuple[str, ...], *, command: str | None = None) -> None:
-        """``images``: the patterns (``fnmatch``'s) of the images calls may run in;
+        """``images``: the patterns of the images calls may run in (``*`` within a
+        segment: :mod:`~fluksio.agent.images`);
         ``command``: the runtime's program, if not found by its name."""
         self.images = images
         self.command = command or self.name
@@ -66,7 +68,15 @@ class ContainerRuntime(ABC):
         """Whether it holds a call to its memory (found by :meth:`check`)."""
 
     def allows(self, image: str) -> bool:
-        return any(fnmatch.fnmatchcase(image, pattern) for pattern in self.images)
+        """Whether a pattern matches ``image`` (:mod:`~fluksio.agent.images`); a file's,
+        once its path is resolved too (a link out of the folder a pattern names is not)."""
+        if images.refusal(image) is not None or not self._matched(image):
+            return False
+        found = images.file_of(image)
+        return found is None or self._matched(found[0] + os.path.realpath(found[1]))
+
+    def _matched(self, image: str) -> bool:
+        return any(images.matches(pattern, image) for pattern in self.images)
 
     def hold(self, images: list[str]) -> None:
         """Images found here already (at start), of those calls may run in: ready."""

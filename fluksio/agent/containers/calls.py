@@ -12,7 +12,7 @@ import secrets
 import signal
 from pathlib import Path
 
-from fluksio.agent import runner
+from fluksio.agent import images, runner
 from fluksio.agent.calls import CallSpec
 from fluksio.agent.containers.base import (
     LIFELINE_FD,
@@ -75,6 +75,9 @@ class ContainerCalls:
         runtime = self.runtime
         if asked.runtime not in (None, runtime.name):
             return f"it asks for {asked.runtime}, and this worker runs {runtime.name}"
+        unreadable = images.refusal(asked.image)
+        if unreadable is not None:
+            return unreadable
         if not runtime.allows(asked.image):
             allowed = ", ".join(repr(i) for i in runtime.images)
             return f"image {asked.image!r} is not among this worker's --allow-image ({allowed})"
