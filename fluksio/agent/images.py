@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-__all__ = ["FILE_TRANSPORTS", "file_of", "matches", "refusal"]
+__all__ = ["FILE_TRANSPORTS", "image_file", "image_matches", "image_refusal"]
 
 FILE_TRANSPORTS = ("oci-archive:", "docker-archive:", "oci:", "dir:")
 """Transports whose reference is a path on the worker (resolved before it is matched)."""
@@ -28,7 +28,7 @@ def _segments(image: str) -> list[str]:
     return rest[1:].split("/") if rest.startswith("/") else rest.split("/")
 
 
-def refusal(image: str) -> str | None:
+def image_refusal(image: str) -> str | None:
     """Why ``image`` is no reference a pattern can be trusted to match; None: it is."""
     for segment in _segments(image):
         if segment in ("", ".", ".."):
@@ -40,13 +40,13 @@ def refusal(image: str) -> str | None:
     return None
 
 
-def matches(pattern: str, image: str) -> bool:
+def image_matches(pattern: str, image: str) -> bool:
     """Whether ``pattern`` matches ``image``, segment by segment (``*`` within one)."""
     wanted, given = pattern.split("/"), image.split("/")
     return len(wanted) == len(given) and all(map(fnmatch.fnmatchcase, given, wanted))
 
 
-def file_of(image: str) -> tuple[str, str] | None:
+def image_file(image: str) -> tuple[str, str] | None:
     """A file reference's transport and path (``("oci-archive:", "/images/t.tar")``); a
     plain absolute path is apptainer's file (transport ``""``). None: a name."""
     transport = next((t for t in FILE_TRANSPORTS if image.startswith(t)), None)

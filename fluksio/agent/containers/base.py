@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fluksio.agent import images
 from fluksio.agent.errors import AgentError
+from fluksio.agent.images import image_file, image_matches, image_refusal
 from fluksio.agent.realtime import realtime_within
 
 __all__ = ["PASSED_FDS", "RUNNER_INSIDE", "ContainerError", "ContainerRuntime", "Mount"]
@@ -70,13 +70,13 @@ class ContainerRuntime(ABC):
     def allows(self, image: str) -> bool:
         """Whether a pattern matches ``image`` (:mod:`~fluksio.agent.images`); a file's,
         once its path is resolved too (a link out of the folder a pattern names is not)."""
-        if images.refusal(image) is not None or not self._matched(image):
+        if image_refusal(image) is not None or not self._matched(image):
             return False
-        found = images.file_of(image)
+        found = image_file(image)
         return found is None or self._matched(found[0] + os.path.realpath(found[1]))
 
     def _matched(self, image: str) -> bool:
-        return any(images.matches(pattern, image) for pattern in self.images)
+        return any(image_matches(pattern, image) for pattern in self.images)
 
     def hold(self, images: list[str]) -> None:
         """Images found here already (at start), of those calls may run in: ready."""

@@ -12,7 +12,7 @@ import secrets
 import signal
 from pathlib import Path
 
-from fluksio.agent import images, runner
+from fluksio.agent import runner
 from fluksio.agent.calls import CallSpec
 from fluksio.agent.containers.base import (
     LIFELINE_FD,
@@ -24,6 +24,7 @@ from fluksio.agent.containers.base import (
     Mount,
 )
 from fluksio.agent.frames import ContainersReport
+from fluksio.agent.images import image_refusal
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 
@@ -75,7 +76,7 @@ class ContainerCalls:
         runtime = self.runtime
         if asked.runtime not in (None, runtime.name):
             return f"it asks for {asked.runtime}, and this worker runs {runtime.name}"
-        unreadable = images.refusal(asked.image)
+        unreadable = image_refusal(asked.image)
         if unreadable is not None:
             return unreadable
         if not runtime.allows(asked.image):
