@@ -28,6 +28,7 @@ from fluksio.client.map_futures import ItemFuture, MapFutures
 from fluksio.client.map_items import item_batches
 from fluksio.client.sending import check_arguments, flow_name, node_code
 from fluksio.client.travel import Travelling
+from fluksio.wire.answers.resources import ArtifactRef
 from fluksio.wire.answers.runs import ProvenanceBody, RunBody
 from fluksio.wire.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES
 
@@ -289,6 +290,8 @@ class RemoteExecutor(Executor):
                     " value, or submit its call with this executor"
                 )
             return {"$result": {"run": value.run_id, "node": value.node}}
+        if isinstance(value, ArtifactRef):  # put_artifact's answer: the node reads it
+            return value.model_dump(mode="json")
         if isinstance(value, (list, tuple)):
             return type(value)(self._awaiting(item) for item in value)
         if isinstance(value, dict):

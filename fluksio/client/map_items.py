@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from fluksio.client.sending import check_arguments
+from fluksio.client.sending import as_json, check_arguments
 
 __all__ = ["BATCH_BYTES", "ITEMS_PER_BATCH", "item_batches"]
 
@@ -28,7 +28,12 @@ def item_batches(name: str, items: Iterator[tuple[Any, ...]], chunksize: int) ->
     while chunk := [list(item) for item in itertools.islice(items, chunksize)]:
         args: list[Any] = chunk if chunksize > 1 else chunk[0]
         try:
-            text = json.dumps({"args": args, "kwargs": {}}, separators=(",", ":"), allow_nan=False)
+            text = json.dumps(
+                {"args": args, "kwargs": {}},
+                separators=(",", ":"),
+                allow_nan=False,
+                default=as_json,
+            )
         except (TypeError, ValueError):
             for arguments in chunk:  # which one, in a sentence
                 check_arguments(name, tuple(arguments), {})

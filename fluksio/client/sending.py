@@ -19,8 +19,10 @@ from typing import Any
 
 from fluksio.client.errors import CannotSend
 from fluksio.client.travel import Travelling, gather
+from fluksio.wire.answers.resources import ArtifactRef
+from fluksio.wire.flows import CODE_MAX_CHARS
 
-__all__ = ["CannotSend", "check_arguments", "flow_name", "node_code"]
+__all__ = ["CannotSend", "as_json", "check_arguments", "flow_name", "node_code"]
 
 
 def node_code(
@@ -44,8 +46,14 @@ def node_code(
         if chunked
         else "    return _fluksio_target(*args, **kwargs)"
     )
-    wrapper = [f"_fluksio_target = {name}", "", "", "def process(args, kwargs):", call]
-    return gather(fn, imports, wrapper)
+    code = gather(fn, imports, ["def process(args, kwargs):", call])
+    if len(code.source) > CODE_MAX_CHARS:
+        raise CannotSend(
+            f"{name} and what it reads from its module make {len(code.source):,} characters"
+            f" of code, and a node's code is at most {CODE_MAX_CHARS:,}: pass large data as"
+            " an argument, or as an artifact (client.put_artifact)"
+        )
+    return code
 
 
 def flow_name(fn: Callable[..., Any], content: object) -> str:
@@ -62,9 +70,18 @@ def check_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         _check_json(value, f"argument {key}= of {name}")
 
 
+def as_json(value: object) -> object:
+    """``json.dumps``'s ``default``: what the client's own methods return travels as the
+    JSON it holds (an :class:`ArtifactRef` from ``put_artifact``, which the node reads
+    with ``fluksio.load_artifact``); anything else is no JSON."""
+    if isinstance(value, ArtifactRef):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def _check_json(value: object, what: str) -> None:
     try:
-        json.dumps(value, allow_nan=False)
+        json.dumps(value, allow_nan=False, default=as_json)
     except (TypeError, ValueError):
         kind = type(value).__name__
         raise CannotSend(

@@ -29,6 +29,8 @@ from fluksio.client.errors import CannotSend
 
 __all__ = ["Travelling", "gather"]
 
+ENTRY = "process"
+"""The name the runner calls: a node's entry point."""
 _LITERAL_BYTES = 1 << 16
 """A constant written out is at most this long (a larger one belongs in an artifact)."""
 _FRAME = re.compile(r'File "<node [^>]*>", line (\d+)')
@@ -89,7 +91,21 @@ def gather(fn: Callable[..., Any], imports: Sequence[str], wrapper: Sequence[str
         *found.imports,
         *found.constants,
     ]
-    return _laid_out(header, [*found.definitions, main], wrapper)
+    definitions = [*found.definitions, main]
+    if ENTRY not in found.seen:
+        return _laid_out(header, definitions, [f"_fluksio_target = {name}", "", "", *wrapper])
+    # Its module has a "process" of its own (a common name), which the node's entry point
+    # would replace: what travels runs in a namespace of its own, the entry point outside.
+    inner = _laid_out(header, definitions, [])
+    outer = [
+        "_fluksio_module = {'__name__': '__fluksio_node__'}",
+        f"exec(compile({inner.source!r}, '<node call>', 'exec'), _fluksio_module)",
+        f"_fluksio_target = _fluksio_module[{name!r}]",
+        "",
+        "",
+        *wrapper,
+    ]
+    return Travelling("\n".join(outer) + "\n", inner.origins)
 
 
 class _Found:
@@ -247,7 +263,8 @@ def _laid_out(
         start = len(lines) + 1
         lines += definition.source.rstrip("\n").split("\n")
         travelling.origins.append((start, len(lines), definition.file, definition.line))
-    lines += ["", "", *wrapper]
+    if wrapper:
+        lines += ["", "", *wrapper]
     travelling.source = "\n".join(lines) + "\n"
     return travelling
 

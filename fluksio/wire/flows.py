@@ -26,6 +26,7 @@ from pydantic import (
 from fluksio.wire.requests import Label
 
 __all__ = [
+    "CODE_MAX_CHARS",
     "ITEMS_FROM_MAX",
     "ITEMS_INLINE_MAX",
     "ITEMS_MAX",
@@ -41,6 +42,8 @@ __all__ = [
     "SecretRequest",
 ]
 
+CODE_MAX_CHARS = 1_000_000
+"""A node's code is at most this long."""
 ITEMS_MAX = 10_000_000
 """The most items one array node may have, inline and from artifacts together."""
 ITEMS_INLINE_MAX = 10_000
@@ -146,7 +149,7 @@ class NodeSpec(BaseModel):
     )
 
     id: NodeId
-    code: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000)]
+    code: Annotated[str, StringConstraints(min_length=1, max_length=CODE_MAX_CHARS)]
     after: list[NodeId] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
     worker: Label | None = Field(default=None, validation_alias=AliasChoices("worker", "device"))
