@@ -79,7 +79,7 @@ def uses_process(x: int) -> int:
 def artifact_length(ref: dict[str, object]) -> int:
     import fluksio  # noqa: PLC0415 -- the node's module, where it runs
 
-    with open(fluksio.load_artifact(ref), "rb") as data:
+    with open(fluksio.load_artifact(ref), "rb") as data:  # type: ignore[attr-defined]
         return len(data.read())
 
 
