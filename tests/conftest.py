@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from fluksio.client import Client, local
+from fluksio.client.executor import RemoteExecutor
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.worker import WorkerProcess
@@ -76,3 +78,17 @@ def workers() -> Iterator[list[WorkerProcess]]:
 async def api(aiohttp_client: ClientFactory, tmp_path: Path) -> InProcessEngine:
     """An engine in this process (``create_app``), its superuser logged in."""
     return await start_in_process(aiohttp_client, tmp_path / "data")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    """A module's own engine and worker labelled ``gpu`` (``local()``), for executor tests
+    (a module that wants another client defines its own)."""
+    with local(worker_labels=["gpu"]) as own:
+        yield own
+
+
+@pytest.fixture
+def gpu(client: Client) -> Iterator[RemoteExecutor]:
+    with client.executor(worker="gpu", limit=120) as executor:
+        yield executor

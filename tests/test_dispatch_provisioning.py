@@ -320,11 +320,39 @@ async def test_saving_a_node_without_a_limit_for_ending_profiles_warns_and_saves
     assert saved.status == 201, "a warning, never a refusal"
     assert saved.body["warnings"] == [
         "node 'train' sets no limit, and every profile with 'gpu' brings a job that ends"
-        " (box/gpu-small after 04:00:00): it is stopped when its job has 60 s left;"
-        ' give it a "limit" to be placed where it fits'
+        " (box/gpu-small after 04:00:00, told 120 s before): it is stopped when its job has"
+        ' 60 s left; give it a "limit" to be placed where it fits'
     ]
     fixed = await api.put_flow("spec", [{**nodes[0], "limit": 3600}, *nodes[1:]])
     assert fixed.status == 200 and fixed.body["warnings"] == []
+
+
+@pytest.mark.parametrize(
+    ("walltime_s", "told"),
+    [
+        (120, "box/short after 00:02:00, told 30 s before"),
+        (60, "box/short after 00:01:00, no longer than the 60 s margin and its 15 s notice"),
+    ],
+)
+async def test_a_short_jobs_notice_fits_it_so_a_call_without_a_limit_is_provisioned(
+    aiohttp_client: ClientFactory, tmp_path: Path, walltime_s: int, told: str
+) -> None:
+    # Before, the 120 s notice outlasted a two-minute job: such a call waited for ever.
+    profiles = [{"name": "short", "labels": ["hpc"], "walltime_s": walltime_s}]
+    api, provisioner, _clock, _listener = await _provisioned(
+        aiohttp_client, tmp_path, profiles=profiles
+    )
+    saved = await api.put_flow("short", [{"id": "n", "code": NODE, "worker": "hpc"}])
+    (warning,) = saved.body["warnings"]
+    assert told in warning
+    await api.start_run("short")
+    if walltime_s == 120:
+        await async_wait_for(lambda: provisioner.submitted, timeout=5, what="a submission")
+        return
+    assert "lower the engine's --walltime-margin-s" in warning
+    reason = await api.first_queued_reason()
+    assert reason is not None and "within its 60 s margin and the 15 s notice" in reason
+    assert provisioner.submitted == []
 
 
 async def test_an_idle_worker_near_its_job_end_is_drained_with_4010(

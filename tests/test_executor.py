@@ -18,13 +18,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import CancelledError, as_completed, wait
 from pathlib import Path
 
 import pytest
 
-from fluksio.client import CannotSend, Client, RemoteError, local
+from fluksio.client import CannotSend, Client, RemoteError
 from fluksio.client.executor import RemoteExecutor
 from fluksio.wire.flows import RetryPolicy
 
@@ -66,33 +66,6 @@ def root_of(x: float) -> float:
 
 def scaled(x: int) -> int:
     return x * SCALE
-
-
-def process(x: int) -> int:  # a helper of the common name the node's entry point has
-    return x * 3
-
-
-def uses_process(x: int) -> int:
-    return process(x) + 1
-
-
-def artifact_length(ref: dict[str, object]) -> int:
-    import fluksio  # noqa: PLC0415 -- the node's module, where it runs
-
-    with open(fluksio.load_artifact(ref), "rb") as data:  # type: ignore[attr-defined]
-        return len(data.read())
-
-
-# Each under the bound a constant travels within, together over a node's code.
-H0 = H1 = H2 = H3 = H4 = H5 = H6 = H7 = H8 = H9 = H10 = H11 = H12 = H13 = H14 = H15 = H16 = (
-    "x" * 62_000
-)
-
-
-def reads_much(x: int) -> int:
-    return x + len(
-        H0 + H1 + H2 + H3 + H4 + H5 + H6 + H7 + H8 + H9 + H10 + H11 + H12 + H13 + H14 + H15 + H16
-    )
 
 
 class Point:
@@ -170,18 +143,6 @@ def reports(x: int) -> int:
 def _line_of(fn: object, name: str) -> int:
     lines, first = inspect.getsourcelines(fn)  # type: ignore[arg-type]
     return first + next(i for i, line in enumerate(lines) if name in line)
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    with local(worker_labels=["gpu"]) as own:
-        yield own
-
-
-@pytest.fixture
-def gpu(client: Client) -> Iterator[RemoteExecutor]:
-    with client.executor(worker="gpu", limit=120) as executor:
-        yield executor
 
 
 def test_a_submitted_call_returns_its_result_and_says_where_it_ran(gpu: RemoteExecutor) -> None:
@@ -296,26 +257,6 @@ def test_a_scripts_own_function_with_its_helper_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[101, 102, 103]"
-
-
-def test_a_helper_named_process_travels_and_what_cannot_is_said_at_submit(
-    gpu: RemoteExecutor, client: Client
-) -> None:
-    # Before, the helper and the entry point clashed: process() missing ... 'kwargs'.
-    assert gpu.submit(uses_process, 2).result(timeout=60) == 7
-    assert gpu.submit(process, 2).result(timeout=60) == 6
-    assert list(gpu.map(uses_process, [1, 2])) == [4, 7]
-    with pytest.raises(CannotSend, match=r"characters of code, and a node's code is at most"):
-        gpu.submit(reads_much, 1)
-
-
-def test_put_artifacts_answer_is_an_argument_the_node_reads(
-    gpu: RemoteExecutor, client: Client
-) -> None:
-    ref = client.put_artifact(b"weights" * 1000, name="w.bin")
-    # Before, "not JSON" though the refusal and docs/python.md sent users to put_artifact.
-    assert gpu.submit(artifact_length, ref).result(timeout=60) == 7000
-    assert list(gpu.map(artifact_length, [ref, ref])) == [7000, 7000]
 
 
 def test_a_closure_is_refused_at_submit(gpu: RemoteExecutor) -> None:

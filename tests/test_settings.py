@@ -14,13 +14,14 @@ import pytest
 from click.testing import CliRunner
 
 from fluksio.agent.calls import NOTICE_S, NOTICE_SIGNALS
+from fluksio.agent.calls import fitted_notice as fitted_worker_notice
 from fluksio.agent.cli import main as worker
 from fluksio.agent.settings import WorkerSettings, worker_options
 from fluksio.cli import cli
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.runs.machine_rules import CRASH_LIMIT
 from fluksio.engine.settings import EngineSettings
-from fluksio.provisioners.base import NoticeSignal, ProfileSettings
+from fluksio.provisioners.base import NoticeSignal, ProfileSettings, fitted_notice
 from tests.support.cli import fluksio
 
 
@@ -213,10 +214,13 @@ def test_a_default_two_rooms_state_is_the_same_in_both() -> None:
     worker ``--notice-s``/``--notice-signal`` only when it differs from the worker's own
     default, and the run machine's crash limit stands in for the engine's setting where no
     settings are given (tests, embedding)."""
-    assert ProfileSettings.model_fields["notice_s"].default == NOTICE_S
+    assert ProfileSettings.model_fields["notice_s"].default is None is _default("notice_s")
+    # Not set, both fit a job alike: the profile for its walltime, the worker for its own.
+    for job_s in (None, 60.0, 120.0, 480.0, 3600.0):
+        assert fitted_notice(job_s) == fitted_worker_notice(job_s)
+    assert fitted_notice(None) == NOTICE_S and fitted_notice(120.0) == 30.0
     assert set(typing.get_args(NoticeSignal)) == set(NOTICE_SIGNALS)
     assert ProfileSettings.model_fields["notice_signal"].default == _default("notice_signal")
-    assert _default("notice_s") == NOTICE_S
     engine_default = {f.name: f.default for f in dataclasses.fields(EngineSettings)}
     assert engine_default["crash_limit"] == CRASH_LIMIT
 

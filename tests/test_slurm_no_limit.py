@@ -100,8 +100,8 @@ def test_the_spec_node_runs_on_its_profile_and_a_node_past_its_job_ends_at_the_m
         assert saved.returncode == 0, saved.stderr
         assert saved.stderr.strip() == (
             "warning: node 'train' sets no limit, and every profile with 'gpu' brings a job"
-            " that ends (hpc/gpu-small after 04:00:00): it is stopped when its job has 40 s"
-            ' left; give it a "limit" to be placed where it fits'
+            " that ends (hpc/gpu-small after 04:00:00, told 120 s before): it is stopped"
+            ' when its job has 40 s left; give it a "limit" to be placed where it fits'
         )
         forever = [
             {

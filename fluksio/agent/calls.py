@@ -19,12 +19,14 @@ __all__ = [
     "LOG_LIMIT_BYTES",
     "NOTICE_CAUGHT",
     "NOTICE_S",
+    "NOTICE_SHARE",
     "NOTICE_SIGNALS",
     "RECORD_LIMIT_BYTES",
     "CallSpec",
     "EventCallback",
     "LauncherError",
     "RunningCall",
+    "fitted_notice",
     "resolve_interpreter",
 ]
 
@@ -34,12 +36,21 @@ RECORD_LIMIT_BYTES = 64 << 20
 EventCallback = Callable[[dict[str, Any]], None]
 
 
+def fitted_notice(job_s: float | None) -> float:
+    """The notice a job of ``job_s`` seconds (None: one that does not end) gives by
+    default: :data:`NOTICE_S`, at most a quarter of the job."""
+    return NOTICE_S if job_s is None else max(0.0, min(NOTICE_S, job_s / NOTICE_SHARE))
+
+
 class LauncherError(AgentError):
     """The interpreter cannot run node calls (missing, too old, not Python)."""
 
 
 NOTICE_S = 120.0
 """How long before its job's end stops it a call that set no limit is told, by default."""
+NOTICE_SHARE = 4
+"""A notice not set is at most a job's length divided by this: a one- or two-minute job's
+calls are told in time too, and still run most of it."""
 NOTICE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGINT")
 """What a notice may be: the runner catches SIGUSR1 and SIGUSR2 for a node that does not
 (their default ends a process); SIGINT is Python's KeyboardInterrupt."""

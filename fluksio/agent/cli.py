@@ -23,6 +23,8 @@ import click
 
 from fluksio.agent import __version__
 from fluksio.agent.attaching import AgentConfig
+from fluksio.agent.calls import fitted_notice
+from fluksio.agent.clock import SystemClock
 from fluksio.agent.containers import RUNTIMES, ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.frames import MAX_PIPELINE
@@ -125,7 +127,10 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         max_idle_s=given.max_idle,
         engine_away_s=given.engine_away_s or None,
         heartbeat_s=given.heartbeat,
-        notice_s=given.notice_s,
+        # A short job's calls are told in time too: the notice fits the job by default.
+        notice_s=fitted_notice(None if job_end is None else job_end - SystemClock().now())
+        if given.notice_s is None
+        else given.notice_s,
         notice_signal=given.notice_signal,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         ends_at=job_end,

@@ -92,11 +92,12 @@ class WorkerSettings:
             maximum=YEAR_AND_A_DAY_S,
         ),
     )
-    notice_s: float = setting(
-        NOTICE_S,
+    notice_s: float | None = setting(
+        None,
         Flag(
             "A call that runs until this machine's job ends (its node set no limit) gets its"
-            " notice signal this many seconds before it is stopped.",
+            f" notice signal this many seconds before it is stopped (default: {NOTICE_S:g},"
+            " at most a quarter of the job's length as it starts).",
             kind=float,
             minimum=0,
             maximum=YEAR_AND_A_DAY_S,

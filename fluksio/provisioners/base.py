@@ -26,6 +26,7 @@ __all__ = [
     "SiteLimit",
     "Submission",
     "WorkerRecord",
+    "fitted_notice",
     "worker_argv",
 ]
 
@@ -60,6 +61,15 @@ there is finite and bounded (JSON as Python reads it allows ``NaN`` and ``1e400`
 
 
 NOTICE_S = 120.0
+NOTICE_SHARE = 4
+
+
+def fitted_notice(walltime_s: float | None) -> float:
+    """A profile's notice, not set: :data:`NOTICE_S`, at most a quarter of its jobs'
+    walltime (so a one- or two-minute job's calls are told in time and still run)."""
+    return NOTICE_S if walltime_s is None else min(NOTICE_S, walltime_s / NOTICE_SHARE)
+
+
 """How long before its job's end stops it a call that set no limit is told, by default."""
 NoticeSignal = Literal["SIGUSR1", "SIGUSR2", "SIGINT"]
 """The signals a notice may be. The runner catches SIGUSR1 and SIGUSR2 for a node that
@@ -99,9 +109,11 @@ class ProfileSettings(BaseModel):
     """How long each of its jobs may run. A provisioner may know it otherwise (Slurm reads
     ``--time`` from the profile's ``sbatch``); a call is asked for here only if its
     timeout fits."""
-    notice_s: float = Field(default=NOTICE_S, ge=0, le=LONGEST_S)
+    notice_s: float | None = Field(default=None, ge=0, le=LONGEST_S)
     """A call that runs until its job's end (it set no ``limit``) gets the notice signal
-    this long before it is stopped (the worker's ``--notice-s``)."""
+    this long before it is stopped (the worker's ``--notice-s``). None: it fits the job,
+    :data:`NOTICE_S` at most a quarter of its walltime (:func:`fitted_notice`), as the
+    worker fits it by itself."""
     notice_signal: NoticeSignal = "SIGUSR1"
     """The signal that notice is (the worker's ``--notice-signal``)."""
     containers: ProfileContainers | None = None
@@ -173,7 +185,7 @@ def worker_argv(
     if profile.ram_mb is not None:
         argv += ["--ram-mb", str(profile.ram_mb)]
     # Only when not the default: the published agent knows neither flag.
-    if profile.notice_s != NOTICE_S:
+    if profile.notice_s is not None:  # else the worker fits it to its job, as the engine
         argv += ["--notice-s", f"{profile.notice_s:g}"]
     if profile.notice_signal != "SIGUSR1":
         argv += ["--notice-signal", profile.notice_signal]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from fluksio.provisioners.base import SiteLimit, WorkerRecord
+from fluksio.provisioners.base import SiteLimit, WorkerRecord, fitted_notice
 from fluksio.provisioners.effects import Cancel, Changed, Effect, Wake
 from fluksio.provisioners.requests import (
     BroughtWorker,
@@ -243,7 +243,9 @@ def as_scheduled(entry: ProfileEntry, path_down: str | None = None) -> Profile:
         provisioning=_provisioning(entry, path_down),
         max_workers=entry.cap,
         walltime_s=entry.rule.walltime_s,
-        notice_s=settings.notice_s,
+        notice_s=fitted_notice(entry.rule.walltime_s)
+        if settings.notice_s is None
+        else settings.notice_s,
         containers=None
         if settings.containers is None
         else Containers(settings.containers.runtime, tuple(settings.containers.allow_images)),

@@ -267,7 +267,9 @@ def walltime(
         lefts.append(f"the {which} with {label!r} {allow} at most {max(walltimes):g} s")
     where = "; ".join(lefts) or f"every worker with {label!r} runs in a job that ends"
     if limit is None:
-        notice = max((p.worker.notice_s for p in ending), default=0.0)
+        notices = [p.worker.notice_s for p in ending]
+        notices += [p.notice_s for p in profiles if p.walltime_s is not None]
+        notice = max(notices, default=0.0)
         last = f"in its last {margin:g} s"
         if notice:  # a call placed there would be told at once to stop
             last = f"within its {margin:g} s margin and the {notice:g} s notice its calls get"

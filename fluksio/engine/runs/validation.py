@@ -98,16 +98,28 @@ def flow_warnings(flow: FlowSpec, profiles: Iterable[Profile], margin: float) ->
         label = node.worker
         if node.limit is not None or label is None or label in lasting or label not in ending:
             continue
-        jobs = ", ".join(
-            f"{p.key} after {walltime_text(p.walltime_s or 0)}"
-            for p in sorted(ending[label], key=lambda p: p.key)
-        )
+        found = sorted(ending[label], key=lambda p: p.key)
+        jobs = ", ".join(_what_a_job_gives(p, margin) for p in found)
+        remedy = ' give it a "limit" to be placed where it fits'
+        if all(margin + p.notice_s >= (p.walltime_s or 0) for p in found):
+            remedy = " lower the engine's --walltime-margin-s, or" + remedy
         warnings.append(
             f"node {node.id!r} sets no limit, and every profile with {label!r} brings a job"
-            f" that ends ({jobs}): it is stopped when its job has {margin:g} s left;"
-            ' give it a "limit" to be placed where it fits'
+            f" that ends ({jobs}): it is stopped when its job has {margin:g} s left;{remedy}"
         )
     return warnings
+
+
+def _what_a_job_gives(profile: Profile, margin: float) -> str:
+    """A profile's job as a call without a limit gets it: when it is told, or never."""
+    walltime = profile.walltime_s or 0.0
+    said = f"{profile.key} after {walltime_text(walltime)}"
+    if margin + profile.notice_s >= walltime:
+        return (
+            f"{said}, no longer than the {margin:g} s margin and its {profile.notice_s:g} s"
+            " notice: it never goes there"
+        )
+    return f"{said}, told {profile.notice_s:g} s before"
 
 
 def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
