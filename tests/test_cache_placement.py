@@ -29,6 +29,13 @@ READS = code("""
         with open(fluksio.load_artifact(weights), "rb") as data:
             return len(data.read())
 """)
+MAKES = code("""
+    import os
+    import fluksio
+
+    def process():
+        return fluksio.save_artifact(os.urandom(2 << 20), name="made.bin")
+""")
 WITHIN_S = 60
 LABEL = "cached-inputs"
 
@@ -80,6 +87,39 @@ def test_a_call_goes_to_the_worker_that_has_its_input_cached(
 
         assert ran_on({}) == ("small", 0)  # best fit: the fewest free cores
         assert ran_on({"weights": weights}) == ("large", 2 << 20)
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def test_a_result_saved_as_an_artifact_is_held_by_the_worker_that_made_it(
+    shared_engine: EngineProcess, tmp_path: Path
+) -> None:
+    # Before, what a call saved was held by no one: the call reading it went by best fit
+    # (0 of 8 to the maker).
+    client = Client(shared_engine.url, token=shared_engine.login())
+    makes = {"id": "n", "code": MAKES, "worker": LABEL, "resources": {"cpus": 4}}
+    client.put_flow("makes", [makes])
+    client.put_flow("reads", [{"id": "n", "code": READS, "worker": LABEL}])
+    workers = [
+        _worker(shared_engine, tmp_path, name, cpus) for name, cpus in (("large", 8), ("small", 2))
+    ]
+    try:
+        wait_for(
+            lambda: min(_reported(client, "large"), _reported(client, "small")) >= 0,
+            timeout=WITHIN_S,
+            what="both workers",
+        )
+        for _round in range(3):
+            made = client.wait_run(client.start_run("makes").id, WITHIN_S).nodes[0]
+            assert made.provenance is not None and made.provenance.worker.endswith("/large")
+            run = client.wait_run(client.start_run("reads", {"weights": made.result}).id, WITHIN_S)
+            read = run.nodes[0]
+            assert read.result == 2 << 20 and read.provenance is not None
+            assert (read.provenance.worker.rsplit("/", 1)[-1], read.provenance.cached_bytes) == (
+                "large",
+                2 << 20,
+            ), "read where it was made, from that worker's cache"
     finally:
         for worker in workers:
             worker.stop()

@@ -20,6 +20,7 @@ from fluksio.logs import get_logger
 if TYPE_CHECKING:
     from fluksio.engine.artifacts import ArtifactStore
     from fluksio.engine.call_saves import CallSaves
+    from fluksio.engine.dispatch import Dispatcher
     from fluksio.engine.settings import EngineSettings
     from fluksio.engine.stream import EngineStream
 
@@ -34,6 +35,7 @@ class ArtifactsAsked:
         stream: EngineStream
         _artifacts: ArtifactStore
         _call_saves: CallSaves
+        _dispatcher: Dispatcher
 
     async def put_artifact(
         self,
@@ -63,6 +65,7 @@ class ArtifactsAsked:
             raise InvalidInput(error.field, error.detail) from None
         if call_id is not None:
             self._call_saves.add(call_id, stored.digest, stored.size)
+            self._dispatcher.saved_by(call_id, stored.digest)
         log.info("artifact.stored", digest=stored.digest, size=stored.size, by=by)
         self.stream.emit(ArtifactBytes("in", stored.size))
         return stored

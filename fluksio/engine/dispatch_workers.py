@@ -70,6 +70,16 @@ class WorkerEvents:
             self._place_changed(worker_id)  # its view shows how many it holds
             self.kick()
 
+    def saved_by(self, call_id: str, digest: str) -> None:
+        """Call ``call_id`` saved ``digest`` (with its own credential): the worker it runs
+        on holds it now (the agent keeps what it saves in its cache), so the next call
+        reading it prefers that worker, before the worker's next report says so."""
+        place_id = self._scheduler.saved_by(call_id, digest)
+        if place_id is not None:
+            self._changed()
+            self._place_changed(place_id)
+            self.kick()
+
     def set_stopping(self, worker_id: str) -> bool:
         """A worker is stopping (told to stop): nothing new goes to it again, so a call
         its stop ended or refused goes elsewhere instead of back to it. False: it was

@@ -52,6 +52,7 @@ from fluksio.scheduler.book import Shape, Verdict, shape_of
 from fluksio.scheduler.choose import choose
 from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
+    ENGINE_ID,
     CallRequest,
     Container,
     Placement,
@@ -198,6 +199,17 @@ class Scheduler(Holds):
         place = self._places[place_id]
         self._caching += bool(digests) - bool(place.cached)
         place.cached = digests
+
+    def saved_by(self, request_id: str, digest: str) -> str | None:
+        """A running request saved ``digest``: the place it runs on holds it now (its
+        worker keeps what a call saves in its cache). That place; None when the request
+        runs nowhere, or the place held it already."""
+        allocation = self.allocation(request_id)
+        place = None if allocation is None else self._places.get(allocation.place_id)
+        if place is None or place.id == ENGINE_ID or digest in place.cached:
+            return None
+        self.set_cached(place.id, place.cached | {digest})
+        return place.id
 
     def set_paused(self, place_id: str, paused: bool) -> None:
         """A place stopped answering (or answers again): while paused it keeps what runs

@@ -196,6 +196,9 @@ def save_owned(
         hex_digest, size = _save_local(root, source)
     elif http is not None:
         hex_digest, size = _save_remote(http, source, name, media_type, owned=owned)
+    if http is not None and not root:
+        # Held here too: the next call that reads it is placed here, and reads it locally.
+        _cache_saved(source, hex_digest, os.environ)
     else:
         raise RuntimeError("no artifact store is available to this call")
     return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}
@@ -268,6 +271,32 @@ def _receive_hashing(answer: Any, out: IO[bytes]) -> str:
         chunks.put(None)
         hasher.join()
     return digest.hexdigest()
+
+
+def _cache_saved(source: Source, hex_digest: str, settings: Mapping[str, str]) -> None:
+    """Put what was just saved into this machine's cache, as if it had been fetched."""
+    import shutil
+
+    root = artifact_cache_dir(settings)
+    path = _object_path(root, hex_digest)
+    if os.path.exists(path):
+        os.utime(path)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.part"
+    try:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            with open(tmp, "wb") as out:
+                out.write(source)
+        else:
+            shutil.copyfile(os.fspath(source), tmp)
+        os.replace(tmp, path)
+    except OSError:
+        return  # a cache is a help: a full disk here loses nothing the engine holds
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    _evict(root, path, _cache_bound(settings))
 
 
 def _fetch(http: _Http, hex_digest: str, root: str, bound: int) -> str:
