@@ -240,6 +240,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX secret_history_name ON secret_history (name, replaced_at);
     """,
+    # v19: what each profile's site allowed at its last reading: a restarted engine keeps
+    # to it while the site's accounting cannot be read (slurmdbd down or hanging).
+    """
+    CREATE TABLE provision_sites (
+        profile  TEXT PRIMARY KEY,
+        reading  TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -8,7 +8,11 @@ login node (the Slurm token file), so a restarted engine can clean that up.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from fluksio.engine.db import Database
+from fluksio.provisioners.base import SiteLimit
 from fluksio.provisioners.requests import MachineRequest, RequestStage
 
 __all__ = ["ProvisionRequestStore"]
@@ -70,6 +74,18 @@ class ProvisionRequestStore:
             " ON CONFLICT (profile) DO UPDATE SET said = excluded.said",
             (profile, said),
         )
+
+    def save_site(self, profile: str, limit: SiteLimit) -> None:
+        """What ``profile``'s site allowed at its last reading."""
+        self._db.execute(
+            "INSERT INTO provision_sites (profile, reading) VALUES (?, ?)"
+            " ON CONFLICT (profile) DO UPDATE SET reading = excluded.reading",
+            (profile, json.dumps(dataclasses.asdict(limit))),
+        )
+
+    def sites(self) -> dict[str, SiteLimit]:
+        rows = self._db.execute("SELECT profile, reading FROM provision_sites")
+        return {row["profile"]: SiteLimit(**json.loads(row["reading"])) for row in rows}
 
     def pauses(self) -> dict[str, str]:
         rows = self._db.execute("SELECT profile, said FROM provision_pauses ORDER BY profile")

@@ -21,7 +21,7 @@ from fluksio.engine.tokens import TokenService
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
 from fluksio.logs import get_logger
-from fluksio.provisioners.base import ProfileSettings
+from fluksio.provisioners.base import ProfileSettings, SiteLimit
 from fluksio.provisioners.config import Loaded, load_provisioners
 from fluksio.provisioners.plugins import Plugins, build_plugins
 from fluksio.provisioners.provisioner import Provisioner
@@ -127,6 +127,12 @@ class TokensAndRequests:
 
     def pauses(self) -> dict[str, str]:
         return self._requests.pauses()
+
+    def remember_site(self, profile: str, limit: SiteLimit) -> None:
+        self._requests.save_site(profile, limit)
+
+    def site_limits(self) -> dict[str, SiteLimit]:
+        return self._requests.sites()
 
 
 def forward_worker_hooks(stream: EngineStream, hook: pluggy.HookRelay) -> None:

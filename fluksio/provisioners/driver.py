@@ -71,6 +71,7 @@ from fluksio.provisioners.effects import (
     ReadSite,
     Remember,
     RememberPause,
+    RememberSite,
     Revoke,
     StartPoll,
     Submit,
@@ -199,6 +200,7 @@ class ProvisioningDriver:
         and the profiles a person paused, paused still."""
         self._apply(self._machine.recover(requests, self._clock.now()))
         self._apply(self._machine.paused_before(self._engine.pauses()))
+        self._apply(self._machine.site_before(self._engine.site_limits()))
 
     def pause(self, profile: str, by: str) -> None:
         """A person paused ``profile`` (``provisioner/profile``); unknown: ``NotFound``."""
@@ -244,7 +246,7 @@ class ProvisioningDriver:
         match effect:
             case Submit() | Cancel() | CleanUp() | StartPoll() | ReadSite():
                 self._ask_backend(effect)
-            case Remember() | RememberPause() | Forget() | Revoke():
+            case Remember() | RememberPause() | RememberSite() | Forget() | Revoke():
                 self._write_down(effect)
             case Wake():
                 self._wake(effect)
@@ -268,6 +270,10 @@ class ProvisioningDriver:
             case RememberPause():
                 self._record(
                     "remember_pause", self._engine.remember_pause, effect.profile, effect.said
+                )
+            case RememberSite():
+                self._record(
+                    "remember_site", self._engine.remember_site, effect.profile, effect.limit
                 )
             case Revoke():
                 self._record("revoke_token", self._engine.revoke_token, effect.jti, effect.reason)

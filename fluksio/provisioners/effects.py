@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fluksio.provisioners.base import SiteLimit
 from fluksio.provisioners.requests import MachineRequest
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ReadSite",
     "Remember",
     "RememberPause",
+    "RememberSite",
     "Revoke",
     "StartPoll",
     "Submit",
@@ -102,6 +104,15 @@ class RememberPause:
 
 
 @dataclass(frozen=True)
+class RememberSite:
+    """Write down what the site allows the profile, as last read: a restarted engine keeps
+    to it even when the site cannot be read then."""
+
+    profile: str
+    limit: SiteLimit
+
+
+@dataclass(frozen=True)
 class Revoke:
     jti: str
     reason: str
@@ -145,5 +156,5 @@ class Changed:
 # of a backend (each a task of its own), what the engine writes down, and what the engine
 # and its readers are told.
 AskBackend = Submit | Cancel | CleanUp | StartPoll | ReadSite
-WriteDown = Remember | RememberPause | Forget | Revoke
+WriteDown = Remember | RememberPause | RememberSite | Forget | Revoke
 Effect = AskBackend | WriteDown | Wake | Unwake | Observe | Log | Changed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fluksio.provisioners.base import ProfileSettings
+from fluksio.provisioners.base import ProfileSettings, SiteLimit
 from fluksio.provisioners.requests import MachineRequest
 
 __all__ = ["EngineSide"]
@@ -35,4 +35,12 @@ class EngineSide(Protocol):
 
     def pauses(self) -> dict[str, str]:
         """The profiles paused by hand, as :meth:`remember_pause` kept them."""
+        ...
+
+    def remember_site(self, profile: str, limit: SiteLimit) -> None:
+        """Keep what ``profile``'s site allowed at its last reading."""
+        ...
+
+    def site_limits(self) -> dict[str, SiteLimit]:
+        """Each profile's last reading, as :meth:`remember_site` kept them."""
         ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fluksio.provisioners.base import SiteLimit
-from fluksio.provisioners.effects import Effect, Log
+from fluksio.provisioners.effects import Effect, Log, RememberSite
 from fluksio.provisioners.machine_state import MachineState
 
 __all__ = ["SiteLimits"]
@@ -29,9 +29,10 @@ class SiteLimits(MachineState):
         effects = self._site_known(provisioner)
         for entry in self._of(provisioner):
             limit = limits.get(entry.rule.profile.name, SiteLimit())
-            if limit == entry.site:
+            if limit == entry.site and entry.site_known:
                 continue
-            entry.site = limit
+            entry.site, entry.site_known = limit, True
+            effects.append(RememberSite(entry.rule.key, limit))
             fields = {
                 "profile": entry.rule.key,
                 "most_jobs": limit.most_jobs,
@@ -42,10 +43,19 @@ class SiteLimits(MachineState):
         return effects + (self._changed() if effects else [])
 
     def site_unread(self, provisioner: str) -> list[Effect]:
-        """The site's limits could not be read: the last reading stands (none, the first
-        time), and what waited for it goes on."""
+        """The site's limits could not be read (or not in time): the last reading stands,
+        an earlier engine's too; never read, its profiles go on one job at a time."""
         effects = self._site_known(provisioner)
         return effects + (self._changed() if effects else [])
+
+    def site_before(self, limits: Mapping[str, SiteLimit]) -> list[Effect]:
+        """What an earlier engine last read of each profile's site (``provisioner/profile``
+        -> its limit): kept to until the site is read again."""
+        for key, limit in limits.items():
+            entry = self._profiles.get(key)
+            if entry is not None:
+                entry.site, entry.site_known = limit, True
+        return self._changed() if limits else []
 
     def _site_known(self, provisioner: str) -> list[Effect]:
         """A reading ended: profiles that waited for it may be asked for now."""

@@ -53,18 +53,30 @@ class ProfileEntry:
     """What the site's accounting allows its jobs, as last read."""
     reading_site: bool = False
     """A call needs it and the site's limits are being read first: nothing goes out yet."""
+    site_known: bool = False
+    """Its site's limits were read once, by this engine or (written down) an earlier one."""
 
     @property
     def cap(self) -> int:
-        """The most of its jobs alive at once: ``max_workers``, or the site's limit if less."""
-        most = self.site.most_jobs
+        """The most of its jobs alive at once: ``max_workers``, or the site's limit if less;
+        one while a site that has limits was never read (it may allow no more)."""
+        most = 1 if self.unread_site_bound else self.site.most_jobs
         configured = self.rule.profile.max_workers
         return configured if most is None else min(most, configured)
+
+    @property
+    def unread_site_bound(self) -> bool:
+        """A site never read, not ``max_workers``, is what caps it (at one job)."""
+        unread = self.site.most_jobs is None and self.rule.reads_site and not self.site_known
+        return unread and self.rule.profile.max_workers > 1
 
     @property
     def site_bound(self) -> bool:
         """The site's limit, not ``max_workers``, is what caps it."""
         return self.site.most_jobs is not None and self.cap < self.rule.profile.max_workers
+
+
+UNREAD_SITE = "what the site allows could not be read yet: one job at a time until it is"
 
 
 @dataclass
@@ -143,7 +155,7 @@ class MachineState:
                 failures=entry.failures,
                 login_needed=entry.login_needed,
                 paused=entry.paused,
-                site_limit=entry.site.describe(),
+                site_limit=UNREAD_SITE if entry.unread_site_bound else entry.site.describe(),
                 workers=tuple(
                     BroughtWorker(
                         worker_id=worker_id,
@@ -293,6 +305,8 @@ def _said(entry: ProfileEntry, path_down: str | None) -> tuple[str | None, bool]
         alive = f"{len(entry.live)} {noun}" + ("s are" if len(entry.live) != 1 else " is")
         site = f"the site's limit reached ({entry.site.why_most})"
         limit = site if entry.site_bound else "max_workers reached"
+        if entry.unread_site_bound:
+            limit = UNREAD_SITE
         return (
             f"{limit}: {alive} alive ({attached} with a worker); the next goes out when one ends"
         ), False

@@ -63,6 +63,7 @@ class ReferenceProvisioning:
         self.site: dict[str, SiteLimit] = {key: SiteLimit() for key in self.rules}
         self.site_known = {rule.provisioner for rule in self.rules.values() if not rule.reads_site}
         self.reading_site: set[str] = set()
+        self.site_read_once: set[str] = set()
         self.closing = False
         self.decisions: list[tuple[object, ...]] = []
         self.unwanted_since: dict[str, float] = {}
@@ -93,7 +94,8 @@ class ReferenceProvisioning:
             return
         if self.paused[key] or self.site[key].refused is not None:
             return
-        most = [rule.profile.max_workers, self.site[key].most_jobs]
+        unread = rule.reads_site and key not in self.site_read_once
+        most = [rule.profile.max_workers, self.site[key].most_jobs, 1 if unread else None]
         if len(self.alive(key)) >= min(n for n in most if n is not None):
             return
         if key in self.reading_site:
@@ -110,6 +112,13 @@ class ReferenceProvisioning:
         for key, rule in self.rules.items():
             if rule.provisioner == provisioner:
                 self.site[key] = limits.get(rule.profile.name, SiteLimit())
+                self.site_read_once.add(key)
+
+    def site_before(self, limits: Mapping[str, SiteLimit]) -> None:
+        for key, limit in limits.items():
+            if key in self.rules:
+                self.site[key] = limit
+                self.site_read_once.add(key)
 
     def site_unread(self, provisioner: str) -> None:
         self.site_known.add(provisioner)

@@ -14,10 +14,13 @@ from fluksio.logs import get_logger
 from fluksio.provisioners.base import SiteLimit
 from fluksio.provisioners.provisioner import Provisioner
 
-__all__ = ["SITE_LIMITS_EVERY_S", "SiteReader"]
+__all__ = ["SITE_LIMITS_EVERY_S", "SITE_READ_WITHIN_S", "SiteReader"]
 
 log = get_logger(__name__)
 
+SITE_READ_WITHIN_S = 60.0
+"""A reading that has not ended by then counts as failed (``sacctmgr`` hanging on a
+slurmdbd that does not answer): the last reading stands, and the next is tried later."""
 SITE_LIMITS_EVERY_S = 300.0
 """How often a provisioner's site limits are read again once it has been asked for a
 machine: a site's administrators change them rarely, and each reading is a remote command."""
@@ -34,11 +37,13 @@ class SiteReader:
         *,
         read: Callable[[str, Mapping[str, SiteLimit]], None],
         unread: Callable[[str], None],
+        within_s: float = SITE_READ_WITHIN_S,
     ) -> None:
         self._provisioners = provisioners
         self._clock = clock
         self._read = read
         self._unread = unread
+        self._within_s = within_s
         self._loops: dict[str, asyncio.Task[None]] = {}
 
     def start(self, name: str) -> None:
@@ -50,13 +55,30 @@ class SiteReader:
         for loop in self._loops.values():
             loop.cancel()
 
+    async def _in_time(self, provisioner: Provisioner[Any, Any]) -> Mapping[str, SiteLimit]:
+        """The site's reading, or :class:`TimeoutError` past ``within_s`` (by the engine's
+        clock, as every wait of the provisioning is)."""
+        reading = asyncio.ensure_future(provisioner.site_limits())
+        timer = asyncio.ensure_future(self._clock.sleep(self._within_s))
+        try:
+            await asyncio.wait({reading, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not reading.done():
+                reading.cancel()
+        if reading.cancelled():
+            raise TimeoutError
+        return reading.result()
+
     async def _loop(self, name: str) -> None:
         provisioner = self._provisioners[name]
         while True:
             try:
-                limits = await provisioner.site_limits()
+                limits = await self._in_time(provisioner)
             except Exception as exc:
                 error = str(exc) or type(exc).__name__
+                if isinstance(exc, TimeoutError):
+                    error = f"no answer within {self._within_s:g} s"
                 log.warning("provision.site_limits_unread", provisioner=name, error=error)
                 self._unread(name)
             else:

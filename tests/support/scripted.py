@@ -16,6 +16,7 @@ from fluksio.provisioners import (
     ProvisionerSettings,
     Submission,
 )
+from fluksio.provisioners.base import SiteLimit
 from fluksio.provisioners.requests import MachineRequest, RequestStage
 
 __all__ = ["RecordingEngine", "Scripted", "Settings", "listening_at", "scripted_settings"]
@@ -138,6 +139,7 @@ class RecordingEngine:
         self.stored: dict[str, MachineRequest] = {}
         self.written: list[tuple[str, str | None, RequestStage]] = []
         self.paused: dict[str, str] = {}
+        self.sites: dict[str, SiteLimit] = {}
         self.changes = 0
 
     def mint_token(
@@ -160,6 +162,12 @@ class RecordingEngine:
             self.paused.pop(profile, None)
         else:
             self.paused[profile] = said
+
+    def remember_site(self, profile: str, limit: SiteLimit) -> None:
+        self.sites[profile] = limit
+
+    def site_limits(self) -> dict[str, SiteLimit]:
+        return dict(self.sites)
 
     def pauses(self) -> dict[str, str]:
         return dict(self.paused)

@@ -194,8 +194,9 @@ class ProfileBody(Answer):
     site_limit: str | None = None
     """What the site's own accounting allows its jobs, as last read (``at most 2 jobs at
     once: QOS 'short' allows 2 jobs per user (MaxSubmitJobsPerUser)``), or why the site
-    would run none of them (nothing of it is asked for while that stands); null: no limit
-    beyond ``max_workers``, or none read."""
+    would run none of them (nothing of it is asked for while that stands), or that it could
+    not be read yet (one job at a time until it is); null: no limit beyond
+    ``max_workers``."""
     workers: list[BroughtWorkerBody]
 
 
