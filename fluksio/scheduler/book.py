@@ -141,6 +141,11 @@ class Book:
         """What a running request took, or None when it is not running."""
         return self._running.get(request_id)
 
+    def _place_of(self, request_id: str) -> PlaceState | None:
+        """The place a running request runs on; None when it is not running."""
+        allocation = self._running.get(request_id)
+        return None if allocation is None else self._places.get(allocation.place_id)
+
     def has_place(self, worker_id: str) -> bool:
         return worker_id in self._places
 

@@ -201,11 +201,9 @@ class Scheduler(Holds):
         place.cached = digests
 
     def saved_by(self, request_id: str, digest: str) -> str | None:
-        """A running request saved ``digest``: the place it runs on holds it now (its
-        worker keeps what a call saves in its cache). That place; None when the request
-        runs nowhere, or the place held it already."""
-        allocation = self.allocation(request_id)
-        place = None if allocation is None else self._places.get(allocation.place_id)
+        """A running request saved ``digest``: its place holds it now (a worker caches what
+        its calls save). That place; None: it runs nowhere, or the place held it."""
+        place = self._place_of(request_id)
         if place is None or place.id == ENGINE_ID or digest in place.cached:
             return None
         self.set_cached(place.id, place.cached | {digest})

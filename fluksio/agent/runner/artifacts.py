@@ -196,11 +196,11 @@ def save_owned(
         hex_digest, size = _save_local(root, source)
     elif http is not None:
         hex_digest, size = _save_remote(http, source, name, media_type, owned=owned)
+    else:
+        raise RuntimeError("no artifact store is available to this call")
     if http is not None and not root:
         # Held here too: the next call that reads it is placed here, and reads it locally.
         _cache_saved(source, hex_digest, os.environ)
-    else:
-        raise RuntimeError("no artifact store is available to this call")
     return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}
 
 
