@@ -6,7 +6,8 @@ server might; the blocking client, with its default bounds (256 MiB an answer), 
 in a fresh process, which reports its peak resident memory (``ru_maxrss``) and how it
 ended. The floor is the same process reading a 1-byte answer: an interpreter with the
 client imported. Before issue 48 the client read any answer whole, then parsed it (a
-1 GiB one: 6.0 GiB and a ``RecursionError``).
+1 GiB one: 6.0 GiB and a ``RecursionError``). The last row is 32 MiB of ``[{}, {}, ...]``,
+which became 906 MiB of dicts before issue 65.
 
 Run: ``.venv/bin/python bench/client_bounds.py [--mib 64 1024]``
 """
@@ -58,6 +59,15 @@ def main() -> None:
         peak = float(str(got["peak_mib"]))
         seconds = float(str(got["s"]))
         print(f"{mib:12d}  {peak:14.1f}  {peak / floor:7.2f}  {seconds:5.1f}  {got['ended']}")
+    # What the answer becomes bounds it too (issue 65): 32 MiB of empty objects, a GiB of
+    # dicts once parsed, under the bound on bytes.
+    # (Made without a list: the reader is forked from this process, and its peak counts
+    # what this one held when it forked.)
+    objects = b"[" + b"{}," * ((32 << 20) // 3) + b"{}]"
+    with hostile_server(fixed("200 OK", objects)) as server:
+        got = _read(server.url)
+    peak, seconds = float(str(got["peak_mib"])), float(str(got["s"]))
+    print(f"{'32 of {}':>12}  {peak:14.1f}  {peak / floor:7.2f}  {seconds:5.1f}  {got['ended']}")
 
 
 if __name__ == "__main__":

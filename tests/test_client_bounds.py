@@ -21,10 +21,11 @@ from tests.support.hostile import (
     head,
     hostile_server,
     trickle,
+    trickle_until_closed,
 )
 
 TOKEN = "fpt_the-users-own-secret"
-SMALL = Bounds(answer_bytes=1 << 20, within_s=1.0, per_mib_s=0.5)
+SMALL = Bounds(answer_bytes=1 << 20, within_s=1.0, per_mib_s=0.5, parsed_bytes=8 << 20)
 """Bounds a test can reach in a second: the defaults work the same, only larger."""
 
 
@@ -58,6 +59,15 @@ SCRIPTS: dict[str, tuple[Reply, str]] = {
     "trickling headers": (
         trickle(headers_first=False, every_s=0.1, most_s=30),
         "did not come whole within 1 s",
+    ),
+    "trickling until closed": (
+        trickle_until_closed(every_s=0.1, most_s=30),
+        "did not come whole within 1 s",
+    ),
+    # 900 KiB, under the bound on bytes, would become some 30 MiB of empty dicts.
+    "many empty objects": (
+        fixed("200 OK", b"[" + b",".join([b"{}"] * 300_000) + b"]"),
+        "would become about 30 MiB as Python objects, over this client's bound of 8 MiB",
     ),
     "deep JSON": (fixed("200 OK", b"[" * 200_000 + b"]" * 200_000), "GET /runs/r1"),
     "broken JSON": (fixed("200 OK", b'{"id": '), "GET /runs/r1"),
@@ -149,6 +159,25 @@ async def test_the_async_feed_gives_up_a_line_without_end() -> None:
         async with AsyncClient(server.url, token=TOKEN) as client:
             with pytest.raises(ClientError, match="over 67108864 bytes"):
                 async for _event in client.events(reconnects=0):
+                    break
+
+
+def _one_heavy_event(connection: socket.socket, _path: str) -> None:
+    """An event under the feed's bound on bytes whose data would become far more."""
+    connection.sendall(head("200 OK", "Content-Type: text/event-stream"))
+    connection.sendall(b"data: [" + b",".join([b"{}"] * 300_000) + b"]\n\n")
+    time.sleep(5)
+
+
+async def test_both_feeds_give_up_an_event_that_would_become_too_much() -> None:
+    said = "would become about 30 MiB as Python objects, over this client's bound of 8 MiB"
+    with hostile_server(_one_heavy_event) as server:
+        client = Client(server.url, token=TOKEN, bounds=SMALL)
+        with pytest.raises(ClientError, match=said):
+            next(iter(client.events(reconnects=0)))
+        async with AsyncClient(server.url, token=TOKEN, bounds=SMALL) as other:
+            with pytest.raises(ClientError, match=said):
+                async for _event in other.events(reconnects=0):
                     break
 
 

@@ -73,7 +73,7 @@ class AsyncHttp(Endpoint):
             async with self._answer("GET", path, headers, FEED_SILENCE_S) as answer:
                 if answer.status >= 400:
                     raise refusal(answer.status, await answer.content.read(EVENT_BYTES))
-                parser = EventParser()
+                parser = EventParser(self.bounds.parsed_bytes)
                 async for line in _lines(answer.content):
                     if stop is not None and stop():
                         return

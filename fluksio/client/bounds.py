@@ -5,6 +5,9 @@ hang, crash on its JSON, or carry its credential elsewhere.
 - An answer is at most :attr:`Bounds.answer_bytes` (256 MiB; an artifact's bytes
   :attr:`Bounds.artifact_bytes`, 10 GiB, the engine's own default bound); a larger one is
   given up as soon as it is known to be larger (its declared length, or the bytes so far).
+- What a JSON answer becomes is bounded too: at most :attr:`Bounds.parsed_bytes` (1 GiB)
+  of Python objects, estimated from above before it is read (:func:`parsed_estimate`):
+  32 MiB of ``[{}, {}, ...]`` would become about a GiB of empty dicts.
 - An answer is given up when it has not come whole within :attr:`Bounds.within_s` (90 s,
   above the longest wait a request may ask the engine for, 60 s) and one more second for
   each MiB it brought or its request sent: a slow link still moves a large artifact
@@ -31,7 +34,18 @@ from typing import Any
 
 from fluksio.client.errors import ClientError, Redirected
 
-__all__ = ["EVENT_BYTES", "Bounds", "Reading", "Watch", "Watchdog", "json_of", "redirected", "shut"]
+__all__ = [
+    "EVENT_BYTES",
+    "Bounds",
+    "Reading",
+    "Watch",
+    "Watchdog",
+    "check_parsed",
+    "json_of",
+    "parsed_estimate",
+    "redirected",
+    "shut",
+]
 
 MIB = 1 << 20
 EVENT_BYTES = 64 * MIB
@@ -47,20 +61,25 @@ class Bounds:
     artifact_bytes: int = 10 << 30
     within_s: float = 90.0
     per_mib_s: float = 1.0
+    parsed_bytes: int = 1 << 30
 
     def reading(self, what: str, started: float, *, sent: int, large: bool) -> Reading:
         """One answer to read: to ``what`` (``GET /runs/ID``), begun at ``started`` (the
-        client's clock), its request having sent ``sent`` bytes; ``large``: an artifact's."""
+        client's clock), its request having sent ``sent`` bytes; ``large``: an artifact's
+        (bytes kept as they are: nothing is parsed)."""
         most = self.artifact_bytes if large else self.answer_bytes
-        return Reading(self, what, most, started, sent)
+        return Reading(self, what, most, started, sent, parsed=not large)
 
 
 class Reading:
     """One answer as it comes, sans I/O (both clients feed it what they read): its pieces,
     its size bound, and its deadline, which each MiB moved either way pushes on."""
 
-    def __init__(self, bounds: Bounds, what: str, most: int, started: float, sent: int):
+    def __init__(
+        self, bounds: Bounds, what: str, most: int, started: float, sent: int, *, parsed: bool
+    ):
         self._bounds = bounds
+        self._parsed = parsed
         self.what = what
         self._most = most
         self._started = started
@@ -86,7 +105,12 @@ class Reading:
             raise self._too_large(self.received)
 
     def body(self) -> bytes:
-        return b"".join(self._pieces)
+        """The whole answer; :class:`ClientError` when what it would become as JSON is
+        over the bound (checked before it is parsed, so it never is)."""
+        raw = b"".join(self._pieces)
+        if self._parsed:
+            check_parsed(raw, self.what, self._bounds.parsed_bytes)
+        return raw
 
     def too_slow(self) -> ClientError:
         bounds = self._bounds
@@ -111,6 +135,28 @@ def redirected(what: str, status: int, location: str | None) -> Redirected:
         f"the engine answered {what} with a redirect ({status}){where}; fluksio follows no"
         " redirect, which would carry your credential there: give the engine's own URL"
     )
+
+
+def parsed_estimate(raw: bytes) -> int:
+    """Bytes of Python objects JSON ``raw`` becomes, estimated from above by what makes
+    objects (an empty dict is 64 bytes, a list 56, a value and its slot about 40, a
+    string's own header 25 a quote): a C-speed count, no parse."""
+    values = raw.count(b",") + raw.count(b":")
+    return (
+        len(raw) + 64 * raw.count(b"{") + 56 * raw.count(b"[") + 40 * values + 25 * raw.count(b'"')
+    )
+
+
+def check_parsed(raw: bytes, what: str, most: int) -> None:
+    """:class:`ClientError` when ``raw`` would become more than ``most`` bytes as JSON."""
+    estimate = parsed_estimate(raw)
+    if estimate > most:
+        raise ClientError(
+            f"the engine's answer to {what} ({len(raw)} bytes) would become about"
+            f" {estimate >> 20} MiB as Python objects, over this client's bound of"
+            f" {most >> 20} MiB (Client(url, bounds=Bounds(parsed_bytes=...)) moves it);"
+            " large results belong in artifacts"
+        )
 
 
 def json_of(raw: bytes | str, what: str) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import socket
 import ssl
 import threading
 import time
@@ -82,9 +83,13 @@ class Http(Endpoint):
                 reading = self.bounds.reading(
                     f"{method} {path}", time.monotonic(), sent=sent, large=large
                 )
-                with _WATCHDOG.watch(reading, functools.partial(_cut, connection)) as watch:
+                began: list[socket.socket] = []
+                cut = functools.partial(_cut, connection, began)
+                with _WATCHDOG.watch(reading, cut) as watch:
                     try:
                         connection.request(method, target, body=data, headers=headers)
+                        if connection.sock is not None:
+                            began.append(connection.sock)
                         answer = connection.getresponse()
                         body = self._read(answer, reading, watch)
                     except (ConnectionError, http.client.HTTPException, OSError) as exc:
@@ -165,7 +170,7 @@ class Http(Endpoint):
             _failing_as(f"the live feed from {self.base_url} broke off"),
             opener.open(request, timeout=FEED_SILENCE_S) as answer,
         ):
-            parser = EventParser()
+            parser = EventParser(self.bounds.parsed_bytes)
             while line := answer.readline(EVENT_BYTES + 1):
                 if stop is not None and stop():
                     return
@@ -184,8 +189,13 @@ class Http(Endpoint):
         return request
 
 
-def _cut(connection: http.client.HTTPConnection) -> None:
+def _cut(connection: http.client.HTTPConnection, began: list[socket.socket]) -> None:
+    """Shut the request's socket: the connection's, or (an answer that ends by closing
+    the connection, HTTP/1.0 or ``Connection: close``) the one it began on, which
+    ``http.client`` has let go of while the answer still reads from it."""
     shut(connection.sock)
+    for sock in began:
+        shut(sock)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

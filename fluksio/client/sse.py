@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fluksio.client.bounds import EVENT_BYTES, json_of
+from fluksio.client.bounds import EVENT_BYTES, Bounds, check_parsed, json_of
 from fluksio.client.errors import ClientError
 
 __all__ = ["EventParser", "ReceivedEvent"]
@@ -25,9 +25,12 @@ class EventParser:
     """Server-sent events back from their text, fed one line at a time (a subscriber's
     side: the CLI's ``--follow``, and the tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, parsed_bytes: int = Bounds.parsed_bytes) -> None:
+        """``parsed_bytes``: what one event's data may become as JSON (its client's
+        :attr:`~fluksio.client.bounds.Bounds.parsed_bytes`)."""
         self._fields: dict[str, str] = {}
         self._size = 0
+        self._parsed_bytes = parsed_bytes
 
     def feed(self, raw: bytes | str) -> ReceivedEvent | None:
         """The event a blank line completes, else None (comments are skipped); an event
@@ -48,5 +51,9 @@ class EventParser:
         fields, self._fields, self._size = self._fields, {}, 0
         if "event" not in fields and "data" not in fields:
             return None
-        data = json_of(fields["data"], "GET /events") if "data" in fields else None
+        data = None
+        if "data" in fields:
+            raw = fields["data"].encode()
+            check_parsed(raw, "GET /events (one event)", self._parsed_bytes)
+            data = json_of(raw, "GET /events")
         return ReceivedEvent(fields.get("id"), fields.get("event", "message"), data)

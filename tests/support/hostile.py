@@ -96,6 +96,21 @@ def trickle(*, headers_first: bool, every_s: float, most_s: float) -> Reply:
     return reply
 
 
+def trickle_until_closed(*, every_s: float, most_s: float) -> Reply:
+    """An HTTP/1.0 answer that ends by closing the connection (no length, no chunks), its
+    body a byte every ``every_s`` seconds for ``most_s``."""
+
+    def reply(connection: socket.socket, _path: str) -> None:
+        connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n")
+        connection.sendall(b"Connection: close\r\n\r\n")
+        until = time.monotonic() + most_s
+        while time.monotonic() < until:
+            connection.sendall(b" ")
+            time.sleep(every_s)
+
+    return reply
+
+
 def fixed(status: str, body: bytes, *headers: str) -> Reply:
     """One whole answer."""
 
