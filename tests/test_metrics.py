@@ -18,6 +18,7 @@ from fluksio.provisioners import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.scrape import scrape
 from tests.support.scripted import Scripted, scripted_settings
 from tests.support.wait import async_wait_for, poll_async
 
@@ -25,12 +26,6 @@ NODE = "def process():\n    return 1\n"
 FAILS = "def process():\n    raise ValueError('no')\n"
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-async def scrape(api: InProcessEngine, token: str | None = None) -> tuple[int, str]:
-    headers = {"Authorization": f"Bearer {token or api.token}"}
-    async with api.client.get("/metrics", headers=headers) as answer:
-        return answer.status, await answer.text()
 
 
 def samples(text: str) -> Samples:

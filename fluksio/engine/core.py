@@ -248,7 +248,10 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
             clock=self._clock,
             walltime_margin_s=settings.walltime_margin_s,
             engine_address=self._address,
-            items=ArrayItems(ItemSource(self._artifacts.path_of), ItemStore(self._database)),
+            items=ArrayItems(
+                ItemSource(self._artifacts.path_of, settings.max_item_bytes),
+                ItemStore(self._database),
+            ),
             worker_return_s=settings.worker_return_s,
             crash_limit=settings.crash_limit,
         )

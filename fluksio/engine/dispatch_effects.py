@@ -109,7 +109,8 @@ class RunEffects(Adoptions):
 
     def _refill(self, effect: Refill) -> None:
         run_id, spec = effect.run_id, effect.spec
-        found, cursor = self.items.next(run_id, spec, effect.cursor, effect.count, effect.total)
+        count = self.items.room(spec, effect.count, effect.in_line)
+        found, cursor = self.items.next(run_id, spec, effect.cursor, count, effect.total)
         self._apply(self._machine.refilled(run_id, spec.id, found, cursor, self._clock.now()))
 
     def _retry_at(self, effect: RetryAt) -> None:

@@ -252,6 +252,17 @@ class EngineSettings:
             maximum=1 << 50,
         ),
     )
+    max_item_bytes: int = setting(
+        1 << 20,
+        Flag(
+            "The largest array item (one line of an items_from artifact, or one of a node's"
+            " items, as JSON); a run with a larger one is refused (422): name large data in"
+            " an artifact instead.",
+            kind=int,
+            minimum=1024,
+            maximum=64 << 20,
+        ),
+    )
     walltime_margin_s: float = setting(
         60.0,
         Flag(

@@ -118,6 +118,9 @@ class Refill:
     cursor: int
     count: int
     total: int
+    in_line: int = 0
+    """How many of its items are in line already: the reader keeps the line's bytes
+    bounded too (:data:`~fluksio.engine.runs.items.LINE_BYTES`), reading fewer."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ columns as a node's. An item with no row, or whose row says it is to run again
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -24,10 +25,13 @@ from fluksio.errors import InvalidInput
 from fluksio.wire.flows import ITEMS_MAX, NodeSpec
 from fluksio.wire.states import NodeState
 
-__all__ = ["ArrayItems", "ItemSource", "ItemStore", "unstarted"]
+__all__ = ["LINE_BYTES", "ArrayItems", "ItemSource", "ItemStore", "unstarted"]
 
 _TO_RUN = (None, NodeState.QUEUED.value, NodeState.PENDING.value)
 FAILURES_READ = 5
+LINE_BYTES = 16 << 20
+"""An array's items in line together hold at most this many bytes of parameters (and
+1,024 items): a thousand items of 256 KiB held 226 MiB per run before."""
 COUNTS_KEPT = 4096
 """Artifacts of items whose count is remembered."""
 
@@ -42,12 +46,15 @@ def unstarted(array: NodeRow, position: int) -> NodeRow:
     return NodeRow(array.node_id, array.state if ended else NodeState.QUEUED, item=position)
 
 
-def _counted_lines(path: Path, field: str) -> int:
-    """The items in one artifact of JSON lines; :class:`InvalidInput` naming the line
-    that is no JSON object. Reads every line: off the event loop."""
-    count = 0
+def _counted_lines(path: Path, field: str, most: int) -> tuple[int, int]:
+    """The items in one artifact of JSON lines, and the largest's bytes;
+    :class:`InvalidInput` naming the line that is no JSON object, or over ``most`` bytes.
+    Reads every line, each at most once past ``most``: off the event loop."""
+    count = largest = 0
     with path.open("rb") as lines:
-        for number, line in enumerate(lines, 1):
+        for number, line in enumerate(iter(lambda: lines.readline(most + 2), b""), 1):
+            if len(line.rstrip(b"\r\n")) > most:
+                raise InvalidInput(field, _too_large(f"line {number}", most))
             if not line.strip():
                 continue
             try:
@@ -57,7 +64,16 @@ def _counted_lines(path: Path, field: str) -> int:
             if not isinstance(item, dict):
                 raise InvalidInput(field, f"line {number} is not a JSON object")
             count += 1
-    return count
+            largest = max(largest, len(line))
+    return count, largest
+
+
+def _too_large(what: str, most: int) -> str:
+    return (
+        f"{what} is over the {most:,} bytes an item may be (the engine's --max-item-bytes):"
+        " an item holds parameters; save large data as an artifact (PUT /artifacts,"
+        " client.put_artifact) and name it in the item"
+    )
 
 
 @dataclass
@@ -72,12 +88,16 @@ class _Reading:
 class ItemSource:
     """Reads an array's items in order, resuming where the last read ended."""
 
-    def __init__(self, path_of: Any) -> None:
+    def __init__(self, path_of: Any, max_item_bytes: int = 1 << 20) -> None:
         self._path_of = path_of
+        self.max_item_bytes = max_item_bytes
         self._readings: dict[tuple[str, str], _Reading] = {}
-        self._counts: collections.OrderedDict[str, int] = collections.OrderedDict()
-        """Each artifact's items, once checked: an artifact never changes (its digest
-        names its bytes), so a flow put and each run of it read its lines once."""
+        self._counts: collections.OrderedDict[str, tuple[int, int]] = collections.OrderedDict()
+        """Each artifact's items and its largest item's bytes, once checked: an artifact
+        never changes (its digest names its bytes), so a flow put and each run of it read
+        its lines once."""
+        self._largest: collections.OrderedDict[tuple[str, ...], int] = collections.OrderedDict()
+        """Each source's largest item (its artifacts' digests), asked at every refill."""
         self._lock = threading.Lock()
         """Runs are counted on threads: two may start at once."""
 
@@ -87,22 +107,15 @@ class ItemSource:
         or when they are too many. Reads an artifact's lines the first time only: run it
         off the event loop."""
         if spec.items is not None:
+            for position, item in enumerate(spec.items):
+                if len(json.dumps(item)) > self.max_item_bytes:
+                    item_field = f"nodes.{index}.items.{position}"
+                    raise InvalidInput(item_field, _too_large("the item", self.max_item_bytes))
             return len(spec.items)
         total = 0
         for position, digest in enumerate(spec.items_from or []):
             field = f"nodes.{index}.items_from.{position}"
-            path = Path(self._path_of(digest))
-            if not path.exists():  # looked at each time: the sweep may have removed it
-                raise InvalidInput(field, f"no artifact {digest}: upload it (PUT /artifacts)")
-            with self._lock:
-                count = self._counts.get(digest)
-            if count is None:
-                count = _counted_lines(path, field)
-                with self._lock:
-                    self._counts[digest] = count
-                    while len(self._counts) > COUNTS_KEPT:
-                        self._counts.popitem(last=False)
-            total += count
+            total += self._counted(digest, field)[0]
         if total > ITEMS_MAX:
             raise InvalidInput(
                 f"nodes.{index}.items_from",
@@ -112,6 +125,34 @@ class ItemSource:
         if not total:
             raise InvalidInput(f"nodes.{index}.items_from", "the artifacts hold no item")
         return total
+
+    def _counted(self, digest: str, field: str) -> tuple[int, int]:
+        """One artifact's items and its largest item's bytes (see :meth:`count`)."""
+        path = Path(self._path_of(digest))
+        if not path.exists():  # looked at each time: the sweep may have removed it
+            raise InvalidInput(field, f"no artifact {digest}: upload it (PUT /artifacts)")
+        with self._lock:
+            counted = self._counts.get(digest)
+        if counted is None:
+            counted = _counted_lines(path, field, self.max_item_bytes)
+            with self._lock:
+                self._counts[digest] = counted
+                while len(self._counts) > COUNTS_KEPT:
+                    self._counts.popitem(last=False)
+        return counted
+
+    def largest(self, spec: NodeSpec) -> int:
+        """The bytes of an array's largest item, as its source holds it (its inline items
+        are held with its flow already: none counted)."""
+        digests = tuple(spec.items_from or ())
+        found = self._largest.get(digests)
+        if found is None:
+            with contextlib.suppress(InvalidInput):  # gone since: its read says so
+                found = max((self._counted(d, "items_from")[1] for d in digests), default=0)
+                self._largest[digests] = found
+                while len(self._largest) > COUNTS_KEPT:
+                    self._largest.popitem(last=False)
+        return found or 0
 
     def read(
         self, run_id: str, spec: NodeSpec, start: int, count: int
@@ -272,6 +313,15 @@ class ArrayItems:
     def __init__(self, source: ItemSource, store: ItemStore) -> None:
         self.source = source
         self.store = store
+
+    def room(self, spec: NodeSpec, count: int, in_line: int) -> int:
+        """Of ``count`` items asked for, how many to read with ``in_line`` in line already:
+        the line's items together are at most :data:`LINE_BYTES` (by its largest item),
+        one at least. Whatever the items, an array's line holds that much of them."""
+        largest = self.source.largest(spec)
+        if not largest:
+            return count
+        return max(0, min(count, max(1, LINE_BYTES // largest) - in_line))
 
     def next(
         self, run_id: str, spec: NodeSpec, cursor: int, count: int, total: int

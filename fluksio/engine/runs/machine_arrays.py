@@ -175,7 +175,9 @@ class ArrayMoves(MachineRules):
             return
         array.loading = True
         wanted = WINDOW - array.in_line
-        effects.append(Refill(run.row.id, node.spec, array.cursor, wanted, array.summary.total))
+        effects.append(
+            Refill(run.row.id, node.spec, array.cursor, wanted, array.summary.total, array.in_line)
+        )
 
     # -- its items -------------------------------------------------------------------------
 
