@@ -71,6 +71,7 @@ PURE_CORE = (
     "fluksio.wire.states",
     "fluksio.wire.provenance",
     "fluksio.engine.runs.redact",
+    "fluksio.engine.runs.ranges",
     "fluksio.wire.requests",
     "fluksio.agent.outcome",
     "fluksio.agent.frames",

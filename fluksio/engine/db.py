@@ -248,6 +248,17 @@ MIGRATIONS: tuple[str, ...] = (
         reading  TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # v20: an array's items cancelled before they were read, as ranges of positions (both
+    # ends included): a million cancelled at once are a few rows, not a million.
+    """
+    CREATE TABLE item_cancels (
+        run_id  TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        node_id TEXT NOT NULL,
+        low     INTEGER NOT NULL,
+        high    INTEGER NOT NULL,
+        PRIMARY KEY (run_id, node_id, low)
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

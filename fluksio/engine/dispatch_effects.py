@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, assert_never
 from fluksio.engine.dispatch_adopt import Adoptions
 from fluksio.engine.runs.effects import (
     AwaitWorker,
+    CancelledAhead,
     Create,
     Effect,
     Ended,
@@ -64,7 +65,9 @@ class RunEffects(Adoptions):
         # Every effect has its case: one without is a type error (assert_never), not a
         # KeyError at run time.
         match effect:
-            case Create() | Save() | Progress() | Ended() | ItemsInterrupted() | Log():
+            case Create() | Save() | Progress() | Ended() | ItemsInterrupted() | CancelledAhead():
+                self._record(effect)
+            case Log():
                 self._record(effect)
             case Queue():
                 self._queue(effect)
@@ -94,6 +97,8 @@ class RunEffects(Adoptions):
                 self._created(effect)
             case Ended():
                 self._ended(effect)
+            case CancelledAhead():
+                self.items.store.cancel_ahead(effect.run_id, effect.node_id, effect.ranges)
             case ItemsInterrupted():
                 self.items.store.interrupted(
                     effect.run_id,

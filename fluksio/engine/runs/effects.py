@@ -17,6 +17,7 @@ from fluksio.wire.flows import NodeSpec
 __all__ = [
     "AwaitWorker",
     "CallInputs",
+    "CancelledAhead",
     "Create",
     "Effect",
     "Ended",
@@ -137,6 +138,17 @@ class ItemsInterrupted:
 
 
 @dataclass(frozen=True)
+class CancelledAhead:
+    """Items of an array cancelled before they were read: kept as ranges of positions
+    (``(low, high)``, both included), never a row each."""
+
+    run_id: str
+    node_id: str
+    ranges: tuple[tuple[int, int], ...]
+    now: float
+
+
+@dataclass(frozen=True)
 class AwaitWorker:
     """A restart found the call running on worker ``worker`` (a place's name): it waits
     for the worker that holds it to come back naming it (:meth:`RunMachine.adopted`), or
@@ -162,7 +174,7 @@ class Log:
 # Two kinds, so that a shell carries each out in a place of its own: what moves a call
 # between the queue and the places, and what the record and its readers are told.
 Placing = Queue | Withdraw | Stop | Release | RetryAt | Refill | AwaitWorker
-Recording = Create | Save | Progress | Ended | ItemsInterrupted | Log
+Recording = Create | Save | Progress | Ended | ItemsInterrupted | CancelledAhead | Log
 Effect = Placing | Recording
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ COUNTS_KEPT = 4096
 
 
 _NEVER_RAN = Earlier(None, 1, 0, (), None)
+_CANCELLED_AHEAD = Earlier(NodeState.CANCELLED.value, 1, 0, (), None)
 
 
 def unstarted(array: NodeRow, position: int) -> NodeRow:
@@ -211,10 +213,50 @@ class ItemStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
+    def cancel_ahead(self, run_id: str, node_id: str, ranges: Sequence[tuple[int, int]]) -> None:
+        """Items cancelled before they were read: ``(low, high)`` ranges of positions."""
+        with self._db.transaction() as connection:
+            connection.executemany(
+                "INSERT OR REPLACE INTO item_cancels (run_id, node_id, low, high)"
+                " VALUES (?, ?, ?, ?)",
+                [(run_id, node_id, low, high) for low, high in ranges],
+            )
+
+    def cancelled_ahead(
+        self, run_id: str, node_id: str, low: int = 0, high: int = 1 << 62
+    ) -> list[tuple[int, int]]:
+        """The ranges of items cancelled before they were read that meet ``low..high``."""
+        rows = self._db.execute(
+            "SELECT low, high FROM item_cancels WHERE run_id = ? AND node_id = ?"
+            " AND high >= ? AND low <= ? ORDER BY low",
+            (run_id, node_id, low, high),
+        )
+        return [(row["low"], row["high"]) for row in rows]
+
     def page(
         self, run_id: str, node_id: str, *, after: int, limit: int, state: str | None = None
     ) -> list[NodeRow]:
-        """The rows after position ``after``, in order, ``limit`` at most."""
+        """The rows after position ``after``, in order, ``limit`` at most; with the items
+        cancelled before they were read (rows of their own only here) unless ``state``
+        names another."""
+        rows = self._stored_page(run_id, node_id, after=after, limit=limit, state=state)
+        if state not in (None, NodeState.CANCELLED.value):
+            return rows
+        positions = (
+            position
+            for low, high in self.cancelled_ahead(run_id, node_id, after + 1)
+            for position in range(max(low, after + 1), high + 1)
+        )
+        ahead = [
+            NodeRow(node_id, NodeState.CANCELLED, item=position)
+            for position in itertools.islice(positions, limit)
+        ]
+        merged = sorted([*rows, *ahead], key=lambda row: row.item or 0)
+        return merged[:limit]
+
+    def _stored_page(
+        self, run_id: str, node_id: str, *, after: int, limit: int, state: str | None
+    ) -> list[NodeRow]:
         where = "run_id = ? AND node_id = ? AND idx > ?"
         values: list[object] = [run_id, node_id, after]
         if state is not None:
@@ -234,7 +276,7 @@ class ItemStore:
             " WHERE run_id = ? AND node_id = ? AND idx BETWEEN ? AND ?",
             (run_id, node_id, low, high),
         )
-        return {
+        found = {
             row["idx"]: Earlier(
                 row["state"],
                 row["attempt"],
@@ -244,6 +286,10 @@ class ItemStore:
             )
             for row in rows
         }
+        for first, last in self.cancelled_ahead(run_id, node_id, low, high):
+            for position in range(max(first, low), min(last, high) + 1):
+                found[position] = _CANCELLED_AHEAD
+        return found
 
     def summary(self, run_id: str, node_id: str, total: int) -> ArraySummary:
         """The array's counts as its rows say (an item with none is queued)."""
@@ -255,10 +301,13 @@ class ItemStore:
         ):
             state = row["state"]
             counts[NodeState.QUEUED.value if state == NodeState.PENDING else state] += row["n"]
+        ahead = sum(high - low + 1 for low, high in self.cancelled_ahead(run_id, node_id))
+        if ahead:
+            counts[NodeState.CANCELLED.value] += ahead
         counts[NodeState.QUEUED.value] += total - sum(counts.values())
         failures = [
             {"item": row.item, "error": row.error or {}}
-            for row in self.page(
+            for row in self._stored_page(
                 run_id, node_id, after=-1, limit=FAILURES_READ, state=NodeState.FAILED
             )
         ]

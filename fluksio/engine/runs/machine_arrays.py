@@ -17,7 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 from fluksio.agent.outcome import ErrorKind, error_record
-from fluksio.engine.runs.effects import Effect, ItemsInterrupted, Refill, Save, Stop, Withdraw
+from fluksio.engine.runs.effects import (
+    CancelledAhead,
+    Effect,
+    ItemsInterrupted,
+    Refill,
+    Stop,
+    Withdraw,
+)
 from fluksio.engine.runs.machine_rules import MachineRules
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
 from fluksio.engine.runs.rows import ArraySummary, Earlier, HeldItem, NodeRow
@@ -90,11 +97,11 @@ class ArrayMoves(MachineRules):
             return []
         array.loading = False
         array.cursor = cursor
+        array.cancelled_ahead.drop_below(cursor)
         array.exhausted = cursor >= array.summary.total
         effects: list[Effect] = []
         for position, params, earlier in found:
             if position in array.cancelled_ahead:
-                array.cancelled_ahead.discard(position)
                 continue
             row = NodeRow(
                 node.spec.id,
@@ -126,28 +133,27 @@ class ArrayMoves(MachineRules):
             return [], 0
         effects: list[Effect] = []
         changed: list[LiveNode] = []
-        rows: list[NodeRow] = []
+        unread: list[int] = []
         for position in sorted(set(positions)):
             item = array.items.get(position)
             if item is not None:
                 if self._cancel_read_item(array, position, item, now, effects):
                     changed.append(item)
-            elif (
-                array.cursor <= position < array.summary.total
-                and position not in array.cancelled_ahead
-            ):  # not read yet (one over already is left as it is)
-                array.cancelled_ahead.add(position)
-                _move(array.summary, NodeState.QUEUED, NodeState.CANCELLED)
-                rows.append(NodeRow(node_id, NodeState.CANCELLED, item=position, ended_at=now))
-        cancelled = len(changed) + len(rows) + sum(1 for e in effects if isinstance(e, Stop))
+            elif array.cursor <= position < array.summary.total:
+                unread.append(position)  # not read yet (one over already is left as it is)
+        ahead = array.cancelled_ahead.add(unread)
+        ahead_count = sum(high - low + 1 for low, high in ahead)
+        _move(array.summary, NodeState.QUEUED, NodeState.CANCELLED, ahead_count)
+        stops = sum(1 for e in effects if isinstance(e, Stop))
+        cancelled = len(changed) + ahead_count + stops
         if array.summary.counts.get(NodeState.QUEUED.value, 0) == 0 and not array.items:
             array.exhausted = True  # nothing left to read: every unread one was cancelled
         if not array.items and array.exhausted:
             self._array_done(run, node, now)
             changed.append(node)
         self._want_items(run, node, effects)
-        if rows:
-            effects.append(Save(run.row, tuple(rows)))
+        if ahead:
+            effects.append(CancelledAhead(run_id, node_id, tuple(ahead), now))
         self._finish(run, changed, now, effects)
         return effects, cancelled
 

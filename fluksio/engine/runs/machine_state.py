@@ -9,6 +9,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluksio.engine.runs.ranges import Ranges
 from fluksio.engine.runs.references import Ref
 from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 from fluksio.wire.flows import NodeSpec
@@ -65,9 +66,10 @@ class LiveArray:
     """How many of ``items`` are queued in the scheduler."""
     told_at: float = 0.0
     """When its counts were last written."""
-    cancelled_ahead: set[int] = field(default_factory=set)
-    """Items cancelled on their own before they were read from the source: passed over
-    when they are (their rows, written at the cancel, say so after a restart)."""
+    cancelled_ahead: Ranges = field(default_factory=Ranges)
+    """Items cancelled on their own before they were read from the source, as ranges:
+    passed over when they are (the ranges, written at the cancel, say so after a
+    restart)."""
 
 
 @dataclass
