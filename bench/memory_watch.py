@@ -43,7 +43,7 @@ def _read_us(children: int, reads: int) -> float:
             time.sleep(0.05)
         started = time.perf_counter()
         for _ in range(reads):
-            tree_memory(root.pid)
+            tree_memory(root.pid, time.time(), within=1 << 30)  # as a watched call is read
         return (time.perf_counter() - started) / reads * 1e6
     finally:
         for child in children_of(root.pid) or []:  # ours, by pid

@@ -63,7 +63,7 @@ def watch(
         end(call)
 
     def check_memory(slot: int, most: int) -> None:
-        held = runner.tree_memory(call.pid) if call.pid is not None else None
+        held = runner.tree_memory(call.pid, since, within=most) if call.pid is not None else None
         if held is None or ended(call):
             return
         call.memory_peak = max(call.memory_peak, held)
@@ -84,6 +84,7 @@ def watch(
     if bound_mb and call.spec.container is None:
         call.ram_bound_mb = bound_mb
         most, slot = bound_mb * MB, len(handles)
+        since = clock.now() - 1.0  # what it leaves in /dev/shm from its start on is its own
         # First read a tenth of a second in: a call over by then costs no read at all.
         handles.append(clock.call_later(MEMORY_EVERY_S, lambda: check_memory(slot, most)))
     return Watchdog(handles) if handles else None

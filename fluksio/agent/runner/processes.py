@@ -116,22 +116,130 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def tree_memory(root: int) -> int | None:
-    """The memory ``root`` and every process below it hold, in bytes: resident and not
-    mapped from a file (a file's pages the kernel may drop and read again), as a call's
-    memory limit counts it. None once ``root`` is gone."""
-    page = os.sysconf("SC_PAGE_SIZE")
+SHM = "/dev/shm"  # noqa: S108 (read, never written: what calls left there is counted)
+
+
+def tree_memory(
+    root: int, since: float | None = None, shm: str = SHM, within: int | None = None
+) -> int | None:
+    """The memory ``root`` and every process below it hold, in bytes, as the kernel
+    counts what is theirs: each process's proportional share (``Pss``) of its anonymous
+    and shared memory, so a page several of them share (copy-on-write after a fork, a
+    shared ``mmap``) counts once in all, and a file's pages (which the kernel may drop
+    and read again) not at all; and, given ``since``, the files in ``shm`` of this user
+    made since then, and not before ``root`` began (tmpfs: memory no process maps). None
+    once ``root`` is gone.
+
+    Given ``within``, a cheap upper bound (each process's resident anonymous and shared
+    pages, from ``status``) is answered instead while it is within it: the proportional
+    shares cost the kernel a walk of every page, eight times the read."""
+    pids = [root, *_descendants(root)]
+    outside = 0 if since is None else shm_files(shm, max(since, _started_at(root) - 1.0))
+    if within is not None:
+        upper = _summed(pids, _upper_memory)
+        if upper is None or upper + outside <= within:
+            return None if upper is None else upper + outside
+    held = _summed(pids, _own_memory)
+    return None if held is None else held + outside
+
+
+def _summed(pids: list[int], read: Callable[[int], int | None]) -> int | None:
+    """``read`` of each process, summed; None when the first (the root) is gone."""
     held = 0
-    for pid in [root, *_descendants(root)]:
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as handle:
-                # size resident shared text lib data dt, in pages; "shared" is file-backed
-                fields = handle.read().split()
-        except OSError:
-            if pid == root:
+    for pid in pids:
+        found = read(pid)
+        if found is None:
+            if pid == pids[0]:
                 return None
             continue  # it ended meanwhile
-        held += (int(fields[1]) - int(fields[2])) * page
+        held += found
+    return held
+
+
+def _upper_memory(pid: int) -> int | None:
+    """``RssAnon + RssShmem`` of ``status``: at least the process's proportional share."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read()
+    except OSError:
+        return None
+    kib = sum(
+        int(line.split()[1])
+        for line in status.splitlines()
+        if line.startswith((b"RssAnon:", b"RssShmem:"))
+    )
+    return kib * 1024
+
+
+def _started_at(pid: int) -> float:
+    """When ``pid`` began, as a Unix time (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return 0.0
+    ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])  # field 22, counted from 3
+    return _booted_at() + ticks / os.sysconf("SC_CLK_TCK")
+
+
+_BOOT: list[float] = []
+
+
+def _booted_at() -> float:
+    """When this machine booted, as a Unix time (read once: it does not change)."""
+    if not _BOOT:
+        try:
+            with open("/proc/stat", "rb") as handle:
+                found = [int(line.split()[1]) for line in handle if line.startswith(b"btime")]
+        except OSError:
+            found = []
+        _BOOT.append(float(found[0]) if found else 0.0)
+    return _BOOT[0]
+
+
+def _own_memory(pid: int) -> int | None:
+    """``Pss_Anon + Pss_Shmem`` of ``smaps_rollup``; where the kernel has no such lines
+    (before Linux 5.6), resident less file-backed from ``statm``."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            rollup = handle.read()
+    except FileNotFoundError:
+        rollup = b""
+    except OSError:
+        return None
+    kib = 0
+    for line in rollup.splitlines():
+        if line.startswith((b"Pss_Anon:", b"Pss_Shmem:")):
+            kib += int(line.split()[1])
+    if b"Pss_Anon:" in rollup:
+        return kib * 1024
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            # size resident shared text lib data dt, in pages; "shared" is file-backed
+            fields = handle.read().split()
+    except OSError:
+        return None
+    return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+
+
+def shm_files(folder: str, since: float) -> int:
+    """The bytes held by files in ``folder`` (and its folders) of this user, changed
+    since ``since``: what a call left in ``/dev/shm`` is memory it holds."""
+    uid, held, pending = os.getuid(), 0, [folder]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # removed meanwhile
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and info.st_uid == uid:
+                held += info.st_blocks * 512 if info.st_ctime >= since else 0
     return held
 
 
