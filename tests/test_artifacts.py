@@ -411,6 +411,9 @@ def test_concurrent_loads_fetch_once_and_the_same_bytes_upload_once(
         env={"FLUKSIO_ARTIFACT_CACHE": str(tmp_path / "c")},
     )
     workers.append(worker)
+    # The bytes are made on another machine (a cache of its own): what a call saves is
+    # kept in its own machine's cache, and read there without a fetch.
+    workers.append(attach(engine, admin, tmp_path, "maker", "maker"))
     save_twice = code("""
         import fluksio
         def process():
@@ -427,7 +430,7 @@ def test_concurrent_loads_fetch_once_and_the_same_bytes_upload_once(
         admin,
         "crowd",
         [
-            {"id": "save", "worker": "busy", "code": save_twice},
+            {"id": "save", "worker": "maker", "code": save_twice},
             *[
                 {"id": f"load{i}", "worker": "busy", "after": ["save"], "code": load}
                 for i in range(3)
