@@ -200,7 +200,7 @@ def save_owned(
         raise RuntimeError("no artifact store is available to this call")
     if http is not None and not root:
         # Held here too: the next call that reads it is placed here, and reads it locally.
-        _cache_saved(source, hex_digest, os.environ)
+        _cache_saved(source, hex_digest, size, os.environ)
     return {"digest": f"sha256:{hex_digest}", "size": size, "media_type": media_type, "name": name}
 
 
@@ -273,11 +273,13 @@ def _receive_hashing(answer: Any, out: IO[bytes]) -> str:
     return digest.hexdigest()
 
 
-def _cache_saved(source: Source, hex_digest: str, settings: Mapping[str, str]) -> None:
+def _cache_saved(source: Source, hex_digest: str, size: int, settings: Mapping[str, str]) -> None:
     """Put what was just saved into this machine's cache, as if it had been fetched."""
     import shutil
 
-    root = artifact_cache_dir(settings)
+    root, bound = artifact_cache_dir(settings), _cache_bound(settings)
+    if size > bound // 2:
+        return  # it would push out half the cache, or more: read again when needed
     path = _object_path(root, hex_digest)
     if os.path.exists(path):
         os.utime(path)
@@ -296,7 +298,7 @@ def _cache_saved(source: Source, hex_digest: str, settings: Mapping[str, str]) -
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    _evict(root, path, _cache_bound(settings))
+    _evict(root, path, bound)
 
 
 def _fetch(http: _Http, hex_digest: str, root: str, bound: int) -> str:
