@@ -194,8 +194,12 @@ def test_a_live_engine_fails_a_dropped_workers_call_at_once_and_its_copy_is_stop
     try:
         run_id = run_flow(engine, admin, "cut", [{"id": "n", "worker": "cpu", "code": node_code}])
         pid = written_pid(pid_file)
+        # Its dial back waits in the paused path until the engine has read the close: a
+        # hello read first would find its connection open still, and carry the call on.
+        proxy.pause()
         proxy.cut()
         run = wait_run(engine, admin, run_id, timeout=30)
+        proxy.resume()
         error = run["nodes"][0]["error"]
         assert (run["state"], error["type"]) == ("failed", "WorkerGone"), run
         wait_for(lambda: not alive(pid), timeout=60, what="the kept copy to be stopped")
