@@ -65,9 +65,15 @@ class RunEffects(Adoptions):
         # Every effect has its case: one without is a type error (assert_never), not a
         # KeyError at run time.
         match effect:
-            case Create() | Save() | Progress() | Ended() | ItemsInterrupted() | CancelledAhead():
-                self._record(effect)
-            case Log():
+            case (
+                Create()
+                | Save()
+                | Progress()
+                | Ended()
+                | ItemsInterrupted()
+                | CancelledAhead()
+                | Log()
+            ):
                 self._record(effect)
             case Queue():
                 self._queue(effect)

@@ -58,17 +58,8 @@ class SiteReader:
     async def _in_time(self, provisioner: Provisioner[Any, Any]) -> Mapping[str, SiteLimit]:
         """The site's reading, or :class:`TimeoutError` past ``within_s`` (by the engine's
         clock, as every wait of the provisioning is)."""
-        reading = asyncio.ensure_future(provisioner.site_limits())
-        timer = asyncio.ensure_future(self._clock.sleep(self._within_s))
-        try:
-            await asyncio.wait({reading, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if not reading.done():
-                reading.cancel()
-        if reading.cancelled():
-            raise TimeoutError
-        return reading.result()
+        async with self._clock.timeout(self._within_s):
+            return await provisioner.site_limits()
 
     async def _loop(self, name: str) -> None:
         provisioner = self._provisioners[name]
