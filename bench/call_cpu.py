@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import NOOP, _cpu_seconds, bare_fork_cpu
 
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import Launcher
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 AT_ONCE = 8
@@ -50,7 +51,9 @@ def launcher_cpu(python: str, count: int) -> float:
 
         async def one(n: int) -> None:
             async with gate:
-                outcome = await launcher.run(CallSpec(f"c{n}", NOOP, "noop"))
+                outcome = await launcher.run(
+                    RunFrame(call_id=f"c{n}", source=NOOP, node="noop", flow="f")
+                )
                 assert outcome.ok, outcome.error
 
         await asyncio.gather(*(one(n) for n in range(count)))

@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import Launcher
 
 BIN = Path(sys.executable).parent
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -276,7 +277,7 @@ def measure_launcher(mode: str, count: int) -> float:
         samples = []
         for n in range(count + 20):
             started = time.perf_counter()
-            await launcher.run(CallSpec(f"c{n}", NOOP, "noop"))
+            await launcher.run(RunFrame(call_id=f"c{n}", source=NOOP, node="noop", flow="f"))
             samples.append(time.perf_counter() - started)
         await launcher.close()
         return statistics.median(samples[20:])
@@ -305,7 +306,7 @@ def measure_launcher_cpu(mode: str, count: int, at_once: int) -> float:
 
         async def one(n: int) -> None:
             async with gate:
-                await launcher.run(CallSpec(f"c{n}", NOOP, "noop"))
+                await launcher.run(RunFrame(call_id=f"c{n}", source=NOOP, node="noop", flow="f"))
 
         await asyncio.gather(*(one(n) for n in range(count)))
         await launcher.close()

@@ -35,8 +35,8 @@ from provisioning import median_ms, print_table
 
 from fluksio.agent.containers import Podman
 from fluksio.agent.containers.calls import ContainerCalls
-from fluksio.agent.frames import ContainerRef
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.frames import ContainerRef, RunFrame
+from fluksio.agent.launcher import Launcher
 
 IMAGE = "localhost/fluksio-test/trixie:1"
 ROOT_FS = Path("/var/lib/fluksio-images/trixie.tar")
@@ -96,7 +96,9 @@ async def _measure(repeat: int, folder: Path) -> dict[str, float]:
 
     async def call(image: str | None) -> None:
         container = None if image is None else ContainerRef(image=image)
-        spec = CallSpec(call_id=f"b{next(counter)}", source=NOOP, node="n", container=container)
+        spec = RunFrame(
+            call_id=f"b{next(counter)}", source=NOOP, node="n", flow="f", container=container
+        )
         outcome = await launcher.run(spec)
         if not outcome.ok:
             raise RuntimeError(f"the call failed: {outcome.error}")

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import Launcher
 from fluksio.agent.runner import tree_memory
 from fluksio.agent.runner.processes import children_of
 from fluksio.agent.stopping import MEMORY_EVERY_S
@@ -58,7 +59,7 @@ async def _calls_ms(calls: int, ram_mb: int | None) -> float:
     try:
         spent = []
         for n in range(calls):
-            spec = CallSpec(f"c{n}", NOOP, "n", ram_mb=ram_mb)
+            spec = RunFrame(call_id=f"c{n}", source=NOOP, node="n", flow="f", ram_mb=ram_mb)
             started = time.perf_counter()
             outcome = await launcher.run(spec)
             spent.append(time.perf_counter() - started)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.agent.attaching import AgentConfig
-from fluksio.agent.calls import CallSpec
+from fluksio.agent.frames import RunFrame
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
 from fluksio.agent.session import Agent
@@ -143,17 +143,24 @@ SLEEPS_AN_HOUR = "import time\n\ndef process():\n    time.sleep(3600)\n"
 
 @pytest.mark.parametrize(
     ("limit", "timeout", "ended_as"),
-    [(600.0, 0.0, "NodeLimit"), (0.0, 600.0, "NodeTimeout")],
+    [(600.0, 0.0, "NodeLimit"), (None, 600.0, "NodeTimeout")],
     ids=["limit", "silence"],
 )
 async def test_a_calls_limit_and_silence_timeout_are_decided_on_the_launchers_clock(
-    limit: float, timeout: float, ended_as: str
+    limit: float | None, timeout: float, ended_as: str
 ) -> None:
     clock = ManualClock()
     launched = Launcher(mode="fork", clock=clock)
     await launched.start()
     try:
-        spec = CallSpec("c1", SLEEPS_AN_HOUR, "process", timeout=timeout, limit=limit)
+        spec = RunFrame(
+            call_id="c1",
+            source=SLEEPS_AN_HOUR,
+            node="process",
+            flow="f",
+            timeout=timeout,
+            limit=limit,
+        )
         running = asyncio.get_running_loop().create_task(launched.run(spec))
         due = clock.now() + 600
 

@@ -74,6 +74,7 @@ PURE_CORE = (
     "fluksio.engine.runs.ranges",
     "fluksio.wire.requests",
     "fluksio.agent.outcome",
+    "fluksio.agent.codec",
     "fluksio.agent.frames",
     "fluksio.agent.machine",
     "fluksio.agent.machine_reference",
@@ -146,7 +147,13 @@ def lower_may_import(name: str) -> bool:
 
 
 def engine_may_import(name: str) -> bool:
-    return not (within(name, "fluksio.api") or within(name, "fluksio.cli"))
+    # The runner is the agent's: the engine says what a call is in its run frame, and the
+    # launcher tells the runner; no runner name (an environment variable) is the engine's.
+    return not (
+        within(name, "fluksio.api")
+        or within(name, "fluksio.cli")
+        or within(name, "fluksio.agent.runner")
+    )
 
 
 def api_may_import(name: str) -> bool:
@@ -206,6 +213,7 @@ RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "plugins": (plugin_may_import, "from fluksio.provisioners.driver import ProvisioningDriver"),
     "below the engine": (lower_may_import, "from fluksio.engine.dispatch import Dispatcher"),
     "engine": (engine_may_import, "from fluksio.api.routes import add_routes"),
+    "engine and runner": (engine_may_import, "from fluksio.agent.runner import RESTORED_ENV"),
     "api": (api_may_import, "from fluksio.cli.client import Client"),
     "cli": (cli_may_import, "from fluksio.engine.tokens import TokenService"),
     "client": (client_may_import, "from fluksio.engine.datadir import DataDir"),

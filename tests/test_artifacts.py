@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fluksio.agent.frames import StoreOffer
 from fluksio.agent.shared_store import shared_store_env
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import InProcessEngine
@@ -378,16 +379,14 @@ def test_the_shared_store_is_never_assumed(tmp_path: Path) -> None:
     (store / "sha256").mkdir(parents=True)
     (store / "probes").mkdir()
     (store / "probes" / "w1").write_text("right")
-    assert shared_store_env({"path": str(store), "probe": "probes/w1", "nonce": "right"}) == {
-        "FLUKSIO_ARTIFACT_DIR": str(store)
-    }
+    offered = StoreOffer(path=str(store), probe="probes/w1", nonce="right")
+    assert shared_store_env(offered) == {"FLUKSIO_ARTIFACT_DIR": str(store)}
     for claim in (
-        {"path": str(store), "probe": "probes/w1", "nonce": "wrong"},
-        {"path": str(store), "probe": "probes/missing", "nonce": "right"},
-        {"path": str(store), "probe": "../outside", "nonce": "right"},
-        {"path": str(tmp_path / "elsewhere"), "probe": "probes/w1", "nonce": "right"},
-        {"path": str(store), "probe": "probes/w1", "nonce": ""},
-        "not a dict",
+        StoreOffer(path=str(store), probe="probes/w1", nonce="wrong"),
+        StoreOffer(path=str(store), probe="probes/missing", nonce="right"),
+        StoreOffer(path=str(store), probe="../outside", nonce="right"),
+        StoreOffer(path=str(tmp_path / "elsewhere"), probe="probes/w1", nonce="right"),
+        StoreOffer(path=str(store), probe="probes/w1", nonce=""),
         None,
     ):
         assert shared_store_env(claim) == {}, claim

@@ -7,7 +7,6 @@ as it."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ async def test_state_the_call_uploaded_itself_is_given_to_its_next_attempt(
     saved = await _upload(api, b"my own state", token=_token_of(second))  # already held
     await worker.checkpointed(second["call_id"], saved.body)
     again = await worker.next_call()
-    restored = json.loads(again["env"]["FLUKSIO_RESTORED"])
+    restored = again["restored"]
     assert restored["digest"] == saved.body["digest"]
     await worker.answer(again["call_id"], "resumed")
     assert nodes_of(await api.wait_run(run["id"]))["n"]["result"] == "resumed"

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from fluksio.agent.containers import Apptainer, Mount
-from fluksio.agent.frames import ContainerRef, ContainersReport, RunFrame, encode, read_engine_frame
+from fluksio.agent.frames import ContainerRef, ContainersReport, RunFrame, encode, from_engine
 from fluksio.client import Client
 from fluksio.provisioners.base import ProfileSettings, ProvisionerSettings, worker_argv
 from fluksio.wire.flows import NodeSpec
@@ -58,12 +58,12 @@ def test_a_run_frame_carries_its_container_and_one_named_badly_is_refused() -> N
     sent = RunFrame(
         call_id="c", flow="f", node="n", source=NODE, container=ContainerRef(image=IMAGE)
     )
-    read = read_engine_frame(json.loads(encode(sent)))
+    read = from_engine(json.loads(encode(sent)))
     assert isinstance(read, RunFrame) and read.container == ContainerRef(image=IMAGE)
     for bad in ({"runtime": "podman"}, "cuda:12", {"image": IMAGE, "runtime": 3}):
         raw = {**json.loads(encode(frame)), "container": bad}
-        with pytest.raises(ValueError, match="container must be"):
-            read_engine_frame(raw)  # never run on the host instead
+        with pytest.raises(ValueError, match="call c: container"):
+            from_engine(raw)  # never run on the host instead
 
 
 async def test_the_api_refuses_a_container_it_could_not_run_naming_the_field(

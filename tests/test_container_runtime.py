@@ -16,8 +16,8 @@ import pytest
 
 from fluksio.agent.containers import Podman
 from fluksio.agent.containers.calls import ContainerCalls
-from fluksio.agent.frames import ContainerRef
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.frames import ContainerRef, RunFrame
+from fluksio.agent.launcher import Launcher
 from tests.support.containers import ARCHIVE, TRIXIE, need_podman
 from tests.support.engine import BIN
 from tests.support.launching import node
@@ -45,10 +45,11 @@ async def podman_launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
 
 
 async def _run(launcher: Launcher, source: str, image: str, **fields: Any) -> Any:
-    spec = CallSpec(
+    spec = RunFrame(
         call_id=fields.pop("call_id", "c1"),
         source=node(source),
         node="n",
+        flow="f",
         container=ContainerRef(image=image),
         **fields,
     )

@@ -45,7 +45,7 @@ async def test_a_call_waits_for_its_label_then_runs_on_the_worker_that_attaches(
     call = await worker.next_call()
     assert call["op"] == "run" and call["node"] == "train" and call["run"] == {"id": run["id"]}
     # One GPU of two; the cores' fair share of its one slot: all 8.
-    assert call["env"]["CUDA_VISIBLE_DEVICES"] == "0" and call["env"]["OMP_NUM_THREADS"] == "8"
+    assert call["env"]["CUDA_VISIBLE_DEVICES"] == "0" and call["threads"] == 8
     resources = (await api.request("GET", "/workers/resources")).body
     (place,) = [p for p in resources["places"] if p["name"] == "gpu-box"]
     assert place["free"]["gpus"] == 1 and resources["labels"]["gpu"]["workers"] == 1

@@ -167,35 +167,3 @@ def test_the_protocol_number_is_defined_once() -> None:
     ]
     # The runner's PROTOCOL is its pipe to the launcher, a conversation of its own.
     assert sorted(found) == ["fluksio/agent/frames.py", "fluksio/agent/runner/protocol.py"]
-
-
-def test_what_the_engine_sends_the_agent_reads_back_as_the_declared_frame() -> None:
-    sent = wire.RunFrame(
-        call_id="c1",
-        flow="f",
-        node="n",
-        source="def process():\n    return 1\n",
-        kwargs={"x": [1, 2]},
-        run=wire.RunRef(id="r1"),
-        timeout=30.0,
-        env={"OMP_NUM_THREADS": "4"},
-        limit=60.0,
-        ram_mb=300,
-        until_job_end=True,
-    )
-    assert wire.read_engine_frame(json.loads(encode(sent))) == sent
-    check = wire.RunFrame(op="compile", call_id="c2", flow="f", node="n", source="")
-    assert wire.read_engine_frame(json.loads(encode(check))) == check
-    cancel = wire.CancelFrame(call_id="c1")
-    assert wire.read_engine_frame(json.loads(encode(cancel))) == cancel
-    # A newer engine's op is ignored, as unknown keys are; a frame with no call id is not
-    # read (the agent logs it and carries on).
-    assert wire.read_engine_frame({"op": "someday", "call_id": "c3"}) is None
-    extra = {"op": "run", "call_id": "c4", "flow": "f", "extra": 1}
-    assert wire.read_engine_frame(extra) == wire.RunFrame(
-        call_id="c4", flow="f", node="", source=""
-    )
-    with pytest.raises(ValueError, match="a cancel frame without a call_id"):
-        wire.read_engine_frame({"op": "cancel"})
-    with pytest.raises(ValueError, match="call c5: kwargs and env must be JSON objects"):
-        wire.read_engine_frame({"op": "run", "call_id": "c5", "kwargs": [1]})

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.launcher import CallSpec, Launcher, LauncherError
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.onefile import runner_path, runner_source
 from tests.support.launching import launcher, node, run
 from tests.support.process import alive
@@ -177,8 +178,12 @@ async def test_a_flood_of_output_is_bounded(launcher: Launcher) -> None:
 
 async def test_cancel_kills_the_process_and_not_another_call(launcher: Launcher) -> None:
     sleeper = "import time\ndef process():\n    time.sleep(60)\n    return 'slept'\n"
-    first = asyncio.create_task(launcher.run(CallSpec("one", sleeper, "n")))
-    second = asyncio.create_task(launcher.run(CallSpec("two", sleeper, "n")))
+    first = asyncio.create_task(
+        launcher.run(RunFrame(call_id="one", source=sleeper, node="n", flow="f"))
+    )
+    second = asyncio.create_task(
+        launcher.run(RunFrame(call_id="two", source=sleeper, node="n", flow="f"))
+    )
     pid = await _pid_when_started(launcher, "one")
     await _pid_when_started(launcher, "two")
     assert launcher.cancel("one")
@@ -197,9 +202,13 @@ async def test_a_cancel_that_comes_before_its_call_or_while_it_starts_is_kept(
     # before that task has begun, or while its process is being forked.
     sleeper = "import time\ndef process():\n    time.sleep(60)\n    return 'slept'\n"
     assert not launcher.cancel("early")
-    early = await asyncio.wait_for(launcher.run(CallSpec("early", sleeper, "n")), 10)
+    early = await asyncio.wait_for(
+        launcher.run(RunFrame(call_id="early", source=sleeper, node="n", flow="f")), 10
+    )
     assert early.error is not None and early.error["type"] == "NodeCancelled"
-    starting = asyncio.create_task(launcher.run(CallSpec("starting", sleeper, "n")))
+    starting = asyncio.create_task(
+        launcher.run(RunFrame(call_id="starting", source=sleeper, node="n", flow="f"))
+    )
     await asyncio.sleep(0)  # its run has begun; its process is being started
     assert launcher.cancel("starting")
     outcome = await asyncio.wait_for(starting, 10)
@@ -225,7 +234,9 @@ async def test_cancel_kills_what_the_node_started_too(launcher: Launcher, tmp_pa
             open({str(pid_file)!r}, "w").write(str(child.pid))
             time.sleep(60)
     """)
-    task = asyncio.create_task(launcher.run(CallSpec("tree", source, "n")))
+    task = asyncio.create_task(
+        launcher.run(RunFrame(call_id="tree", source=source, node="n", flow="f"))
+    )
     await async_wait_for(
         lambda: pid_file.exists() and pid_file.read_text(),
         timeout=10,
@@ -369,8 +380,11 @@ async def test_another_interpreter_runs_the_same_runner(version: str) -> None:
     await launched.start()
     try:
         outcome = await launched.run(
-            CallSpec(
-                "v", "import sys\ndef process():\n    return list(sys.version_info[:2])\n", "n"
+            RunFrame(
+                call_id="v",
+                source="import sys\ndef process():\n    return list(sys.version_info[:2])\n",
+                node="n",
+                flow="f",
             )
         )
         assert outcome.result == [int(part) for part in version.split(".")]

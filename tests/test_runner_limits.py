@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.launcher import LIMIT_GRACE_S, CallSpec, Launcher
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import LIMIT_GRACE_S, Launcher
 from tests.support.escapees import ESCAPEES, ESCAPING
 from tests.support.launching import launcher, node, run
 from tests.support.process import alive
@@ -39,12 +40,13 @@ async def test_nothing_the_node_started_outlives_its_call(
     marks = tmp_path / "marks"
     marks.mkdir()
     then = {"return": "return", "timeout": "quiet"}.get(ending, "busy")
-    spec = CallSpec(
-        "escaping",
-        ESCAPING,
-        "n",
+    spec = RunFrame(
+        call_id="escaping",
+        source=ESCAPING,
+        node="n",
+        flow="f",
         kwargs={"marks": str(marks), "then": then},
-        limit=fields.get("limit", 0.0),
+        limit=fields.get("limit"),
         timeout=fields.get("timeout", 0.0),
     )
     task = asyncio.create_task(launcher.run(spec))
@@ -119,7 +121,7 @@ async def test_a_burst_of_calls_that_fills_the_fork_servers_socket_all_run(
         """
     )
     specs = [
-        CallSpec(
+        RunFrame(
             call_id=f"burst{n}",
             source=source,
             node="n",

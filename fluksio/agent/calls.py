@@ -6,12 +6,12 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fluksio.agent.clock import Clock
 from fluksio.agent.errors import AgentError
-from fluksio.agent.frames import ContainerRef
+from fluksio.agent.frames import RunFrame
 from fluksio.agent.live_output import LiveOutput
 from fluksio.agent.outcome import ErrorKind, error_record
 
@@ -22,9 +22,9 @@ __all__ = [
     "NOTICE_SHARE",
     "NOTICE_SIGNALS",
     "RECORD_LIMIT_BYTES",
-    "CallSpec",
     "EventCallback",
     "LauncherError",
+    "Notice",
     "RunningCall",
     "fitted_notice",
     "resolve_interpreter",
@@ -60,38 +60,14 @@ imports nothing of the agent)."""
 
 
 @dataclass(frozen=True)
-class CallSpec:
-    """One call: what to run and what it may use.
+class Notice:
+    """How a launcher's calls are told their end is near: ``signal``, given ``seconds``
+    before the job's end to a call that runs until it (its node set no limit); a worker
+    told to stop gives it to every call at once."""
 
-    ``timeout`` is silence seconds: the call is stopped after this long without reporting
-    anything. ``limit`` is the longest it may run at all, however much it reports. 0 is
-    "none" for both.
-    """
-
-    call_id: str
-    source: str
-    node: str
-    flow: str = ""
-    op: str = "run"
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    timeout: float = 0.0
-    limit: float = 0.0
-    run_id: str = ""
-    ram_mb: int | None = None
-    """The node's ``resources.ram_mb``: the most memory its processes may hold together
-    (:func:`~fluksio.agent.runner.tree_memory`); past it the call is stopped,
-    ``NodeOutOfMemory``. None: the launcher's own bound, what its place has."""
-    until_job_end: bool = False
-    """Its ``limit`` is its place's job end (its node set none): the engine sends it so,
-    and the worker gives it notice before."""
-    notice_s: float | None = None
-    """The agent's: it gets ``notice_signal`` this long before its ``limit`` (at once if
-    its limit is shorter). None: no notice."""
-    notice_signal: str = "SIGUSR1"
-    container: ContainerRef | None = None
-    """The container it runs in (the worker's runtime, :mod:`fluksio.agent.containers`);
-    None: on the host, under the launcher's interpreter."""
+    seconds: float | None = None
+    """None: a call is told only when its worker is told to stop."""
+    signal: str = "SIGUSR1"
 
 
 def resolve_interpreter(python: str) -> tuple[str, tuple[int, int]]:
@@ -145,8 +121,14 @@ class BoundedOutput:
 class RunningCall:
     """One running call: its pipes, what it reported, and why it ended."""
 
-    def __init__(self, spec: CallSpec, on_event: EventCallback | None, clock: Clock) -> None:
+    def __init__(
+        self, spec: RunFrame, on_event: EventCallback | None, clock: Clock, notice: Notice
+    ) -> None:
         self.spec = spec
+        self.notice_s = notice.seconds if spec.until_job_end else None
+        """It gets its notice signal this long before its ``limit`` (at once if its limit
+        is shorter); None: only when its worker is told to stop."""
+        self.notice_signal = notice.signal
         self.clock = clock
         """The launcher's: when the call was last heard from, for its silence timeout."""
         self.on_event = on_event

@@ -29,9 +29,10 @@ from fluksio.agent.frames import (
     ProgressFrame,
     RunFrame,
     StoppingFrame,
+    WelcomeFrame,
     encode,
 )
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.launcher import Launcher
 from fluksio.agent.machine import (
     AgentEffect,
     AgentMachine,
@@ -70,7 +71,7 @@ class Carrier:
         """When the last call ended (for ``--max-idle``)."""
         self._calls: dict[str, asyncio.Task[None]] = {}
         """The running calls' tasks."""
-        self._specs: dict[str, CallSpec] = {}
+        self._specs: dict[str, RunFrame] = {}
         """The calls the machine holds (running or waiting for a slot), as sent."""
         self._session_env: dict[str, str] = {}
         self._prefetches = Prefetches()
@@ -131,7 +132,7 @@ class Carrier:
 
     # -- what the engine said ------------------------------------------------------------
 
-    async def welcomed(self, welcome: Welcome, reply: dict[str, Any]) -> None:
+    async def welcomed(self, welcome: Welcome, reply: WelcomeFrame) -> None:
         """A welcome: what it offers taken up, what was held sent first."""
         self._tells_cache = welcome.cache and self.config.report_cache
         self._tells_stopping = welcome.stopping
@@ -140,11 +141,11 @@ class Carrier:
         self._cache.reset()
         self._taken.take_s = welcome.take_s
         await self.carry_out_dropping(self.machine.welcomed(welcome))  # held first
-        store = reply.get("store")
+        store = reply.store
         self._session_env = shared_store_env(store) if self.config.use_shared_store else {}
         if self._session_env:
             log.info("this host shares the engine's artifact store: calls use it directly")
-        self._session_env.update(offered_artifacts(self.config, reply.get("artifacts")))
+        self._session_env.update(offered_artifacts(self.config, reply.artifacts))
         if self._tells_cache:
             await self._cache.tell(self.send_now)
 
@@ -156,23 +157,9 @@ class Carrier:
             refused = ErrorRecord(**error_record(ErrorKind.NOT_TAKEN, said))
             await self.send_now(AnswerFrame(call_id=frame.call_id, ok=False, error=refused))
             return
-        spec = CallSpec(
-            call_id=frame.call_id,
-            source=frame.source,
-            node=frame.node,
-            flow=frame.flow,
-            op=frame.op,
-            kwargs=frame.kwargs,
-            env={**self.config.extra_env, **self._session_env, **frame.env},
-            timeout=frame.timeout,
-            limit=frame.limit or 0.0,
-            ram_mb=frame.ram_mb,  # none asked: the launcher bounds it by the worker's memory
-            until_job_end=bool(frame.until_job_end),
-            notice_s=self.config.notice_s if frame.until_job_end else None,
-            notice_signal=self.config.notice_signal,
-            container=frame.container,
-        )
-        self._specs.setdefault(frame.call_id, spec)
+        # What this worker adds to every call's environment, under what the engine sent.
+        env = {**self.config.extra_env, **self._session_env, **frame.env}
+        self._specs.setdefault(frame.call_id, dataclasses.replace(frame, env=env))
         await self.carry_out(self.machine.run(frame.call_id))
 
     # -- carrying the machine's effects out ---------------------------------------------
@@ -224,7 +211,7 @@ class Carrier:
         self._calls[call_id] = task
         task.add_done_callback(lambda _t: self._ended(call_id))
 
-    async def _call(self, spec: CallSpec) -> None:
+    async def _call(self, spec: RunFrame) -> None:
         """Run a call in its slot; its events and lines go out as they come, its answer
         after them."""
         sending: set[asyncio.Task[None]] = set()

@@ -23,7 +23,7 @@ import click
 
 from fluksio.agent import __version__
 from fluksio.agent.attaching import AgentConfig
-from fluksio.agent.calls import fitted_notice
+from fluksio.agent.calls import Notice, fitted_notice
 from fluksio.agent.clock import SystemClock
 from fluksio.agent.containers import RUNTIMES, ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
@@ -150,6 +150,7 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         mode=given.runner_mode,
         ram_mb=inventory.ram_mb,
         containers=_containers(given, inventory.ram_mb),
+        notice=Notice(config.notice_s, config.notice_signal),
     )
 
 

@@ -13,18 +13,23 @@ are ignored on arrival, so a newer agent's additions never break an older engine
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from fluksio.agent.codec import decoded, encode
+
 __all__ = [
     "CONTROL_FRAME_BYTES",
+    "ENGINE_FRAMES",
     "IMAGE_HELD",
     "PROTOCOL",
+    "THREAD_VARIABLES",
     "AnswerFrame",
+    "ArtifactRef",
     "CancelFrame",
     "ContainerRef",
     "ContainersReport",
+    "EngineFrame",
     "ErrorRecord",
     "HelloFrame",
     "InventoryReport",
@@ -37,7 +42,7 @@ __all__ = [
     "StoreOffer",
     "WelcomeFrame",
     "encode",
-    "read_engine_frame",
+    "from_engine",
 ]
 
 CONTROL_FRAME_BYTES = 1 << 20
@@ -205,7 +210,7 @@ class AnswerFrame:
     """(ours) With the error ``Checkpointed``: the artifact reference of the state the
     call saved, given back to its next attempt. The published agent never sends it."""
 
-    _omit_if_none: ClassVar[frozenset[str]] = frozenset({"result", "error", "checkpoint"})
+    _omit_at_default: ClassVar[frozenset[str]] = frozenset({"result", "error", "checkpoint"})
 
 
 # -- engine -> worker ---------------------------------------------------------------------
@@ -269,6 +274,32 @@ class RunRef:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ArtifactRef:
+    """(ours) A stored artifact, as the engine answers an upload."""
+
+    digest: str
+    """``sha256:<hex>``."""
+    size: int
+    media_type: str = "application/octet-stream"
+    name: str = ""
+
+
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+)
+"""The thread caps of a call granted ``threads``: the published agent is sent them in a
+run frame's ``env`` (its protocol names the first five); our agent sets them itself."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ContainerRef:
     """(ours) The container a call runs in: its image, and the runtime its node named."""
 
@@ -299,15 +330,21 @@ class RunFrame:
     """(ours) The most memory the call's processes may hold together, in MB (its
     ``resources.ram_mb``): the agent stops it past that. None: the worker's own RAM bounds
     it. The published agent ignores it."""
-    until_job_end: bool | None = None
+    until_job_end: bool = False
     """(ours) True: its ``limit`` is the worker's job end (its node set none), so the agent
     gives it notice before (``--notice-s``). The published agent ignores it."""
-
     container: ContainerRef | None = None
     """(ours) Run it in this container. Sent only to a worker that said it runs it."""
+    threads: int | None = None
+    """(ours) The threads the call was granted (its ``cpus``): the agent caps every
+    library's pool to it (:data:`THREAD_VARIABLES` and the runner's own). The published
+    agent is sent them in ``env`` instead, as its protocol says."""
+    restored: ArtifactRef | None = None
+    """(ours) The state the call's last attempt saved with ``fluksio.checkpoint``, which
+    ``fluksio.restored()`` gives back."""
 
-    _omit_if_none: ClassVar[frozenset[str]] = frozenset(
-        {"limit", "ram_mb", "until_job_end", "container"}
+    _omit_at_default: ClassVar[frozenset[str]] = frozenset(
+        {"limit", "ram_mb", "until_job_end", "container", "threads", "restored"}
     )
 
 
@@ -317,94 +354,32 @@ class CancelFrame:
     call_id: str
 
 
-_LAYOUTS: dict[type, tuple[tuple[str, bool], ...]] = {}
+ENGINE_FRAMES: dict[str, type] = {
+    "welcome": WelcomeFrame,
+    "refused": RefusedFrame,
+    "run": RunFrame,
+    "compile": RunFrame,
+    "cancel": CancelFrame,
+}
+"""Each frame the engine sends, by its ``op``: the agent reads them all alike."""
+
+EngineFrame = WelcomeFrame | RefusedFrame | RunFrame | CancelFrame
 
 
-def _layout(kind: type) -> tuple[tuple[str, bool], ...]:
-    """A frame class's field names, each with whether it is left out when None."""
-    layout = _LAYOUTS.get(kind)
-    if layout is None:
-        omitted: frozenset[str] = getattr(kind, "_omit_if_none", frozenset())
-        fields = dataclasses.fields(kind)
-        layout = _LAYOUTS[kind] = tuple((f.name, f.name in omitted) for f in fields)
-    return layout
-
-
-def _plain(value: Any) -> Any:
-    """A frame (or a frame within one) as a dict; any other value as it is.
-
-    Not ``dataclasses.asdict``: that deep-copies every value, and a call's ``kwargs`` or
-    ``result`` may be large.
-    """
-    kind = type(value)
-    if not hasattr(kind, "__dataclass_fields__"):
-        return value
-    payload = {}
-    for name, omit_if_none in _layout(kind):
-        item = getattr(value, name)
-        if item is None and omit_if_none:
-            continue
-        payload[name] = _plain(item)
-    return payload
-
-
-def read_engine_frame(raw: object) -> RunFrame | CancelFrame | None:
-    """A call's frame from the engine (``run``, ``compile``, ``cancel``) as its declared
-    class; None for any other op (a newer engine's additions are ignored, like unknown
-    keys). Read as leniently as protocol 2 allows: text as text, numbers as numbers, an
-    absent optional field as its default; a frame with no call id, or whose arguments or
-    environment are not objects, is a :class:`ValueError` naming what is wrong."""
+def from_engine(raw: object) -> EngineFrame | None:
+    """A frame from the engine as its declared class (:func:`~.codec.decoded`); None for
+    an op this agent does not know (a newer engine's additions are ignored, like unknown
+    keys). A frame of the wrong shape is a :class:`ValueError` naming the call and field."""
     if not isinstance(raw, dict):
         raise ValueError("a frame must be a JSON object")
     op = raw.get("op")
-    if op not in ("run", "compile", "cancel"):
+    kind = ENGINE_FRAMES.get(op) if isinstance(op, str) else None
+    if kind is None:
         return None
     call_id = raw.get("call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise ValueError(f"a {op} frame without a call_id")
-    if op == "cancel":
-        return CancelFrame(call_id=call_id)
-    kwargs, env = raw.get("kwargs") or {}, raw.get("env") or {}
-    if not isinstance(kwargs, dict) or not isinstance(env, dict):
-        raise ValueError(f"call {call_id}: kwargs and env must be JSON objects")
-    run = raw.get("run")
-    return RunFrame(
-        op="compile" if op == "compile" else "run",
-        call_id=call_id,
-        flow=str(raw.get("flow", "")),
-        node=str(raw.get("node", "")),
-        source=str(raw.get("source", "")),
-        kwargs=kwargs,
-        run=RunRef(id=str(run["id"])) if isinstance(run, dict) and "id" in run else None,
-        timeout=float(raw.get("timeout") or 0),
-        env={str(k): str(v) for k, v in env.items()},
-        limit=float(raw["limit"]) if raw.get("limit") else None,
-        ram_mb=_whole(raw.get("ram_mb")),
-        until_job_end=True if raw.get("until_job_end") is True else None,
-        container=_container(call_id, raw.get("container")),
-    )
-
-
-def _container(call_id: str, value: object) -> ContainerRef | None:
-    """The container a run frame names; one named badly is an error, never a call run
-    outside its container."""
-    if value is None:
-        return None
-    runtime = value.get("runtime") if isinstance(value, dict) else None
-    if (
-        not isinstance(value, dict)
-        or not isinstance(value.get("image"), str)
-        or not (runtime is None or isinstance(runtime, str))
+    if "call_id" in {f.name for f in dataclasses.fields(kind)} and not (
+        isinstance(call_id, str) and call_id
     ):
-        raise ValueError(f'call {call_id}: container must be {{"image": ..., "runtime": ...}}')
-    return ContainerRef(image=value["image"], runtime=runtime)
-
-
-def _whole(value: object) -> int | None:
-    """A positive whole number from a frame, else None (an engine that sent none)."""
-    return value if type(value) is int and value > 0 else None
-
-
-def encode(frame: Any) -> str:
-    """A frame as the JSON text sent on the socket."""
-    return json.dumps(_plain(frame))
+        raise ValueError(f"a {op} frame without a call_id")
+    frame: EngineFrame = decoded(kind, raw, f"call {call_id}" if call_id else f"the {op}")
+    return frame

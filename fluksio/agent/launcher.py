@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -26,9 +27,9 @@ from collections.abc import Callable
 
 from fluksio.agent import runner
 from fluksio.agent.calls import (
-    CallSpec,
     EventCallback,
     LauncherError,
+    Notice,
     RunningCall,
     resolve_interpreter,
 )
@@ -36,6 +37,7 @@ from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.containers.base import ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.fork_client import ForkServer
+from fluksio.agent.frames import THREAD_VARIABLES, RunFrame
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import (
     CallOutcome,
@@ -54,7 +56,6 @@ from fluksio.agent.stopping import (
 
 __all__ = [
     "CallOutcome",
-    "CallSpec",
     "Launcher",
     "LauncherError",
     "error_record",
@@ -87,13 +88,17 @@ class Launcher:
         clock: Clock = SYSTEM_CLOCK,
         ram_mb: int | None = None,
         containers: ContainerCalls | None = None,
+        notice: Notice | None = None,
     ) -> None:
         """``clock``: what a call's timeout, limit and grace are decided on (the engine's
         or the agent's); pacing and process deadlines stay real (:mod:`.realtime`).
         ``ram_mb``: what the place has, the memory bound of a call that sets none of its
         own (None: such a call is not bounded). ``containers``: how calls that name a
-        container run (None: such a call fails, ``ContainerError``)."""
+        container run (None: such a call fails, ``ContainerError``). ``notice``: how its
+        calls are told their end is near (the worker's ``--notice-s``; None: no notice
+        before a job's end)."""
         self.containers = containers
+        self.notice = Notice() if notice is None else notice
         if mode not in {"auto", "fork", "spawn"}:
             raise ValueError(f"mode must be auto, fork or spawn, not {mode!r}")
         self._ram_mb = ram_mb
@@ -182,7 +187,7 @@ class Launcher:
         return call is not None and self._notify(call)
 
     def _notify(self, call: RunningCall) -> bool:
-        return self._signal(call, "notice", getattr(signal, call.spec.notice_signal))
+        return self._signal(call, "notice", getattr(signal, call.notice_signal))
 
     def _signal(self, call: RunningCall, op: str, signum: int = 0) -> bool:
         """``kill`` or ``term`` the call's tree, or give its process ``signum``
@@ -211,11 +216,11 @@ class Launcher:
         if call is not None and not call.exit_status.done():
             call.exit_status.set_result(status)
 
-    async def run(self, spec: CallSpec, on_event: EventCallback | None = None) -> CallOutcome:
+    async def run(self, spec: RunFrame, on_event: EventCallback | None = None) -> CallOutcome:
         """Run one call to its end and return how it ended (never raises for the node)."""
         if spec.call_id in self._calls:
             raise ValueError(f"call {spec.call_id!r} is already running")
-        call = RunningCall(spec, on_event, self._clock)
+        call = RunningCall(spec, on_event, self._clock, self.notice)
         if self._cancelled_early.pop(spec.call_id, 0) is None:
             call.ended_by = "cancel"
             return self._outcome(call)
@@ -228,18 +233,22 @@ class Launcher:
                 self.containers.ended(spec.call_id)
 
     async def _run(self, call: RunningCall) -> CallOutcome:
+        spec = call.spec
+        threads = {} if spec.threads is None else dict.fromkeys(THREAD_VARIABLES, str(spec.threads))
         data = json.dumps(
             {
-                "op": call.spec.op,
-                "source": call.spec.source,
-                "node": call.spec.node,
-                "flow": call.spec.flow,
-                "kwargs": call.spec.kwargs,
+                "op": spec.op,
+                "source": spec.source,
+                "node": spec.node,
+                "flow": spec.flow,
+                "kwargs": spec.kwargs,
                 "env": {
-                    **call.spec.env,
-                    **stop_env(call.spec, self._clock.now()),
-                    **self._container_env(call.spec),
+                    **spec.env,
+                    **threads,
+                    **stop_env(call, self._clock.now()),
+                    **self._container_env(spec),
                 },
+                "restored": None if spec.restored is None else dataclasses.asdict(spec.restored),
             }
         ).encode()
         out_r, out_w = os.pipe()
@@ -350,7 +359,7 @@ class Launcher:
         call.process = process
         return spec_w, process
 
-    def _container_env(self, spec: CallSpec) -> dict[str, str]:
+    def _container_env(self, spec: RunFrame) -> dict[str, str]:
         if spec.container is None or self.containers is None:
             return {}
         return self.containers.env(spec)

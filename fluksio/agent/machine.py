@@ -28,10 +28,9 @@ machine with the engine's connection machine over a link that drops.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord, ProgressFrame
+from fluksio.agent.frames import AnswerFrame, ErrorRecord, ProgressFrame, WelcomeFrame
 from fluksio.agent.held import CallFrame, Held
 from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.agent.unconfirmed import Unconfirmed
@@ -75,25 +74,22 @@ class Welcome:
     """Its silence rule, which the worker takes for the engine (None: it says none)."""
 
     @classmethod
-    def read(cls, reply: Mapping[str, object]) -> Welcome:
-        pipeline, take_s, kept = reply.get("pipeline"), reply.get("take_s"), reply.get("kept")
-        gone_s = reply.get("gone_s")
+    def of(cls, frame: WelcomeFrame) -> Welcome:
+        """What ``frame`` offers, each rule only where it is one (more than none)."""
         return cls(
-            kept=frozenset(str(c) for c in kept) if isinstance(kept, list) else None,
-            logs=reply.get("logs") is True,
-            cache=reply.get("cache") is True,
-            stopping=reply.get("stopping") is True,
-            gone_s=_seconds(gone_s),
-            pipeline=pipeline if type(pipeline) is int and pipeline > 0 else 0,
-            take_s=_seconds(take_s),
+            kept=None if frame.kept is None else frozenset(frame.kept),
+            logs=frame.logs,
+            cache=frame.cache,
+            stopping=frame.stopping,
+            gone_s=_welcome_seconds(frame.gone_s),
+            pipeline=max(0, frame.pipeline),
+            take_s=_welcome_seconds(frame.take_s),
         )
 
 
-def _seconds(value: object) -> float | None:
-    """A welcome's field as a number of seconds (more than none), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return None
+def _welcome_seconds(value: float | None) -> float | None:
+    """A welcome's rule in seconds, None unless it is more than none."""
+    return value if value is not None and value > 0 else None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import logging
 import os
 
 from fluksio.agent import runner
-from fluksio.agent.calls import CallSpec
+from fluksio.agent.frames import RunFrame
 
 __all__ = ["Prefetches"]
 
@@ -23,7 +23,7 @@ class Prefetches:
     def __init__(self) -> None:
         self._running: set[asyncio.Task[None]] = set()
 
-    def start(self, spec: CallSpec) -> None:
+    def start(self, spec: RunFrame) -> None:
         """Fetch what ``spec`` names, in the background; a failure is the call's to meet
         (it fetches what is missing itself)."""
         digests = runner.named_digests(spec.kwargs)

@@ -28,7 +28,6 @@ import json
 import logging
 import random
 import secrets
-from typing import Any
 
 import aiohttp
 
@@ -44,7 +43,15 @@ from fluksio.agent.attaching import (
 )
 from fluksio.agent.carrying import Carrier
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
-from fluksio.agent.frames import CancelFrame, ProgressFrame, RunFrame, encode, read_engine_frame
+from fluksio.agent.frames import (
+    CancelFrame,
+    ProgressFrame,
+    RefusedFrame,
+    RunFrame,
+    WelcomeFrame,
+    encode,
+    from_engine,
+)
 from fluksio.agent.launcher import Launcher
 from fluksio.agent.machine import AgentMachine, Welcome
 
@@ -208,8 +215,8 @@ class Agent:
             self._carrier.ws = ws
             try:
                 reply = await self._welcomed(ws)
-                log.info("attached to %s as %s", self.config.url.websocket, reply.get("name"))
-                await self._carrier.welcomed(Welcome.read(reply), reply)
+                log.info("attached to %s as %s", self.config.url.websocket, reply.name)
+                await self._carrier.welcomed(Welcome.of(reply), reply)
                 self._away.clear()
                 heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ws))
                 pinger = asyncio.get_running_loop().create_task(self._ping(ws))
@@ -242,7 +249,7 @@ class Agent:
                 self._carrier.ws = None
                 await ws.close()
 
-    async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+    async def _welcomed(self, ws: aiohttp.ClientWebSocketResponse) -> WelcomeFrame:
         """Say hello; the engine's welcome, or :class:`Refused` saying why not."""
         hello = hello_frame(self.config, self.launcher, self.machine.resume(), self.instance)
         await ws.send_str(encode(hello))
@@ -250,11 +257,14 @@ class Agent:
             first = await ws.receive()
         if first.type != aiohttp.WSMsgType.TEXT:
             raise aiohttp.ClientError(f"the engine closed the connection ({first.extra})")
-        reply: dict[str, Any] = json.loads(first.data)
-        if reply.get("op") == "refused":
-            raise Refused(str(reply.get("reason", "no reason given")))
-        if reply.get("op") != "welcome":
-            raise Refused(f"the engine answered {reply.get('op')!r} instead of welcome")
+        try:
+            reply = from_engine(json.loads(first.data))
+        except ValueError as exc:
+            raise Refused(f"the engine's answer to the hello cannot be read: {exc}") from None
+        if isinstance(reply, RefusedFrame):
+            raise Refused(reply.reason)
+        if not isinstance(reply, WelcomeFrame):
+            raise Refused(f"the engine answered {first.data[:80]!r} instead of welcome")
         return reply
 
     async def _receive(self, ws: aiohttp.ClientWebSocketResponse) -> str:
@@ -292,7 +302,7 @@ class Agent:
                 log.warning("ignoring a frame that is not JSON")
                 continue
             try:
-                call = read_engine_frame(frame)
+                call = from_engine(frame)
             except ValueError as exc:
                 log.warning("ignoring a malformed frame: %s", exc)
                 continue

@@ -5,20 +5,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fluksio.agent.frames import StoreOffer
+
 __all__ = ["shared_store_env"]
 
 
-def shared_store_env(store: object) -> dict[str, str]:
+def shared_store_env(store: StoreOffer | None) -> dict[str, str]:
     """``FLUKSIO_ARTIFACT_DIR`` when this host provably shares the engine's store, else {}.
 
     Proof: the probe file the engine wrote for this session is readable here and holds
     the nonce the engine sent, and the store is writable. Anything less means HTTP.
     """
-    if not isinstance(store, dict):
+    if store is None:
         return {}
-    path, probe, nonce = store.get("path"), store.get("probe"), store.get("nonce")
-    if not (isinstance(path, str) and isinstance(probe, str) and isinstance(nonce, str)):
-        return {}
+    path, probe, nonce = store.path, store.probe, store.nonce
     root = Path(path)
     candidate = (root / probe).resolve()
     if not nonce or root.resolve() not in candidate.parents:

@@ -21,6 +21,7 @@ MODULES = (
     "errors",
     "clock",
     "realtime",
+    "codec",
     "frames",
     "inventory",
     "urls",

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from fluksio.agent import runner
-from fluksio.agent.calls import NOTICE_CAUGHT, CallSpec, RunningCall
+from fluksio.agent.calls import NOTICE_CAUGHT, RunningCall
 from fluksio.agent.clock import Clock, Timer
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error, memory_error
 
@@ -76,9 +76,10 @@ def watch(
     if timeout > 0:
         slot = len(handles)
         handles.append(clock.call_later(timeout, lambda: check_silence(slot)))
-    if call.spec.limit > 0:
-        handles.append(clock.call_later(call.spec.limit, reach_limit))
-        handles += _notice(call, clock, notify)
+    limit = call.spec.limit
+    if limit is not None:
+        handles.append(clock.call_later(limit, reach_limit))
+        handles += _notice(call, limit, clock, notify)
     bound_mb = call.spec.ram_mb or place_ram_mb
     # A call in a container: its runtime bounds it; the process here is only the runtime's.
     if bound_mb and call.spec.container is None:
@@ -119,17 +120,17 @@ def outcome_of(call: RunningCall) -> CallOutcome:
 
 
 def _notice(
-    call: RunningCall, clock: Clock, notify: Callable[[RunningCall], object]
+    call: RunningCall, limit: float, clock: Clock, notify: Callable[[RunningCall], object]
 ) -> list[Timer]:
     """A call that runs until its job's end is given its notice ``notice_s`` before its
-    limit (at once when its limit is shorter)."""
-    if call.spec.notice_s is None:
+    ``limit`` (at once when its limit is shorter)."""
+    if call.notice_s is None:
         return []
 
     def give_notice() -> None:
         notify(call)
 
-    return [clock.call_later(max(0.0, call.spec.limit - call.spec.notice_s), give_notice)]
+    return [clock.call_later(max(0.0, limit - call.notice_s), give_notice)]
 
 
 def _stopped_error(call: RunningCall) -> dict[str, str] | None:
@@ -143,7 +144,7 @@ def _stopped_error(call: RunningCall) -> dict[str, str] | None:
             f"the node reported nothing (no result, event or log line) for"
             f" {call.spec.timeout:g} s, its silence timeout, and was stopped",
         )
-    if call.ended_by == "limit":
+    if call.ended_by == "limit" and call.spec.limit is not None:
         return limit_error(call.spec.limit)
     if call.ended_by == "memory":
         return memory_error(call.memory_peak, call.ram_bound_mb, own=bool(call.spec.ram_mb))
@@ -174,11 +175,11 @@ def ignore_notices_until_caught() -> None:
             signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
-def stop_env(spec: CallSpec, now: float) -> dict[str, str]:
+def stop_env(call: RunningCall, now: float) -> dict[str, str]:
     """What a call starting at ``now`` (a Unix time) is told of its end: which signal its
     notice is (it may come when its worker is told to stop, whatever bounds it) and, for
     a bounded call, when it is stopped (read by ``fluksio.time_left()``)."""
-    env = {"FLUKSIO_NOTICE_SIGNAL": spec.notice_signal}
-    if spec.limit > 0:
-        env["FLUKSIO_STOP_AT"] = f"{now + spec.limit:.3f}"
+    env = {"FLUKSIO_NOTICE_SIGNAL": call.notice_signal}
+    if call.spec.limit is not None:
+        env["FLUKSIO_STOP_AT"] = f"{now + call.spec.limit:.3f}"
     return env

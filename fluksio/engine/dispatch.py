@@ -37,7 +37,7 @@ from fluksio.engine.dispatch_effects import RunEffects
 from fluksio.engine.dispatch_runs import RunRequests
 from fluksio.engine.dispatch_views import DispatcherViews
 from fluksio.engine.dispatch_workers import WorkerEvents
-from fluksio.engine.runs.calls import call_spec
+from fluksio.engine.runs.calls import call_frame
 from fluksio.engine.runs.items import ArrayItems
 from fluksio.engine.runs.live_logs import LiveLogs
 from fluksio.engine.runs.machine import RunMachine
@@ -249,7 +249,7 @@ class Dispatcher(RunRequests, WorkerEvents, RunEffects, DispatcherViews):
             call_id, self._place_name(placement.worker_id), provenance, now, holder
         )
         try:
-            spec, released = call_spec(inputs, placement, executor, self._secrets)
+            spec, released = call_frame(inputs, placement, executor, self._secrets)
         except SecretDenied as denied:
             refused = CallOutcome(False, error=error_record(ErrorKind.SECRET_DENIED, denied.detail))
             self._apply(self._machine.ended(call_id, refused, now))

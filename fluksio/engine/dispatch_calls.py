@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.runs.calls import stopped_at_job_end
@@ -51,7 +52,7 @@ class CallShell:
     async def _execute(
         self,
         executor: Executor,
-        spec: CallSpec,
+        spec: RunFrame,
         placement: Placement,
         secrets: tuple[str, ...],
         *,

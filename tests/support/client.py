@@ -218,9 +218,11 @@ class EngineApi(ABC):
         resume: list[str] | None = None,
         containers: ContainersReport | None = None,
         instance: str | None = None,
+        published: bool = False,
         **inventory: int,
     ) -> ScriptedWorker:
-        """A worker the test drives, attached with ``token`` (see :class:`ScriptedWorker`)."""
+        """A worker the test drives, attached with ``token`` (see :class:`ScriptedWorker`);
+        ``published``: its hello is the published agent's (it names no version)."""
         socket = await self.ws_connect(
             "/workers/attach", headers={"Authorization": f"Bearer {token}"}
         )
@@ -238,6 +240,7 @@ class EngineApi(ABC):
             resume=resume,
             containers=containers,
             instance=instance,
+            version=None if published else "test",
         )
         await socket.send_str(hello)
         worker.greeting = json.loads((await socket.receive(timeout=5)).data)

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from fluksio.agent.launcher import CallSpec, Launcher
+from fluksio.agent.calls import Notice
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import Launcher
 
 __all__ = ["launcher", "node", "run"]
 
@@ -43,8 +45,14 @@ def node(source: str) -> str:
 
 
 async def run(launcher: Launcher, source: str, **fields: Any) -> Any:
+    """Run ``source``'s node with the run frame's ``fields``; ``notice_s`` (the worker's
+    ``--notice-s``) makes it a call that runs until its job's end, its ``limit``."""
     events: list[dict[str, Any]] = []
-    spec = CallSpec(
+    notice_s = fields.pop("notice_s", None)
+    if notice_s is not None:
+        launcher.notice = Notice(notice_s)
+        fields["until_job_end"] = True
+    spec = RunFrame(
         call_id=fields.pop("call_id", "c1"), source=node(source), node="n", flow="f", **fields
     )
     outcome = await launcher.run(spec, events.append)

@@ -45,8 +45,10 @@ def hello_frame(
     resume: list[str] | None = None,
     containers: ContainersReport | None = None,
     instance: str | None = None,
+    version: str | None = "test",
 ) -> str:
-    """A hello as the agent sends it (``protocol`` None: this build's)."""
+    """A hello as the agent sends it (``protocol`` None: this build's; ``version`` None:
+    as the published agent 0.1.6 says it, naming none)."""
     hello = HelloFrame(
         protocol=PROTOCOL if protocol is None else protocol,
         name=name,
@@ -54,7 +56,7 @@ def hello_frame(
         python="/usr/bin/python3",
         max_parallel=parallel,
         inventory=InventoryReport(**(inventory or {})),
-        version="test",
+        version=version,
         host=host,
         slurm_job_id=slurm_job_id,
         ends_at=ends_at,
@@ -73,6 +75,8 @@ class ScriptedWorker:
     socket: aiohttp.ClientWebSocketResponse
     greeting: dict[str, Any] = field(default_factory=dict)
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    """Each call's frame as it came, to the byte."""
     cancelled: list[str] = field(default_factory=list)
     _answered: set[str] = field(default_factory=set)
     _reader: asyncio.Task[None] | None = None
@@ -87,6 +91,7 @@ class ScriptedWorker:
             frame = json.loads(message.data)
             if frame.get("op") in ("run", "compile"):
                 self.calls[frame["call_id"]] = frame
+                self.texts[frame["call_id"]] = message.data
             elif frame.get("op") == "cancel":
                 self.cancelled.append(frame["call_id"])
 

@@ -13,7 +13,6 @@ import signal
 from pathlib import Path
 
 from fluksio.agent import runner
-from fluksio.agent.calls import CallSpec
 from fluksio.agent.containers.base import (
     LIFELINE_FD,
     OUTPUT_FD,
@@ -23,7 +22,7 @@ from fluksio.agent.containers.base import (
     ContainerRuntime,
     Mount,
 )
-from fluksio.agent.frames import ContainersReport
+from fluksio.agent.frames import ContainersReport, RunFrame
 from fluksio.agent.images import image_refusal
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
@@ -63,12 +62,12 @@ class ContainerCalls:
     def report(self) -> ContainersReport:
         return ContainersReport(runtime=self.runtime.name, images=list(self.runtime.images))
 
-    def env(self, spec: CallSpec) -> dict[str, str]:
+    def env(self, spec: RunFrame) -> dict[str, str]:
         """What the call is told beside its own environment: its artifact cache, the same
         directory as on the host (it is mounted at the same path)."""
         return {"FLUKSIO_ARTIFACT_CACHE": runner.artifact_cache_dir(spec.env)}
 
-    def refusal(self, spec: CallSpec) -> str | None:
+    def refusal(self, spec: RunFrame) -> str | None:
         """Why this worker may not run the call's container (the engine sends none such);
         None: it may."""
         asked = spec.container
@@ -85,7 +84,7 @@ class ContainerCalls:
         return None
 
     async def start(
-        self, spec: CallSpec, spec_r: int, out_w: int, rec_w: int
+        self, spec: RunFrame, spec_r: int, out_w: int, rec_w: int
     ) -> asyncio.subprocess.Process:
         """Start the call's container: its spec on ``spec_r``, its output on ``out_w``,
         its records on ``rec_w``. Raises :class:`ContainerError` with why it cannot."""
@@ -131,7 +130,7 @@ class ContainerCalls:
         self._lifelines[spec.call_id] = (name, life_w)
         return process
 
-    def outcome(self, spec: CallSpec, outcome: CallOutcome, stopped: bool) -> CallOutcome:
+    def outcome(self, spec: RunFrame, outcome: CallOutcome, stopped: bool) -> CallOutcome:
         """How a call in a container ended: killed (137) at its memory bound by the
         kernel, not by us (``stopped``), it says so, as the watchdog of a call on the host
         does (its runtime keeps its memory, so the peak is not known)."""
@@ -152,7 +151,7 @@ class ContainerCalls:
         )
         return dataclasses.replace(outcome, error=error)
 
-    def _mounts(self, spec: CallSpec) -> list[Mount]:
+    def _mounts(self, spec: RunFrame) -> list[Mount]:
         mounts = [Mount(str(runner_path()), RUNNER_INSIDE)]
         cache = runner.artifact_cache_dir(spec.env)
         os.makedirs(cache, mode=0o700, exist_ok=True)
@@ -165,7 +164,7 @@ class ContainerCalls:
             mounts.append(Mount(ca_file, ca_file))
         return mounts
 
-    def _devices(self, spec: CallSpec) -> list[str]:
+    def _devices(self, spec: RunFrame) -> list[str]:
         """Its GPUs' device nodes (``CUDA_VISIBLE_DEVICES``), at their ``/dev`` names, and
         those all GPU calls share; no other card's."""
         visible = spec.env.get("CUDA_VISIBLE_DEVICES", "")

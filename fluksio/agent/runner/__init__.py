@@ -50,17 +50,14 @@ from fluksio.agent.runner.artifacts import (
     prefetch_artifacts,
     save_artifact,
 )
-from fluksio.agent.runner.environment import THREAD_VARIABLES, filtered_environ
+from fluksio.agent.runner.environment import filtered_environ
 from fluksio.agent.runner.processes import kill_call, signal_tree, tree_memory
 from fluksio.agent.runner.protocol import MAX_MESSAGE_BYTES, PROTOCOL
-from fluksio.agent.runner.reporter import RESTORED_ENV
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "MODULES",
     "PROTOCOL",
-    "RESTORED_ENV",
-    "THREAD_VARIABLES",
     "artifact_cache_dir",
     "filtered_environ",
     "kill_call",

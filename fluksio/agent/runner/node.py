@@ -150,7 +150,7 @@ def run_spec(spec_bytes: bytes, record_fd: int) -> int:
         # Their default would end the process: a node that does not handle its notice
         # runs on until it is stopped, as if it had none.
         signal.signal(getattr(signal, notice), _noticed)
-    sys.modules["fluksio"] = reporter_module(records)
+    sys.modules["fluksio"] = reporter_module(records, spec.get("restored"))
     try:
         function = _load(spec)
         if spec.get("op") == "compile":

@@ -19,9 +19,6 @@ if TYPE_CHECKING:  # annotations only: nothing here is imported when the runner 
     import types
 
 
-RESTORED_ENV = "FLUKSIO_RESTORED"
-"""The reference of the state the call's last attempt saved with ``checkpoint``, as JSON
-(the engine sets it); absent on a call that has none."""
 JSON_STATE = "application/json"
 
 
@@ -52,13 +49,11 @@ def checkpoint(state: object) -> None:
     raise Checkpointed(ref)
 
 
-def restored() -> object:
-    """The state an earlier attempt of this call last saved with ``checkpoint`` (bytes, or
-    what JSON read back); None when none did."""
-    saved = os.environ.get(RESTORED_ENV)
-    if not saved:
+def restored_state(ref: dict[str, object] | None) -> object:
+    """The state ``ref`` names (its call's ``restored``, the reference its last attempt
+    saved with ``checkpoint``): bytes, or what JSON read back; None for no reference."""
+    if not ref:
         return None
-    ref = json.loads(saved)
     with open(load_artifact(ref), "rb") as kept:
         data = kept.read()
     return json.loads(data) if ref.get("media_type") == JSON_STATE else data
@@ -76,10 +71,17 @@ def _node_logger() -> logging.Logger:
     return logger
 
 
-def reporter_module(records: Records) -> types.ModuleType:
+def reporter_module(records: Records, saved: dict[str, object] | None) -> types.ModuleType:
+    """The ``fluksio`` module a call's node imports; ``saved``: the reference of the state
+    its last attempt checkpointed (its spec's ``restored``), or None."""
     import types
 
     module = types.ModuleType("fluksio", "The node reporter, installed by the Fluksio runner.")
+
+    def restored() -> object:
+        """The state an earlier attempt of this call last saved with ``checkpoint`` (bytes,
+        or what JSON read back); None when none did."""
+        return restored_state(saved)
 
     def emit(**outputs: object) -> None:
         record = {"kind": "event", "event": "emit", "outputs": outputs, "ts": time.time()}

@@ -4,13 +4,10 @@ its outcome says when its limit was its batch job's end."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
-from fluksio.agent.frames import ContainerRef
-from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
-from fluksio.agent.outcome import ErrorKind
-from fluksio.agent.runner import RESTORED_ENV, THREAD_VARIABLES
+from fluksio.agent.frames import ArtifactRef, ContainerRef, RunFrame, RunRef
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.effects import CallInputs
 from fluksio.engine.runs.redact import secret_values
 from fluksio.engine.runs.signature import select_kwargs
@@ -19,12 +16,12 @@ from fluksio.engine.secrets import SecretStore, resolve_params
 from fluksio.scheduler import ENGINE_ID, Placement
 from fluksio.wire.provenance import Provenance
 
-__all__ = ["call_spec", "stopped_at_job_end", "walltime_text"]
+__all__ = ["call_frame", "stopped_at_job_end", "walltime_text"]
 
 
-def call_spec(
+def call_frame(
     inputs: CallInputs, placement: Placement, executor: Executor, secrets: SecretStore
-) -> tuple[CallSpec, tuple[str, ...]]:
+) -> tuple[RunFrame, tuple[str, ...]]:
     """The call as its executor runs it, and the secret values it was given (to blank in
     what it reports). Raises :class:`~fluksio.engine.secrets.SecretDenied` when a secret it
     names may not go where it was placed."""
@@ -39,44 +36,37 @@ def call_spec(
     available.update(resolved)
     available.update(inputs.item or {})
     available.update(inputs.results)
-    call = CallSpec(
+    # A node that sets no limit, placed where a job ends, may run until its margin.
+    job_limit = placement.job_limit
+    until_job_end = spec.limit is None and job_limit is not None and job_limit > 0
+    call = RunFrame(
         call_id=placement.request_id,
         source=spec.code,
         node=spec.id,
         flow=inputs.run.flow,
         kwargs=select_kwargs(spec.code, available),
-        env={
-            **_placement_env(placement),
-            **executor.call_env(placement.request_id),
-            **_restored_env(inputs),
-        },
+        run=RunRef(id=inputs.run.id),
+        env={**_devices_env(placement), **executor.call_env(placement.request_id)},
         timeout=spec.timeout,
-        # A node that sets no limit, placed where a job ends, may run until its margin.
-        limit=spec.limit or placement.job_limit or 0.0,
+        limit=job_limit if until_job_end else spec.limit,
         # Told before its job's end stops it (the worker's --notice-s): it may save its state.
-        until_job_end=not spec.limit and bool(placement.job_limit),
-        run_id=inputs.run.id,
+        until_job_end=until_job_end,
         ram_mb=spec.resources.ram_mb or None,  # none asked: the place's own memory, if known
         container=None
         if spec.container is None
         else ContainerRef(image=spec.container.image, runtime=spec.container.runtime),
+        threads=placement.threads,
+        # The state its node's call last saved, for ``fluksio.restored()`` to give back.
+        restored=None if inputs.restored is None else ArtifactRef(**inputs.restored),
     )
     return call, secret_values(spec.params, resolved)
 
 
-def _restored_env(inputs: CallInputs) -> dict[str, str]:
-    """The state its node's call last saved, for ``fluksio.restored()`` to give back."""
-    return {RESTORED_ENV: json.dumps(inputs.restored)} if inputs.restored else {}
-
-
-def _placement_env(placement: Placement) -> dict[str, str]:
-    env: dict[str, str] = {}
-    if placement.threads is not None:
-        env.update(dict.fromkeys(THREAD_VARIABLES, str(placement.threads)))
+def _devices_env(placement: Placement) -> dict[str, str]:
     if placement.gpu_ids or placement.gpus == 0:
         # A call that asked for no GPUs sees none: it cannot take another call's card.
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in placement.gpu_ids)
-    return env
+        return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in placement.gpu_ids)}
+    return {}
 
 
 def stopped_at_job_end(

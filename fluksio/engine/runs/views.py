@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from fluksio.agent.launcher import CallOutcome, CallSpec
+from fluksio.agent.frames import RunFrame
+from fluksio.agent.launcher import CallOutcome
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.workers.holder import Holder
 from fluksio.scheduler import WaitReason
@@ -105,7 +106,7 @@ class Executor(Protocol):
         ...
 
     async def run(
-        self, spec: CallSpec, on_event: Callable[[dict[str, Any]], None]
+        self, spec: RunFrame, on_event: Callable[[dict[str, Any]], None]
     ) -> CallOutcome: ...
 
     def cancel(self, call_id: str) -> bool: ...

@@ -79,7 +79,8 @@ class ConnectionRules:
 @dataclass
 class _Call:
     heard_when_sent: int
-    limit: float
+    limit: float | None
+    """The longest it may run (None: no bound)."""
     started: bool
     """It runs (or ran): said by a ``started`` event where the worker takes calls ahead;
     at once where it does not (a call sent starts when it arrives)."""
@@ -136,7 +137,7 @@ class ConnectionMachine:
 
     # -- inputs ----------------------------------------------------------------------------
 
-    def send(self, call_id: str, limit: float, now: float) -> list[ConnectionEffect]:
+    def send(self, call_id: str, limit: float | None, now: float) -> list[ConnectionEffect]:
         """A call is to go to the worker: refused at once if it cannot, else expected."""
         if self.phase == "gone":
             # Placed while its socket was ending, before the scheduler heard it was gone:
@@ -208,7 +209,7 @@ class ConnectionMachine:
         call = self._calls.get(call_id)
         if call is None:
             return []
-        if kind == "limit":
+        if kind == "limit" and call.limit is not None:
             del self._calls[call_id]
             return [Cancel(call_id), Fail(call_id, limit_error(call.limit))]
         if self.heard > call.heard_when_sent:
@@ -354,7 +355,7 @@ class ConnectionMachine:
     def _limit_timer(self, call_id: str) -> list[ConnectionEffect]:
         """The call's limit, from now (when it starts), with our agent's grace beyond."""
         limit = self._calls[call_id].limit
-        if limit <= 0:
+        if limit is None or limit <= 0:
             return []
         late = 0.0 if self.published else self.rules.limit_backstop_s
         return [Wake(call_id, "limit", limit + late)]

@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Collection
 from typing import Any, Protocol, assert_never
 
 from aiohttp import WSCloseCode
 
 from fluksio.agent.frames import (
+    THREAD_VARIABLES,
     AnswerFrame,
     CacheFrame,
     CancelFrame,
@@ -50,11 +52,10 @@ from fluksio.agent.frames import (
     LogFrame,
     ProgressFrame,
     RunFrame,
-    RunRef,
     StoppingFrame,
     encode,
 )
-from fluksio.agent.launcher import CallOutcome, CallSpec, error_record
+from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.tokens import WorkerIdentity
@@ -155,6 +156,8 @@ class WorkerSession(SessionEffects):
         """The batch job that brought it, as the provisioner calls it (``"Grid Engine job
         12"``), learned from the provisioning request its token was minted for."""
         published = hello.version is None
+        self._published = published
+        """The published agent 0.1.6: it is sent what its protocol says, and no more."""
         self.pipeline = 0 if published else hello.pipeline
         """Calls it takes ahead of its free slots (the published agent takes none)."""
         self.held_images: list[str] = []
@@ -208,7 +211,7 @@ class WorkerSession(SessionEffects):
     def holder(self) -> Holder | None:
         return self.held_as
 
-    async def run(self, spec: CallSpec, on_event: EventCallback) -> CallOutcome:
+    async def run(self, spec: RunFrame, on_event: EventCallback) -> CallOutcome:
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         pending = Pending(future, on_event)
         self._pending[spec.call_id] = pending
@@ -217,21 +220,7 @@ class WorkerSession(SessionEffects):
             if any(isinstance(effect, connection_effects.Fail) for effect in effects):
                 self._apply(effects)
                 return await self._awaited(spec.call_id, pending)
-            frame = RunFrame(
-                op="compile" if spec.op == "compile" else "run",
-                call_id=spec.call_id,
-                flow=spec.flow,
-                node=spec.node,
-                source=spec.source,
-                kwargs=spec.kwargs,
-                run=RunRef(id=spec.run_id) if spec.run_id else None,
-                timeout=spec.timeout,
-                env=spec.env,
-                limit=spec.limit or None,
-                ram_mb=spec.ram_mb,
-                until_job_end=True if spec.until_job_end else None,
-                container=spec.container,
-            )
+            frame = _as_published(spec) if self._published else spec
             if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
                 # Every slot has a call: it holds this one until a slot frees, and says
                 # when it starts (with a slot free it starts at once: nothing to say).
@@ -390,6 +379,15 @@ class WorkerSession(SessionEffects):
                 self._link.gone(self, effect.reason)
             case _:
                 assert_never(effect)
+
+
+def _as_published(frame: RunFrame) -> RunFrame:
+    """``frame`` as the published agent's protocol says it: its threads are the caps in
+    ``env`` (our fields are ignored there, and ``threads`` would change the bytes)."""
+    if frame.threads is None:
+        return frame
+    caps = dict.fromkeys(THREAD_VARIABLES, str(frame.threads))
+    return dataclasses.replace(frame, env={**caps, **frame.env}, threads=None)
 
 
 def _refused_as_stopping(frame: AnswerFrame, hello: HelloFrame) -> bool:
