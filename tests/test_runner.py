@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import RunFrame
+from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.onefile import runner_path, runner_source
 from tests.support.launching import launcher, node, run
@@ -43,10 +43,10 @@ async def test_result_events_and_logs(launcher: Launcher) -> None:
     )
     assert outcome.ok and outcome.result == {"sum": 42}
     assert outcome.logs == "working on 40\n"
-    emitted = [(e["event"], e["outputs"]) for e in events if e["event"] != "log"]
+    emitted = [(e.event, e.outputs) for e in events if isinstance(e, ProgressFrame)]
     assert emitted == [("emit", {"progress": 0.5})]
     # The same line came while it ran, numbered from 0.
-    assert [(e["first"], e["lines"]) for e in events if e["event"] == "log"] == [
+    assert [(e.first, e.lines) for e in events if isinstance(e, LogFrame)] == [
         (0, ["working on 40"])
     ]
 
@@ -64,7 +64,11 @@ async def test_the_only_public_function_is_called_and_generators_yield(launcher:
         kwargs={"n": 3},
     )
     assert outcome.ok and outcome.result == 3, "the last yield is the result"
-    assert [e["outputs"] for e in events if e["event"] == "yield"] == [1, 2, 3]
+    assert [e.outputs for e in events if isinstance(e, ProgressFrame) and e.event == "yield"] == [
+        1,
+        2,
+        3,
+    ]
 
 
 async def test_an_exception_returns_its_traceback(launcher: Launcher) -> None:
@@ -155,7 +159,7 @@ async def test_import_fluksio_is_the_reporter_even_with_a_decoy_on_the_path(
         "time_left",
     ]
     assert outcome.result == [False, reporter]
-    assert [e["outputs"] for e in events if e["event"] != "log"] == [{"step": 1}]
+    assert [e.outputs for e in events if isinstance(e, ProgressFrame)] == [{"step": 1}]
     assert "INFO logged" in outcome.logs
 
 

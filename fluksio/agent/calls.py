@@ -11,7 +11,7 @@ from typing import Any
 
 from fluksio.agent.clock import Clock
 from fluksio.agent.errors import AgentError
-from fluksio.agent.frames import RunFrame
+from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.live_output import LiveOutput
 from fluksio.agent.outcome import ErrorKind, error_record
 
@@ -33,7 +33,7 @@ __all__ = [
 LOG_LIMIT_BYTES = 1 << 20
 RECORD_LIMIT_BYTES = 64 << 20
 
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[ProgressFrame | LogFrame], None]
 
 
 def fitted_notice(job_s: float | None) -> float:
@@ -167,7 +167,7 @@ class RunningCall:
 
     def _lines(self, first: int, lines: list[str]) -> None:
         assert self.on_event is not None
-        self.on_event({"event": "log", "first": first, "lines": lines})
+        self.on_event(LogFrame(call_id=self.spec.call_id, first=first, lines=lines))
 
     def take_records(self, data: bytes) -> None:
         self.last_activity = self.clock.monotonic()
@@ -190,4 +190,11 @@ class RunningCall:
                 if not self.result_arrived.done():
                     self.result_arrived.set_result(None)
             elif self.on_event is not None:
-                self.on_event(record)
+                self.on_event(
+                    ProgressFrame(
+                        call_id=self.spec.call_id,
+                        event=record.get("event", "emit"),
+                        outputs=record.get("outputs"),
+                        ts=record.get("ts"),
+                    )
+                )

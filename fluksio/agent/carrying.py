@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from typing import Any, assert_never
+from typing import assert_never
 
 import aiohttp
 
@@ -48,7 +48,7 @@ from fluksio.agent.machine import (
 )
 from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.agent.prefetch import Prefetches
-from fluksio.agent.reporting import answer_of, event_of
+from fluksio.agent.reporting import answer_of
 from fluksio.agent.shared_store import shared_store_env
 from fluksio.agent.taken import TakenWords
 
@@ -217,12 +217,10 @@ class Carrier:
         sending: set[asyncio.Task[None]] = set()
         live_logs = self.machine.welcome.logs
 
-        def on_event(record: dict[str, Any]) -> None:
-            if record.get("event") == "log" and not live_logs:
+        def on_event(frame: ProgressFrame | LogFrame) -> None:
+            if isinstance(frame, LogFrame) and not live_logs:
                 return  # an engine that did not offer them: the answer's logs only
-            task = asyncio.get_running_loop().create_task(
-                self._deliver(event_of(spec.call_id, record))
-            )
+            task = asyncio.get_running_loop().create_task(self._deliver(frame))
             sending.add(task)
             task.add_done_callback(sending.discard)
 

@@ -7,10 +7,10 @@ calls a restarted engine adopts (:mod:`.dispatch_adopt`) end here too.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
-from fluksio.agent.frames import RunFrame
+from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.outcome import ErrorKind
 from fluksio.clock import Clock
@@ -22,6 +22,7 @@ from fluksio.engine.runs.views import Executor
 from fluksio.engine.runs.writer import RunWriter
 from fluksio.engine.stream import CallLogged, EngineStream
 from fluksio.engine.workers.holder import Holder
+from fluksio.engine.workers.session_effects import CallEvent, EventCallback, SentAhead
 from fluksio.logs import get_logger
 from fluksio.scheduler import Placement, Scheduler
 
@@ -65,19 +66,21 @@ class CallShell:
             spec.call_id, running, executor, job_bound=placement.job_limit is not None
         )
 
-    def _on_event(self, call_id: str, secrets: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+    def _on_event(self, call_id: str, secrets: tuple[str, ...]) -> EventCallback:
         """What a running call's events do: lines kept, a start noted, the rest told."""
 
-        def on_event(record: dict[str, Any]) -> None:
-            event = record.get("event")
-            if event == "log":
-                self._logged(call_id, record["first"], record["lines"], secrets)
-            elif event == "sent_ahead":
-                self._apply(self._machine.sent_ahead(call_id))
-            elif event == "started":
-                self._apply(self._machine.started(call_id, self._clock.now()))
-            else:
-                self._apply(self._machine.reported(call_id, record))
+        def on_event(event: CallEvent) -> None:
+            match event:
+                case LogFrame():
+                    self._logged(call_id, event.first, event.lines, secrets)
+                case SentAhead():
+                    self._apply(self._machine.sent_ahead(call_id))
+                case ProgressFrame(event="started"):
+                    self._apply(self._machine.started(call_id, self._clock.now()))
+                case ProgressFrame():
+                    # Kept as the run's record of it says it (``GET /runs/{id}``).
+                    said = {"event": event.event, "outputs": event.outputs, "ts": event.ts}
+                    self._apply(self._machine.reported(call_id, said))
 
         return on_event
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fluksio.agent.calls import Notice
-from fluksio.agent.frames import RunFrame
+from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.launcher import Launcher
 
 __all__ = ["launcher", "node", "run"]
@@ -47,7 +47,7 @@ def node(source: str) -> str:
 async def run(launcher: Launcher, source: str, **fields: Any) -> Any:
     """Run ``source``'s node with the run frame's ``fields``; ``notice_s`` (the worker's
     ``--notice-s``) makes it a call that runs until its job's end, its ``limit``."""
-    events: list[dict[str, Any]] = []
+    events: list[ProgressFrame | LogFrame] = []
     notice_s = fields.pop("notice_s", None)
     if notice_s is not None:
         launcher.notice = Notice(notice_s)

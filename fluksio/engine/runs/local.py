@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from fluksio.agent.frames import RunFrame
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import CallOutcome, Launcher
 from fluksio.engine.workers.holder import Holder
+from fluksio.engine.workers.session_effects import EventCallback
 from fluksio.scheduler import ENGINE_ID, Worker
 from fluksio.wire.provenance import Provenance
 
@@ -53,7 +52,7 @@ class LocalExecutor:
     def holder(self) -> Holder | None:
         return None  # its calls die with the engine's process
 
-    async def run(self, spec: RunFrame, on_event: Callable[[dict[str, Any]], None]) -> CallOutcome:
+    async def run(self, spec: RunFrame, on_event: EventCallback) -> CallOutcome:
         return await self.launcher.run(spec, on_event)
 
     def cancel(self, call_id: str) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -10,6 +10,7 @@ from fluksio.agent.frames import RunFrame
 from fluksio.agent.launcher import CallOutcome
 from fluksio.engine.runs.rows import NodeRow, RunRow
 from fluksio.engine.workers.holder import Holder
+from fluksio.engine.workers.session_effects import EventCallback
 from fluksio.scheduler import WaitReason
 from fluksio.wire.provenance import Provenance
 
@@ -105,9 +106,7 @@ class Executor(Protocol):
         the engine."""
         ...
 
-    async def run(
-        self, spec: RunFrame, on_event: Callable[[dict[str, Any]], None]
-    ) -> CallOutcome: ...
+    async def run(self, spec: RunFrame, on_event: EventCallback) -> CallOutcome: ...
 
     def cancel(self, call_id: str) -> bool: ...
 
@@ -115,9 +114,7 @@ class Executor(Protocol):
 class Resumable(Executor, Protocol):
     """A place whose calls may outlive the engine (a worker's socket, our agent's)."""
 
-    def adopt(
-        self, call_id: str, on_event: Callable[[dict[str, Any]], None]
-    ) -> Awaitable[CallOutcome]:
+    def adopt(self, call_id: str, on_event: EventCallback) -> Awaitable[CallOutcome]:
         """Take over a call already running there, which its worker's hello named: its
         frames are told to ``on_event`` from now on, and the awaitable is its outcome.
         Expected at once, before anything more is read from the worker."""

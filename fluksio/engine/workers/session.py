@@ -67,7 +67,12 @@ from fluksio.engine.workers.connection import (
 )
 from fluksio.engine.workers.holder import Holder
 from fluksio.engine.workers.protocol import outcome_of
-from fluksio.engine.workers.session_effects import EventCallback, Pending, SessionEffects
+from fluksio.engine.workers.session_effects import (
+    EventCallback,
+    Pending,
+    SentAhead,
+    SessionEffects,
+)
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.logs import get_logger
 from fluksio.provisioners.base import WorkerRecord
@@ -224,7 +229,7 @@ class WorkerSession(SessionEffects):
             if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
                 # Every slot has a call: it holds this one until a slot frees, and says
                 # when it starts (with a slot free it starts at once: nothing to say).
-                on_event({"event": "sent_ahead"})
+                on_event(SentAhead(spec.call_id))
             try:
                 await self.ws.send_str(encode(frame))
             except (ConnectionError, RuntimeError) as exc:
@@ -261,16 +266,16 @@ class WorkerSession(SessionEffects):
         what = "answer" if isinstance(frame, AnswerFrame) else frame.event
         effects = self.machine.frame(frame.call_id, what, self.clock.now(), last=answer)
         pending = self._pending.get(frame.call_id)
-        if what == "started" and pending is not None:
-            pending.on_event({"event": "started"})
+        if what == "started" and pending is not None and isinstance(frame, ProgressFrame):
+            pending.on_event(frame)
         if effects or pending is None:
             self._apply(effects)
             return
         if isinstance(frame, LogFrame):
-            pending.on_event({"event": "log", "first": frame.first, "lines": frame.lines})
+            pending.on_event(frame)
         elif isinstance(frame, ProgressFrame):
             if frame.event not in ("heartbeat", "started"):
-                pending.on_event({"event": frame.event, "outputs": frame.outputs, "ts": frame.ts})
+                pending.on_event(frame)
         elif not pending.future.done():
             outcome = self._checked(frame.call_id, outcome_of(frame, self.name, self.hello))
             if _refused_as_stopping(frame, self.hello):

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, assert_never
 
-from fluksio.agent.frames import CancelFrame, HelloFrame, encode
+from fluksio.agent.frames import CancelFrame, HelloFrame, LogFrame, ProgressFrame, encode
 from fluksio.agent.launcher import CallOutcome
 from fluksio.clock import Clock, Timer
 from fluksio.engine.workers import connection_effects
@@ -21,10 +21,22 @@ from fluksio.engine.workers.connection import UNKNOWN_FRAMES_LOGGED, ConnectionM
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.logs import get_logger
 
-__all__ = ["EventCallback", "Pending", "SessionEffects"]
+__all__ = ["CallEvent", "EventCallback", "Pending", "SentAhead", "SessionEffects"]
 
 log = get_logger("fluksio.engine.workers.session")
-EventCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class SentAhead:
+    """(the engine's own word) The call went to a worker whose every slot is busy: it
+    waits in that worker's line, which says when it starts (``started``)."""
+
+    call_id: str
+
+
+CallEvent = ProgressFrame | LogFrame | SentAhead
+"""What a running call's executor tells as it runs: the worker's frames, as they came."""
+EventCallback = Callable[[CallEvent], None]
 KEPT_AT_MOST_S = 86_400.0
 """How long a worker that keeps its calls for ever (``--engine-away-s 0``) is taken to
 keep a lost one: a day, then it may run elsewhere (sooner once the worker is back)."""
