@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fluksio.api.frame_gate import LEAD_BYTES, FrameGate, text_frame
+from tests.support.properties import tried
 
 ABOVE = 1000
 MOST = 100_000
@@ -104,7 +105,7 @@ def test_an_awaited_answer_a_small_frame_and_a_fragmented_message_pass_unchanged
     assert reader.fed[-1] == b"<eof>"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=tried(150), deadline=None)
 @given(
     frames=st.lists(
         st.tuples(st.sampled_from(["awaited", "stray"]), st.integers(min_value=40, max_value=6000)),

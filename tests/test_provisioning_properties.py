@@ -21,6 +21,7 @@ from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, Work
 from fluksio.provisioners.driver import ProvisioningDriver
 from fluksio.provisioners.requests import RequestStage
 from tests.support.clock import ManualClock
+from tests.support.properties import tried
 from tests.support.scripted import RecordingEngine, Scripted, scripted_settings
 
 STEPS = st.lists(
@@ -118,7 +119,7 @@ async def _play(steps: list[tuple[object, ...]], max_workers: int) -> None:
         )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=tried(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=STEPS, max_workers=st.integers(1, 3))
 def test_jobs_alive_never_exceed_max_workers(
     steps: list[tuple[object, ...]], max_workers: int

@@ -12,10 +12,11 @@ from fluksio.scheduler.reference import reference_plan
 from fluksio.scheduler.resources import Amounts
 from fluksio.scheduler.scheduler import plan
 from fluksio.scheduler.state import Allocation
+from tests.support.properties import tried
 from tests.support.scheduling import INPUTS, MARGIN, NOW
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=tried(300), deadline=None)
 @given(
     workers=st.lists(
         st.tuples(

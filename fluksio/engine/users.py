@@ -45,12 +45,17 @@ class UserStore:
         ).fetchone()
         return None if row is None else User(row["username"], bool(row["is_superuser"]))
 
-    def add(self, username: str, password: str, *, is_superuser: bool) -> User:
+    def add(
+        self, username: str, password: str, *, is_superuser: bool, cost: int | None = None
+    ) -> User:
+        """``cost``: the password's hashing cost (None: the default; see
+        :func:`~fluksio.engine.passwords.hash_password`)."""
+        hashed = hash_password(password) if cost is None else hash_password(password, cost=cost)
         try:
             self._db.execute(
                 "INSERT INTO users (username, password_hash, is_superuser, created_at)"
                 " VALUES (?, ?, ?, ?)",
-                (username, hash_password(password), int(is_superuser), self._clock.now()),
+                (username, hashed, int(is_superuser), self._clock.now()),
             )
         except sqlite3.IntegrityError as exc:
             raise ConfigError(f"a user named {username!r} already exists") from exc

@@ -25,6 +25,7 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.clock import Clock
 from fluksio.engine.core import Engine
 from fluksio.engine.db import Database, open_database
+from fluksio.engine.passwords import LEAST_COST
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.engine.users import UserStore
@@ -110,7 +111,9 @@ async def start_in_process(
     engine.client = await aiohttp_client(app)
     users = UserStore(engine.database)
     if users.get(SUPERUSER) is None:  # an earlier engine of the test on ``data_dir`` made it
-        users.add(SUPERUSER, SUPERUSER_PASSWORD, is_superuser=True)
+        # The least cost: its password guards a throwaway engine, which every test logs
+        # in to (the default's two scrypt runs were a third of the fast tier's time).
+        users.add(SUPERUSER, SUPERUSER_PASSWORD, is_superuser=True, cost=LEAST_COST)
     engine.token = await engine.login()
     return engine
 
