@@ -122,7 +122,9 @@ class RunEffects(Adoptions):
         run_id, spec = effect.run_id, effect.spec
         count = self.items.room(spec, effect.count, effect.in_line)
         found, cursor = self.items.next(run_id, spec, effect.cursor, count, effect.total)
-        self._apply(self._machine.refilled(run_id, spec.id, found, cursor, self._clock.now()))
+        self._apply(
+            self._machine.arrays.refilled(run_id, spec.id, found, cursor, self._clock.now())
+        )
 
     def _retry_at(self, effect: RetryAt) -> None:
         def due() -> None:

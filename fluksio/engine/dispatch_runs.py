@@ -92,7 +92,7 @@ class RunRequests(DispatcherViews):
         if not self._machine.has(run_id) or self._machine.is_over(run_id):
             raise Conflict(f"run {run_id} has ended ({view.row.state}): nothing is left to cancel")
         now = self._clock.now()
-        effects, cancelled = self._machine.cancel_items(run_id, name, positions, now)
+        effects, cancelled = self._machine.arrays.cancel_items(run_id, name, positions, now)
         self._apply(effects)
         log.info("items.cancelled", run_id=run_id, node=name, items=cancelled)
         found = self.view_run(run_id)

@@ -64,7 +64,7 @@ class DispatcherViews:
                 elif node.row.sent_ahead:
                     reason = f"sent ahead to {node.row.place}: waits there for a free slot"
                 elif node.row.state is NodeState.PENDING and (
-                    waits := self._machine.waiting_for(run_id)
+                    waits := self._machine.waits.waiting_for(run_id)
                 ):
                     named = ", ".join(f"node {node!r} of run {run}" for run, node in waits)
                     reason = f"waits for the result of {named}"
@@ -86,7 +86,7 @@ class DispatcherViews:
         )
         if array is None or array.array is None or not 0 <= position < array.array.total:
             return None
-        live = self._machine.item_row(run_id, node_id, position)
+        live = self._machine.arrays.item_row(run_id, node_id, position)
         if live is not None:
             return live
         stored = self.items.store.page(run_id, node_id, after=position - 1, limit=1)
@@ -117,7 +117,7 @@ class DispatcherViews:
                 if (run.id, spec.id) in arrays:
                     continue
                 arrays.add((run.id, spec.id))
-                items = self._machine.items_waiting(run.id, spec.id)
+                items = self._machine.arrays.items_waiting(run.id, spec.id)
             found.append(
                 WaitingCall(
                     call_id=call_id,

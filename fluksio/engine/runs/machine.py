@@ -19,10 +19,10 @@ happens at a restart is :meth:`RunMachine.recover`'s.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.agent.outcome import CallOutcome, ErrorKind
 from fluksio.engine.runs.effects import (
     CallInputs,
     Create,
@@ -33,19 +33,19 @@ from fluksio.engine.runs.effects import (
     Stop,
     Withdraw,
 )
-from fluksio.engine.runs.machine_adopt import RESTARTED, AdoptMoves
-from fluksio.engine.runs.machine_arrays import ArrayMoves
-from fluksio.engine.runs.machine_retry import RetryMoves
+from fluksio.engine.runs.machine_adopt import Restarts
+from fluksio.engine.runs.machine_arrays import Arrays
+from fluksio.engine.runs.machine_retry import Retries
+from fluksio.engine.runs.machine_rules import CRASH_LIMIT, RunBook
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun, NodeSnapshot
-from fluksio.engine.runs.machine_waits import WaitMoves
+from fluksio.engine.runs.machine_waits import Waits
 from fluksio.engine.runs.redact import redact
 from fluksio.engine.runs.references import Ref, substitute
-from fluksio.engine.runs.rows import ArraySummary, HeldItem, NodeRow, RunRow
+from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
 from fluksio.engine.workers.holder import Holder
 from fluksio.wire.flows import FlowSpec, NodeSpec
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import (
-    TERMINAL_NODE_STATES,
     TERMINAL_RUN_STATES,
     NodeState,
     RunState,
@@ -54,13 +54,59 @@ from fluksio.wire.states import (
 __all__ = ["RunMachine"]
 
 
-def _cancelled() -> dict[str, str]:
-    return error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
+class RunMachine:
+    """The machine's inputs and questions. Its state and rules are its
+    :class:`~fluksio.engine.runs.machine_rules.RunBook`'s; its arrays, retries, waits and
+    restarts are parts it has, each given the book and, for what involves another part,
+    this machine as their :class:`~fluksio.engine.runs.machine_rules.Moves`."""
 
+    def __init__(self, new_id: Callable[[], str], crash_limit: int = CRASH_LIMIT) -> None:
+        self._book = RunBook(new_id, crash_limit)
+        self.arrays = Arrays(self._book, self)
+        """Its array nodes' items (``refilled``, ``cancel_items``; ``item_row``, ...)."""
+        self.waits = Waits(self._book, self)
+        """Its runs that wait for others' results (``waiting_for``)."""
+        self._retries = Retries(self._book, self)
+        self._restarts = Restarts(self._book, self, self.arrays, self.waits)
+        # Inputs its parts take, as the machine's own.
+        self.retry_due = self._retries.retry_due
+        self.recover = self._restarts.recover
+        self.adopted = self._restarts.adopted
+        self.not_back = self._restarts.not_back
 
-class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
-    """The machine's inputs and questions; its rules are :class:`MachineRules`'s, its
-    arrays', retries' and waits' moves those of its mixins."""
+    # -- what the parts ask of the whole (Moves) ----------------------------------------
+
+    def queue(
+        self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
+    ) -> LiveNode:
+        """Queue a node's call; an array's turn opens it instead (its items go in line)."""
+        if node.spec.is_array and node.row.item is None:
+            return self.arrays.open(run, node, queued_at, effects)
+        return self._book.queue_call(run, node, queued_at, effects)
+
+    def finish(
+        self,
+        run: LiveRun,
+        changed: list[LiveNode],
+        now: float,
+        effects: list[Effect],
+        *,
+        announce: bool = False,
+    ) -> None:
+        """Save what changed and end the run if it is over
+        (:meth:`~fluksio.engine.runs.machine_rules.RunBook.settle`); the runs that wait
+        for what ended here hear of it after."""
+        self._book.settle(run, changed, now, effects, announce=announce)
+        if self._book.awaited:
+            self.waits.tell_waiters(run, changed, now, effects)
+
+    def item_moved(
+        self, run: LiveRun, item: LiveNode, before: NodeState, now: float, effects: list[Effect]
+    ) -> None:
+        self.arrays.item_moved(run, item, before, now, effects)
+
+    def await_worker(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> bool:
+        return self._restarts.await_worker(run, node, effects)
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -87,7 +133,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
             created_at=now,
         )
         totals = items or {}
-        run = self._build(
+        run = self._book.build(
             row,
             flow,
             [
@@ -101,20 +147,20 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
                 for node in flow.nodes
             ],
         )
-        self._runs[run_id] = run
+        self._book.runs[run_id] = run
         effects: list[Effect] = [Create(row, tuple([n.row for n in run.nodes.values()]))]
-        changed = self._await_results(run, settled or {}, now)
+        changed = self.waits.await_results(run, settled or {}, now)
         changed += [
-            self._queue(run, n, now, effects)
+            self.queue(run, n, now, effects)
             for n in run.nodes.values()
-            if n.row.state is NodeState.PENDING and self._ready(run, n)
+            if n.row.state is NodeState.PENDING and self._book.ready(run, n)
         ]
-        self._finish(run, changed, now, effects)
+        self.finish(run, changed, now, effects)
         return effects
 
     def cancel(self, run_id: str, now: float) -> list[Effect]:
         """Cancel a live run: what has not started ends now; what runs is asked to stop."""
-        run = self._runs[run_id]
+        run = self._book.runs[run_id]
         run.cancelling = True
         effects: list[Effect] = []
         changed = []
@@ -122,95 +168,17 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
             state = node.row.state
             node.retry_at = None  # a back-off ends with the run: nothing more starts
             if node.array is not None:
-                changed += self._cancel_items(run, node, now, effects)
-                effects += [Stop(str(i.row.call_id)) for i in self._running_items(node)]
+                changed += self.arrays.cancel_all(run, node, now, effects)
+                effects += [Stop(str(i.row.call_id)) for i in self._book.running_items(node)]
             elif state in (NodeState.PENDING, NodeState.QUEUED):
                 if state is NodeState.QUEUED:
-                    effects.append(Withdraw(self._forget_call(node)))
-                self._cancel_unstarted(run, node, now)
+                    effects.append(Withdraw(self._book.forget_call(node)))
+                self._book.cancel_unstarted(run, node, now)
                 changed.append(node)
             elif state is NodeState.RUNNING:
                 effects.append(Stop(str(node.row.call_id)))
-        self._finish(run, changed, now, effects)
+        self.finish(run, changed, now, effects)
         return effects
-
-    def recover(
-        self,
-        found: list[tuple[RunRow, list[NodeRow]]],
-        now: float,
-        settled: dict[Ref, NodeRow] | None = None,
-        held: dict[tuple[str, str], list[HeldItem]] | None = None,
-    ) -> list[Effect]:
-        """Take over the runs a previous engine left unfinished.
-
-        Queued calls are queued again at their old place in line. A call that was running
-        on a worker waits for it (:class:`AwaitWorker`), and so does each array item in
-        ``held`` (by run and node id: those stored as running on a worker); one that ran
-        in the engine's own process fails as ``EngineRestarted``, or is queued again if
-        its node says ``retry_on_restart``.
-        """
-        effects: list[Effect] = []
-        for row, node_rows in found:
-            run = self._build(row, FlowSpec.model_validate(row.spec), node_rows)
-            self._runs[row.id] = run
-            changed = self._interrupted(run, now, effects, held or {})
-            changed += self._await_results(run, settled or {}, now)
-            for node in run.nodes.values():
-                if node.row.state in TERMINAL_NODE_STATES - {NodeState.SUCCEEDED}:
-                    changed += self._skip_dependents(run, node, now)
-            for node in run.nodes.values():
-                if node.row.state is NodeState.PENDING and self._ready(run, node):
-                    changed.append(self._queue(run, node, node.row.queued_at or now, effects))
-            self._finish(run, changed, now, effects, announce=True)
-        return effects
-
-    def _interrupted(
-        self,
-        run: LiveRun,
-        now: float,
-        effects: list[Effect],
-        held: dict[tuple[str, str], list[HeldItem]],
-    ) -> list[LiveNode]:
-        """What a restart did to a run: its running calls are lost, its queue forgotten."""
-        # A cancel is stored only as the nodes it cancelled: a run whose every node was
-        # running when the cancel came is not known to have been cancelled.
-        run.cancelling = any(n.row.state is NodeState.CANCELLED for n in run.nodes.values())
-        changed = []
-        for node in run.nodes.values():
-            if node.spec.is_array and node.row.state in (NodeState.QUEUED, NodeState.RUNNING):
-                kept = [] if run.cancelling else held.get((run.row.id, node.spec.id), [])
-                self._array_interrupted(run, node, now, effects, kept)
-            elif node.row.state is NodeState.RUNNING:
-                if not run.cancelling and self._await_worker(run, node, effects):
-                    continue  # running still, as far as anyone knows
-                if node.spec.retry_on_restart:
-                    # Run again from its start: a new attempt, so that a follower of its
-                    # output is told the first one ended and reads the second from line 0.
-                    node.row.state = NodeState.PENDING
-                    node.row.attempt += 1
-                    node.note("rerun", now, attempt=node.row.attempt, after=RESTARTED)
-                else:
-                    restarted = error_record(ErrorKind.ENGINE_RESTARTED, RESTARTED)
-                    self._end(run, node, NodeState.FAILED, now, restarted)
-                changed.append(node)
-            elif node.row.state is NodeState.QUEUED:
-                node.row.state = NodeState.PENDING  # queued again, at its old turn in line
-        if run.cancelling:  # what has not started never will
-            for node in run.nodes.values():
-                if node.row.state is NodeState.PENDING:
-                    self._cancel_unstarted(run, node, now)
-                    changed.append(node)
-        return changed
-
-    def _cancel_unstarted(self, run: LiveRun, node: LiveNode, now: float) -> None:
-        """Cancel a node whose attempt has not started: it shows the last attempt that
-        did, and that attempt's duration, not a second one that never ran."""
-        last_ended = node.row.ended_at
-        if node.row.attempt > 1:
-            node.row.attempt -= 1
-        self._end(run, node, NodeState.CANCELLED, now, _cancelled())
-        if last_ended is not None:
-            node.row.ended_at = last_ended
 
     def placed(
         self,
@@ -222,7 +190,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
     ) -> CallInputs:
         """The scheduler placed the call: it records where (and ``holder``, who holds it
         there across a restart), and says what the call needs."""
-        run, node = self._calls[call_id]
+        run, node = self._book.calls[call_id]
         node.row.place = place
         node.row.holder = holder
         node.row.provenance = provenance
@@ -243,7 +211,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
 
     def running(self, call_id: str, secrets: tuple[str, ...]) -> list[Effect]:
         """The placed call was handed to its executor, with these secret values."""
-        run, node = self._calls[call_id]
+        run, node = self._book.calls[call_id]
         node.secrets = secrets
         node.row.state = NodeState.RUNNING
         run_changed = run.row.state is RunState.QUEUED
@@ -251,7 +219,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
             run.row.state = RunState.RUNNING
             run.row.started_at = node.row.started_at
         effects: list[Effect] = []
-        rows = [node.row] if node.row.item is None else self._item_running(run, node, effects)
+        rows = [node.row] if node.row.item is None else self.arrays.item_running(run, node, effects)
         return [Save(run.row, tuple(rows), run_changed), *effects]
 
     def sent_ahead(self, call_id: str) -> list[Effect]:
@@ -264,7 +232,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
         return self._set_start(call_id, now)
 
     def _set_start(self, call_id: str, at: float | None) -> list[Effect]:
-        found = self._calls.get(call_id)
+        found = self._book.calls.get(call_id)
         if found is None or found[1].row.state is not NodeState.RUNNING:
             return []  # it ended (or was queued again) meanwhile
         run, node = found
@@ -275,7 +243,7 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
 
     def reported(self, call_id: str, record: dict[str, Any]) -> list[Effect]:
         """The running call reported an event (``fluksio.emit``)."""
-        found = self._calls.get(call_id)
+        found = self._book.calls.get(call_id)
         if found is None:
             return []  # it ended (or was queued again) meanwhile
         run, node = found
@@ -287,66 +255,68 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
     def ended(self, call_id: str, outcome: CallOutcome, now: float) -> list[Effect]:
         """The placed call ended (or never got to start): give back its place, then record
         its outcome, retry it, or queue what now may run."""
-        found = self._calls.get(call_id)
+        found = self._book.calls.get(call_id)
         if found is None:
             return []
         run, node = found
         before = node.row.state
-        effects: list[Effect] = [Release(self._forget_call(node))]
-        outcome = self._counted(run, node, outcome)
-        if self._retry(run, node, outcome, now, effects):
+        effects: list[Effect] = [Release(self._book.forget_call(node))]
+        outcome = self._retries.counted(run, node, outcome)
+        if self._retries.retry(run, node, outcome, now, effects):
             if node.row.item is not None:
-                self._item_moved(run, node, before, now, effects)
+                self.item_moved(run, node, before, now, effects)
             return effects
         row = node.row
         row.logs = redact(outcome.logs, node.secrets)
         row.events = list(node.events)
         if outcome.ok:
             row.result = redact(outcome.result, node.secrets)
-            self._end(run, node, NodeState.SUCCEEDED, now)
+            self._book.end(run, node, NodeState.SUCCEEDED, now)
         else:
             cancelled = (run.cancelling or node.cancelling) and (outcome.error or {}).get(
                 "type"
             ) == ErrorKind.NODE_CANCELLED
             state = NodeState.CANCELLED if cancelled else NodeState.FAILED
-            self._end(run, node, state, now, redact(outcome.error, node.secrets))
+            self._book.end(run, node, state, now, redact(outcome.error, node.secrets))
         node.secrets = ()
         if node.row.item is not None:
-            self._item_moved(run, node, before, now, effects)
+            self.item_moved(run, node, before, now, effects)
             return effects
         changed = [node]
         if row.state is NodeState.SUCCEEDED:
             if not run.cancelling:
                 for dependent_id in node.dependents:
                     dependent = run.nodes[dependent_id]
-                    if dependent.row.state is NodeState.PENDING and self._ready(run, dependent):
-                        changed.append(self._queue(run, dependent, now, effects))
+                    if dependent.row.state is NodeState.PENDING and self._book.ready(
+                        run, dependent
+                    ):
+                        changed.append(self.queue(run, dependent, now, effects))
         else:
-            changed += self._skip_dependents(run, node, now)
-        self._finish(run, changed, now, effects)
+            changed += self._book.skip_dependents(run, node, now)
+        self.finish(run, changed, now, effects)
         return effects
 
     def written(self, run_id: str) -> tuple[RunRow, list[NodeRow]] | None:
         """The run's rows are written; an ended run is let go (its final rows returned):
         it lives in the store now."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         if run is None or run.row.state not in TERMINAL_RUN_STATES:
             return None
-        del self._runs[run_id]
+        del self._book.runs[run_id]
         return run.row, [node.row for node in run.nodes.values()]
 
     # -- questions -------------------------------------------------------------------------
 
     def has(self, run_id: str) -> bool:
-        return run_id in self._runs
+        return run_id in self._book.runs
 
     def is_over(self, run_id: str) -> bool:
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         return run is None or run.row.state in TERMINAL_RUN_STATES
 
     def snapshot(self, run_id: str) -> tuple[RunRow, list[NodeSnapshot]] | None:
         """A live run as it stands (reading it changes nothing)."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         if run is None:
             return None
         nodes = [
@@ -364,13 +334,13 @@ class RunMachine(RetryMoves, ArrayMoves, WaitMoves, AdoptMoves):
 
     def call(self, call_id: str) -> tuple[RunRow, NodeSpec, NodeRow] | None:
         """The run and node of a queued or running call."""
-        found = self._calls.get(call_id)
+        found = self._book.calls.get(call_id)
         if found is None:
             return None
         run, node = found
         return run.row, node.spec, node.row
 
     def running_calls(self) -> Iterator[str]:
-        for _run, node in self._calls.values():
+        for _run, node in self._book.calls.values():
             if node.row.state is NodeState.RUNNING:
                 yield str(node.row.call_id)

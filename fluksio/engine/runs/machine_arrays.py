@@ -8,8 +8,8 @@ row names its item. An item's row is written once it has started; one with no ro
 not (its parameters are still only in its source). The rest of a call's life (placed,
 running, reported, retried) is the machine's, as for any node.
 
-A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, on the rules of
-:class:`~fluksio.engine.runs.machine_rules.MachineRules`.
+A part of :class:`~fluksio.engine.runs.machine.RunMachine`, on its
+:class:`~fluksio.engine.runs.machine_rules.RunBook`.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from fluksio.engine.runs.effects import (
     Stop,
     Withdraw,
 )
-from fluksio.engine.runs.machine_rules import MachineRules
+from fluksio.engine.runs.machine_rules import Moves, RunBook
 from fluksio.engine.runs.machine_state import LiveArray, LiveNode, LiveRun
 from fluksio.engine.runs.rows import ArraySummary, Earlier, HeldItem, NodeRow
 from fluksio.wire.states import TERMINAL_NODE_STATES, NodeState
 
-__all__ = ["FAILURES_KEPT", "SUMMARY_EVERY_S", "WINDOW", "ArrayMoves"]
+__all__ = ["FAILURES_KEPT", "SUMMARY_EVERY_S", "WINDOW", "Arrays"]
 
 WINDOW = 1024
 """The most items of one array in line at once: what the scheduler holds of it."""
@@ -46,26 +46,32 @@ def _counted(state: NodeState) -> str:
     return NodeState.QUEUED.value if state is NodeState.PENDING else state.value
 
 
-class ArrayMoves(MachineRules):
+class Arrays:
+    """An array node's items: read a window at a time, counted as they end."""
+
+    def __init__(self, book: RunBook, moves: Moves) -> None:
+        self._book = book
+        self._moves = moves
+
     # -- questions -------------------------------------------------------------------------
 
     def item_row(self, run_id: str, node_id: str, position: int) -> NodeRow | None:
         """A live array's item in memory (in line, running, or waiting to retry)."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         node = run.nodes.get(node_id) if run is not None else None
         item = node.array.items.get(position) if node is not None and node.array else None
         return item.row if item is not None else None
 
     def items_waiting(self, run_id: str, node_id: str) -> int:
         """How many of an array's items wait (in line, unread, or to retry)."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         node = run.nodes.get(node_id) if run is not None else None
         summary = node.row.array if node is not None else None
         return summary.counts.get(NodeState.QUEUED.value, 0) if summary is not None else 0
 
     # -- the array node --------------------------------------------------------------------
 
-    def _open_array(
+    def open(
         self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
     ) -> LiveNode:
         """The array's turn has come: its items go in line, a window at a time."""
@@ -73,7 +79,7 @@ class ArrayMoves(MachineRules):
         assert summary is not None
         if node.array is None:  # else made at a restart, holding the items on workers
             node.array = LiveArray(summary)
-        node.array_prefix = node.array_prefix or self._new_id()
+        node.array_prefix = node.array_prefix or self._book.new_id()
         started = sum(n for state, n in summary.counts.items() if state != NodeState.QUEUED)
         node.row.state = NodeState.RUNNING if started else NodeState.QUEUED
         node.row.queued_at = queued_at
@@ -90,7 +96,7 @@ class ArrayMoves(MachineRules):
     ) -> list[Effect]:
         """The items asked for by a :class:`Refill`: ``(position, parameters, how it
         stands)`` of each still to run, and where the next ask starts."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         node = run.nodes.get(node_id) if run is not None else None
         array = node.array if node is not None else None
         if run is None or node is None or array is None or run.cancelling:
@@ -114,10 +120,10 @@ class ArrayMoves(MachineRules):
             )
             item = array.items[position] = LiveNode(node.spec, row, item_params=params)
             array.in_line += 1
-            self._queue(run, item, node.row.queued_at or now, effects)
+            self._moves.queue(run, item, node.row.queued_at or now, effects)
         if array.exhausted and not array.items:
             self._array_done(run, node, now)
-            self._finish(run, [node], now, effects)
+            self._moves.finish(run, [node], now, effects)
         return effects
 
     def cancel_items(
@@ -126,7 +132,7 @@ class ArrayMoves(MachineRules):
         """Cancel chosen items of a live array: those waiting never run, those running are
         asked to stop (and end cancelled); those over are left as they are. How many
         were cancelled."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         node = run.nodes.get(node_id) if run is not None else None
         array = node.array if node is not None else None
         if run is None or node is None or array is None:
@@ -154,7 +160,7 @@ class ArrayMoves(MachineRules):
         self._want_items(run, node, effects)
         if ahead:
             effects.append(CancelledAhead(run_id, node_id, tuple(ahead), now))
-        self._finish(run, changed, now, effects)
+        self._moves.finish(run, changed, now, effects)
         return effects, cancelled
 
     def _cancel_read_item(
@@ -167,7 +173,7 @@ class ArrayMoves(MachineRules):
             effects.append(Stop(str(item.row.call_id)))
             return False
         if item.row.state is NodeState.QUEUED:
-            effects.append(Withdraw(self._forget_call(item)))
+            effects.append(Withdraw(self._book.forget_call(item)))
             array.in_line -= 1
         _move(array.summary, item.row.state, NodeState.CANCELLED)
         item.row.state, item.row.ended_at, item.retry_at = NodeState.CANCELLED, now, None
@@ -187,7 +193,7 @@ class ArrayMoves(MachineRules):
 
     # -- its items -------------------------------------------------------------------------
 
-    def _item_running(self, run: LiveRun, item: LiveNode, effects: list[Effect]) -> list[NodeRow]:
+    def item_running(self, run: LiveRun, item: LiveNode, effects: list[Effect]) -> list[NodeRow]:
         """An item's call was handed to its executor: the rows that changed with it."""
         node = run.nodes[item.spec.id]
         array = node.array
@@ -200,7 +206,7 @@ class ArrayMoves(MachineRules):
             return [item.row, node.row]
         return [item.row]
 
-    def _item_moved(
+    def item_moved(
         self, run: LiveRun, item: LiveNode, before: NodeState, now: float, effects: list[Effect]
     ) -> None:
         """An item's call ended: it is queued again (a retry), or it is over."""
@@ -224,9 +230,9 @@ class ArrayMoves(MachineRules):
         elif now - array.told_at >= SUMMARY_EVERY_S:
             array.told_at = now
             changed.append(node)
-        self._finish(run, changed, now, effects)
+        self._moves.finish(run, changed, now, effects)
 
-    def _cancel_items(
+    def cancel_all(
         self, run: LiveRun, node: LiveNode, now: float, effects: list[Effect]
     ) -> list[LiveNode]:
         """Cancel an array: what is in line leaves it, what runs is asked to stop (by the
@@ -238,7 +244,7 @@ class ArrayMoves(MachineRules):
         for item in list(array.items.values()):
             if item.row.state is NodeState.QUEUED:
                 effects.append(Withdraw(str(item.row.call_id)))
-                self._forget_call(item)
+                self._book.forget_call(item)
                 array.in_line -= 1
             elif item.row.state is not NodeState.PENDING:
                 continue  # running: it ends as its executor stops it
@@ -259,7 +265,7 @@ class ArrayMoves(MachineRules):
             changed.append(node)
         return changed
 
-    def _array_interrupted(
+    def interrupted(
         self,
         run: LiveRun,
         node: LiveNode,
@@ -288,7 +294,7 @@ class ArrayMoves(MachineRules):
             for row, params in held:
                 assert row.item is not None
                 item = node.array.items[row.item] = LiveNode(node.spec, row, item_params=params)
-                self._await_worker(run, item, effects)
+                self._moves.await_worker(run, item, effects)
 
     def _array_done(self, run: LiveRun, node: LiveNode, now: float) -> None:
         """Every item is over: so is the array (its caller saves it)."""
@@ -303,12 +309,12 @@ class ArrayMoves(MachineRules):
             said = first["error"].get("short") or first["error"].get("message", "")
             message = f"{failed} of {summary.total} items failed; the first, item"
             error = error_record(ErrorKind.ITEMS_FAILED, f"{message} {first['item']}: {said}")
-            self._end(run, node, NodeState.FAILED, now, error)
+            self._book.end(run, node, NodeState.FAILED, now, error)
         elif summary.counts.get(NodeState.CANCELLED.value) or run.cancelling:
             cancelled = error_record(ErrorKind.NODE_CANCELLED, _CANCEL)
-            self._end(run, node, NodeState.CANCELLED, now, cancelled)
+            self._book.end(run, node, NodeState.CANCELLED, now, cancelled)
         else:
-            self._end(run, node, NodeState.SUCCEEDED, now)
+            self._book.end(run, node, NodeState.SUCCEEDED, now)
 
 
 _RESTARTED = "the engine restarted while this item was executing"

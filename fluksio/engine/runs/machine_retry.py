@@ -1,7 +1,7 @@
 """The run machine's retries: a failed call run again, at once or after a back-off.
 
-A mixin of :class:`~fluksio.engine.runs.machine.RunMachine`, on the rules of
-:class:`~fluksio.engine.runs.machine_rules.MachineRules`.
+A part of :class:`~fluksio.engine.runs.machine.RunMachine`, on its
+:class:`~fluksio.engine.runs.machine_rules.RunBook`.
 """
 
 from __future__ import annotations
@@ -11,22 +11,28 @@ from typing import Any
 
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, Log, RetryAt, Save
-from fluksio.engine.runs.machine_rules import MachineRules
+from fluksio.engine.runs.machine_rules import Moves, RunBook
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
 from fluksio.engine.runs.redact import redact
 from fluksio.wire.flows import RetryKind
 from fluksio.wire.states import NodeState
 
-__all__ = ["RetryMoves", "failure_kind", "most_attempts"]
+__all__ = ["Retries", "failure_kind", "most_attempts"]
 
 
-class RetryMoves(MachineRules):
+class Retries:
+    """A failed call run again: at once, or after its back-off."""
+
+    def __init__(self, book: RunBook, moves: Moves) -> None:
+        self._book = book
+        self._moves = moves
+
     def retry_due(
         self, run_id: str, node_id: str, now: float, item: int | None = None
     ) -> list[Effect]:
         """A node's (or an item's) back-off is over: queue its next attempt (unless it
         ended meanwhile)."""
-        run = self._runs.get(run_id)
+        run = self._book.runs.get(run_id)
         node = run.nodes.get(node_id) if run is not None else None
         if item is not None:
             node = node.array.items.get(item) if node is not None and node.array else None
@@ -34,14 +40,14 @@ class RetryMoves(MachineRules):
             return []
         node.retry_at = None
         effects: list[Effect] = []
-        self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+        self._moves.queue(run, node, node.row.queued_at or now, effects)  # its place in line
         if item is not None:
-            self._item_moved(run, node, NodeState.PENDING, now, effects)  # saves it
+            self._moves.item_moved(run, node, NodeState.PENDING, now, effects)  # saves it
         else:
             effects.append(Save(run.row, (node.row,)))
         return effects
 
-    def _counted(self, run: LiveRun, node: LiveNode, outcome: CallOutcome) -> CallOutcome:
+    def counted(self, run: LiveRun, node: LiveNode, outcome: CallOutcome) -> CallOutcome:
         """A stop not of its doing past its ``max_checkpoints`` says so. A call whose
         worker died under it (``WorkerGone``: killed, out of memory, its job failed): one
         more crash, where it ran. At the engine's ``crash_limit`` it fails
@@ -53,18 +59,18 @@ class RetryMoves(MachineRules):
         if outcome.ok or run.cancelling or error.get("type") != ErrorKind.WORKER_GONE:
             return outcome
         node.row.crashes = (*node.row.crashes, _where(node))
-        if len(node.row.crashes) < self._crash_limit:
+        if len(node.row.crashes) < self._book.crash_limit:
             return outcome
         said = (
             f"its worker died under it {len(node.row.crashes)} times"
             f" ({'; '.join(node.row.crashes)}); not sent to another machine"
-            f" (the engine's crash_limit is {self._crash_limit})"
+            f" (the engine's crash_limit is {self._book.crash_limit})"
         )
         return dataclasses.replace(
             outcome, error=error_record(ErrorKind.NODE_CRASHED_WORKERS, said)
         )
 
-    def _retry(
+    def retry(
         self, run: LiveRun, node: LiveNode, outcome: CallOutcome, now: float, effects: list[Effect]
     ) -> bool:
         """Queue the node again when its worker never took it, or when it failed in a way
@@ -126,7 +132,7 @@ class RetryMoves(MachineRules):
             node.retry_at = now + wait
             effects.append(RetryAt(run.row.id, node.spec.id, node.retry_at, node.row.item))
         else:
-            self._queue(run, node, node.row.queued_at or now, effects)  # its place in line
+            self._moves.queue(run, node, node.row.queued_at or now, effects)  # its place in line
         effects.append(Save(run.row, (node.row,)))
         return True
 

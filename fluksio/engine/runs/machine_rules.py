@@ -1,19 +1,20 @@
 """The run machine's state and the rules every part of it builds on: queue a call, end a
-node, skip what depended on it, finish a run.
+node, skip what depended on it, save what changed and end a run.
 
-:class:`~fluksio.engine.runs.machine.RunMachine` is this with its inputs and questions;
-its arrays, retries and waits are mixins of this base (:mod:`.machine_arrays`,
-:mod:`.machine_retry`, :mod:`.machine_waits`), each building on these rules, and these
-rules call the three hooks they give, declared here once.
+:class:`~fluksio.engine.runs.machine.RunMachine` owns one :class:`RunBook` and its parts
+(arrays, retries, waits, restarts: :mod:`.machine_arrays`, :mod:`.machine_retry`,
+:mod:`.machine_waits`, :mod:`.machine_adopt`), each given the book and, for the moves that
+involve another part, the machine as :class:`Moves`: what a part may ask of the whole,
+declared here once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fluksio.agent.frames import IMAGE_HELD
-from fluksio.agent.outcome import ErrorKind, error_record
+from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, Ended, Queue, Save
 from fluksio.engine.runs.inputs import input_artifacts
 from fluksio.engine.runs.machine_state import LiveNode, LiveRun
@@ -29,7 +30,7 @@ from fluksio.wire.states import (
     RunState,
 )
 
-__all__ = ["MachineRules"]
+__all__ = ["Moves", "RunBook"]
 
 
 CRASH_LIMIT = 3
@@ -42,45 +43,51 @@ IMAGE_WEIGHT = 1 << 30
 an image outweighs most inputs (a pull of gigabytes)."""
 
 
-class MachineRules:
+class Moves(Protocol):
+    """The moves a part of the machine asks of the whole, because another part has a say:
+    queueing a node (an array opens instead), finishing a run (its waiters are told),
+    an item's end (its array counts it), a call that waits for its worker, a call ended."""
+
+    def queue(
+        self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
+    ) -> LiveNode: ...
+
+    def finish(
+        self,
+        run: LiveRun,
+        changed: list[LiveNode],
+        now: float,
+        effects: list[Effect],
+        *,
+        announce: bool = False,
+    ) -> None: ...
+
+    def item_moved(
+        self, run: LiveRun, item: LiveNode, before: NodeState, now: float, effects: list[Effect]
+    ) -> None: ...
+
+    def await_worker(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> bool: ...
+
+    def ended(self, call_id: str, outcome: CallOutcome, now: float) -> list[Effect]: ...
+
+
+class RunBook:
+    """The runs the machine holds, the calls it has out, and who waits for what; with the
+    rules on them that need no other part."""
+
     def __init__(self, new_id: Callable[[], str], crash_limit: int = CRASH_LIMIT) -> None:
         """``crash_limit``: how many workers a call may see die under it (see
-        :meth:`~fluksio.engine.runs.machine_retry.RetryMoves._counted`)."""
-        self._new_id = new_id
-        self._crash_limit = crash_limit
-        self._runs: dict[str, LiveRun] = {}
-        self._calls: dict[str, tuple[LiveRun, LiveNode]] = {}
-        self._awaited: dict[Ref, list[str]] = {}
+        :meth:`~fluksio.engine.runs.machine_retry.Retries.counted`)."""
+        self.new_id = new_id
+        self.crash_limit = crash_limit
+        self.runs: dict[str, LiveRun] = {}
+        self.calls: dict[str, tuple[LiveRun, LiveNode]] = {}
+        self.awaited: dict[Ref, list[str]] = {}
         """Each result some live run waits for, and the runs that wait for it."""
-
-    if TYPE_CHECKING:  # the hooks its mixins give
-
-        def _open_array(
-            self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
-        ) -> LiveNode:
-            raise NotImplementedError
-
-        def _item_moved(
-            self,
-            run: LiveRun,
-            item: LiveNode,
-            before: NodeState,
-            now: float,
-            effects: list[Effect],
-        ) -> None:
-            raise NotImplementedError
-
-        def _tell_waiters(
-            self, run: LiveRun, changed: list[LiveNode], now: float, effects: list[Effect]
-        ) -> None:
-            raise NotImplementedError
-
-        def _await_worker(self, run: LiveRun, node: LiveNode, effects: list[Effect]) -> bool:
-            raise NotImplementedError
 
     # -- the rules ---------------------------------------------------------------------------
 
-    def _build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> LiveRun:
+    def build(self, row: RunRow, flow: FlowSpec, node_rows: list[NodeRow]) -> LiveRun:
         by_id = {node_row.node_id: node_row for node_row in node_rows}
         nodes = {spec.id: LiveNode(spec, by_id[spec.id]) for spec in flow.nodes}
         for node in nodes.values():
@@ -92,12 +99,11 @@ class MachineRules:
         run.unfinished = sum(1 for n in nodes.values() if n.row.state not in TERMINAL_NODE_STATES)
         return run
 
-    def _queue(
+    def queue_call(
         self, run: LiveRun, node: LiveNode, queued_at: float, effects: list[Effect]
     ) -> LiveNode:
-        if node.spec.is_array and node.row.item is None:
-            return self._open_array(run, node, queued_at, effects)
-        call_id = self._new_id()
+        """Queue the call of a node that is no array (or of an array's item)."""
+        call_id = self.new_id()
         if node.row.item is not None:
             # Its array's items share their turn in line: the id breaks the tie, so they
             # are served in order of position.
@@ -107,12 +113,12 @@ class MachineRules:
         node.row.error = None  # an earlier attempt's, shown while it waited to retry
         node.row.call_id = call_id
         node.row.queued_at = queued_at
-        self._calls[call_id] = (run, node)
-        effects.append(Queue(self._request(run, node, call_id, queued_at)))
+        self.calls[call_id] = (run, node)
+        effects.append(Queue(self.request(run, node, call_id, queued_at)))
         return node
 
     @staticmethod
-    def _request(run: LiveRun, node: LiveNode, call_id: str, queued_at: float) -> CallRequest:
+    def request(run: LiveRun, node: LiveNode, call_id: str, queued_at: float) -> CallRequest:
         """What the scheduler is asked for the node's call ``call_id``."""
         resources = node.spec.resources
         results = {d: run.nodes[d].row.result for d in node.spec.after}
@@ -134,18 +140,18 @@ class MachineRules:
             container=None if container is None else Container(container.image, container.runtime),
         )
 
-    def _forget_call(self, node: LiveNode) -> str:
+    def forget_call(self, node: LiveNode) -> str:
         call_id = str(node.row.call_id)
-        self._calls.pop(call_id, None)
+        self.calls.pop(call_id, None)
         return call_id
 
     @staticmethod
-    def _running_items(node: LiveNode) -> list[LiveNode]:
+    def running_items(node: LiveNode) -> list[LiveNode]:
         items = node.array.items.values() if node.array is not None else ()
         return [item for item in items if item.row.state is NodeState.RUNNING]
 
     @staticmethod
-    def _end(
+    def end(
         run: LiveRun,
         node: LiveNode,
         state: NodeState,
@@ -164,12 +170,12 @@ class MachineRules:
         if error is not None:
             node.row.error = error
 
-    def _ready(self, run: LiveRun, node: LiveNode) -> bool:
+    def ready(self, run: LiveRun, node: LiveNode) -> bool:
         return not run.waiting_for and all(
             run.nodes[d].row.state is NodeState.SUCCEEDED for d in node.spec.after
         )
 
-    def _skip_dependents(self, run: LiveRun, node: LiveNode, now: float) -> list[LiveNode]:
+    def skip_dependents(self, run: LiveRun, node: LiveNode, now: float) -> list[LiveNode]:
         skipped = []
         for dependent_id in node.dependents:
             dependent = run.nodes[dependent_id]
@@ -178,13 +184,13 @@ class MachineRules:
             skipped_error = error_record(
                 ErrorKind.SKIPPED, f"dependency {node.spec.id!r} {node.row.state}"
             )
-            self._end(run, dependent, NodeState.SKIPPED, now, skipped_error)
+            self.end(run, dependent, NodeState.SKIPPED, now, skipped_error)
             skipped.append(dependent)
-            skipped += self._skip_dependents(run, dependent, now)
+            skipped += self.skip_dependents(run, dependent, now)
         return skipped
 
-    def _finish(
-        self,
+    @staticmethod
+    def settle(
         run: LiveRun,
         changed: list[LiveNode],
         now: float,
@@ -193,8 +199,7 @@ class MachineRules:
         announce: bool = False,
     ) -> None:
         """Save what changed, and end the run once no node is left unfinished; ``announce``
-        saves the run itself even unchanged (a run taken over at a restart is news). The
-        runs that wait for what ended here hear of it after."""
+        saves the run itself even unchanged (a run taken over at a restart is news)."""
         ends = run.row.state not in TERMINAL_RUN_STATES and not run.unfinished
         if ends:
             states = {node.row.state for node in run.nodes.values()}
@@ -209,5 +214,14 @@ class MachineRules:
             effects.append(Save(run.row, tuple([n.row for n in changed]), ends or announce))
         if ends:
             effects.append(Ended(run.row))
-        if self._awaited:
-            self._tell_waiters(run, changed, now, effects)
+
+    def cancel_unstarted(self, run: LiveRun, node: LiveNode, now: float) -> None:
+        """Cancel a node whose attempt has not started: it shows the last attempt that
+        did, and that attempt's duration, not a second one that never ran."""
+        last_ended = node.row.ended_at
+        if node.row.attempt > 1:
+            node.row.attempt -= 1
+        cancelled = error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
+        self.end(run, node, NodeState.CANCELLED, now, cancelled)
+        if last_ended is not None:
+            node.row.ended_at = last_ended
