@@ -43,7 +43,7 @@ test: install lint typecheck slurm-for-tests gridengine-for-tests browser-for-te
 # process; not those marked contract (real Slurm, sshd, Chromium, nginx, Prometheus, a
 # real-length timeline), process (real engine and agent processes) or slow (wheels).
 test-fast: install lint typecheck
-	FLUKSIO_TESTS=fast $(BIN)/python -m pytest -q -m "not contract and not process and not slow"
+	FLUKSIO_TESTS=fast $(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not contract and not process and not slow"
 
 # Debian's Chromium for the Workers screen's tests (Playwright drives it; it never downloads
 # a browser). Like Slurm: installed as root, else those tests skip, and fail under CI=true.
