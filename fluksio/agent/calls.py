@@ -7,6 +7,7 @@ import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from fluksio.agent.clock import Clock
@@ -22,10 +23,12 @@ __all__ = [
     "NOTICE_SHARE",
     "NOTICE_SIGNALS",
     "RECORD_LIMIT_BYTES",
+    "EndedBy",
     "EventCallback",
     "LauncherError",
     "Notice",
     "RunningCall",
+    "Signal",
     "fitted_notice",
     "resolve_interpreter",
 ]
@@ -57,6 +60,31 @@ NOTICE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGINT")
 NOTICE_CAUGHT = ("SIGUSR1", "SIGUSR2")
 """The notices the runner catches for a node (restated in ``runner/node.py``, which
 imports nothing of the agent)."""
+
+
+class Signal(StrEnum):
+    """How a call's process is reached: its whole tree killed, asked to end (SIGTERM,
+    killed after a grace), or its own process given its notice signal. The fork server
+    takes these words as they are."""
+
+    KILL = "kill"
+    TERM = "term"
+    NOTICE = "notice"
+
+
+class EndedBy(StrEnum):
+    """Why the launcher stopped a call, when it did (its outcome says so)."""
+
+    CANCEL = "cancel"
+    """Cancelled (the engine's word, or its run's)."""
+    INTERRUPTED = "interrupted"
+    """Its worker was told to stop."""
+    TIMEOUT = "timeout"
+    """Silent past its ``timeout``."""
+    LIMIT = "limit"
+    """Past its ``limit``."""
+    MEMORY = "memory"
+    """Over its memory bound."""
 
 
 @dataclass(frozen=True)
@@ -142,8 +170,8 @@ class RunningCall:
         self.result: dict[str, Any] | None = None
         self.failure: dict[str, str] | None = None
         self.last_activity = clock.monotonic()
-        self.ended_by: str | None = None
-        """"cancel", "timeout", "limit" or "memory" when the launcher stopped it."""
+        self.ended_by: EndedBy | None = None
+        """Why the launcher stopped it, when it did."""
         self.memory_peak = 0
         """The most its processes were seen holding together, in bytes (when bounded)."""
         self.ram_bound_mb = 0

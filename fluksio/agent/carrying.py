@@ -20,6 +20,7 @@ import aiohttp
 
 from fluksio.agent.attaching import AgentConfig, offered_artifacts
 from fluksio.agent.cache_report import CacheReport
+from fluksio.agent.calls import EndedBy
 from fluksio.agent.clock import Clock
 from fluksio.agent.frames import (
     AnswerFrame,
@@ -127,7 +128,7 @@ class Carrier:
         self._stopping = why
         for call_id in self._calls:
             self._interrupted[call_id] = why
-            self.launcher.cancel(call_id, reason="interrupted")
+            self.launcher.cancel(call_id, reason=EndedBy.INTERRUPTED)
         return list(self._calls)
 
     # -- what the engine said ------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fluksio.agent import runner
-from fluksio.agent.calls import LauncherError
+from fluksio.agent.calls import LauncherError, Signal
 from fluksio.agent.onefile import runner_path
 from fluksio.agent.realtime import realtime_within
 
@@ -181,7 +181,7 @@ class ForkServer:
             inbox.close()  # the spare reads the end of its socket and exits
         self._spares.clear()
 
-    def signal(self, pid: int, op: str, signum: int = 0) -> None:
+    def signal(self, pid: int, op: Signal, signum: int = 0) -> None:
         """Ask the server to ``kill`` a call's tree, to send it SIGTERM (``term``), or to
         send its process ``signum`` (``notice``)."""
         if self._sock is not None and self.alive:

@@ -27,10 +27,12 @@ from collections.abc import Callable
 
 from fluksio.agent import runner
 from fluksio.agent.calls import (
+    EndedBy,
     EventCallback,
     LauncherError,
     Notice,
     RunningCall,
+    Signal,
     resolve_interpreter,
 )
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
@@ -38,7 +40,6 @@ from fluksio.agent.containers.base import ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.fork_client import ForkServer
 from fluksio.agent.frames import THREAD_VARIABLES, RunFrame
-from fluksio.agent.onefile import runner_path
 from fluksio.agent.outcome import (
     CallOutcome,
     ErrorKind,
@@ -46,12 +47,12 @@ from fluksio.agent.outcome import (
     limit_error,
 )
 from fluksio.agent.realtime import realtime_after, realtime_within
+from fluksio.agent.starters import Contained, Forked, Spawned, Starter
 from fluksio.agent.stopping import (
     Watchdog,
     ignore_notices_until_caught,
     outcome_of,
     stop_env,
-    watch,
 )
 
 __all__ = [
@@ -114,7 +115,12 @@ class Launcher:
         """Calls cancelled before their ``run`` began (a cancel that came with the call):
         each ends cancelled as soon as it is run."""
         self._by_pid: dict[int, RunningCall] = {}
-        self._server: ForkServer | None = None
+        self._forked: Forked | None = None
+        """The fork server's way, while it serves."""
+        self._spawned = Spawned(self.python, self._base_env)
+        self._contained = Contained(containers)
+        self._ways: dict[str, Starter] = {}
+        """How each running call was started (chosen once, as it starts)."""
         self._server_restarts = 0
         self._clock = clock
 
@@ -124,6 +130,7 @@ class Launcher:
         self.python, self.version = await loop.run_in_executor(
             None, resolve_interpreter, self._python_asked
         )
+        self._spawned = Spawned(self.python, self._base_env)
         if self._requested_mode != "spawn" and hasattr(os, "fork"):
             await self._start_server()
         if self._requested_mode == "fork" and self.mode != "fork":
@@ -136,15 +143,15 @@ class Launcher:
         except (TimeoutError, OSError, LauncherError):
             self.mode = "spawn"
             return
-        self._server = server
+        self._forked = Forked(server, self._by_pid)
         self.mode = "fork"
 
     async def close(self) -> None:
         for call in list(self._calls.values()):
             self.cancel(call.spec.call_id)
-        if self._server is not None:
-            await self._server.close()
-            self._server = None
+        if self._forked is not None:
+            await self._forked.server.close()
+            self._forked = None
 
     def running(self) -> list[str]:
         return list(self._calls)
@@ -153,7 +160,7 @@ class Launcher:
         call = self._calls.get(call_id)
         return None if call is None else call.pid
 
-    def cancel(self, call_id: str, *, reason: str = "cancel") -> bool:
+    def cancel(self, call_id: str, *, reason: EndedBy = EndedBy.CANCEL) -> bool:
         """Kill the call's process group; its outcome says it was cancelled."""
         call = self._calls.get(call_id)
         if call is None:
@@ -165,20 +172,18 @@ class Launcher:
         self._kill(call)  # or, while its process is being started, once it has started
         return True
 
-    @staticmethod
-    def _ended(call: RunningCall) -> bool:
+    def _ended(self, call: RunningCall) -> bool:
         """Whether the call's process is gone, so that its pid may already be another's."""
-        if call.process is not None:
-            return call.process.returncode is not None
-        return call.exit_status.done()
+        way = self._ways.get(call.spec.call_id)
+        return way is None or way.gone(call)
 
     def _kill(self, call: RunningCall) -> None:
         """Kill the call's process and everything it started."""
-        self._signal(call, "kill")
+        self._signal(call, Signal.KILL)
 
     def _terminate(self, call: RunningCall) -> None:
         """SIGTERM the call's whole tree; kill what still runs after :data:`LIMIT_GRACE_S`."""
-        if self._signal(call, "term"):
+        if self._signal(call, Signal.TERM):
             self._clock.call_later(LIMIT_GRACE_S, lambda: self._kill(call))
 
     def notify(self, call_id: str) -> bool:
@@ -187,28 +192,15 @@ class Launcher:
         return call is not None and self._notify(call)
 
     def _notify(self, call: RunningCall) -> bool:
-        return self._signal(call, "notice", getattr(signal, call.notice_signal))
+        return self._signal(call, Signal.NOTICE, getattr(signal, call.notice_signal))
 
-    def _signal(self, call: RunningCall, op: str, signum: int = 0) -> bool:
-        """``kill`` or ``term`` the call's tree, or give its process ``signum``
-        (``notice``), through the fork server that forked it or here (a spawned call is
-        ours until reaped, so its pid is never another's)."""
-        if call.pid is None or self._ended(call):
+    def _signal(self, call: RunningCall, how: Signal, signum: int = 0) -> bool:
+        """Reach the call's process as ``how`` says, the way it was started; False when it
+        has none (yet) or is gone."""
+        way = self._ways.get(call.spec.call_id)
+        if call.pid is None or way is None or way.gone(call):
             return False
-        containers = self.containers
-        if call.spec.container is not None and containers is not None:
-            if not containers.runtime.kills_by_process:
-                return containers.signal(call.spec.call_id, op, signum)
-            if op == "kill":
-                containers.ended(call.spec.call_id)
-        if self._server is not None and call.pid in self._by_pid and self.mode == "fork":
-            self._server.signal(call.pid, op, signum)
-        elif op == "kill":
-            runner.kill_call(call.pid)
-        elif op == "notice":
-            os.kill(call.pid, signum)
-        else:
-            runner.signal_tree(call.pid, signal.SIGTERM)
+        way.signal(call, how, signum)
         return True
 
     def _on_exit(self, pid: int, status: int) -> None:
@@ -222,15 +214,16 @@ class Launcher:
             raise ValueError(f"call {spec.call_id!r} is already running")
         call = RunningCall(spec, on_event, self._clock, self.notice)
         if self._cancelled_early.pop(spec.call_id, 0) is None:
-            call.ended_by = "cancel"
-            return self._outcome(call)
+            call.ended_by = EndedBy.CANCEL
+            return outcome_of(call)
         self._calls[spec.call_id] = call
         try:
             return await self._run(call)
         finally:
             del self._calls[spec.call_id]
-            if self.containers is not None:
-                self.containers.ended(spec.call_id)
+            way = self._ways.pop(spec.call_id, None)
+            if way is not None:
+                way.ended(call)
 
     async def _run(self, call: RunningCall) -> CallOutcome:
         spec = call.spec
@@ -246,7 +239,7 @@ class Launcher:
                     **spec.env,
                     **threads,
                     **stop_env(call, self._clock.now()),
-                    **self._container_env(spec),
+                    **({} if spec.container is None else self._contained.env(spec)),
                 },
                 "restored": None if spec.restored is None else dataclasses.asdict(spec.restored),
             }
@@ -255,7 +248,7 @@ class Launcher:
         rec_r, rec_w = os.pipe()
         refused: ContainerError | None = None
         try:
-            spec_w, process = await self._start_process(call, data, out_w, rec_w)
+            spec_w = await self._start_process(call, data, out_w, rec_w)
         except ContainerError as exc:
             refused = exc
         except BaseException:
@@ -271,7 +264,7 @@ class Launcher:
             os.close(out_r)
             os.close(rec_r)
             call.failure = error_record(ErrorKind.CONTAINER_ERROR, str(refused))
-            return self._outcome(call)
+            return outcome_of(call)
         if call.ended_by is not None:
             self._kill(call)  # cancelled while it was being started
         if spec_w is not None:
@@ -285,10 +278,9 @@ class Launcher:
                 (call.result_arrived, call.records_done), return_when=asyncio.FIRST_COMPLETED
             )
             if call.result is None:
-                await self._exit_of(call, process)  # ended without a result: say how
+                await self._exit_of(call)  # ended without a result: say how
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            watchdog.cancel()
         if not call.output_done.done():
             # The child flushed its output before writing the result: it is in the pipe.
             self._drain(out_r, call.take_output)
@@ -303,7 +295,8 @@ class Launcher:
         if not call.records_done.done():
             self._kill(call)
 
-    async def _exit_of(self, call: RunningCall, process: asyncio.subprocess.Process | None) -> None:
+    async def _exit_of(self, call: RunningCall) -> None:
+        process = call.process
         if process is not None and not call.exit_status.done():
             with contextlib.suppress(asyncio.TimeoutError):
                 call.exit_status.set_result(await realtime_within(_EXIT_GRACE_S, process.wait()))
@@ -323,51 +316,25 @@ class Launcher:
 
     async def _start_process(
         self, call: RunningCall, data: bytes, out_w: int, rec_w: int
-    ) -> tuple[int | None, asyncio.subprocess.Process | None]:
-        """Start the call's process; returns the spec pipe still to write (if any)."""
-        containers = self.containers
-        if call.spec.container is not None and containers is None:
-            raise ContainerError("this worker runs no containers (start it with --containers)")
-        in_container = call.spec.container is not None
-        if not in_container and self.mode == "fork" and self._server is not None:
-            if not self._server.alive:
-                await self._restart_server()
-            if self._server is not None and self._server.fits_inline(data):
-                call.pid = await self._server.fork(data, [out_w, rec_w])
-                self._by_pid[call.pid] = call
-                return None, None
-        spec_r, spec_w = os.pipe()
-        try:
-            if containers is not None and in_container:
-                process = await containers.start(call.spec, spec_r, out_w, rec_w)
-            elif self.mode == "fork" and self._server is not None:
-                call.pid = await self._server.fork(None, [spec_r, out_w, rec_w])
-                self._by_pid[call.pid] = call
-                return spec_w, None
-            else:
-                process = await asyncio.create_subprocess_exec(
-                    self.python, str(runner_path()), "call", str(os.getpid()), str(rec_w),
-                    stdin=spec_r, stdout=out_w, stderr=out_w, pass_fds=(rec_w,),
-                    env=self._base_env, start_new_session=True,
-                )  # fmt: skip
-        except BaseException:
-            os.close(spec_w)
-            raise
-        finally:
-            os.close(spec_r)
-        call.pid = process.pid
-        call.process = process
-        return spec_w, process
-
-    def _container_env(self, spec: RunFrame) -> dict[str, str]:
-        if spec.container is None or self.containers is None:
-            return {}
-        return self.containers.env(spec)
+    ) -> int | None:
+        """Start the call's process the way that suits it; the spec pipe still to write."""
+        forks = call.spec.container is None and self.mode == "fork"
+        if forks and self._forked is not None and not self._forked.server.alive:
+            await self._restart_server()
+        way: Starter = (
+            self._contained
+            if call.spec.container is not None
+            else self._forked
+            if self.mode == "fork" and self._forked is not None
+            else self._spawned
+        )
+        self._ways[call.spec.call_id] = way
+        return await way.start(call, data, out_w, rec_w)
 
     async def _restart_server(self) -> None:
-        if self._server is not None:
-            await self._server.close()
-            self._server = None
+        if self._forked is not None:
+            await self._forked.server.close()
+            self._forked = None
         self._server_restarts += 1
         if self._server_restarts > MAX_SERVER_RESTARTS:
             self.mode = "spawn"
@@ -424,9 +391,9 @@ class Launcher:
 
         loop.add_reader(fd, on_readable)
 
-    def _watch(self, call: RunningCall) -> Watchdog | None:
+    def _watch(self, call: RunningCall) -> Watchdog:
         """Arm the call's silence timeout, its limit and its memory bound, those it has."""
-        return watch(
+        return Watchdog(
             call,
             self._clock,
             place_ram_mb=self._ram_mb,
@@ -437,7 +404,6 @@ class Launcher:
         )
 
     def _outcome(self, call: RunningCall) -> CallOutcome:
+        way = self._ways.get(call.spec.call_id)
         outcome = outcome_of(call)
-        if call.spec.container is None or self.containers is None:
-            return outcome
-        return self.containers.outcome(call.spec, outcome, stopped=call.ended_by is not None)
+        return outcome if way is None else way.outcome(call, outcome)

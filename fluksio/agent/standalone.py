@@ -37,6 +37,7 @@ MODULES = (
     "containers/__init__",
     "containers/calls",
     "fork_client",
+    "starters",
     "stopping",
     "launcher",
     "shared_store",

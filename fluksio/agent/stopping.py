@@ -1,4 +1,4 @@
-"""How a running call is stopped and how its end is told: the timers a launcher arms for
+"""How a running call is stopped and how its end is told: the watchdog a launcher arms for
 it (its silence timeout, its limit, its memory bound) and the outcome it is given."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import threading
 from collections.abc import Callable
 
 from fluksio.agent import runner
-from fluksio.agent.calls import NOTICE_CAUGHT, RunningCall
+from fluksio.agent.calls import NOTICE_CAUGHT, EndedBy, RunningCall
 from fluksio.agent.clock import Clock, Timer
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error, memory_error
 
-__all__ = ["MEMORY_EVERY_S", "Watchdog", "outcome_of", "watch"]
+__all__ = ["MEMORY_EVERY_S", "Watchdog", "outcome_of"]
 
 MB = 1 << 20
 MEMORY_EVERY_S = 0.1
@@ -22,73 +22,85 @@ second, as dask's worker does; a node allocating 1 GB a second is stopped within
 
 
 class Watchdog:
-    """Stops a call's timers (each re-armed one by the handle now current)."""
+    """One call's timers: its silence timeout, its limit (with its notice before, if it
+    has one) and its memory bound, those it has, on the launcher's clock.
 
-    def __init__(self, handles: list[Timer]) -> None:
-        self._handles = handles
+    ``stop`` kills the call's tree at once, ``end`` asks it to end and kills it after a
+    grace, ``notify`` gives it its notice signal, ``ended`` says whether its process is
+    gone. Its memory bound is its own ``ram_mb``, else ``place_ram_mb`` (what its worker
+    has); a call in a container is bounded by its runtime instead."""
+
+    def __init__(
+        self,
+        call: RunningCall,
+        clock: Clock,
+        *,
+        place_ram_mb: int | None,
+        stop: Callable[[RunningCall], None],
+        end: Callable[[RunningCall], None],
+        ended: Callable[[RunningCall], bool],
+        notify: Callable[[RunningCall], object],
+    ) -> None:
+        self._call = call
+        self._clock = clock
+        self._stop, self._end, self._ended, self._notify = stop, end, ended, notify
+        self._silence: Timer | None = None
+        self._limit: Timer | None = None
+        self._notice: Timer | None = None
+        self._memory: Timer | None = None
+        self._most = 0
+        """The memory bound, in bytes (0: none)."""
+        self._since = 0.0
+        """What it leaves in /dev/shm from this time on is its own."""
+        spec = call.spec
+        if spec.timeout > 0:
+            self._silence = clock.call_later(spec.timeout, self._check_silence)
+        if spec.limit is not None:
+            self._limit = clock.call_later(spec.limit, self._reach_limit)
+            if call.notice_s is not None:
+                lead = max(0.0, spec.limit - call.notice_s)
+                self._notice = clock.call_later(lead, self._give_notice)
+        bound_mb = spec.ram_mb or place_ram_mb
+        if bound_mb and spec.container is None:
+            call.ram_bound_mb = bound_mb
+            self._most, self._since = bound_mb * MB, clock.now() - 1.0
+            # First read a tenth of a second in: a call over by then costs no read at all.
+            self._memory = clock.call_later(MEMORY_EVERY_S, self._check_memory)
 
     def cancel(self) -> None:
-        for handle in self._handles:
-            handle.cancel()
+        for timer in (self._silence, self._limit, self._notice, self._memory):
+            if timer is not None:
+                timer.cancel()
 
-
-def watch(
-    call: RunningCall,
-    clock: Clock,
-    *,
-    place_ram_mb: int | None,
-    stop: Callable[[RunningCall], None],
-    end: Callable[[RunningCall], None],
-    ended: Callable[[RunningCall], bool],
-    notify: Callable[[RunningCall], object],
-) -> Watchdog | None:
-    """Arm the call's silence timeout, its limit (with its notice before, if it has one)
-    and its memory bound, those it has, on ``clock``: ``stop`` kills its tree at once,
-    ``end`` asks it to end and kills it after a grace, ``notify`` gives it its notice
-    signal, ``ended`` says whether its process is gone. Its memory bound is its own
-    ``ram_mb``, else ``place_ram_mb`` (what its worker has)."""
-    timeout = call.spec.timeout
-    handles: list[Timer] = []
-
-    def check_silence(slot: int) -> None:
-        quiet = clock.monotonic() - call.last_activity
+    def _check_silence(self) -> None:
+        call, timeout = self._call, self._call.spec.timeout
+        quiet = self._clock.monotonic() - call.last_activity
         if quiet >= timeout:
-            call.ended_by = call.ended_by or "timeout"
-            stop(call)
+            call.ended_by = call.ended_by or EndedBy.TIMEOUT
+            self._stop(call)
             return
-        handles[slot] = clock.call_later(timeout - quiet, lambda: check_silence(slot))
+        self._silence = self._clock.call_later(timeout - quiet, self._check_silence)
 
-    def reach_limit() -> None:
-        call.ended_by = call.ended_by or "limit"
-        end(call)
+    def _give_notice(self) -> None:
+        self._notify(self._call)
 
-    def check_memory(slot: int, most: int) -> None:
-        held = runner.tree_memory(call.pid, since, within=most) if call.pid is not None else None
-        if held is None or ended(call):
+    def _reach_limit(self) -> None:
+        self._call.ended_by = self._call.ended_by or EndedBy.LIMIT
+        self._end(self._call)
+
+    def _check_memory(self) -> None:
+        call = self._call
+        held = None
+        if call.pid is not None:
+            held = runner.tree_memory(call.pid, self._since, within=self._most)
+        if held is None or self._ended(call):
             return
         call.memory_peak = max(call.memory_peak, held)
-        if held > most:
-            call.ended_by = call.ended_by or "memory"
-            stop(call)  # at once: a grace would let it grow further
+        if held > self._most:
+            call.ended_by = call.ended_by or EndedBy.MEMORY
+            self._stop(call)  # at once: a grace would let it grow further
             return
-        handles[slot] = clock.call_later(MEMORY_EVERY_S, lambda: check_memory(slot, most))
-
-    if timeout > 0:
-        slot = len(handles)
-        handles.append(clock.call_later(timeout, lambda: check_silence(slot)))
-    limit = call.spec.limit
-    if limit is not None:
-        handles.append(clock.call_later(limit, reach_limit))
-        handles += _notice(call, limit, clock, notify)
-    bound_mb = call.spec.ram_mb or place_ram_mb
-    # A call in a container: its runtime bounds it; the process here is only the runtime's.
-    if bound_mb and call.spec.container is None:
-        call.ram_bound_mb = bound_mb
-        most, slot = bound_mb * MB, len(handles)
-        since = clock.now() - 1.0  # what it leaves in /dev/shm from its start on is its own
-        # First read a tenth of a second in: a call over by then costs no read at all.
-        handles.append(clock.call_later(MEMORY_EVERY_S, lambda: check_memory(slot, most)))
-    return Watchdog(handles) if handles else None
+        self._memory = self._clock.call_later(MEMORY_EVERY_S, self._check_memory)
 
 
 def outcome_of(call: RunningCall) -> CallOutcome:
@@ -119,34 +131,20 @@ def outcome_of(call: RunningCall) -> CallOutcome:
     )
 
 
-def _notice(
-    call: RunningCall, limit: float, clock: Clock, notify: Callable[[RunningCall], object]
-) -> list[Timer]:
-    """A call that runs until its job's end is given its notice ``notice_s`` before its
-    ``limit`` (at once when its limit is shorter)."""
-    if call.notice_s is None:
-        return []
-
-    def give_notice() -> None:
-        notify(call)
-
-    return [clock.call_later(max(0.0, limit - call.notice_s), give_notice)]
-
-
 def _stopped_error(call: RunningCall) -> dict[str, str] | None:
     """The error of a call the launcher stopped (cancelled, silent, at its limit, over its
     memory); None for one that ended by itself."""
-    if call.ended_by == "cancel":
+    if call.ended_by is EndedBy.CANCEL:
         return error_record(ErrorKind.NODE_CANCELLED, "the call was cancelled")
-    if call.ended_by == "timeout":
+    if call.ended_by is EndedBy.TIMEOUT:
         return error_record(
             ErrorKind.NODE_TIMEOUT,
             f"the node reported nothing (no result, event or log line) for"
             f" {call.spec.timeout:g} s, its silence timeout, and was stopped",
         )
-    if call.ended_by == "limit" and call.spec.limit is not None:
+    if call.ended_by is EndedBy.LIMIT and call.spec.limit is not None:
         return limit_error(call.spec.limit)
-    if call.ended_by == "memory":
+    if call.ended_by is EndedBy.MEMORY:
         return memory_error(call.memory_peak, call.ram_bound_mb, own=bool(call.spec.ram_mb))
     return None
 

@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 from fluksio.agent import runner
+from fluksio.agent.calls import Signal
 from fluksio.agent.containers.base import (
     LIFELINE_FD,
     OUTPUT_FD,
@@ -174,17 +175,17 @@ class ContainerCalls:
         names = [f"nvidia{i}" for i in ids] + list(_GPU_SHARED)
         return [f"{self._dev_dir / n}:/dev/{n}" for n in names if (self._dev_dir / n).exists()]
 
-    def signal(self, call_id: str, op: str, signum: int = 0) -> bool:
+    def signal(self, call_id: str, op: Signal, signum: int = 0) -> bool:
         """``kill`` (everything in it), ``term`` or ``notice`` (``signum``) a call's
         container; False when it is not running."""
         held = self._lifelines.get(call_id)
         if held is None:
             return False
         name, _lifeline = held
-        if op == "kill":
+        if op is Signal.KILL:
             self.ended(call_id)  # its runner sees the lifeline end, and ends all it runs
             signum = signal.SIGKILL
-        elif op == "term":
+        elif op is Signal.TERM:
             signum = signal.SIGTERM
         task = asyncio.get_running_loop().create_task(self.runtime.signal(name, signum))
         self._signalling.add(task)
