@@ -9,6 +9,8 @@ import pytest
 from fluksio.scheduler import (
     ENGINE_ID,
     CallRequest,
+    Container,
+    Containers,
     Policy,
     Profile,
     Provisioning,
@@ -362,6 +364,27 @@ def test_a_call_goes_where_its_inputs_are_cached_among_the_places_that_fit() -> 
     # Busy, the worker with the cache is not waited for: the call goes where it fits.
     scheduler.submit(CallRequest("again", 3.0, label="gpu", inputs=(WEIGHTS,)))
     assert placed(scheduler) == {"again": "gpu-c"}
+
+
+def test_a_call_in_a_container_goes_where_its_image_is_held_before_where_its_inputs_are() -> None:
+    """Holding the image is a criterion of its own, ranked above cached inputs: a pull of
+    gigabytes before the call starts, where its inputs' bytes are counted only after."""
+    scheduler = Scheduler(ENGINE)
+    runs = Containers("podman", ("registry.example/*/*",))
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        scheduler.add_worker(worker(name, "gpu", slots=1, containers=runs))
+    image = "registry.example/lab/cuda:12"
+    scheduler.set_cached("gpu-a", frozenset({WEIGHTS[0]}))
+    scheduler.set_cached("gpu-c", frozenset(), frozenset({image}))
+    scheduler.submit(
+        CallRequest("infer", 1.0, label="gpu", inputs=(WEIGHTS,), container=Container(image))
+    )
+    scheduler.submit(CallRequest("plain", 2.0, label="gpu", inputs=(WEIGHTS,)))
+    plan = scheduler.schedule()
+    assert [(p.request_id, p.worker_id, p.cached_bytes) for p in plan.placements] == [
+        ("infer", "gpu-c", 0),
+        ("plain", "gpu-a", 20 << 30),
+    ]
 
 
 def test_a_call_a_profile_could_bring_a_machine_for_is_not_sent_ahead() -> None:

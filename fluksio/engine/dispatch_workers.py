@@ -61,12 +61,15 @@ class WorkerEvents:
         self._stream.emit(WorkerLeft(event))
         self.kick()
 
-    def set_cached(self, worker_id: str, digests: frozenset[str]) -> None:
-        """A worker reported what its artifact cache holds: calls reading those inputs
-        prefer it, among the places that fit."""
+    def set_cached(
+        self, worker_id: str, digests: frozenset[str], images: frozenset[str] = frozenset()
+    ) -> None:
+        """A worker reported what its artifact cache holds, and the images it holds ready:
+        calls reading those inputs, or in those images, prefer it among the places that
+        fit."""
         if self._scheduler.has_place(worker_id):
             self._changed()
-            self._scheduler.set_cached(worker_id, digests)
+            self._scheduler.set_cached(worker_id, digests, images)
             self._place_changed(worker_id)  # its view shows how many it holds
             self.kick()
 

@@ -173,7 +173,7 @@ def _worker(session: WorkerSession, place: PlaceView | None) -> WorkerBody:
         labels=sorted(hello.labels),
         parallel=hello.max_parallel,
         pipeline=session.pipeline,
-        cached_artifacts=place.cached - len(session.held_images) if place is not None else 0,
+        cached_artifacts=place.cached if place is not None else 0,
         containers=None
         if hello.containers is None
         else ContainersBody(

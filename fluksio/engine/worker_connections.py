@@ -238,11 +238,12 @@ class WorkerConnections:
         if self._parts.dispatcher.set_stopping(session.id):
             log.info("worker.stopping", worker=session.name, worker_id=session.id, why=why)
 
-    def cached(self, session: WorkerSession, digests: frozenset[str]) -> None:
-        session.held_images = sorted(
-            d.removeprefix(IMAGE_HELD) for d in digests if d.startswith(IMAGE_HELD)
-        )
-        self._parts.dispatcher.set_cached(session.id, digests)
+    def cached(self, session: WorkerSession, holds: frozenset[str]) -> None:
+        """A worker told what it holds: artifacts by digest, images as ``image:<name>``."""
+        images = {h for h in holds if h.startswith(IMAGE_HELD)}
+        named = frozenset(h.removeprefix(IMAGE_HELD) for h in images)
+        session.held_images = sorted(named)
+        self._parts.dispatcher.set_cached(session.id, holds - images, named)
 
     async def written_through(self) -> None:
         await self._parts.dispatcher.written_through()

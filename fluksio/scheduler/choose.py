@@ -36,6 +36,8 @@ class Kind(NamedTuple):
     """Some place takes calls ahead of its free slots."""
     ending: bool
     """Some place's job ends."""
+    image: bool
+    """It runs in a container, and some place holds images ready."""
 
 
 class Situation(NamedTuple):
@@ -45,6 +47,8 @@ class Situation(NamedTuple):
     limit: float | None
     inputs: Inputs
     """The request's input artifacts and their sizes, where some place caches any."""
+    image: str | None
+    """The image it runs in, where some place holds any ready."""
     kind: Kind
 
 
@@ -71,6 +75,8 @@ RANKING: tuple[Criterion, ...] = (
     Criterion("starts now", lambda k: k.pipelines, lambda p, _s: p.runs_now(), yes_or_no=True),
     # A call without a limit runs until its job's end: the most time left (none: most).
     Criterion("time left", lambda k: k.no_limit and k.ending, _time_left),
+    # A worker holding its image ready: no pull (often gigabytes) before it starts.
+    Criterion("holds the image", lambda k: k.image, lambda p, s: s.image in p.images, True),
     # Among the places that fit only: a call never waits for what a busy worker holds.
     Criterion("cached bytes", lambda k: k.inputs, lambda p, s: p.cached_bytes(s.inputs)),
 )
@@ -78,7 +84,7 @@ RANKING: tuple[Criterion, ...] = (
 
 
 @functools.cache
-def _applying(facts: tuple[bool, bool, bool, bool]) -> tuple[Criterion, ...]:
+def _applying(facts: tuple[bool, bool, bool, bool, bool]) -> tuple[Criterion, ...]:
     kind = Kind(*facts)
     return tuple(criterion for criterion in RANKING if criterion.applies(kind))
 
@@ -91,7 +97,8 @@ def choose(
     *,
     limit: float | None,
     inputs: Inputs,
-    facts: tuple[bool, bool, bool, bool],
+    image: str | None,
+    facts: tuple[bool, bool, bool, bool, bool],
     ahead: bool,
 ) -> str | None:
     """The place the request goes to, or None if none passes the filters. ``facts``: the
@@ -108,7 +115,7 @@ def choose(
     ranking = _applying(facts)
     if not ranking:
         return group.free.first(need, admitted)  # best fit: the index's first
-    situation = Situation(limit, inputs, Kind(*facts))
+    situation = Situation(limit, inputs, image, Kind(*facts))
     return _ranked(group, places, need, admitted, ranking=ranking, situation=situation)
 
 

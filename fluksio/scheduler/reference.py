@@ -86,20 +86,23 @@ def _in_time(place: PlaceState, request: CallRequest, snapshot: Snapshot) -> boo
 def _choose(
     request: CallRequest, fitting: list[PlaceState], snapshot: Snapshot
 ) -> tuple[PlaceState, float | None]:
-    """The most of its inputs cached, then the best fit; for a request without a limit, the
-    most time left first, and the time left less the margin as its limit where the job
-    ends."""
+    """Its image held ready, then the most of its inputs cached, then the best fit; for a
+    request without a limit, the most time left first, and the time left less the margin
+    as its limit where the job ends."""
 
     def cached(place: PlaceState) -> int:
         return place.cached_bytes(request.inputs)
 
+    def held(place: PlaceState) -> bool:
+        return request.container is not None and request.container.image in place.images
+
     if request.limit is not None:
-        return min(fitting, key=lambda p: (-cached(p), p.free_key())), None
+        return min(fitting, key=lambda p: (-held(p), -cached(p), p.free_key())), None
 
     def ends(place: PlaceState) -> float:
         return math.inf if place.worker.ends_at is None else place.worker.ends_at
 
-    best = min(fitting, key=lambda p: (-ends(p), -cached(p), p.free_key()))
+    best = min(fitting, key=lambda p: (-ends(p), -held(p), -cached(p), p.free_key()))
     if best.worker.ends_at is None or snapshot.now is None:
         return best, None
     return best, best.worker.ends_at - snapshot.now - snapshot.walltime_margin_s
@@ -160,6 +163,8 @@ def reference_plan(snapshot: Snapshot) -> Plan:
         place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
     for place_id, digests in snapshot.cached:
         by_id[place_id].cached = digests
+    for place_id, images in snapshot.images:
+        by_id[place_id].images = images
     profiles = {p.key: p for p in snapshot.profiles}
     targets = dict(snapshot.targets)
     paused = frozenset(snapshot.paused)

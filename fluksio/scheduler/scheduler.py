@@ -103,7 +103,7 @@ class Scheduler(Holds):
         """How many places have a job end: while none does, time costs nothing."""
         # How many places take calls ahead, and report a cache holding anything: while
         # none does, every slot starts at once, and no request's inputs decide anything.
-        self._pipelines = self._caching = 0
+        self._pipelines = self._caching = self._imaging = 0
         self._places: dict[str, PlaceState] = {}
         self._groups: dict[GroupKey, Group] = {}
         # Whether a group's whole capacity could ever hold a need: asked for every blocked
@@ -136,6 +136,8 @@ class Scheduler(Holds):
             scheduler.set_paused(place_id, True)
         for place_id, digests in snapshot.cached:
             scheduler.set_cached(place_id, digests)
+        for place_id, images in snapshot.images:
+            scheduler.set_cached(place_id, scheduler._places[place_id].cached, images)
         return scheduler
 
     def snapshot(self) -> Snapshot:
@@ -149,6 +151,7 @@ class Scheduler(Holds):
             now=self._now,
             walltime_margin_s=self._margin,
             cached=tuple(sorted((p.id, p.cached) for p in self._places.values() if p.cached)),
+            images=tuple(sorted((p.id, p.images) for p in self._places.values() if p.images)),
         )
 
     # -- events ------------------------------------------------------------------------
@@ -179,6 +182,8 @@ class Scheduler(Holds):
             self._pipelines -= 1
         if place.cached:
             self._caching -= 1
+        if place.images:
+            self._imaging -= 1
         self._unindex_free(place)
         for key in place.groups:
             group = self._groups[key]
@@ -194,11 +199,15 @@ class Scheduler(Holds):
         self._targets = {r: p for r, p in self._targets.items() if p != worker_id}
         return lost
 
-    def set_cached(self, place_id: str, digests: frozenset[str]) -> None:
-        """What a place's cache holds now, as it reports it (artifact digests)."""
+    def set_cached(
+        self, place_id: str, digests: frozenset[str], images: frozenset[str] = frozenset()
+    ) -> None:
+        """What a place's cache holds now, as it reports it: artifact digests, and the
+        container images it holds ready."""
         place = self._places[place_id]
         self._caching += bool(digests) - bool(place.cached)
-        place.cached = digests
+        self._imaging += bool(images) - bool(place.images)
+        place.cached, place.images = digests, images
 
     def saved_by(self, request_id: str, digest: str) -> str | None:
         """A running request saved ``digest``: its place holds it now (a worker caches what
@@ -206,7 +215,7 @@ class Scheduler(Holds):
         place = self._place_of(request_id)
         if place is None or place.id == ENGINE_ID or digest in place.cached:
             return None
-        self.set_cached(place.id, place.cached | {digest})
+        self.set_cached(place.id, place.cached | {digest}, place.images)
         return place.id
 
     def set_paused(self, place_id: str, paused: bool) -> None:
@@ -383,10 +392,18 @@ class Scheduler(Holds):
             container=request.container,
         )
         inputs = request.inputs if self._caching else ()
-        facts = (limit is None, bool(inputs), self._pipelines > 0, self._ending > 0)
+        container = request.container
+        image = container.image if container is not None and self._imaging else None
+        facts = (
+            limit is None,
+            bool(inputs),
+            self._pipelines > 0,
+            self._ending > 0,
+            image is not None,
+        )
         return choose(
-            group, self._places, need, in_time, limit=limit, inputs=inputs, facts=facts,
-            ahead=ahead,
+            group, self._places, need, in_time, limit=limit, inputs=inputs, image=image,
+            facts=facts, ahead=ahead,
         )  # fmt: skip
 
     def _blocked(

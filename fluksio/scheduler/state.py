@@ -48,6 +48,7 @@ class PlaceState:
         "free_gpu_ids",
         "groups",
         "held",
+        "images",
         "indexed",
         "paused",
         "stopping",
@@ -84,6 +85,8 @@ class PlaceState:
         self._capacity_key = PlaceKey(*self.capacity, worker.id)
         self.cached: frozenset[str] = frozenset()
         """The artifacts its cache holds, as it last reported (digests)."""
+        self.images: frozenset[str] = frozenset()
+        """The container images it holds ready, as it last reported."""
 
     @property
     def id(self) -> str:

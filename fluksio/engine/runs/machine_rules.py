@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from fluksio.agent.frames import IMAGE_HELD
 from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.effects import Effect, Ended, Queue, Save
 from fluksio.engine.runs.inputs import input_artifacts
@@ -36,11 +35,6 @@ __all__ = ["Moves", "RunBook"]
 CRASH_LIMIT = 3
 """How many times a call's worker may die under it before it is not sent to another
 machine (``NodeCrashedWorkers``), unless the engine is told otherwise."""
-
-
-IMAGE_WEIGHT = 1 << 30
-"""What a held image weighs against cached inputs: its size is the worker's to know, and
-an image outweighs most inputs (a pull of gigabytes)."""
 
 
 class Moves(Protocol):
@@ -134,9 +128,7 @@ class RunBook:
             gpus=resources.gpus,
             ram_mb=resources.ram_mb,
             limit=node.spec.limit,
-            # A worker holding its image ready is preferred, as one caching its inputs.
-            inputs=input_artifacts(arguments)
-            + (() if container is None else ((IMAGE_HELD + container.image, IMAGE_WEIGHT),)),
+            inputs=input_artifacts(arguments),
             container=None if container is None else Container(container.image, container.runtime),
         )
 
