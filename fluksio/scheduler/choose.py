@@ -98,14 +98,17 @@ def choose(
     limit: float | None,
     inputs: Inputs,
     image: str | None,
-    facts: tuple[bool, bool, bool, bool, bool],
+    pipelines: bool,
+    ending: bool,
     ahead: bool,
 ) -> str | None:
-    """The place the request goes to, or None if none passes the filters. ``facts``: the
-    fields of its :class:`Kind`, in order (a plain tuple: the pass makes one per request
-    placed, and a :class:`Situation` only where a criterion applies); ``ahead``: the
-    request may be sent ahead (no profile could bring a machine for it)."""
-    if ahead or not facts[2]:
+    """The place the request goes to, or None if none passes the filters. ``pipelines``:
+    some place takes calls ahead; ``ending``: some place's job ends; ``ahead``: the
+    request may be sent ahead (no profile could bring a machine for it). Its
+    :class:`Kind` is a plain tuple here (the pass makes one per request placed), and a
+    :class:`Situation` is made only where a criterion applies."""
+    facts = (limit is None, bool(inputs), pipelines, ending, image is not None)
+    if ahead or not pipelines:
         admitted = in_time
     else:
 

@@ -49,6 +49,6 @@ class Snapshot:
     """The time of the pass (what walltimes are counted from)."""
     walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S
     cached: tuple[tuple[str, frozenset[str]], ...] = ()
+    """What each place reports its cache holds (digests), where it holds any."""
     images: tuple[tuple[str, frozenset[str]], ...] = ()
     """The container images each place holds ready, where it holds any."""
-    """What each place reports its cache holds (digests), where it holds any."""

@@ -1,42 +1,14 @@
 """The incremental scheduler: events in, a plan per pass, a reason for every wait.
 
-Rules of a pass (the contract the property tests hold it to):
-
-1. **Order.** Waiting requests are served first come, first served by
-   ``(queued_at, id)``.
-2. **Where.** A request with no label runs on the engine. A request with a label runs on
-   an attached worker carrying it; with ``prefer``, on the engine instead when no
-   attached worker carrying the label could ever hold it.
-3. **Fit and best fit.** A place fits when its free amounts (capacity less allocations
-   less holds) cover the request: a slot, and the GPUs, cores and memory asked for.
-   Which fitting place wins is :mod:`~.choose`'s (at once, time left, cache, best fit).
-   A worker's ``pipeline`` counts as slots. A *paused* place never fits.
-4. **No starvation.** The first request of each *shape* (label, policy and amounts) that
-   cannot be placed *holds* what it needs on one place that could hold it once its
-   running calls end (where it held last pass if it still can, else the smallest capable
-   place); later ones use a held place only with what the hold leaves (conservative
-   backfill). Requests of one shape never overtake each other: one hold per shape.
-5. **Provisioning.** When a request cannot start, the smallest profile whose labels
-   include its label and whose amounts cover it is asked for, if it can grow: no request
-   of it is pending, it does not rest after a failure, and fewer than its
-   ``max_workers`` jobs exist (as the profile's :class:`~.model.Provisioning` says), and
-   it was not asked for earlier in the same pass. That holds whether nothing attached
-   could ever run the request (it then waits for the profile) or everything that could
-   is busy (scale-out: it keeps its hold, and takes whichever frees first). How a
-   profile's provisioning stands is the provisioning driver's to say
-   (:meth:`Scheduler.set_profiles`); the scheduler never changes it.
-
-6. **Walltime.** A place whose batch job ends (``Worker.ends_at``) takes a request only if
-   the request's ``limit`` fits in the time left, with ``walltime_margin_s`` to spare:
-   ``now + limit + margin <= ends_at``; a profile takes it only if its ``walltime_s``
-   allows ``limit + margin``. A request without a limit runs where jobs end too, but not
-   on a place inside its margin and its notice (``Worker.notice_s``: it would be told at
-   once to stop): of the places that fit, the one with the most time left (a place whose
-   job never ends has the most; best fit among equals), and the time left less the margin
-   becomes its limit (``Placement.job_limit``); a profile whose walltime exceeds both
-   may be asked for it. Time only runs out, so a place too near its end is, for that
-   request, a place that could never run it: it holds nothing there and counts as
-   demand for a profile whose walltime fits.
+Rules of a pass, the contract the property tests hold it to, are docs/scheduler.md's
+(order, where, fit and best fit, no starvation, provisioning, walltime, thread caps):
+first come first served by ``(queued_at, id)``; a label's calls on workers carrying it
+(``prefer``: the engine when none could ever hold it); which fitting place wins is
+:mod:`~.choose`'s; the first request of each *shape* that cannot be placed *holds* what
+it needs where it could run once running calls end (conservative backfill); a profile
+that could bring a machine for it is asked for (:class:`~.model.Provisioning` says which
+may grow; the scheduler never changes it); a place whose job ends takes only what fits
+in its time left with ``walltime_margin_s`` to spare.
 
 A shape that cannot be placed or hold is done for the pass: within a pass places only
 fill up, so nothing later of that shape could fit either. A pass therefore costs
@@ -383,27 +355,15 @@ class Scheduler(Holds):
         self, group: Group, request_id: str, need: Amounts, in_time: Fit, limit: float | None
     ) -> str | None:
         request = self._requests[request_id]
+        profiles, container = self._profiles.values(), request.container
         ahead = self._pipelines > 0 and not fitting_profile(
-            self._profiles.values(),
-            request.label,
-            need,
-            limit,
-            self._margin,
-            container=request.container,
-        )
-        inputs = request.inputs if self._caching else ()
-        container = request.container
-        image = container.image if container is not None and self._imaging else None
-        facts = (
-            limit is None,
-            bool(inputs),
-            self._pipelines > 0,
-            self._ending > 0,
-            image is not None,
+            profiles, request.label, need, limit, self._margin, container=container
         )
         return choose(
-            group, self._places, need, in_time, limit=limit, inputs=inputs, image=image,
-            facts=facts, ahead=ahead,
+            group, self._places, need, in_time, limit=limit, ahead=ahead,
+            inputs=request.inputs if self._caching else (),
+            image=container.image if container is not None and self._imaging else None,
+            pipelines=self._pipelines > 0, ending=self._ending > 0,
         )  # fmt: skip
 
     def _blocked(
