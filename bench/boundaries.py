@@ -2,7 +2,7 @@
 
 Every call crosses three of them in the engine: the run's answer (a pydantic response
 model written as JSON), the ``run`` frame sent to a worker (a dataclass of
-``fluksio.agent.frames`` encoded), and the worker's answer (validated with a pydantic
+``fluksio.agent.protocol.frames`` encoded), and the worker's answer (validated with a pydantic
 ``TypeAdapter`` over the same dataclasses). The floor beside each is ``json.dumps`` or
 ``json.loads`` of the same payload as a plain dict: what no typing at all would cost.
 
@@ -17,9 +17,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from fluksio.agent.frames import RunFrame, RunRef, encode
+from fluksio.agent.protocol.frames import RunFrame, RunRef, encode
 from fluksio.engine.runs.answers import run_body
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.machine.rows import NodeRow, RunRow
 from fluksio.engine.runs.views import NodeView, RunView
 from fluksio.engine.workers.protocol import parse_worker_frame
 from fluksio.wire.states import NodeState, RunState

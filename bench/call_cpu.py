@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import NOOP, _cpu_seconds, bare_fork_cpu
 
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import RunFrame
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 AT_ONCE = 8

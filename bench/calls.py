@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import RunFrame
 
 BIN = Path(sys.executable).parent
 CHECKOUT = Path(__file__).resolve().parent.parent

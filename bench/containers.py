@@ -35,8 +35,8 @@ from provisioning import median_ms, print_table
 
 from fluksio.agent.containers import Podman
 from fluksio.agent.containers.calls import ContainerCalls
-from fluksio.agent.frames import ContainerRef, RunFrame
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import ContainerRef, RunFrame
 
 IMAGE = "localhost/fluksio-test/trixie:1"
 ROOT_FS = Path("/var/lib/fluksio-images/trixie.tar")

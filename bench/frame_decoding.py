@@ -1,7 +1,7 @@
 """What the agent spends reading a run frame, beside the floor of parsing its JSON.
 
 Since issue 66 the agent reads every frame of the engine's with one generic decoder driven
-by the frames' dataclasses (``fluksio/agent/codec.py``) instead of a hand-written reader
+by the frames' dataclasses (``fluksio/agent/protocol/codec.py``) instead of a hand-written reader
 per frame. This measures, per frame of a typical call (a token, a device, a limit, some
 arguments): ``json.loads`` of its text (the floor: what any reading starts with), the
 agent's reading of the parsed frame, and the engine's encoding of it.
@@ -19,7 +19,7 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from fluksio.agent import frames
+from fluksio.agent.protocol import frames
 
 FRAME = {
     "op": "run",

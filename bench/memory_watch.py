@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import RunFrame
 from fluksio.agent.runner import tree_memory
 from fluksio.agent.runner.processes import children_of
 from fluksio.agent.stopping import MEMORY_EVERY_S

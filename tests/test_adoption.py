@@ -1,6 +1,6 @@
 """A restarted engine and the calls it found running on workers, driven frame by frame: a
 worker (scripted) comes back naming some, none, or its calls, and the engine adopts,
-requeues or ends each, as ``fluksio.engine.dispatch_adopt`` says. The engine is stopped
+requeues or ends each, as ``fluksio.engine.dispatch.adoptions`` says. The engine is stopped
 as an upgrade stops it (its workers told it is going away) and a second one starts on the
 same data directory, in this process."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.frames import AnswerFrame, LogFrame, encode
+from fluksio.agent.protocol.frames import AnswerFrame, LogFrame, encode
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.runs import nodes_of
 from tests.support.wait import async_wait_for, poll_async

@@ -1,5 +1,5 @@
-"""The agent while the engine is away: what it keeps of its calls (``fluksio.agent.held``)
-and how many answers it keeps unconfirmed (``fluksio.agent.unconfirmed``), so that an
+"""The agent while the engine is away: what it keeps of its calls (``fluksio.agent.machine.held``)
+and how many answers it keeps unconfirmed (``fluksio.agent.machine.unconfirmed``), so that an
 absence of any length loses no answer and no event, and at most the oldest output lines;
 and how a fleet of agents comes back (``reconnect_delay``): spread, not in one moment."""
 
@@ -9,9 +9,9 @@ import collections
 import random
 
 from fluksio.agent.attaching import reconnect_delay
-from fluksio.agent.frames import AnswerFrame, LogFrame, ProgressFrame
-from fluksio.agent.held import HELD_LINES_BYTES, Held
-from fluksio.agent.unconfirmed import UNASKED_ANSWERS, UNASKED_BYTES, Unconfirmed
+from fluksio.agent.machine.held import HELD_LINES_BYTES, Held
+from fluksio.agent.machine.unconfirmed import UNASKED_ANSWERS, UNASKED_BYTES, Unconfirmed
+from fluksio.agent.protocol.frames import AnswerFrame, LogFrame, ProgressFrame
 
 
 def test_while_away_answers_and_events_are_all_kept_and_lines_only_the_newest() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from fluksio.agent.attaching import AgentConfig
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import RunFrame
 from fluksio.agent.session import Agent
 from fluksio.agent.taken import TAKEN_WORD_SHARE
 from fluksio.agent.urls import parse_attach_url

@@ -1,9 +1,10 @@
-"""The agent machine (``fluksio.agent.machine``): the races fixed in the session before it
-existed, as stories; then against its naive reference over event sequences Hypothesis
-draws. An agent is sent calls, some ahead of a free slot; they are cancelled, they end,
-their events and answers go out; pings go and pongs come back; the connection drops with
-or without the engine's close, the engine says it is going away, welcomes the agent
-back, or stays away past ``engine_away_s``. After every event both must agree, and:
+"""The agent machine (``fluksio.agent.machine.agent_machine``): the races fixed in the
+session before it existed, as stories; then against its naive reference over event
+sequences Hypothesis draws. An agent is sent calls, some ahead of a free slot; they are
+cancelled, they end, their events and answers go out; pings go and pongs come back; the
+connection drops with or without the engine's close, the engine says it is going away,
+welcomes the agent back, or stays away past ``engine_away_s``. After every event both must
+agree, and:
 
 - no call starts twice, and no more than ``parallel`` run at once;
 - a call cancelled while it waits never starts, and says so once;
@@ -19,8 +20,7 @@ import itertools
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from fluksio.agent.frames import AnswerFrame, ProgressFrame
-from fluksio.agent.machine import (
+from fluksio.agent.machine.agent_machine import (
     CLOSE_GOING_AWAY,
     AgentEffect,
     AgentMachine,
@@ -32,7 +32,8 @@ from fluksio.agent.machine import (
     Start,
     Welcome,
 )
-from fluksio.agent.machine_reference import Happened, ReferenceAgent
+from fluksio.agent.machine.reference import Happened, ReferenceAgent
+from fluksio.agent.protocol.frames import AnswerFrame, ProgressFrame
 from tests.support.properties import against_reference
 
 PIPELINED = Welcome(logs=True, cache=True, pipeline=2, take_s=15.0)

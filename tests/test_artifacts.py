@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import StoreOffer
+from fluksio.agent.protocol.frames import StoreOffer
 from fluksio.agent.shared_store import shared_store_env
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import InProcessEngine

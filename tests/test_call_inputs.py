@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fluksio.agent.runner.artifacts import named_digests
-from fluksio.engine.runs.inputs import VALUES_READ, input_artifacts
+from fluksio.engine.runs.machine.inputs import VALUES_READ, input_artifacts
 
 A, B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import (
+from fluksio.agent.protocol.frames import (
     ArtifactRef,
     CancelFrame,
     ContainerRef,

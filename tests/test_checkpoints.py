@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.protocol.outcome import ErrorKind
 from fluksio.cli.runs import render_run
 from fluksio.wire.answers.runs import RunBody
 from tests.support.engine import EngineProcess, start_engine

@@ -15,7 +15,7 @@ MAX_COMPLEXITY = 10
 
 # (module, function): why it stays one function
 ALLOWED = {
-    ("fluksio/agent/machine_reference.py", "walk"): "the naive reference: one rule an event",
+    ("fluksio/agent/machine/reference.py", "walk"): "the naive reference: one rule an event",
     ("fluksio/agent/runner/forkserver.py", "serve"): "the fork server's loop, stdlib only",
     ("fluksio/agent/fork_client.py", "_on_message"): "a case per message of the fork server",
     ("fluksio/agent/session.py", "_receive"): "a case per frame the engine sends",

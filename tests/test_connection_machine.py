@@ -8,9 +8,8 @@ reference over every order of events.
 
 from __future__ import annotations
 
-from fluksio.agent.outcome import ErrorKind
-from fluksio.engine.workers.connection import ConnectionMachine, ConnectionRules, unsigned_labels
-from fluksio.engine.workers.connection_effects import (
+from fluksio.agent.protocol.outcome import ErrorKind
+from fluksio.engine.workers.connection.effects import (
     Answering,
     Away,
     Cancel,
@@ -19,6 +18,11 @@ from fluksio.engine.workers.connection_effects import (
     Gone,
     Ping,
     Wake,
+)
+from fluksio.engine.workers.connection.machine import (
+    ConnectionMachine,
+    ConnectionRules,
+    unsigned_labels,
 )
 from fluksio.engine.workers.protocol import CLOSE_SUPERSEDED
 

@@ -25,9 +25,10 @@ import itertools
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from fluksio.agent.outcome import ErrorKind
-from fluksio.engine.workers import connection, connection_effects
-from fluksio.engine.workers.connection_reference import Happened, ReferenceConnection
+from fluksio.agent.protocol.outcome import ErrorKind
+from fluksio.engine.workers.connection import effects as connection_effects
+from fluksio.engine.workers.connection import machine as connection
+from fluksio.engine.workers.connection.reference import Happened, ReferenceConnection
 from tests.support.properties import against_reference
 
 RULES = connection.ConnectionRules(

@@ -11,7 +11,13 @@ import pytest
 from pydantic import ValidationError
 
 from fluksio.agent.containers import Apptainer, Mount
-from fluksio.agent.frames import ContainerRef, ContainersReport, RunFrame, encode, from_engine
+from fluksio.agent.protocol.frames import (
+    ContainerRef,
+    ContainersReport,
+    RunFrame,
+    encode,
+    from_engine,
+)
 from fluksio.client import Client
 from fluksio.provisioners.base import ProfileSettings, ProvisionerSettings, worker_argv
 from fluksio.wire.flows import NodeSpec

@@ -16,8 +16,8 @@ import pytest
 
 from fluksio.agent.containers import Podman
 from fluksio.agent.containers.calls import ContainerCalls
-from fluksio.agent.frames import ContainerRef, RunFrame
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import ContainerRef, RunFrame
 from tests.support.containers import ARCHIVE, TRIXIE, need_podman
 from tests.support.engine import BIN
 from tests.support.launching import node

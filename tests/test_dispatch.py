@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import structlog
 
-from fluksio.agent.frames import PROTOCOL, ProgressFrame, encode
+from fluksio.agent.protocol.frames import PROTOCOL, ProgressFrame, encode
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from tests.support.inprocess import (
     ClientFactory,

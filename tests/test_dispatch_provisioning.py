@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord, encode
+from fluksio.agent.protocol.frames import AnswerFrame, ErrorRecord, encode
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import WorkerRecord, hookimpl
 from fluksio.provisioners.base import JobState, JobStatus

@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (the shell's module, the module declaring its effects, the union of them)
 SHELLS = [
-    ("fluksio/engine/dispatch_effects.py", "fluksio.engine.runs.effects", "Effect"),
-    ("fluksio/provisioners/driver.py", "fluksio.provisioners.effects", "Effect"),
-    ("fluksio/agent/carrying.py", "fluksio.agent.machine", "AgentEffect"),
+    ("fluksio/engine/dispatch/effects.py", "fluksio.engine.runs.machine.effects", "Effect"),
+    ("fluksio/provisioners/driver.py", "fluksio.provisioners.machine.effects", "Effect"),
+    ("fluksio/agent/carrying.py", "fluksio.agent.machine.agent_machine", "AgentEffect"),
     (
         "fluksio/engine/workers/session_effects.py",
-        "fluksio.engine.workers.connection_effects",
+        "fluksio.engine.workers.connection.effects",
         "ConnectionEffect",
     ),
 ]

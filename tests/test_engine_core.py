@@ -12,7 +12,7 @@ import pytest
 
 from fluksio.api.app import create_app
 from fluksio.api.appkeys import ENGINE
-from fluksio.engine.core import Engine
+from fluksio.engine.front.engine import Engine
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.provisioners.plugins import build_plugins

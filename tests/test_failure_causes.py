@@ -10,12 +10,12 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.db import open_database
-from fluksio.engine.runs.effects import Effect, Queue
 from fluksio.engine.runs.items import ItemStore
-from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.rows import Earlier, NodeRow, RunRow
+from fluksio.engine.runs.machine.effects import Effect, Queue
+from fluksio.engine.runs.machine.rows import Earlier, NodeRow, RunRow
+from fluksio.engine.runs.machine.run_machine import RunMachine
 from fluksio.engine.runs.store import RunStore
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState

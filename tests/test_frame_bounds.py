@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import CONTROL_FRAME_BYTES, ProgressFrame, encode
+from fluksio.agent.protocol.frames import CONTROL_FRAME_BYTES, ProgressFrame, encode
 from fluksio.agent.runner.protocol import EVENT_MAX_BYTES
 from tests.support.engine import start_engine
 from tests.support.inprocess import InProcessEngine

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent import frames as wire
-from fluksio.agent.frames import (
+from fluksio.agent.protocol import frames as wire
+from fluksio.agent.protocol.frames import (
     PROTOCOL,
     AnswerFrame,
     ErrorRecord,
@@ -166,4 +166,4 @@ def test_the_protocol_number_is_defined_once() -> None:
         if re.search(r"^PROTOCOL\s*=", path.read_text(), flags=re.M)
     ]
     # The runner's PROTOCOL is its pipe to the launcher, a conversation of its own.
-    assert sorted(found) == ["fluksio/agent/frames.py", "fluksio/agent/runner/protocol.py"]
+    assert sorted(found) == ["fluksio/agent/protocol/frames.py", "fluksio/agent/runner/protocol.py"]

@@ -11,8 +11,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.frames import LogFrame, encode
 from fluksio.agent.live_output import BURST_BYTES, LiveOutput
+from fluksio.agent.protocol.frames import LogFrame, encode
 from fluksio.engine.runs.live_logs import LINES_KEPT
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
 from tests.support.sse import EventReader

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.frames import ProgressFrame, encode
+from fluksio.agent.protocol.frames import ProgressFrame, encode
 from tests.support.clock import ManualClock
 from tests.support.inprocess import (
     ClientFactory,

@@ -29,8 +29,7 @@ import itertools
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord, ProgressFrame
-from fluksio.agent.machine import (
+from fluksio.agent.machine.agent_machine import (
     CLOSE_GOING_AWAY,
     AgentEffect,
     AgentMachine,
@@ -41,8 +40,9 @@ from fluksio.agent.machine import (
     Start,
     Welcome,
 )
-from fluksio.engine.workers.connection import ConnectionMachine
-from fluksio.engine.workers.connection_effects import Cancel, ConnectionEffect, Fail
+from fluksio.agent.protocol.frames import AnswerFrame, ErrorRecord, ProgressFrame
+from fluksio.engine.workers.connection.effects import Cancel, ConnectionEffect, Fail
+from fluksio.engine.workers.connection.machine import ConnectionMachine
 from tests.support.properties import against_reference
 
 WELCOME = Welcome(logs=True, cache=False, pipeline=2, take_s=15.0, gone_s=90.0)

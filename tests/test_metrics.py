@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
-from fluksio.agent.frames import PROTOCOL
+from fluksio.agent.protocol.frames import PROTOCOL
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners import JobState, JobStatus
 from fluksio.provisioners.plugins import build_plugins

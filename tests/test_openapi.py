@@ -20,8 +20,8 @@ from fluksio.api.declare import Call, Routes
 from fluksio.api.openapi import openapi_document
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
+from fluksio.provisioners.machine.requests import RequestStage
 from fluksio.provisioners.plugins import build_plugins
-from fluksio.provisioners.requests import RequestStage
 from fluksio.scheduler import WaitKind as SchedulerWaitKind
 from fluksio.wire.answers.workers import Stage, WaitKind
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process

@@ -18,7 +18,7 @@ import structlog.testing
 
 from fluksio.provisioners.base import JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.driver import ProvisioningDriver
-from fluksio.provisioners.requests import MachineRequest, RequestStage
+from fluksio.provisioners.machine.requests import MachineRequest, RequestStage
 from tests.support.clock import ManualClock
 from tests.support.scripted import RecordingEngine as Engine
 from tests.support.scripted import Scripted, scripted_settings

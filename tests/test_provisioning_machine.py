@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, SiteLimit, WorkerRecord
-from fluksio.provisioners.requests import RequestStage
+from fluksio.provisioners.machine.requests import RequestStage
 from tests.support.properties import against_reference
 from tests.support.provisioning_comparison import PROFILES, ComparisonShell
 

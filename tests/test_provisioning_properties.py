@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.driver import ProvisioningDriver
-from fluksio.provisioners.requests import RequestStage
+from fluksio.provisioners.machine.requests import RequestStage
 from tests.support.clock import ManualClock
 from tests.support.properties import tried
 from tests.support.scripted import RecordingEngine, Scripted, scripted_settings

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from fluksio.provisioners.base import JobState, JobStatus, SiteLimit
-from fluksio.provisioners.machine_state import ProfileEntry, as_scheduled
-from fluksio.provisioners.requests import MachineRequest, ProfileRule, RequestStage
+from fluksio.provisioners.machine.requests import MachineRequest, ProfileRule, RequestStage
+from fluksio.provisioners.machine.state import ProfileEntry, as_scheduled
 from fluksio.scheduler import Provisioning
 from tests.support.scripted import scripted_settings
 

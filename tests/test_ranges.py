@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fluksio.engine.runs.ranges import Ranges, runs_of
+from fluksio.engine.runs.machine.ranges import Ranges, runs_of
 
 Step = tuple[str, list[int]]
 steps = st.lists(

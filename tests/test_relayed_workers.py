@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import ProgressFrame, encode
+from fluksio.agent.protocol.frames import ProgressFrame, encode
 from fluksio.engine.provisioning import Configured
 from fluksio.provisioners.plugins import build_plugins
 from tests.support.clock import ManualClock

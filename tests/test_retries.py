@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord, encode
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.protocol.frames import AnswerFrame, ErrorRecord, encode
+from fluksio.agent.protocol.outcome import ErrorKind
 from fluksio.cli.runs import render_run
-from fluksio.engine.runs.machine_retry import failure_kind
+from fluksio.engine.runs.machine.retries import failure_kind
 from fluksio.wire.answers.runs import RunBody
 from tests.support.clock import ManualClock
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process

@@ -25,8 +25,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
-from fluksio.engine.runs.effects import (
+from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.engine.runs.machine.effects import (
     AwaitWorker,
     Create,
     Effect,
@@ -39,10 +39,10 @@ from fluksio.engine.runs.effects import (
     Stop,
     Withdraw,
 )
-from fluksio.engine.runs.machine import RunMachine
-from fluksio.engine.runs.reference import RETRIED_AS, ReferenceNode, ReferenceRun, back_with
-from fluksio.engine.runs.rows import NodeRow, RunRow
-from fluksio.engine.workers.holder import Holder, sort_back
+from fluksio.engine.runs.machine.reference import RETRIED_AS, ReferenceNode, ReferenceRun, back_with
+from fluksio.engine.runs.machine.rows import NodeRow, RunRow
+from fluksio.engine.runs.machine.run_machine import RunMachine
+from fluksio.engine.workers.connection.holder import Holder, sort_back
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import TERMINAL_NODE_STATES, TERMINAL_RUN_STATES, NodeState
 from tests.support.properties import against_reference

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.launcher import Launcher, LauncherError
 from fluksio.agent.onefile import runner_path, runner_source
+from fluksio.agent.protocol.frames import LogFrame, ProgressFrame, RunFrame
 from tests.support.launching import launcher, node, run
 from tests.support.process import alive
 from tests.support.wait import async_wait_for

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.launcher import LIMIT_GRACE_S, Launcher
+from fluksio.agent.protocol.frames import RunFrame
 from tests.support.escapees import ESCAPEES, ESCAPING
 from tests.support.launching import launcher, node, run
 from tests.support.process import alive

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fluksio.agent.frames import LogFrame, encode
+from fluksio.agent.protocol.frames import LogFrame, encode
 from tests.support.inprocess import ClientFactory, start_in_process
 from tests.support.runs import nodes_of
 

@@ -19,7 +19,7 @@ from fluksio.agent.cli import main as worker
 from fluksio.agent.settings import WorkerSettings, worker_options
 from fluksio.cli import cli
 from fluksio.cli.local.options import settings_options
-from fluksio.engine.runs.machine_rules import CRASH_LIMIT
+from fluksio.engine.runs.machine.book import CRASH_LIMIT
 from fluksio.engine.settings import EngineSettings
 from fluksio.provisioners.base import NoticeSignal, ProfileSettings, fitted_notice
 from tests.support.cli import fluksio

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord, StoppingFrame, encode
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.protocol.frames import AnswerFrame, ErrorRecord, StoppingFrame, encode
+from fluksio.agent.protocol.outcome import ErrorKind
 from tests.support.inprocess import ClientFactory, InProcessEngine, attach_cpu, start_in_process
 from tests.support.wait import poll_async
 

@@ -15,9 +15,9 @@ from fluksio.agent import __version__
 from fluksio.agent.calls import NOTICE_S
 from fluksio.agent.connect_to import RoutedConnector
 from fluksio.agent.errors import AgentError
-from fluksio.agent.frames import PROTOCOL, HelloFrame, InventoryReport
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import PROTOCOL, HelloFrame, InventoryReport
 from fluksio.agent.settings import ENGINE_AWAY_S, HEARTBEAT_S
 from fluksio.agent.urls import AttachUrl, Route
 

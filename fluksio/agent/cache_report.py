@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from fluksio.agent import runner
 from fluksio.agent.clock import Clock
-from fluksio.agent.frames import (
+from fluksio.agent.protocol.frames import (
     CACHE_REPORTED,
     CACHE_REPORTED_FROM_BYTES,
     IMAGE_HELD,

@@ -12,9 +12,9 @@ from typing import Any
 
 from fluksio.agent.clock import Clock
 from fluksio.agent.errors import AgentError
-from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.live_output import LiveOutput
-from fluksio.agent.outcome import ErrorKind, error_record
+from fluksio.agent.protocol.frames import LogFrame, ProgressFrame, RunFrame
+from fluksio.agent.protocol.outcome import ErrorKind, error_record
 
 __all__ = [
     "LOG_LIMIT_BYTES",

@@ -22,19 +22,8 @@ from fluksio.agent.attaching import AgentConfig, offered_artifacts
 from fluksio.agent.cache_report import CacheReport
 from fluksio.agent.calls import EndedBy
 from fluksio.agent.clock import Clock
-from fluksio.agent.frames import (
-    AnswerFrame,
-    CacheFrame,
-    ErrorRecord,
-    LogFrame,
-    ProgressFrame,
-    RunFrame,
-    StoppingFrame,
-    WelcomeFrame,
-    encode,
-)
 from fluksio.agent.launcher import Launcher
-from fluksio.agent.machine import (
+from fluksio.agent.machine.agent_machine import (
     AgentEffect,
     AgentMachine,
     Away,
@@ -47,8 +36,19 @@ from fluksio.agent.machine import (
     Taken,
     Welcome,
 )
-from fluksio.agent.outcome import ErrorKind, error_record
 from fluksio.agent.prefetch import Prefetches
+from fluksio.agent.protocol.frames import (
+    AnswerFrame,
+    CacheFrame,
+    ErrorRecord,
+    LogFrame,
+    ProgressFrame,
+    RunFrame,
+    StoppingFrame,
+    WelcomeFrame,
+    encode,
+)
+from fluksio.agent.protocol.outcome import ErrorKind, error_record
 from fluksio.agent.reporting import answer_of
 from fluksio.agent.shared_store import shared_store_env
 from fluksio.agent.taken import TakenWords

@@ -27,9 +27,9 @@ from fluksio.agent.calls import Notice, fitted_notice
 from fluksio.agent.clock import SystemClock
 from fluksio.agent.containers import RUNTIMES, ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
-from fluksio.agent.frames import MAX_PIPELINE
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import Launcher, LauncherError
+from fluksio.agent.protocol.frames import MAX_PIPELINE
 from fluksio.agent.secrecy import hide_token
 from fluksio.agent.session import Agent
 from fluksio.agent.settings import WorkerSettings, worker_options

@@ -39,8 +39,8 @@ from fluksio.agent.clock import SYSTEM_CLOCK, Clock
 from fluksio.agent.containers.base import ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.fork_client import ForkServer
-from fluksio.agent.frames import THREAD_VARIABLES, RunFrame
-from fluksio.agent.outcome import (
+from fluksio.agent.protocol.frames import THREAD_VARIABLES, RunFrame
+from fluksio.agent.protocol.outcome import (
     CallOutcome,
     ErrorKind,
     error_record,

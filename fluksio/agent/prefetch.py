@@ -9,7 +9,7 @@ import logging
 import os
 
 from fluksio.agent import runner
-from fluksio.agent.frames import RunFrame
+from fluksio.agent.protocol.frames import RunFrame
 
 __all__ = ["Prefetches"]
 

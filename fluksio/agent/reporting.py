@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from fluksio.agent.frames import AnswerFrame, ErrorRecord
 from fluksio.agent.launcher import CallOutcome
+from fluksio.agent.protocol.frames import AnswerFrame, ErrorRecord
 
 __all__ = ["answer_of"]
 

@@ -10,13 +10,13 @@ runs, and its answer, sent after all of those, ends it.
 
 When the connection drops (no close frame: the engine died, or the path did), or the
 engine closes it saying it is going away (a graceful stop, an upgrade), the calls go on,
-their frames are held (:mod:`~fluksio.agent.held`), the next hello names them
+their frames are held (:mod:`~fluksio.agent.machine.held`), the next hello names them
 (``resume``) and the held frames follow the welcome: a restarted engine adopts them, one
 that lived through the drop (it failed them) tells the agent to drop them. Any other
 close stops them. After ``--engine-away-s`` without getting back, the agent stops them
 and exits 4. It reconnects with capped exponential backoff and jitter. An answer is
 forgotten only once the engine's pong to a later ping says it is recorded
-(:mod:`~fluksio.agent.unconfirmed`). A refusal (another protocol, a revoked or invalid
+(:mod:`~fluksio.agent.machine.unconfirmed`). A refusal (another protocol, a revoked or invalid
 token, unsigned labels) is final: the agent says why and stops.
 """
 
@@ -43,7 +43,9 @@ from fluksio.agent.attaching import (
 )
 from fluksio.agent.carrying import Carrier
 from fluksio.agent.clock import SYSTEM_CLOCK, Clock
-from fluksio.agent.frames import (
+from fluksio.agent.launcher import Launcher
+from fluksio.agent.machine.agent_machine import AgentMachine, Welcome
+from fluksio.agent.protocol.frames import (
     CancelFrame,
     ProgressFrame,
     RefusedFrame,
@@ -52,8 +54,6 @@ from fluksio.agent.frames import (
     encode,
     from_engine,
 )
-from fluksio.agent.launcher import Launcher
-from fluksio.agent.machine import AgentMachine, Welcome
 
 __all__ = ["Agent", "AgentConfig", "Refused"]
 

@@ -24,7 +24,7 @@ from fluksio.agent.declared import (
     flag_option,
     setting,
 )
-from fluksio.agent.frames import MAX_PIPELINE
+from fluksio.agent.protocol.frames import MAX_PIPELINE
 
 __all__ = ["ENGINE_AWAY_S", "HEARTBEAT_S", "WorkerSettings", "worker_options"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fluksio.agent.frames import StoreOffer
+from fluksio.agent.protocol.frames import StoreOffer
 
 __all__ = ["shared_store_env"]
 

@@ -20,9 +20,9 @@ from fluksio.agent.calls import RunningCall, Signal
 from fluksio.agent.containers.base import ContainerError
 from fluksio.agent.containers.calls import ContainerCalls
 from fluksio.agent.fork_client import ForkServer
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.onefile import runner_path
-from fluksio.agent.outcome import CallOutcome
+from fluksio.agent.protocol.frames import RunFrame
+from fluksio.agent.protocol.outcome import CallOutcome
 
 __all__ = ["Contained", "Forked", "Spawned", "Starter"]
 

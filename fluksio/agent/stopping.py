@@ -10,7 +10,13 @@ from collections.abc import Callable
 from fluksio.agent import runner
 from fluksio.agent.calls import NOTICE_CAUGHT, EndedBy, RunningCall
 from fluksio.agent.clock import Clock, Timer
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record, limit_error, memory_error
+from fluksio.agent.protocol.outcome import (
+    CallOutcome,
+    ErrorKind,
+    error_record,
+    limit_error,
+    memory_error,
+)
 
 __all__ = ["MEMORY_EVERY_S", "Watchdog", "outcome_of"]
 

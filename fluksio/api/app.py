@@ -1,6 +1,6 @@
 """The engine's HTTP face: ``create_app(settings)`` builds one :class:`Engine` and serves it.
 
-The engine (``fluksio.engine.core``) is kept under the one app key ``ENGINE``; it is
+The engine (``fluksio.engine.front.engine``) is kept under the one app key ``ENGINE``; it is
 started in a cleanup context and closed after, so a test can build as many apps as it
 likes and each closes what it opened. What is the HTTP layer's own (the throttles, the
 live feed's translation of the stream) is made here.
@@ -22,7 +22,7 @@ from fluksio.api.proxies import forwarded_middleware, parse_trusted_proxies
 from fluksio.api.routes import add_routes
 from fluksio.api.throttle import LoginGuard, LoginThrottle
 from fluksio.clock import Clock
-from fluksio.engine.core import Engine
+from fluksio.engine.front.engine import Engine
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.logs import LogSecrets

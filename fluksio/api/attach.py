@@ -11,7 +11,7 @@ else.
 This module is the door: it checks the page that opened the socket, opens it and puts
 the engine's frame judge before aiohttp's reader. Reading the hello and every frame is the
 engine's (:mod:`fluksio.engine.workers.reading`), and so is who is let in and what follows
-(:mod:`fluksio.engine.worker_connections`, :mod:`fluksio.engine.workers.connection`).
+(:mod:`fluksio.engine.workers.connections`, :mod:`fluksio.engine.workers.connection.machine`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.frame_gate import FrameGate
-from fluksio.engine.callers import WorkerIdentity
+from fluksio.engine.front.callers import WorkerIdentity
 from fluksio.engine.workers.reading import PEEK_ABOVE_BYTES, FrameJudge
 from fluksio.errors import Forbidden
 from fluksio.logs import get_logger

@@ -5,14 +5,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from fluksio.api.appkeys import ENGINE
-from fluksio.engine.callers import Caller, Scheme
+from fluksio.engine.front.callers import Caller, Scheme
 
 __all__ = ["authorize", "bearer_token"]
 
 
 def authorize(request: web.Request, scheme: Scheme, *, allow_query: bool = False) -> Caller:
     """The caller of a route declared with ``scheme``; 401 or 403 when it may not call it
-    (:data:`~fluksio.engine.callers.Scheme` says who may)."""
+    (:data:`~fluksio.engine.front.callers.Scheme` says who may)."""
     if scheme == "none":  # nothing to ask: a route open to anyone needs no engine
         return Caller()
     return request.app[ENGINE].caller(scheme, bearer_token(request, allow_query=allow_query))

@@ -41,7 +41,7 @@ from fluksio.api.appkeys import ENGINE
 from fluksio.api.auth import authorize
 from fluksio.api.bodies import read_json, required_form_field
 from fluksio.api.responses import conditional_response, model_response
-from fluksio.engine.callers import Caller, Scheme, User, WorkerIdentity
+from fluksio.engine.front.callers import Caller, Scheme, User, WorkerIdentity
 from fluksio.errors import InvalidInput
 from fluksio.validation import first_error
 
@@ -64,7 +64,7 @@ EVENT_ID_HEADER = "X-Fluksio-Event-Id"
 """On the views the feed keeps current: the newest event they already include."""
 
 Auth = Scheme
-"""Who may call a route, as :data:`~fluksio.engine.callers.Scheme` says."""
+"""Who may call a route, as :data:`~fluksio.engine.front.callers.Scheme` says."""
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 Body = TypeVar("Body")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from fluksio.clock import Clock, Timer
 from fluksio.engine.feed import LiveFeed
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.machine.rows import NodeRow, RunRow
 from fluksio.engine.stream import (
     CallLogged,
     CallProgressed,

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.dispatch.dispatcher import Dispatcher
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.stream import (
     ArtifactBytes,

@@ -13,7 +13,7 @@ import json
 
 from fluksio.engine.db import Database
 from fluksio.provisioners.base import SiteLimit
-from fluksio.provisioners.requests import MachineRequest, RequestStage
+from fluksio.provisioners.machine.requests import MachineRequest, RequestStage
 
 __all__ = ["ProvisionRequestStore"]
 

@@ -2,7 +2,7 @@
 
 The provisioners layer knows nothing of tokens or SQLite; :class:`TokensAndRequests` gives
 its driver those (the :class:`~fluksio.provisioners.engine_side.EngineSide` it asks for).
-The dispatcher (:mod:`fluksio.engine.dispatch`) owns the driver.
+The dispatcher (:mod:`fluksio.engine.dispatch.dispatcher`) owns the driver.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from fluksio.errors import ConfigError
 from fluksio.logs import get_logger
 from fluksio.provisioners.base import ProfileSettings, SiteLimit
 from fluksio.provisioners.config import Loaded, load_provisioners
+from fluksio.provisioners.machine.requests import MachineRequest
 from fluksio.provisioners.plugins import Plugins, build_plugins
 from fluksio.provisioners.provisioner import Provisioner
-from fluksio.provisioners.requests import MachineRequest
 
 __all__ = [
     "Configured",

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.machine.rows import NodeRow, RunRow
 from fluksio.engine.runs.views import RunChange
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.provisioners.base import WorkerRecord

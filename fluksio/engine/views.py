@@ -13,12 +13,12 @@ from collections import Counter
 from typing import Literal
 
 from fluksio.clock import Clock
-from fluksio.engine.dispatch import Dispatcher
+from fluksio.engine.dispatch.dispatcher import Dispatcher
 from fluksio.engine.runs.views import WaitingCall
 from fluksio.engine.workers.refused import NeedsUpgrade
 from fluksio.engine.workers.registry import WorkerRegistry
 from fluksio.engine.workers.session import WorkerSession
-from fluksio.provisioners.requests import MachineRequest, ProfileStatus
+from fluksio.provisioners.machine.requests import MachineRequest, ProfileStatus
 from fluksio.scheduler import ENGINE_ID, PlaceView, Resources
 from fluksio.wire.answers.workers import (
     AmountsBody,

@@ -36,7 +36,7 @@ everything that happens next, by awaiting the provisioners' own methods
   withdrawn first: a cancel the engine stops before it answers is sent again by the next
   engine, and a withdrawn job's end is never a failed start.
 
-Each of these rules lives once, in the pure :class:`~fluksio.provisioners.machine.
+Each of these rules lives once, in the pure :class:`~fluksio.provisioners.machine.provisioning.
 ProvisioningMachine`; this driver is its asynchronous shell: it awaits the provisioners'
 methods, writes through the engine's side, keeps the machine's timers on a
 :class:`~fluksio.clock.Clock` (tests advance it instead of waiting) and hands
@@ -59,7 +59,16 @@ from typing import Any, assert_never
 from fluksio.clock import Clock, SystemClock, Timer
 from fluksio.logs import get_logger
 from fluksio.provisioners.base import ProvisionError, WorkerRecord
-from fluksio.provisioners.effects import (
+from fluksio.provisioners.engine_side import EngineSide
+from fluksio.provisioners.events import (
+    CommandRan,
+    ProvisioningEvent,
+    RequestAttached,
+    RequestFailed,
+    RequestSubmitted,
+)
+from fluksio.provisioners.login import shared_login
+from fluksio.provisioners.machine.effects import (
     AskBackend,
     Cancel,
     Changed,
@@ -79,18 +88,9 @@ from fluksio.provisioners.effects import (
     Wake,
     WriteDown,
 )
-from fluksio.provisioners.engine_side import EngineSide
-from fluksio.provisioners.events import (
-    CommandRan,
-    ProvisioningEvent,
-    RequestAttached,
-    RequestFailed,
-    RequestSubmitted,
-)
-from fluksio.provisioners.login import shared_login
-from fluksio.provisioners.machine import ProvisioningMachine
+from fluksio.provisioners.machine.provisioning import ProvisioningMachine
+from fluksio.provisioners.machine.requests import MachineRequest, ProfileRule, ProfileStatus
 from fluksio.provisioners.provisioner import EngineLink, Provisioner
-from fluksio.provisioners.requests import MachineRequest, ProfileRule, ProfileStatus
 from fluksio.provisioners.site_reader import SiteReader
 from fluksio.scheduler import Profile
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from fluksio.provisioners.base import ProfileSettings, SiteLimit
-from fluksio.provisioners.requests import MachineRequest
+from fluksio.provisioners.machine.requests import MachineRequest
 
 __all__ = ["EngineSide"]
 

@@ -1,5 +1,5 @@
 """The engine's reading of what each site allows its profiles: one loop per provisioner,
-started at the first :class:`~fluksio.provisioners.effects.ReadSite`, reading
+started at the first :class:`~fluksio.provisioners.machine.effects.ReadSite`, reading
 :meth:`~fluksio.provisioners.provisioner.Provisioner.site_limits` then and every
 :data:`SITE_LIMITS_EVERY_S` after, and handing each answer to the provisioning machine."""
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from fluksio.agent.frames import ContainersReport
+from fluksio.agent.protocol.frames import ContainersReport
 from fluksio.api.declare import API_PREFIX
 from fluksio.wire.states import TERMINAL_RUN_STATES
 from tests.support.netns import enter

@@ -23,8 +23,8 @@ from aiohttp.test_utils import TestClient
 from fluksio.api.app import create_app
 from fluksio.api.appkeys import ENGINE
 from fluksio.clock import Clock
-from fluksio.engine.core import Engine
 from fluksio.engine.db import Database, open_database
+from fluksio.engine.front.engine import Engine
 from fluksio.engine.passwords import LEAST_COST
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings

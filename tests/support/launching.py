@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from fluksio.agent.calls import Notice
-from fluksio.agent.frames import LogFrame, ProgressFrame, RunFrame
 from fluksio.agent.launcher import Launcher
+from fluksio.agent.protocol.frames import LogFrame, ProgressFrame, RunFrame
 
 __all__ = ["launcher", "node", "run"]
 

@@ -19,7 +19,7 @@ from fluksio.provisioners.base import (
     SiteLimit,
     WorkerRecord,
 )
-from fluksio.provisioners.effects import (
+from fluksio.provisioners.machine.effects import (
     Cancel,
     CleanUp,
     Effect,
@@ -32,9 +32,9 @@ from fluksio.provisioners.effects import (
     Unwake,
     Wake,
 )
-from fluksio.provisioners.machine import ProvisioningMachine
-from fluksio.provisioners.reference import ReferenceProvisioning
-from fluksio.provisioners.requests import MachineRequest, ProfileRule
+from fluksio.provisioners.machine.provisioning import ProvisioningMachine
+from fluksio.provisioners.machine.reference import ReferenceProvisioning
+from fluksio.provisioners.machine.requests import MachineRequest, ProfileRule
 from tests.support.scripted import scripted_settings
 
 __all__ = ["PROFILES", "ComparisonShell"]

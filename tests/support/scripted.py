@@ -17,7 +17,7 @@ from fluksio.provisioners import (
     Submission,
 )
 from fluksio.provisioners.base import SiteLimit
-from fluksio.provisioners.requests import MachineRequest, RequestStage
+from fluksio.provisioners.machine.requests import MachineRequest, RequestStage
 
 __all__ = ["RecordingEngine", "Scripted", "Settings", "listening_at", "scripted_settings"]
 

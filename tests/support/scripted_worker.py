@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from fluksio.agent.frames import (
+from fluksio.agent.protocol.frames import (
     PROTOCOL,
     AnswerFrame,
     ContainersReport,
@@ -25,7 +25,7 @@ from fluksio.agent.frames import (
     ProgressFrame,
     encode,
 )
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.protocol.outcome import ErrorKind
 from tests.support.wait import async_wait_for
 
 __all__ = ["ScriptedWorker", "hello_frame"]

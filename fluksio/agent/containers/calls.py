@@ -23,10 +23,10 @@ from fluksio.agent.containers.base import (
     ContainerRuntime,
     Mount,
 )
-from fluksio.agent.frames import ContainersReport, RunFrame
 from fluksio.agent.images import image_refusal
 from fluksio.agent.onefile import runner_path
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.agent.protocol.frames import ContainersReport, RunFrame
+from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
 
 __all__ = ["ContainerCalls", "container_name"]
 

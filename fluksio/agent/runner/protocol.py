@@ -26,7 +26,7 @@ call after it while the server forks a replacement."""
 EVENT_MAX_BYTES = (1 << 20) - 4096
 """The largest event ``fluksio.emit`` sends, as JSON: its frame, with the call's id around
 it, stays within the wire's bound on frames that are not answers
-(``fluksio.agent.frames.CONTROL_FRAME_BYTES``), checked where the node calls it."""
+(``fluksio.agent.protocol.frames.CONTROL_FRAME_BYTES``), checked where the node calls it."""
 
 SPEC_FD = 0
 RECORD_FD = 3

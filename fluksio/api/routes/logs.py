@@ -1,6 +1,6 @@
 """``GET /runs/{id}/logs``: a node's output from a position, live while it runs.
 
-The engine answers (:mod:`fluksio.engine.asked_logs`); ``from`` and ``next`` make a
+The engine answers (:mod:`fluksio.engine.front.logs`); ``from`` and ``next`` make a
 follower resume exactly where it left off after a dropped connection, and ``wait`` holds
 the answer until there is more.
 """

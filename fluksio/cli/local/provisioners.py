@@ -26,9 +26,9 @@ from fluksio.errors import ConfigError
 from fluksio.provisioners.base import ProvisionError
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.login import shared_login
+from fluksio.provisioners.machine.requests import login_sentence
 from fluksio.provisioners.plugins import build_plugins
 from fluksio.provisioners.provisioner import Provisioner
-from fluksio.provisioners.requests import login_sentence
 
 __all__ = ["provisioners"]
 

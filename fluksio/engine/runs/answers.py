@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluksio.engine.runs.machine_retry import most_attempts
-from fluksio.engine.runs.rows import NodeRow
+from fluksio.engine.runs.machine.retries import most_attempts
+from fluksio.engine.runs.machine.rows import NodeRow
 from fluksio.engine.runs.views import RunView
 from fluksio.wire.answers.runs import ArrayBody, ItemBody, NodeBody, ProvenanceBody, RunBody
 from fluksio.wire.states import RunState

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fluksio.agent.frames import ArtifactRef, ContainerRef, RunFrame, RunRef
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
-from fluksio.engine.runs.effects import CallInputs
-from fluksio.engine.runs.redact import secret_values
-from fluksio.engine.runs.signature import select_kwargs
+from fluksio.agent.protocol.frames import ArtifactRef, ContainerRef, RunFrame, RunRef
+from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.engine.runs.machine.effects import CallInputs
+from fluksio.engine.runs.machine.redact import secret_values
+from fluksio.engine.runs.machine.signature import select_kwargs
 from fluksio.engine.runs.views import Executor
 from fluksio.engine.secrets import SecretStore, resolve_params
 from fluksio.scheduler import ENGINE_ID, Placement

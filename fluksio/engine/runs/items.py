@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fluksio.engine.db import Database
-from fluksio.engine.runs.rows import ArraySummary, Earlier, NodeRow
+from fluksio.engine.runs.machine.rows import ArraySummary, Earlier, NodeRow
 from fluksio.engine.runs.store import node_row
 from fluksio.errors import InvalidInput
 from fluksio.wire.flows import ITEMS_MAX, NodeSpec

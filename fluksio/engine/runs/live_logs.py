@@ -1,7 +1,7 @@
 """The lines running calls write, kept while they run (and a while after), bounded.
 
 Each call's lines arrive in batches ``(first, lines)`` (from the engine's own launcher, or
-a worker's :class:`~fluksio.agent.frames.LogFrame`) and are kept by position, secrets
+a worker's :class:`~fluksio.agent.protocol.frames.LogFrame`) and are kept by position, secrets
 blanked, in a window of the newest :data:`LINES_KEPT` lines and :data:`BYTES_KEPT`
 bytes. A reader asks from a position and gets the lines from there that are still kept,
 with how many it missed (passed over by the worker's rate bound, or fallen out of the
@@ -20,7 +20,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from fluksio.clock import Clock
-from fluksio.engine.runs.redact import redact
+from fluksio.engine.runs.machine.redact import redact
 
 __all__ = ["BYTES_KEPT", "ENDED_KEPT", "LINES_KEPT", "CallLines", "LiveLogs", "Read"]
 

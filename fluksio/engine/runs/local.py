@@ -6,10 +6,10 @@ import os
 import socket
 from pathlib import Path
 
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.inventory import detect_inventory
 from fluksio.agent.launcher import CallOutcome, Launcher
-from fluksio.engine.workers.holder import Holder
+from fluksio.agent.protocol.frames import RunFrame
+from fluksio.engine.workers.connection.holder import Holder
 from fluksio.engine.workers.session_effects import EventCallback
 from fluksio.scheduler import ENGINE_ID, Worker
 from fluksio.wire.provenance import Provenance

@@ -11,8 +11,8 @@ from typing import Any
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
-from fluksio.engine.runs.rows import ArraySummary, NodeRow, RunRow
-from fluksio.engine.workers.holder import Holder
+from fluksio.engine.runs.machine.rows import ArraySummary, NodeRow, RunRow
+from fluksio.engine.workers.connection.holder import Holder
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
 

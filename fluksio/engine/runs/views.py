@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from fluksio.agent.frames import RunFrame
 from fluksio.agent.launcher import CallOutcome
-from fluksio.engine.runs.rows import NodeRow, RunRow
-from fluksio.engine.workers.holder import Holder
+from fluksio.agent.protocol.frames import RunFrame
+from fluksio.engine.runs.machine.rows import NodeRow, RunRow
+from fluksio.engine.workers.connection.holder import Holder
 from fluksio.engine.workers.session_effects import EventCallback
 from fluksio.scheduler import WaitReason
 from fluksio.wire.provenance import Provenance

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from fluksio.agent.realtime import realtime_after, realtime_monotonic
 from fluksio.clock import Clock, Timer
-from fluksio.engine.runs.effects import Save
-from fluksio.engine.runs.rows import NodeRow, RunRow
+from fluksio.engine.runs.machine.effects import Save
+from fluksio.engine.runs.machine.rows import NodeRow, RunRow
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import RunChange
 from fluksio.errors import StorageFull

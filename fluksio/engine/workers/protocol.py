@@ -1,6 +1,6 @@
 """Frames from workers, validated against the agent's own declarations.
 
-The frames are declared once, in :mod:`fluksio.agent.frames` (standard library
+The frames are declared once, in :mod:`fluksio.agent.protocol.frames` (standard library
 dataclasses both sides import); here pydantic ``TypeAdapter``s validate what arrives
 against those declarations, and the engine adds the bounds that protect it (lengths and
 counts a hostile worker could inflate). Unknown keys are ignored; ``parallel`` is accepted
@@ -17,7 +17,7 @@ from typing import Annotated, Any, get_args
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from fluksio.agent.declared import YEAR_AND_A_DAY_S
-from fluksio.agent.frames import (
+from fluksio.agent.protocol.frames import (
     CACHE_REPORTED,
     IMAGE_HELD,
     MAX_PIPELINE,
@@ -31,7 +31,7 @@ from fluksio.agent.frames import (
     ProgressFrame,
     StoppingFrame,
 )
-from fluksio.agent.outcome import CallOutcome, ErrorKind, error_record
+from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.names import NAME_RULE, is_name
 from fluksio.scheduler import Containers
 from fluksio.wire.flows import ContainerRuntime

@@ -1,7 +1,7 @@
 """Reading one worker's socket: its hello, then every frame, counted and bounded, until
 it closes. The front door (:mod:`fluksio.api.attach`) verifies the token, opens the socket
 and puts this module's :class:`FrameJudge` before its reader; who is let in and what
-follows is :mod:`fluksio.engine.worker_connections`' and the session's.
+follows is :mod:`fluksio.engine.workers.connections`' and the session's.
 
 A malformed frame closes that socket with a reason and affects nothing else.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from aiohttp import WSCloseCode, WSMsgType
 from pydantic import ValidationError
 
-from fluksio.agent.frames import (
+from fluksio.agent.protocol.frames import (
     CONTROL_FRAME_BYTES,
     AnswerFrame,
     CacheFrame,
@@ -27,11 +27,11 @@ from fluksio.agent.frames import (
     StoppingFrame,
     encode,
 )
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.protocol.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.tokens import WorkerIdentity
-from fluksio.engine.worker_connections import Refusal, WorkerConnections
 from fluksio.engine.workers.budget import FrameBudget
+from fluksio.engine.workers.connections import Refusal, WorkerConnections
 from fluksio.engine.workers.protocol import (
     FrameError,
     is_unreadable,

@@ -11,7 +11,7 @@ in the scheduler until it is heard again; attached directly, the call fails here
 ``cancel``, so that if it wakes it drops the call rather than run it (our agent never
 starts a call cancelled before it started; the published agent 0.1.6 may start it and
 then kill it). A relayed worker's call is held instead:
-:func:`fluksio.engine.workers.connection.requeues_untaken` states the rule. Our agent says
+:func:`fluksio.engine.workers.connection.machine.requeues_untaken` states the rule. Our agent says
 at once that it took a call (a heartbeat); the published agent is pinged after each call
 sent, and its pong says it is awake.
 
@@ -30,7 +30,7 @@ version the engine enforces it: at the limit it sends ``cancel`` and fails the c
 agent's grace plus ``LIMIT_BACKSTOP_S``.
 
 What happens when is decided by the connection's pure machine
-(:mod:`fluksio.engine.workers.connection`); a session carries its effects out.
+(:mod:`fluksio.engine.workers.connection.machine`); a session carries its effects out.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from typing import Any, Protocol, assert_never
 
 from aiohttp import WSCloseCode
 
-from fluksio.agent.frames import (
+from fluksio.agent.launcher import CallOutcome, error_record
+from fluksio.agent.protocol.frames import (
     THREAD_VARIABLES,
     AnswerFrame,
     CacheFrame,
@@ -55,17 +56,16 @@ from fluksio.agent.frames import (
     StoppingFrame,
     encode,
 )
-from fluksio.agent.launcher import CallOutcome, error_record
-from fluksio.agent.outcome import ErrorKind
+from fluksio.agent.protocol.outcome import ErrorKind
 from fluksio.clock import Clock
 from fluksio.engine.tokens import WorkerIdentity
-from fluksio.engine.workers import connection_effects
-from fluksio.engine.workers.connection import (
+from fluksio.engine.workers.connection import effects as connection_effects
+from fluksio.engine.workers.connection.holder import Holder
+from fluksio.engine.workers.connection.machine import (
     WENT_AWAY,
     ConnectionMachine,
     ConnectionRules,
 )
-from fluksio.engine.workers.holder import Holder
 from fluksio.engine.workers.protocol import outcome_of
 from fluksio.engine.workers.session_effects import (
     EventCallback,

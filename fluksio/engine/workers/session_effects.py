@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, assert_never
 
-from fluksio.agent.frames import CancelFrame, HelloFrame, LogFrame, ProgressFrame, encode
 from fluksio.agent.launcher import CallOutcome
+from fluksio.agent.protocol.frames import CancelFrame, HelloFrame, LogFrame, ProgressFrame, encode
 from fluksio.clock import Clock, Timer
-from fluksio.engine.workers import connection_effects
-from fluksio.engine.workers.connection import UNKNOWN_FRAMES_LOGGED, ConnectionMachine
+from fluksio.engine.workers.connection import effects as connection_effects
+from fluksio.engine.workers.connection.machine import UNKNOWN_FRAMES_LOGGED, ConnectionMachine
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.logs import get_logger
 

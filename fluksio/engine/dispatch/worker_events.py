@@ -1,0 +1,106 @@
+"""The dispatcher's events from attached workers: one attached, went, stopped or resumed
+answering, reported its artifact cache.
+
+A mixin of :class:`~fluksio.engine.dispatch.dispatcher.Dispatcher`, which gives what it uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fluksio.engine.runs.views import Executor
+from fluksio.engine.stream import EngineStream, WorkerChanged, WorkerJoined, WorkerLeft
+from fluksio.logs import get_logger
+from fluksio.provisioners.base import WorkerRecord
+from fluksio.provisioners.driver import ProvisioningDriver
+from fluksio.scheduler import Scheduler, Worker
+
+__all__ = ["WorkerEvents"]
+
+log = get_logger("fluksio.engine.dispatch.dispatcher")
+
+
+class WorkerEvents:
+    _scheduler: Scheduler
+    _executors: dict[str, Executor]
+    _stream: EngineStream
+    provisioning: ProvisioningDriver | None
+
+    if TYPE_CHECKING:  # given by the class it is mixed into
+
+        def _changed(self) -> None:
+            raise NotImplementedError
+
+        def _place_changed(self, place_id: str) -> None:
+            raise NotImplementedError
+
+        def kick(self) -> None:
+            raise NotImplementedError
+
+    def worker_attached(self, worker: Worker, executor: Executor, event: WorkerRecord) -> None:
+        """A worker attached: it can take calls from the next pass on."""
+        self._changed()
+        self._executors[worker.id] = executor
+        self._scheduler.add_worker(worker)
+        self._place_changed(worker.id)
+        if self.provisioning is not None:
+            self.provisioning.worker_attached(event)
+        self._stream.emit(WorkerJoined(event))
+        self.kick()
+
+    def worker_gone(self, event: WorkerRecord, reason: str | None = None) -> None:
+        """A worker is gone (``reason``, when known); its executor has already failed its
+        calls in flight."""
+        self._changed()
+        self._executors.pop(event.worker_id, None)
+        if self._scheduler.has_place(event.worker_id):
+            self._scheduler.remove_worker(event.worker_id)
+        self._stream.emit(WorkerChanged(event.worker_id, gone=reason))
+        if self.provisioning is not None:
+            self.provisioning.worker_gone(event)
+        self._stream.emit(WorkerLeft(event))
+        self.kick()
+
+    def set_cached(
+        self, worker_id: str, digests: frozenset[str], images: frozenset[str] = frozenset()
+    ) -> None:
+        """A worker reported what its artifact cache holds, and the images it holds ready:
+        calls reading those inputs, or in those images, prefer it among the places that
+        fit."""
+        if self._scheduler.has_place(worker_id):
+            self._changed()
+            self._scheduler.set_cached(worker_id, digests, images)
+            self._place_changed(worker_id)  # its view shows how many it holds
+            self.kick()
+
+    def saved_by(self, call_id: str, digest: str) -> None:
+        """Call ``call_id`` saved ``digest`` (with its own credential): the worker it runs
+        on holds it now (the agent keeps what it saves in its cache), so the next call
+        reading it prefers that worker, before the worker's next report says so."""
+        place_id = self._scheduler.saved_by(call_id, digest)
+        if place_id is not None:
+            self._changed()
+            self._place_changed(place_id)
+            self.kick()
+
+    def set_stopping(self, worker_id: str) -> bool:
+        """A worker is stopping (told to stop): nothing new goes to it again, so a call
+        its stop ended or refused goes elsewhere instead of back to it. False: it was
+        known to be stopping already, or is not attached."""
+        place = self._scheduler.view(worker_id)
+        if place is None or place.stopping:
+            return False
+        self._changed()
+        self._scheduler.set_stopping(worker_id)
+        self._place_changed(worker_id)
+        self.kick()
+        return True
+
+    def set_answering(self, worker_id: str, answering: bool) -> None:
+        """A worker stopped answering (nothing new for it) or answers again."""
+        if self._scheduler.has_place(worker_id):
+            self._changed()
+            self._scheduler.set_paused(worker_id, not answering)
+            self._place_changed(worker_id)
+            log.info("worker.answering" if answering else "worker.silent", worker_id=worker_id)
+            self.kick()
