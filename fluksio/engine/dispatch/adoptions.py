@@ -22,22 +22,23 @@ not handed to it, and goes on waiting for its own.
 At the window's end the calls still awaited fail ``WorkerGone``. Either way a node that
 says ``retry_on_restart`` runs again instead (:meth:`RunMachine.not_back`).
 
-A mixin of :class:`~fluksio.engine.dispatch.dispatcher.Dispatcher`, which gives what it uses.
+A part of :class:`~fluksio.engine.dispatch.dispatcher.Dispatcher`, given its
+:class:`~fluksio.engine.dispatch.state.DispatchState` and the dispatcher as its
+:class:`~fluksio.engine.dispatch.state.Hub`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.protocol.outcome import ErrorKind
 from fluksio.clock import Timer
-from fluksio.engine.dispatch.calls import CallShell
+from fluksio.engine.dispatch.calls import Calls
+from fluksio.engine.dispatch.state import DispatchState, Hub
 from fluksio.engine.runs.machine.effects import AwaitWorker
 from fluksio.engine.runs.machine.redact import blankable, secret_names
 from fluksio.engine.runs.views import Resumable
-from fluksio.engine.secrets import SecretStore
 from fluksio.engine.workers.connection.holder import Holder, Verdict, sort_back
 from fluksio.logs import get_logger
 
@@ -50,33 +51,29 @@ WORKER_RETURN_S = 300.0
 one once its relay is back."""
 
 
-class Adoptions(CallShell):
-    _secrets: SecretStore
-    _tasks: set[asyncio.Task[None]]
+class Adoptions:
+    """The calls a restart found on workers, awaiting their worker."""
 
-    if TYPE_CHECKING:  # given by the class it is mixed into
-
-        def _changed(self) -> None:
-            raise NotImplementedError
-
-        def _place_changed(self, place_id: str) -> None:
-            raise NotImplementedError
-
-    def _init_adoptions(self, worker_return_s: float) -> None:
+    def __init__(
+        self, state: DispatchState, hub: Hub, calls: Calls, worker_return_s: float
+    ) -> None:
+        self._state = state
+        self._hub = hub
+        self._calls = calls
         self._return_s = worker_return_s
         self._awaiting: dict[str, AwaitWorker] = {}
         """The calls awaiting their worker, by call id."""
         self._window: Timer | None = None
 
-    def _await_worker(self, effect: AwaitWorker) -> None:
+    def await_worker(self, effect: AwaitWorker) -> None:
         self._awaiting[effect.request.id] = effect
         if self._window is None:
-            self._window = self._clock.call_later(self._return_s, self._window_ended)
+            self._window = self._state.clock.call_later(self._return_s, self._window_ended)
         log.info("call.awaiting_worker", call_id=effect.request.id, worker=effect.worker)
 
     def _window_ended(self) -> None:
         self._window = None
-        if self._closing:
+        if self._state.closing:
             return  # the next engine awaits them in turn
         said = (
             f"the engine restarted while this call ran on worker {{}}, which did not come back"
@@ -89,18 +86,20 @@ class Adoptions(CallShell):
     def _give_up(self, call_id: str, kind: ErrorKind, said: str) -> None:
         del self._awaiting[call_id]
         log.info("call.not_back", call_id=call_id, reason=said)
-        self._apply(self._machine.not_back(call_id, error_record(kind, said), self._clock.now()))
+        self._hub.apply(
+            self._state.machine.not_back(call_id, error_record(kind, said), self._state.clock.now())
+        )
 
-    def _stop_awaited(self, call_id: str) -> bool:
+    def stop_awaited(self, call_id: str) -> bool:
         """A call awaiting its worker is stopped (its run cancelled): it ends now, as
         cancelled; if its worker comes back naming it, it is told to drop it. False: not
         awaited. At shutdown it stays awaited, for the next engine."""
-        if call_id not in self._awaiting or self._closing:
+        if call_id not in self._awaiting or self._state.closing:
             return False
         del self._awaiting[call_id]
         cancelled = error_record(ErrorKind.NODE_CANCELLED, "the run was cancelled")
         outcome = CallOutcome(False, error=cancelled)
-        self._apply(self._machine.ended(call_id, outcome, self._clock.now()))
+        self._hub.apply(self._state.machine.ended(call_id, outcome, self._state.clock.now()))
         return True
 
     def returning(
@@ -127,31 +126,31 @@ class Adoptions(CallShell):
     def adopt(self, calls: list[AwaitWorker], worker_id: str, executor: Resumable) -> None:
         """The calls ``returning`` gave go on where they run: booked on the worker again,
         their frames and answer taken from its session."""
-        now = self._clock.now()
+        now = self._state.clock.now()
         for call in calls:
             call_id = call.request.id
-            found = self._machine.call(call_id)
+            found = self._state.machine.call(call_id)
             if found is None:
                 continue  # ended while the worker was being welcomed
             run, spec, row = found
-            self._scheduler.adopt(call.request, worker_id, call.gpu_ids)
+            self._state.scheduler.adopt(call.request, worker_id, call.gpu_ids)
             # What it was given when placed (after it was queued), though changed or deleted
             # while the engine was down: it has them all the same. And what it has now.
             names = secret_names(spec.params).values()
-            secrets = blankable(self._secrets.given_since(names, row.queued_at or 0.0))
-            self._apply(self._machine.adopted(call_id, secrets, now))
-            key = self.live_logs.key(spec.id, row.item)
-            self.live_logs.begin(call_id, run.id, key, row.attempt)
-            running = executor.adopt(call_id, self._on_event(call_id, secrets))
+            secrets = blankable(self._state.secrets.given_since(names, row.queued_at or 0.0))
+            self._hub.apply(self._state.machine.adopted(call_id, secrets, now))
+            key = self._state.live_logs.key(spec.id, row.item)
+            self._state.live_logs.begin(call_id, run.id, key, row.attempt)
+            running = executor.adopt(call_id, self._calls.on_event(call_id, secrets))
             task = asyncio.get_running_loop().create_task(
-                self._settle(call_id, running, executor, job_bound=spec.limit is None)
+                self._calls.settle(call_id, running, executor, job_bound=spec.limit is None)
             )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._state.tasks.add(task)
+            task.add_done_callback(self._state.tasks.discard)
             log.info("call.adopted", call_id=call_id, worker_id=worker_id, run_id=run.id)
         if calls:
-            self._changed()
-            self._place_changed(worker_id)
+            self._hub.changed()
+            self._hub.place_changed(worker_id)
 
 
 _given_up = {
