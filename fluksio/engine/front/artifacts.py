@@ -30,12 +30,20 @@ log = get_logger("fluksio.engine.artifacts")
 
 
 class ArtifactsAsked:
-    if TYPE_CHECKING:  # given by the engine it is mixed into
-        settings: EngineSettings
-        stream: EngineStream
-        _artifacts: ArtifactStore
-        _call_saves: CallSaves
-        _dispatcher: Dispatcher
+    def __init__(
+        self,
+        *,
+        settings: EngineSettings,
+        stream: EngineStream,
+        artifacts: ArtifactStore,
+        call_saves: CallSaves,
+        dispatcher: Dispatcher,
+    ) -> None:
+        self.settings = settings
+        self.stream = stream
+        self._artifacts = artifacts
+        self._call_saves = call_saves
+        self._dispatcher = dispatcher
 
     async def put_artifact(
         self,

@@ -46,10 +46,16 @@ class Caller:
 
 
 class CallersAsked:
-    if TYPE_CHECKING:  # given by the engine it is mixed into
-        _tokens: TokenService
-        _users: UserStore
-        _scrape_tokens: ScrapeTokenStore
+    def __init__(
+        self,
+        *,
+        tokens: TokenService,
+        users: UserStore,
+        scrape_tokens: ScrapeTokenStore,
+    ) -> None:
+        self._tokens = tokens
+        self._users = users
+        self._scrape_tokens = scrape_tokens
 
     def caller(self, scheme: Scheme, token: str | None) -> Caller:
         """The caller a ``token`` (None: none presented) is for a route of ``scheme``;

@@ -67,7 +67,7 @@ __all__ = ["Engine"]
 log = get_logger(__name__)
 
 
-class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAsked, CallersAsked):
+class Engine:
     """One engine: its state, its core and its background work, behind ``start``/``close``.
 
     The stores and the dispatcher exist once ``start`` has run; reading one before is an
@@ -85,7 +85,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
     views: EngineViews
     """What the HTTP layer reads: workers with their places, the queue, the profiles."""
 
-    # Its own: a client asks the engine (the mixins of front/), never these.
+    # Its own: a client asks the engine (its parts' methods, as its own), never these.
     _clock: Clock
     """The engine's one clock (``fluksio.clock``): every reading of time, every timer;
     tests give one they advance."""
@@ -273,6 +273,7 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
         live.connect(self.stream)
         forward_worker_hooks(self.stream, configured.plugins.manager.hook)
         log_ready(configured)
+        self._answer()
         self._dispatcher.recover(requests.load())
         try:
             yield
@@ -280,6 +281,63 @@ class Engine(RunsAsked, LogsAsked, TokensAsked, ArtifactsAsked, ProvisioningAske
             live.close()
             await self._dispatcher.close()
             await launcher.close()
+
+    def _answer(self) -> None:
+        """What a client asks of the engine, answered by its parts (``front/``), each given
+        what it uses; their methods are the engine's own."""
+        runs = RunsAsked(
+            dispatcher=self._dispatcher, flows=self._flows, runs=self._runs, settings=self.settings
+        )
+        self.flow_list, self.flow, self.put_flow = runs.flow_list, runs.flow, runs.put_flow
+        self.delete_flow, self.start_run, self.run_list = (
+            runs.delete_flow, runs.start_run, runs.run_list,
+        )  # fmt: skip
+        self.run, self.cancel_run, self.retry_run = runs.run, runs.cancel_run, runs.retry_run
+        self.delete_run, self.cancel_items, self.items_page = (
+            runs.delete_run, runs.cancel_items, runs.items_page,
+        )  # fmt: skip
+        self.logs = LogsAsked(dispatcher=self._dispatcher, clock=self._clock).logs
+        tokens = TokensAsked(
+            clock=self._clock,
+            stream=self.stream,
+            tokens=self._tokens,
+            worker_tokens=self._worker_tokens,
+            personal_tokens=self._personal_tokens,
+            scrape_tokens=self._scrape_tokens,
+            secrets=self._secrets,
+            workers=self.workers,
+        )
+        self.mint_worker_token, self.worker_token_list, self.revoke_worker_token = (
+            tokens.mint_worker_token, tokens.worker_token_list, tokens.revoke_worker_token,
+        )  # fmt: skip
+        self.mint_personal_token, self.personal_token_list, self.revoke_personal_token = (
+            tokens.mint_personal_token, tokens.personal_token_list,
+            tokens.revoke_personal_token,
+        )  # fmt: skip
+        self.mint_scrape_token, self.scrape_token_list, self.revoke_scrape_token = (
+            tokens.mint_scrape_token, tokens.scrape_token_list, tokens.revoke_scrape_token,
+        )  # fmt: skip
+        self.put_secret, self.secret_list, self.delete_secret = (
+            tokens.put_secret, tokens.secret_list, tokens.delete_secret,
+        )  # fmt: skip
+        artifacts = ArtifactsAsked(
+            settings=self.settings,
+            stream=self.stream,
+            artifacts=self._artifacts,
+            call_saves=self._call_saves,
+            dispatcher=self._dispatcher,
+        )
+        self.put_artifact, self.artifact, self.artifact_sent = (
+            artifacts.put_artifact, artifacts.artifact, artifacts.artifact_sent,
+        )  # fmt: skip
+        profiles = ProvisioningAsked(dispatcher=self._dispatcher, views=self.views)
+        self.pause_profile, self.resume_profile = profiles.pause_profile, profiles.resume_profile
+        callers = CallersAsked(
+            tokens=self._tokens, users=self._users, scrape_tokens=self._scrape_tokens
+        )
+        self.caller, self.known_token, self.log_in = (
+            callers.caller, callers.known_token, callers.log_in,
+        )  # fmt: skip
 
     def _run_in_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = asyncio.get_running_loop().create_task(work())

@@ -31,9 +31,9 @@ published agent, which sends its output only with its answer): then look again."
 
 
 class LogsAsked:
-    if TYPE_CHECKING:  # given by the engine it is mixed into
-        _dispatcher: Dispatcher
-        _clock: Clock
+    def __init__(self, *, dispatcher: Dispatcher, clock: Clock) -> None:
+        self._dispatcher = dispatcher
+        self._clock = clock
 
     async def logs(
         self,

@@ -21,9 +21,9 @@ __all__ = ["ProvisioningAsked"]
 
 
 class ProvisioningAsked:
-    if TYPE_CHECKING:  # given by the engine it is mixed into
-        _dispatcher: Dispatcher
-        views: EngineViews
+    def __init__(self, *, dispatcher: Dispatcher, views: EngineViews) -> None:
+        self._dispatcher = dispatcher
+        self.views = views
 
     def pause_profile(self, provisioner: str, profile: str, *, by: str) -> ProfileBody:
         """Pause ``provisioner/profile`` until :meth:`resume_profile`; it outlasts the

@@ -34,11 +34,18 @@ __all__ = ["RunsAsked"]
 
 
 class RunsAsked:
-    if TYPE_CHECKING:  # given by the engine it is mixed into
-        _dispatcher: Dispatcher
-        _flows: FlowStore
-        _runs: RunStore
-        settings: EngineSettings
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher,
+        flows: FlowStore,
+        runs: RunStore,
+        settings: EngineSettings,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._flows = flows
+        self._runs = runs
+        self.settings = settings
 
     # -- flows ---------------------------------------------------------------------------
 

@@ -47,15 +47,26 @@ log = get_logger("fluksio.engine.tokens")
 
 
 class TokensAsked:
-    if TYPE_CHECKING:  # given by the engine it is mixed into
-        _clock: Clock
-        stream: EngineStream
-        _tokens: TokenService
-        _worker_tokens: WorkerTokenStore
-        _personal_tokens: PersonalTokenStore
-        _scrape_tokens: ScrapeTokenStore
-        _secrets: SecretStore
-        workers: WorkerRegistry
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        stream: EngineStream,
+        tokens: TokenService,
+        worker_tokens: WorkerTokenStore,
+        personal_tokens: PersonalTokenStore,
+        scrape_tokens: ScrapeTokenStore,
+        secrets: SecretStore,
+        workers: WorkerRegistry,
+    ) -> None:
+        self._clock = clock
+        self.stream = stream
+        self._tokens = tokens
+        self._worker_tokens = worker_tokens
+        self._personal_tokens = personal_tokens
+        self._scrape_tokens = scrape_tokens
+        self._secrets = secrets
+        self.workers = workers
 
     # -- worker tokens -------------------------------------------------------------------
 
