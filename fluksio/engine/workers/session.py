@@ -127,7 +127,7 @@ class CallArtifacts(Protocol):
         ...
 
 
-class WorkerSession(SessionEffects):
+class WorkerSession:
     """The I/O around one :class:`ConnectionMachine`: the socket it writes to, the futures
     calls wait on, the timers it asked for, and the link it reports to."""
 
@@ -175,8 +175,9 @@ class WorkerSession(SessionEffects):
         """The credentials calls here save artifacts with, and which states they saved."""
         self._artifact_token: tuple[str, float] | None = None
         """The artifact token calls here get, and when it was minted (monotonic)."""
-        self._pending: dict[str, Pending] = {}
-        self._writes: set[asyncio.Task[None]] = set()
+        self._effects = SessionEffects(self)
+        """Its connection machine's effects carried out, and its calls in flight."""
+        self._pending = self._effects.pending
 
     @property
     def labels(self) -> frozenset[str]:
@@ -223,7 +224,7 @@ class WorkerSession(SessionEffects):
         try:
             effects = self.machine.send(spec.call_id, spec.limit, self.clock.now())
             if any(isinstance(effect, connection_effects.Fail) for effect in effects):
-                self._apply(effects)
+                self._effects.apply(effects)
                 return await self._awaited(spec.call_id, pending)
             frame = _as_published(spec) if self._published else spec
             if self.machine.pipelined and len(self.machine.in_flight()) > self.hello.max_parallel:
@@ -234,7 +235,7 @@ class WorkerSession(SessionEffects):
                 await self.ws.send_str(encode(frame))
             except (ConnectionError, RuntimeError) as exc:
                 effects = self.machine.send_failed(spec.call_id, str(exc))
-            self._apply(effects)
+            self._effects.apply(effects)
         except BaseException:
             self._forget(spec.call_id, pending)
             raise
@@ -256,7 +257,7 @@ class WorkerSession(SessionEffects):
     def cancel(self, call_id: str) -> bool:
         if call_id not in self._pending or self.ws.closed:
             return False
-        self._send_later(encode(CancelFrame(call_id=call_id)))
+        self._effects.send_later(encode(CancelFrame(call_id=call_id)))
         return True
 
     # -- what arrives on the socket ----------------------------------------------------
@@ -269,7 +270,7 @@ class WorkerSession(SessionEffects):
         if what == "started" and pending is not None and isinstance(frame, ProgressFrame):
             pending.on_event(frame)
         if effects or pending is None:
-            self._apply(effects)
+            self._effects.apply(effects)
             return
         if isinstance(frame, LogFrame):
             pending.on_event(frame)
@@ -297,14 +298,14 @@ class WorkerSession(SessionEffects):
     def told(self, frame: CacheFrame | StoppingFrame) -> None:
         """A word of its own, of no call (a frame: it was heard): what its artifact cache
         holds, or that it is stopping (told to stop: it is sent nothing more)."""
-        self._apply(self.machine.heard_from(self.clock.now()))
+        self._effects.apply(self.machine.heard_from(self.clock.now()))
         if isinstance(frame, CacheFrame):
             self._link.cached(self, frozenset(frame.holds))
         else:
             self._link.stopping(self, frame.reason)
 
     def oversized(self, call_id: str, event: str, size: int) -> None:
-        self._apply(self.machine.oversized(call_id, event, size, self.clock.now()))
+        self._effects.apply(self.machine.oversized(call_id, event, size, self.clock.now()))
 
     def expects(self, call_id: str) -> bool:
         """Whether a call of this id is in flight here (its answer is awaited)."""
@@ -312,7 +313,7 @@ class WorkerSession(SessionEffects):
 
     def unknown(self, call_id: str, frame: str) -> None:
         """A frame for a call not in flight here, left unread."""
-        self._apply(self.machine.frame(call_id, frame, self.clock.now(), last=False))
+        self._effects.apply(self.machine.frame(call_id, frame, self.clock.now(), last=False))
 
     async def confirm(self, payload: bytes) -> None:
         """It pinged: the pong, once what it sent before is recorded. Our agent forgets an
@@ -326,15 +327,15 @@ class WorkerSession(SessionEffects):
 
     def touch(self) -> None:
         """Something other than a call's frame came from it (a ping, a pong)."""
-        self._apply(self.machine.heard_from(self.clock.now()))
+        self._effects.apply(self.machine.heard_from(self.clock.now()))
 
     # -- its life ------------------------------------------------------------------------
 
     async def welcome(self, resume: list[str], adopted: Collection[str] = ()) -> None:
         """Welcome it over its socket; calls it names from a connection gone are dropped,
         but those ``adopted`` (each then taken over with :meth:`adopt`)."""
-        await self._write(self._link.welcome(self, sorted(adopted)))
-        self._apply(self.machine.welcomed(resume, adopted))
+        await self._effects.write(self._link.welcome(self, sorted(adopted)))
+        self._effects.apply(self.machine.welcomed(resume, adopted))
 
     def adopt(self, call_id: str, on_event: EventCallback) -> Awaitable[CallOutcome]:
         """A call its hello named, which the engine adopts: its frames go to ``on_event``
@@ -353,16 +354,16 @@ class WorkerSession(SessionEffects):
         :meth:`ConnectionMachine.came_back`)."""
         self.ws, self.hello = ws, hello
         effects = self.machine.came_back(hello.resume or [], self.clock.now())
-        await self._write(self._link.welcome(self, self.machine.in_flight()))
-        self._apply(effects)
+        await self._effects.write(self._link.welcome(self, self.machine.in_flight()))
+        self._effects.apply(effects)
 
     def socket_ended(self, socket: int) -> None:
         """Socket ``socket`` (:attr:`ConnectionMachine.socket` when it was served) ended."""
-        self._apply(self.machine.socket_ended(socket))
+        self._effects.apply(self.machine.socket_ended(socket))
 
     async def check(self, now: float, *, busy: bool) -> None:
         """The watcher's look: answering or not, and the 90-second rule."""
-        await self._carry_out(self.machine.check(now, busy=busy))
+        await self._effects.carry_out(self.machine.check(now, busy=busy))
 
     async def close(
         self,
@@ -371,9 +372,9 @@ class WorkerSession(SessionEffects):
         kind: ErrorKind = ErrorKind.WORKER_GONE,
     ) -> None:
         """Close the socket saying why; its calls fail with that reason, as ``kind``."""
-        await self._carry_out(self.machine.close(reason, code, kind))
+        await self._effects.carry_out(self.machine.close(reason, code, kind))
 
-    def _tell_link(self, effect: connection_effects.LinkNews) -> None:
+    def tell_link(self, effect: connection_effects.LinkNews) -> None:
         """How the connection stands, told to the registry of workers."""
         match effect:
             case connection_effects.Answering():

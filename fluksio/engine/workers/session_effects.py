@@ -2,7 +2,8 @@
 calls waiting on it, writes cancels and pings, tells the registry of workers how the
 connection stands, and closes the socket when the machine says so.
 
-A mixin of :class:`~fluksio.engine.workers.session.WorkerSession`, which gives what it uses.
+A part of :class:`~fluksio.engine.workers.session.WorkerSession`, which it reads as its
+:class:`SessionSide`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any, Protocol, assert_never
 
 from fluksio.agent.launcher import CallOutcome
 from fluksio.agent.protocol.frames import CancelFrame, HelloFrame, LogFrame, ProgressFrame, encode
@@ -21,7 +22,7 @@ from fluksio.engine.workers.connection.machine import UNKNOWN_FRAMES_LOGGED, Con
 from fluksio.engine.workers.socket import CountedSocket
 from fluksio.logs import get_logger
 
-__all__ = ["CallEvent", "EventCallback", "Pending", "SentAhead", "SessionEffects"]
+__all__ = ["CallEvent", "EventCallback", "Pending", "SentAhead", "SessionEffects", "SessionSide"]
 
 log = get_logger("fluksio.engine.workers.session")
 
@@ -52,29 +53,48 @@ class Pending:
     timers: list[Timer] = dataclasses.field(default_factory=list)
 
 
-class SessionEffects:
+class SessionSide(Protocol):
+    """What a session's effects read of their session (its socket changes as a relayed
+    worker comes back on another)."""
+
     id: str
     name: str
     hello: HelloFrame
     ws: CountedSocket
     clock: Clock
     machine: ConnectionMachine
-    _pending: dict[str, Pending]
-    _writes: set[asyncio.Task[None]]
 
-    if TYPE_CHECKING:  # given by the class it is mixed into
+    def tell_link(self, effect: connection_effects.LinkNews) -> None:
+        """Tell the engine's side how the connection stands."""
+        ...
 
-        def _tell_link(self, effect: connection_effects.LinkNews) -> None:
-            raise NotImplementedError
 
-    async def _carry_out(self, effects: list[connection_effects.ConnectionEffect]) -> None:
-        closing = self._apply(effects)
+class SessionEffects:
+    """A worker session's connection machine's effects, carried out; the calls in flight
+    it fails and wakes are held here."""
+
+    def __init__(self, session: SessionSide) -> None:
+        self._session = session
+        self.pending: dict[str, Pending] = {}
+        """The calls in flight on the worker, by call id."""
+        self.writes: set[asyncio.Task[None]] = set()
+        """Frames being written, a task each."""
+
+    async def carry_out(self, effects: list[connection_effects.ConnectionEffect]) -> None:
+        closing = self.apply(effects)
         if closing is not None:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await self.ws.close(code=closing.code, message=closing.reason.encode()[:120])
-            log.info("worker.closed", worker=self.name, worker_id=self.id, reason=closing.reason)
+                await self._session.ws.close(
+                    code=closing.code, message=closing.reason.encode()[:120]
+                )
+            log.info(
+                "worker.closed",
+                worker=self._session.name,
+                worker_id=self._session.id,
+                reason=closing.reason,
+            )
 
-    def _apply(
+    def apply(
         self, effects: list[connection_effects.ConnectionEffect]
     ) -> connection_effects.CloseSocket | None:
         """Carry out ``effects`` in order; a ``CloseSocket`` is returned, to be awaited."""
@@ -85,20 +105,24 @@ class SessionEffects:
                 case connection_effects.Fail():
                     self._fail(effect)
                 case connection_effects.Cancel():
-                    self._send_later(encode(CancelFrame(call_id=effect.call_id)))
+                    self.send_later(encode(CancelFrame(call_id=effect.call_id)))
                 case connection_effects.Wake():
                     self._wake(effect)
                 case connection_effects.Ping():
-                    self._later(self.ws.ping())
+                    self.later(self._session.ws.ping())
                 case connection_effects.NotTaking():
-                    fields = {"worker": self.name, "worker_id": self.id, "call_id": effect.call_id}
+                    fields = {
+                        "worker": self._session.name,
+                        "worker_id": self._session.id,
+                        "call_id": effect.call_id,
+                    }
                     log.warning("worker.not_taking", **fields)
                 case (
                     connection_effects.Answering()
                     | connection_effects.Away()
                     | connection_effects.Gone()
                 ):
-                    self._tell_link(effect)
+                    self._session.tell_link(effect)
                 case connection_effects.CloseSocket():
                     closing = effect
                 case connection_effects.Unknown():
@@ -108,7 +132,7 @@ class SessionEffects:
         return closing
 
     def _fail(self, fail: connection_effects.Fail) -> None:
-        pending = self._pending.get(fail.call_id)
+        pending = self.pending.get(fail.call_id)
         if pending is not None and not pending.future.done():
             until = self._lingers_until() if fail.lingers else None
             pending.future.set_result(CallOutcome(False, error=fail.error, may_run_until=until))
@@ -118,20 +142,24 @@ class SessionEffects:
         a silent engine up after the engine's own rule, then keeps its calls for what its
         hello said (``keeps_s``; none said: for ever, so at most a day here). The
         published agent says nothing of it: None, as before."""
-        if self.hello.version is None:
+        if self._session.hello.version is None:
             return None
-        keeps_s = self.hello.keeps_s if self.hello.keeps_s is not None else KEPT_AT_MOST_S
-        return self.clock.now() + self.machine.rules.gone_after_s + keeps_s
+        keeps_s = (
+            self._session.hello.keeps_s
+            if self._session.hello.keeps_s is not None
+            else KEPT_AT_MOST_S
+        )
+        return self._session.clock.now() + self._session.machine.rules.gone_after_s + keeps_s
 
     def _wake(self, wake: connection_effects.Wake) -> None:
-        pending = self._pending.get(wake.call_id)
+        pending = self.pending.get(wake.call_id)
         if pending is None:
             return
 
         def fired() -> None:
-            self._apply(self.machine.timer(wake.kind, wake.call_id))
+            self.apply(self._session.machine.timer(wake.kind, wake.call_id))
 
-        pending.timers.append(self.clock.call_later(wake.delay_s, fired))
+        pending.timers.append(self._session.clock.call_later(wake.delay_s, fired))
 
     def _unknown(self, unknown: connection_effects.Unknown) -> None:
         """Late answers are normal after a limit; the first few are logged, so a worker
@@ -139,26 +167,26 @@ class SessionEffects:
         if unknown.seen <= UNKNOWN_FRAMES_LOGGED:
             log.warning(
                 "worker.unknown_call",
-                worker=self.name,
-                worker_id=self.id,
+                worker=self._session.name,
+                worker_id=self._session.id,
                 call_id=unknown.call_id[:64],
                 frame=unknown.frame,
                 seen=unknown.seen,
             )
 
-    def _send_later(self, text: str) -> None:
-        if not self.ws.closed:
-            self._later(self.ws.send_str(text))
+    def send_later(self, text: str) -> None:
+        if not self._session.ws.closed:
+            self.later(self._session.ws.send_str(text))
 
-    async def _write(self, text: str) -> None:
+    async def write(self, text: str) -> None:
         with contextlib.suppress(ConnectionError, RuntimeError):
-            await self.ws.send_str(text)
+            await self._session.ws.send_str(text)
 
-    def _later(self, write: Coroutine[Any, Any, None]) -> None:
+    def later(self, write: Coroutine[Any, Any, None]) -> None:
         async def quietly() -> None:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await write
 
         task = asyncio.get_running_loop().create_task(quietly())
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self.writes.add(task)
+        task.add_done_callback(self.writes.discard)
