@@ -1,6 +1,6 @@
 """What a worker, a call or a superuser asks of the artifact store over HTTP.
 
-A mixin of :class:`~fluksio.engine.front.engine.Engine`: bytes stored under their digest (bounded
+A part of :class:`~fluksio.engine.front.engine.Engine`: bytes stored under their digest (bounded
 by the engine's ``max_artifact_bytes``, a store without room refused whole), an artifact
 found to be read back, and the bytes moved each way counted on the engine's stream like
 every other metric. A refusal is a :class:`~fluksio.errors.FluksioError` naming the field.

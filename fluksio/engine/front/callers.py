@@ -1,6 +1,6 @@
 """Who is asking: a bearer token and the scheme a route declares, answered by the engine.
 
-A mixin of :class:`~fluksio.engine.front.engine.Engine`. The front door reads the token from the
+A part of :class:`~fluksio.engine.front.engine.Engine`. The front door reads the token from the
 request and asks :meth:`CallersAsked.caller`; a login form's username and password are
 checked by :meth:`CallersAsked.log_in`. What a token means, and who may call what, is
 decided here, beside the tokens, users and scrape tokens it is read against.

@@ -2,7 +2,7 @@
 
 A running call's lines are numbered from 0 as it writes them and kept for a while in the
 engine (:mod:`fluksio.engine.runs.live_logs`); once that window is gone, the node's stored
-record is read instead. A mixin of :class:`~fluksio.engine.front.engine.Engine`; the route
+record is read instead. A part of :class:`~fluksio.engine.front.engine.Engine`; the route
 (``GET /runs/{id}/logs``) asks :meth:`LogsAsked.logs` and hands the answer out.
 """
 

@@ -1,6 +1,6 @@
 """What a client asks the engine of its provisioners: pause a profile, resume it.
 
-A mixin of :class:`~fluksio.engine.front.engine.Engine`. A paused profile is asked for nothing
+A part of :class:`~fluksio.engine.front.engine.Engine`. A paused profile is asked for nothing
 until it is resumed (its jobs already submitted are left alone); the answer is the
 profile as ``GET /workers/resources`` shows it.
 """

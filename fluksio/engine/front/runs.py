@@ -1,7 +1,7 @@
 """What a client asks the engine of flows, runs and an array's items, answered with the
 wire's models.
 
-A mixin of :class:`~fluksio.engine.front.engine.Engine`: each method is a route's whole business
+A part of :class:`~fluksio.engine.front.engine.Engine`: each method is a route's whole business
 with the engine (``PUT /flows/{name}`` is :meth:`RunsAsked.put_flow`), so a route reads
 its request, asks one question and hands the answer out; what it takes to answer (the
 stores, the dispatcher, checking a flow off the event loop, counting an array's items,

@@ -1,6 +1,6 @@
 """What a client asks the engine of tokens and secrets, answered with the wire's models.
 
-A mixin of :class:`~fluksio.engine.front.engine.Engine`: minting and revoking worker, personal and
+A part of :class:`~fluksio.engine.front.engine.Engine`: minting and revoking worker, personal and
 scrape tokens (a token's text is in the minting answer only; a worker token's changes go
 out on the engine's stream, and its workers are disconnected when it is revoked), and
 keeping secrets (a value never comes back). Each is a route's whole business with the
