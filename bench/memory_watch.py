@@ -23,7 +23,7 @@ from fluksio.agent.launcher import Launcher
 from fluksio.agent.protocol.frames import RunFrame
 from fluksio.agent.runner import tree_memory
 from fluksio.agent.runner.processes import children_of
-from fluksio.agent.stopping import MEMORY_EVERY_S
+from fluksio.agent.stopping import LOOK_EVERY, MEMORY_EVERY_S
 
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import python_pass_ms
@@ -43,8 +43,9 @@ def _read_us(children: int, reads: int) -> float:
                 break
             time.sleep(0.05)
         started = time.perf_counter()
-        for _ in range(reads):
-            tree_memory(root.pid, time.time(), within=1 << 30)  # as a watched call is read
+        seen: dict[tuple[int, int], str] = {}
+        for read in range(reads):  # as a watched call is read: its open files every third
+            tree_memory(root.pid, 1 << 30, shm_seen=seen, look=read % LOOK_EVERY == 0)
         return (time.perf_counter() - started) / reads * 1e6
     finally:
         for child in children_of(root.pid) or []:  # ours, by pid

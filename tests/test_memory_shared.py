@@ -44,12 +44,20 @@ SHARED_MMAP = """
         return "kept"
 """
 
+SLEEPS = """
+    import time
+    def process(s):
+        time.sleep(s)
+        return "slept"
+"""
+
 IN_SHM = """
     import time
     def process(mb, path):
-        with open(path, "wb") as out:
+        with open(path, "wb") as out:  # written over a second, as a producer does
             for _ in range(mb):
                 out.write(b"x" * (1 << 20))
+                time.sleep(1 / mb)
         time.sleep(2)
         return "kept"
 """
@@ -79,3 +87,21 @@ async def test_what_it_leaves_in_dev_shm_counts(launcher: Launcher) -> None:
         path.unlink(missing_ok=True)
     assert (outcome.error or {}).get("type") == "NodeOutOfMemory", outcome
     assert "over its ram_mb of 120 MB" in outcome.error["message"]
+
+
+async def test_a_file_another_process_leaves_in_dev_shm_is_not_the_calls(
+    launcher: Launcher,
+) -> None:
+    """Before: any file of the same user changed in /dev/shm since the call began was
+    counted as the call's: another call's (or another worker's, or another test's) 250 MB
+    failed this one ``NodeOutOfMemory``. Now only what its own processes opened counts."""
+    path = Path("/dev/shm") / f"fluksio-test-other-{os.getpid()}"  # noqa: S108 (the point)
+    running = asyncio.create_task(run(launcher, SLEEPS, kwargs={"s": 2.0}, ram_mb=150))
+    try:
+        with open(path, "wb") as out:  # by this test's process, not the call's
+            for _ in range(250):
+                out.write(b"x" * (1 << 20))
+        outcome, _ = await asyncio.wait_for(running, 60)
+    finally:
+        path.unlink(missing_ok=True)
+    assert outcome.ok, outcome.error

@@ -25,6 +25,9 @@ MEMORY_EVERY_S = 0.1
 """How often a call with a memory bound has its processes' memory read: a tenth of a
 second, as dask's worker does; a node allocating 1 GB a second is stopped within about
 100 MB of its bound."""
+LOOK_EVERY = 3
+"""Every this many readings, the call's open files are looked through for what it holds
+in /dev/shm (a third of a second): a file written and closed faster is not seen."""
 
 
 class Watchdog:
@@ -56,8 +59,10 @@ class Watchdog:
         self._memory: Timer | None = None
         self._most = 0
         """The memory bound, in bytes (0: none)."""
-        self._since = 0.0
-        """What it leaves in /dev/shm from this time on is its own."""
+        self._reads = 0
+        self._shm_seen: dict[tuple[int, int], str] = {}
+        """The files in /dev/shm its processes were seen holding open (they count while
+        they are there, open or left)."""
         spec = call.spec
         if spec.timeout > 0:
             self._silence = clock.call_later(spec.timeout, self._check_silence)
@@ -69,7 +74,7 @@ class Watchdog:
         bound_mb = spec.ram_mb or place_ram_mb
         if bound_mb and spec.container is None:
             call.ram_bound_mb = bound_mb
-            self._most, self._since = bound_mb * MB, clock.now() - 1.0
+            self._most = bound_mb * MB
             # First read a tenth of a second in: a call over by then costs no read at all.
             self._memory = clock.call_later(MEMORY_EVERY_S, self._check_memory)
 
@@ -98,7 +103,9 @@ class Watchdog:
         call = self._call
         held = None
         if call.pid is not None:
-            held = runner.tree_memory(call.pid, self._since, within=self._most)
+            self._reads += 1
+            look = self._reads % LOOK_EVERY == 1  # the first reading looks too
+            held = runner.tree_memory(call.pid, self._most, shm_seen=self._shm_seen, look=look)
         if held is None or self._ended(call):
             return
         call.memory_peak = max(call.memory_peak, held)

@@ -116,31 +116,110 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-SHM = "/dev/shm"  # noqa: S108 (read, never written: what calls left there is counted)
+SHM = "/dev/shm"  # noqa: S108 (read, never written: what calls hold there is counted)
 
 
 def tree_memory(
-    root: int, since: float | None = None, shm: str = SHM, within: int | None = None
+    root: int,
+    within: int | None = None,
+    *,
+    shm_seen: dict[tuple[int, int], str] | None = None,
+    look: bool = True,
+    shm: str = SHM,
 ) -> int | None:
     """The memory ``root`` and every process below it hold, in bytes, as the kernel
     counts what is theirs: each process's proportional share (``Pss``) of its anonymous
     and shared memory, so a page several of them share (copy-on-write after a fork, a
     shared ``mmap``) counts once in all, and a file's pages (which the kernel may drop
-    and read again) not at all; and, given ``since``, the files in ``shm`` of this user
-    made since then, and not before ``root`` began (tmpfs: memory no process maps). None
-    once ``root`` is gone.
+    and read again) not at all; and, given ``shm_seen``, the files in ``shm`` (tmpfs:
+    memory) they hold open, or held open at an earlier reading and left there
+    (:func:`shm_memory`; ``look``: look for newly opened ones this time). None once
+    ``root`` is gone.
 
     Given ``within``, a cheap upper bound (each process's resident anonymous and shared
     pages, from ``status``) is answered instead while it is within it: the proportional
     shares cost the kernel a walk of every page, eight times the read."""
     pids = [root, *_descendants(root)]
-    outside = 0 if since is None else shm_files(shm, max(since, _started_at(root) - 1.0))
+    outside = 0 if shm_seen is None else shm_memory(pids, shm_seen, shm, look=look)
     if within is not None:
         upper = _summed(pids, _upper_memory)
         if upper is None or upper + outside <= within:
             return None if upper is None else upper + outside
     held = _summed(pids, _own_memory)
     return None if held is None else held + outside
+
+
+def shm_memory(
+    pids: list[int], seen: dict[tuple[int, int], str], shm: str = SHM, *, look: bool = True
+) -> int:
+    """The bytes in files under ``shm`` that ``pids`` hold open now, or held open at an
+    earlier reading (``seen``, by device and inode, kept up to date here) and left there,
+    each once. A file they map is left out: its pages are in their own ``Pss_Shmem``.
+    ``look`` False: only the files seen before are read (looking through every open file
+    costs a read of each descriptor).
+
+    Only what the call's own processes opened counts: another process of the same user,
+    another call among them, writing there is never taken for this call's (a file written
+    and closed between two looks is missed)."""
+    held = _shm_held(pids, shm) if look else {}
+    for key, (path, _size) in held.items():
+        seen[key] = path
+    if not seen:
+        return 0
+    mapped = _shm_mapped(pids, shm)
+    total = 0
+    for key, path in list(seen.items()):
+        size = held[key][1] if key in held else _left_size(path, key)
+        if size is None:
+            del seen[key]  # removed, or another file by its name now
+        elif key[1] not in mapped:
+            total += size
+    return total
+
+
+def _shm_held(pids: list[int], shm: str) -> dict[tuple[int, int], tuple[str, int]]:
+    """The files under ``shm`` that ``pids`` hold open: by device and inode, path and size."""
+    held: dict[tuple[int, int], tuple[str, int]] = {}
+    prefix = shm.rstrip("/") + "/"
+    for pid in pids:
+        folder = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue  # it ended meanwhile
+        for name in names:
+            try:
+                target = os.readlink(f"{folder}/{name}")
+                if not target.startswith(prefix):
+                    continue
+                info = os.stat(f"{folder}/{name}")
+            except OSError:
+                continue
+            held[(info.st_dev, info.st_ino)] = (target, info.st_blocks * 512)
+    return held
+
+
+def _shm_mapped(pids: list[int], shm: str) -> set[int]:
+    """The inodes of the files under ``shm`` that ``pids`` map."""
+    mapped: set[int] = set()
+    prefix = " " + shm.rstrip("/") + "/"
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as handle:
+                lines = [line for line in handle if prefix.encode() in line]
+        except OSError:
+            continue
+        mapped.update(int(line.split()[4]) for line in lines)
+    return mapped
+
+
+def _left_size(path: str, key: tuple[int, int]) -> int | None:
+    """The size of the file a call left at ``path``, if it is still that file."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_blocks * 512 if (info.st_dev, info.st_ino) == key else None
 
 
 def _summed(pids: list[int], read: Callable[[int], int | None]) -> int | None:
@@ -171,32 +250,6 @@ def _upper_memory(pid: int) -> int | None:
     return kib * 1024
 
 
-def _started_at(pid: int) -> float:
-    """When ``pid`` began, as a Unix time (0 when unknown)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return 0.0
-    ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])  # field 22, counted from 3
-    return _booted_at() + ticks / os.sysconf("SC_CLK_TCK")
-
-
-_BOOT: list[float] = []
-
-
-def _booted_at() -> float:
-    """When this machine booted, as a Unix time (read once: it does not change)."""
-    if not _BOOT:
-        try:
-            with open("/proc/stat", "rb") as handle:
-                found = [int(line.split()[1]) for line in handle if line.startswith(b"btime")]
-        except OSError:
-            found = []
-        _BOOT.append(float(found[0]) if found else 0.0)
-    return _BOOT[0]
-
-
 def _own_memory(pid: int) -> int | None:
     """``Pss_Anon + Pss_Shmem`` of ``smaps_rollup``; where the kernel has no such lines
     (before Linux 5.6), resident less file-backed from ``statm``."""
@@ -220,27 +273,6 @@ def _own_memory(pid: int) -> int | None:
     except OSError:
         return None
     return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
-
-
-def shm_files(folder: str, since: float) -> int:
-    """The bytes held by files in ``folder`` (and its folders) of this user, changed
-    since ``since``: what a call left in ``/dev/shm`` is memory it holds."""
-    uid, held, pending = os.getuid(), 0, [folder]
-    while pending:
-        try:
-            entries = list(os.scandir(pending.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # removed meanwhile
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-            elif entry.is_file(follow_symlinks=False) and info.st_uid == uid:
-                held += info.st_blocks * 512 if info.st_ctime >= since else 0
-    return held
 
 
 def is_running(pid: int) -> bool:
