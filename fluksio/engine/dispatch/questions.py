@@ -1,7 +1,7 @@
 """The dispatcher's read-only questions: runs, waiting calls, places and profiles.
 
-:class:`~fluksio.engine.dispatch.dispatcher.Dispatcher` adds the events and the passes;
-what it holds is declared here, and nothing here changes it (as
+A part of :class:`~fluksio.engine.dispatch.dispatcher.Dispatcher`, given its
+:class:`~fluksio.engine.dispatch.state.DispatchState`: nothing here changes it (as
 :class:`~fluksio.scheduler.book.Book` sits under the scheduler); a read writes the rows
 already marked first. The API and the feed read them as frozen views, made in
 :mod:`fluksio.engine.views`.
