@@ -70,6 +70,22 @@ async def _through_pipe(start: Callable[[int], Awaitable[_Started]]) -> tuple[_S
     return started, spec_w
 
 
+def _signal_own(call: RunningCall, how: Signal, signum: int) -> None:
+    """Reach a call whose process is this one's child (spawned, or a container runtime's):
+    ours until reaped, so its pid is never another's while we signal it."""
+    assert call.pid is not None
+    if how is Signal.KILL:
+        runner.kill_call(call.pid)
+    elif how is Signal.NOTICE:
+        os.kill(call.pid, signum)
+    else:
+        runner.signal_tree(call.pid, signal.SIGTERM)
+
+
+def _own_gone(call: RunningCall) -> bool:
+    return call.process is not None and call.process.returncode is not None
+
+
 class Spawned:
     """A fresh interpreter per call, running the runner: ours until reaped, so its pid
     is never another's while we signal it."""
@@ -91,16 +107,10 @@ class Spawned:
         return spec_w
 
     def signal(self, call: RunningCall, how: Signal, signum: int) -> None:
-        assert call.pid is not None
-        if how is Signal.KILL:
-            runner.kill_call(call.pid)
-        elif how is Signal.NOTICE:
-            os.kill(call.pid, signum)
-        else:
-            runner.signal_tree(call.pid, signal.SIGTERM)
+        _signal_own(call, how, signum)
 
     def gone(self, call: RunningCall) -> bool:
-        return call.process is not None and call.process.returncode is not None
+        return _own_gone(call)
 
     def outcome(self, call: RunningCall, outcome: CallOutcome) -> CallOutcome:
         return outcome
@@ -151,8 +161,6 @@ class Contained:
 
     def __init__(self, containers: ContainerCalls | None) -> None:
         self._containers = containers
-        self._by_process = Spawned("", {})
-        """How a runtime that runs the container under its own process is signalled."""
 
     def env(self, spec: RunFrame) -> dict[str, str]:
         """What a call in a container is told beside its own environment."""
@@ -178,10 +186,10 @@ class Contained:
             return
         if how is Signal.KILL:
             containers.ended(call.spec.call_id)
-        self._by_process.signal(call, how, signum)
+        _signal_own(call, how, signum)  # its runtime runs the container under this process
 
     def gone(self, call: RunningCall) -> bool:
-        return self._by_process.gone(call)
+        return _own_gone(call)
 
     def outcome(self, call: RunningCall, outcome: CallOutcome) -> CallOutcome:
         stopped = call.ended_by is not None

@@ -12,7 +12,6 @@ are ignored on arrival, so a newer agent's additions never break an older engine
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -364,6 +363,8 @@ ENGINE_FRAMES: dict[str, type] = {
 """Each frame the engine sends, by its ``op``: the agent reads them all alike."""
 
 EngineFrame = WelcomeFrame | RefusedFrame | RunFrame | CancelFrame
+_OF_A_CALL = frozenset({RunFrame, CancelFrame})
+"""The engine's frames about one call: each names it (``call_id``)."""
 
 
 def from_engine(raw: object) -> EngineFrame | None:
@@ -377,9 +378,7 @@ def from_engine(raw: object) -> EngineFrame | None:
     if kind is None:
         return None
     call_id = raw.get("call_id")
-    if "call_id" in {f.name for f in dataclasses.fields(kind)} and not (
-        isinstance(call_id, str) and call_id
-    ):
+    if kind in _OF_A_CALL and not (isinstance(call_id, str) and call_id):
         raise ValueError(f"a {op} frame without a call_id")
     frame: EngineFrame = decoded(kind, raw, f"call {call_id}" if call_id else f"the {op}")
     return frame
