@@ -44,11 +44,14 @@ SHARED_MMAP = """
         return "kept"
 """
 
-SLEEPS = """
-    import time
-    def process(s):
-        time.sleep(s)
-        return "slept"
+WAITS_FOR = """
+    import os, time
+    def process(path):
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # its watchdog reads its memory meanwhile, the other file there
+        return os.path.exists(path)
 """
 
 IN_SHM = """
@@ -96,12 +99,16 @@ async def test_a_file_another_process_leaves_in_dev_shm_is_not_the_calls(
     counted as the call's: another call's (or another worker's, or another test's) 250 MB
     failed this one ``NodeOutOfMemory``. Now only what its own processes opened counts."""
     path = Path("/dev/shm") / f"fluksio-test-other-{os.getpid()}"  # noqa: S108 (the point)
-    running = asyncio.create_task(run(launcher, SLEEPS, kwargs={"s": 2.0}, ram_mb=150))
+    written = path.with_name(path.name + "-written")
+    call = run(launcher, WAITS_FOR, kwargs={"path": str(written)}, ram_mb=150)
+    running = asyncio.create_task(call)
     try:
         with open(path, "wb") as out:  # by this test's process, not the call's
             for _ in range(250):
                 out.write(b"x" * (1 << 20))
+        written.touch()  # the call waits for it: the file is whole while it is read
         outcome, _ = await asyncio.wait_for(running, 60)
     finally:
         path.unlink(missing_ok=True)
-    assert outcome.ok, outcome.error
+        written.unlink(missing_ok=True)
+    assert outcome.ok and outcome.result is True, outcome.error
