@@ -19,6 +19,7 @@ from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
 from fluksio.agent.protocol.frames import RunFrame
 from fluksio.agent.session import Agent
+from fluksio.agent.settings import WorkerSettings
 from fluksio.agent.taken import TAKEN_WORD_SHARE
 from fluksio.agent.urls import parse_attach_url
 from tests.support.clock import ManualClock
@@ -43,20 +44,32 @@ async def quiet(aiohttp_client: ClientFactory, tmp_path: Path) -> InProcessEngin
 
 
 async def _agent(
-    api: InProcessEngine, launcher: Launcher, clock: ManualClock, **config: float
+    api: InProcessEngine,
+    launcher: Launcher,
+    clock: ManualClock,
+    *,
+    max_idle: float | None = None,
+    gone_s: float = 90.0,
+    pipeline: int = 0,
 ) -> Agent:
+    """An agent as ``fluksio-worker`` would configure it, on a manual clock."""
     token = await api.mint("clocked", ["clocked"])
     url = str(api.client.make_url("/api/v1/workers/attach")).replace("http", "ws", 1)
-    settings = AgentConfig(
+    options = WorkerSettings(
+        url=url, token=token, name="clocked", labels="clocked", max_idle=max_idle, heartbeat=3600.0
+    )
+    config = AgentConfig(
+        settings=options,
         url=parse_attach_url(url, insecure=False),
         token=token,
         name="clocked",
         labels=["clocked"],
-        parallel=1,
         inventory=Inventory(cpus=1, gpus=0, ram_mb=1024),
-        **config,  # type: ignore[arg-type]
+        pipeline=pipeline,
+        gone_s=gone_s,
+        ping_s=3600.0,
     )
-    return Agent(settings, launcher, clock)
+    return Agent(config, launcher, clock)
 
 
 async def _attached(api: InProcessEngine) -> bool:
@@ -70,12 +83,17 @@ async def _armed_after(clock: ManualClock, moment: float) -> bool:
 
 @asynccontextmanager
 async def _attached_agent(
-    api: InProcessEngine, launcher: Launcher, **config: float
+    api: InProcessEngine,
+    launcher: Launcher,
+    *,
+    max_idle: float | None = None,
+    gone_s: float = 90.0,
+    pipeline: int = 0,
 ) -> AsyncIterator[tuple[ManualClock, asyncio.Task[int]]]:
     """A real agent on a manual clock, attached; no pings or heartbeats fall due, so the
     timers a test waits for are the ones it means. Ended when the block is left."""
     clock = ManualClock()
-    agent = await _agent(api, launcher, clock, ping_s=3600.0, heartbeat_s=3600.0, **config)
+    agent = await _agent(api, launcher, clock, max_idle=max_idle, gone_s=gone_s, pipeline=pipeline)
     running = asyncio.create_task(agent.run())
     try:
         await poll_async(lambda: _attached(api), timeout=20, what="the agent to attach")
@@ -88,7 +106,7 @@ async def _attached_agent(
 async def test_an_idle_agent_stops_when_its_clock_says_max_idle_has_passed_and_not_before(
     quiet: InProcessEngine, launcher: Launcher
 ) -> None:
-    async with _attached_agent(quiet, launcher, max_idle_s=30.0) as (clock, running):
+    async with _attached_agent(quiet, launcher, max_idle=30.0) as (clock, running):
         clock.advance(29)
         moved = clock.now()
         await poll_async(lambda: _armed_after(clock, moved), timeout=10, what="a look")

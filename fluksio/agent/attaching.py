@@ -18,7 +18,7 @@ from fluksio.agent.errors import AgentError
 from fluksio.agent.inventory import Inventory
 from fluksio.agent.launcher import Launcher
 from fluksio.agent.protocol.frames import PROTOCOL, HelloFrame, InventoryReport
-from fluksio.agent.settings import ENGINE_AWAY_S, HEARTBEAT_S
+from fluksio.agent.settings import WorkerSettings
 from fluksio.agent.urls import AttachUrl, Route
 
 __all__ = [
@@ -82,21 +82,19 @@ class Refused(AgentError):
 
 @dataclass
 class AgentConfig:
+    """What the agent runs with: the options as given (``settings``, read from there and
+    nowhere else) and what is found from them once at start: the URL parsed, the token
+    checked, the name and labels resolved, the machine's inventory, the job's end, the
+    TLS trust and the way to the engine."""
+
+    settings: WorkerSettings
     url: AttachUrl
     token: str
     name: str
     labels: list[str]
-    parallel: int
     inventory: Inventory
     pipeline: int = 0
-    """Calls taken ahead of a free slot (``--pipeline``)."""
-    report_cache: bool = True
-    """Tell an engine that takes it what the artifact cache holds."""
-    max_idle_s: float | None = None
-    engine_away_s: float | None = ENGINE_AWAY_S
-    """Once attached, how long it waits for an engine that went away to come back; then
-    it stops what it runs and exits 4 (None: for ever)."""
-    heartbeat_s: float = HEARTBEAT_S
+    """Calls taken ahead of a free slot (``--pipeline``, or twice ``--parallel``)."""
     gone_s: float = 90.0
     """Nothing from the engine (not even a ping) for this long: the connection is dead."""
     ping_s: float = 15.0
@@ -107,13 +105,11 @@ class AgentConfig:
     ends_at: float | None = None
     """When the batch job it runs in ends (a Unix time), if it does."""
     notice_s: float = NOTICE_S
-    """A call that runs until the job's end gets ``notice_signal`` this long before."""
-    notice_signal: str = "SIGUSR1"
+    """A call that runs until the job's end gets its notice signal this long before
+    (``--notice-s``, or fitted to the job)."""
     tls: ssl.SSLContext | None = None
     """Whom to trust for wss:// and https:// (None: the system's CAs, SSL_CERT_FILE)."""
     extra_env: dict[str, str] = field(default_factory=dict)
-    use_shared_store: bool = True
-    """Use the engine's store directly when this host provably shares it."""
     route: Route | None = None
     """``--connect-to``: where the attach URL's host and port are reached instead."""
 
@@ -191,7 +187,7 @@ def hello_frame(
         labels=config.labels,
         python=launcher.python,
         python_version=".".join(map(str, launcher.version)),
-        max_parallel=config.parallel,
+        max_parallel=config.settings.parallel,
         pipeline=config.pipeline,
         venv_digest=config.venv_digest,
         inventory=InventoryReport(
@@ -203,7 +199,7 @@ def hello_frame(
         ends_at=config.ends_at,
         notice_s=config.notice_s,
         relayed=config.route is not None,
-        keeps_s=keeps_calls_s(config.engine_away_s),
+        keeps_s=keeps_calls_s(config.settings.engine_away()),
         instance=instance,
         resume=resume,
         containers=None if launcher.containers is None else launcher.containers.report(),

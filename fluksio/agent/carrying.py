@@ -135,7 +135,7 @@ class Carrier:
 
     async def welcomed(self, welcome: Welcome, reply: WelcomeFrame) -> None:
         """A welcome: what it offers taken up, what was held sent first."""
-        self._tells_cache = welcome.cache and self.config.report_cache
+        self._tells_cache = welcome.cache and self.config.settings.report_cache
         self._tells_stopping = welcome.stopping
         if self._stopping is not None:
             await self._tell_stopping()  # told to stop while away: said on the way back
@@ -143,7 +143,7 @@ class Carrier:
         self._taken.take_s = welcome.take_s
         await self.carry_out_dropping(self.machine.welcomed(welcome))  # held first
         store = reply.store
-        self._session_env = shared_store_env(store) if self.config.use_shared_store else {}
+        self._session_env = shared_store_env(store) if self.config.settings.shares_store else {}
         if self._session_env:
             log.info("this host shares the engine's artifact store: calls use it directly")
         self._session_env.update(offered_artifacts(self.config, reply.artifacts))
@@ -189,7 +189,7 @@ class Carrier:
                         "the engine at %s has not come back for %g s (--engine-away-s):"
                         " stopping %d call(s) and exiting",
                         self.config.url.websocket,
-                        self.config.engine_away_s,
+                        self.config.settings.engine_away(),
                         effect.stopped,
                     )
                     return True
@@ -256,7 +256,7 @@ class Carrier:
         task.add_done_callback(self._sending.discard)
 
     def _kept(self, away: Away) -> None:
-        limit = self.config.engine_away_s
+        limit = self.config.settings.engine_away()
         log.warning(
             "the connection to the engine ended (%s): keeping %d call(s)%s",
             "it is going away" if away.going_away else "dropped",

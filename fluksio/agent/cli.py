@@ -115,23 +115,18 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
     )
     parallel, pipeline = given.parallel, given.pipeline
     config = AgentConfig(
+        settings=given,
         url=attach_url,
         token=given.token,
         # The host's short name: a fully qualified one may be longer than a name can be.
         name=given.name or socket.gethostname().split(".")[0][:63],
         labels=_labels(given.labels),
-        parallel=parallel,
-        pipeline=min(MAX_PIPELINE, 2 * parallel) if pipeline is None else pipeline,
-        report_cache=given.report_cache,
         inventory=inventory,
-        max_idle_s=given.max_idle,
-        engine_away_s=given.engine_away_s or None,
-        heartbeat_s=given.heartbeat,
+        pipeline=min(MAX_PIPELINE, 2 * parallel) if pipeline is None else pipeline,
         # A short job's calls are told in time too: the notice fits the job by default.
         notice_s=fitted_notice(None if job_end is None else job_end - SystemClock().now())
         if given.notice_s is None
         else given.notice_s,
-        notice_signal=given.notice_signal,
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         ends_at=job_end,
         # The runner's artifact transfers trust what the agent trusts.
@@ -142,7 +137,6 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         },
         route=route,
         tls=trust,
-        use_shared_store=given.artifact_transport == "auto",
     )
     # A call that asks for no memory is bounded by what this worker reports it has.
     return config, Launcher(
@@ -150,7 +144,7 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         mode=given.runner_mode,
         ram_mb=inventory.ram_mb,
         containers=_containers(given, inventory.ram_mb),
-        notice=Notice(config.notice_s, config.notice_signal),
+        notice=Notice(config.notice_s, given.notice_signal),
     )
 
 

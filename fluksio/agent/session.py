@@ -80,9 +80,9 @@ class Agent:
         self.launcher = launcher
         self._clock = clock
         self.machine = AgentMachine(
-            config.parallel,
+            config.settings.parallel,
             relayed=config.route is not None,
-            engine_away_s=config.engine_away_s,
+            engine_away_s=config.settings.engine_away(),
         )
         self._carrier = Carrier(config, launcher, self.machine, clock)
         self.instance = secrets.token_hex(8)
@@ -187,7 +187,7 @@ class Agent:
                 self._stop.set()
 
     async def _watch_idle(self) -> None:
-        limit = self.config.max_idle_s
+        limit = self.config.settings.max_idle
         if not limit:
             return
         told = False  # that this stretch of idleness counts toward --max-idle
@@ -319,6 +319,6 @@ class Agent:
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while True:
-            await self._clock.sleep(self.config.heartbeat_s)
+            await self._clock.sleep(self.config.settings.heartbeat)
             for call_id in self._carrier.running():
                 await self._carrier.send(ws, ProgressFrame(call_id=call_id, event="heartbeat"))

@@ -191,6 +191,15 @@ class WorkerSettings:
         ),
     )
 
+    def engine_away(self) -> float | None:
+        """How long an engine that went away is waited for; None: for ever (``0``)."""
+        return self.engine_away_s or None
+
+    @property
+    def shares_store(self) -> bool:
+        """Whether the engine's store is used directly where this host provably shares it."""
+        return self.artifact_transport == "auto"
+
 
 def worker_options(command: Command) -> Command:
     """Every option of ``fluksio-worker``, in the order they are declared."""
