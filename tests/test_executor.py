@@ -26,7 +26,7 @@ import pytest
 
 from fluksio.client import CannotSend, Client, RemoteError
 from fluksio.client.executor import RemoteExecutor
-from fluksio.wire.flows import RetryPolicy
+from fluksio.wire.flows import NodeSettings, RetryPolicy
 
 pytestmark = pytest.mark.process
 
@@ -289,6 +289,19 @@ def test_a_setting_no_node_may_have_is_refused_when_the_executor_is_made(client:
         client.executor(retries=2, retry={"on": ["NodeError"], "times": 1})
     with pytest.raises(ValueError, match=r"^limit: Input should be greater than 0"):
         client.executor(limit=-1)
+    with pytest.raises(ValueError, match=r"^items: the executor sets it for each call"):
+        client.executor(items=[{"x": 1}])
+    with pytest.raises(ValueError, match=r"^executor: give limit in the NodeSettings"):
+        client.executor(NodeSettings(worker="gpu"), limit=5)
+
+
+def test_the_settings_may_be_one_typed_model_placed_as_by_name(client: Client) -> None:
+    settings = NodeSettings(worker="gpu", retry=RetryPolicy(on=["NodeError"], times=1))
+    with client.executor(settings, imports=["from math import sqrt"]) as typed:
+        future = typed.submit(root_of, 16.0)
+        assert future.result(timeout=60) == 4.0
+    (node,) = client.flow(client.run(future.run_id).flow).nodes
+    assert (node["worker"], node["retry"]) == ("gpu", settings.model_dump(mode="json")["retry"])
 
 
 def test_a_call_is_cancelled_on_the_engine(client: Client, gpu: RemoteExecutor) -> None:

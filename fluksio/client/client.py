@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import importlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,10 +24,9 @@ from fluksio.client.http import Http
 from fluksio.client.operations import (
     Operations,
     api_url,
-    checked_node_settings,
     credentials,
+    executor_node,
     login_form,
-    node_json,
     run_end,
 )
 from fluksio.client.request import Blocking, Request, Steps, json_request
@@ -36,7 +35,7 @@ from fluksio.wire.answers.runs import RunBody
 
 if TYPE_CHECKING:
     from fluksio.client.executor import RemoteExecutor
-    from fluksio.wire.flows import RetryPolicy
+    from fluksio.wire.flows import NodeSettings
 
 __all__ = ["Client"]
 
@@ -174,47 +173,23 @@ class Client(Front[Http], Operations, Blocking):
     # -- Python functions as nodes ----------------------------------------------------------
 
     def executor(
-        self,
-        *,
-        worker: str | None = None,
-        policy: Literal["require", "prefer"] = "require",
-        resources: dict[str, int] | None = None,
-        limit: float | None = None,
-        timeout: float = 0.0,
-        retries: int = 0,
-        retry: RetryPolicy | Mapping[str, Any] | None = None,
-        imports: Sequence[str] = (),
-        container: str | Mapping[str, str] | None = None,
+        self, node: NodeSettings | None = None, *, imports: Sequence[str] = (), **settings: Any
     ) -> RemoteExecutor:
-        """A ``concurrent.futures.Executor`` whose calls run as nodes placed as given:
-        ``worker`` (a label) with ``policy``, ``resources`` (``cpus``, ``gpus``,
+        """A ``concurrent.futures.Executor`` whose calls run as nodes with the settings
+        ``node`` gives (a :class:`~fluksio.wire.flows.NodeSettings`), or the same given by
+        name: ``worker`` (a label) with ``policy``, ``resources`` (``cpus``, ``gpus``,
         ``ram_mb``), ``limit`` (seconds it may run), ``timeout`` (seconds it may stay
         silent), ``retry`` (which failures run a call again, how often, after what wait:
         a :class:`~fluksio.wire.flows.RetryPolicy` or its dict) or ``retries`` (after a
-        lost worker only); ``imports``: modules the functions use, as ``"numpy as np"``
-        or ``"from math import sqrt"``; ``container``: the image its calls run in (a
-        worker's ``--allow-image`` must allow it), or ``{"image": ..., "runtime": ...}``.
+        lost worker only), ``container`` (the image its calls run in, which a worker's
+        ``--allow-image`` must allow, or ``{"image": ..., "runtime": ...}``). ``imports``:
+        modules the functions use, as ``"numpy as np"`` or ``"from math import sqrt"``.
         A setting a node may not have is a ``ValueError`` naming it, here rather than at
         the first call. See docs/python.md."""
-        node: dict[str, Any] = {"worker_policy": policy, "retries": retries}
-        if worker is not None:
-            node["worker"] = worker
-        if resources:
-            node["resources"] = dict(resources)
-        if limit is not None:
-            node["limit"] = limit
-        if timeout:
-            node["timeout"] = timeout
-        if retry is not None:
-            node["retry"] = retry if isinstance(retry, Mapping) else node_json(retry)
-        if container is not None:
-            node["container"] = (
-                {"image": container} if isinstance(container, str) else dict(container)
-            )
-        checked_node_settings(node)
+        shared = executor_node(node, settings)
         # Loaded when first asked for: a command that only reads answers need not pay for
         # reading functions' source (ast, inspect) and futures.
         executor: type[RemoteExecutor] = importlib.import_module(
             "fluksio.client.executor"
         ).RemoteExecutor
-        return executor(self, node, imports)
+        return executor(self, shared, imports)

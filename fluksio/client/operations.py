@@ -9,14 +9,13 @@ type check on the other, and an answer of another version is one sentence.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fluksio.client.errors import ClientError
 from fluksio.client.request import Operation, Request, Steps, bytes_checked, json_request
@@ -43,14 +42,14 @@ from fluksio.wire.states import TERMINAL_RUN_STATES
 if TYPE_CHECKING:  # its models are built on first use: a command that sends none saves it
     from pydantic import BaseModel
 
-    from fluksio.wire.flows import NodeSpec
+    from fluksio.wire.flows import NodeSettings, NodeSpec
 
 __all__ = [
     "Credentials",
     "Operations",
     "api_url",
-    "checked_node_settings",
     "credentials",
+    "executor_node",
     "login_form",
     "node_json",
     "run_end",
@@ -69,18 +68,36 @@ def node_json(node: BaseModel | Mapping[str, object]) -> dict[str, object]:
     return dumped
 
 
-def checked_node_settings(settings: Mapping[str, object]) -> None:
-    """The settings every node of an executor shares, checked as the engine will check
-    them: a ``ValueError`` naming the first one it would refuse."""
+_EXECUTORS_OWN = ("after", "params", "items", "items_from")
+"""Node settings an executor sets itself, for each call or map."""
+
+
+def executor_node(node: NodeSettings | None, named: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings every node of an executor shares, as the engine reads them: ``node``,
+    or the same given by name (``policy`` for ``worker_policy``; ``container`` also as
+    just its image). Checked as the engine will check them: a ``ValueError`` naming the
+    first one it would refuse."""
     from pydantic import ValidationError  # noqa: PLC0415 - only for the executor
 
     from fluksio.validation import one_sentence  # noqa: PLC0415
-    from fluksio.wire.flows import NodeSpec  # noqa: PLC0415 - its models built on first use
+    from fluksio.wire.flows import NodeSettings  # noqa: PLC0415 - its models built on first use
 
-    try:
-        NodeSpec.model_validate_json(json.dumps({"id": "call", "code": "pass", **settings}))
-    except ValidationError as refused:
-        raise ValueError(one_sentence(refused, whole="executor")) from None
+    if node is not None and named:
+        raise ValueError(f"executor: give {', '.join(named)} in the NodeSettings, or all by name")
+    if node is None:
+        given = dict(named)
+        if "policy" in given:
+            given["worker_policy"] = given.pop("policy")
+        if isinstance(given.get("container"), str):
+            given["container"] = {"image": given["container"]}
+        try:
+            node = NodeSettings.model_validate(given)
+        except ValidationError as refused:
+            raise ValueError(one_sentence(refused, whole="executor")) from None
+    for own in _EXECUTORS_OWN:
+        if own in node.model_fields_set:
+            raise ValueError(f"{own}: the executor sets it for each call; leave it out")
+    return node.model_dump(mode="json", exclude_unset=True)
 
 
 class Operations:

@@ -9,7 +9,7 @@ a node bound to a worker may import what only that machine has.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -35,6 +35,7 @@ __all__ = [
     "FlowSpec",
     "ItemsCancelRequest",
     "NodeResources",
+    "NodeSettings",
     "NodeSpec",
     "RetryKind",
     "RetryPolicy",
@@ -142,14 +143,19 @@ class RetryPolicy(BaseModel):
         return min(self.backoff_s * self.factor ** (retry - 1), self.max_backoff_s)
 
 
-class NodeSpec(BaseModel):
-    # Attribute docstrings are the fields' descriptions in the OpenAPI document.
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, strict=True, use_attribute_docstrings=True
-    )
+# Attribute docstrings are the fields' descriptions in the OpenAPI document.
+_NODE_CONFIG = ConfigDict(
+    extra="forbid", populate_by_name=True, strict=True, use_attribute_docstrings=True
+)
 
-    id: NodeId
-    code: Annotated[str, StringConstraints(min_length=1, max_length=CODE_MAX_CHARS)]
+
+class NodeSettings(BaseModel):
+    """Everything a node is given but its id and its code: what the calls of an
+    executor share (``client.executor(NodeSettings(worker="gpu"))``), checked as a flow's
+    node is."""
+
+    model_config = _NODE_CONFIG
+
     after: list[NodeId] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
     worker: Label | None = Field(default=None, validation_alias=AliasChoices("worker", "device"))
@@ -253,7 +259,7 @@ class NodeSpec(BaseModel):
         return None
 
     @model_validator(mode="after")
-    def _container_runs_on_a_worker(self) -> NodeSpec:
+    def _container_runs_on_a_worker(self) -> Self:
         if self.container is None:
             return self
         if self.worker is None:
@@ -269,13 +275,27 @@ class NodeSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _secret_references_are_well_formed(self) -> NodeSpec:
+    def _secret_references_are_well_formed(self) -> Self:
         for key, value in self.params.items():
             if not (isinstance(value, dict) and "$secret" in value):
                 continue
             if set(value) != {"$secret"} or not isinstance(value["$secret"], str):
                 raise ValueError(f'params.{key}: a secret reference is {{"$secret": "<name>"}}')
         return self
+
+
+class _NodeName(BaseModel):
+    model_config = _NODE_CONFIG
+
+    id: NodeId
+    code: Annotated[str, StringConstraints(min_length=1, max_length=CODE_MAX_CHARS)]
+
+
+# A node of a flow: its id and code, then its settings (a subclass's fields come in the
+# reverse order of its bases, so the document lists id and code first, as it always has).
+# No docstring: the OpenAPI document gives this schema none.
+class NodeSpec(NodeSettings, _NodeName):
+    model_config = _NODE_CONFIG
 
 
 class FlowSpec(BaseModel):
