@@ -1,18 +1,14 @@
 """The scheduler's bookings, holds and index of free places: a placement taken on its
 place, rule 4 of a pass (no starvation), and what keeps a place findable by what it has
-free.
-
-A mixin of :class:`~.scheduler.Scheduler`, on the state :class:`~.book.Book` declares.
-"""
+free. A part of :class:`~.scheduler.Scheduler`, given its state."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from fluksio.scheduler.book import Book
 from fluksio.scheduler.model import Placement
 from fluksio.scheduler.resources import ZERO, Amounts, PlaceKey, covers
-from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState
+from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, SchedulerState
 
 __all__ = ["Holds", "always"]
 
@@ -22,32 +18,31 @@ def always(_key: PlaceKey) -> bool:
     return True
 
 
-class Holds(Book):
-    _capacity_fits: dict[tuple[GroupKey, Amounts], bool]
-    _held: set[str]
-    _targets: dict[str, str]
+class Holds:
+    def __init__(self, state: SchedulerState) -> None:
+        self._state = state
 
-    def _allocate(
+    def allocate(
         self, place_id: str, request_id: str, need: Amounts, limit: float | None
     ) -> Placement:
         """Place the request there: take what it needs (and GPUs by index), and say so; a
         request without a limit gets its job's end, less the margin, as one."""
-        place = self._places[place_id]
+        place = self._state.places[place_id]
         ends_at = place.worker.ends_at
         job_limit = None
-        if limit is None and ends_at is not None and self._now is not None:
-            job_limit = ends_at - self._now - self._margin
+        if limit is None and ends_at is not None and self._state.now is not None:
+            job_limit = ends_at - self._state.now - self._state.margin
         taken = place.known(need)
-        cached_bytes = place.cached_bytes(self._requests[request_id].inputs)
+        cached_bytes = place.cached_bytes(self._state.requests[request_id].inputs)
         gpu_ids: tuple[int, ...] = ()
         if taken.gpus:
             gpu_ids = tuple(place.free_gpu_ids[: taken.gpus])
             del place.free_gpu_ids[: taken.gpus]
-        self._unindex_free(place)
+        self.unindex_free(place)
         place.used = place.used.plus(taken)
-        self._index_free(place)
-        self._running[request_id] = Allocation(place_id, taken, gpu_ids)
-        self._targets.pop(request_id, None)
+        self.index_free(place)
+        self._state.running[request_id] = Allocation(place_id, taken, gpu_ids)
+        self._state.targets.pop(request_id, None)
         return Placement(
             request_id=request_id,
             worker_id=place_id,
@@ -60,16 +55,16 @@ class Holds(Book):
             cached_bytes=cached_bytes,
         )
 
-    def _book(self, request_id: str, allocation: Allocation) -> None:
+    def take(self, request_id: str, allocation: Allocation) -> None:
         """Take ``allocation`` on its place for a request already known, as placed."""
-        place = self._places[allocation.place_id]
-        self._unindex_free(place)
+        place = self._state.places[allocation.place_id]
+        self.unindex_free(place)
         place.used = place.used.plus(allocation.taken)
         place.free_gpu_ids = [i for i in place.free_gpu_ids if i not in allocation.gpu_ids]
-        self._index_free(place)
-        self._running[request_id] = allocation
+        self.index_free(place)
+        self._state.running[request_id] = allocation
 
-    def _could_hold(
+    def could_hold(
         self,
         group_key: GroupKey,
         group: Group,
@@ -79,12 +74,12 @@ class Holds(Book):
         if in_time is not always:
             return group.capacity.first(need, in_time) is not None
         key = (group_key, need)
-        fits = self._capacity_fits.get(key)
+        fits = self._state.capacity_fits.get(key)
         if fits is None:
-            fits = self._capacity_fits[key] = group.capacity.first(need) is not None
+            fits = self._state.capacity_fits[key] = group.capacity.first(need) is not None
         return fits
 
-    def _hold(
+    def hold(
         self,
         request_id: str,
         group_key: GroupKey,
@@ -92,7 +87,7 @@ class Holds(Book):
         need: Amounts,
         in_time: Callable[[PlaceKey], bool],
     ) -> str | None:
-        previous = self._places.get(self._targets.get(request_id, ""))
+        previous = self._state.places.get(self._state.targets.get(request_id, ""))
         if (
             previous is not None
             and group_key in previous.groups
@@ -102,7 +97,7 @@ class Holds(Book):
         ):
             target: str | None = previous.id
         else:
-            places = self._places
+            places = self._state.places
             # Never held on a place that is stopping: it takes nothing again.
             target = group.capacity.first(
                 need,
@@ -114,35 +109,35 @@ class Holds(Book):
             )
         if target is None:
             return None
-        place = self._places[target]
-        self._unindex_free(place)
+        place = self._state.places[target]
+        self.unindex_free(place)
         place.held = place.held.plus(place.known(need))
-        self._index_free(place)
-        self._held.add(target)
-        self._targets[request_id] = target
+        self.index_free(place)
+        self._state.held.add(target)
+        self._state.targets[request_id] = target
         return target
 
-    def _release_holds(self) -> None:
-        for place_id in self._held:
-            place = self._places[place_id]
-            self._unindex_free(place)
+    def release(self) -> None:
+        for place_id in self._state.held:
+            place = self._state.places[place_id]
+            self.unindex_free(place)
             place.held = ZERO
-            self._index_free(place)
-        self._held = set()
+            self.index_free(place)
+        self._state.held = set()
 
-    def _index_free(self, place: PlaceState) -> None:
+    def index_free(self, place: PlaceState) -> None:
         key = place.free_key()
         if key.slots > 0 and not place.paused:
             for group_key in place.groups:
-                self._groups[group_key].free.add(key)
+                self._state.groups[group_key].free.add(key)
             place.indexed = key
         else:
             place.indexed = None
 
-    def _unindex_free(self, place: PlaceState) -> None:
+    def unindex_free(self, place: PlaceState) -> None:
         # The key it was indexed under, remembered: not computed again from its amounts.
         key = place.indexed
         if key is not None:
             for group_key in place.groups:
-                self._groups[group_key].free.discard(key)
+                self._state.groups[group_key].free.discard(key)
             place.indexed = None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from fluksio.scheduler.book import Shape, Verdict, shape_of
+from fluksio.scheduler.answers import Answers
 from fluksio.scheduler.choose import choose
 from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
@@ -32,7 +32,6 @@ from fluksio.scheduler.model import (
     Profile,
     ProvisionAsk,
     WaitKind,
-    WaitReason,
     Worker,
     may_run,
 )
@@ -40,7 +39,17 @@ from fluksio.scheduler.plan import DEFAULT_WALLTIME_MARGIN_S, Plan, Snapshot
 from fluksio.scheduler.profiles import fitting_profile
 from fluksio.scheduler.queues import ShapeQueue
 from fluksio.scheduler.resources import Amounts, PlaceKey
-from fluksio.scheduler.state import Allocation, Group, GroupKey, PlaceState, need_of
+from fluksio.scheduler.state import (
+    Allocation,
+    Group,
+    GroupKey,
+    PlaceState,
+    SchedulerState,
+    Shape,
+    Verdict,
+    need_of,
+    shape_of,
+)
 
 __all__ = [
     "DEFAULT_WALLTIME_MARGIN_S",
@@ -55,11 +64,13 @@ __all__ = [
 Fit = Callable[[PlaceKey], bool]
 
 
-class Scheduler(Holds):
+class Scheduler:
     """Holds places, queue and allocations; :meth:`schedule` runs one pass.
 
     Pure: no I/O, no clock, no threads. Every method is an event the engine reports or a
-    question it asks; the engine calls :meth:`schedule` after the events of a moment.
+    question it asks; the engine calls :meth:`schedule` after the events of a moment. A
+    shell over one :class:`~.state.SchedulerState`: its bookings and holds are its part
+    :class:`~.holds.Holds`, the questions it answers its part :class:`~.answers.Answers`.
     """
 
     def __init__(
@@ -69,106 +80,97 @@ class Scheduler(Holds):
         *,
         walltime_margin_s: float = DEFAULT_WALLTIME_MARGIN_S,
     ) -> None:
-        self._margin = walltime_margin_s
-        self._now: float | None = None
-        self._ending = 0
-        """How many places have a job end: while none does, time costs nothing."""
-        # How many places take calls ahead, and report a cache holding anything: while
-        # none does, every slot starts at once, and no request's inputs decide anything.
-        self._pipelines = self._caching = self._imaging = 0
-        self._places: dict[str, PlaceState] = {}
-        self._groups: dict[GroupKey, Group] = {}
-        # Whether a group's whole capacity could ever hold a need: asked for every blocked
-        # request on every pass, and changed only when a place comes or goes.
-        self._capacity_fits: dict[tuple[GroupKey, Amounts], bool] = {}
-        self._queues: dict[Shape, ShapeQueue] = {}
-        self._requests: dict[str, CallRequest] = {}
-        self._running: dict[str, Allocation] = {}
-        self._targets: dict[str, str] = {}
-        self._profiles: dict[str, Profile] = {p.key: p for p in profiles}
-        self._held: set[str] = set()
-        self._verdicts: dict[Shape, Verdict] = {}
-        self._reason_cache: dict[tuple[Shape, bool], WaitReason] = {}
+        self._state = SchedulerState(walltime_margin_s, {p.key: p for p in profiles})
+        self._holds = Holds(self._state)
+        self._answers = answers = Answers(self._state)
+        # What is asked of it, answered by its part.
+        self.reason, self.explain = answers.reason, answers.explain
+        self.wanted_profiles, self.has_waiting = answers.wanted_profiles, answers.has_waiting
+        self.waiting, self.running, self.allocation = (
+            answers.waiting, answers.running, answers.allocation
+        )  # fmt: skip
+        self.has_place, self.view = answers.has_place, answers.view
+        self.place, self.places = answers.place, answers.places
         if engine is not None:
             self.add_worker(engine)
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Scheduler:
         scheduler = cls(profiles=snapshot.profiles, walltime_margin_s=snapshot.walltime_margin_s)
-        scheduler._now = snapshot.now
+        scheduler._state.now = snapshot.now
         for worker in snapshot.places:
             scheduler.add_worker(worker)
         for request, allocation in snapshot.running:
-            scheduler._requests[request.id] = request
-            scheduler._book(request.id, allocation)
+            scheduler._state.requests[request.id] = request
+            scheduler._holds.take(request.id, allocation)
         for request in snapshot.waiting:
             scheduler.submit(request)
-        scheduler._targets = dict(snapshot.targets)
+        scheduler._state.targets = dict(snapshot.targets)
         for place_id in snapshot.paused:
             scheduler.set_paused(place_id, True)
         for place_id, digests in snapshot.cached:
             scheduler.set_cached(place_id, digests)
         for place_id, images in snapshot.images:
-            scheduler.set_cached(place_id, scheduler._places[place_id].cached, images)
+            scheduler.set_cached(place_id, scheduler._state.places[place_id].cached, images)
         return scheduler
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
-            places=tuple(place.worker for place in self._places.values()),
-            running=tuple((self._requests[r], a) for r, a in self._running.items()),
-            waiting=tuple(self._requests[r] for r in self.waiting()),
-            profiles=tuple(self._profiles.values()),
-            targets=tuple(sorted(self._targets.items())),
-            paused=tuple(sorted(p.id for p in self._places.values() if p.paused)),
-            now=self._now,
-            walltime_margin_s=self._margin,
-            cached=tuple(sorted((p.id, p.cached) for p in self._places.values() if p.cached)),
-            images=tuple(sorted((p.id, p.images) for p in self._places.values() if p.images)),
+            places=tuple(place.worker for place in self._state.places.values()),
+            running=tuple((self._state.requests[r], a) for r, a in self._state.running.items()),
+            waiting=tuple(self._state.requests[r] for r in self.waiting()),
+            profiles=tuple(self._state.profiles.values()),
+            targets=tuple(sorted(self._state.targets.items())),
+            paused=tuple(sorted(p.id for p in self._state.places.values() if p.paused)),
+            now=self._state.now,
+            walltime_margin_s=self._state.margin,
+            cached=tuple(sorted((p.id, p.cached) for p in self._state.places.values() if p.cached)),
+            images=tuple(sorted((p.id, p.images) for p in self._state.places.values() if p.images)),
         )
 
     # -- events ------------------------------------------------------------------------
 
     def add_worker(self, worker: Worker) -> None:
-        if worker.id in self._places:
+        if worker.id in self._state.places:
             raise ValueError(f"place {worker.id!r} is already attached")
         place = PlaceState(worker)
-        self._places[worker.id] = place
-        self._capacity_fits.clear()
+        self._state.places[worker.id] = place
+        self._state.capacity_fits.clear()
         if worker.ends_at is not None:
-            self._ending += 1
+            self._state.ending += 1
         if worker.pipeline:
-            self._pipelines += 1
+            self._state.pipelines += 1
         for key in place.groups:
-            group = self._groups.setdefault(key, Group())
+            group = self._state.groups.setdefault(key, Group())
             group.members.add(place.id)
             group.capacity.add(place.capacity_key())
-        self._index_free(place)
+        self._holds.index_free(place)
 
     def remove_worker(self, worker_id: str) -> tuple[str, ...]:
         """Forget a place; returns the ids of the requests that were running on it."""
-        place = self._places.pop(worker_id)
-        self._capacity_fits.clear()
+        place = self._state.places.pop(worker_id)
+        self._state.capacity_fits.clear()
         if place.worker.ends_at is not None:
-            self._ending -= 1
+            self._state.ending -= 1
         if place.worker.pipeline:
-            self._pipelines -= 1
+            self._state.pipelines -= 1
         if place.cached:
-            self._caching -= 1
+            self._state.caching -= 1
         if place.images:
-            self._imaging -= 1
-        self._unindex_free(place)
+            self._state.imaging -= 1
+        self._holds.unindex_free(place)
         for key in place.groups:
-            group = self._groups[key]
+            group = self._state.groups[key]
             group.members.discard(worker_id)
             group.capacity.discard(place.capacity_key())
             if not group.members:
-                del self._groups[key]
-        self._held.discard(worker_id)
-        lost = tuple(rid for rid, a in self._running.items() if a.place_id == worker_id)
+                del self._state.groups[key]
+        self._state.held.discard(worker_id)
+        lost = tuple(rid for rid, a in self._state.running.items() if a.place_id == worker_id)
         for request_id in lost:
-            del self._running[request_id]
-            del self._requests[request_id]
-        self._targets = {r: p for r, p in self._targets.items() if p != worker_id}
+            del self._state.running[request_id]
+            del self._state.requests[request_id]
+        self._state.targets = {r: p for r, p in self._state.targets.items() if p != worker_id}
         return lost
 
     def set_cached(
@@ -176,15 +178,15 @@ class Scheduler(Holds):
     ) -> None:
         """What a place's cache holds now, as it reports it: artifact digests, and the
         container images it holds ready."""
-        place = self._places[place_id]
-        self._caching += bool(digests) - bool(place.cached)
-        self._imaging += bool(images) - bool(place.images)
+        place = self._state.places[place_id]
+        self._state.caching += bool(digests) - bool(place.cached)
+        self._state.imaging += bool(images) - bool(place.images)
         place.cached, place.images = digests, images
 
     def saved_by(self, request_id: str, digest: str) -> str | None:
         """A running request saved ``digest``: its place holds it now (a worker caches what
         its calls save). That place; None: it runs nowhere, or the place held it."""
-        place = self._place_of(request_id)
+        place = self._answers.place_of(request_id)
         if place is None or place.id == ENGINE_ID or digest in place.cached:
             return None
         self.set_cached(place.id, place.cached | {digest}, place.images)
@@ -193,83 +195,84 @@ class Scheduler(Holds):
     def set_paused(self, place_id: str, paused: bool) -> None:
         """A place stopped answering (or answers again): while paused it keeps what runs
         there and is given nothing new, so new calls go to places that answer."""
-        place = self._places[place_id]
+        place = self._state.places[place_id]
         paused = paused or place.stopping
         if place.paused == paused:
             return
-        self._unindex_free(place)
+        self._holds.unindex_free(place)
         place.paused = paused
-        self._index_free(place)
+        self._holds.index_free(place)
 
     def set_stopping(self, place_id: str) -> None:
         """A place's worker is stopping (told to stop): what runs there finishes or is
         stopped by it, and nothing new goes there again, answering or not."""
-        place = self._places[place_id]
+        place = self._state.places[place_id]
         place.stopping = True
         self.set_paused(place_id, True)
 
     def submit(self, request: CallRequest) -> None:
-        if request.id in self._requests:
+        if request.id in self._state.requests:
             raise ValueError(f"request {request.id!r} is already known")
-        self._requests[request.id] = request
-        self._queues.setdefault(shape_of(request), ShapeQueue()).push(
+        self._state.requests[request.id] = request
+        self._state.queues.setdefault(shape_of(request), ShapeQueue()).push(
             (request.queued_at, request.id)
         )
 
     def withdraw(self, request_id: str) -> bool:
         """Take a waiting request out of the queue (cancelled); False if it is not waiting."""
-        request = self._requests.get(request_id)
-        if request is None or request_id in self._running:
+        request = self._state.requests.get(request_id)
+        if request is None or request_id in self._state.running:
             return False
         shape = shape_of(request)
-        self._queues[shape].remove((request.queued_at, request_id))
-        if not self._queues[shape]:
-            del self._queues[shape]
-        del self._requests[request_id]
-        self._targets.pop(request_id, None)
+        self._state.queues[shape].remove((request.queued_at, request_id))
+        if not self._state.queues[shape]:
+            del self._state.queues[shape]
+        del self._state.requests[request_id]
+        self._state.targets.pop(request_id, None)
         return True
 
     def adopt(self, request: CallRequest, place_id: str, gpu_ids: tuple[int, ...] = ()) -> None:
         """A call already running at ``place_id`` (a restarted engine found it there): it
         holds what it asks for there, and the GPUs it was given, until :meth:`finish`."""
-        if request.id in self._requests:
+        if request.id in self._state.requests:
             raise ValueError(f"request {request.id!r} is already known")
-        place = self._places[place_id]
-        self._requests[request.id] = request
-        self._book(request.id, Allocation(place_id, place.known(need_of(request)), gpu_ids))
+        place = self._state.places[place_id]
+        self._state.requests[request.id] = request
+        self._holds.take(request.id, Allocation(place_id, place.known(need_of(request)), gpu_ids))
 
     def finish(self, request_id: str) -> Allocation:
         """A placed call ended: give back exactly what it took."""
-        allocation = self._running.pop(request_id)
-        del self._requests[request_id]
-        place = self._places.get(allocation.place_id)
+        allocation = self._state.running.pop(request_id)
+        del self._state.requests[request_id]
+        place = self._state.places.get(allocation.place_id)
         if place is not None:
-            self._unindex_free(place)
+            self._holds.unindex_free(place)
             place.used = place.used.minus(allocation.taken)
             place.free_gpu_ids = sorted((*place.free_gpu_ids, *allocation.gpu_ids))
-            self._index_free(place)
+            self._holds.index_free(place)
         return allocation
 
     def set_profiles(self, profiles: Iterable[Profile]) -> None:
         """Replace what provisioners could add, and how each one's provisioning stands."""
-        self._profiles = {p.key: p for p in profiles}
+        self._state.profiles = {p.key: p for p in profiles}
 
     def profiles(self) -> tuple[Profile, ...]:
-        return tuple(self._profiles.values())
+        return tuple(self._state.profiles.values())
 
     # -- the pass ----------------------------------------------------------------------
 
     def schedule(self, now: float | None = None) -> Plan:
         """One pass at time ``now`` (needed only where a place's job ends; without it such
         a place takes nothing)."""
-        self._now = now
-        self._release_holds()
-        self._verdicts = {}
-        self._reason_cache = {}
+        state = self._state
+        state.now = now
+        self._holds.release()
+        state.verdicts = {}
+        state.reason_cache = {}
         placements: list[Placement] = []
         asks: dict[str, ProvisionAsk] = {}
         holds: dict[str, str] = {}
-        heap = [(queue.head(), n, shape) for n, (shape, queue) in enumerate(self._queues.items())]
+        heap = [(queue.head(), n, shape) for n, (shape, queue) in enumerate(state.queues.items())]
         heapq.heapify(heap)
         # Within a pass a shape's group and time filter stay what they were: found once.
         where: dict[Shape, tuple[Callable[[PlaceKey], bool], GroupKey, Group | None]] = {}
@@ -282,7 +285,7 @@ class Scheduler(Holds):
                 label, policy, _need, limit, container = shape
                 in_time = self._admits(limit, container)
                 group_key = self._group_for(label, policy, need, in_time)
-                found = where[shape] = (in_time, group_key, self._groups.get(group_key))
+                found = where[shape] = (in_time, group_key, state.groups.get(group_key))
             in_time, group_key, group = found
             limit = shape[3]
             place_id = (
@@ -292,19 +295,19 @@ class Scheduler(Holds):
                 verdict = self._blocked(
                     shape, group_key, group, in_time, request_id=request_id, asks=asks
                 )
-                self._verdicts[shape] = verdict
+                state.verdicts[shape] = verdict
                 if verdict.held_on is not None:
                     holds[request_id] = verdict.held_on
                 item = heapq.heappop(heap) if heap else None
                 continue
-            placements.append(self._allocate(place_id, request_id, need, limit))
-            queue = self._queues[shape]
+            placements.append(self._holds.allocate(place_id, request_id, need, limit))
+            queue = state.queues[shape]
             queue.pop_head()
             if queue:
                 # Its next request, unless another shape's head comes first: one heap step.
                 item = heapq.heappushpop(heap, (queue.head(), n, shape))
             else:
-                del self._queues[shape]
+                del state.queues[shape]
                 item = heapq.heappop(heap) if heap else None
         return Plan(tuple(placements), tuple(asks.values()), holds)
 
@@ -318,7 +321,7 @@ class Scheduler(Holds):
         if label is None:
             return None
         if policy is Policy.PREFER:
-            group = self._groups.get(label)
+            group = self._state.groups.get(label)
             if group is None or group.capacity.first(need, in_time) is None:
                 return None
         return label
@@ -328,13 +331,13 @@ class Scheduler(Holds):
     ) -> Callable[[PlaceKey], bool]:
         """Which places a request of ``limit`` could finish on before their job ends, and
         may run its ``container``."""
-        places = self._places
+        places = self._state.places
         if container is not None:
             in_time = self._admits(limit, None)
             return lambda key: (
                 may_run(places[key.place_id].worker.containers, container) and in_time(key)
             )
-        if not self._ending:
+        if not self._state.ending:
             return always
 
         def fits(key: PlaceKey) -> bool:
@@ -345,25 +348,25 @@ class Scheduler(Holds):
     def _fits(self, worker: Worker, limit: float | None) -> bool:
         if (ends_at := worker.ends_at) is None:
             return True
-        if self._now is None:
+        if self._state.now is None:
             return False
         if limit is None:
-            return self._now + self._margin + worker.notice_s < ends_at
-        return self._now + limit + self._margin <= ends_at
+            return self._state.now + self._state.margin + worker.notice_s < ends_at
+        return self._state.now + limit + self._state.margin <= ends_at
 
     def _choose(
         self, group: Group, request_id: str, need: Amounts, in_time: Fit, limit: float | None
     ) -> str | None:
-        request = self._requests[request_id]
-        profiles, container = self._profiles.values(), request.container
-        ahead = self._pipelines > 0 and not fitting_profile(
-            profiles, request.label, need, limit, self._margin, container=container
+        request = self._state.requests[request_id]
+        profiles, container = self._state.profiles.values(), request.container
+        ahead = self._state.pipelines > 0 and not fitting_profile(
+            profiles, request.label, need, limit, self._state.margin, container=container
         )
         return choose(
-            group, self._places, need, in_time, limit=limit, ahead=ahead,
-            inputs=request.inputs if self._caching else (),
-            image=container.image if container is not None and self._imaging else None,
-            pipelines=self._pipelines > 0, ending=self._ending > 0,
+            group, self._state.places, need, in_time, limit=limit, ahead=ahead,
+            inputs=request.inputs if self._state.caching else (),
+            image=container.image if container is not None and self._state.imaging else None,
+            pipelines=self._state.pipelines > 0, ending=self._state.ending > 0,
         )  # fmt: skip
 
     def _blocked(
@@ -378,12 +381,17 @@ class Scheduler(Holds):
     ) -> Verdict:
         label, _policy, need, limit, container = shape
         profile = fitting_profile(
-            self._profiles.values(), label, need, limit, self._margin, container=container
+            self._state.profiles.values(),
+            label,
+            need,
+            limit,
+            self._state.margin,
+            container=container,
         )
         if profile is not None and profile.can_grow and profile.key not in asks:
             asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
-        if group is not None and self._could_hold(group_key, group, need, in_time):
-            held_on = self._hold(request_id, group_key, group, need, in_time)
+        if group is not None and self._holds.could_hold(group_key, group, need, in_time):
+            held_on = self._holds.hold(request_id, group_key, group, need, in_time)
             # Busy: a request of the profile under way will add room, and it says so.
             growing = profile is not None and (
                 profile.key in asks or profile.provisioning.under_way
@@ -396,11 +404,11 @@ class Scheduler(Holds):
             admitted = self._admits(None, container)
             if (group is not None and group.capacity.first(need, admitted)) or (
                 fitting_profile(
-                    self._profiles.values(),
+                    self._state.profiles.values(),
                     label,
                     need,
                     limit,
-                    self._margin,
+                    self._state.margin,
                     by_time=False,
                     container=container,
                 )
@@ -408,8 +416,8 @@ class Scheduler(Holds):
             ):
                 # The resources exist; only the time is short.
                 return Verdict(WaitKind.WALLTIME, group_key)
-            no_one = label is not None and label not in self._groups
-            offered = any(label in p.labels for p in self._profiles.values())
+            no_one = label is not None and label not in self._state.groups
+            offered = any(label in p.labels for p in self._state.profiles.values())
             kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
             return Verdict(kind, group_key)
         return Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
@@ -417,8 +425,8 @@ class Scheduler(Holds):
     def _offered(self, group: Group | None, label: str | None, container: Container) -> bool:
         """Whether a place of the group, or a profile carrying the label, may run
         ``container``."""
-        places = () if group is None else (self._places[i].worker for i in group.members)
-        profiles = (p for p in self._profiles.values() if label in p.labels)
+        places = () if group is None else (self._state.places[i].worker for i in group.members)
+        profiles = (p for p in self._state.profiles.values() if label in p.labels)
         return any(may_run(p.containers, container) for p in (*places, *profiles))
 
 

@@ -7,12 +7,34 @@ reports, the :class:`~.model.Placement` it is handed and the read-only
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from fluksio.scheduler.model import ENGINE_ID, CallRequest, Worker
+from fluksio.scheduler.model import (
+    ENGINE_ID,
+    CallRequest,
+    Container,
+    Policy,
+    Profile,
+    WaitKind,
+    WaitReason,
+    Worker,
+)
+from fluksio.scheduler.queues import ShapeQueue
 from fluksio.scheduler.resources import UNKNOWN, ZERO, Amounts, PlaceIndex, PlaceKey
 
-__all__ = ["Allocation", "Group", "GroupKey", "Inputs", "PlaceState", "need_of"]
+__all__ = [
+    "Allocation",
+    "Group",
+    "GroupKey",
+    "Inputs",
+    "PlaceState",
+    "SchedulerState",
+    "Shape",
+    "Verdict",
+    "need_of",
+    "shape_of",
+]
 
 GroupKey = str | None
 """A label, or None for the engine's own group."""
@@ -165,3 +187,56 @@ class Group:
         self.free = PlaceIndex()
         self.capacity = PlaceIndex()
         self.members: set[str] = set()
+
+
+Shape = tuple[str | None, Policy, Amounts, float | None, Container | None]
+"""Requests alike in label, policy, amounts, limit and container: they are served strictly
+in order."""
+
+
+def shape_of(request: CallRequest) -> Shape:
+    return (request.label, request.policy, need_of(request), request.limit, request.container)
+
+
+class Verdict(NamedTuple):
+    """Why a shape stopped in the last pass; rendered into text only when asked (one is
+    made per waiting shape per pass: a NamedTuple, cheap to make)."""
+
+    kind: WaitKind
+    group: GroupKey
+    holder: str | None = None
+    held_on: str | None = None
+    profile: str | None = None
+
+
+@dataclass
+class SchedulerState:
+    """What the scheduler holds, named once: the :class:`~.scheduler.Scheduler` owns it
+    and its parts (:class:`~.holds.Holds`, :class:`~.answers.Answers`) are given it."""
+
+    margin: float
+    """The walltime margin: what a place whose job ends keeps to spare."""
+    profiles: dict[str, Profile]
+    now: float | None = None
+    """The time of the last pass."""
+    places: dict[str, PlaceState] = field(default_factory=dict)
+    groups: dict[GroupKey, Group] = field(default_factory=dict)
+    capacity_fits: dict[tuple[GroupKey, Amounts], bool] = field(default_factory=dict)
+    """Whether a group's whole capacity could ever hold a need: asked for every blocked
+    request on every pass, and changed only when a place comes or goes."""
+    queues: dict[Shape, ShapeQueue] = field(default_factory=dict)
+    """The waiting requests by shape; a shape's queue goes when its last request does."""
+    requests: dict[str, CallRequest] = field(default_factory=dict)
+    running: dict[str, Allocation] = field(default_factory=dict)
+    targets: dict[str, str] = field(default_factory=dict)
+    """Where a waiting request held last: held there again if it still could."""
+    held: set[str] = field(default_factory=set)
+    """The places something is held on in this pass."""
+    verdicts: dict[Shape, Verdict] = field(default_factory=dict)
+    reason_cache: dict[tuple[Shape, bool], WaitReason] = field(default_factory=dict)
+    # How many places have a job end, take calls ahead, report a cache or images holding
+    # anything: while none does, time, slots ahead and inputs decide nothing.
+    ending: int = 0
+    pipelines: int = 0
+    caching: int = 0
+    imaging: int = 0

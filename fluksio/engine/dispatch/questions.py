@@ -2,7 +2,7 @@
 
 A part of :class:`~fluksio.engine.dispatch.dispatcher.Dispatcher`, given its
 :class:`~fluksio.engine.dispatch.state.DispatchState`: nothing here changes it (as
-:class:`~fluksio.scheduler.book.Book` sits under the scheduler); a read writes the rows
+:class:`~fluksio.scheduler.answers.Answers` is the scheduler's); a read writes the rows
 already marked first. The API and the feed read them as frozen views, made in
 :mod:`fluksio.engine.views`.
 """
