@@ -12,15 +12,6 @@ from pathlib import Path
 from tests.support.code import PACKAGE, ROOT, files_under
 from tests.test_code_rules import MAX_MODULE_LINES
 
-NOT_YET_COMPOSED = frozenset(
-    {
-        "ProvisioningMachine",
-    }
-)
-"""The classes still cut into mixins, to be made of parts as the run machine was (issue
-66, step 2; the scheduler's and the provisioning machine's found by this rule too): this
-list only shrinks (a class on it that keeps the rules fails the test)."""
-
 
 @dataclass(frozen=True)
 class _Class:
@@ -76,9 +67,7 @@ def _broken(files: list[Path]) -> dict[str, str]:
 
 
 def test_no_class_with_its_bases_is_over_the_ceiling_nor_stubs_another() -> None:
-    broken = _broken(files_under(PACKAGE))
-    assert {n: why for n, why in broken.items() if n not in NOT_YET_COMPOSED} == {}
-    assert NOT_YET_COMPOSED - broken.keys() == set(), "made of parts now: off the list"
+    assert _broken(files_under(PACKAGE)) == {}
 
 
 def test_the_class_rules_can_fail(tmp_path: Path) -> None:

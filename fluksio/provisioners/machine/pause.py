@@ -13,8 +13,9 @@ the engine; one the profile took itself does not, since the usual mend (a correc
 
 Neither pause touches the profile's jobs already submitted: they run, or end, as before.
 
-A mixin of :class:`~fluksio.provisioners.machine.provisioning.ProvisioningMachine`, on the state
-:class:`~fluksio.provisioners.machine.state.MachineState` holds.
+A part of :class:`~fluksio.provisioners.machine.provisioning.ProvisioningMachine`, given its
+:class:`~fluksio.provisioners.machine.state.MachineState` (the state, and the steps every rule
+takes).
 """
 
 from __future__ import annotations
@@ -33,14 +34,17 @@ def resume_hint(profile: str) -> str:
     return f"resume with 'fluksio provisioners resume {profile}'"
 
 
-class Pausing(MachineState):
+class Pausing:
+    def __init__(self, state: MachineState) -> None:
+        self._state = state
+
     def pause(self, profile: str, by: str) -> list[Effect]:
         """A person (``by``) paused the profile: nothing of it is asked for until resumed."""
         entry = self._entry(profile)
         said = f"paused by {by}; {resume_hint(profile)}"
         entry.paused, entry.paused_by_hand = said, True
         logged = Log("warning", "provision.paused", {"profile": profile, "by": by})
-        return [RememberPause(profile, said), logged, *self._changed()]
+        return [RememberPause(profile, said), logged, *self._state.changed()]
 
     def resume(self, profile: str, by: str) -> list[Effect]:
         """A person resumed the profile: its counts and its rest start again from nothing,
@@ -55,7 +59,7 @@ class Pausing(MachineState):
         effects += [
             Unwake(f"rest:{profile}"),
             Log("info", "provision.resumed", {"profile": profile, "by": by}),
-            *self._changed(),
+            *self._state.changed(),
         ]
         return effects
 
@@ -64,14 +68,14 @@ class Pausing(MachineState):
         of a profile no longer configured is forgotten."""
         effects: list[Effect] = []
         for profile, said in pauses.items():
-            entry = self._profiles.get(profile)
+            entry = self._state.entries.get(profile)
             if entry is None:
                 effects.append(RememberPause(profile, None))
                 continue
             entry.paused, entry.paused_by_hand = said, True
-        return effects + self._changed()
+        return effects + self._state.changed()
 
-    def _count_failure(
+    def count_failure(
         self, entry: ProfileEntry, request: MachineRequest, message: str, effects: list[Effect]
     ) -> None:
         """A request that brought no worker: one more failure in a row of its kind, and
@@ -94,8 +98,8 @@ class Pausing(MachineState):
         effects.append(Log("warning", "provision.paused", fields))
 
     def _entry(self, profile: str) -> ProfileEntry:
-        entry = self._profiles.get(profile)
+        entry = self._state.entries.get(profile)
         if entry is None:
-            known = ", ".join(self._profiles) or "none"
+            known = ", ".join(self._state.entries) or "none"
             raise NotFound(f"profile: no profile {profile!r} is configured (configured: {known})")
         return entry

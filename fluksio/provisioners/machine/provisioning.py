@@ -23,27 +23,31 @@ No clock, no I/O, no chance: ``now`` comes with each input and request ids from 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from fluksio.provisioners.base import TERMINAL_STATES, JobState, JobStatus, WorkerRecord
 from fluksio.provisioners.machine.effects import (
     CleanUp,
     Effect,
-    Forget,
     Log,
     Observe,
     ReadSite,
     Remember,
-    Revoke,
     StartPoll,
     Submit,
     Unwake,
     Wake,
 )
+from fluksio.provisioners.machine.endings import Endings
 from fluksio.provisioners.machine.pause import Pausing
-from fluksio.provisioners.machine.requests import MachineRequest, RequestStage, login_sentence
+from fluksio.provisioners.machine.requests import (
+    MachineRequest,
+    ProfileRule,
+    RequestStage,
+    login_sentence,
+)
 from fluksio.provisioners.machine.site import SiteLimits
-from fluksio.provisioners.machine.state import Brought, ProfileEntry, as_scheduled
+from fluksio.provisioners.machine.state import Brought, MachineState, as_scheduled
 from fluksio.provisioners.machine.stop import StartAndStop
 
 __all__ = ["POLL_SOON_S", "ProvisioningMachine"]
@@ -54,8 +58,28 @@ POLL_SOON_S = 1.0
 _PENDING_STAGES = frozenset({RequestStage.SUBMITTING, RequestStage.QUEUED, RequestStage.STARTED})
 
 
-class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
-    """Provisioning's rules: each input is what happened, each answer what to do."""
+class ProvisioningMachine:
+    """Provisioning's rules: each input is what happened, each answer what to do. A shell
+    that has its :class:`~.state.MachineState` and the parts given it: its start and stop
+    (:class:`~.stop.StartAndStop`), pauses (:class:`~.pause.Pausing`) and site limits
+    (:class:`~.site.SiteLimits`), whose inputs and the state's queries are its own."""
+
+    def __init__(self, rules: Iterable[ProfileRule], new_id: Callable[[], str]) -> None:
+        self._state = state = MachineState(rules, new_id)
+        self._stops = stops = StartAndStop(state)
+        self._pausing = pausing = Pausing(state)
+        sites = SiteLimits(state)
+        self._endings = Endings(state, pausing)
+        self.recover, self.closing, self.close = stops.recover, stops.closing, stops.close
+        self.wanted = stops.wanted
+        self.pause, self.resume, self.paused_before = (
+            pausing.pause, pausing.resume, pausing.paused_before
+        )  # fmt: skip
+        self.site_read, self.site_unread = sites.site_read, sites.site_unread
+        self.site_before = sites.site_before
+        self.rule, self.request, self.job_of = state.rule, state.request, state.job_of
+        self.lost_requests, self.jobs_to_poll = state.lost_requests, state.jobs_to_poll
+        self.scheduler_profiles, self.profiles = state.scheduler_profiles, state.profiles
 
     # -- inputs: asked for capacity, and the submission's answers ------------------------
 
@@ -65,40 +89,40 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         Asked for only while none is pending, the profile does not rest, and fewer than
         its ``max_workers`` jobs are alive.
         """
-        entry = self._profiles.get(f"{provisioner}/{profile}")
+        entry = self._state.entries.get(f"{provisioner}/{profile}")
         # The rule is the scheduler's own (Profile.can_grow), read here on the same data.
-        if entry is None or self._closing or not as_scheduled(entry).can_grow:
+        if entry is None or self._state.is_closing or not as_scheduled(entry).can_grow:
             return []
-        if provisioner not in self._sites_read:
+        if provisioner not in self._state.sites_read:
             # What the site allows is read first: the next pass after it asks again.
             entry.reading_site = True
-            return [ReadSite(provisioner), *self._changed()]
+            return [ReadSite(provisioner), *self._state.changed()]
         request = MachineRequest(
-            id=self._new_id(), provisioner=provisioner, profile=profile, created_at=now
+            id=self._state.new_id(), provisioner=provisioner, profile=profile, created_at=now
         )
         entry.outstanding = request
         entry.live[request.id] = request
         check_login = entry.login_needed is not None
-        return [Submit(entry.rule.key, request.id, check_login), *self._changed()]
+        return [Submit(entry.rule.key, request.id, check_login), *self._state.changed()]
 
     def minted(self, profile: str, request_id: str, jti: str) -> None:
         """The request's worker token was minted (before anything was sent)."""
-        request = self._profiles[profile].live.get(request_id)
+        request = self._state.entries[profile].live.get(request_id)
         if request is not None:
             request.token_jti = jti
 
     def login_still_needed(self, profile: str, request_id: str, now: float) -> list[Effect]:
         """Nothing was sent: the login the profile waits for has not happened."""
-        entry = self._profiles[profile]
+        entry = self._state.entries[profile]
         effects: list[Effect] = []
         request = entry.live.get(request_id)
         if request is not None:
-            self._wait_for_login(entry, request, "still no login", now, effects)
+            self._endings.wait_for_login(entry, request, "still no login", now, effects)
         return effects
 
     def submitted(self, profile: str, request_id: str, job_id: str, now: float) -> list[Effect]:
         """The outside system took the submission: ``job_id`` is its job."""
-        entry = self._profiles[profile]
+        entry = self._state.entries[profile]
         entry.login_needed = None
         entry.failed_submissions = 0  # the site takes this profile's jobs
         request = entry.live.get(request_id)
@@ -110,7 +134,7 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         effects: list[Effect] = []
         if request.stage is RequestStage.SUBMITTING:
             request.stage = RequestStage.QUEUED
-            self._arm_timeout(entry, request, effects)
+            self._state.arm_timeout(entry, request, effects)
         # (else its worker was quicker than the submission's answer, and attached already)
         effects += [
             Remember(request),
@@ -121,10 +145,10 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
             ),
             Observe("submitted", entry.rule.provisioner, entry.rule.profile.name),
         ]
-        self._ensure_poll(entry.rule.provisioner, now, effects)
-        effects += self._changed()
-        if self._closing:
-            self._withdraw(entry, request, effects)
+        self._state.ensure_poll(entry.rule.provisioner, now, effects)
+        effects += self._state.changed()
+        if self._state.is_closing:
+            self._stops.withdraw(entry, request, effects)
         return effects
 
     def submit_failed(
@@ -140,23 +164,23 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
     ) -> list[Effect]:
         """The submission failed: refused, needing a login, (``uncertain``) its answer
         lost and it may have queued a job, or (``unreachable``) the site never saw it."""
-        entry = self._profiles[profile]
+        entry = self._state.entries[profile]
         request = entry.live.get(request_id)
         effects: list[Effect] = []
         if request is None:
             return effects  # already ended (timed out): that counted already
         if login:
-            self._wait_for_login(entry, request, detail, now, effects)
+            self._endings.wait_for_login(entry, request, detail, now, effects)
         elif uncertain:
             request.answer_lost = detail
             if request.stage is RequestStage.SUBMITTING:
-                self._arm_timeout(entry, request, effects)
+                self._state.arm_timeout(entry, request, effects)
             fields = {"profile": profile, "request": request_id, "error": detail}
             effects.append(Log("warning", "provision.answer_lost", fields))
-            self._ensure_poll(entry.rule.provisioner, now, effects)
-            effects += self._changed()
+            self._state.ensure_poll(entry.rule.provisioner, now, effects)
+            effects += self._state.changed()
         else:
-            self._failed(entry, request, detail, now, effects, counted=not unreachable)
+            self._endings.failed(entry, request, detail, now, effects, counted=not unreachable)
         return effects
 
     # -- inputs: polls and searches -------------------------------------------------------
@@ -172,11 +196,11 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         """What a search for lost submissions found (``jobs``: request id -> job id), or
         why it failed (``error``): adopted if found, submitted again if not."""
         effects: list[Effect] = []
-        lost = [self._live(provisioner, rid) for rid in request_ids]
+        lost = [self._state.live(provisioner, rid) for rid in request_ids]
         if jobs is None:
             for entry, _request in filter(None, lost):  # looked for again at the next poll
                 entry.last_error = (now, f"looking for a job failed: {error}")
-            return self._changed()
+            return self._state.changed()
         for entry, request in filter(None, lost):
             if request.job_id is not None:
                 continue
@@ -192,7 +216,7 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
                 noun = entry.rule.job_noun
                 message = f"{request.answer_lost}; no {noun} of it was found, submitting again"
                 request.answer_lost = None  # looked for: the cancel only cleans up
-                self._cancel(entry, request, message, effects, failed=True)
+                self._state.cancel(entry, request, message, effects, failed=True)
         return effects
 
     def polled(
@@ -210,7 +234,7 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         polled = set(job_ids)
         watched = [
             (entry, request)
-            for entry in self._of(provisioner)
+            for entry in self._state.of(provisioner)
             for request in list(entry.live.values())
             if request.job_id in polled
         ]
@@ -221,27 +245,27 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
                     entry.login_needed = login_sentence(provisioner)
                 if request.stage is not RequestStage.ATTACHED:
                     entry.last_error = (now, f"polling failed: {error}")
-            return self._changed()
+            return self._state.changed()
         for entry, request in watched:
             entry.login_needed = None
             status = statuses.get(str(request.job_id))
             if status is None or status.state in TERMINAL_STATES:
-                self._job_ended(entry, request, status, now, effects)
+                self._endings.job_ended(entry, request, status, now, effects)
                 continue
             if request.status != status:
                 request.status = status
                 request.status_since = now
             if status.state is JobState.RUNNING and request.stage is RequestStage.QUEUED:
                 request.stage = RequestStage.STARTED
-        effects += self._changed()
+        effects += self._state.changed()
         return effects
 
     def poll_ended(self, provisioner: str, now: float) -> list[Effect]:
         """A poll finished (however it went): the next is due at the interval."""
-        self._pollers[provisioner].polling = False
+        self._state.pollers[provisioner].polling = False
         effects: list[Effect] = []
         if self.lost_requests(provisioner) or self.jobs_to_poll(provisioner):
-            self._ensure_poll(provisioner, now, effects)
+            self._state.ensure_poll(provisioner, now, effects)
         return effects
 
     def cancelled(
@@ -255,8 +279,8 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         job_id: str | None,
     ) -> list[Effect]:
         """A cancel the machine asked for finished (``message`` says how)."""
-        self._cancelling.discard(request_id)
-        entry = self._profiles[profile]
+        self._state.cancelling.discard(request_id)
+        entry = self._state.entries[profile]
         request = entry.live.get(request_id)
         effects: list[Effect] = []
         if request is None:
@@ -264,9 +288,9 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         if request.job_id is None:
             request.job_id = job_id  # found by the last look
         if failed:
-            self._failed(entry, request, message, now, effects)
+            self._endings.failed(entry, request, message, now, effects)
         else:
-            self._ended(entry, request, message, effects)
+            self._endings.ended(entry, request, message, effects)
         return effects
 
     def woke(self, key: str, now: float) -> list[Effect]:
@@ -274,34 +298,34 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
         kind, _, name = key.partition(":")
         effects: list[Effect] = []
         if kind == "rest":
-            entry = self._profiles[name]
+            entry = self._state.entries[name]
             # Not a submission: the next scheduling pass asks again if a call still needs it.
             entry.resting_until = None
-            effects += self._changed()
+            effects += self._state.changed()
         elif kind == "poll":
-            poller = self._pollers[name]
+            poller = self._state.pollers[name]
             poller.due_at = None
             watched = self.lost_requests(name) or self.jobs_to_poll(name)
-            if watched and not self._closing and not poller.polling:
+            if watched and not self._state.is_closing and not poller.polling:
                 poller.polling = True
                 effects.append(StartPoll(name))
         elif kind == "unwanted":
-            self._unwanted_due(name, effects)
+            self._stops.unwanted_due(name, effects)
         elif kind == "timeout":
-            found = self._find(name)
+            found = self._state.find(name)
             if found is not None and found[1].stage in _PENDING_STAGES:
                 entry, request = found
                 timeout = entry.rule.settings.provision_timeout_s
                 noun = entry.rule.job_noun
                 job = f"{noun} {request.job_id}" if request.job_id else f"the {noun}"
                 message = f"{job} did not attach within {timeout:g} s; cancelled"
-                self._cancel(entry, request, message, effects, failed=True)
+                self._state.cancel(entry, request, message, effects, failed=True)
         return effects
 
     # -- inputs: workers -----------------------------------------------------------------
 
     def worker_attached(self, event: WorkerRecord, now: float) -> list[Effect]:
-        entry = self._entry_of(event)
+        entry = self._state.entry_of(event)
         if entry is None:
             return []
         request = entry.live.get(str(event.request_id))
@@ -320,11 +344,11 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
             entry.outstanding = None
         entry.last_error = None
         entry.failures = entry.failed_starts = 0
-        effects += self._changed()
+        effects += self._state.changed()
         return effects
 
     def worker_gone(self, event: WorkerRecord, now: float) -> list[Effect]:
-        entry = self._entry_of(event)
+        entry = self._state.entry_of(event)
         if entry is None:
             return []
         brought = entry.workers.pop(event.worker_id, None)
@@ -333,105 +357,8 @@ class ProvisioningMachine(StartAndStop, Pausing, SiteLimits):
             # Its job is likely ending (drained, idle, or the job itself ended): its slot
             # is free once the provisioner says so, so ask soon rather than at the
             # interval, lest a replacement wait for nothing.
-            poller = self._pollers[entry.rule.provisioner]
-            if not self._closing and not poller.polling:
+            poller = self._state.pollers[entry.rule.provisioner]
+            if not self._state.is_closing and not poller.polling:
                 poller.due_at = now + min(POLL_SOON_S, poller.interval_s)
                 effects.append(Wake(f"poll:{entry.rule.provisioner}", poller.due_at))
         return effects
-
-    # -- the rules -----------------------------------------------------------------------
-
-    def _failed(
-        self,
-        entry: ProfileEntry,
-        request: MachineRequest,
-        message: str,
-        now: float,
-        effects: list[Effect],
-        *,
-        counted: bool = True,
-    ) -> None:
-        """A request that did not bring a worker: record why, rest, then ask again (unless
-        that made the profile pause itself: ``counted`` toward its failures in a row)."""
-        self._ended(entry, request, message, effects)
-        if counted:
-            self._count_failure(entry, request, message, effects)
-        rule = entry.rule
-        effects.append(Observe("failed", rule.provisioner, rule.profile.name))
-        entry.last_error = (now, message)
-        entry.failures += 1
-        settings = rule.settings
-        rest = min(settings.retry_max_s, settings.retry_base_s * 2 ** (entry.failures - 1))
-        fields = {"profile": rule.key, "error": message, "retry_in_s": rest}
-        effects.append(Log("warning", "provision.failed", fields))
-        self._rest(entry, rest, now, effects)
-
-    def _wait_for_login(
-        self,
-        entry: ProfileEntry,
-        request: MachineRequest,
-        detail: str,
-        now: float,
-        effects: list[Effect],
-    ) -> None:
-        """Nothing was sent: a person must log in. Not a failure (no backoff grows); the
-        profile is looked at again after one poll interval, locally, until they have."""
-        if entry.login_needed is None:
-            fields = {"profile": entry.rule.key, "detail": detail}
-            effects.append(Log("warning", "provision.login_needed", fields))
-        entry.login_needed = login_sentence(entry.rule.provisioner)
-        if request.token_jti is not None:
-            self._ended(entry, request, entry.login_needed, effects)  # its token is revoked
-        else:  # minted nothing, wrote nothing, reached nothing: no trace to leave
-            entry.live.pop(request.id, None)
-            if entry.outstanding is request:
-                entry.outstanding = None
-            request.stage = RequestStage.ENDED
-        self._rest(entry, entry.rule.settings.poll_interval_s, now, effects)
-
-    def _rest(self, entry: ProfileEntry, seconds: float, now: float, effects: list[Effect]) -> None:
-        """The profile is not asked for again for ``seconds``; then the next pass may."""
-        entry.resting_until = now + seconds
-        if not self._closing:
-            effects.append(Wake(f"rest:{entry.rule.key}", entry.resting_until))
-        effects += self._changed()
-
-    def _ended(
-        self, entry: ProfileEntry, request: MachineRequest, outcome: str, effects: list[Effect]
-    ) -> None:
-        if request.stage is RequestStage.ENDED:
-            return
-        request.stage = RequestStage.ENDED
-        effects.append(Unwake(f"timeout:{request.id}"))
-        entry.live.pop(request.id, None)
-        if entry.outstanding is request:
-            entry.outstanding = None
-        if request.token_jti is not None:
-            effects.append(Revoke(request.token_jti, outcome))
-        fields = {
-            "profile": entry.rule.key,
-            "request": request.id,
-            "job": request.job_id,
-            "outcome": outcome,
-        }
-        effects += [Forget(request.id), Log("info", "provision.ended", fields), *self._changed()]
-
-    def _job_ended(
-        self,
-        entry: ProfileEntry,
-        request: MachineRequest,
-        status: JobStatus | None,
-        now: float,
-        effects: list[Effect],
-    ) -> None:
-        how = f"ended {status.describe()}" if status is not None else "left the queue"
-        what = f"{entry.rule.job_noun} {request.job_id} {how}"
-        if request.stage is RequestStage.ATTACHED:
-            self._ended(entry, request, what, effects)
-        elif request.withdrawn:
-            self._ended(entry, request, f"{what}, withdrawn as the engine stopped", effects)
-            effects.append(CleanUp(entry.rule.provisioner, request.id, request.job_id))
-        else:
-            self._failed(entry, request, f"{what} before its worker attached", now, effects)
-            # Ended before its worker read what the submission left for it (a token file).
-            effects.append(CleanUp(entry.rule.provisioner, request.id, request.job_id))

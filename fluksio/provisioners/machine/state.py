@@ -87,37 +87,38 @@ class Poller:
 
 
 class MachineState:
-    """The machine's state and its queries; :class:`ProvisioningMachine` adds the inputs."""
+    """The machine's state, named once, with its queries and the small steps every rule
+    takes: :class:`~.provisioning.ProvisioningMachine` owns it and gives it to its parts."""
 
     def __init__(self, rules: Iterable[ProfileRule], new_id: Callable[[], str]) -> None:
-        self._new_id = new_id
-        self._profiles = {rule.key: ProfileEntry(rule) for rule in rules}
-        self._pollers = {
+        self.new_id = new_id
+        self.entries = {rule.key: ProfileEntry(rule) for rule in rules}
+        self.pollers = {
             entry.rule.provisioner: Poller(entry.rule.settings.poll_interval_s)
-            for entry in self._profiles.values()
+            for entry in self.entries.values()
         }
-        self._cancelling: set[str] = set()
-        self._unwanted: set[str] = set()
+        self.cancelling: set[str] = set()
+        self.unwanted: set[str] = set()
         """Queued requests no waiting call would use, each withdrawn when its wake is due."""
-        self._closing = False
-        self._sites_read: set[str] = {r.provisioner for r in self._rules() if not r.reads_site}
+        self.is_closing = False
+        self.sites_read: set[str] = {r.provisioner for r in self.rules() if not r.reads_site}
         """Provisioners whose site's limits were read once (or that read none)."""
 
-    def _rules(self) -> list[ProfileRule]:
-        return [entry.rule for entry in self._profiles.values()]
+    def rules(self) -> list[ProfileRule]:
+        return [entry.rule for entry in self.entries.values()]
 
     def rule(self, profile: str) -> ProfileRule:
-        return self._profiles[profile].rule
+        return self.entries[profile].rule
 
     def request(self, request_id: str) -> MachineRequest | None:
-        found = self._find(request_id)
+        found = self.find(request_id)
         return found[1] if found is not None else None
 
     def lost_requests(self, provisioner: str) -> list[str]:
         """Live requests whose submission's answer was lost: to look for by their mark."""
         return sorted(
             request.id
-            for entry in self._of(provisioner)
+            for entry in self.of(provisioner)
             for request in entry.live.values()
             if request.job_id is None and request.answer_lost is not None
         )
@@ -126,7 +127,7 @@ class MachineState:
         return sorted(
             {
                 request.job_id
-                for entry in self._of(provisioner)
+                for entry in self.of(provisioner)
                 for request in entry.live.values()
                 if request.job_id is not None
             }
@@ -137,8 +138,7 @@ class MachineState:
         ``paths_down``: why each provisioner's workers cannot reach the engine, if so."""
         down = paths_down or {}
         return [
-            as_scheduled(entry, down.get(entry.rule.provisioner))
-            for entry in self._profiles.values()
+            as_scheduled(entry, down.get(entry.rule.provisioner)) for entry in self.entries.values()
         ]
 
     def profiles(self) -> list[ProfileStatus]:
@@ -169,44 +169,42 @@ class MachineState:
                     for worker_id, brought in entry.workers.items()
                 ),
             )
-            for entry in self._profiles.values()
+            for entry in self.entries.values()
         ]
 
-    def _of(self, provisioner: str) -> list[ProfileEntry]:
-        return [e for e in self._profiles.values() if e.rule.provisioner == provisioner]
+    def of(self, provisioner: str) -> list[ProfileEntry]:
+        return [e for e in self.entries.values() if e.rule.provisioner == provisioner]
 
-    def _find(self, request_id: str) -> tuple[ProfileEntry, MachineRequest] | None:
-        for entry in self._profiles.values():
+    def find(self, request_id: str) -> tuple[ProfileEntry, MachineRequest] | None:
+        for entry in self.entries.values():
             request = entry.live.get(request_id)
             if request is not None:
                 return entry, request
         return None
 
-    def _live(
-        self, provisioner: str, request_id: str
-    ) -> tuple[ProfileEntry, MachineRequest] | None:
-        found = self._find(request_id)
+    def live(self, provisioner: str, request_id: str) -> tuple[ProfileEntry, MachineRequest] | None:
+        found = self.find(request_id)
         return found if found is not None and found[0].rule.provisioner == provisioner else None
 
     def job_of(self, provisioner: str, profile: str, request_id: str) -> tuple[str, str] | None:
         """The job a live request of this profile runs as: how its provisioner calls its
         jobs (``"Grid Engine job"``) and its id; None if it is not live or has no job yet."""
-        entry = self._profiles.get(f"{provisioner}/{profile}")
+        entry = self.entries.get(f"{provisioner}/{profile}")
         request = entry.live.get(request_id) if entry is not None else None
         if entry is None or request is None or request.job_id is None:
             return None
         return entry.rule.job_noun, request.job_id
 
-    def _entry_of(self, event: WorkerRecord) -> ProfileEntry | None:
+    def entry_of(self, event: WorkerRecord) -> ProfileEntry | None:
         if event.provisioner is None or event.profile is None:
             return None
-        return self._profiles.get(f"{event.provisioner}/{event.profile}")
+        return self.entries.get(f"{event.provisioner}/{event.profile}")
 
-    def _changed(self) -> list[Effect]:
+    def changed(self) -> list[Effect]:
         # While closing, what ends must not make the engine plan (and ask) again.
-        return [] if self._closing else [Changed()]
+        return [] if self.is_closing else [Changed()]
 
-    def _arm_timeout(
+    def arm_timeout(
         self, entry: ProfileEntry, request: MachineRequest, effects: list[Effect]
     ) -> None:
         """Cancel the request if its worker has not attached ``provision_timeout_s`` after
@@ -215,15 +213,15 @@ class MachineState:
         if timeout > 0:
             effects.append(Wake(f"timeout:{request.id}", request.created_at + timeout))
 
-    def _ensure_poll(self, provisioner: str, now: float, effects: list[Effect]) -> None:
+    def ensure_poll(self, provisioner: str, now: float, effects: list[Effect]) -> None:
         """The provisioner's next poll is due one interval from now (unless one is)."""
-        poller = self._pollers[provisioner]
-        if self._closing or poller.due_at is not None or poller.polling:
+        poller = self.pollers[provisioner]
+        if self.is_closing or poller.due_at is not None or poller.polling:
             return
         poller.due_at = now + poller.interval_s
         effects.append(Wake(f"poll:{provisioner}", poller.due_at))
 
-    def _cancel(
+    def cancel(
         self,
         entry: ProfileEntry,
         request: MachineRequest,
@@ -234,9 +232,9 @@ class MachineState:
     ) -> None:
         """Cancel the request's job (once), looking for it first if its submission's
         answer was lost; ``failed``: its end counts against the profile."""
-        if request.id in self._cancelling:
+        if request.id in self.cancelling:
             return
-        self._cancelling.add(request.id)
+        self.cancelling.add(request.id)
         look_first = request.job_id is None and request.answer_lost is not None
         effects.append(
             Cancel(entry.rule.key, request.id, request.job_id, look_first, message, failed)

@@ -3,8 +3,9 @@ engine left, watched again; at shutdown, every request whose worker has not atta
 withdrawn (written down as such first) and cancelled; and, as the engine runs, a queued
 job that no waiting call would use any more withdrawn the same way, a few seconds on.
 
-A mixin of :class:`~fluksio.provisioners.machine.provisioning.ProvisioningMachine`, on the state and
-steps :class:`~fluksio.provisioners.machine.state.MachineState` holds.
+A part of :class:`~fluksio.provisioners.machine.provisioning.ProvisioningMachine`, given its
+:class:`~fluksio.provisioners.machine.state.MachineState` (the state, and the steps every rule
+takes).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ UNWANTED_GRACE_S = 5.0
 next node, or a run started again at once, takes it instead of queueing anew."""
 
 
-class StartAndStop(MachineState):
+class StartAndStop:
+    def __init__(self, state: MachineState) -> None:
+        self._state = state
+
     def recover(self, requests: Iterable[MachineRequest], now: float) -> list[Effect]:
         """Requests an earlier run of the engine submitted: watched again where they left.
 
@@ -35,7 +39,7 @@ class StartAndStop(MachineState):
         """
         effects: list[Effect] = []
         for request in requests:
-            entry = self._profiles.get(f"{request.provisioner}/{request.profile}")
+            entry = self._state.entries.get(f"{request.provisioner}/{request.profile}")
             if entry is None:
                 # Nothing configured can poll or cancel it any more; its worker must not attach.
                 if request.token_jti is not None:
@@ -57,18 +61,18 @@ class StartAndStop(MachineState):
                 if request.withdrawn:
                     # The engine before this one stopped while cancelling it: finished
                     # here, and no failed start, however its job ended meanwhile.
-                    self._cancel(entry, request, WITHDRAWN, effects)
+                    self._state.cancel(entry, request, WITHDRAWN, effects)
                 else:
-                    self._arm_timeout(entry, request, effects)
-            self._ensure_poll(entry.rule.provisioner, now, effects)
-        effects += self._changed()
+                    self._state.arm_timeout(entry, request, effects)
+            self._state.ensure_poll(entry.rule.provisioner, now, effects)
+        effects += self._state.changed()
         return effects
 
     def closing(self) -> list[Effect]:
         """The engine is stopping: nothing new is asked for, polled or rested."""
-        self._closing = True
-        effects: list[Effect] = [Unwake(f"rest:{key}") for key in self._profiles]
-        effects += [Unwake(f"poll:{name}") for name in self._pollers]
+        self._state.is_closing = True
+        effects: list[Effect] = [Unwake(f"rest:{key}") for key in self._state.entries]
+        effects += [Unwake(f"poll:{name}") for name in self._state.pollers]
         return effects
 
     def close(self) -> list[Effect]:
@@ -76,10 +80,10 @@ class StartAndStop(MachineState):
         any was under way, has answered), marked withdrawn first: a cancel the engine stops
         before it finishes is finished by the next, and counted as no failure."""
         effects: list[Effect] = []
-        for entry in self._profiles.values():
+        for entry in self._state.entries.values():
             for request in list(entry.live.values()):
                 if request.stage is not RequestStage.ATTACHED:
-                    self._withdraw(entry, request, effects)
+                    self.withdraw(entry, request, effects)
         return effects
 
     def wanted(self, profiles: frozenset[str], now: float) -> list[Effect]:
@@ -88,27 +92,27 @@ class StartAndStop(MachineState):
         is withdrawn :data:`UNWANTED_GRACE_S` later, unless it is wanted again by then: it
         would hold the site's queue until the provision timeout for nothing."""
         effects: list[Effect] = []
-        for key, entry in self._profiles.items():
+        for key, entry in self._state.entries.items():
             for request in entry.live.values():
                 if request.stage is not RequestStage.QUEUED or request.withdrawn:
                     continue
                 wake = f"unwanted:{request.id}"
-                if key in profiles and request.id in self._unwanted:
-                    self._unwanted.discard(request.id)
+                if key in profiles and request.id in self._state.unwanted:
+                    self._state.unwanted.discard(request.id)
                     effects.append(Unwake(wake))
-                elif key not in profiles and request.id not in self._unwanted:
-                    self._unwanted.add(request.id)
+                elif key not in profiles and request.id not in self._state.unwanted:
+                    self._state.unwanted.add(request.id)
                     effects.append(Wake(wake, now + UNWANTED_GRACE_S))
         return effects
 
-    def _unwanted_due(self, request_id: str, effects: list[Effect]) -> None:
+    def unwanted_due(self, request_id: str, effects: list[Effect]) -> None:
         """Its grace is over and nothing took it: withdrawn, as at shutdown (no failure)."""
-        self._unwanted.discard(request_id)
-        found = self._find(request_id) if not self._closing else None
+        self._state.unwanted.discard(request_id)
+        found = self._state.find(request_id) if not self._state.is_closing else None
         if found is not None and found[1].stage is RequestStage.QUEUED:
-            self._withdraw(*found, effects, NOTHING_WAITS)
+            self.withdraw(*found, effects, NOTHING_WAITS)
 
-    def _withdraw(
+    def withdraw(
         self,
         entry: ProfileEntry,
         request: MachineRequest,
@@ -118,4 +122,4 @@ class StartAndStop(MachineState):
         if not request.withdrawn:
             request.withdrawn = True
             effects.append(Remember(request))
-        self._cancel(entry, request, reason, effects)
+        self._state.cancel(entry, request, reason, effects)
