@@ -10,6 +10,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.db import open_database
 from fluksio.engine.runs.items import ItemStore
@@ -131,7 +132,7 @@ def test_how_a_calls_attempts_were_spent_is_stored_for_the_next_engine(tmp_path:
     crashes = ("w1 in Slurm job 41",)
     run = RunRow("r", "flow", {"nodes": []}, {}, RunState.RUNNING, 0.0)
     runs.create(run, [NodeRow("n", NodeState.PENDING), NodeRow("a", NodeState.RUNNING)])
-    saved = {"digest": "sha256:" + "ab" * 32, "size": 3, "media_type": "application/json"}
+    saved = ArtifactRef(digest="sha256:" + "ab" * 32, size=3, media_type="application/json")
     spent = functools.partial(
         NodeRow, attempt=4, interruptions=2, crashes=crashes, checkpoint=saved
     )

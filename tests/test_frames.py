@@ -17,6 +17,7 @@ from fluksio.agent.protocol import frames as wire
 from fluksio.agent.protocol.frames import (
     PROTOCOL,
     AnswerFrame,
+    ArtifactRef,
     ErrorRecord,
     HelloFrame,
     InventoryReport,
@@ -56,7 +57,7 @@ def test_what_the_agent_encodes_the_engine_parses_back_unchanged() -> None:
             call_id="c3",
             ok=False,
             error=ErrorRecord(type="Checkpointed", message="saved"),
-            checkpoint={"digest": "sha256:" + "0f" * 32, "size": 9, "name": "checkpoint"},
+            checkpoint=ArtifactRef(digest="sha256:" + "0f" * 32, size=9, name="checkpoint"),
         ),
     ):
         assert parse_worker_frame(encode(frame)) == frame

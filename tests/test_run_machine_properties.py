@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.machine.effects import (
     AwaitWorker,
@@ -72,7 +73,7 @@ OUTCOMES = {
         False,
         error=error_record(ErrorKind.CHECKPOINTED, "it saved its state"),
         interrupted=True,
-        checkpoint={"digest": "sha256:" + "5e" * 32, "size": 2},
+        checkpoint=ArtifactRef(digest="sha256:" + "5e" * 32, size=2),
     ),
 }
 CRASH_LIMIT = 2

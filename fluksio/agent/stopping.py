@@ -10,6 +10,8 @@ from collections.abc import Callable
 from fluksio.agent import runner
 from fluksio.agent.calls import NOTICE_CAUGHT, EndedBy, RunningCall
 from fluksio.agent.clock import Clock, Timer
+from fluksio.agent.protocol.codec import decoded
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.agent.protocol.outcome import (
     CallOutcome,
     ErrorKind,
@@ -126,6 +128,11 @@ def outcome_of(call: RunningCall) -> CallOutcome:
     if call.failure is not None:
         return CallOutcome(False, error=call.failure, logs=logs, pid=call.pid, exit_status=status)
     if call.result is not None:
+        try:
+            saved = _saved_state(call.result.get("checkpoint"))
+        except ValueError as exc:
+            error = error_record(ErrorKind.REMOTE_ERROR, f"its saved state is unreadable: {exc}")
+            return CallOutcome(False, error=error, logs=logs, pid=call.pid, exit_status=status)
         return CallOutcome(
             bool(call.result.get("ok")),
             result=call.result.get("result"),
@@ -133,7 +140,7 @@ def outcome_of(call: RunningCall) -> CallOutcome:
             logs=logs,
             pid=call.pid,
             exit_status=status,
-            checkpoint=call.result.get("checkpoint"),
+            checkpoint=saved,
         )
     return CallOutcome(
         False,
@@ -142,6 +149,11 @@ def outcome_of(call: RunningCall) -> CallOutcome:
         pid=call.pid,
         exit_status=status,
     )
+
+
+def _saved_state(reported: object) -> ArtifactRef | None:
+    """The state the call saved with ``fluksio.checkpoint``, as its runner reported it."""
+    return None if reported is None else decoded(ArtifactRef, reported, "checkpoint")
 
 
 def _stopped_error(call: RunningCall) -> dict[str, str] | None:

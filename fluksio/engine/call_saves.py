@@ -9,8 +9,7 @@ lasts a day), so an answer that reaches the engine after a restart is still chec
 
 from __future__ import annotations
 
-from typing import Any
-
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
 
@@ -18,8 +17,6 @@ __all__ = ["KEPT_S", "CallSaves"]
 
 KEPT_S = 3 * 24 * 3600.0
 _SWEEP_EVERY_S = 3600.0
-STATE_KEYS = frozenset({"digest", "size", "media_type", "name"})
-"""What a saved artifact's reference holds (``fluksio.save_artifact`` returns these)."""
 
 
 class CallSaves:
@@ -40,12 +37,9 @@ class CallSaves:
             self._swept_at = now
             self._db.execute("DELETE FROM call_saves WHERE saved_at < ?", (now - KEPT_S,))
 
-    def refusal(self, call_id: str, state: dict[str, Any]) -> str | None:
+    def refusal(self, call_id: str, state: ArtifactRef) -> str | None:
         """Why call ``call_id`` may not name ``state`` as its checkpoint; None: it may."""
-        digest = state.get("digest")
-        extra = sorted(set(state) - STATE_KEYS)
-        if extra:
-            return f"its state reference holds keys no artifact reference has: {extra}"
+        digest = state.digest
         row = self._db.execute(
             "SELECT size FROM call_saves WHERE call_id = ? AND digest = ?", (call_id, digest)
         ).fetchone()
@@ -54,6 +48,6 @@ class CallSaves:
                 f"its state {digest} was not uploaded by this call (a checkpoint names"
                 " only what fluksio.checkpoint saved with the call's own credential)"
             )
-        if row["size"] != state.get("size"):
-            return f"its state {digest} is {row['size']} bytes, not the {state.get('size')} named"
+        if row["size"] != state.size:
+            return f"its state {digest} is {row['size']} bytes, not the {state.size} named"
         return None

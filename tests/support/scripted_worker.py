@@ -109,11 +109,12 @@ class ScriptedWorker:
         await self.socket.send_str(encode(AnswerFrame(call_id=call_id, ok=ok, result=result)))
 
     async def checkpointed(self, call_id: str, state: dict[str, Any]) -> None:
-        """End the call as our agent does after ``fluksio.checkpoint``, naming ``state``."""
+        """End the call as our agent does after ``fluksio.checkpoint``, naming ``state``
+        as given (any JSON object, as a worker of someone else's could send)."""
         self._answered.add(call_id)
         error = ErrorRecord(type=ErrorKind.CHECKPOINTED, message="saved", short="Checkpointed")
-        frame = AnswerFrame(call_id=call_id, ok=False, error=error, checkpoint=state)
-        await self.socket.send_str(encode(frame))
+        frame = json.loads(encode(AnswerFrame(call_id=call_id, ok=False, error=error)))
+        await self.socket.send_str(json.dumps({**frame, "checkpoint": state}))
 
     async def emit(self, call_id: str, outputs: dict[str, Any]) -> None:
         frame = ProgressFrame(call_id=call_id, event="emit", outputs=outputs, ts=1.0)

@@ -205,7 +205,7 @@ class AnswerFrame:
     result: Any = None
     error: ErrorRecord | None = None
     logs: str = ""
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: ArtifactRef | None = None
     """(ours) With the error ``Checkpointed``: the artifact reference of the state the
     call saved, given back to its next attempt. The published agent never sends it."""
 

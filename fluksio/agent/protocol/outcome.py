@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from fluksio.agent.protocol.frames import ArtifactRef
+
 __all__ = ["CallOutcome", "ErrorKind", "error_record", "limit_error", "memory_error"]
 
 
@@ -75,7 +77,7 @@ class CallOutcome:
     """Stopped by something not of its doing (its batch job's end), or ended by its own
     checkpoint: queued again, within its node's ``max_checkpoints``, without spending a
     retry."""
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: ArtifactRef | None = None
     """The artifact reference of the state it saved with ``fluksio.checkpoint``: its next
     attempt is given it back. A call that saved one is always ``interrupted``."""
     may_run_until: float | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fluksio.agent.protocol.frames import ArtifactRef, ContainerRef, RunFrame, RunRef
+from fluksio.agent.protocol.frames import ContainerRef, RunFrame, RunRef
 from fluksio.agent.protocol.outcome import CallOutcome, ErrorKind, error_record
 from fluksio.engine.runs.machine.effects import CallInputs
 from fluksio.engine.runs.machine.redact import secret_values
@@ -57,7 +57,7 @@ def call_frame(
         else ContainerRef(image=spec.container.image, runtime=spec.container.runtime),
         threads=placement.threads,
         # The state its node's call last saved, for ``fluksio.restored()`` to give back.
-        restored=None if inputs.restored is None else ArtifactRef(**inputs.restored),
+        restored=inputs.restored,
     )
     return call, secret_values(spec.params, resolved)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from fluksio.engine.db import Database
 from fluksio.engine.runs.machine.rows import ArraySummary, Earlier, NodeRow
-from fluksio.engine.runs.store import node_row
+from fluksio.engine.runs.store import node_row, stored_ref
 from fluksio.errors import InvalidInput
 from fluksio.wire.flows import ITEMS_MAX, NodeSpec
 from fluksio.wire.states import NodeState
@@ -282,7 +282,7 @@ class ItemStore:
                 row["attempt"],
                 row["interruptions"],
                 tuple(json.loads(row["crashes"])) if row["crashes"] else (),
-                json.loads(row["checkpoint"]) if row["checkpoint"] else None,
+                stored_ref(row["checkpoint"]),
             )
             for row in rows
         }

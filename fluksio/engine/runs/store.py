@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fluksio.agent.protocol.codec import decoded, encode
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.db import Database
 from fluksio.engine.runs.machine.rows import ArraySummary, NodeRow, RunRow
@@ -16,7 +18,7 @@ from fluksio.engine.workers.connection.holder import Holder
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
 
-__all__ = ["FlowRecord", "FlowStore", "RunStore", "node_row"]
+__all__ = ["FlowRecord", "FlowStore", "RunStore", "node_row", "stored_ref"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,11 @@ _NODE_COLUMNS = (
 _ITEM_KEY = ("run_id", "node_id", "idx")
 
 
+def stored_ref(text: str | None) -> ArtifactRef | None:
+    """An artifact reference as the store keeps it (its JSON: a checkpoint), or None."""
+    return None if not text else decoded(ArtifactRef, json.loads(text), "checkpoint")
+
+
 def node_row(row: sqlite3.Row) -> NodeRow:
     """A node's row, or an array item's (from ``array_items``)."""
     keys = row.keys()
@@ -122,7 +129,7 @@ def node_row(row: sqlite3.Row) -> NodeRow:
         attempt=row["attempt"],
         interruptions=row["interruptions"],
         crashes=tuple(json.loads(row["crashes"])) if row["crashes"] else (),
-        checkpoint=json.loads(row["checkpoint"]) if row["checkpoint"] else None,
+        checkpoint=stored_ref(row["checkpoint"]),
         item=row["idx"] if "idx" in keys else None,
         array=ArraySummary.from_json(json.loads(summary)) if summary is not None else None,
         holder=Holder.parse(row["holder"]),
@@ -146,7 +153,7 @@ def _columns(n: NodeRow) -> tuple[object, ...]:
         n.attempt,
         n.interruptions,
         json.dumps(n.crashes) if n.crashes else None,
-        json.dumps(n.checkpoint) if n.checkpoint else None,
+        None if n.checkpoint is None else encode(n.checkpoint),
         n.holder.text() if n.holder is not None else None,
     )
 

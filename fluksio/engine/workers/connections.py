@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluksio.agent.launcher import LIMIT_GRACE_S
-from fluksio.agent.protocol.frames import IMAGE_HELD, HelloFrame, StoreOffer, WelcomeFrame, encode
+from fluksio.agent.protocol.frames import (
+    IMAGE_HELD,
+    ArtifactRef,
+    HelloFrame,
+    StoreOffer,
+    WelcomeFrame,
+    encode,
+)
 from fluksio.clock import Clock
 from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.call_saves import CallSaves
@@ -85,7 +92,7 @@ class _WorkerArtifacts:
     def for_call(self, base: str, call_id: str) -> str:
         return self.tokens.artifact_for_call(base, call_id)
 
-    def refusal(self, call_id: str, state: dict[str, Any]) -> str | None:
+    def refusal(self, call_id: str, state: ArtifactRef) -> str | None:
         return self.saves.refusal(call_id, state)
 
 

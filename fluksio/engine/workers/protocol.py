@@ -23,6 +23,7 @@ from fluksio.agent.protocol.frames import (
     MAX_PIPELINE,
     PROTOCOL,
     AnswerFrame,
+    ArtifactRef,
     CacheFrame,
     ContainersReport,
     HelloFrame,
@@ -228,12 +229,11 @@ def parse_worker_frame(text: str | bytes) -> WorkerFrame:
     return frame
 
 
-def _check_checkpoint(ref: dict[str, Any]) -> None:
+def _check_checkpoint(ref: ArtifactRef) -> None:
     """A checkpoint is an artifact reference the engine can give back: nothing else."""
-    digest, size = ref.get("digest"), ref.get("size")
-    if not (isinstance(digest, str) and _is_digest(digest)) or type(size) is not int or size < 0:
+    if not _is_digest(ref.digest) or ref.size < 0:
         raise FrameError("checkpoint: an artifact reference {digest: sha256:<64 hex>, size}")
-    if len(json.dumps(ref)) > _MAX_CHECKPOINT_REF:
+    if len(json.dumps(dataclasses.asdict(ref))) > _MAX_CHECKPOINT_REF:
         raise FrameError(f"checkpoint: at most {_MAX_CHECKPOINT_REF} characters as JSON")
 
 

@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Awaitable, Collection
-from typing import Any, Protocol, assert_never
+from typing import Protocol, assert_never
 
 from aiohttp import WSCloseCode
 
@@ -47,6 +47,7 @@ from fluksio.agent.launcher import CallOutcome, error_record
 from fluksio.agent.protocol.frames import (
     THREAD_VARIABLES,
     AnswerFrame,
+    ArtifactRef,
     CacheFrame,
     CancelFrame,
     HelloFrame,
@@ -122,7 +123,7 @@ class CallArtifacts(Protocol):
         """``base`` as call ``call_id``'s own credential."""
         ...
 
-    def refusal(self, call_id: str, state: dict[str, Any]) -> str | None:
+    def refusal(self, call_id: str, state: ArtifactRef) -> str | None:
         """Why call ``call_id`` may not name ``state`` as its checkpoint (None: it may)."""
         ...
 

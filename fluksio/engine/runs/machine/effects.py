@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.engine.runs.machine.rows import NodeRow, RunRow
 from fluksio.engine.workers.connection.holder import Holder
 from fluksio.scheduler import CallRequest
@@ -194,5 +195,5 @@ class CallInputs:
     """An array item's parameters (over the node's own)."""
     position: int | None = None
     """An array item's position."""
-    restored: dict[str, Any] | None = None
+    restored: ArtifactRef | None = None
     """The state its node's call last saved (``fluksio.checkpoint``), to give back."""

@@ -118,7 +118,7 @@ class Retries:
             fields.update(of=node.spec.max_checkpoints, on=_where(node))
             if outcome.checkpoint is not None:
                 what = "checkpointed"
-                fields.update(state=outcome.checkpoint)
+                fields.update(state=dataclasses.asdict(outcome.checkpoint))
         elif not never_ran:
             assert policy is not None
             most = policy.times + 1 + node.row.interruptions

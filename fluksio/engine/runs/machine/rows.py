@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.engine.workers.connection.holder import Holder
 from fluksio.wire.provenance import Provenance
 from fluksio.wire.states import NodeState, RunState
@@ -52,7 +53,7 @@ class NodeRow:
     crashes: tuple[str, ...] = ()
     """Where its worker died under it, one entry per time (``hpc-small in Slurm job 41``),
     counted against the engine's ``crash_limit``."""
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: ArtifactRef | None = None
     """The artifact reference of the state its call last saved (``fluksio.checkpoint``):
     every later attempt is given it back (``fluksio.restored()``)."""
     item: int | None = None
@@ -92,7 +93,7 @@ class Earlier(NamedTuple):
     attempt: int
     interruptions: int
     crashes: tuple[str, ...]
-    checkpoint: dict[str, Any] | None
+    checkpoint: ArtifactRef | None
 
 
 HeldItem = tuple[NodeRow, dict[str, Any]]
