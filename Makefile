@@ -8,7 +8,7 @@ RUN_DIR := .fluksio-run
 
 .PHONY: install run test test-fast lint typecheck clean slurm-up slurm-down slurm-for-tests \
 	gridengine-up gridengine-down gridengine-for-tests browser-for-tests nginx-for-tests \
-	prometheus-for-tests containers-for-tests
+	prometheus-for-tests containers-for-tests postgres-up postgres-down
 
 install: $(STAMP)
 
@@ -81,6 +81,15 @@ slurm-up:
 
 slurm-down:
 	bash scripts/slurm-down.sh
+
+# A PostgreSQL cluster of its own on 127.0.0.1:55432 (Debian's postgresql), for an engine
+# on PostgreSQL (issue 67, under way): its URL and password file are in
+# /var/lib/fluksio-postgres/env. Run as root.
+postgres-up:
+	bash scripts/postgres-up.sh
+
+postgres-down:
+	bash scripts/postgres-down.sh
 
 # The Slurm tests need root to set the cluster up; on a laptop without it they skip, and
 # under CI=true they fail, so CI can never pass without them.
