@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fluksio.errors import ConfigError, StorageFull
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Database", "open_database"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Database", "open_database", "statements"]
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: users and worker tokens.
@@ -348,7 +348,7 @@ def _migrate(database: Database, migrations: tuple[str, ...]) -> None:
     for version in range(current, len(migrations)):
         try:
             with database.transaction() as connection:
-                for statement in _statements(migrations[version]):
+                for statement in statements(migrations[version]):
                     connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {version + 1}")
         except sqlite3.Error as exc:
@@ -358,18 +358,18 @@ def _migrate(database: Database, migrations: tuple[str, ...]) -> None:
             ) from exc
 
 
-def _statements(script: str) -> list[str]:
+def statements(script: str) -> list[str]:
     """The statements of ``script``, each whole: a ``;`` inside a string literal, a
     comment or a trigger's body does not end one (SQLite's own tokenizer says when one
     is complete). executescript() would COMMIT our transaction first, so they run one by
     one."""
-    statements, pending = [], ""
+    found, pending = [], ""
     for piece in script.split(";"):
         pending += piece + ";"
         if sqlite3.complete_statement(pending):
-            statements.append(pending.strip())
+            found.append(pending.strip())
             pending = ""
     tail = pending.removesuffix(";").strip()
     if tail:
-        statements.append(tail)  # the last statement may omit its ';'
-    return statements
+        found.append(tail)  # the last statement may omit its ';'
+    return found

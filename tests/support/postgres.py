@@ -1,0 +1,55 @@
+"""The PostgreSQL cluster ``make postgres-up`` brings up, and a database of a test's own
+on it (made empty, dropped after). Without the cluster a test skips, and fails under
+``CI=true``."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from tests.support.ci import cannot_run
+
+__all__ = ["LocalPostgres", "fresh_database", "local_postgres"]
+
+STATE = Path("/var/lib/fluksio-postgres")
+
+
+@dataclass(frozen=True)
+class LocalPostgres:
+    url: str
+    """``postgresql://USER@127.0.0.1:PORT/DB``: no password in it."""
+    passfile: str
+    """Where libpq reads the role's password (``PGPASSFILE``)."""
+
+    def connect(self, url: str | None = None) -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(url or self.url, passfile=self.passfile, connect_timeout=10)
+
+
+def local_postgres() -> LocalPostgres:
+    env_file = STATE / "env"
+    if not env_file.exists():
+        cannot_run(f"no local PostgreSQL ({env_file} missing): run `make postgres-up` as root")
+    facts = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    return LocalPostgres(url=facts["URL"], passfile=facts["PGPASSFILE"])
+
+
+@contextmanager
+def fresh_database(cluster: LocalPostgres) -> Iterator[str]:
+    """The URL of an empty database of this test's own, dropped when the block is left."""
+    name = f"test_{secrets.token_hex(6)}"
+    with cluster.connect() as admin:
+        admin.autocommit = True  # CREATE DATABASE runs outside a transaction
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield cluster.url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with cluster.connect() as admin:
+            admin.autocommit = True
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            admin.execute(drop.format(sql.Identifier(name)))
