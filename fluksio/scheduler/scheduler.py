@@ -26,14 +26,11 @@ from fluksio.scheduler.holds import Holds, always
 from fluksio.scheduler.model import (
     ENGINE_ID,
     CallRequest,
-    Container,
     Placement,
     Policy,
     Profile,
     ProvisionAsk,
-    WaitKind,
     Worker,
-    may_run,
 )
 from fluksio.scheduler.plan import DEFAULT_WALLTIME_MARGIN_S, Plan, Snapshot
 from fluksio.scheduler.profiles import fitting_profile
@@ -46,10 +43,10 @@ from fluksio.scheduler.state import (
     PlaceState,
     SchedulerState,
     Shape,
-    Verdict,
     need_of,
     shape_of,
 )
+from fluksio.scheduler.verdicts import Verdicts
 
 __all__ = [
     "DEFAULT_WALLTIME_MARGIN_S",
@@ -70,7 +67,8 @@ class Scheduler:
     Pure: no I/O, no clock, no threads. Every method is an event the engine reports or a
     question it asks; the engine calls :meth:`schedule` after the events of a moment. A
     shell over one :class:`~.state.SchedulerState`: its bookings and holds are its part
-    :class:`~.holds.Holds`, the questions it answers its part :class:`~.answers.Answers`.
+    :class:`~.holds.Holds`, why a shape it cannot place waits :class:`~.verdicts.Verdicts`,
+    the questions it answers :class:`~.answers.Answers`.
     """
 
     def __init__(
@@ -82,6 +80,7 @@ class Scheduler:
     ) -> None:
         self._state = SchedulerState(walltime_margin_s, {p.key: p for p in profiles})
         self._holds = Holds(self._state)
+        self._verdicts = Verdicts(self._state, self._holds)
         self._answers = answers = Answers(self._state)
         # What is asked of it, answered by its part.
         self.reason, self.explain = answers.reason, answers.explain
@@ -283,7 +282,7 @@ class Scheduler:
             found = where.get(shape)
             if found is None:
                 label, policy, _need, limit, container = shape
-                in_time = self._admits(limit, container)
+                in_time = self._verdicts.admits(limit, container)
                 group_key = self._group_for(label, policy, need, in_time)
                 found = where[shape] = (in_time, group_key, state.groups.get(group_key))
             in_time, group_key, group = found
@@ -292,7 +291,7 @@ class Scheduler:
                 None if group is None else self._choose(group, request_id, need, in_time, limit)
             )
             if place_id is None:
-                verdict = self._blocked(
+                verdict = self._verdicts.blocked(
                     shape, group_key, group, in_time, request_id=request_id, asks=asks
                 )
                 state.verdicts[shape] = verdict
@@ -326,34 +325,6 @@ class Scheduler:
                 return None
         return label
 
-    def _admits(
-        self, limit: float | None, container: Container | None
-    ) -> Callable[[PlaceKey], bool]:
-        """Which places a request of ``limit`` could finish on before their job ends, and
-        may run its ``container``."""
-        places = self._state.places
-        if container is not None:
-            in_time = self._admits(limit, None)
-            return lambda key: (
-                may_run(places[key.place_id].worker.containers, container) and in_time(key)
-            )
-        if not self._state.ending:
-            return always
-
-        def fits(key: PlaceKey) -> bool:
-            return self._fits(places[key.place_id].worker, limit)
-
-        return fits
-
-    def _fits(self, worker: Worker, limit: float | None) -> bool:
-        if (ends_at := worker.ends_at) is None:
-            return True
-        if self._state.now is None:
-            return False
-        if limit is None:
-            return self._state.now + self._state.margin + worker.notice_s < ends_at
-        return self._state.now + limit + self._state.margin <= ends_at
-
     def _choose(
         self, group: Group, request_id: str, need: Amounts, in_time: Fit, limit: float | None
     ) -> str | None:
@@ -368,66 +339,6 @@ class Scheduler:
             image=container.image if container is not None and self._state.imaging else None,
             pipelines=self._state.pipelines > 0, ending=self._state.ending > 0,
         )  # fmt: skip
-
-    def _blocked(
-        self,
-        shape: Shape,
-        group_key: GroupKey,
-        group: Group | None,
-        in_time: Callable[[PlaceKey], bool],
-        *,
-        request_id: str,
-        asks: dict[str, ProvisionAsk],
-    ) -> Verdict:
-        label, _policy, need, limit, container = shape
-        profile = fitting_profile(
-            self._state.profiles.values(),
-            label,
-            need,
-            limit,
-            self._state.margin,
-            container=container,
-        )
-        if profile is not None and profile.can_grow and profile.key not in asks:
-            asks[profile.key] = ProvisionAsk(profile.provisioner, profile.name, request_id)
-        if group is not None and self._holds.could_hold(group_key, group, need, in_time):
-            held_on = self._holds.hold(request_id, group_key, group, need, in_time)
-            # Busy: a request of the profile under way will add room, and it says so.
-            growing = profile is not None and (
-                profile.key in asks or profile.provisioning.under_way
-            )
-            key = profile.key if growing and profile is not None else None
-            return Verdict(WaitKind.BUSY, group_key, request_id, held_on, profile=key)
-        if profile is None:
-            if container is not None and not self._offered(group, label, container):
-                return Verdict(WaitKind.NO_WORKER, group_key)
-            admitted = self._admits(None, container)
-            if (group is not None and group.capacity.first(need, admitted)) or (
-                fitting_profile(
-                    self._state.profiles.values(),
-                    label,
-                    need,
-                    limit,
-                    self._state.margin,
-                    by_time=False,
-                    container=container,
-                )
-                is not None
-            ):
-                # The resources exist; only the time is short.
-                return Verdict(WaitKind.WALLTIME, group_key)
-            no_one = label is not None and label not in self._state.groups
-            offered = any(label in p.labels for p in self._state.profiles.values())
-            kind = WaitKind.NO_WORKER if no_one and not offered else WaitKind.TOO_LARGE
-            return Verdict(kind, group_key)
-        return Verdict(WaitKind.PROVISIONING, group_key, profile=profile.key)
-
-    def _offered(self, group: Group | None, label: str | None, container: Container) -> bool:
-        """Whether a place of the group, or a profile carrying the label, may run
-        ``container``."""
-        places = () if group is None else (self._state.places[i].worker for i in group.members)
-        profiles = (p for p in self._state.profiles.values() if label in p.labels)
-        return any(may_run(p.containers, container) for p in (*places, *profiles))
 
 
 def plan(snapshot: Snapshot) -> Plan:
