@@ -25,6 +25,7 @@ __all__ = [
     "NotAuthenticated",
     "NotFound",
     "StorageFull",
+    "StoreAway",
     "TooLarge",
     "TooManyAttempts",
 ]
@@ -80,3 +81,8 @@ class TooLarge(InvalidInput):
 
 class StorageFull(FluksioError):
     """The engine's disk (or database) has no room left; nothing was kept (507)."""
+
+
+class StoreAway(FluksioError):
+    """The engine's database cannot be reached for now (503); nothing of the change was
+    kept, and it may be tried again."""

@@ -25,6 +25,7 @@ from fluksio.errors import (
     NotAuthenticated,
     NotFound,
     StorageFull,
+    StoreAway,
     TooLarge,
     TooManyAttempts,
 )
@@ -45,6 +46,7 @@ _STATUS: tuple[tuple[type[FluksioError], int], ...] = (
     (InvalidInput, 422),
     (TooManyAttempts, 429),
     (StorageFull, 507),
+    (StoreAway, 503),
     (ConfigError, 400),
 )
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -113,6 +115,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             headers["Retry-After"] = str(max(1, round(error.retry_after)))
         if isinstance(error, NotAuthenticated):
             headers["WWW-Authenticate"] = "Bearer"
+        if isinstance(error, StoreAway):
+            headers["Retry-After"] = "2"  # a database restarting is back within seconds
         response = _json_error(status, error.detail, field)
         response.headers.update(headers)
         return response

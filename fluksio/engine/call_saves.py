@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 
 __all__ = ["KEPT_S", "CallSaves"]
 
@@ -29,8 +29,9 @@ class CallSaves:
         """Call ``call_id`` uploaded ``digest`` (``size`` bytes) with its own credential."""
         now = self._clock.now()
         self._db.execute(
-            "INSERT OR REPLACE INTO call_saves (call_id, digest, size, saved_at)"
-            " VALUES (?, ?, ?, ?)",
+            "INSERT INTO call_saves (call_id, digest, size, saved_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (call_id, digest) DO UPDATE SET size = excluded.size,"
+            " saved_at = excluded.saved_at",
             (call_id, digest, size, now),
         )
         if now - self._swept_at > _SWEEP_EVERY_S:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from fluksio.errors import ConfigError, StorageFull
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Database", "open_database", "statements"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteDatabase", "open_database", "statements"]
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: users and worker tokens.
@@ -263,12 +263,17 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class Database:
-    """A SQLite connection with explicit transactions (autocommit otherwise)."""
+class SqliteDatabase:
+    """A SQLite connection with explicit transactions (autocommit otherwise): a
+    :class:`~fluksio.engine.database.Database`."""
 
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self.connection = connection
         self.path = path
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
 
     @property
     def schema_version(self) -> int:
@@ -290,9 +295,15 @@ class Database:
         except sqlite3.OperationalError as exc:
             raise _storage_error(exc) from exc
 
-    def execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[object] = (), /) -> sqlite3.Cursor:
         try:
             return self.connection.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            raise _storage_error(exc) from exc
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]], /) -> sqlite3.Cursor:
+        try:
+            return self.connection.executemany(sql, rows)
         except sqlite3.OperationalError as exc:
             raise _storage_error(exc) from exc
 
@@ -317,7 +328,7 @@ def _storage_error(exc: sqlite3.OperationalError) -> Exception:
     )
 
 
-def open_database(path: Path, migrations: tuple[str, ...] = MIGRATIONS) -> Database:
+def open_database(path: Path, migrations: tuple[str, ...] = MIGRATIONS) -> SqliteDatabase:
     """Open (creating if needed) and migrate the database at ``path``."""
     try:
         # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the
@@ -333,12 +344,12 @@ def open_database(path: Path, migrations: tuple[str, ...] = MIGRATIONS) -> Datab
         connection.execute("PRAGMA busy_timeout=5000")
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"cannot open the state database {path}: {exc}") from exc
-    database = Database(connection, path)
+    database = SqliteDatabase(connection, path)
     _migrate(database, migrations)
     return database
 
 
-def _migrate(database: Database, migrations: tuple[str, ...]) -> None:
+def _migrate(database: SqliteDatabase, migrations: tuple[str, ...]) -> None:
     current = database.schema_version
     if current > len(migrations):
         raise ConfigError(

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 from fluksio.errors import NotAuthenticated
 
 __all__ = ["PREFIX", "PersonalTokenRecord", "PersonalTokenStore"]
@@ -43,7 +43,7 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _record(row: sqlite3.Row) -> PersonalTokenRecord:
+def _record(row: Any) -> PersonalTokenRecord:
     return PersonalTokenRecord(
         row["id"],
         row["username"],

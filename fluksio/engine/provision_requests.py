@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 from fluksio.provisioners.base import SiteLimit
 from fluksio.provisioners.machine.requests import MachineRequest, RequestStage
 

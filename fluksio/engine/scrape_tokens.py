@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 
 __all__ = ["PREFIX", "ScrapeTokenRecord", "ScrapeTokenStore"]
 
@@ -38,7 +38,7 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _record(row: sqlite3.Row) -> ScrapeTokenRecord:
+def _record(row: Any) -> ScrapeTokenRecord:
     return ScrapeTokenRecord(
         row["id"], row["name"], row["created_at"], row["created_by"], row["revoked_at"]
     )

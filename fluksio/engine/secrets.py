@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import secrets as random
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +16,8 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
+from fluksio.engine.database import Database
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.db import Database
 from fluksio.errors import FluksioError
 
 __all__ = ["REPLACED_KEPT_S", "SecretDenied", "SecretInfo", "SecretStore", "resolve_params"]
@@ -125,7 +124,7 @@ class SecretStore:
         return self._cipher.decrypt(row["nonce"], row["ciphertext"], name.encode()).decode()
 
 
-def _info(row: sqlite3.Row) -> SecretInfo:
+def _info(row: Any) -> SecretInfo:
     return SecretInfo(
         name=row["name"],
         labels=tuple(json.loads(row["labels"])),

@@ -28,6 +28,18 @@ _DAY_S = 86400.0
 @dataclass(frozen=True)
 class EngineSettings:
     data_dir: Path = field(metadata={"flag": Flag("Where the engine keeps its state.", kind=Path)})
+    database: str | None = setting(
+        None,
+        Flag(
+            "Keep the state in PostgreSQL (postgresql://USER@HOST:PORT/NAME, no password in"
+            " it: PGPASSFILE or --database-password-file) instead of SQLite in the data"
+            " directory.",
+            metavar="URL",
+        ),
+    )
+    database_password_file: Path | None = setting(
+        None, Flag("A file holding the --database role's password alone.", kind=Path)
+    )
     host: str = setting("127.0.0.1", Flag("Address to listen on."))
     port: int = setting(
         8080,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
 from dataclasses import dataclass
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 from fluksio.engine.passwords import dummy_hash, hash_password, verify_password
 from fluksio.errors import ConfigError
 
@@ -37,7 +36,7 @@ class UserStore:
         self._clock = clock
 
     def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM users").fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) AS n FROM users").fetchone()["n"])
 
     def get(self, username: str) -> User | None:
         row = self._db.execute(
@@ -51,14 +50,13 @@ class UserStore:
         """``cost``: the password's hashing cost (None: the default; see
         :func:`~fluksio.engine.passwords.hash_password`)."""
         hashed = hash_password(password) if cost is None else hash_password(password, cost=cost)
-        try:
-            self._db.execute(
-                "INSERT INTO users (username, password_hash, is_superuser, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                (username, hashed, int(is_superuser), self._clock.now()),
-            )
-        except sqlite3.IntegrityError as exc:
-            raise ConfigError(f"a user named {username!r} already exists") from exc
+        added = self._db.execute(
+            "INSERT INTO users (username, password_hash, is_superuser, created_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (username) DO NOTHING",
+            (username, hashed, int(is_superuser), self._clock.now()),
+        )
+        if added.rowcount == 0:
+            raise ConfigError(f"a user named {username!r} already exists")
         return User(username, is_superuser)
 
     def all(self) -> list[User]:

@@ -23,7 +23,7 @@ from aiohttp.test_utils import TestClient
 from fluksio.api.app import create_app
 from fluksio.api.appkeys import ENGINE
 from fluksio.clock import Clock
-from fluksio.engine.db import Database, open_database
+from fluksio.engine.db import SqliteDatabase, open_database
 from fluksio.engine.front.engine import Engine
 from fluksio.engine.passwords import LEAST_COST
 from fluksio.engine.provisioning import Configured
@@ -61,7 +61,7 @@ class InProcessEngine(EngineApi):
         self.answers = answers
         """Every answer is checked against the OpenAPI document; what was seen."""
         self.token = ""
-        self._opened: list[Database] = []
+        self._opened: list[SqliteDatabase] = []
         app.on_cleanup.append(self._close_opened)
 
     async def _close_opened(self, _app: web.Application) -> None:
@@ -74,7 +74,7 @@ class InProcessEngine(EngineApi):
         return self.app[ENGINE]
 
     @functools.cached_property
-    def database(self) -> Database:
+    def database(self) -> SqliteDatabase:
         """A connection of the test's own to the engine's database, as a ``fluksio``
         command on the same data directory opens one (the engine's own is its own);
         closed with the app."""

@@ -14,10 +14,10 @@ from fluksio.api.proxies import parse_public_url, parse_trusted_proxies
 from fluksio.api.server import run_engine
 from fluksio.cli.local.options import settings_options
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.db import open_database
 from fluksio.engine.holding import STOP_WITHIN_S, DataDirBusy, data_dir_lock
 from fluksio.engine.provisioning import load_configured
 from fluksio.engine.settings import EngineSettings
+from fluksio.engine.state import open_state
 from fluksio.engine.users import NewSuperuser, UserStore, bootstrap_superuser
 from fluksio.logs import LogSecrets, configure_logging
 
@@ -51,12 +51,12 @@ def serve(*, log_level: str, **values: Any) -> None:
     provisioners = load_configured(layout)
     with contextlib.ExitStack() as held:
         _hold(held, layout)
-        database = open_database(layout.database)
+        settings = EngineSettings(**{**values, "public_url": public_url})
+        database = open_state(settings, layout)
         try:
             created = bootstrap_superuser(UserStore(database))
         finally:
             database.close()
-        settings = EngineSettings(**{**values, "public_url": public_url})
         asyncio.run(
             run_engine(
                 settings,

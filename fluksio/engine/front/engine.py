@@ -22,8 +22,8 @@ from fluksio.agent.launcher import Launcher
 from fluksio.clock import Clock, SystemClock
 from fluksio.engine.artifacts import ArtifactStore
 from fluksio.engine.call_saves import CallSaves
+from fluksio.engine.database import Database
 from fluksio.engine.datadir import DataDir
-from fluksio.engine.db import Database, open_database
 from fluksio.engine.dispatch.dispatcher import Dispatcher
 from fluksio.engine.feed import LiveFeed
 from fluksio.engine.front.artifacts import ArtifactsAsked
@@ -50,6 +50,7 @@ from fluksio.engine.runs.store import FlowStore, RunStore
 from fluksio.engine.scrape_tokens import ScrapeTokenStore
 from fluksio.engine.secrets import SecretStore
 from fluksio.engine.settings import EngineSettings
+from fluksio.engine.state import open_state
 from fluksio.engine.stream import EngineStream
 from fluksio.engine.tokens import TokenService, WorkerIdentity
 from fluksio.engine.users import UserStore
@@ -192,7 +193,7 @@ class Engine:
     @contextlib.asynccontextmanager
     async def _state(self) -> AsyncIterator[None]:
         layout = self.layout.ensure()
-        database = open_database(layout.database)
+        database = open_state(self.settings, layout)
         clock = self._clock
         self._database = database
         self._users = UserStore(database, clock)

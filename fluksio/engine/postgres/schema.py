@@ -12,14 +12,15 @@ this engine is refused rather than half-understood, as on SQLite.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from psycopg.rows import tuple_row
 
 from fluksio.engine.db import MIGRATIONS, statements
 from fluksio.errors import ConfigError
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg.rows import TupleRow
 
 __all__ = ["migrate", "postgres_statement", "schema_version"]
 
@@ -38,16 +39,17 @@ def postgres_statement(statement: str) -> str:
     return statement
 
 
-def schema_version(connection: psycopg.Connection[TupleRow]) -> int:
+def schema_version(connection: psycopg.Connection[Any]) -> int:
     """The version the database's schema is at; 0 for an empty database."""
     with connection.transaction():
         connection.execute("CREATE TABLE IF NOT EXISTS fluksio_schema (version BIGINT NOT NULL)")
-        row = connection.execute("SELECT version FROM fluksio_schema").fetchone()
+        reading = connection.cursor(row_factory=tuple_row)
+        row = reading.execute("SELECT version FROM fluksio_schema").fetchone()
     return 0 if row is None else int(row[0])
 
 
 def migrate(
-    connection: psycopg.Connection[TupleRow],
+    connection: psycopg.Connection[Any],
     where: str,
     migrations: tuple[str, ...] = MIGRATIONS,
 ) -> int:

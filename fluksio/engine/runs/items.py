@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 from fluksio.engine.runs.machine.rows import ArraySummary, Earlier, NodeRow
 from fluksio.engine.runs.store import node_row, stored_ref
 from fluksio.errors import InvalidInput
@@ -217,8 +217,8 @@ class ItemStore:
         """Items cancelled before they were read: ``(low, high)`` ranges of positions."""
         with self._db.transaction() as connection:
             connection.executemany(
-                "INSERT OR REPLACE INTO item_cancels (run_id, node_id, low, high)"
-                " VALUES (?, ?, ?, ?)",
+                "INSERT INTO item_cancels (run_id, node_id, low, high) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (run_id, node_id, low) DO UPDATE SET high = excluded.high",
                 [(run_id, node_id, low, high) for low, high in ranges],
             )
 

@@ -1,10 +1,9 @@
-"""Flows and runs in SQLite: every transition of a run is written as it happens."""
+"""Flows and runs in the database: every transition of a run is written as it happens."""
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from fluksio.agent.protocol.codec import decoded, encode
 from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.clock import SYSTEM_CLOCK, Clock
-from fluksio.engine.db import Database
+from fluksio.engine.database import Database
 from fluksio.engine.runs.machine.rows import ArraySummary, NodeRow, RunRow
 from fluksio.engine.workers.connection.holder import Holder
 from fluksio.wire.provenance import Provenance
@@ -107,7 +106,7 @@ def stored_ref(text: str | None) -> ArtifactRef | None:
     return None if not text else decoded(ArtifactRef, json.loads(text), "checkpoint")
 
 
-def node_row(row: sqlite3.Row) -> NodeRow:
+def node_row(row: Any) -> NodeRow:
     """A node's row, or an array item's (from ``array_items``)."""
     keys = row.keys()
     summary = row["array_summary"] if "array_summary" in keys else None
@@ -170,7 +169,7 @@ _SAVE_ITEM = (
 )
 
 
-def _run(row: sqlite3.Row) -> RunRow:
+def _run(row: Any) -> RunRow:
     return RunRow(
         id=row["id"],
         flow=row["flow"],
@@ -249,10 +248,14 @@ class RunStore:
         row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             return None
-        nodes = self._db.execute(
-            "SELECT * FROM node_runs WHERE run_id = ? ORDER BY rowid", (run_id,)
-        )
-        return _run(row), [node_row(n) for n in nodes]
+        run = _run(row)
+        # In the flow's order, which the run's spec keeps (a row has no order of its own).
+        order = {node["id"]: at for at, node in enumerate(run.spec.get("nodes", ()))}
+        nodes = [
+            node_row(n)
+            for n in self._db.execute("SELECT * FROM node_runs WHERE run_id = ?", (run_id,))
+        ]
+        return run, sorted(nodes, key=lambda node: order.get(node.node_id, len(order)))
 
     def find(
         self,
