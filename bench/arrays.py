@@ -24,20 +24,24 @@ Run: ``.venv/bin/python bench/arrays.py [--sizes 10000,100000,1000000] [--large 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from calls import Api, measure_floors, start_engine, stop
-from remote_calls import _start_agent, _wait_attached
+from remote_calls import attached_agents
 
 from fluksio.client import local
 from fluksio.client.client import Client
+from fluksio.client.executor import RemoteExecutor
 
 PER_ARTIFACT = 50_000
 
@@ -111,34 +115,40 @@ def queue_sizes(sizes: list[int]) -> list[dict[str, float]]:
     return rows
 
 
+@contextlib.contextmanager
+def warm_executor(
+    folder: str, args: tuple[str, ...] = ("--engine-slots", "0")
+) -> Iterator[tuple[subprocess.Popen[bytes], RemoteExecutor]]:
+    """An engine (started with ``args``) and two of our agents with ``--parallel 2``; the
+    engine's process and an executor on them, warmed by a map of 200 no-ops."""
+    engine, url = start_engine(Path(folder) / "data", "fork", args=args)
+    agents = []
+    try:
+        api = Api.logged_in(url)
+        agents = attached_agents(api, url, ("a", "b"), parallel=2)
+        client = Client(url)
+        client.login("bench", "bench-password")
+        with client.executor(worker="remote") as executor:
+            list(executor.map(noop, range(200)))  # warm: the flow's code, the workers
+            yield engine, executor
+    finally:
+        stop(*agents, engine)
+
+
 def throughput(large: int) -> list[tuple[str, float]]:
-    with tempfile.TemporaryDirectory() as folder:
-        engine, url = start_engine(Path(folder) / "data", "fork", args=("--engine-slots", "0"))
-        agents = []
-        try:
-            api = Api.logged_in(url)
-            for name in ("a", "b"):
-                token = api.call("POST", "/workers/tokens", {"name": name, "labels": ["remote"]})
-                agents.append(_start_agent(url, token["token"], 2, "--name", name))
-                _wait_attached(api, name)
-            client = Client(url)
-            client.login("bench", "bench-password")
-            rows = []
-            with client.executor(worker="remote") as executor:
-                list(executor.map(noop, range(200)))  # warm: the flow's code, the workers
-                for label, count, chunksize in (
-                    ("1,000 items", 1000, 1),
-                    (f"{large:,} items", large, 1),
-                    ("2,000 items, chunksize 1", 2000, 1),
-                    ("2,000 items, chunksize 100", 2000, 100),
-                ):
-                    started = time.perf_counter()
-                    results = list(executor.map(noop, range(count), chunksize=chunksize))
-                    assert results == list(range(count))
-                    rows.append((label, count / (time.perf_counter() - started)))
-            return rows
-        finally:
-            stop(*agents, engine)
+    with tempfile.TemporaryDirectory() as folder, warm_executor(folder) as (_, executor):
+        rows = []
+        for label, count, chunksize in (
+            ("1,000 items", 1000, 1),
+            (f"{large:,} items", large, 1),
+            ("2,000 items, chunksize 1", 2000, 1),
+            ("2,000 items, chunksize 100", 2000, 100),
+        ):
+            started = time.perf_counter()
+            results = list(executor.map(noop, range(count), chunksize=chunksize))
+            assert results == list(range(count))
+            rows.append((label, count / (time.perf_counter() - started)))
+        return rows
 
 
 def square(x: int) -> int:

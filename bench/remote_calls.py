@@ -78,6 +78,19 @@ def _wait_attached(api: Api, name: str) -> None:
     raise RuntimeError(f"agent {name} did not attach")
 
 
+def attached_agents(
+    api: Api, url: str, names: tuple[str, ...], parallel: int
+) -> list[subprocess.Popen[bytes]]:
+    """One of our agents per name, each on a token of its own, labelled ``remote``, with
+    ``--parallel``; returned once every one is attached."""
+    agents = []
+    for name in names:
+        token = api.call("POST", "/workers/tokens", {"name": name, "labels": ["remote"]})
+        agents.append(_start_agent(url, token["token"], parallel, "--name", name))
+        _wait_attached(api, name)
+    return agents
+
+
 def one_node_latency(api: Api, runs: int) -> dict[str, float]:
     """p50 and p99 (s) of flow ``one`` from POST to finished, after 20 to warm up."""
     for _ in range(20):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
+from fluksio.engine.key_places import KeyFiles
 from fluksio.engine.keys import KeyRing
 from fluksio.engine.tokens import TokenService
 from fluksio.engine.users import UserStore
@@ -38,7 +39,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         layout = DataDir(Path(tmp)).ensure()
         database = open_database(layout.database)
-        keys = KeyRing(layout)
+        keys = KeyRing(KeyFiles(layout))
         service = TokenService(keys, UserStore(database), WorkerTokenStore(database))
         minted = service.mint_worker("bench", ("gpu",), created_by=None)
         signing_input, _, _ = minted.token.rpartition(".")

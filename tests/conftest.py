@@ -9,6 +9,7 @@ from fluksio.client import Client, local
 from fluksio.client.executor import RemoteExecutor
 from tests.support.engine import EngineProcess, start_engine
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
+from tests.support.postgres import LocalPostgres, fresh_database, local_postgres
 from tests.support.worker import WorkerProcess
 
 PROCESS_FIXTURES = frozenset({"engine", "shared_engine", "admin_token"})
@@ -92,3 +93,17 @@ def client() -> Iterator[Client]:
 def gpu(client: Client) -> Iterator[RemoteExecutor]:
     with client.executor(worker="gpu", limit=120) as executor:
         yield executor
+
+
+@pytest.fixture
+def pg_cluster() -> LocalPostgres:
+    """The local PostgreSQL cluster (``make postgres-up``): skips without it, fails under
+    ``CI=true``."""
+    return local_postgres()
+
+
+@pytest.fixture
+def pg_database(pg_cluster: LocalPostgres) -> Iterator[str]:
+    """The URL of an empty database of the test's own on it, dropped after."""
+    with fresh_database(pg_cluster) as url:
+        yield url

@@ -15,6 +15,7 @@ from typing import Any
 
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.feed import LiveFeed
+from fluksio.engine.key_places import KeyFiles
 from fluksio.engine.keys import KeyRing
 from fluksio.engine.users import UserStore
 from tests.support.inprocess import ClientFactory, InProcessEngine, start_in_process
@@ -260,7 +261,7 @@ async def test_a_stream_ends_within_seconds_once_its_key_is_rotated(
     api = await start_in_process(aiohttp_client, tmp_path / "data")
     async with feed(api) as events:
         rotated_at = time.monotonic()
-        KeyRing(DataDir(tmp_path / "data")).rotate()
+        KeyRing(KeyFiles(DataDir(tmp_path / "data"))).rotate()
         closed = await events.first("closed")
         assert closed.data["reason"].startswith(
             "the token's signature does not match this engine's signing key"

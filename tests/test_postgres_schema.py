@@ -5,7 +5,6 @@ the same tables, columns, nullability and primary keys on a real PostgreSQL (Deb
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from fluksio.engine.db import MIGRATIONS, open_database
 from fluksio.engine.postgres.schema import migrate, schema_version
 from fluksio.errors import ConfigError
-from tests.support.postgres import LocalPostgres, fresh_database, local_postgres
+from tests.support.postgres import LocalPostgres
 
 pytestmark = pytest.mark.contract
 
@@ -21,17 +20,6 @@ Shape = dict[str, tuple[list[tuple[str, str, bool]], list[str]]]
 """Each table: its columns in order (name, type, nullable), and its primary key's columns."""
 AS_POSTGRES = {"TEXT": "text", "REAL": "double precision", "INTEGER": "bigint", "BLOB": "bytea"}
 """What each SQLite type must be there: a double a double, 64 bits 64 bits."""
-
-
-@pytest.fixture
-def cluster() -> LocalPostgres:
-    return local_postgres()
-
-
-@pytest.fixture
-def database(cluster: LocalPostgres) -> Iterator[str]:
-    with fresh_database(cluster) as url:
-        yield url
 
 
 def _sqlite_shape(path: Path) -> Shape:
@@ -75,23 +63,23 @@ def _postgres_shape(cluster: LocalPostgres, url: str) -> Shape:
 
 
 def test_the_migrations_make_the_same_schema_on_postgresql_as_on_sqlite(
-    cluster: LocalPostgres, database: str, tmp_path: Path
+    pg_cluster: LocalPostgres, pg_database: str, tmp_path: Path
 ) -> None:
     open_database(tmp_path / "state.sqlite3").close()
-    with cluster.connect(database) as connection:
+    with pg_cluster.connect(pg_database) as connection:
         assert migrate(connection, "the test's database") == len(MIGRATIONS)
         # Again: nothing left to do, nothing done twice.
         assert migrate(connection, "the test's database") == len(MIGRATIONS)
         assert schema_version(connection) == len(MIGRATIONS)
     expected = _sqlite_shape(tmp_path / "state.sqlite3")
     assert {"runs", "node_runs", "array_items", "secrets", "worker_tokens"} <= expected.keys()
-    assert _postgres_shape(cluster, database) == expected
+    assert _postgres_shape(pg_cluster, pg_database) == expected
 
 
 def test_a_schema_newer_than_the_engine_is_refused_with_a_sentence(
-    cluster: LocalPostgres, database: str
+    pg_cluster: LocalPostgres, pg_database: str
 ) -> None:
-    with cluster.connect(database) as connection:
+    with pg_cluster.connect(pg_database) as connection:
         migrate(connection, "db")
         connection.execute("UPDATE fluksio_schema SET version = version + 1")
         connection.commit()

@@ -13,6 +13,8 @@ from fluksio.agent.protocol.frames import ArtifactRef
 from fluksio.engine.call_saves import CallSaves
 from fluksio.engine.database import Database
 from fluksio.engine.datadir import DataDir
+from fluksio.engine.key_places import KeyFiles, SealedKeys
+from fluksio.engine.keys import KeyRing
 from fluksio.engine.personal_tokens import PersonalTokenStore
 from fluksio.engine.provision_requests import ProvisionRequestStore
 from fluksio.engine.runs.items import ItemStore
@@ -94,7 +96,7 @@ def test_personal_and_scrape_tokens_are_found_by_their_text_alone(database: Data
 
 def test_secrets_round_trip_and_keep_replaced_values(database: Database, tmp_path: Path) -> None:
     clock = ManualClock()
-    secrets = SecretStore(database, DataDir(tmp_path / "data").ensure(), clock)
+    secrets = SecretStore(database, KeyFiles(DataDir(tmp_path / "data").ensure()), clock)
     secrets.put("db", "first value", ["gpu"])
     clock.advance(10)
     secrets.put("db", "second value", ["gpu", "cpu"])
@@ -199,3 +201,20 @@ def test_a_checkpoint_names_only_what_its_call_saved(database: Database) -> None
     saves.add("call-1", DIGEST, 3)  # uploaded twice: one row
     assert saves.refusal("call-1", ArtifactRef(digest=DIGEST, size=3)) is None
     assert saves.refusal("call-2", ArtifactRef(digest=DIGEST, size=3)) is not None
+
+
+def test_the_engines_keys_are_made_once_sealed_and_opened_only_with_their_key(
+    database: Database,
+) -> None:
+    """Two engines starting on one empty database agree on one signing key; what the
+    database holds of it is no key, and another key file cannot open it."""
+    first, second = SealedKeys(database, b"k" * 32), SealedKeys(database, b"k" * 32)
+    assert KeyRing(first).current().kid == KeyRing(second).current().kid
+    made = first.create_once("secrets", b"a secret key")
+    assert second.create_once("secrets", b"another one") == made == b"a secret key"
+    stored = database.execute("SELECT sealed FROM engine_keys WHERE name = 'secrets'").fetchone()
+    assert b"a secret key" not in bytes(stored["sealed"])
+    with pytest.raises(ConfigError, match="sealed under another --database-key-file"):
+        SealedKeys(database, b"x" * 32).read("secrets")
+    rotated = KeyRing(first).rotate()
+    assert KeyRing(SealedKeys(database, b"k" * 32)).current().kid == rotated.kid

@@ -259,6 +259,16 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, node_id, low)
     ) WITHOUT ROWID;
     """,
+    # v21: the engine's own keys (token signing, secrets), sealed, for an engine on
+    # PostgreSQL: every engine of the database signs and reads with the same ones.
+    """
+    CREATE TABLE engine_keys (
+        name     TEXT PRIMARY KEY,
+        nonce    BLOB NOT NULL,
+        sealed   BLOB NOT NULL,
+        made_at  REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from fluksio.clock import SYSTEM_CLOCK, Clock
 from fluksio.engine.database import Database
-from fluksio.engine.datadir import DataDir
+from fluksio.engine.key_places import KeyPlace
 from fluksio.errors import FluksioError
 
 __all__ = ["REPLACED_KEPT_S", "SecretDenied", "SecretInfo", "SecretStore", "resolve_params"]
@@ -40,10 +40,10 @@ class SecretInfo:
 
 
 class SecretStore:
-    def __init__(self, database: Database, layout: DataDir, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, database: Database, keys: KeyPlace, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = database
         self._clock = clock
-        key = layout.create_secret_once(layout.secrets_key, AESGCM.generate_key(bit_length=256))
+        key = keys.create_once("secrets", AESGCM.generate_key(bit_length=256))
         self._cipher = AESGCM(key)
 
     def put(self, name: str, value: str, labels: Iterable[str]) -> SecretInfo:

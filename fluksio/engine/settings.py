@@ -40,6 +40,22 @@ class EngineSettings:
     database_password_file: Path | None = setting(
         None, Flag("A file holding the --database role's password alone.", kind=Path)
     )
+    artifacts_dir: Path | None = setting(
+        None,
+        Flag(
+            "Where artifacts are kept (default: DATA_DIR/artifacts); for engines of one"
+            " --database, a filesystem each of them reaches.",
+            kind=Path,
+        ),
+    )
+    database_key_file: Path | None = setting(
+        None,
+        Flag(
+            "With --database: a file (32 random bytes or more, the same on every engine of"
+            " the database) that seals the engine's keys kept in it.",
+            kind=Path,
+        ),
+    )
     host: str = setting("127.0.0.1", Flag("Address to listen on."))
     port: int = setting(
         8080,

@@ -5,6 +5,7 @@ on it (made empty, dropped after). Without the cluster a test skips, and fails u
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,9 +44,7 @@ def local_postgres() -> LocalPostgres:
 def fresh_database(cluster: LocalPostgres) -> Iterator[str]:
     """The URL of an empty database of this test's own, dropped when the block is left."""
     name = f"test_{secrets.token_hex(6)}"
-    with cluster.connect() as admin:
-        admin.autocommit = True  # CREATE DATABASE runs outside a transaction
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    _create(cluster, name)
     try:
         yield cluster.url.rsplit("/", 1)[0] + "/" + name
     finally:
@@ -53,3 +52,18 @@ def fresh_database(cluster: LocalPostgres) -> Iterator[str]:
             admin.autocommit = True
             drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
             admin.execute(drop.format(sql.Identifier(name)))
+
+
+def _create(cluster: LocalPostgres, name: str) -> None:
+    """CREATE DATABASE copies ``template1``, and refuses while another session is on it:
+    another test's CREATE at the same moment. Tried again a few times, then said."""
+    for attempt in range(20):
+        try:
+            with cluster.connect() as admin:
+                admin.autocommit = True  # CREATE DATABASE runs outside a transaction
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt == 19:
+                raise
+            time.sleep(0.05 * (attempt + 1))  # a pause between tries, not a wait for a state

@@ -14,6 +14,7 @@ import click
 from fluksio.cli.local.options import data_dir_option
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
+from fluksio.engine.key_places import KeyFiles
 from fluksio.engine.keys import KeyRing
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
@@ -45,7 +46,7 @@ def rotate(data_dir: Path, yes: bool) -> None:
         click.confirm("Revoke every access and worker token by replacing the key?", abort=True)
     database = open_database(layout.ensure().database)
     try:
-        KeyRing(layout).rotate()
+        KeyRing(KeyFiles(layout)).rotate()
         revoked = WorkerTokenStore(database).revoke_all("signing key rotated")
     finally:
         database.close()

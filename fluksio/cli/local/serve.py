@@ -52,7 +52,7 @@ def serve(*, log_level: str, **values: Any) -> None:
     with contextlib.ExitStack() as held:
         _hold(held, layout)
         settings = EngineSettings(**{**values, "public_url": public_url})
-        database = open_state(settings, layout)
+        database = open_state(settings, layout).database
         try:
             created = bootstrap_superuser(UserStore(database))
         finally:

@@ -193,14 +193,15 @@ class Engine:
     @contextlib.asynccontextmanager
     async def _state(self) -> AsyncIterator[None]:
         layout = self.layout.ensure()
-        database = open_state(self.settings, layout)
+        state = open_state(self.settings, layout, self._clock)
+        database = state.database
         clock = self._clock
         self._database = database
         self._users = UserStore(database, clock)
         self._worker_tokens = WorkerTokenStore(database, clock)
         self._scrape_tokens = ScrapeTokenStore(database, clock)
         self._personal_tokens = PersonalTokenStore(database, clock)
-        keys = KeyRing(layout)
+        keys = KeyRing(state.keys)
         keys.current()  # created on first start, so a fresh data dir is complete at once
         self._tokens = TokenService(
             keys,
@@ -212,8 +213,8 @@ class Engine:
         )
         self._flows = FlowStore(database, clock)
         self._runs = RunStore(database)
-        self._secrets = SecretStore(database, layout, clock)
-        self._artifacts = ArtifactStore(layout.artifacts)
+        self._secrets = SecretStore(database, state.keys, clock)
+        self._artifacts = ArtifactStore(self.settings.artifacts_dir or layout.artifacts)
         self._call_saves = CallSaves(database, clock)
         try:
             yield
@@ -239,7 +240,7 @@ class Engine:
         requests = ProvisionRequestStore(self._database)
         self._dispatcher = Dispatcher(
             engine=engine_place(settings.engine_slots),
-            engine_executor=LocalExecutor(launcher, self.layout.artifacts),
+            engine_executor=LocalExecutor(launcher, self._artifacts.root),
             runs=self._runs,
             flows=self._flows,
             secrets=self._secrets,

@@ -8,9 +8,10 @@ node's and a run's rows never wait: a dependent started on a node's result must 
 outlive it in a crash, and nothing follows an item. Nothing a client sees is unwritten:
 the feed tells rows once written, and a client's read of a run writes what is marked
 first (:meth:`RunWriter.flush`), so what a client has seen is what a restarted engine
-finds. While the disk is full nothing is
-lost: the changes wait in memory (what the API shows) and are tried again once a second,
-one retry however many runs change meanwhile.
+finds. While the disk is full, or the database
+cannot be reached (PostgreSQL restarting), nothing is lost: the changes wait in memory
+(what the API shows) and are tried again once a second, one retry however many runs
+change meanwhile.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fluksio.engine.runs.machine.effects import Save
 from fluksio.engine.runs.machine.rows import NodeRow, RunRow
 from fluksio.engine.runs.store import RunStore
 from fluksio.engine.runs.views import RunChange
-from fluksio.errors import StorageFull
+from fluksio.errors import StorageFull, StoreAway
 from fluksio.logs import get_logger
 from fluksio.wire.states import NodeState
 
@@ -116,10 +117,11 @@ class RunWriter:
                 [(d.row.id, list(d.nodes.values())) for d in dirty.values()],
                 [d.row for d in dirty.values() if d.run_changed],
             )
-        except StorageFull as full:
+        except (StorageFull, StoreAway) as failed:
             self._dirty = dirty  # nothing was written: all of it waits, in memory
             if not self._store_full:
-                log.error("store.full", error=full.detail, runs=len(dirty))
+                said = "store.full" if isinstance(failed, StorageFull) else "store.away"
+                log.error(said, error=failed.detail, runs=len(dirty))
             self._store_full = True
             if not self.closing:
                 self._flush_pending = True

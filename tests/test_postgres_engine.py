@@ -1,0 +1,138 @@
+"""An engine on PostgreSQL (``fluksio serve --database``), as a team deploys it: real engine
+and worker processes on a real server. Its state outlives its machine: an engine started
+with a new, empty data directory on the same database, key file and artifacts directory
+serves the same team (its users, a worker token the first one minted, its secrets, its
+runs and their items). What it is given wrong is one sentence at start, exit 2."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import fluksio
+from tests.support.engine import engine_env, start_engine
+from tests.support.postgres import LocalPostgres
+from tests.support.runs import code, get_run, node_of, run_flow, wait_run
+from tests.support.worker import start_worker
+
+pytestmark = [pytest.mark.contract]
+
+SQUARE = code("""
+    def process(x):
+        return x * x
+""")
+SECRET_LENGTH = code("""
+    def process(secret):
+        return len(secret)
+""")
+ITEMS = 20
+
+
+def _key_file(tmp_path: Path) -> Path:
+    key = tmp_path / "engine.key"
+    key.write_text(secrets.token_urlsafe(32))
+    key.chmod(0o600)
+    return key
+
+
+@pytest.mark.process
+def test_a_new_engine_on_the_same_database_serves_the_same_team(
+    tmp_path: Path, pg_cluster: LocalPostgres, pg_database: str
+) -> None:
+    env = engine_env(PGPASSFILE=pg_cluster.passfile)
+    shared = (
+        "--database",
+        pg_database,
+        "--database-key-file",
+        str(_key_file(tmp_path)),
+        "--artifacts-dir",
+        str(tmp_path / "artifacts"),
+    )
+    first = start_engine(tmp_path / "data1", tmp_path / "logs1", env=env, args=shared)
+    try:
+        admin = first.login()
+        minted = first.mint(admin, "gpu-box", ["gpu"])
+        secret = {"value": "s3cr3t-value", "labels": ["gpu"]}
+        first.client(admin).request("PUT", "/secrets/db", json_body=secret)
+        worker = start_worker(first, minted["token"], tmp_path / "w1", "--labels", "gpu")
+        sweep = {
+            "id": "sweep",
+            "worker": "gpu",
+            "code": SQUARE,
+            "items": [{"x": x} for x in range(ITEMS)],
+        }
+        run_id = run_flow(first, admin, "sweep", [sweep])
+        assert wait_run(first, admin, run_id, timeout=60)["state"] == "succeeded"
+        worker.stop()
+    finally:
+        first.stop(signal.SIGKILL)  # its machine gone: nothing is stopped in order
+    # Nothing of the state was in the data directory.
+    assert not (tmp_path / "data1" / "fluksio.sqlite3").exists()
+    assert not (tmp_path / "data1" / "signing_key.pem").exists()
+
+    second = start_engine(tmp_path / "data2", tmp_path / "logs2", env=env, args=shared)
+    try:
+        admin = second.login()  # the same superuser, from the database
+        page = second.client(admin).request("GET", f"/runs/{run_id}/items").body
+        assert [item["result"] for item in page["items"]] == [x * x for x in range(ITEMS)]
+        assert node_of(second, admin, run_id, "sweep")["array"]["counts"] == {"succeeded": ITEMS}
+        # The worker token the first engine minted, and the secret it sealed, are good here.
+        worker = start_worker(second, minted["token"], tmp_path / "w2", "--labels", "gpu")
+        reads = {
+            "id": "reads",
+            "worker": "gpu",
+            "code": SECRET_LENGTH,
+            "params": {"secret": {"$secret": "db"}},
+        }
+        again = run_flow(second, admin, "reads", [reads])
+        ended = wait_run(second, admin, again, timeout=60)
+        assert ended["state"] == "succeeded", ended
+        assert node_of(second, admin, again, "reads")["result"] == len("s3cr3t-value")
+        worker.stop()
+        assert get_run(second, admin, run_id)["state"] == "succeeded"
+    finally:
+        second.stop()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_database_that_cannot_be_used_is_one_sentence_at_start(tmp_path: Path) -> None:
+    key = str(_key_file(tmp_path))
+    data = ("--data-dir", str(tmp_path / "data"), "--port", "0")
+    port = _closed_port()
+    started = time.monotonic()
+    away = fluksio(
+        "serve", *data, "--database", f"postgresql://fluksio@127.0.0.1:{port}/team",
+        "--database-key-file", key,
+    )  # fmt: skip
+    assert away.returncode == 2, away.stderr
+    said = away.stderr.strip()
+    assert f"127.0.0.1:{port}/team" in said and "check that PostgreSQL runs there" in said, said
+    assert "Traceback" not in said and len(said.splitlines()) == 1, said
+    assert time.monotonic() - started < 30
+
+    holds = fluksio("serve", *data, "--database", "postgresql://fluksio:hunter22@127.0.0.1/team")
+    assert holds.returncode == 2 and "holds a password" in holds.stderr, holds.stderr
+    assert "hunter22" not in holds.stderr + holds.stdout
+
+    keyless = fluksio("serve", *data, "--database", "postgresql://fluksio@127.0.0.1/team")
+    assert keyless.returncode == 2 and "--database-key-file" in keyless.stderr, keyless.stderr
+
+    short = tmp_path / "short.key"
+    short.write_text("too short")
+    os.chmod(short, 0o600)
+    weak = fluksio(
+        "serve", *data, "--database", "postgresql://fluksio@127.0.0.1/team",
+        "--database-key-file", str(short),
+    )  # fmt: skip
+    assert weak.returncode == 2 and "fewer than 32" in weak.stderr, weak.stderr
