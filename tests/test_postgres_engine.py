@@ -1,8 +1,9 @@
 """An engine on PostgreSQL (``fluksio serve --database``), as a team deploys it: real engine
 and worker processes on a real server. Its state outlives its machine: an engine started
 with a new, empty data directory on the same database, key file and artifacts directory
-serves the same team (its users, a worker token the first one minted, its secrets, its
-runs and their items). What it is given wrong is one sentence at start, exit 2."""
+serves the same team (its users, one added by ``fluksio users add --database``, a worker
+token the first one minted, its secrets, its runs and their items). What it is given
+wrong is one sentence at start, exit 2."""
 
 from __future__ import annotations
 
@@ -76,9 +77,17 @@ def test_a_new_engine_on_the_same_database_serves_the_same_team(
     assert not (tmp_path / "data1" / "fluksio.sqlite3").exists()
     assert not (tmp_path / "data1" / "signing_key.pem").exists()
 
+    # A user added on the command line, to the database, with no engine running.
+    on_database = ("--database", pg_database, "--data-dir", str(tmp_path / "data3"))
+    added = fluksio(
+        "users", "add", "bob", "--password-stdin", *on_database,
+        stdin="bob's password\n", env={"PGPASSFILE": pg_cluster.passfile},
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
     second = start_engine(tmp_path / "data2", tmp_path / "logs2", env=env, args=shared)
     try:
         admin = second.login()  # the same superuser, from the database
+        assert second.login("bob", "bob's password")
         page = second.client(admin).request("GET", f"/runs/{run_id}/items").body
         assert [item["result"] for item in page["items"]] == [x * x for x in range(ITEMS)]
         assert node_of(second, admin, run_id, "sweep")["array"]["counts"] == {"succeeded": ITEMS}

@@ -18,7 +18,7 @@ from fluksio.agent.declared import declared_flags, flag_option
 from fluksio.engine.datadir import default_data_dir
 from fluksio.engine.settings import EngineSettings
 
-__all__ = ["data_dir_option", "setting_option", "settings_options"]
+__all__ = ["data_dir_option", "setting_option", "settings_options", "state_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,3 +45,15 @@ def settings_options(command: F) -> F:
 
 
 data_dir_option = setting_option("data_dir")
+
+
+def state_options(*more: str) -> Callable[[F], F]:
+    """The options that say where the engine's state is (the data directory, or the
+    PostgreSQL database and its password file), and the settings ``more`` names."""
+
+    def decorated(command: F) -> F:
+        for name in reversed(("data_dir", "database", "database_password_file", *more)):
+            command = setting_option(name)(command)
+        return command
+
+    return decorated
