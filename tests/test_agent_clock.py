@@ -56,7 +56,12 @@ async def _agent(
     token = await api.mint("clocked", ["clocked"])
     url = str(api.client.make_url("/api/v1/workers/attach")).replace("http", "ws", 1)
     options = WorkerSettings(
-        url=url, token=token, name="clocked", labels="clocked", max_idle=max_idle, heartbeat=3600.0
+        url=(url,),
+        token=token,
+        name="clocked",
+        labels="clocked",
+        max_idle=max_idle,
+        heartbeat=3600.0,
     )
     config = AgentConfig(
         settings=options,

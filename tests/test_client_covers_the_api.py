@@ -43,6 +43,8 @@ OUTSIDE_THE_CLIENT = {
     ("GET", "/api/v1/workers/runtime"): "a host's that copies the runner",
     ("GET", "/api/v1/workers/agent.py"): "a host's that copies the agent",
     ("GET", "/metrics"): "Prometheus's",
+    ("GET", "/api/v1/healthz/live"): "a balancer's or a service manager's health check",
+    ("GET", "/api/v1/healthz/ready"): "a balancer's health check",
 }
 """The routes the client does not call, and whose they are."""
 

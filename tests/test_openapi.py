@@ -91,7 +91,8 @@ async def test_every_route_answers_for_real_in_the_shapes_it_describes(
     configured = Configured(build_plugins(), [provisioner])
     api = await start_in_process(aiohttp_client, tmp_path / "data", provisioners=configured)
     document = await _document(api)
-    assert (await api.request("GET", "/health")).status == 200
+    for health in ("/health", "/healthz/live", "/healthz/ready"):
+        assert (await api.request("GET", health)).status == 200
 
     minted = await api.request(
         "POST", "/workers/tokens", json_body={"name": "box", "labels": ["box"]}

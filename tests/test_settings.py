@@ -177,7 +177,7 @@ def _worker_parsed(args: list[str], env: dict[str, str] | None = None) -> Worker
 
 def test_the_workers_options_give_their_declared_defaults_and_variables() -> None:
     url = "ws://127.0.0.1:9/api/v1/workers/attach"
-    assert _worker_parsed(["--url", url]) == WorkerSettings(url=url)
+    assert _worker_parsed(["--url", url]) == WorkerSettings(url=(url,))
     given = _worker_parsed(
         ["--url", url, "--parallel", "3", "--no-report-cache", "--max-idle", "5"],
         env={"FLUKSIO_WORKER_TOKEN": "t", "FLUKSIO_WORKER_CONNECT_TO": "127.0.0.1:2"},

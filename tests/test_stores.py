@@ -16,6 +16,9 @@ from fluksio.engine.datadir import DataDir
 from fluksio.engine.key_places import KeyFiles, SealedKeys
 from fluksio.engine.keys import KeyRing
 from fluksio.engine.personal_tokens import PersonalTokenStore
+from fluksio.engine.postgres.fence import Fence, Fenced
+from fluksio.engine.postgres.lease import Lease
+from fluksio.engine.postgres.opening import connector, open_postgres
 from fluksio.engine.provision_requests import ProvisionRequestStore
 from fluksio.engine.runs.items import ItemStore
 from fluksio.engine.runs.machine.rows import ArraySummary, NodeRow, RunRow
@@ -31,6 +34,7 @@ from fluksio.provisioners.machine.requests import MachineRequest, RequestStage
 from fluksio.wire.states import NodeState, RunState
 from tests.support.clock import ManualClock
 from tests.support.databases import KINDS, opened
+from tests.support.postgres import LocalPostgres
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -218,3 +222,34 @@ def test_the_engines_keys_are_made_once_sealed_and_opened_only_with_their_key(
         SealedKeys(database, b"x" * 32).read("secrets")
     rotated = KeyRing(first).rotate()
     assert KeyRing(SealedKeys(database, b"k" * 32)).current().kid == rotated.kid
+
+
+@pytest.mark.contract
+def test_a_write_under_a_lease_another_engine_took_is_refused_and_leaves_nothing(
+    pg_cluster: LocalPostgres, pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence every write of the active engine checks: once another engine holds the
+    lease, a write of the one before is refused whole and it is told to step down."""
+    monkeypatch.setenv("PGPASSFILE", pg_cluster.passfile)
+    connect = connector(pg_database, None)
+    database = open_postgres(pg_database)  # migrated: the lease's table is there
+    database.close()
+    first = Lease(connect, holder="first", address="http://first", length_s=60)
+    second = Lease(connect, holder="second", address="http://second", length_s=60)
+    epoch = first.take()
+    assert epoch is not None and second.take() is None  # not run out: nobody takes it
+    told: list[str] = []
+    fenced = open_postgres(pg_database, fence=Fence(epoch, told.append))
+    users = UserStore(fenced)
+    users.add("ada", "a password", is_superuser=True, cost=4)
+    with pg_cluster.connect(pg_database) as admin:
+        admin.execute("UPDATE engine_lease SET expires_at = 0")  # it ran out unrenewed
+    assert second.take() == epoch + 1
+    with pytest.raises(Fenced, match="http://second"):
+        users.add("bob", "a password", is_superuser=False, cost=4)
+    assert told and "steps down" in told[0]
+    assert [u.username for u in users.all()] == ["ada"]  # reads go on; nothing was written
+    assert not first.renew(epoch) and second.renew(epoch + 1)
+    fenced.close()
+    first.close()
+    second.close()

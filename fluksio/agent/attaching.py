@@ -112,6 +112,17 @@ class AgentConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     route: Route | None = None
     """``--connect-to``: where the attach URL's host and port are reached instead."""
+    others: tuple[AttachUrl, ...] = ()
+    """The other engines' attach URLs (``--url`` given more than once), tried in turn
+    after ``url`` fails."""
+
+    def next_engine(self) -> None:
+        """Dial the next engine's URL from now on (the one that failed goes last)."""
+        if not self.others:
+            return
+        self.url, self.others = self.others[0], (*self.others[1:], self.url)
+        if not self.url.artifacts_given:
+            self.extra_env["FLUKSIO_ARTIFACT_URL"] = self.url.artifacts
 
 
 def untrusted(exc: aiohttp.ClientConnectorCertificateError) -> str:

@@ -82,8 +82,9 @@ def main(**values: Any) -> None:
 def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
     """What the options say, read and checked: each bad one is a usage error."""
     try:
-        attach_url = parse_attach_url(
-            given.url, insecure=given.insecure, artifact_url=given.artifact_url
+        attach_url, *others = (
+            parse_attach_url(url, insecure=given.insecure, artifact_url=given.artifact_url)
+            for url in given.url
         )
         route = (
             parse_connect_to(given.connect_to, attach_url.websocket) if given.connect_to else None
@@ -137,6 +138,7 @@ def _configured(given: WorkerSettings) -> tuple[AgentConfig, Launcher]:
         },
         route=route,
         tls=trust,
+        others=tuple(others),
     )
     # A call that asks for no memory is bounded by what this worker reports it has.
     return config, Launcher(

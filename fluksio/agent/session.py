@@ -60,6 +60,9 @@ __all__ = ["Agent", "AgentConfig", "Refused"]
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
 CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leave
 EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
+STANDBY_ATTEMPT = 2
+"""A standby engine's 503 counts as at most this many failures in a row: the next dial
+is within a second or two (see :func:`~fluksio.agent.attaching.reconnect_delay`)."""
 log = logging.getLogger("fluksio.worker")
 WELCOME_WITHIN_S = 30.0
 """How long the agent waits for the engine's welcome after its hello."""
@@ -121,11 +124,17 @@ class Agent:
                     log.error("%s", untrusted(exc))
                     return 3
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    standby = isinstance(exc, aiohttp.WSServerHandshakeError) and exc.status == 503
                     log.warning(
                         "cannot reach the engine at %s: %s",
                         self.config.url.websocket,
-                        describe_failure(exc),
+                        "it is a standby" if standby else describe_failure(exc),
                     )
+                    self.config.next_engine()
+                    if standby:
+                        # Alive, and one of its database's engines takes over within
+                        # seconds: tried again soon, however long the engines were away.
+                        attempt = min(attempt, STANDBY_ATTEMPT - 1)
                 if self._stop.is_set():
                     break
                 attempt = 0 if welcomed else attempt + 1

@@ -38,8 +38,15 @@ HEARTBEAT_S = 10.0
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    url: str = field(
-        metadata={"flag": Flag("The engine's attach URL: wss://HOST/api/v1/workers/attach.")}
+    url: tuple[str, ...] = field(
+        metadata={
+            "flag": Flag(
+                "The engine's attach URL: wss://HOST/api/v1/workers/attach; repeatable, for"
+                " the engines of one database (one active, the others standby): tried in"
+                " turn.",
+                many=True,
+            )
+        }
     )
     token: str | None = setting(
         None, Flag("The worker token minted on the engine.", envvar="FLUKSIO_WORKER_TOKEN")

@@ -23,6 +23,7 @@ from fluksio.api.routes import add_routes
 from fluksio.api.throttle import LoginGuard, LoginThrottle
 from fluksio.clock import Clock
 from fluksio.engine.front.engine import Engine
+from fluksio.engine.postgres.fence import Fence
 from fluksio.engine.provisioning import Configured
 from fluksio.engine.settings import EngineSettings
 from fluksio.logs import LogSecrets
@@ -37,12 +38,14 @@ def create_app(
     clock: Clock | None = None,
     address: tuple[str, int] | None = None,
     log_secrets: LogSecrets | None = None,
+    fence: Fence | None = None,
 ) -> web.Application:
     """The engine; ``provisioners`` as already loaded, else read from the data dir at start.
 
     ``clock`` is the engine's one clock (every reading of time, every timer); tests pass
     one they advance. ``address`` is where it listens, ``log_secrets`` what its logs never
-    show (see :class:`Engine`).
+    show, ``fence`` the lease it writes under, on the active engine of several (see
+    :class:`Engine`).
     """
     proxies = parse_trusted_proxies(settings.trusted_proxies)
     app = web.Application(
@@ -55,7 +58,12 @@ def create_app(
         client_max_size=settings.client_max_size,
     )
     app[ENGINE] = Engine(
-        settings, provisioners=provisioners, clock=clock, address=address, log_secrets=log_secrets
+        settings,
+        provisioners=provisioners,
+        clock=clock,
+        address=address,
+        log_secrets=log_secrets,
+        fence=fence,
     )
     app[LOGIN_GUARD] = LoginGuard(
         free_failures=settings.login_free_failures,

@@ -171,12 +171,34 @@ async def run_engine(
     context = tls_context(settings)  # a bad certificate is one sentence, before anything
     # Bind before anything starts, so a busy port is one sentence and nothing else.
     listener = _listen(settings.host, settings.port)
+    url = _url(settings.host, int(listener.getsockname()[1]), tls=context is not None)
     configured = provisioners if provisioners is not None else load_configured(layout)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+    fence, keeping = None, None
+    if settings.database is not None:
+        # Imported here: an engine on SQLite never loads the PostgreSQL driver (0.16 s).
+        from fluksio.api.leadership import Leadership  # noqa: PLC0415
+
+        leadership = Leadership(settings, settings.public_url or url)
+        layout.write_engine_info(pid=os.getpid(), url=url)  # a standby listens too
+        try:
+            fence = await leadership.standby_until_active(listener, context, stop)
+        finally:
+            if fence is None:
+                layout.engine_info.unlink(missing_ok=True)
+        if fence is None:
+            return  # stopped while a standby
+        keeping = asyncio.ensure_future(leadership.keep(fence))
     app = create_app(
         settings,
         provisioners=configured,
         address=_own_address(listener),
         log_secrets=log_secrets,
+        fence=fence,
     )
     # A connection without a request head is closed (a WebSocket, a feed and a long poll
     # are answers under way, never idle).
@@ -193,20 +215,15 @@ async def run_engine(
     try:
         await runner.setup()
         await _ListenerSite(runner, listener, context, settings.tls_handshake_s).start()
-        port = int(listener.getsockname()[1])
-        url = _url(settings.host, port, tls=context is not None)
         layout.write_engine_info(pid=os.getpid(), url=url)
         log.info("engine.listening", url=url, data_dir=str(layout.root))
         on_ready(url)
-        if stop is None:
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, stop.set)
         await stop.wait()
         log.info("engine.stopping", within_s=STOP_WITHIN_S)
         note_stopping(layout)
     finally:
+        if keeping is not None:
+            keeping.cancel()
         await _stopped_within(runner, STOP_WITHIN_S)
         layout.engine_info.unlink(missing_ok=True)
 

@@ -269,6 +269,17 @@ MIGRATIONS: tuple[str, ...] = (
         made_at  REAL NOT NULL
     );
     """,
+    # v22: which engine of several on one PostgreSQL database is active: one row, its
+    # holder, its epoch (each takeover the next) and when it runs out.
+    """
+    CREATE TABLE engine_lease (
+        id          INTEGER PRIMARY KEY,
+        holder      TEXT NOT NULL,
+        address     TEXT NOT NULL,
+        epoch       INTEGER NOT NULL,
+        expires_at  REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -40,6 +40,16 @@ class EngineSettings:
     database_password_file: Path | None = setting(
         None, Flag("A file holding the --database role's password alone.", kind=Path)
     )
+    lease_s: float = setting(
+        10.0,
+        Flag(
+            "On PostgreSQL: how long the active engine's lease lasts unrenewed (renewed"
+            " every third of it); a standby takes over once it has run out.",
+            kind=float,
+            minimum=2,
+            maximum=600,
+        ),
+    )
     artifacts_dir: Path | None = setting(
         None,
         Flag(

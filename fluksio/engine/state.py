@@ -11,6 +11,7 @@ from fluksio.engine.database import Database
 from fluksio.engine.datadir import DataDir
 from fluksio.engine.db import open_database
 from fluksio.engine.key_places import KeyFiles, KeyPlace, SealedKeys, sealing_key
+from fluksio.engine.postgres.fence import Fence
 from fluksio.engine.settings import EngineSettings
 from fluksio.errors import ConfigError
 
@@ -23,7 +24,12 @@ class State:
     keys: KeyPlace
 
 
-def open_state(settings: EngineSettings, layout: DataDir, clock: Clock = SYSTEM_CLOCK) -> State:
+def open_state(
+    settings: EngineSettings,
+    layout: DataDir,
+    clock: Clock = SYSTEM_CLOCK,
+    fence: Fence | None = None,
+) -> State:
     """Open and migrate the engine's database, and find its keys; a sentence naming what
     cannot be used."""
     if settings.database is None:
@@ -38,15 +44,17 @@ def open_state(settings: EngineSettings, layout: DataDir, clock: Clock = SYSTEM_
             " `openssl rand -base64 32 > FILE`, readable by the engine alone)"
         )
     sealing = sealing_key(settings.database_key_file)
-    database = open_state_database(settings, layout)
+    database = open_state_database(settings, layout, fence)
     return State(database, SealedKeys(database, sealing, clock))
 
 
-def open_state_database(settings: EngineSettings, layout: DataDir) -> Database:
+def open_state_database(
+    settings: EngineSettings, layout: DataDir, fence: Fence | None = None
+) -> Database:
     """The engine's database alone (what ``fluksio users`` changes)."""
     if settings.database is None:
         return open_database(layout.database)
     # Imported here: an engine on SQLite never loads the PostgreSQL driver (0.16 s).
     from fluksio.engine.postgres.opening import open_postgres  # noqa: PLC0415
 
-    return open_postgres(settings.database, settings.database_password_file)
+    return open_postgres(settings.database, settings.database_password_file, fence)

@@ -1,4 +1,5 @@
-"""``GET /health``: unauthenticated liveness, with the engine's version."""
+"""``GET /health``, ``/healthz/live`` and ``/healthz/ready``: unauthenticated, with the
+engine's version; a standby answers ``/healthz/ready`` 503 (:mod:`fluksio.api.leadership`)."""
 
 from __future__ import annotations
 
@@ -17,4 +18,21 @@ routes = Routes()
 @routes.get("/health", auth="none", answer=Health)
 async def _health(call: Call[None]) -> Health:
     """Liveness, and the engine's version"""
+    return _said(call)
+
+
+def _said(call: Call[None]) -> Health:
     return Health(version=version("fluksio"), public_url=call.app[ENGINE].settings.public_url)
+
+
+@routes.get("/healthz/live", auth="none", answer=Health)
+async def _live(call: Call[None]) -> Health:
+    """The engine process answers (a standby too)"""
+    return _said(call)
+
+
+@routes.get("/healthz/ready", auth="none", answer=Health)
+async def _ready(call: Call[None]) -> Health:
+    """This engine serves requests: 200 on the active engine, 503 on a standby (one of
+    several on one database), for a balancer's health check"""
+    return _said(call)

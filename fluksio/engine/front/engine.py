@@ -36,6 +36,7 @@ from fluksio.engine.keys import KeyRing
 from fluksio.engine.live import LiveEvents
 from fluksio.engine.metrics import EngineMetrics
 from fluksio.engine.personal_tokens import PersonalTokenStore
+from fluksio.engine.postgres.fence import Fence
 from fluksio.engine.provision_requests import ProvisionRequestStore
 from fluksio.engine.provisioning import (
     Configured,
@@ -115,12 +116,14 @@ class Engine:
         clock: Clock | None = None,
         address: tuple[str, int] | None = None,
         log_secrets: LogSecrets | None = None,
+        fence: Fence | None = None,
     ) -> None:
         """``provisioners`` as already loaded (``fluksio serve`` refuses a bad file before
         it listens), else read from the data directory at start; ``address`` is where the
         engine listens as its own machine reaches it, for provisioners that carry their
         workers' connections (None: it serves no socket); ``log_secrets``: values this
-        engine knows are secret, blanked in every log line while it lives."""
+        engine knows are secret, blanked in every log line while it lives; ``fence``:
+        the lease every write checks, on the active engine of several."""
         self.settings = settings
         # Held while the engine lives: the values are blanked for as long as it does.
         self._log_secrets = log_secrets or LogSecrets()
@@ -132,6 +135,7 @@ class Engine:
         self.metrics = EngineMetrics()
         self._configured = provisioners
         self._address = address
+        self._fence = fence
         self._opened = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
@@ -193,7 +197,7 @@ class Engine:
     @contextlib.asynccontextmanager
     async def _state(self) -> AsyncIterator[None]:
         layout = self.layout.ensure()
-        state = open_state(self.settings, layout, self._clock)
+        state = open_state(self.settings, layout, self._clock, self._fence)
         database = state.database
         clock = self._clock
         self._database = database

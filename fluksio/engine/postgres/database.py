@@ -25,6 +25,7 @@ from psycopg.adapt import Dumper
 from psycopg.rows import DictRow, dict_row
 
 from fluksio.engine.database import Cursor, Statements
+from fluksio.engine.postgres.fence import Fence
 from fluksio.errors import StorageFull, StoreAway
 
 __all__ = ["PostgresDatabase", "said"]
@@ -56,30 +57,47 @@ def prepared(connection: psycopg.Connection[DictRow]) -> psycopg.Connection[Dict
 
 
 class _InTransaction:
-    """The statements of one transaction (the connection's, under the database's lock)."""
+    """The statements of one transaction (the connection's, under the database's lock);
+    with a fence, its first write checks the lease first."""
 
-    def __init__(self, connection: psycopg.Connection[DictRow]) -> None:
+    def __init__(self, connection: psycopg.Connection[DictRow], fence: Fence | None) -> None:
         self._connection = connection
+        self._fence = fence
 
     def execute(self, sql: str, params: Sequence[object] = (), /) -> Cursor:
+        if self._fence is not None and not sql.lstrip()[:6].upper().startswith("SELECT"):
+            self._check_fence()
         with _faults():
             if not params:
                 return self._connection.execute(sql.encode())
             return self._connection.execute(said(sql).encode(), params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[object]], /) -> object:
+        if self._fence is not None:
+            self._check_fence()
         with _faults():
             cursor = self._connection.cursor()
             cursor.executemany(said(sql).encode(), rows)
             return cursor
 
+    def _check_fence(self) -> None:
+        fence, self._fence = self._fence, None  # once a transaction: the lock is held on
+        assert fence is not None
+        with _faults():
+            row = self._connection.execute(Fence.CHECK.encode()).fetchone()
+        refused = fence.refused(row)
+        if refused is not None:
+            raise refused
+
 
 class PostgresDatabase:
     """A :class:`~fluksio.engine.database.Database` on PostgreSQL."""
 
-    def __init__(self, connect: Connect, where: str) -> None:
+    def __init__(self, connect: Connect, where: str, fence: Fence | None = None) -> None:
         self._connect = connect
         self._where = where
+        self._fence = fence
+        """Set on the active engine of several: each transaction's first write checks it."""
         self._lock = threading.RLock()
         self._connection: psycopg.Connection[DictRow] | None = None
 
@@ -100,7 +118,7 @@ class PostgresDatabase:
         with self._lock:
             connection = self._connected()
             with _faults(), connection.transaction():
-                yield _InTransaction(connection)
+                yield _InTransaction(connection, self._fence)
 
     def close(self) -> None:
         with self._lock:

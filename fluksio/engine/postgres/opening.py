@@ -9,6 +9,7 @@ names a file holding it alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -16,10 +17,11 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow
 
 from fluksio.engine.postgres.database import PostgresDatabase, prepared
+from fluksio.engine.postgres.fence import Fence
 from fluksio.engine.postgres.schema import migrate
 from fluksio.errors import ConfigError
 
-__all__ = ["CONNECT_TIMEOUT_S", "open_postgres", "where_of"]
+__all__ = ["CONNECT_TIMEOUT_S", "connector", "open_postgres", "where_of"]
 
 CONNECT_TIMEOUT_S = 10
 """How long one attempt to reach the database may take before it is said to fail."""
@@ -50,20 +52,13 @@ def where_of(url: str) -> str:
     return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
-def open_postgres(url: str, password_file: Path | None = None) -> PostgresDatabase:
+def open_postgres(
+    url: str, password_file: Path | None = None, fence: Fence | None = None
+) -> PostgresDatabase:
     """The database ``url`` names, reached and migrated; a :class:`ConfigError` naming it
     and what to check when it cannot be."""
     where = where_of(url)
-    password = _password(password_file)
-
-    def connect() -> psycopg.Connection[DictRow]:
-        connection = psycopg.connect(
-            url,
-            password=password,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            application_name="fluksio-engine",
-        )
-        return prepared(connection)  # type: ignore[arg-type]
+    connect = connector(url, password_file)
 
     try:
         first = connect()
@@ -82,9 +77,25 @@ def open_postgres(url: str, password_file: Path | None = None) -> PostgresDataba
         first.close()
         raise
     first.close()
-    database = PostgresDatabase(connect, where)
+    database = PostgresDatabase(connect, where, fence)
     database.execute("SELECT 1")  # the stores' own connection, made now
     return database
+
+
+def connector(url: str, password_file: Path | None) -> Callable[[], psycopg.Connection[DictRow]]:
+    """What opens a new connection to ``url``, ready for the stores."""
+    password = _password(password_file)
+
+    def connect() -> psycopg.Connection[DictRow]:
+        connection = psycopg.connect(
+            url,
+            password=password,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            application_name="fluksio-engine",
+        )
+        return prepared(connection)  # type: ignore[arg-type]
+
+    return connect
 
 
 def _password(path: Path | None) -> str | None:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["migrate", "postgres_statement", "schema_version"]
 
+_MIGRATING = 0x666C756B  # the advisory lock's key: "fluk"
+
 _TYPES = (
     (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
     (re.compile(r"\bINTEGER\b"), "BIGINT"),
@@ -54,7 +56,16 @@ def migrate(
     migrations: tuple[str, ...] = MIGRATIONS,
 ) -> int:
     """Take the database ``where`` names (its host and name, never its password) to the
-    newest schema; returns the version it is at."""
+    newest schema; returns the version it is at. Engines starting together on one
+    database migrate it one after the other (a lock held for the migration alone)."""
+    connection.execute("SELECT pg_advisory_lock(%s)", (_MIGRATING,))
+    try:
+        return _migrated(connection, where, migrations)
+    finally:
+        connection.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATING,))
+
+
+def _migrated(connection: psycopg.Connection[Any], where: str, migrations: tuple[str, ...]) -> int:
     current = schema_version(connection)
     if current > len(migrations):
         raise ConfigError(

@@ -1,0 +1,168 @@
+"""Two engines on one PostgreSQL database, as a team runs them for failover: one active (it
+holds the lease), one standby answering 503 with a sentence naming the active one. Real
+engine and worker processes on a real PostgreSQL; a short lease (3 s), so that a
+takeover is seconds.
+
+- The active engine SIGKILLed mid-array: the standby takes over, the worker (given both
+  engines' URLs) rides over to it, and every item ends once, none run twice (a ledger
+  the items write).
+- The active engine SIGSTOPped past its lease: the standby takes over and fails the call
+  that ran on the stopped engine's own process; the stopped engine, continued, writes
+  nothing (its call's success is not recorded over the new engine's word) and steps down.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.engine import EngineProcess, engine_env, free_port, start_engine
+from tests.support.postgres import LocalPostgres
+from tests.support.runs import code, get_run, node_of, run_flow, wait_run
+from tests.support.wait import wait_for
+from tests.support.worker import attach_url, start_worker
+
+pytestmark = [pytest.mark.process, pytest.mark.contract]
+
+LEASE_S = 3.0
+ITEMS = 40
+
+
+def ready(engine: EngineProcess) -> tuple[int, str]:
+    """``GET /healthz/ready``: its status and what it said."""
+    try:
+        with urllib.request.urlopen(f"{engine.api}/healthz/ready", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+@dataclass
+class Pair:
+    """Two engines of one database: ``first`` started first (so active), ``second``."""
+
+    first: EngineProcess
+    second: EngineProcess
+
+    @classmethod
+    def start(cls, tmp_path: Path, cluster: LocalPostgres, database: str) -> Pair:
+        key = tmp_path / "engine.key"
+        key.write_text(secrets.token_urlsafe(32))
+        key.chmod(0o600)
+        env = engine_env(PGPASSFILE=cluster.passfile)
+        shared = (
+            "--database", database, "--database-key-file", str(key),
+            "--artifacts-dir", str(tmp_path / "artifacts"), "--lease-s", str(LEASE_S),
+        )  # fmt: skip
+        first = start_engine(
+            tmp_path / "data1", tmp_path / "logs1", env=env, args=shared, port=free_port()
+        )
+        wait_for(lambda: ready(first)[0] == 200, timeout=30, what="the first to be active")
+        second = start_engine(
+            tmp_path / "data2", tmp_path / "logs2", env=env, args=shared, port=free_port()
+        )
+        return cls(first, second)
+
+    def stop(self) -> None:
+        for engine in (self.first, self.second):
+            engine.stop(signal.SIGKILL)
+
+
+def _ledgered(ledger: Path) -> str:
+    return code(f"""
+        import os, time
+        def process(x):
+            with open({str(ledger)!r}, "a") as noted:
+                noted.write(f"{{x}}\\n")
+            time.sleep(0.2)
+            return x * 3
+    """)
+
+
+def test_the_standby_takes_over_from_a_killed_engine_and_every_item_ends_once(
+    tmp_path: Path, pg_cluster: LocalPostgres, pg_database: str
+) -> None:
+    pair = Pair.start(tmp_path, pg_cluster, pg_database)
+    try:
+        status, said = ready(pair.second)
+        assert status == 503, said
+        assert f"the active engine is {pair.first.url}" in json.loads(said)["detail"]
+        admin = pair.first.login()
+        token = pair.first.mint(admin, "box", ["box"])["token"]
+        worker = start_worker(
+            pair.first, token, tmp_path / "worker", "--labels", "box", "--parallel", "2",
+            "--url", attach_url(pair.second),
+        )  # fmt: skip
+        ledger = tmp_path / "ledger"
+        sweep = {
+            "id": "sweep",
+            "worker": "box",
+            "code": _ledgered(ledger),
+            "items": [{"x": x} for x in range(ITEMS)],
+        }
+        run_id = run_flow(pair.first, admin, "sweep", [sweep])
+
+        def some_done() -> bool:
+            counts = node_of(pair.first, admin, run_id, "sweep")["array"]["counts"]
+            return int(counts.get("succeeded", 0)) >= 8
+
+        wait_for(some_done, timeout=60, what="eight items to end on the first engine")
+        pair.first.stop(signal.SIGKILL)
+        wait_for(lambda: ready(pair.second)[0] == 200, timeout=30, what="the takeover")
+        admin = pair.second.login()
+        ended = wait_run(pair.second, admin, run_id, timeout=120)
+        assert ended["state"] == "succeeded", ended
+        page = pair.second.client(admin).request("GET", f"/runs/{run_id}/items").body
+        assert [item["result"] for item in page["items"]] == [x * 3 for x in range(ITEMS)]
+        started = ledger.read_text().split()
+        twice = sorted({x for x in started if started.count(x) > 1})
+        assert not twice, f"items that started twice: {twice}"
+        assert sorted(map(int, started)) == list(range(ITEMS))
+        worker.stop()
+    finally:
+        pair.stop()
+
+
+def test_an_engine_paused_past_its_lease_writes_nothing_and_steps_down(
+    tmp_path: Path, pg_cluster: LocalPostgres, pg_database: str
+) -> None:
+    pair = Pair.start(tmp_path, pg_cluster, pg_database)
+    try:
+        admin = pair.first.login()
+        began = tmp_path / "began"
+        slow = code(f"""
+            import time
+            def process():
+                open({str(began)!r}, "w").write("began")
+                time.sleep(3 * {LEASE_S})
+                return "the paused engine's word"
+        """)
+        run_id = run_flow(pair.first, admin, "slow", [{"id": "slow", "code": slow}])
+        wait_for(began.exists, timeout=30, what="the call to begin on the first engine")
+        pair.first.freeze()
+        wait_for(lambda: ready(pair.second)[0] == 200, timeout=30, what="the takeover")
+        admin = pair.second.login()
+        failed = wait_run(pair.second, admin, run_id, timeout=60)
+        assert failed["state"] == "failed", failed
+        # The call ends on the paused engine's process meanwhile; continued, it reads the
+        # answer, and its first write finds the lease another engine's.
+        wait_for(
+            lambda: "the paused engine's word" not in str(get_run(pair.second, admin, run_id)),
+            timeout=5,
+            what="the run as the new engine wrote it",
+        )
+        pair.first.thaw()
+        assert pair.first.process.wait(timeout=30) == 3
+        assert "engine.stepped_down" in pair.first.logs() + pair.first.stdout()
+        after = get_run(pair.second, admin, run_id)
+        assert after["state"] == "failed", after
+        assert node_of(pair.second, admin, run_id, "slow")["result"] is None
+    finally:
+        pair.stop()
