@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 import secrets
 import signal
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.engine import EngineProcess, engine_env, free_port, start_engine
+from tests.support.engine import EngineProcess, engine_env, free_port, ready, start_engine
 from tests.support.postgres import LocalPostgres
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -33,15 +31,6 @@ pytestmark = [pytest.mark.process, pytest.mark.contract]
 
 LEASE_S = 3.0
 ITEMS = 40
-
-
-def ready(engine: EngineProcess) -> tuple[int, str]:
-    """``GET /healthz/ready``: its status and what it said."""
-    try:
-        with urllib.request.urlopen(f"{engine.api}/healthz/ready", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as refused:
-        return refused.code, refused.read().decode()
 
 
 @dataclass

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import fluksio
-from tests.support.engine import engine_env, start_engine
+from tests.support.engine import engine_env, ready, start_engine
 from tests.support.postgres import LocalPostgres
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
+from tests.support.wait import wait_for
 from tests.support.worker import start_worker
 
 pytestmark = [pytest.mark.contract]
@@ -54,6 +55,8 @@ def test_a_new_engine_on_the_same_database_serves_the_same_team(
         str(_key_file(tmp_path)),
         "--artifacts-dir",
         str(tmp_path / "artifacts"),
+        "--lease-s",
+        "3",
     )
     first = start_engine(tmp_path / "data1", tmp_path / "logs1", env=env, args=shared)
     try:
@@ -86,6 +89,8 @@ def test_a_new_engine_on_the_same_database_serves_the_same_team(
     assert added.returncode == 0, added.stderr
     second = start_engine(tmp_path / "data2", tmp_path / "logs2", env=env, args=shared)
     try:
+        # A standby until the dead engine's lease runs out (--lease-s), then active.
+        wait_for(lambda: ready(second)[0] == 200, timeout=30, what="the lease to be its own")
         admin = second.login()  # the same superuser, from the database
         assert second.login("bob", "bob's password")
         page = second.client(admin).request("GET", f"/runs/{run_id}/items").body

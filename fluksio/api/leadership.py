@@ -92,6 +92,7 @@ class Leadership:
         renewed_at = SYSTEM_CLOCK.monotonic()
         while True:
             await SYSTEM_CLOCK.sleep(length * RENEW_SHARE)
+            asked_at = SYSTEM_CLOCK.monotonic()
             try:
                 held = await asyncio.to_thread(self.lease.renew, fence.epoch)
             except StoreAway as away:
@@ -101,11 +102,14 @@ class Leadership:
                 continue
             if not held:
                 self.step_down("another engine holds its lease now")
-            if SYSTEM_CLOCK.monotonic() - renewed_at > length + length * RENEW_SHARE:
+            now = SYSTEM_CLOCK.monotonic()
+            if now - renewed_at > length + length * RENEW_SHARE:
                 # Renewed, but after a pause longer than the lease: another engine may have
                 # taken it meanwhile and let it go; what this one holds in memory is stale.
                 self.step_down("it was paused past its lease")
-            renewed_at = SYSTEM_CLOCK.monotonic()
+            # Counted from before the renewal was sent: the database's expiry is later.
+            fence.renewed(length - (now - asked_at))
+            renewed_at = now
 
     def step_down(self, why: str) -> None:
         """Say so and exit at once, writing and stopping nothing more."""
@@ -124,7 +128,8 @@ class Leadership:
 
     def _fence(self, epoch: int) -> Fence:
         log.info("engine.active", epoch=epoch, holder=self.lease.holder)
-        return Fence(epoch, self.step_down)
+        # Held from now: the lease was taken a moment ago, for its whole length.
+        return Fence(epoch, self.step_down, self.lease.length_s * (1 - RENEW_SHARE))
 
     def _standby_app(self) -> web.Application:
         app = web.Application()

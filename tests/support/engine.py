@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,15 @@ def start_engine(
             process.wait(timeout=10)
         raise
     return EngineProcess(process, stderr_path, data_dir, url, stdout_path, netns, ca_file)
+
+
+def ready(engine: EngineProcess) -> tuple[int, str]:
+    """``GET /healthz/ready``: its status and what it said."""
+    try:
+        with urllib.request.urlopen(f"{engine.api}/healthz/ready", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
 
 
 def attach_url_on(port: int, scheme: str = "ws") -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fluksio.agent.realtime import realtime_monotonic
 from fluksio.errors import StoreAway
 
 __all__ = ["Fence", "Fenced"]
@@ -21,18 +22,28 @@ class Fence:
 
     CHECK = "SELECT epoch, address FROM engine_lease WHERE id = 1 FOR SHARE"
 
-    def __init__(self, epoch: int, on_fenced: Callable[[str], None]) -> None:
+    def __init__(self, epoch: int, on_fenced: Callable[[str], None], held_s: float) -> None:
         self.epoch = epoch
         self._on_fenced = on_fenced
+        self.held_until = realtime_monotonic() + held_s
+        """Until when the lease is surely this engine's, by its own clock: moved on by each
+        renewal. Past it, another engine may hold it (a pause the engine cannot see)."""
+
+    def renewed(self, held_s: float) -> None:
+        self.held_until = realtime_monotonic() + held_s
 
     def refused(self, row: Mapping[str, Any] | None) -> Fenced | None:
-        """The refusal of a write that found ``row`` as the lease, or None to go on."""
+        """The refusal of a write that found ``row`` as the lease, or None to go on. Also
+        refused past :attr:`held_until`: what follows a write (a job submitted) must not
+        happen after another engine may have taken over."""
         if row is not None and int(row["epoch"]) == self.epoch:
-            return None
+            if realtime_monotonic() <= self.held_until:
+                return None
+            return self._refuse("ran out by its own clock before this write: it was paused")
         now_at = "nobody" if row is None else f"the engine at {row['address']}"
-        said = (
-            f"this engine's lease (epoch {self.epoch}) is {now_at}'s now: it wrote nothing"
-            " and steps down"
-        )
+        return self._refuse(f"is {now_at}'s now")
+
+    def _refuse(self, how: str) -> Fenced:
+        said = f"this engine's lease (epoch {self.epoch}) {how}; it wrote nothing and steps down"
         self._on_fenced(said)
         return Fenced(said)
