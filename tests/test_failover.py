@@ -3,9 +3,9 @@ holds the lease), one standby answering 503 with a sentence naming the active on
 engine and worker processes on a real PostgreSQL; a short lease (3 s), so that a
 takeover is seconds.
 
-- The active engine SIGKILLed mid-array: the standby takes over, the worker (given both
-  engines' URLs) rides over to it, and every item ends once, none run twice (a ledger
-  the items write).
+- The active engine SIGKILLed mid-array: the standby takes over, the worker and a
+  script's client (each given both engines' URLs) ride over to it, and every item ends
+  once, none run twice (a ledger the items write).
 - The active engine SIGSTOPped past its lease: the standby takes over and fails the call
   that ran on the stopped engine's own process; the stopped engine, continued, writes
   nothing (its call's success is not recorded over the new engine's word) and steps down.
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from fluksio.client import Client
+from tests.support.cli import fluksio
 from tests.support.engine import EngineProcess, engine_env, free_port, ready, start_engine
 from tests.support.postgres import LocalPostgres
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
@@ -103,11 +105,17 @@ def test_the_standby_takes_over_from_a_killed_engine_and_every_item_ends_once(
             return int(counts.get("succeeded", 0)) >= 8
 
         wait_for(some_done, timeout=60, what="eight items to end on the first engine")
+        # A script given both engines, waiting on the run: it rides over the switch.
+        script = Client([pair.first.url, pair.second.url], token=admin)
         pair.first.stop(signal.SIGKILL)
-        wait_for(lambda: ready(pair.second)[0] == 200, timeout=30, what="the takeover")
+        ended = script.wait_run(run_id, timeout=120)
+        assert ended.state == "succeeded", ended
+        assert script.http.base_url == pair.second.api  # asked first from now on
+        # The command line alike, given both in $FLUKSIO_URL: the dead one first.
+        both = {"FLUKSIO_URL": f"{pair.first.api} {pair.second.api}", "FLUKSIO_TOKEN": admin}
+        shown = fluksio("runs", "show", run_id, "--json", env=both)
+        assert shown.returncode == 0 and '"succeeded"' in shown.stdout, shown.stderr
         admin = pair.second.login()
-        ended = wait_run(pair.second, admin, run_id, timeout=120)
-        assert ended["state"] == "succeeded", ended
         page = pair.second.client(admin).request("GET", f"/runs/{run_id}/items").body
         assert [item["result"] for item in page["items"]] == [x * 3 for x in range(ITEMS)]
         started = ledger.read_text().split()

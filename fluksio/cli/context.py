@@ -13,9 +13,19 @@ from fluksio.cli.client import client_from_environment
 from fluksio.cli.local.options import data_dir_option
 from fluksio.client.client import Client
 
-__all__ = ["api_group", "client_of"]
+__all__ = ["api_group", "client_of", "url_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+url_option = click.option(
+    "--url",
+    envvar="FLUKSIO_URL",
+    multiple=True,
+    help="The engine's API base, ending in /api/v1; repeatable: the engines of one database,"
+    " the next asked while one is a standby.",
+)
+"""Where the engine is: ``--url`` given once or more, or ``$FLUKSIO_URL``."""
 
 
 def api_group(help_text: str) -> Callable[[F], click.Group]:
@@ -23,12 +33,10 @@ def api_group(help_text: str) -> Callable[[F], click.Group]:
     directory) names, through :func:`client_of`."""
 
     def decorate(function: F) -> click.Group:
-        @click.option(
-            "--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1."
-        )
+        @url_option
         @data_dir_option
         @click.pass_context
-        def group(ctx: click.Context, url: str | None, data_dir: Path) -> None:
+        def group(ctx: click.Context, url: tuple[str, ...], data_dir: Path) -> None:
             ctx.obj = _Where(url, data_dir)
 
         group.__doc__ = help_text
@@ -41,8 +49,8 @@ def api_group(help_text: str) -> Callable[[F], click.Group]:
 _URL_KEY = "fluksio.url"
 
 
-def _url_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value is not None:
+def _url_after(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+    if value:
         ctx.meta[_URL_KEY] = value
 
 
@@ -54,6 +62,7 @@ class _ApiGroup(click.Group):
         cmd.params.append(
             click.Option(
                 ["--url"],
+                multiple=True,
                 expose_value=False,
                 callback=_url_after,
                 help="The engine's API base (as the group's --url).",
@@ -64,7 +73,7 @@ class _ApiGroup(click.Group):
 
 @dataclass(frozen=True)
 class _Where:
-    url: str | None
+    url: tuple[str, ...]
     data_dir: Path
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -47,17 +48,20 @@ class AsyncClient(Front[AsyncHttp], Operations, Awaited):
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         token: str | None = None,
         ca_file: str | None = None,
         bounds: Bounds | None = None,
         ride_over_s: float = RIDE_OVER_S,
     ):
-        super().__init__(AsyncHttp(api_url(url), token, ca_file, bounds), ride_over_s)
+        urls = [url] if isinstance(url, str) else url
+        super().__init__(AsyncHttp([api_url(u) for u in urls], token, ca_file, bounds), ride_over_s)
 
     @classmethod
-    async def from_environment(cls, url: str, *, ca_file: str | None = None) -> AsyncClient:
+    async def from_environment(
+        cls, url: str | Sequence[str], *, ca_file: str | None = None
+    ) -> AsyncClient:
         """A client with ``$FLUKSIO_TOKEN``, or logged in as ``$FLUKSIO_USERNAME`` with
         ``$FLUKSIO_PASSWORD``."""
         name_or_token, password = credentials()
@@ -84,11 +88,16 @@ class AsyncClient(Front[AsyncHttp], Operations, Awaited):
         await self.http.close()
 
     async def send(self, request: Request[Answer]) -> Answer:
-        """``request`` sent, and its answer read."""
-        raw = await self.http.send(
-            request.method, request.target, request.data, request.content_type, large=request.large
-        )
-        return request.decode(raw)
+        """``request`` sent, and its answer read; of several engines, to the next while
+        one is a standby or refuses the connection."""
+        for tried in itertools.count():
+            try:
+                raw = await self.http.send(*request.line, large=request.large)
+            except ClientError as failed:
+                self.http.switch_after(failed, tried)  # or raises it
+            else:
+                return request.decode(raw)
+        raise AssertionError("unreachable: a try returns or raises")
 
     async def drive(self, steps: Steps[Answer], *, riding: bool = False) -> Answer:
         """An operation of several requests, each sent in turn; ``riding``: each asked

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -57,17 +58,18 @@ class Client(Front[Http], Operations, Blocking):
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         token: str | None = None,
         ca_file: str | None = None,
         bounds: Bounds | None = None,
         ride_over_s: float = RIDE_OVER_S,
     ):
-        super().__init__(Http(api_url(url), token, ca_file, bounds), ride_over_s)
+        urls = [url] if isinstance(url, str) else url
+        super().__init__(Http([api_url(u) for u in urls], token, ca_file, bounds), ride_over_s)
 
     @classmethod
-    def from_environment(cls, url: str, *, ca_file: str | None = None) -> Client:
+    def from_environment(cls, url: str | Sequence[str], *, ca_file: str | None = None) -> Client:
         """A client with ``$FLUKSIO_TOKEN``, or logged in as ``$FLUKSIO_USERNAME`` with
         ``$FLUKSIO_PASSWORD``: credentials from the environment, never from argv; and
         ``$FLUKSIO_RIDE_OVER_S`` as its ``ride_over_s``, if set."""
@@ -80,11 +82,16 @@ class Client(Front[Http], Operations, Blocking):
         return client
 
     def send(self, request: Request[Answer]) -> Answer:
-        """``request`` sent, and its answer read."""
-        raw = self.http.send(
-            request.method, request.target, request.data, request.content_type, large=request.large
-        )
-        return request.decode(raw)
+        """``request`` sent, and its answer read; of several engines, to the next while
+        one is a standby or refuses the connection."""
+        for tried in itertools.count():
+            try:
+                raw = self.http.send(*request.line, large=request.large)
+            except ClientError as failed:
+                self.http.switch_after(failed, tried)  # or raises it
+            else:
+                return request.decode(raw)
+        raise AssertionError("unreachable: a try returns or raises")
 
     def drive(self, steps: Steps[Answer], *, riding: bool = False) -> Answer:
         """An operation of several requests, each sent in turn; ``riding``: each asked

@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from fluksio.client.bounds import (
@@ -50,13 +50,12 @@ class Http(Endpoint):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         token: str | None = None,
         ca_file: str | None = None,
         bounds: Bounds | None = None,
     ):
         super().__init__(base_url, token, ca_file, bounds)
-        self._where = urllib.parse.urlsplit(self.base_url)
         self._kept = threading.local()
         """Each thread's connection, kept open between requests (a new one costs a
         handshake, and with TLS several)."""
@@ -75,11 +74,12 @@ class Http(Endpoint):
         headers = self.bearer()
         if content_type:
             headers["Content-Type"] = content_type
-        target = self._where.path + path
+        where = urllib.parse.urlsplit(self.base_url)
+        target = where.path + path
         sent = len(data) if data else 0
         with _failing_as(f"cannot reach the engine at {self.base_url}"):
             for fresh in (False, True):
-                connection, reused = self._connection()
+                connection, reused = self._connection(where)
                 reading = self.bounds.reading(
                     f"{method} {path}", time.monotonic(), sent=sent, large=large
                 )
@@ -131,13 +131,17 @@ class Http(Endpoint):
         answer.close()  # read to its end: the connection may serve the next request
         return reading.body()
 
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        """This thread's connection to the engine, and whether it served a request before."""
+    def _connection(
+        self, where: urllib.parse.SplitResult
+    ) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection to the engine at ``where``, and whether it served a
+        request before (one to another engine, asked before a switch, is closed)."""
+        host, port = where.hostname or "127.0.0.1", where.port
         kept: http.client.HTTPConnection | None = getattr(self._kept, "connection", None)
-        if kept is not None:
+        if kept is not None and (kept.host, kept.port) == (host, port or kept.default_port):
             return kept, True
-        host, port = self._where.hostname or "127.0.0.1", self._where.port
-        if self._where.scheme == "https":
+        self._forget()
+        if where.scheme == "https":
             tls = self.tls or ssl.create_default_context()
             made: http.client.HTTPConnection = http.client.HTTPSConnection(
                 host, port, timeout=TIMEOUT_S, context=tls

@@ -50,6 +50,11 @@ class Request(Generic[Answer]):
     """The model its answer is read with (None: not JSON): what the route's declaration
     must name too (``tests/test_client_covers_the_api.py``)."""
 
+    @property
+    def line(self) -> tuple[str, str, bytes | None, str | None]:
+        """What an HTTP shell's ``send`` takes: method, target, body and its type."""
+        return self.method, self.target, self.data, self.content_type
+
 
 def json_request(
     shape: Any,

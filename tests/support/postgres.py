@@ -48,10 +48,7 @@ def fresh_database(cluster: LocalPostgres) -> Iterator[str]:
     try:
         yield cluster.url.rsplit("/", 1)[0] + "/" + name
     finally:
-        with cluster.connect() as admin:
-            admin.autocommit = True
-            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin.execute(drop.format(sql.Identifier(name)))
+        _drop(cluster, name)
 
 
 def _create(cluster: LocalPostgres, name: str) -> None:
@@ -67,3 +64,20 @@ def _create(cluster: LocalPostgres, name: str) -> None:
             if attempt == 19:
                 raise
             time.sleep(0.05 * (attempt + 1))  # a pause between tries, not a wait for a state
+
+
+def _drop(cluster: LocalPostgres, name: str) -> None:
+    """DROP DATABASE ... WITH (FORCE) ends the sessions on it, but may not end an
+    autovacuum worker's (the server's own role): one on the fresh database's tables is
+    done within moments. Tried again a few times, then said."""
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    for attempt in range(20):
+        try:
+            with cluster.connect() as admin:
+                admin.autocommit = True
+                admin.execute(drop)
+            return
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+            if attempt == 19:
+                raise
+            time.sleep(0.1 * (attempt + 1))  # a pause between tries, not a wait for a state

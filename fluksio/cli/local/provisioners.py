@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from fluksio.cli.client import client_from_environment
+from fluksio.cli.context import url_option
 from fluksio.cli.local.options import data_dir_option
 from fluksio.cli.tables import json_text, table
 from fluksio.engine.datadir import DataDir
@@ -164,10 +165,10 @@ def logout(data_dir: Path, name: str) -> None:
 
 
 @provisioners.command()
-@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@url_option
 @data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print what the engine answered, as JSON.")
-def status(url: str | None, data_dir: Path, as_json: bool) -> None:
+def status(url: tuple[str, ...], data_dir: Path, as_json: bool) -> None:
     """How each profile stands on the running engine: its jobs, its pending request, its
     last error (credentials from $FLUKSIO_TOKEN or $FLUKSIO_USERNAME/PASSWORD)."""
     blocks = client_from_environment(url, data_dir).resources().provisioners
@@ -209,10 +210,10 @@ def status(url: str | None, data_dir: Path, as_json: bool) -> None:
 
 
 @provisioners.command()
-@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@url_option
 @data_dir_option
 @click.argument("profile", metavar="PROVISIONER/PROFILE")
-def pause(url: str | None, data_dir: Path, profile: str) -> None:
+def pause(url: tuple[str, ...], data_dir: Path, profile: str) -> None:
     """Ask nothing of PROVISIONER/PROFILE until it is resumed (a planned maintenance);
     its jobs already submitted stay. The pause outlasts the engine (superuser)."""
     provisioner, name = _profile_named(profile)
@@ -221,10 +222,10 @@ def pause(url: str | None, data_dir: Path, profile: str) -> None:
 
 
 @provisioners.command()
-@click.option("--url", envvar="FLUKSIO_URL", help="The engine's API base, ending in /api/v1.")
+@url_option
 @data_dir_option
 @click.argument("profile", metavar="PROVISIONER/PROFILE")
-def resume(url: str | None, data_dir: Path, profile: str) -> None:
+def resume(url: tuple[str, ...], data_dir: Path, profile: str) -> None:
     """Resume PROVISIONER/PROFILE, paused by a person or by itself after failures in a
     row: a call waiting for it asks at once (superuser)."""
     provisioner, name = _profile_named(profile)
