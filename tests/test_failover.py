@@ -22,8 +22,18 @@ from pathlib import Path
 import pytest
 
 from fluksio.client import Client
+from tests.support.certs import CertificateAuthority
 from tests.support.cli import fluksio
-from tests.support.engine import EngineProcess, engine_env, free_port, ready, start_engine
+from tests.support.engine import (
+    SUPERUSER,
+    SUPERUSER_PASSWORD,
+    EngineProcess,
+    engine_env,
+    free_port,
+    ready,
+    start_engine,
+)
+from tests.support.nginx import start_nginx
 from tests.support.postgres import LocalPostgres
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
@@ -43,21 +53,30 @@ class Pair:
     second: EngineProcess
 
     @classmethod
-    def start(cls, tmp_path: Path, cluster: LocalPostgres, database: str) -> Pair:
+    def start(
+        cls,
+        tmp_path: Path,
+        cluster: LocalPostgres,
+        database: str,
+        *more: str,
+        ports: tuple[int, int] | None = None,
+    ) -> Pair:
+        """``more``: options both engines are given; ``ports``: theirs (else free ones)."""
+        first_port, second_port = ports or (free_port(), free_port())
         key = tmp_path / "engine.key"
         key.write_text(secrets.token_urlsafe(32))
         key.chmod(0o600)
         env = engine_env(PGPASSFILE=cluster.passfile)
         shared = (
             "--database", database, "--database-key-file", str(key),
-            "--artifacts-dir", str(tmp_path / "artifacts"), "--lease-s", str(LEASE_S),
+            "--artifacts-dir", str(tmp_path / "artifacts"), "--lease-s", str(LEASE_S), *more,
         )  # fmt: skip
         first = start_engine(
-            tmp_path / "data1", tmp_path / "logs1", env=env, args=shared, port=free_port()
+            tmp_path / "data1", tmp_path / "logs1", env=env, args=shared, port=first_port
         )
         wait_for(lambda: ready(first)[0] == 200, timeout=30, what="the first to be active")
         second = start_engine(
-            tmp_path / "data2", tmp_path / "logs2", env=env, args=shared, port=free_port()
+            tmp_path / "data2", tmp_path / "logs2", env=env, args=shared, port=second_port
         )
         return cls(first, second)
 
@@ -162,4 +181,55 @@ def test_an_engine_paused_past_its_lease_writes_nothing_and_steps_down(
         assert after["state"] == "failed", after
         assert node_of(pair.second, admin, run_id, "slow")["result"] is None
     finally:
+        pair.stop()
+
+
+def test_two_engines_behind_the_documented_nginx_one_taking_over(
+    tmp_path: Path, pg_cluster: LocalPostgres, pg_database: str
+) -> None:
+    """docs/deploying.md's failover block: a worker and a script given nginx's URL alone
+    ride over the active engine's death to the one that takes over."""
+    (tmp_path / "ca").mkdir()
+    ca = CertificateAuthority(tmp_path / "ca")
+    ports, nginx_port = (free_port(), free_port()), free_port()
+    public = f"https://127.0.0.1:{nginx_port}"
+    pair = Pair.start(
+        tmp_path, pg_cluster, pg_database,
+        "--public-url", public, "--trusted-proxy", "127.0.0.1", ports=ports,
+    )  # fmt: skip
+    nginx = None
+    try:
+        nginx = start_nginx(
+            tmp_path / "nginx", nginx_port, list(ports), ca.issue("proxy", ["127.0.0.1"])
+        )
+        script = Client(public, ca_file=str(ca.pem))
+        script.login(SUPERUSER, SUPERUSER_PASSWORD)  # a POST: the standby's 503 sent on
+        token = script.mint_worker_token("box", ["box"]).token
+        worker = start_worker(
+            pair.first, token, tmp_path / "worker", "--labels", "box", "--parallel", "2",
+            "--ca-file", str(ca.pem), url=f"wss://127.0.0.1:{nginx_port}/api/v1/workers/attach",
+        )  # fmt: skip
+        ledger = tmp_path / "ledger"
+        sweep = {
+            "id": "sweep",
+            "worker": "box",
+            "code": _ledgered(ledger),
+            "items": [{"x": x} for x in range(ITEMS)],
+        }
+        script.put_flow("sweep", [sweep])
+        run_id = script.start_run("sweep").id
+        wait_for(
+            lambda: len(ledger.read_text().split()) >= 8 if ledger.exists() else False,
+            timeout=60,
+            what="eight items to start on the first engine",
+        )
+        pair.first.stop(signal.SIGKILL)
+        ended = script.wait_run(run_id, timeout=120)
+        assert ended.state == "succeeded", ended
+        started = ledger.read_text().split()
+        assert sorted(map(int, started)) == list(range(ITEMS)), "an item started twice"
+        worker.stop()
+    finally:
+        if nginx is not None:
+            nginx.stop()
         pair.stop()

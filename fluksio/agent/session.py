@@ -60,6 +60,8 @@ __all__ = ["Agent", "AgentConfig", "Refused"]
 CLOSE_SUPERSEDED = 4409  # the engine replaced this session by a newer one of the same worker
 CLOSE_DRAINED = 4010  # the worker's batch job ends too soon for more work: leave
 EXIT_ENGINE_AWAY = 4  # the engine did not come back within --engine-away-s
+ENGINE_AWAY_STATUSES = frozenset({502, 503, 504})
+"""A standby's answer (503), or a proxy's for the engine behind it (502, 504)."""
 STANDBY_ATTEMPT = 2
 """A standby engine's 503 counts as at most this many failures in a row: the next dial
 is within a second or two (see :func:`~fluksio.agent.attaching.reconnect_delay`)."""
@@ -124,16 +126,24 @@ class Agent:
                     log.error("%s", untrusted(exc))
                     return 3
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                    standby = isinstance(exc, aiohttp.WSServerHandshakeError) and exc.status == 503
+                    away = (
+                        exc.status
+                        if isinstance(exc, aiohttp.WSServerHandshakeError)
+                        and exc.status in ENGINE_AWAY_STATUSES
+                        else None
+                    )
                     log.warning(
                         "cannot reach the engine at %s: %s",
                         self.config.url.websocket,
-                        "it is a standby" if standby else describe_failure(exc),
+                        describe_failure(exc)
+                        if away is None
+                        else f"{away}: a standby, or a proxy whose engine is away",
                     )
                     self.config.next_engine()
-                    if standby:
-                        # Alive, and one of its database's engines takes over within
-                        # seconds: tried again soon, however long the engines were away.
+                    if away is not None:
+                        # Answered: a standby (one of its database's engines takes over
+                        # within seconds) or a proxy before an engine coming back. Tried
+                        # again soon, however long the engines were away.
                         attempt = min(attempt, STANDBY_ATTEMPT - 1)
                 if self._stop.is_set():
                     break

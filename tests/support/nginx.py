@@ -27,10 +27,28 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "deploying.md"
 TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 
 
-def documented_config() -> str:
-    blocks: list[str] = re.findall(r"```nginx\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
-    (block,) = blocks
-    return block
+def documented_config(fence: str = "nginx") -> str:
+    """The page's one block fenced as ``fence`` (``nginx``, or ``nginx-failover``: what
+    changes for two engines)."""
+    found = re.findall(rf"```{fence}\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
+    (block,) = found
+    return str(block)
+
+
+def _for_engines(site: str, ports: list[int]) -> str:
+    """The documented site for one engine, or for two as the failover block changes it:
+    its upstream in place of the site's, its directives at the server's level."""
+    if len(ports) == 1:
+        return _replace_once(site, "server 127.0.0.1:8080;", f"server 127.0.0.1:{ports[0]};")
+    failover = documented_config("nginx-failover")
+    upstream_end = failover.index("\n}\n") + 3
+    upstream, directives = failover[:upstream_end], failover[upstream_end:]
+    for documented, port in zip(("127.0.0.1:8080", "127.0.0.1:8081"), ports, strict=True):
+        upstream = _replace_once(upstream, documented, f"127.0.0.1:{port}")
+    (old_upstream,) = re.findall(r"upstream fluksio_engine \{.*?\n\}\n", site, flags=re.DOTALL)
+    site = _replace_once(site, old_upstream, upstream)
+    indented = "\n".join(f"    {line}" if line else "" for line in directives.splitlines())
+    return _replace_once(site, "    location / {", f"{indented}\n    location / {{")
 
 
 def _replace_once(text: str, old: str, new: str) -> str:
@@ -58,7 +76,9 @@ class Nginx:
                 self.process.wait(timeout=10)
 
 
-def start_nginx(directory: Path, port: int, engine_port: int, pair: KeyPair) -> Nginx:
+def start_nginx(directory: Path, port: int, engine_port: int | list[int], pair: KeyPair) -> Nginx:
+    """nginx on ``port`` in front of the engine on ``engine_port``, or of two engines of one
+    database (a list of two ports) as the page's failover block says."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():
         message = "Debian's nginx is not installed (make test installs nginx-light as root)"
@@ -66,7 +86,7 @@ def start_nginx(directory: Path, port: int, engine_port: int, pair: KeyPair) -> 
     directory.mkdir(parents=True, exist_ok=True)
     site = documented_config()
     site = _replace_once(site, "listen 443 ssl;", f"listen 127.0.0.1:{port} ssl;")
-    site = _replace_once(site, "server 127.0.0.1:8080;", f"server 127.0.0.1:{engine_port};")
+    site = _for_engines(site, engine_port if isinstance(engine_port, list) else [engine_port])
     site = _replace_once(site, "/etc/ssl/fluksio/fullchain.pem", str(pair.cert))
     site = _replace_once(site, "/etc/ssl/fluksio/privkey.pem", str(pair.key))
     (directory / "fluksio.conf").write_text(site)
