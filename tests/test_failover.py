@@ -85,6 +85,12 @@ class Pair:
             engine.stop(signal.SIGKILL)
 
 
+def _sweep(ledger: Path) -> dict[str, object]:
+    """An array on the worker labelled box whose items note their start in ``ledger``."""
+    items = [{"x": x} for x in range(ITEMS)]
+    return {"id": "sweep", "worker": "box", "code": _ledgered(ledger), "items": items}
+
+
 def _ledgered(ledger: Path) -> str:
     return code(f"""
         import os, time
@@ -111,12 +117,7 @@ def test_the_standby_takes_over_from_a_killed_engine_and_every_item_ends_once(
             "--url", attach_url(pair.second),
         )  # fmt: skip
         ledger = tmp_path / "ledger"
-        sweep = {
-            "id": "sweep",
-            "worker": "box",
-            "code": _ledgered(ledger),
-            "items": [{"x": x} for x in range(ITEMS)],
-        }
+        sweep = _sweep(ledger)
         run_id = run_flow(pair.first, admin, "sweep", [sweep])
 
         def some_done() -> bool:
@@ -210,12 +211,7 @@ def test_two_engines_behind_the_documented_nginx_one_taking_over(
             "--ca-file", str(ca.pem), url=f"wss://127.0.0.1:{nginx_port}/api/v1/workers/attach",
         )  # fmt: skip
         ledger = tmp_path / "ledger"
-        sweep = {
-            "id": "sweep",
-            "worker": "box",
-            "code": _ledgered(ledger),
-            "items": [{"x": x} for x in range(ITEMS)],
-        }
+        sweep = _sweep(ledger)
         script.put_flow("sweep", [sweep])
         run_id = script.start_run("sweep").id
         wait_for(
