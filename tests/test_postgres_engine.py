@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from fluksio.client import Client
 from tests.support.cli import fluksio
-from tests.support.engine import engine_env, ready, start_engine
-from tests.support.postgres import LocalPostgres
+from tests.support.engine import engine_env, free_port, ready, start_engine
+from tests.support.postgres import LocalPostgres, private_cluster
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
 from tests.support.wait import wait_for
 from tests.support.worker import start_worker
@@ -34,6 +35,7 @@ SECRET_LENGTH = code("""
         return len(secret)
 """)
 ITEMS = 20
+ITEMS_OF_60 = [{"x": x} for x in range(60)]
 
 
 def _key_file(tmp_path: Path) -> Path:
@@ -150,3 +152,50 @@ def test_a_database_that_cannot_be_used_is_one_sentence_at_start(tmp_path: Path)
         "--database-key-file", str(short),
     )  # fmt: skip
     assert weak.returncode == 2 and "fewer than 32" in weak.stderr, weak.stderr
+
+
+@pytest.mark.process
+def test_postgres_restarted_mid_run_the_engine_carries_on_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """The database's server restarted under a running array (its own cluster, so that
+    no other test's is): the engine's sessions are ended, it opens new ones, and every
+    item ends once; the engine stays the active one."""
+    with private_cluster(free_port()) as private:
+        env = engine_env(PGPASSFILE=private.cluster.passfile)
+        shared = (
+            "--database", private.cluster.url, "--database-key-file", str(_key_file(tmp_path)),
+        )  # fmt: skip
+        engine = start_engine(tmp_path / "data", tmp_path / "logs", env=env, args=shared)
+        try:
+            wait_for(lambda: ready(engine)[0] == 200, timeout=30, what="the engine to be active")
+            admin = engine.login()
+            token = engine.mint(admin, "box", ["box"])["token"]
+            worker = start_worker(engine, token, tmp_path / "w", "--labels", "box")
+            ledger = tmp_path / "ledger"
+            noting = code(f"""
+                import time
+                def process(x):
+                    open({str(ledger)!r}, "a").write(f"{{x}}\\n")
+                    time.sleep(0.1)
+                    return x + 1
+            """)
+            sweep = {"id": "sweep", "worker": "box", "code": noting, "items": ITEMS_OF_60}
+            run_id = run_flow(engine, admin, "sweep", [sweep])
+            wait_for(
+                lambda: ledger.exists() and len(ledger.read_text().split()) >= 10,
+                timeout=60,
+                what="ten items to begin",
+            )
+            private.restart()
+            script = Client(engine.url, token=admin)  # rides over the 503s meanwhile
+            ended = script.wait_run(run_id, timeout=120)
+            assert ended.state == "succeeded", ended
+            page = engine.client(admin).request("GET", f"/runs/{run_id}/items?limit=100").body
+            assert [item["result"] for item in page["items"]] == [x + 1 for x in range(60)]
+            begun = ledger.read_text().split()
+            assert sorted(map(int, begun)) == list(range(60)), "an item began twice"
+            assert engine.process.poll() is None and ready(engine)[0] == 200
+            worker.stop()
+        finally:
+            engine.stop()

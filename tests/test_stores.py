@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fluksio.agent.protocol.frames import ArtifactRef
+from fluksio.agent.realtime import realtime_monotonic
 from fluksio.engine.call_saves import CallSaves
 from fluksio.engine.database import Database
 from fluksio.engine.datadir import DataDir
@@ -239,7 +240,9 @@ def test_a_write_under_a_lease_another_engine_took_is_refused_and_leaves_nothing
     epoch = first.take()
     assert epoch is not None and second.take() is None  # not run out: nobody takes it
     told: list[str] = []
-    fenced = open_postgres(pg_database, fence=Fence(epoch, told.append, held_s=60))
+    fenced = open_postgres(
+        pg_database, fence=Fence(epoch, told.append, held_until=realtime_monotonic() + 60)
+    )
     users = UserStore(fenced)
     users.add("ada", "a password", is_superuser=True, cost=4)
     with pg_cluster.connect(pg_database) as admin:
@@ -252,7 +255,9 @@ def test_a_write_under_a_lease_another_engine_took_is_refused_and_leaves_nothing
     assert not first.renew(epoch) and second.renew(epoch + 1)
     # The lease's epoch, but past the time the engine is sure of it (it was paused): what
     # would follow the write (a job submitted) must not, so the write is refused too.
-    lapsed = open_postgres(pg_database, fence=Fence(epoch + 1, told.append, held_s=-1))
+    lapsed = open_postgres(
+        pg_database, fence=Fence(epoch + 1, told.append, held_until=realtime_monotonic() - 1)
+    )
     with pytest.raises(Fenced, match="by its own clock"):
         UserStore(lapsed).add("carol", "a password", is_superuser=False, cost=4)
     lapsed.close()

@@ -45,6 +45,11 @@ log = get_logger(__name__)
 TRY_SHARE = 0.2
 """A standby tries for the lease every this much of its length."""
 RENEW_SHARE = 1 / 3
+HELD_SHARE = 0.9
+"""Of the lease's length after it was asked for, how long it is counted surely held: a
+margin for the two machines' clocks' rates and the round trip."""
+RETRY_S = 0.5
+"""After a renewal that failed, the next is tried this soon."""
 STEPPED_DOWN_EXIT = 3
 
 
@@ -59,6 +64,7 @@ class Leadership:
             length_s=settings.lease_s,
         )
         self._stepping_down = threading.Lock()
+        self._taken_at = SYSTEM_CLOCK.monotonic()
 
     async def standby_until_active(
         self, listener: socket.socket, context: ssl.SSLContext | None, stop: asyncio.Event
@@ -87,29 +93,32 @@ class Leadership:
         return self._fence(epoch)
 
     async def keep(self, fence: Fence) -> None:
-        """Renew the lease while the engine runs; step down once it is not sure to hold it."""
+        """Renew the lease while the engine runs; step down once it is not sure to hold it.
+        A renewal that fails (the database restarting) is tried again every
+        :data:`RETRY_S` until the lease would have run out."""
         length = self.lease.length_s
-        renewed_at = SYSTEM_CLOCK.monotonic()
+        renewed_at = self._taken_at
+        wait = length * RENEW_SHARE
         while True:
-            await SYSTEM_CLOCK.sleep(length * RENEW_SHARE)
+            await SYSTEM_CLOCK.sleep(wait)
             asked_at = SYSTEM_CLOCK.monotonic()
             try:
                 held = await asyncio.to_thread(self.lease.renew, fence.epoch)
             except StoreAway as away:
-                if SYSTEM_CLOCK.monotonic() - renewed_at >= length:
+                if SYSTEM_CLOCK.monotonic() - renewed_at >= length * HELD_SHARE:
                     self.step_down(f"it could not renew its lease for {length:g} s ({away})")
                 log.warning("engine.lease_not_renewed", error=away.detail)
+                wait = RETRY_S
                 continue
             if not held:
                 self.step_down("another engine holds its lease now")
-            now = SYSTEM_CLOCK.monotonic()
-            if now - renewed_at > length + length * RENEW_SHARE:
+            if asked_at - renewed_at > length * HELD_SHARE:
                 # Renewed, but after a pause longer than the lease: another engine may have
                 # taken it meanwhile and let it go; what this one holds in memory is stale.
                 self.step_down("it was paused past its lease")
             # Counted from before the renewal was sent: the database's expiry is later.
-            fence.renewed(length - (now - asked_at))
-            renewed_at = now
+            fence.renewed(asked_at + length * HELD_SHARE)
+            renewed_at, wait = asked_at, length * RENEW_SHARE
 
     def step_down(self, why: str) -> None:
         """Say so and exit at once, writing and stopping nothing more."""
@@ -120,6 +129,7 @@ class Leadership:
             os._exit(STEPPED_DOWN_EXIT)
 
     async def _try(self) -> int | None:
+        self._taken_at = SYSTEM_CLOCK.monotonic()  # before: the lease runs from the take
         try:
             return await asyncio.to_thread(self.lease.take)
         except StoreAway as away:
@@ -128,8 +138,7 @@ class Leadership:
 
     def _fence(self, epoch: int) -> Fence:
         log.info("engine.active", epoch=epoch, holder=self.lease.holder)
-        # Held from now: the lease was taken a moment ago, for its whole length.
-        return Fence(epoch, self.step_down, self.lease.length_s * (1 - RENEW_SHARE))
+        return Fence(epoch, self.step_down, self._taken_at + self.lease.length_s * HELD_SHARE)
 
     def _standby_app(self) -> web.Application:
         app = web.Application()

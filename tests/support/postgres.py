@@ -4,7 +4,10 @@ on it (made empty, dropped after). Without the cluster a test skips, and fails u
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +19,10 @@ from psycopg import sql
 
 from tests.support.ci import cannot_run
 
-__all__ = ["LocalPostgres", "fresh_database", "local_postgres"]
+__all__ = ["LocalPostgres", "PrivateCluster", "fresh_database", "local_postgres", "private_cluster"]
 
 STATE = Path("/var/lib/fluksio-postgres")
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,44 @@ def _drop(cluster: LocalPostgres, name: str) -> None:
             if attempt == 19:
                 raise
             time.sleep(0.1 * (attempt + 1))  # a pause between tries, not a wait for a state
+
+
+@dataclass(frozen=True)
+class PrivateCluster:
+    """A PostgreSQL cluster of one test's own (``scripts/postgres-up.sh`` with a state
+    directory and a port of its own), for what the shared one must not undergo: a
+    restart under a running engine."""
+
+    cluster: LocalPostgres
+    state: Path
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every session is ended, the server back at once."""
+        pg_ctl = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))[-1]
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", str(pg_ctl), "-D", str(self.state / "data"),
+             "-m", "fast", "-w", "-t", "60", "restart", "-l", str(self.state / "log")],
+            check=True, capture_output=True, timeout=90,
+        )  # fmt: skip
+
+
+@contextmanager
+def private_cluster(port: int) -> Iterator[PrivateCluster]:
+    if os.geteuid() != 0 or not (CHECKOUT / "scripts" / "postgres-up.sh").exists():
+        cannot_run("a private PostgreSQL cluster is made as root (scripts/postgres-up.sh)")
+    state = STATE.parent / f"fluksio-postgres-{secrets.token_hex(4)}"
+    env = dict(os.environ, FLUKSIO_POSTGRES_STATE=str(state), FLUKSIO_POSTGRES_PORT=str(port))
+    up = subprocess.run(
+        ["bash", str(CHECKOUT / "scripts" / "postgres-up.sh")],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        facts = dict(line.split("=", 1) for line in up.stdout.splitlines() if "=" in line)
+        yield PrivateCluster(LocalPostgres(facts["URL"], facts["PGPASSFILE"]), state)
+    finally:
+        subprocess.run(
+            ["bash", str(CHECKOUT / "scripts" / "postgres-down.sh")],
+            env=env, capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+        shutil.rmtree(state, ignore_errors=True)

@@ -22,15 +22,16 @@ class Fence:
 
     CHECK = "SELECT epoch, address FROM engine_lease WHERE id = 1 FOR SHARE"
 
-    def __init__(self, epoch: int, on_fenced: Callable[[str], None], held_s: float) -> None:
+    def __init__(self, epoch: int, on_fenced: Callable[[str], None], held_until: float) -> None:
         self.epoch = epoch
         self._on_fenced = on_fenced
-        self.held_until = realtime_monotonic() + held_s
-        """Until when the lease is surely this engine's, by its own clock: moved on by each
-        renewal. Past it, another engine may hold it (a pause the engine cannot see)."""
+        self.held_until = held_until
+        """Until when the lease is surely this engine's, on the real monotonic clock: moved
+        on by each renewal. Past it, another engine may hold it (a pause the engine
+        cannot see)."""
 
-    def renewed(self, held_s: float) -> None:
-        self.held_until = realtime_monotonic() + held_s
+    def renewed(self, held_until: float) -> None:
+        self.held_until = held_until
 
     def refused(self, row: Mapping[str, Any] | None) -> Fenced | None:
         """The refusal of a write that found ``row`` as the lease, or None to go on. Also
