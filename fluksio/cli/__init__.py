@@ -33,6 +33,7 @@ class Refused(UserError):
 _COMMANDS = {
     "serve": "fluksio.cli.local.serve:serve",
     "keys": "fluksio.cli.local.keys:keys",
+    "db": "fluksio.cli.local.db:db",
     "tokens": "fluksio.cli.tokens:tokens",
     "personal-tokens": "fluksio.cli.personal_tokens:personal_tokens",
     "flows": "fluksio.cli.flows:flows",

@@ -5,10 +5,12 @@ through :class:`~tests.support.client.BlockingEngine`."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from tests.support.client import ENDED, Reply
 from tests.support.engine import EngineProcess
+from tests.support.worker import start_worker
 
 __all__ = [
     "ENDED",
@@ -74,3 +76,20 @@ def says_run_succeeded(kind: str, data: object, run_id: str) -> bool:
         and isinstance(data, dict)
         and (data.get("run_id"), data.get("state")) == (run_id, "succeeded")
     )
+
+
+def result_given_secret(
+    engine: EngineProcess, admin: str, *, token: str, label: str, node_code: str, log_dir: Path
+) -> object:
+    """What a node given the secret ``db`` returns, run on a worker attached on ``token``
+    with ``label`` (started for it, stopped after)."""
+    worker = start_worker(engine, token, log_dir, "--labels", label)
+    try:
+        secret = {"secret": {"$secret": "db"}}
+        reads = {"id": "reads", "worker": label, "code": node_code, "params": secret}
+        run_id = run_flow(engine, admin, "reads", [reads])
+        ended = wait_run(engine, admin, run_id, timeout=60)
+        assert ended["state"] == "succeeded", ended
+        return node_of(engine, admin, run_id, "reads")["result"]
+    finally:
+        worker.stop()
