@@ -140,6 +140,11 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     name: Name
     engine_url: str = Field(min_length=1)
     """The attach URL the worker dials, as the machine sees the engine."""
+    other_engine_urls: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, max_length=8
+    )
+    """The attach URLs of the other engines of one database (one active, the others
+    standby), as the machine sees them: the worker dials the next when one fails."""
     max_idle_s: float = Field(default=300, ge=0, le=LONGEST_S)
     """The worker exits after this long with nothing to run (0: never)."""
     provision_timeout_s: float = Field(default=900, ge=0, le=LONGEST_S)
@@ -173,7 +178,10 @@ def worker_argv(
     calls it runs at once, and the profile's resources as the worker should advertise
     them.
     """
-    argv = [command, "--url", settings.engine_url, "--name", f"{settings.name}-{profile.name}"]
+    argv = [command, "--url", settings.engine_url]
+    for other in settings.other_engine_urls:  # our agent takes each; the published one the last
+        argv += ["--url", other]
+    argv += ["--name", f"{settings.name}-{profile.name}"]
     if profile.labels:
         argv += ["--labels", ",".join(profile.labels)]
     if settings.max_idle_s:

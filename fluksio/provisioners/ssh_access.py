@@ -104,6 +104,12 @@ class SSHAccess(BaseModel):
         no_control([value], "this field")
         return value
 
+    @field_validator("other_engine_urls", check_fields=False)
+    @classmethod
+    def _single_lines(cls, value: list[str]) -> list[str]:
+        no_control(value, "this field")
+        return value
+
     @model_validator(mode="after")
     def _login_address_needs_the_login_route(self) -> Self:
         if self.login_address is not None and self.route != "login":
