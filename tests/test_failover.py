@@ -14,9 +14,7 @@ takeover is seconds.
 from __future__ import annotations
 
 import json
-import secrets
 import signal
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,12 +25,10 @@ from tests.support.cli import fluksio
 from tests.support.engine import (
     SUPERUSER,
     SUPERUSER_PASSWORD,
-    EngineProcess,
-    engine_env,
     free_port,
     ready,
-    start_engine,
 )
+from tests.support.failover import LEASE_S, Pair
 from tests.support.nginx import start_nginx
 from tests.support.postgres import LocalPostgres
 from tests.support.runs import code, get_run, node_of, run_flow, wait_run
@@ -41,48 +37,7 @@ from tests.support.worker import attach_url, start_worker
 
 pytestmark = [pytest.mark.process, pytest.mark.contract]
 
-LEASE_S = 3.0
 ITEMS = 40
-
-
-@dataclass
-class Pair:
-    """Two engines of one database: ``first`` started first (so active), ``second``."""
-
-    first: EngineProcess
-    second: EngineProcess
-
-    @classmethod
-    def start(
-        cls,
-        tmp_path: Path,
-        cluster: LocalPostgres,
-        database: str,
-        *more: str,
-        ports: tuple[int, int] | None = None,
-    ) -> Pair:
-        """``more``: options both engines are given; ``ports``: theirs (else free ones)."""
-        first_port, second_port = ports or (free_port(), free_port())
-        key = tmp_path / "engine.key"
-        key.write_text(secrets.token_urlsafe(32))
-        key.chmod(0o600)
-        env = engine_env(PGPASSFILE=cluster.passfile)
-        shared = (
-            "--database", database, "--database-key-file", str(key),
-            "--artifacts-dir", str(tmp_path / "artifacts"), "--lease-s", str(LEASE_S), *more,
-        )  # fmt: skip
-        first = start_engine(
-            tmp_path / "data1", tmp_path / "logs1", env=env, args=shared, port=first_port
-        )
-        wait_for(lambda: ready(first)[0] == 200, timeout=30, what="the first to be active")
-        second = start_engine(
-            tmp_path / "data2", tmp_path / "logs2", env=env, args=shared, port=second_port
-        )
-        return cls(first, second)
-
-    def stop(self) -> None:
-        for engine in (self.first, self.second):
-            engine.stop(signal.SIGKILL)
 
 
 def _sweep(ledger: Path) -> dict[str, object]:

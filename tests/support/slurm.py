@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,14 +136,26 @@ class LocalSlurm:
 
 _MARK = "fluksio-request="
 """How a job's comment names the request it serves (the provisioner's job mark)."""
+_ELSEWHERE: dict[Path, list[Callable[[], set[str]]]] = {}
+"""Where else each root's engines keep their requests (:func:`requests_also_in`)."""
 _SEEN: dict[Path, set[str]] = {}
 """Requests already read under each root: an engine forgets a request once its job ended,
 and Slurm may list the job a moment longer."""
 
 
+def requests_also_in(root: Path, read: Callable[[], set[str]]) -> None:
+    """The engines of a test under ``root`` keep their requests elsewhere too (in
+    PostgreSQL): ``read()`` gives their ids, while it can (then they are remembered)."""
+    _ELSEWHERE.setdefault(root, []).append(read)
+
+
 def _requests_under(root: Path) -> set[str]:
-    """The machine requests of every engine whose data directory lies under ``root``."""
+    """The machine requests of every engine whose data directory lies under ``root``, and
+    of those :func:`requests_also_in` names."""
     seen = _SEEN.setdefault(root, set())
+    for read in _ELSEWHERE.get(root, []):
+        with contextlib.suppress(Exception):  # its database dropped: what was seen stays
+            seen.update(read())
     for database in root.rglob("fluksio.sqlite3"):
         opened = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
         with contextlib.closing(opened), contextlib.suppress(sqlite3.OperationalError):
