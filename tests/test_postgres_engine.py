@@ -8,10 +8,12 @@ wrong is one sentence at start, exit 2."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import socket
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -151,9 +153,10 @@ def test_a_database_that_cannot_be_used_is_one_sentence_at_start(tmp_path: Path)
 def test_postgres_restarted_mid_run_the_engine_carries_on_and_loses_nothing(
     tmp_path: Path,
 ) -> None:
-    """The database's server restarted under a running array (its own cluster, so that
-    no other test's is): the engine's sessions are ended, it opens new ones, and every
-    item ends once; the engine stays the active one."""
+    """The database's server stopped under a running array, then started again (its own
+    cluster, so that no other test's is): meanwhile the rows wait in memory, said by
+    ``/healthz/ready`` and a metric; the engine opens new sessions, every item ends once,
+    and it stays the active one."""
     with private_cluster(free_port()) as private:
         env = engine_env(PGPASSFILE=private.cluster.passfile)
         shared = (
@@ -180,7 +183,10 @@ def test_postgres_restarted_mid_run_the_engine_carries_on_and_loses_nothing(
                 timeout=60,
                 what="ten items to begin",
             )
-            private.restart()
+            private.stop()
+            # The items' rows wait in memory, said to a balancer (no credentials needed).
+            wait_for(lambda: ready(engine)[0] == 503, timeout=5, what="the engine not ready")
+            private.start()
             script = Client(engine.url, token=admin)  # rides over the 503s meanwhile
             ended = script.wait_run(run_id, timeout=120)
             assert ended.state == "succeeded", ended
@@ -189,6 +195,13 @@ def test_postgres_restarted_mid_run_the_engine_carries_on_and_loses_nothing(
             begun = ledger.read_text().split()
             assert sorted(map(int, begun)) == list(range(60)), "an item began twice"
             assert engine.process.poll() is None and ready(engine)[0] == 200
+            asked = urllib.request.Request(
+                f"{engine.url}/metrics", headers={"Authorization": f"Bearer {admin}"}
+            )
+            with urllib.request.urlopen(asked, timeout=10) as answer:
+                scraped = answer.read().decode()
+            failures = re.search(r"^fluksio_store_write_failures_total (\S+)$", scraped, re.M)
+            assert failures is not None and float(failures.group(1)) >= 1, scraped
             worker.stop()
         finally:
             engine.stop()

@@ -230,6 +230,18 @@ _STATE_FAMILIES: dict[str, tuple[type[GaugeMetricFamily | CounterMetricFamily], 
         "Streams of the live event feed open now.",
         [],
     ),
+    "fluksio_store_unwritten_runs": (
+        GaugeMetricFamily,
+        "Runs whose changes wait in memory because the engine's store cannot be written"
+        " (its disk full, its database away); 0 while it takes writes.",
+        [],
+    ),
+    "fluksio_store_write_failures": (
+        CounterMetricFamily,
+        "Writes of the runs' changes that failed (disk full, database away) and were"
+        " tried again, since the engine started.",
+        [],
+    ),
 }
 """The families read from the engine's state at each scrape: declared once, so that the
 registry knows their names when the collector is registered (a clash fails at start)."""
@@ -292,6 +304,14 @@ class _EngineState(Collector):
         subscribers = _family("fluksio_event_subscribers")
         subscribers.add_metric([], self._feed.subscribers)
         yield subscribers
+
+        unwritten = _family("fluksio_store_unwritten_runs")
+        unwritten.add_metric([], self._dispatcher.unwritten_runs())
+        yield unwritten
+
+        failures = _family("fluksio_store_write_failures")
+        failures.add_metric([], self._dispatcher.failed_writes())
+        yield failures
 
 
 _MAJOR_MINOR = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\D|$)")

@@ -52,6 +52,10 @@ class EngineViews:
         self._dispatcher = dispatcher
         self._clock = clock
 
+    def unwritten_runs(self) -> int:
+        """Runs whose changes wait in memory because the store cannot be written now."""
+        return self._dispatcher.unwritten_runs()
+
     @property
     def workers_version(self) -> int:
         """Moves whenever anything a worker's answer shows changes (not its heartbeats)."""

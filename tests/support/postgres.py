@@ -90,18 +90,28 @@ def _drop(cluster: LocalPostgres, name: str) -> None:
 @dataclass(frozen=True)
 class PrivateCluster:
     """A PostgreSQL cluster of one test's own (``scripts/postgres-up.sh`` with a state
-    directory and a port of its own), for what the shared one must not undergo: a
-    restart under a running engine."""
+    directory and a port of its own), for what the shared one must not undergo: stopped
+    and started again under a running engine."""
 
     cluster: LocalPostgres
     state: Path
 
-    def restart(self) -> None:
-        """``pg_ctl restart -m fast``: every session is ended, the server back at once."""
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: every session is ended, and no new one is taken."""
+        self._pg_ctl("-m", "fast", "stop")
+
+    def start(self) -> None:
+        """Started again on its port, as :func:`private_cluster` first started it."""
+        port = self.cluster.url.rsplit(":", 1)[1].split("/", 1)[0]
+        run = self.state / "run"
+        options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={run}"
+        self._pg_ctl("-l", str(self.state / "log"), "start", "-o", options)
+
+    def _pg_ctl(self, *args: str) -> None:
         pg_ctl = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))[-1]
         subprocess.run(
             ["runuser", "-u", "postgres", "--", str(pg_ctl), "-D", str(self.state / "data"),
-             "-m", "fast", "-w", "-t", "60", "restart", "-l", str(self.state / "log")],
+             "-w", "-t", "60", *args],
             check=True, capture_output=True, timeout=90,
         )  # fmt: skip
 

@@ -7,6 +7,7 @@ from importlib.metadata import version
 
 from fluksio.api.appkeys import ENGINE
 from fluksio.api.declare import Call, Routes
+from fluksio.errors import StoreAway
 from fluksio.wire.answers.resources import Health
 
 __all__ = ["routes"]
@@ -33,6 +34,13 @@ async def _live(call: Call[None]) -> Health:
 
 @routes.get("/healthz/ready", auth="none", answer=Health)
 async def _ready(call: Call[None]) -> Health:
-    """This engine serves requests: 200 on the active engine, 503 on a standby (one of
-    several on one database), for a balancer's health check"""
+    """This engine serves requests: 200 on the active engine; 503 on a standby (one of
+    several on one database), and while its store cannot be written, for a balancer's
+    health check"""
+    unwritten = call.app[ENGINE].views.unwritten_runs()
+    if unwritten:
+        raise StoreAway(
+            f"the engine cannot write its state now: the changes of {unwritten} run(s) wait"
+            " in memory (its database away, or its disk full) and are written once it can"
+        )
     return _said(call)

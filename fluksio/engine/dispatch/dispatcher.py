@@ -147,6 +147,7 @@ class Dispatcher:
         self.write_marked, self.view_run = questions.write_marked, questions.view_run
         self.item_row, self.wait_run = questions.item_row, questions.wait_run
         self.waiting_calls, self.waiting_labels = questions.waiting_calls, questions.waiting_labels
+        self.unwritten_runs, self.failed_writes = questions.unwritten_runs, questions.failed_writes
         self.answering, self.calls_on = questions.answering, questions.calls_on
         self.reason, self.has_waiting = questions.reason, questions.has_waiting
         self.placed_on, self.place = questions.placed_on, questions.place

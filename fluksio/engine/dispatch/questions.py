@@ -121,6 +121,14 @@ class Questions:
             )
         return found
 
+    def unwritten_runs(self) -> int:
+        """Runs whose changes wait in memory, unwritten (see :class:`RunWriter`)."""
+        return self._state.writer.unwritten_runs
+
+    def failed_writes(self) -> int:
+        """Writes of the runs' rows that failed since start (each tried again)."""
+        return self._state.writer.failed_writes
+
     def waiting_labels(self) -> collections.Counter[str]:
         """How many calls wait, by the label each wants (``""``: any place will do)."""
         wanted: collections.Counter[str] = collections.Counter()

@@ -60,6 +60,8 @@ class RunWriter:
         self._flushed_at = -FLUSH_SPACING_S
         """When rows were last written (real monotonic seconds)."""
         self._store_full = False
+        self.failed_writes = 0
+        """Writes of the runs' rows that failed (and were tried again), since start."""
         self._flush_retry: Timer | None = None
         self.closing = False
 
@@ -118,6 +120,7 @@ class RunWriter:
                 [d.row for d in dirty.values() if d.run_changed],
             )
         except (StorageFull, StoreAway) as failed:
+            self.failed_writes += 1
             self._dirty = dirty  # nothing was written: all of it waits, in memory
             if not self._store_full:
                 said = "store.full" if isinstance(failed, StorageFull) else "store.away"
@@ -134,6 +137,12 @@ class RunWriter:
         self._on_written(
             [RunChange(d.row, list(d.nodes.values()), d.run_changed) for d in dirty.values()]
         )
+
+    @property
+    def unwritten_runs(self) -> int:
+        """Runs whose changes wait in memory because the last write failed (the disk full,
+        the database away); 0 while the store takes writes."""
+        return len(self._dirty) if self._store_full else 0
 
     def _retry_flush(self) -> None:
         self._flush_retry = None
