@@ -1,2 +1,3 @@
-"""The engine's state on PostgreSQL (issue 67, under way): the schema, from the same
-migrations as SQLite's."""
+"""The engine's state on PostgreSQL: the schema from SQLite's own migrations, the stores'
+SQL run there, the lease that makes one engine of several active and the fence its writes
+check, and the copy of an engine's SQLite state into it."""
