@@ -107,6 +107,19 @@ def test_a_new_engine_on_the_same_database_serves_the_same_team(
         )  # fmt: skip
         assert given == len("s3cr3t-value")
         assert get_run(second, admin, run_id)["state"] == "succeeded"
+        # The key rotated on the command line, against the database: every engine of it
+        # refuses the access tokens signed before, within the seconds it follows a key.
+        rotated = fluksio(
+            "keys", "rotate", "--yes", "--data-dir", str(tmp_path / "data3"), *shared[:4],
+            env={"PGPASSFILE": pg_cluster.passfile},
+        )  # fmt: skip
+        assert rotated.returncode == 0, rotated.stderr
+        wait_for(
+            lambda: second.client(admin).request("GET", f"/runs/{run_id}").status == 401,
+            timeout=10,
+            what="the old access token to be refused",
+        )
+        assert get_run(second, second.login(), run_id)["state"] == "succeeded"
     finally:
         second.stop()
 

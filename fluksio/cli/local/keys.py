@@ -7,15 +7,14 @@ user's own credential, and survives a rotation until it is revoked or its user r
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import Any
 
 import click
 
-from fluksio.cli.local.options import data_dir_option
-from fluksio.engine.datadir import DataDir
-from fluksio.engine.db import open_database
-from fluksio.engine.key_places import KeyFiles
+from fluksio.cli.local.options import state_options
 from fluksio.engine.keys import KeyRing
+from fluksio.engine.settings import EngineSettings
+from fluksio.engine.state import open_state
 from fluksio.engine.worker_tokens import WorkerTokenStore
 from fluksio.errors import ConfigError
 
@@ -28,28 +27,29 @@ def keys() -> None:
 
 
 @keys.command()
-@data_dir_option
+@state_options("database_key_file")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def rotate(data_dir: Path, yes: bool) -> None:
+def rotate(yes: bool, **where: Any) -> None:
     """Replace the signing key: every access and worker token stops working at once
     (personal API tokens, which it does not sign, keep working).
 
     Works whether or not the engine is running; a running engine uses the new key for the
-    next request.
+    next request (on PostgreSQL, within 2 s, every engine of the database).
     """
-    layout = DataDir(data_dir)
-    if not layout.database.exists():
-        raise ConfigError(f"{data_dir} holds no Fluksio state; check --data-dir")
+    settings = EngineSettings(**where)
+    layout = settings.layout
+    if settings.database is None and not layout.database.exists():
+        raise ConfigError(f"{settings.data_dir} holds no Fluksio state; check --data-dir")
     if not yes:
         if not sys.stdin.isatty():
             raise ConfigError("rotating revokes every token; pass --yes to confirm")
         click.confirm("Revoke every access and worker token by replacing the key?", abort=True)
-    database = open_database(layout.ensure().database)
+    state = open_state(settings, layout.ensure())
     try:
-        KeyRing(KeyFiles(layout)).rotate()
-        revoked = WorkerTokenStore(database).revoke_all("signing key rotated")
+        KeyRing(state.keys).rotate()
+        revoked = WorkerTokenStore(state.database).revoke_all("signing key rotated")
     finally:
-        database.close()
+        state.database.close()
     click.echo(
         f"Signing key replaced: {revoked} worker token(s) revoked and every access token"
         " invalidated; personal API tokens keep working (the key does not sign them:"
