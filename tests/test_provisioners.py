@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from fluksio.errors import ConfigError
 from fluksio.provisioners import hookspecs
-from fluksio.provisioners.base import JobState, ProfileSettings, ProvisionerSettings, worker_argv
+from fluksio.provisioners.base import JobState, ProfileSettings, ProvisionerSettings
 from fluksio.provisioners.config import load_provisioners
 from fluksio.provisioners.hosts import HostsProvisioner
 from fluksio.provisioners.plugins import ENTRY_POINT_GROUP, build_plugins
@@ -438,18 +438,3 @@ def test_a_profile_asking_past_its_partitions_time_limit_is_named() -> None:
         f"profile {plain.name!r} asks for jobs of 2-00:00:00, longer than partition 'debug'"
         " (1-00:00:00) allows; ask for less, or name another partition"
     ]
-
-
-def test_a_profiles_workers_are_given_every_engines_url(tmp_path: Path) -> None:
-    """The engines of one database: each job's worker dials the next when one fails."""
-    entries = _example()
-    slurm = entries[0]
-    others = ["wss://b.example/api/v1/workers/attach", "wss://c.example/api/v1/workers/attach"]
-    slurm["other_engine_urls"] = others
-    (_kind, settings), *_rest = load_provisioners(_write(tmp_path, entries), _types())
-    argv = worker_argv("fluksio-worker", settings, settings.profiles[0])
-    urls = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--url"]
-    assert urls == [slurm["engine_url"], *others]
-    slurm["other_engine_urls"] = ["wss://b.example/api/v1/workers/attach\n--token x"]
-    with pytest.raises(ConfigError, match="other_engine_urls"):
-        load_provisioners(_write(tmp_path, entries), _types())

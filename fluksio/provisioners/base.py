@@ -169,6 +169,15 @@ class ProvisionerSettings(BaseModel, Generic[ProfileT]):
     profiles: list[ProfileT] = Field(min_length=1)
 
 
+def _engine_urls(settings: ProvisionerSettings[Any]) -> list[str]:
+    """``--url`` for each engine: our agent takes each, the published one the last."""
+    return [
+        part
+        for url in (settings.engine_url, *settings.other_engine_urls)
+        for part in ("--url", url)
+    ]
+
+
 def worker_argv(
     command: str, settings: ProvisionerSettings[Any], profile: ProfileSettings
 ) -> list[str]:
@@ -178,10 +187,7 @@ def worker_argv(
     calls it runs at once, and the profile's resources as the worker should advertise
     them.
     """
-    argv = [command, "--url", settings.engine_url]
-    for other in settings.other_engine_urls:  # our agent takes each; the published one the last
-        argv += ["--url", other]
-    argv += ["--name", f"{settings.name}-{profile.name}"]
+    argv = [command, *_engine_urls(settings), "--name", f"{settings.name}-{profile.name}"]
     if profile.labels:
         argv += ["--labels", ",".join(profile.labels)]
     if settings.max_idle_s:
