@@ -130,12 +130,16 @@ def start_engine(
 
 
 def ready(engine: EngineProcess) -> tuple[int, str]:
-    """``GET /healthz/ready``: its status and what it said."""
+    """``GET /healthz/ready``: its status and what it said; 0 and why when no answer came
+    (a standby handing its socket to the engine it becomes cuts a request under way, as
+    a restart does)."""
     try:
         with urllib.request.urlopen(f"{engine.api}/healthz/ready", timeout=5) as answer:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as refused:
         return refused.code, refused.read().decode()
+    except (urllib.error.URLError, OSError) as lost:
+        return 0, str(lost)
 
 
 def attach_url_on(port: int, scheme: str = "ws") -> str:
