@@ -12,7 +12,6 @@ import re
 import secrets
 import signal
 import socket
-import time
 import urllib.request
 from pathlib import Path
 
@@ -134,7 +133,6 @@ def test_a_database_that_cannot_be_used_is_one_sentence_at_start(tmp_path: Path)
     key = str(_key_file(tmp_path))
     data = ("--data-dir", str(tmp_path / "data"), "--port", "0")
     port = _closed_port()
-    started = time.monotonic()
     away = fluksio(
         "serve", *data, "--database", f"postgresql://fluksio@127.0.0.1:{port}/team",
         "--database-key-file", key,
@@ -143,7 +141,6 @@ def test_a_database_that_cannot_be_used_is_one_sentence_at_start(tmp_path: Path)
     said = away.stderr.strip()
     assert f"127.0.0.1:{port}/team" in said and "check that PostgreSQL runs there" in said, said
     assert "Traceback" not in said and len(said.splitlines()) == 1, said
-    assert time.monotonic() - started < 30
 
     holds = fluksio("serve", *data, "--database", "postgresql://fluksio:hunter22@127.0.0.1/team")
     assert holds.returncode == 2 and "holds a password" in holds.stderr, holds.stderr

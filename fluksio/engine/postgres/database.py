@@ -17,7 +17,6 @@ import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -28,7 +27,7 @@ from fluksio.engine.database import Cursor, Statements
 from fluksio.engine.postgres.fence import Fence
 from fluksio.errors import StorageFull, StoreAway
 
-__all__ = ["PostgresDatabase", "said"]
+__all__ = ["PostgresDatabase", "faults", "first_line", "reads", "said"]
 
 Connect = Callable[[], "psycopg.Connection[DictRow]"]
 
@@ -40,6 +39,11 @@ class _BoolAsBigint(Dumper):
 
     def dump(self, obj: bool) -> bytes:
         return b"1" if obj else b"0"
+
+
+def reads(sql: str) -> bool:
+    """A statement that only reads: no fence to check before it."""
+    return sql.lstrip()[:6].upper() == "SELECT"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -65,9 +69,9 @@ class _InTransaction:
         self._fence = fence
 
     def execute(self, sql: str, params: Sequence[object] = (), /) -> Cursor:
-        if self._fence is not None and not sql.lstrip()[:6].upper().startswith("SELECT"):
+        if self._fence is not None and not reads(sql):
             self._check_fence()
-        with _faults():
+        with faults():
             if not params:
                 return self._connection.execute(sql.encode())
             return self._connection.execute(said(sql).encode(), params)
@@ -75,7 +79,7 @@ class _InTransaction:
     def executemany(self, sql: str, rows: Iterable[Sequence[object]], /) -> object:
         if self._fence is not None:
             self._check_fence()
-        with _faults():
+        with faults():
             cursor = self._connection.cursor()
             cursor.executemany(said(sql).encode(), rows)
             return cursor
@@ -83,7 +87,7 @@ class _InTransaction:
     def _check_fence(self) -> None:
         fence, self._fence = self._fence, None  # once a transaction: the lock is held on
         assert fence is not None
-        with _faults():
+        with faults():
             row = self._connection.execute(Fence.CHECK.encode()).fetchone()
         refused = fence.refused(row)
         if refused is not None:
@@ -106,8 +110,11 @@ class PostgresDatabase:
         return self._where
 
     def execute(self, sql: str, params: Sequence[object] = (), /) -> Cursor:
-        with self.transaction() as statements:
-            return statements.execute(sql, params)
+        if self._fence is not None and not reads(sql):
+            with self.transaction() as statements:  # its fence's check, then the write
+                return statements.execute(sql, params)
+        with self._lock:  # one statement: no BEGIN and COMMIT around it, two round trips
+            return _InTransaction(self._connected(), None).execute(sql, params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[object]], /) -> object:
         with self.transaction() as statements:
@@ -117,7 +124,7 @@ class PostgresDatabase:
     def transaction(self) -> Iterator[Statements]:
         with self._lock:
             connection = self._connected()
-            with _faults(), connection.transaction():
+            with faults(), connection.transaction():
                 yield _InTransaction(connection, self._fence)
 
     def close(self) -> None:
@@ -129,13 +136,13 @@ class PostgresDatabase:
     def _connected(self) -> psycopg.Connection[DictRow]:
         if self._connection is not None and not self._connection.broken:
             return self._connection
-        with _faults():
+        with faults():
             self._connection = self._connect()
         return self._connection
 
 
 @contextmanager
-def _faults() -> Iterator[None]:
+def faults() -> Iterator[None]:
     """The driver's faults as the engine's: away (try again later) or full."""
     try:
         yield
@@ -146,10 +153,11 @@ def _faults() -> Iterator[None]:
         ) from exc
     except psycopg.OperationalError as exc:
         raise StoreAway(
-            f"the engine's database cannot be reached ({_first_line(exc)}); try again shortly"
+            f"the engine's database cannot be reached ({first_line(exc)}); try again shortly"
         ) from exc
 
 
-def _first_line(exc: BaseException) -> str:
-    text: Any = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def first_line(exc: BaseException) -> str:
+    """A driver's error in its own first words, without libpq's framing."""
+    lines = str(exc).strip().splitlines()
+    return lines[0].removeprefix("connection failed: ") if lines else type(exc).__name__

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import DictRow
 
-from fluksio.errors import StoreAway
+from fluksio.engine.postgres.database import faults
 
 __all__ = ["Lease", "LeaseRow"]
 
@@ -93,10 +93,7 @@ class Lease:
                 self._connection = None
 
     def _run(self, sql: str, params: tuple[object, ...]) -> DictRow | None:
-        with self._lock:
-            try:
-                if self._connection is None or self._connection.broken:
-                    self._connection = self._connect()
-                return self._connection.execute(sql.encode(), params or None).fetchone()
-            except psycopg.OperationalError as exc:
-                raise StoreAway(f"the lease cannot be read: {str(exc).strip()[:200]}") from exc
+        with self._lock, faults():
+            if self._connection is None or self._connection.broken:
+                self._connection = self._connect()
+            return self._connection.execute(sql.encode(), params or None).fetchone()

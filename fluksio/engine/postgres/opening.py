@@ -16,7 +16,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow
 
-from fluksio.engine.postgres.database import PostgresDatabase, prepared
+from fluksio.engine.postgres.database import PostgresDatabase, first_line, prepared
 from fluksio.engine.postgres.fence import Fence
 from fluksio.engine.postgres.schema import migrate
 from fluksio.errors import ConfigError
@@ -64,7 +64,7 @@ def open_postgres(
         first = connect()
     except psycopg.OperationalError as exc:
         raise ConfigError(
-            f"cannot reach the state database {where}: {_reason(exc)}; check that"
+            f"cannot reach the state database {where}: {first_line(exc)}; check that"
             " PostgreSQL runs there and accepts this machine, and the role's password"
             " (PGPASSFILE or --database-password-file)"
         ) from None
@@ -72,7 +72,7 @@ def open_postgres(
         migrate(first, where)
     except psycopg.Error as exc:
         first.close()
-        raise ConfigError(f"cannot prepare the state database {where}: {_reason(exc)}") from None
+        raise ConfigError(f"cannot prepare the state database {where}: {first_line(exc)}") from None
     except ConfigError:
         first.close()
         raise
@@ -108,8 +108,3 @@ def _password(path: Path | None) -> str | None:
     if not text:
         raise ConfigError(f"--database-password-file: {path} is empty")
     return text
-
-
-def _reason(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0].removeprefix("connection failed: ") if lines else type(exc).__name__
